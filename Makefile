@@ -1,0 +1,51 @@
+# Two commands do all the set-up on a fresh machine (see README.md):
+#   make lab   - install into .venv, install the kernel specs, open JupyterLab on notebooks/
+#   make test  - install into .venv (and Debian's chromium for the browser test), run the suite
+# Every step is idempotent: a stamp file records that .venv matches pyproject.toml.
+
+PYTHON ?= python3
+VENV   ?= .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.explorer-installed
+PYTEST_ARGS ?=
+LAB_ARGS ?=
+ROOT_FLAG := $(shell [ "$$(id -u)" = "0" ] && echo --allow-root)
+
+.PHONY: install kernels chromium lab test bench clean
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip setuptools wheel
+
+# torch_xla 2.9 needs exactly torch 2.9.0 (the registry's CUDA build: large, but it runs on CPU).
+# deepspeed is an sdist that builds against the installed torch, hence --no-build-isolation;
+# the tests read its real pipeline schedule module.
+$(STAMP): pyproject.toml | $(BIN)/python
+	$(BIN)/python -m pip install --quiet -e ".[all]"
+	$(BIN)/python -m pip install --quiet --no-build-isolation "deepspeed==0.19.8"
+	touch $(STAMP)
+
+install: $(STAMP) kernels
+
+# The notebooks name these kernels; they go into the venv's own Jupyter data dir.
+kernels: $(STAMP)
+	$(BIN)/jupyter kernelspec install --sys-prefix --replace kernels/explorer >/dev/null
+	$(BIN)/jupyter kernelspec install --sys-prefix --replace kernels/explorer-xla >/dev/null
+
+# Browsers cannot be downloaded here (no `playwright install`): use Debian's chromium.
+chromium:
+	@command -v chromium >/dev/null 2>&1 || { \
+	  echo "installing Debian's chromium for the browser test"; \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends chromium fonts-liberation >/dev/null; }
+
+lab: install
+	$(BIN)/jupyter lab $(ROOT_FLAG) --notebook-dir=notebooks $(LAB_ARGS)
+
+test: install chromium
+	$(BIN)/python -m pytest $(PYTEST_ARGS)
+
+bench: install
+	$(BIN)/python benchmarks/bench_schedule.py
+
+clean:
+	rm -rf $(VENV) build *.egg-info .pytest_cache

@@ -1,0 +1,53 @@
+"""Command-line entry point: ``explorer <command> ...``.
+
+Each command lives in its own module under ``explorer.commands`` and exposes
+``register(subparsers)``, which adds a sub-parser whose ``func(args) -> int`` does the work.
+Exit codes are a contract other tools rely on: 0 ok, 1 findings (a hazard, a recompile, a
+failed run), 2 bad input. Bad input never shows a traceback: :class:`InputError` becomes one
+line on stderr.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+from typing import Sequence
+
+from explorer.errors import InputError, MissingExtraError
+
+#: Command modules, in the order ``explorer --help`` lists them.
+COMMANDS: tuple[str, ...] = (
+    "explorer.commands.schedule",
+    "explorer.commands.check",
+)
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse exits 2 on bad usage already; keep its message to one line plus usage."""
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The full parser with every registered command."""
+    parser = _Parser(prog="explorer", description=__doc__.splitlines()[0])
+    subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    for name in COMMANDS:
+        importlib.import_module(name).register(subparsers)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run one command and return its exit code (0 ok, 1 findings, 2 bad input)."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return int(args.func(args))
+    except (InputError, MissingExtraError) as exc:
+        print(f"explorer {args.command}: error: {exc}", file=sys.stderr)
+        return 2
+    except BrokenPipeError:  # pragma: no cover - `explorer ... | head`
+        return 0
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())
