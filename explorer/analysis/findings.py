@@ -1,0 +1,215 @@
+"""Typed findings: the records every view, the CLI and the tests consume.
+
+Validation returns records, never prints. Each record pins its finding to a stage, a rank and
+a step, carries the instruction in the compact text form, and can say itself in words
+(``describe``) and as JSON (``to_dict``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Optional
+
+
+@dataclass(frozen=True)
+class Ref:
+    """One instruction in a schedule: where it is and what it is."""
+
+    index: int  # row in the schedule's columns
+    rank: int
+    stage: int
+    step: int
+    instruction: str  # compact text, e.g. "2SG0b0"
+    name: str  # DeepSpeed-style, e.g. "SendGrad(buffer_id=0)"
+
+    def to_dict(self) -> dict:
+        return {"rank": self.rank, "stage": self.stage, "step": self.step, "instruction": self.name, "text": self.instruction}
+
+
+@dataclass(frozen=True)
+class Hazard:
+    """An instruction read a buffer slot that does not hold the micro-batch it expects."""
+
+    at: Ref
+    buffer: int
+    slot: str  # input, output, labels, input-grad, grad-layer
+    expected_microbatch: int
+    found_microbatch: Optional[int]  # None: never written
+    overwritten_by: Optional[Ref]
+    cause: str
+
+    @property
+    def stage(self) -> int:
+        return self.at.stage
+
+    @property
+    def step(self) -> int:
+        return self.at.step
+
+    def describe(self) -> str:
+        return self.cause
+
+    def to_dict(self) -> dict:
+        return {
+            "stage": self.at.stage,
+            "rank": self.at.rank,
+            "step": self.at.step,
+            "instruction": self.at.name,
+            "buffer": self.buffer,
+            "slot": self.slot,
+            "expected_microbatch": self.expected_microbatch,
+            "found_microbatch": self.found_microbatch,
+            "overwritten_by": None if self.overwritten_by is None else {
+                "step": self.overwritten_by.step,
+                "instruction": self.overwritten_by.name,
+                "stage": self.overwritten_by.stage,
+            },
+            "cause": self.cause,
+        }
+
+
+@dataclass(frozen=True)
+class Unmatched:
+    """A send or receive with no partner on the neighbouring stage."""
+
+    at: Ref
+    peer_stage: int
+    reason: str
+
+    @property
+    def stage(self) -> int:
+        return self.at.stage
+
+    @property
+    def step(self) -> int:
+        return self.at.step
+
+    def describe(self) -> str:
+        return self.reason
+
+    def to_dict(self) -> dict:
+        return {**self.at.to_dict(), "peer_stage": self.peer_stage, "reason": self.reason}
+
+
+@dataclass(frozen=True)
+class Mismatch:
+    """A send and the receive it meets carry different micro-batches (FIFO order disagrees)."""
+
+    send: Ref
+    recv: Ref
+    sent_microbatch: int
+    expected_microbatch: int
+
+    @property
+    def stage(self) -> int:
+        return self.recv.stage
+
+    @property
+    def step(self) -> int:
+        return self.recv.step
+
+    def describe(self) -> str:
+        return (
+            f"stage {self.recv.stage} step {self.recv.step}: {self.recv.name} expects micro-batch "
+            f"{self.expected_microbatch} but the matching {self.send.name} on stage {self.send.stage} "
+            f"(step {self.send.step}) sends micro-batch {self.sent_microbatch}"
+        )
+
+    def to_dict(self) -> dict:
+        return {"send": self.send.to_dict(), "recv": self.recv.to_dict(),
+                "sent_microbatch": self.sent_microbatch, "expected_microbatch": self.expected_microbatch}
+
+
+@dataclass(frozen=True)
+class Waiting:
+    """A rank stuck at ``at``, waiting for ``waits_for_rank`` (None: for a partner that never comes)."""
+
+    at: Ref
+    waits_for_rank: Optional[int]
+    waits_for_stage: Optional[int]
+
+    def describe(self) -> str:
+        who = "a partner that never comes" if self.waits_for_rank is None else f"stage {self.waits_for_stage} (rank {self.waits_for_rank})"
+        return f"stage {self.at.stage} (rank {self.at.rank}) is stuck at step {self.at.step} in {self.at.name}, waiting for {who}"
+
+    def to_dict(self) -> dict:
+        return {**self.at.to_dict(), "waits_for_rank": self.waits_for_rank, "waits_for_stage": self.waits_for_stage}
+
+
+@dataclass(frozen=True)
+class Deadlock:
+    """Ranks that can never progress under a P2P model, with the cycle of waits that explains it."""
+
+    model: str  # "blocking" (DeepSpeed) or "batched" (PyTorch)
+    cycle: tuple[Waiting, ...]  # empty when the chain ends at an unmatched exchange
+    stuck: tuple[Waiting, ...]  # every stuck rank's first blocked instruction
+
+    @property
+    def stage(self) -> int:
+        return (self.cycle or self.stuck)[0].at.stage
+
+    @property
+    def step(self) -> int:
+        return (self.cycle or self.stuck)[0].at.step
+
+    def describe(self) -> str:
+        if self.cycle:
+            loop = " -> ".join(f"stage {w.at.stage} step {w.at.step} {w.at.name}" for w in self.cycle)
+            return f"deadlock under {self.model} P2P: {loop} -> back to stage {self.cycle[0].at.stage}"
+        return f"deadlock under {self.model} P2P: " + "; ".join(w.describe() for w in self.stuck[:4])
+
+    def to_dict(self) -> dict:
+        return {"model": self.model, "cycle": [w.to_dict() for w in self.cycle],
+                "stuck": [w.to_dict() for w in self.stuck], "description": self.describe()}
+
+
+@dataclass(frozen=True)
+class Bubble:
+    """Idle share of a simulated timeline, with both denominators labelled."""
+
+    makespan: float
+    busy_per_rank: tuple[float, ...]
+    of_total: float  # idle / (ranks * makespan)
+    of_ideal: float  # (makespan - mean busy) / mean busy
+
+    def to_dict(self) -> dict:
+        return {"makespan": self.makespan, "busy_per_rank": list(self.busy_per_rank),
+                "fraction_of_total": self.of_total, "fraction_of_ideal": self.of_ideal,
+                "definitions": {"fraction_of_total": "idle time / (ranks x makespan)",
+                                "fraction_of_ideal": "(makespan - mean busy time) / mean busy time"}}
+
+
+@dataclass(frozen=True)
+class BufferUse:
+    """Buffers each stage allocates versus the peak number of micro-batches it holds at once."""
+
+    allocated: tuple[int, ...]
+    needed: tuple[int, ...]
+
+    def to_dict(self) -> dict:
+        return {"allocated": list(self.allocated), "needed": list(self.needed)}
+
+
+@dataclass(frozen=True)
+class Findings:
+    """Everything :func:`explorer.analysis.check` found in one schedule."""
+
+    hazards: tuple[Hazard, ...] = ()
+    unmatched: tuple[Unmatched, ...] = ()
+    mismatched: tuple[Mismatch, ...] = ()
+    deadlock: Optional[Deadlock] = None
+    deadlocks: dict = field(default_factory=dict)  # model -> Deadlock | None
+
+    @property
+    def ok(self) -> bool:
+        return not (self.hazards or self.unmatched or self.mismatched or self.deadlock)
+
+    def all(self) -> list:
+        """Every finding, deadlock first (it stops the run), then in stage/step order."""
+        rest = sorted([*self.hazards, *self.unmatched, *self.mismatched], key=lambda f: (f.step, f.stage))
+        return ([self.deadlock] if self.deadlock else []) + rest
+
+
+def as_plain(obj: object) -> object:
+    """``dataclasses.asdict`` for records that define no ``to_dict``."""
+    return obj.to_dict() if hasattr(obj, "to_dict") else asdict(obj)  # type: ignore[arg-type]

@@ -1,0 +1,58 @@
+"""ZB-H1 (Qi et al., "Zero Bubble Pipeline Parallelism", ICLR 2024) as a compute plan.
+
+The backward is split into ``I`` (gradient with respect to the stage input, on the critical
+path) and ``W`` (gradient with respect to the weights, which nothing downstream waits for).
+ZB-H1 keeps 1F1B's activation memory - at most ``p - s`` micro-batches between their forward
+and their ``W`` on stage ``s`` - and uses the freedom of ``W`` to fill the bubbles. The plan
+is made by the paper's greedy rule in unit time: an ``I`` whose gradient has arrived first,
+otherwise a forward while under the memory limit, otherwise the oldest pending ``W``.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from typing import Sequence
+
+from explorer.schedules.instructions import Kind
+from explorer.schedules.lowering import ComputePlan, lower
+from explorer.schedules.schedule import Schedule
+
+
+def zb_h1_plan(p: int, m: int) -> ComputePlan:
+    """Greedy unit-time ZB-H1 plan: rows of (stage, kind, microbatch, step)."""
+    f_done = [[-1] * m for _ in range(p)]  # step at which F(s, i) ran, -1 = not yet
+    i_done = [[-1] * m for _ in range(p)]
+    next_f = [0] * p
+    next_i = [0] * p
+    pending_w: list[deque[int]] = [deque() for _ in range(p)]
+    w_done = [0] * p
+    rows: list[tuple[int, int, int, int]] = []
+    t = 0
+    total = 3 * p * m
+    while len(rows) < total:
+        for s in range(p):
+            b = next_i[s]
+            grad_ready = b < m and 0 <= f_done[s][b] < t and (s == p - 1 or 0 <= i_done[s + 1][b] < t)
+            f = next_f[s]
+            inflight = f - w_done[s]
+            fwd_ready = f < m and (s == 0 or 0 <= f_done[s - 1][f] < t) and inflight < p - s
+            if grad_ready:
+                i_done[s][b] = t
+                next_i[s] += 1
+                pending_w[s].append(b)
+                rows.append((s, int(Kind.BACKWARD_INPUT), b, t))
+            elif fwd_ready:
+                f_done[s][f] = t
+                next_f[s] += 1
+                rows.append((s, int(Kind.FORWARD), f, t))
+            elif pending_w[s]:
+                w = pending_w[s].popleft()
+                w_done[s] += 1
+                rows.append((s, int(Kind.BACKWARD_WEIGHT), w, t))
+        t += 1
+    return ComputePlan.from_rows(rows)
+
+
+def zb_h1(p: int, m: int, buffers: Sequence[int] | None = None) -> Schedule:
+    return lower(zb_h1_plan(p, m), name="zb-h1", num_stages=p, num_microbatches=m,
+                 stage_to_rank=range(p), buffers=buffers, params={"kind": "zb-h1", "p2p": "batched"})
