@@ -1,0 +1,130 @@
+"""Typed records of an HLO diff, consumed alike by the summary, the views, the CLI and tests."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+
+@dataclass(frozen=True)
+class ParameterMove:
+    """Entry parameter ``index_a`` of A is parameter ``index_b`` of B (a compile-cache key change)."""
+
+    index_a: int
+    index_b: int
+    shape: str
+    op_name: str
+    name_a: str
+    name_b: str
+
+
+@dataclass(frozen=True)
+class InstructionGroup:
+    """Instructions present on one side only, grouped by where they came from."""
+
+    side: str  # "added" (only in B) or "removed" (only in A)
+    op_type: str
+    op_name: str
+    source: str
+    count: int
+    opcodes: tuple[tuple[str, int], ...]
+    names: tuple[str, ...]
+    lines: tuple[int, ...]
+
+    @property
+    def label(self) -> str:
+        """``op_type`` (and the source line when present), for tables and sentences."""
+        where = f" at {self.source}" if self.source else ""
+        return f"{self.op_type or '(no metadata)'}{where}"
+
+
+@dataclass(frozen=True)
+class ChangedInstruction:
+    """A matched pair that differs in ``kinds`` (opcode, shape, literal, attributes, operands)."""
+
+    name_a: str
+    name_b: str
+    kinds: tuple[str, ...]
+    before: str
+    after: str
+    op_type: str
+    op_name: str
+    line_a: int
+    line_b: int
+
+
+@dataclass(frozen=True)
+class MovedConstant:
+    """A constant present on both sides at a different place in the order or with other users."""
+
+    literal: str
+    shape: str
+    op_type: str
+    op_name: str
+    name_a: str
+    name_b: str
+    line_a: int
+    line_b: int
+    users_changed: bool
+
+
+@dataclass(frozen=True)
+class TupleArityChange:
+    """A matched tuple-shaped instruction whose element count changed."""
+
+    name_a: str
+    name_b: str
+    opcode: str
+    arity_a: int
+    arity_b: int
+
+
+@dataclass
+class HloDiff:
+    """Everything that differs between two modules, plus what matched."""
+
+    module_a: str
+    module_b: str
+    instructions_a: int
+    instructions_b: int
+    matched_count: int
+    parameter_permutation: list[ParameterMove]
+    parameters_a: int
+    parameters_b: int
+    added: list[InstructionGroup]
+    removed: list[InstructionGroup]
+    changed: list[ChangedInstruction]
+    moved_constants: list[MovedConstant]
+    tuple_arity: list[TupleArityChange]
+    pairs: list[tuple[str, str]] = field(default_factory=list, repr=False)
+    summary: str = ""
+
+    @property
+    def identical(self) -> bool:
+        """No difference of any kind (constant order aside)."""
+        return not (self.parameter_permutation or self.added or self.removed or self.changed
+                    or self.tuple_arity or self.parameters_a != self.parameters_b)
+
+    def to_json(self) -> dict[str, Any]:
+        """The CLI's ``--json`` shape: summary, parameter_permutation as [[i_a, i_b], ...], ..."""
+        return {
+            "module_a": self.module_a,
+            "module_b": self.module_b,
+            "summary": self.summary,
+            "parameter_permutation": [[p.index_a, p.index_b] for p in self.parameter_permutation],
+            "parameters": [asdict(p) for p in self.parameter_permutation],
+            "added": [_group_json(g) for g in self.added],
+            "removed": [_group_json(g) for g in self.removed],
+            "changed": [asdict(c) for c in self.changed],
+            "moved_constants": [asdict(c) for c in self.moved_constants],
+            "tuple_arity": [asdict(t) for t in self.tuple_arity],
+            "matched_count": self.matched_count,
+            "instructions": [self.instructions_a, self.instructions_b],
+        }
+
+
+def _group_json(g: InstructionGroup) -> dict[str, Any]:
+    out = asdict(g)
+    out["opcodes"] = dict(g.opcodes)
+    return out
+
