@@ -1,0 +1,95 @@
+"""One call that runs every analysis on a schedule and returns a JSON-ready report.
+
+``check`` is what the CLI's ``explorer check``, the widgets and the notebooks use: P2P
+matching, deadlock search under both P2P models, buffer dataflow, needed buffers, the
+timeline and its bubble. Findings are typed records (:mod:`.findings`); ``Report.to_dict``
+is the CLI's JSON contract.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Optional, Sequence, Union
+
+from explorer.analysis.buffers import buffer_hazards, needed_buffers, with_minimal_buffers
+from explorer.analysis.deadlock import find_deadlock
+from explorer.analysis.execution import MODELS, check_model
+from explorer.analysis.findings import BufferUse, Findings
+from explorer.analysis.p2p import Matching, match
+from explorer.analysis.timeline import Costs, Timeline, simulate
+from explorer.schedules.generators import generate
+from explorer.schedules.schedule import Schedule
+
+
+@dataclass(frozen=True)
+class Report:
+    """Everything known about one schedule."""
+
+    schedule: Schedule
+    matching: Matching
+    findings: Findings
+    buffers: BufferUse
+    timeline: Optional[Timeline]  # None when the schedule deadlocks
+    model: str
+
+    @property
+    def ok(self) -> bool:
+        return self.findings.ok
+
+    def to_dict(self) -> dict:
+        f = self.findings
+        s = self.schedule
+        return {
+            "ok": self.ok,
+            "schedule": {"kind": s.name, "stages": s.num_stages, "ranks": s.num_ranks,
+                         "microbatches": s.num_microbatches, "steps": s.num_steps,
+                         "instructions": len(s), "params": {k: _plain(v) for k, v in s.params.items()}},
+            "p2p_model": self.model,
+            "hazards": [h.to_dict() for h in f.hazards],
+            "unmatched": [u.to_dict() for u in f.unmatched],
+            "mismatched": [m.to_dict() for m in f.mismatched],
+            "deadlock": f.deadlock.to_dict() if f.deadlock else None,
+            "deadlock_by_model": {m: (d.to_dict() if d else None) for m, d in f.deadlocks.items()},
+            "buffers": self.buffers.to_dict(),
+            "bubble": self.timeline.bubble.to_dict() if self.timeline else None,
+            "peak_activations": list(self.timeline.peak_activations) if self.timeline else None,
+            "costs": vars(self.timeline.costs) if self.timeline else None,
+        }
+
+
+def check(schedule: Schedule, costs: Costs = Costs(), model: Optional[str] = None) -> Report:
+    """Run every analysis. ``model`` defaults to the schedule's own (``params['p2p']``)."""
+    model = check_model(model or str(schedule.params.get("p2p", "blocking")))
+    matching = match(schedule)
+    deadlocks = {m: find_deadlock(schedule, matching, m) for m in MODELS}
+    findings = Findings(
+        hazards=tuple(buffer_hazards(schedule)),
+        unmatched=matching.unmatched,
+        mismatched=matching.mismatched,
+        deadlock=deadlocks[model],
+        deadlocks=deadlocks,
+    )
+    timeline = None if deadlocks[model] else simulate(schedule, matching, costs, model)
+    use = BufferUse(allocated=schedule.buffers, needed=tuple(needed_buffers(schedule)))
+    return Report(schedule=schedule, matching=matching, findings=findings, buffers=use, timeline=timeline, model=model)
+
+
+BufferArg = Union[None, str, int, Sequence[int]]
+
+
+def build(kind: str, stages: int, microbatches: int, *, chunks: int = 1,
+          buffers: BufferArg = None, order: Optional[str] = None) -> Schedule:
+    """:func:`explorer.schedules.generate` plus the ``minimal`` buffer policy.
+
+    ``minimal`` (the default outside DeepSpeed's kinds) gives every stage exactly the buffers
+    its peak of live micro-batches needs.
+    """
+    if buffers == "minimal" or (buffers is None and not kind.startswith("deepspeed")):
+        return with_minimal_buffers(generate(kind, stages, microbatches, chunks=chunks, order=order))
+    return generate(kind, stages, microbatches, chunks=chunks, buffers=buffers, order=order)
+
+
+def _plain(value: object) -> object:
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    return value

@@ -1,0 +1,86 @@
+"""Deadlock search under blocking pairwise P2P (DeepSpeed) and batched P2P (PyTorch).
+
+When every send/receive pair shares its step (all generated and DeepSpeed schedules), an
+edge of the wait-for graph either stays inside a step or goes forward in steps, so a cycle
+can only live inside one step. The search then keeps only the within-step edges and peels
+them all at once, step by step in parallel (Kahn's algorithm in rounds: each round removes
+every row with nothing left to wait for). Rounds are bounded by the longest chain inside one
+step - a handful - however long the schedule. Rows left over are stuck; the first stuck row
+of each rank and the ranks they wait for give the cycle.
+
+Schedules whose pairs do not share a step go to the per-instruction simulator.
+"""
+
+from __future__ import annotations
+
+from typing import Optional
+
+import numpy as np
+
+from explorer.analysis.execution import check_model, deadlock_from_heads, execution_order
+from explorer.analysis.findings import Deadlock
+from explorer.analysis.p2p import Matching
+from explorer.analysis.reference import run
+from explorer.schedules.instructions import Kind
+from explorer.schedules.schedule import Schedule
+
+
+def find_deadlock(schedule: Schedule, matching: Matching, model: str = "blocking") -> Optional[Deadlock]:
+    """The deadlock under ``model``, or None when every rank finishes its stream."""
+    check_model(model)
+    if len(schedule) == 0:
+        return None
+    if not _pairs_share_steps(schedule, matching):
+        result = run(schedule, matching.partner, np.zeros(len(schedule)), 0.0, model)
+        return deadlock_from_heads(schedule, matching.partner, result.heads, model) if result.heads else None
+    stuck = _stuck_rows(schedule, matching.partner, model)
+    if not stuck.any():
+        return None
+    order = execution_order(schedule, model)
+    heads: dict[int, int] = {}
+    for row in order[stuck[order]]:
+        heads.setdefault(int(schedule.rank[row]), int(row))
+    return deadlock_from_heads(schedule, matching.partner, heads, model)
+
+
+def _pairs_share_steps(schedule: Schedule, matching: Matching) -> bool:
+    p = matching.partner
+    rows = np.nonzero(p >= 0)[0]
+    return bool(np.array_equal(schedule.step[rows], schedule.step[p[rows]]))
+
+
+def _stuck_rows(schedule: Schedule, partner: np.ndarray, model: str) -> np.ndarray:
+    """Rows that can never run, from within-step edges only (see the module docstring)."""
+    n = len(schedule)
+    kind = schedule.kind
+    is_send = (kind == Kind.SEND_ACTIVATION) | (kind == Kind.SEND_GRAD)
+    is_recv = (kind == Kind.RECV_ACTIVATION) | (kind == Kind.RECV_GRAD)
+    node = np.arange(n)
+    if model == "blocking":
+        node = np.where(is_recv & (partner >= 0), partner, node)  # a pair is one rendezvous
+    order = execution_order(schedule, model)
+    same = (schedule.rank[order][1:] == schedule.rank[order][:-1]) & (schedule.step[order][1:] == schedule.step[order][:-1])
+    u = node[order[:-1][same]]
+    v = node[order[1:][same]]
+    if model == "batched":
+        recv_rows = np.nonzero(is_recv & (partner >= 0))[0]
+        u = np.r_[u, partner[recv_rows]]
+        v = np.r_[v, recv_rows]
+    keep = u != v
+    u, v = u[keep], v[keep]
+    never = (is_send | is_recv) & (partner < 0)
+    if model == "batched":
+        never &= is_recv
+    indeg = np.bincount(v, minlength=n) + never[node].astype(np.int64) * 0
+    indeg[node[never]] += 1
+    alive = node == np.arange(n)  # only representatives are graph nodes
+    done = np.zeros(n, dtype=bool)
+    frontier = alive & (indeg == 0)
+    while frontier.any():
+        done |= frontier
+        hit = frontier[u]
+        if hit.any():
+            indeg -= np.bincount(v[hit], minlength=n)
+            u, v = u[~hit], v[~hit]
+        frontier = alive & ~done & (indeg == 0)
+    return ~done[node]

@@ -1,0 +1,67 @@
+"""What "executing a stream" means under each P2P model, shared by every analysis.
+
+- ``blocking`` (DeepSpeed's engine): a send and its receive are one rendezvous; each rank
+  runs its instructions strictly in order.
+- ``batched`` (PyTorch's ``batch_isend_irecv``): a rank posts all exchanges of a step
+  together at the start of the step - sends first, they never wait - and then waits for its
+  receives; a receive completes once its send has been posted.
+
+:func:`execution_order` gives the order in which each rank performs its rows under a model;
+:func:`waits_for` and :func:`cycle_of` turn the first stuck row of each rank into the cycle
+of waiting stages that explains a deadlock.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from explorer.analysis.findings import Deadlock, Waiting
+from explorer.analysis.refs import ref
+from explorer.errors import InputError
+from explorer.schedules.instructions import Kind
+from explorer.schedules.schedule import Schedule
+
+MODELS = ("blocking", "batched")
+
+
+def check_model(model: str) -> str:
+    if model not in MODELS:
+        raise InputError(f"unknown P2P model {model!r}: use blocking (DeepSpeed) or batched (PyTorch)")
+    return model
+
+
+def execution_order(schedule: Schedule, model: str) -> np.ndarray:
+    """Row indices in the order ranks perform them (a permutation of the rows)."""
+    n = len(schedule)
+    if model == "blocking":
+        return np.arange(n)
+    kind = schedule.kind
+    cls = np.full(n, 2, dtype=np.int64)
+    cls[(kind == Kind.SEND_ACTIVATION) | (kind == Kind.SEND_GRAD)] = 0
+    cls[(kind == Kind.RECV_ACTIVATION) | (kind == Kind.RECV_GRAD)] = 1
+    return np.lexsort((np.arange(n), cls, schedule.step, schedule.rank))
+
+
+def deadlock_from_heads(schedule: Schedule, partner: np.ndarray, heads: dict[int, int], model: str) -> Deadlock:
+    """Build the :class:`Deadlock` record from each stuck rank's first blocked row."""
+    waiting: dict[int, Waiting] = {}
+    for r, row in sorted(heads.items()):
+        q = int(partner[row])
+        wr = int(schedule.rank[q]) if q >= 0 else None
+        ws = int(schedule.stage[q]) if q >= 0 else None
+        waiting[r] = Waiting(at=ref(schedule, row), waits_for_rank=wr, waits_for_stage=ws)
+    return Deadlock(model=model, cycle=tuple(cycle_of(waiting)), stuck=tuple(waiting.values()))
+
+
+def cycle_of(waiting: dict[int, Waiting]) -> list[Waiting]:
+    """Follow "rank r waits for rank r'" from each stuck rank until a rank repeats."""
+    for start in waiting:
+        seen: list[int] = []
+        r: int | None = start
+        while r is not None and r in waiting and r not in seen:
+            seen.append(r)
+            r = waiting[r].waits_for_rank
+        if r is not None and r in seen:
+            loop = seen[seen.index(r):]
+            return [waiting[x] for x in loop]
+    return []

@@ -1,0 +1,194 @@
+"""Timeline simulation: start and end of every instruction under per-instruction costs.
+
+Costs are per instruction kind (``F``, ``B``, ``I``, ``W``, P2P latency...). A rank runs its
+stream in order; under ``blocking`` P2P a pair starts when both ends are ready and occupies
+both for the latency; under ``batched`` a send costs its rank nothing and the receive ends no
+earlier than the send's start plus the latency.
+
+Fast path: with every pair inside one step, step ``t`` depends only on earlier steps and on
+itself, so steps are processed in order, all ranks at once, as small dense (rank x slot)
+blocks: a rank's row is a max-plus scan - ``end_k = A_k + max(clock, max_{j<=k} (dep_j -
+A'_j))`` with ``A``/``A'`` the inclusive/exclusive prefix costs - and the P2P dependencies
+inside the step are iterated to their fixed point (two or three rounds). Other schedules use
+the per-instruction simulator, which is also the oracle the property tests compare with.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+
+import numpy as np
+
+from explorer.analysis.execution import check_model, execution_order
+from explorer.analysis.findings import Bubble
+from explorer.analysis.p2p import Matching
+from explorer.analysis.reference import run
+from explorer.errors import InputError
+from explorer.schedules.instructions import COMPUTE_KINDS, Kind
+from explorer.schedules.schedule import Schedule
+
+
+@dataclass(frozen=True)
+class Costs:
+    """Time per instruction kind, in any unit (the views say "ticks")."""
+
+    forward: float = 1.0
+    backward: float = 2.0
+    backward_input: float = 1.0
+    backward_weight: float = 1.0
+    p2p: float = 0.0
+    load: float = 0.0
+    reduce: float = 0.0
+    optimizer: float = 0.0
+
+    def __post_init__(self) -> None:
+        for f in fields(self):
+            value = getattr(self, f.name)
+            if not isinstance(value, (int, float)) or value < 0 or value != value:
+                raise InputError(f"cost {f.name} must be a non-negative number, got {value!r}")
+
+    def by_kind(self) -> np.ndarray:
+        """Cost of each :class:`Kind`, indexed by its value (P2P rows get their latency elsewhere)."""
+        table = np.zeros(len(Kind))
+        table[Kind.LOAD] = self.load
+        table[Kind.FORWARD] = self.forward
+        table[Kind.BACKWARD] = self.backward
+        table[Kind.BACKWARD_INPUT] = self.backward_input
+        table[Kind.BACKWARD_WEIGHT] = self.backward_weight
+        table[Kind.REDUCE_GRADS] = self.reduce
+        table[Kind.REDUCE_TIED_GRADS] = self.reduce
+        table[Kind.OPTIMIZER_STEP] = self.optimizer
+        return table
+
+
+@dataclass(frozen=True)
+class Timeline:
+    """Simulated start/end per row of the schedule, and what follows from them."""
+
+    start: np.ndarray
+    end: np.ndarray
+    model: str
+    costs: Costs
+    bubble: Bubble
+    #: Per stage, the most micro-batches holding activations at once (forward to last backward).
+    peak_activations: tuple[int, ...]
+
+    @property
+    def makespan(self) -> float:
+        return self.bubble.makespan
+
+
+def simulate(schedule: Schedule, matching: Matching, costs: Costs = Costs(), model: str = "blocking") -> Timeline:
+    """Simulate ``schedule``; raises ``ValueError`` if it deadlocks (check first)."""
+    check_model(model)
+    row_cost = costs.by_kind()[schedule.kind.astype(np.int64)]
+    partner = matching.partner
+    p2p = partner >= 0
+    rows = np.nonzero(p2p)[0]
+    aligned = bool(np.array_equal(schedule.step[rows], schedule.step[partner[rows]]))
+    unmatched = np.isin(schedule.kind, (Kind.SEND_ACTIVATION, Kind.SEND_GRAD, Kind.RECV_ACTIVATION, Kind.RECV_GRAD)) & ~p2p
+    if aligned and not unmatched.any():
+        start, end = _per_step(schedule, partner, row_cost, costs.p2p, model)
+    else:
+        result = run(schedule, partner, row_cost, costs.p2p, model)
+        if result.heads:
+            raise ValueError("the schedule deadlocks; see explorer.analysis.find_deadlock")
+        start, end = result.start, result.end
+    return Timeline(start=start, end=end, model=model, costs=costs,
+                    bubble=bubble(schedule, start, end), peak_activations=tuple(peak_activations(schedule)))
+
+
+def _per_step(schedule: Schedule, partner: np.ndarray, row_cost: np.ndarray, latency: float, model: str):
+    n = len(schedule)
+    order = execution_order(schedule, model)
+    rank, step, kind = schedule.rank[order], schedule.step[order], schedule.kind[order]
+    new_group = np.r_[True, (rank[1:] != rank[:-1]) | (step[1:] != step[:-1])]
+    group_first = np.maximum.accumulate(np.where(new_group, np.arange(n), 0))
+    slot = np.arange(n) - group_first
+    R, T, K = schedule.num_ranks, schedule.num_steps, int(slot.max()) + 1
+    cell = (step.astype(np.int64) * R + rank) * K + slot  # dense (step, rank, slot) position of each ordered row
+    where = np.empty(n, dtype=np.int64)
+    where[order] = cell  # row -> dense position
+
+    is_send = (kind == Kind.SEND_ACTIVATION) | (kind == Kind.SEND_GRAD)
+    is_recv = (kind == Kind.RECV_ACTIVATION) | (kind == Kind.RECV_GRAD)
+    cost = np.zeros(T * R * K)
+    base_cost = row_cost[order].copy()
+    if model == "blocking":
+        base_cost[is_send | is_recv] = latency
+    else:
+        base_cost[is_send | is_recv] = 0.0
+    cost[cell] = base_cost
+    cost = cost.reshape(T, R, K)
+    incl = np.cumsum(cost, axis=2)
+    excl = incl - cost
+    # Partner's position inside its step's (R*K) block, for P2P rows that depend on it.
+    peer = np.full(T * R * K, -1, dtype=np.int64)
+    dep_rows = order[is_send | is_recv] if model == "blocking" else order[is_recv]
+    peer[where[dep_rows]] = where[partner[dep_rows]] % (R * K)
+    peer = peer.reshape(T, R * K)
+    has_dep = peer >= 0
+    start_all = np.empty((T, R, K))
+    clock = np.zeros(R)
+    neg = -np.inf
+    active_steps = np.unique(step)
+    for t in active_steps:
+        c, a_in, a_ex, pk, hd = cost[t], incl[t], excl[t], peer[t], has_dep[t]
+        dep = np.full(R * K, neg)
+        idx = np.nonzero(hd)[0]
+        src = pk[idx]
+        for _ in range(R * K + 2):
+            base = np.maximum(np.maximum.accumulate(dep.reshape(R, K) - a_ex, axis=1), clock[:, None])
+            start = base + a_ex
+            if not len(idx):
+                break
+            if model == "blocking":
+                ready = np.concatenate([clock[:, None], (start + c)[:, :-1]], axis=1).reshape(-1)
+                new = ready[src]
+            else:
+                new = start.reshape(-1)[src] + latency
+            if np.array_equal(new, dep[idx]):
+                break
+            dep[idx] = new
+        start_all[t] = start
+        clock = (start + c)[:, -1]
+    flat_start = start_all.reshape(-1)[where]
+    flat_end = flat_start + cost.reshape(-1)[where]
+    return flat_start, flat_end
+
+
+def bubble(schedule: Schedule, start: np.ndarray, end: np.ndarray) -> Bubble:
+    """Idle share of the timeline with both denominators (see :class:`Bubble`)."""
+    makespan = float(np.nanmax(end)) if len(end) else 0.0
+    compute = np.isin(schedule.kind, [int(k) for k in COMPUTE_KINDS])
+    busy = np.bincount(schedule.rank[compute], weights=(end - start)[compute], minlength=schedule.num_ranks)
+    ranks = max(schedule.num_ranks, 1)
+    total = ranks * makespan
+    mean_busy = float(busy.mean()) if len(busy) else 0.0
+    of_total = float(1 - busy.sum() / total) if total > 0 else 0.0
+    of_ideal = float((makespan - mean_busy) / mean_busy) if mean_busy > 0 else 0.0
+    return Bubble(makespan=makespan, busy_per_rank=tuple(float(b) for b in busy), of_total=of_total, of_ideal=of_ideal)
+
+
+def peak_activations(schedule: Schedule) -> list[int]:
+    """Per stage, the most micro-batches between their forward and their last backward part."""
+    kind = schedule.kind
+    fwd = kind == Kind.FORWARD
+    split = np.zeros(schedule.num_stages, dtype=bool)
+    split[schedule.stage[kind == Kind.BACKWARD_WEIGHT]] = True
+    release = np.where(split[schedule.stage], kind == Kind.BACKWARD_WEIGHT, kind == Kind.BACKWARD)
+    delta = fwd.astype(np.int64) - release.astype(np.int64)
+    rows = np.nonzero(delta)[0]
+    if not len(rows):
+        return [0] * schedule.num_stages
+    st = schedule.stage[rows]
+    order = np.argsort(st, kind="stable")
+    st, d = st[order], delta[rows][order]
+    running = np.cumsum(d)
+    starts = np.r_[0, np.nonzero(np.diff(st))[0] + 1]
+    offset = np.r_[0, running[:-1]][starts]
+    peaks = [0] * schedule.num_stages
+    for i, s0 in enumerate(starts):
+        s1 = starts[i + 1] if i + 1 < len(starts) else len(running)
+        peaks[int(st[s0])] = int((running[s0:s1] - offset[i]).max())
+    return peaks
