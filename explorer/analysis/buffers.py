@@ -114,12 +114,17 @@ def buffer_hazards(schedule: Schedule) -> list[Hazard]:
     probe_mb = np.r_[mb[input_writes], np.full(g_from_backward.sum(), _NONE)]
     last_w = _resolve(probe_key, probe_pos, probe_w)[input_writes.sum():]
     held = np.where(last_w >= 0, probe_mb[np.maximum(last_w, 0)], _NONE)
+    probe_row = np.r_[rows[input_writes], g_rows[g_from_backward]]
+    held_writer = np.where(last_w >= 0, probe_row[np.maximum(last_w, 0)], -1)
     # grad value: micro-batch whose gradient the input tensor carries (or -2 - held mb if no grad)
     g_val = g_mb.copy()
     no_grad_back = held != g_mb[g_from_backward]
     gv_back = np.where(no_grad_back, -2 - held, g_mb[g_from_backward])
     g_val[g_from_backward] = gv_back
     g_val[~g_from_backward] = -2 - g_mb[~g_from_backward]
+    # Who to blame when the gradient is missing: the write that replaced the input tensor.
+    g_origin = g_rows.copy()
+    g_origin[g_from_backward] = np.where(no_grad_back & (held_writer >= 0), held_writer, g_rows[g_from_backward])
 
     grad_reads = slot == _GRAD
     all_key = np.r_[base_key[~grad_reads], (g_st * 5 + _GRAD) * nbuf + g_buf, base_key[grad_reads]]
@@ -127,6 +132,7 @@ def buffer_hazards(schedule: Schedule) -> list[Hazard]:
     all_w = np.r_[is_write[~grad_reads], np.ones(len(g_rows), bool), np.zeros(grad_reads.sum(), bool)]
     all_val = np.r_[mb[~grad_reads], g_val, np.full(grad_reads.sum(), _NONE)]
     all_row = np.r_[rows[~grad_reads], g_rows, rows[grad_reads]]
+    all_origin = np.r_[rows[~grad_reads], g_origin, rows[grad_reads]]
     all_slot = np.r_[slot[~grad_reads], np.full(len(g_rows), _GRAD), slot[grad_reads]]
     all_mb = np.r_[mb[~grad_reads], g_mb, mb[grad_reads]]
     src = _resolve(all_key, all_pos, all_w)
@@ -137,7 +143,7 @@ def buffer_hazards(schedule: Schedule) -> list[Hazard]:
     hazards = []
     for e in bad[np.argsort(all_row[bad], kind="stable")]:
         hazards.append(_hazard(schedule, int(all_row[e]), int(all_slot[e]), int(all_mb[e]),
-                               src=int(src[e]), src_row=all_row, src_val=all_val, src_slot=all_slot))
+                               src=int(src[e]), src_row=all_origin, src_val=all_val, src_slot=all_slot))
     return hazards
 
 

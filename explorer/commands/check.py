@@ -1,0 +1,23 @@
+"""``explorer check``: verdict on a schedule; exit 0 valid, 1 findings, 2 bad input."""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+from explorer.commands.schedule_options import add_schedule_options, emit, report_from_args
+from explorer.report.listing import summary
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    p = subparsers.add_parser("check", help="check a schedule for hazards, unmatched P2P and deadlocks",
+                              description="Check a schedule. Exit 0 when valid, 1 with findings, 2 on bad input.")
+    add_schedule_options(p)
+    p.add_argument("--json", action="store_true", help="print the report as JSON")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    report = report_from_args(args)
+    emit(json.dumps(report.to_dict(), indent=1) + "\n" if args.json else summary(report) + "\n", None)
+    return 0 if report.ok else 1

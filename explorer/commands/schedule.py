@@ -1,0 +1,33 @@
+"""``explorer schedule``: list a schedule per rank with its findings marked, or export it."""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+from explorer.commands.schedule_options import add_schedule_options, emit, report_from_args, selected_ranks
+from explorer.report.html import schedule_page
+from explorer.report.listing import listing
+from explorer.schedules import io
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    p = subparsers.add_parser("schedule", help="list a pipeline schedule (text, json, csv, html)",
+                              description="List a schedule one step per line, findings marked on their line.")
+    add_schedule_options(p)
+    p.add_argument("--format", choices=["text", "json", "csv", "html"], default="text")
+    p.add_argument("--out", metavar="FILE", help="write to FILE instead of stdout")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    report = report_from_args(args)
+    if args.format == "text":
+        emit(listing(report, selected_ranks(args, report)), args.out)
+    elif args.format == "json":
+        emit(json.dumps(io.to_json(report.schedule), indent=1) + "\n", args.out)
+    elif args.format == "csv":
+        emit(io.to_csv(report.schedule), args.out)
+    else:
+        emit(schedule_page(report), args.out)
+    return 0

@@ -1,0 +1,81 @@
+"""Per-rank listings in the seed's style: one step per line, findings marked on their line.
+
+Schedules with DeepSpeed step labels print exactly like the seed's ``pprint`` of
+``list(schedule)`` with the current micro-batch first
+(``[2, RecvActivation(buffer_id=0), SendGrad(buffer_id=0), ForwardPass(buffer_id=0)]``);
+others print ``step 6: 2RA2b0 2SG0b0 2F2b0``. A finding adds ``  <-- HAZARD: ...``.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from typing import Iterable, Optional
+
+from explorer.analysis.check import Report
+
+MARK = "  <-- "
+
+
+def findings_by_cell(report: Report) -> dict[tuple[int, int], list[str]]:
+    """``(rank, step) -> ["HAZARD: ...", ...]`` for every finding of the report."""
+    cells: dict[tuple[int, int], list[str]] = defaultdict(list)
+    f = report.findings
+    for h in f.hazards:
+        cells[(h.at.rank, h.at.step)].append(f"HAZARD: {h.cause}")
+    for u in f.unmatched:
+        cells[(u.at.rank, u.at.step)].append(f"UNMATCHED: {u.reason}")
+    for mm in f.mismatched:
+        cells[(mm.recv.rank, mm.recv.step)].append(f"MISMATCH: {mm.describe()}")
+    if f.deadlock:
+        for w in f.deadlock.stuck:
+            cells[(w.at.rank, w.at.step)].append(f"DEADLOCK: {w.describe()}")
+    return cells
+
+
+def header(report: Report, rank: int) -> str:
+    s = report.schedule
+    stages = s.stages_of_rank(rank)
+    who = f"stage {stages[0]}" if len(stages) == 1 else f"rank {rank} (stages {', '.join(map(str, stages))})"
+    bufs = ", ".join(str(s.buffers[st]) for st in stages)
+    extras = "".join(f", {k} {v}" for k, v in s.params.items() if k in ("order", "chunks"))
+    return f"# {s.name}: {who} of {s.num_stages}, {s.num_microbatches} micro-batches, {bufs} buffers{extras}"
+
+
+def rank_listing(report: Report, rank: int, cells: Optional[dict] = None) -> list[str]:
+    """The lines for one rank's stream (header first)."""
+    s = report.schedule
+    cells = findings_by_cell(report) if cells is None else cells
+    lines = [header(report, rank)]
+    labels = s.step_labels
+    for t, instrs in enumerate(s.stream(rank)):
+        if labels is not None:
+            body = "[" + ", ".join([str(int(labels[rank][t]))] + [i.deepspeed_repr() for i in instrs]) + "]"
+        else:
+            body = f"step {t}: " + " ".join(str(i) for i in instrs)
+        marks = cells.get((rank, t))
+        lines.append(body + (MARK + " | ".join(marks) if marks else ""))
+    return lines
+
+
+def listing(report: Report, ranks: Optional[Iterable[int]] = None) -> str:
+    """Listings of ``ranks`` (all by default), separated by blank lines, then a summary."""
+    cells = findings_by_cell(report)
+    chosen = list(range(report.schedule.num_ranks)) if ranks is None else list(ranks)
+    blocks = ["\n".join(rank_listing(report, r, cells)) for r in chosen]
+    return "\n\n".join(blocks) + "\n\n" + summary(report) + "\n"
+
+
+def summary(report: Report) -> str:
+    """A few lines in words: verdict, findings, buffers, bubble."""
+    f = report.findings
+    lines = [f"# verdict: {'valid' if report.ok else 'INVALID'} under {report.model} P2P"]
+    for finding in f.all()[:20]:
+        lines.append(f"#   {finding.describe()}")
+    if len(f.all()) > 20:
+        lines.append(f"#   ... and {len(f.all()) - 20} more")
+    lines.append(f"# buffers allocated per stage: {list(report.buffers.allocated)}; needed: {list(report.buffers.needed)}")
+    if report.timeline:
+        b = report.timeline.bubble
+        lines.append(f"# bubble: {b.of_total:.1%} of total time, {b.of_ideal:.1%} of ideal compute time "
+                     f"(makespan {b.makespan:g} ticks)")
+    return "\n".join(lines)
