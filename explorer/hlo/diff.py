@@ -7,9 +7,11 @@ and Python line it came from, which matched instructions changed, which constant
 
 from __future__ import annotations
 
+import re
 from bisect import bisect_left
 from collections import Counter
 
+from explorer.hlo.fingerprint import Interner
 from explorer.hlo.graph import Graph, entry_graph
 from explorer.hlo.matcher import match
 from explorer.hlo.model import Instruction, Module, tuple_arity
@@ -21,7 +23,8 @@ from explorer.hlo.summary import summarize
 
 def diff_modules(a: Module, b: Module) -> HloDiff:
     """The structural difference from module ``a`` to module ``b``."""
-    ga, gb = entry_graph(a), entry_graph(b)
+    interner = Interner()
+    ga, gb = entry_graph(a, interner), entry_graph(b, interner)
     m = match(ga, gb)
     pairs = m.pairs()
     out = HloDiff(
@@ -51,12 +54,16 @@ def _permutation(ga: Graph, gb: Graph, pairs: list[tuple[int, int]]) -> list[Par
     return sorted(moves, key=lambda p: p.index_a)
 
 
+_NODE_ID = re.compile(r"\.\d+(?=/|$)")
+
+
 def _groups(side: str, g: Graph, idx: list[int]) -> list[InstructionGroup]:
     buckets: dict[tuple[str, str, str], list[Instruction]] = {}
     for k in sorted(idx, key=lambda k: g.file_pos[k]):
         inst = g.insts[k]
         md = inst.metadata
-        buckets.setdefault((md.op_type, md.op_name, md.source), []).append(inst)
+        # torch_xla puts renumbered IR ids in op_name ("aten__add.1666/aten__add"): drop them.
+        buckets.setdefault((md.op_type, _NODE_ID.sub("", md.op_name), md.source), []).append(inst)
     groups = []
     for (op_type, op_name, source), insts in buckets.items():
         ops = Counter(i.opcode for i in insts)

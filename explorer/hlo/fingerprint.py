@@ -8,14 +8,17 @@ first and strongest matching signal (as in OpenXLA's ``hlo_diff``).
 
 Entry parameters are fingerprinted without their number so that a permuted parameter still
 matches; the permutation is then reported, not hidden. Hashes are blake2b so they are stable
-across processes (a fingerprint printed by ``hlo-list`` today means the same tomorrow).
+across processes (a fingerprint printed by ``hlo-list`` today means the same tomorrow); the
+matcher, which only compares two modules in one process, uses an :class:`Interner` instead:
+exact (no collisions) and several times faster than hashing 70,000 keys.
 """
 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from hashlib import blake2b
+from typing import Callable
 
 from explorer.hlo.model import CALL_KEYS, NON_STRUCTURAL_KEYS, Computation, Instruction, Module
 
@@ -25,6 +28,19 @@ _CALL_NAME = re.compile(r"%?([A-Za-z_][\w.\-]*)")
 def stable_hash(text: str) -> str:
     """16 hex digits, the same in every process."""
     return blake2b(text.encode(), digest_size=8).hexdigest()
+
+
+@dataclass
+class Interner:
+    """Equal keys get equal short ids; share one between the two modules being compared."""
+
+    table: dict[str, str] = field(default_factory=dict)
+
+    def __call__(self, key: str) -> str:
+        got = self.table.get(key)
+        if got is None:
+            got = self.table[key] = format(len(self.table), "x")
+        return got
 
 
 def self_key(inst: Instruction, comp_hashes: dict[str, str], with_number: bool) -> str:
@@ -50,23 +66,25 @@ class ComputationPrints:
     root_print: str
 
 
-def computation_prints(comp: Computation, comp_hashes: dict[str, str], with_numbers: bool) -> ComputationPrints:
+def computation_prints(comp: Computation, comp_hashes: dict[str, str], with_numbers: bool,
+                       hasher: Callable[[str], str] = stable_hash) -> ComputationPrints:
     """Fingerprints of every instruction of ``comp`` (operands first, so one pass)."""
+    stable_hash_ = hasher
     selfs: dict[str, str] = {}
     subs: dict[str, str] = {}
     for inst in comp.order:
         key = self_key(inst, comp_hashes, with_numbers)
-        own = stable_hash(key)
+        own = stable_hash_(key)
         selfs[inst.name] = own
         if inst.operands:
-            subs[inst.name] = stable_hash(own + "(" + ",".join([subs[o] for o in inst.operands]) + ")")
+            subs[inst.name] = stable_hash_(own + "(" + ",".join([subs[o] for o in inst.operands]) + ")")
         else:
             subs[inst.name] = own
     assert comp.root is not None
     return ComputationPrints(selfs, subs, subs[comp.root.name])
 
 
-def computation_hashes(module: Module) -> dict[str, str]:
+def computation_hashes(module: Module, include_entry: bool = True) -> dict[str, str]:
     """A fingerprint per computation, callees first; includes parameter numbers and dead code."""
     done: dict[str, str] = {}
 
@@ -87,7 +105,7 @@ def computation_hashes(module: Module) -> dict[str, str]:
             done[cur] = stable_hash(prints.root_print + ":" + ",".join(dead))
 
     for name in module.computations:
-        if name not in done:
+        if name not in done and (include_entry or name != module.entry.name):
             visit(name)
     return done
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from explorer.hlo.fingerprint import computation_hashes, computation_prints
+from explorer.hlo.fingerprint import Interner, computation_hashes, computation_prints
 from explorer.hlo.model import Computation, Instruction, Module
 
 
@@ -31,11 +31,14 @@ class Graph:
         return len(self.insts)
 
 
-def entry_graph(module: Module) -> Graph:
-    """The entry computation as a :class:`Graph`, parameters fingerprinted without numbers."""
-    hashes = computation_hashes(module)
+def entry_graph(module: Module, interner: Interner) -> Graph:
+    """The entry computation as a :class:`Graph`, parameters fingerprinted without numbers.
+
+    Pass the same ``interner`` for both modules of a diff so equal structures get equal ids.
+    """
+    hashes = computation_hashes(module, include_entry=False)
     comp = module.entry
-    prints = computation_prints(comp, hashes, with_numbers=False)
+    prints = computation_prints(comp, hashes, with_numbers=False, hasher=interner)
     insts = list(comp.order)
     index = {inst.name: k for k, inst in enumerate(insts)}
     operands = [[index[o] for o in inst.operands] for inst in insts]

@@ -25,6 +25,8 @@ _ATTR_KEY = re.compile(r"\s*,\s*([A-Za-z_][\w\-]*)=")
 _NAME_ONLY = re.compile(rf"%?({NAME})")
 _TUPLE_REST = re.compile(r"[\s,()]*")
 _EMPTY_PARENS = re.compile(r"\([\s,()]*\)")
+_SIMPLE_ATTR = re.compile(r'\s*,\s*([A-Za-z_][\w\-]*)=([^,{}()\[\]"]+|\{[^{}()\[\]"]*\}|%?[\w.\-]+)\s*(?=,|$)')
+_METADATA = re.compile(r',\s*metadata=\{((?:[^{}"]|"(?:[^"\\]|\\.)*")*)\}\s*(?=,|$)')
 _META_FIELD = re.compile(r'(\w+)=("(?:[^"\\]|\\.)*"|[^\s}]+)')
 _CALLED = re.compile(rf"%?({NAME})")
 _INT = re.compile(r"\d+")
@@ -84,6 +86,11 @@ def _split_attrs(line: str, pos: int, lineno: int) -> list[tuple[str, str]]:
     attrs = []
     n = len(line)
     while pos < n:
+        fast = _SIMPLE_ATTR.match(line, pos)
+        if fast:
+            attrs.append((fast.group(1), fast.group(2).strip()))
+            pos = fast.end()
+            continue
         if line[pos:].isspace():
             break
         m = _ATTR_KEY.match(line, pos)
@@ -115,15 +122,26 @@ def _split_attrs(line: str, pos: int, lineno: int) -> list[tuple[str, str]]:
     return attrs
 
 
+_META_CACHE: dict[str, Metadata] = {}
+
+
 def _metadata(value: str) -> Metadata:
+    """Metadata fields; many instructions share one text, so results are cached."""
+    hit = _META_CACHE.get(value)
+    if hit is not None:
+        return hit
+    if len(_META_CACHE) > 100_000:
+        _META_CACHE.clear()
     fields = dict(_META_FIELD.findall(value))
     line = fields.get("source_line", "")
-    return Metadata(
+    meta = Metadata(
         op_type=fields.get("op_type", "").strip('"'),
         op_name=fields.get("op_name", "").strip('"'),
         source_file=fields.get("source_file", "").strip('"'),
         source_line=int(line) if line.isdigit() else None,
     )
+    _META_CACHE[value] = meta
+    return meta
 
 
 def parse_instruction(line: str, lineno: int) -> Instruction:
@@ -150,8 +168,13 @@ def parse_instruction(line: str, lineno: int) -> Instruction:
         literal = str(number)
     else:
         operands = _operands(inner, lineno, open_at + 1, line)
+    metadata = NO_METADATA
+    meta = _METADATA.search(line, close + 1)
+    if meta:
+        metadata = _metadata(meta.group(1))
+        line = line[:meta.start()] + line[meta.end():]
     attrs = _split_attrs(line, close + 1, lineno)
-    metadata, called, kept = NO_METADATA, [], []
+    called, kept = [], []
     for key, value in attrs:
         if key == "metadata":
             metadata = _metadata(value)
