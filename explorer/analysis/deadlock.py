@@ -33,14 +33,12 @@ def find_deadlock(schedule: Schedule, matching: Matching, model: str = "blocking
     if not _pairs_share_steps(schedule, matching):
         result = run(schedule, matching.partner, np.zeros(len(schedule)), 0.0, model)
         return deadlock_from_heads(schedule, matching.partner, result.heads, model) if result.heads else None
-    stuck = _stuck_rows(schedule, matching.partner, model)
-    if not stuck.any():
+    if not _stuck_rows(schedule, matching.partner, model).any():
         return None
-    order = execution_order(schedule, model)
-    heads: dict[int, int] = {}
-    for row in order[stuck[order]]:
-        heads.setdefault(int(schedule.rank[row]), int(row))
-    return deadlock_from_heads(schedule, matching.partner, heads, model)
+    # Rare and worth exact detail: every rank's real stopping point, including ranks that
+    # only wait, steps later, for a rank inside the cycle.
+    result = run(schedule, matching.partner, np.zeros(len(schedule)), 0.0, model)
+    return deadlock_from_heads(schedule, matching.partner, result.heads, model)
 
 
 def _pairs_share_steps(schedule: Schedule, matching: Matching) -> bool:
@@ -56,14 +54,15 @@ def _stuck_rows(schedule: Schedule, partner: np.ndarray, model: str) -> np.ndarr
     is_send = (kind == Kind.SEND_ACTIVATION) | (kind == Kind.SEND_GRAD)
     is_recv = (kind == Kind.RECV_ACTIVATION) | (kind == Kind.RECV_GRAD)
     node = np.arange(n)
+    local = (partner >= 0) & (schedule.rank[np.maximum(partner, 0)] == schedule.rank)
     if model == "blocking":
-        node = np.where(is_recv & (partner >= 0), partner, node)  # a pair is one rendezvous
+        node = np.where(is_recv & (partner >= 0) & ~local, partner, node)  # a pair is one rendezvous
     order = execution_order(schedule, model)
     same = (schedule.rank[order][1:] == schedule.rank[order][:-1]) & (schedule.step[order][1:] == schedule.step[order][:-1])
     u = node[order[:-1][same]]
     v = node[order[1:][same]]
-    if model == "batched":
-        recv_rows = np.nonzero(is_recv & (partner >= 0))[0]
+    if True:  # receives wait for their send (batched pairs, and local hand-offs under either model)
+        recv_rows = np.nonzero(is_recv & (partner >= 0) & (local | (model == "batched")))[0]
         u = np.r_[u, partner[recv_rows]]
         v = np.r_[v, recv_rows]
     keep = u != v
@@ -71,7 +70,7 @@ def _stuck_rows(schedule: Schedule, partner: np.ndarray, model: str) -> np.ndarr
     never = (is_send | is_recv) & (partner < 0)
     if model == "batched":
         never &= is_recv
-    indeg = np.bincount(v, minlength=n) + never[node].astype(np.int64) * 0
+    indeg = np.bincount(v, minlength=n)
     indeg[node[never]] += 1
     alive = node == np.arange(n)  # only representatives are graph nodes
     done = np.zeros(n, dtype=bool)

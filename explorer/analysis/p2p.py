@@ -42,8 +42,8 @@ def match(schedule: Schedule) -> Matching:
     send_chan = 2 * stage[send_rows] + is_sg[send_rows]
     recv_src = np.where(is_ra[recv_rows], stage[recv_rows] - 1, stage[recv_rows] + 1)
     recv_chan = 2 * recv_src + is_rg[recv_rows]
-    send_key = _fifo_keys(send_chan)
-    recv_key = _fifo_keys(recv_chan)
+    send_key = _fifo_keys(send_chan, n)
+    recv_key = _fifo_keys(recv_chan, n)
     common, si, ri = np.intersect1d(send_key, recv_key, assume_unique=True, return_indices=True)
     partner = np.full(n, -1, dtype=np.int64)
     s_rows, r_rows = send_rows[si], recv_rows[ri]
@@ -74,8 +74,11 @@ def match(schedule: Schedule) -> Matching:
     return Matching(partner=partner, unmatched=tuple(unmatched), mismatched=mismatched, aligned=aligned)
 
 
-def _fifo_keys(channel: np.ndarray) -> np.ndarray:
-    """Unique key per (channel, ordinal within channel); rows are already in stream order."""
+def _fifo_keys(channel: np.ndarray, scale: int) -> np.ndarray:
+    """Unique key per (channel, ordinal within channel); rows are already in stream order.
+
+    ``scale`` must exceed any ordinal and be the same for both sides of the matching.
+    """
     if len(channel) == 0:
         return np.zeros(0, dtype=np.int64)
     order = np.argsort(channel, kind="stable")
@@ -84,4 +87,4 @@ def _fifo_keys(channel: np.ndarray) -> np.ndarray:
     first = np.repeat(starts, np.diff(np.r_[starts, len(sorted_chan)]))
     ordinal = np.empty(len(channel), dtype=np.int64)
     ordinal[order] = np.arange(len(channel)) - first
-    return channel.astype(np.int64) * (len(channel) + 1) + ordinal
+    return channel.astype(np.int64) * (scale + 1) + ordinal

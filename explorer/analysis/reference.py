@@ -1,5 +1,9 @@
 """The plain, per-instruction simulator: the oracle for the fast analyses and their fallback.
 
+A send/receive pair between two stages of the same rank (interleaving with one rank) is a
+local hand-off under either model: the send never blocks, the receive waits for the send and
+costs nothing.
+
 It walks every rank's stream with a program counter, exactly as an engine would, and is
 therefore easy to trust; it costs one Python iteration per instruction. The fast, vectorised
 paths in :mod:`.deadlock` and :mod:`.timeline` must agree with it (property tests check
@@ -57,7 +61,7 @@ def run(schedule: Schedule, partner: np.ndarray, cost: np.ndarray, p2p_latency: 
                     if q < 0:
                         break
                     rq = rank[q]
-                    if model == "blocking":
+                    if model == "blocking" and rq != r:
                         if head(rq) != q:
                             break
                         s = max(clock[r], clock[rq])
@@ -72,7 +76,9 @@ def run(schedule: Schedule, partner: np.ndarray, cost: np.ndarray, p2p_latency: 
                         if np.isnan(start[q]):
                             break
                         # The wait before the data arrives is idle time, not work: a zero-length bar.
-                        start[i] = end[i] = clock[r] = max(clock[r], start[q] + p2p_latency)
+                        # A hand-off between two stages of one rank is local: no latency.
+                        arrival = start[q] + (p2p_latency if rq != r else 0.0)
+                        start[i] = end[i] = clock[r] = max(clock[r], arrival)
                 else:
                     start[i] = clock[r]
                     end[i] = clock[r] = clock[r] + cost_l[i]

@@ -112,41 +112,49 @@ def _per_step(schedule: Schedule, partner: np.ndarray, row_cost: np.ndarray, lat
 
     is_send = (kind == Kind.SEND_ACTIVATION) | (kind == Kind.SEND_GRAD)
     is_recv = (kind == Kind.RECV_ACTIVATION) | (kind == Kind.RECV_GRAD)
+    partner_o = partner[order]
+    local = (partner_o >= 0) & (schedule.rank[np.maximum(partner_o, 0)] == rank)
+    rendezvous = (is_send | is_recv) & ~local & (model == "blocking")
     cost = np.zeros(T * R * K)
     base_cost = row_cost[order].copy()
-    if model == "blocking":
-        base_cost[is_send | is_recv] = latency
-    else:
-        base_cost[is_send | is_recv] = 0.0
+    base_cost[is_send | is_recv] = 0.0
+    base_cost[rendezvous] = latency
     cost[cell] = base_cost
     cost = cost.reshape(T, R, K)
     incl = np.cumsum(cost, axis=2)
     excl = incl - cost
-    # Partner's position inside its step's (R*K) block, for P2P rows that depend on it.
+    # Partner's position inside its step's (R*K) block, for P2P rows that depend on it:
+    # both ends of a rendezvous wait for each other's readiness; a receive otherwise waits
+    # for its send's start (plus the latency, unless the hand-off is local).
     peer = np.full(T * R * K, -1, dtype=np.int64)
-    dep_rows = order[is_send | is_recv] if model == "blocking" else order[is_recv]
+    dep_rows = order[rendezvous | (is_recv & ~rendezvous)]
     peer[where[dep_rows]] = where[partner[dep_rows]] % (R * K)
     peer = peer.reshape(T, R * K)
     has_dep = peer >= 0
+    is_rdv = np.zeros(T * R * K, dtype=bool)
+    is_rdv[cell[rendezvous]] = True
+    is_rdv = is_rdv.reshape(T, R * K)
+    lat = np.zeros(T * R * K)
+    lat[cell[is_recv & ~local]] = latency
+    lat = lat.reshape(T, R * K)
     start_all = np.empty((T, R, K))
     clock = np.zeros(R)
     neg = -np.inf
     active_steps = np.unique(step)
     for t in active_steps:
-        c, a_in, a_ex, pk, hd = cost[t], incl[t], excl[t], peer[t], has_dep[t]
+        c, a_ex = cost[t], excl[t]
         dep = np.full(R * K, neg)
-        idx = np.nonzero(hd)[0]
-        src = pk[idx]
+        idx = np.nonzero(has_dep[t])[0]
+        src = peer[t][idx]
+        rdv = is_rdv[t][idx]
+        wait = lat[t][idx]
         for _ in range(R * K + 2):
             base = np.maximum(np.maximum.accumulate(dep.reshape(R, K) - a_ex, axis=1), clock[:, None])
             start = base + a_ex
             if not len(idx):
                 break
-            if model == "blocking":
-                ready = np.concatenate([clock[:, None], (start + c)[:, :-1]], axis=1).reshape(-1)
-                new = ready[src]
-            else:
-                new = start.reshape(-1)[src] + latency
+            ready = np.concatenate([clock[:, None], (start + c)[:, :-1]], axis=1).reshape(-1)
+            new = np.where(rdv, ready[src], start.reshape(-1)[src] + wait)
             if np.array_equal(new, dep[idx]):
                 break
             dep[idx] = new

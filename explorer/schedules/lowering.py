@@ -94,7 +94,9 @@ def lower(
     add(ranks, final, _GROUP_END, 1, Kind.OPTIMIZER_STEP, first_stage, -1)
 
     rank, step, group, key, kind, stage, micro = (np.concatenate(c) for c in zip(*cols))
-    order = np.lexsort((key, group, step, rank))
+    # Ties on one link happen only when both stages live on one rank: send before receive.
+    is_recv = (kind == Kind.RECV_ACTIVATION) | (kind == Kind.RECV_GRAD)
+    order = np.lexsort((is_recv, key, group, step, rank))
     rank, step, kind, stage, micro = rank[order], step[order], kind[order], stage[order], micro[order]
     buf = np.where(micro >= 0, micro % counts[stage], -1)
     return from_columns(

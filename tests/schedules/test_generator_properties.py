@@ -1,0 +1,123 @@
+"""Properties every generator must have, over random stages / micro-batches / chunks."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from explorer.analysis import Costs, build, check, match
+from explorer.analysis.reference import run
+from explorer.analysis.timeline import simulate
+from explorer.schedules import Kind, generate
+from explorer.schedules.generators.pipelines import interleaved_orders, one_f_one_b_plan, gpipe_plan
+from explorer.schedules.lowering import asap_steps
+from tests.schedules.strategies import schedule_args
+
+FAST = settings(max_examples=60, deadline=None)
+
+
+@FAST
+@given(schedule_args())
+def test_every_generator_is_valid_with_its_default_buffers(args):
+    kind, p, m, v = args
+    report = check(build(kind, p, m, chunks=v))
+    assert report.ok, [f.describe() for f in report.findings.all()][:3]
+    assert all(n <= a for n, a in zip(report.buffers.needed, report.buffers.allocated))
+
+
+@FAST
+@given(schedule_args())
+def test_each_stage_computes_each_microbatch_once_per_pass(args):
+    kind, p, m, v = args
+    s = build(kind, p, m, chunks=v)
+    for k in (Kind.FORWARD, Kind.BACKWARD, Kind.BACKWARD_INPUT, Kind.BACKWARD_WEIGHT):
+        rows = s.kind == k
+        if not rows.any():
+            continue
+        pairs = set(zip(s.stage[rows].tolist(), s.microbatch[rows].tolist()))
+        assert len(pairs) == rows.sum() == p * v * m
+    if kind != "deepspeed-inference":
+        assert ((s.kind == Kind.OPTIMIZER_STEP).sum()) == s.num_ranks
+
+
+@FAST
+@given(schedule_args(), st.sampled_from(["blocking", "batched"]),
+       st.floats(0.1, 3), st.floats(0.1, 3), st.floats(0, 0.5))
+def test_fast_timeline_equals_the_reference_simulator(args, model, f, b, lat):
+    kind, p, m, v = args
+    s = build(kind, p, m, chunks=v)
+    costs = Costs(forward=f, backward=b, backward_input=b / 2, backward_weight=b / 2, p2p=lat)
+    matching = match(s)
+    tl = simulate(s, matching, costs, model)
+    ref = run(s, matching.partner, costs.by_kind()[s.kind.astype(np.int64)], lat, model)
+    assert not ref.heads
+    np.testing.assert_allclose(tl.start, ref.start, rtol=1e-9, atol=1e-9)
+    np.testing.assert_allclose(tl.end, ref.end, rtol=1e-9, atol=1e-9)
+
+
+@FAST
+@given(st.sampled_from(["gpipe", "1f1b", "deepspeed-train"]), st.integers(1, 10), st.integers(1, 40))
+def test_bubble_closed_forms_with_equal_forward_and_backward(kind, p, m):
+    tl = check(build(kind, p, m), Costs(forward=1, backward=1)).timeline
+    assert tl.bubble.of_total == pytest.approx((p - 1) / (m + p - 1))
+    assert tl.bubble.of_ideal == pytest.approx((p - 1) / m)
+
+
+@FAST
+@given(st.integers(1, 6), st.integers(1, 6), st.integers(1, 3))
+def test_interleaved_bubble_closed_form(p, groups, v):
+    m = p * groups
+    tl = check(build("interleaved-1f1b", p, m, chunks=v), Costs(forward=1 / v, backward=1 / v)).timeline
+    assert tl.bubble.of_total == pytest.approx((p - 1) / (v * m + p - 1))
+
+
+@FAST
+@given(st.integers(1, 10), st.integers(1, 40))
+def test_peak_activations_closed_forms(p, m):
+    one = check(build("1f1b", p, m)).timeline.peak_activations
+    assert one == tuple(min(p - s, m) for s in range(p))
+    assert check(build("gpipe", p, m)).timeline.peak_activations == (m,) * p
+    assert check(build("deepspeed-train", p, m)).timeline.peak_activations == one
+
+
+@FAST
+@given(st.integers(2, 8), st.integers(2, 32))
+def test_zero_bubble_h1_beats_1f1b_within_1f1b_peak_memory(p, m):
+    costs = Costs(forward=1, backward=2, backward_input=1, backward_weight=1)
+    zb = check(build("zb-h1", p, m), costs).timeline
+    one = check(build("1f1b", p, m), costs).timeline
+    assert zb.makespan < one.makespan
+    assert max(zb.peak_activations) <= max(one.peak_activations)
+
+
+@FAST
+@given(st.integers(1, 8), st.integers(1, 24))
+def test_closed_form_steps_are_the_unit_time_schedule_of_their_order(p, m):
+    for plan in (one_f_one_b_plan(p, m), gpipe_plan(p, m)):
+        orders = [[] for _ in range(p)]
+        for idx in np.lexsort((plan.step, plan.stage)):
+            orders[plan.stage[idx]].append((int(plan.kind[idx]), int(plan.stage[idx]), int(plan.microbatch[idx])))
+        steps = asap_steps(orders, p)
+        got = [sorted(plan.step[plan.stage == s].tolist()) for s in range(p)]
+        assert got == steps
+
+
+@FAST
+@given(st.integers(1, 10), st.integers(1, 30))
+def test_deepspeed_train_step_count_and_buffer_formulas(p, m):
+    legacy = generate("deepspeed-train", p, m, buffers="legacy", order="legacy")
+    assert legacy.num_steps == 2 * (m + p - 1)
+    assert legacy.buffers == tuple(max(2, min(p - s + 1, m)) for s in range(p))
+    fixed = generate("deepspeed-train", p, m)
+    assert fixed.buffers == tuple(max(2, min(p - s, m)) for s in range(p))
+    assert generate("deepspeed-inference", p, m).num_steps == m + p - 1
+
+
+def test_interleaved_order_matches_megatron_warmup():
+    orders = interleaved_orders(4, 8, 2)
+    for r, order in enumerate(orders):
+        warm = (4 - r - 1) * 2 + 4
+        assert all(k == Kind.FORWARD for k, _, _ in order[:warm])
+        assert order[warm + 1][0] == Kind.BACKWARD
