@@ -22,3 +22,7 @@ class HloParseError(InputError):
         self.column = column
         self.text = text
         self.source = source
+
+    def with_source(self, source: str) -> "HloParseError":
+        """The same error, naming the file it came from."""
+        return HloParseError(self.message, self.line, self.column, self.text, source)

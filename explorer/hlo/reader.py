@@ -162,8 +162,7 @@ def _read_module(lines: list[str], i: int, source: str) -> tuple[Module, int]:
         try:
             header = parse_computation_header(line, i + 1)
         except HloParseError as exc:
-            exc.source = source
-            raise
+            raise exc.with_source(source) from None
         if header is None:
             if _INSIDE.match(line) or not comps:
                 raise HloParseError("expected a computation header '[ENTRY] %name (...) -> shape {'",
@@ -211,8 +210,7 @@ def _read_computation(lines: list[str], i: int, header: tuple, comps: dict, sour
             try:
                 inst = parse_instruction(line, i + 1)
             except HloParseError as exc:
-                exc.source = source
-                raise
+                raise exc.with_source(source) from None
             if inst.name in by_name:
                 raise HloParseError(f"instruction %{inst.name} is defined twice", i + 1, 1, line, source)
             by_name[inst.name] = inst

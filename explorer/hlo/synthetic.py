@@ -56,7 +56,8 @@ def _build(rng: random.Random, target: int, params: int) -> tuple[list[_Node], l
         return len(nodes) - 1
 
     for k in range(params):
-        p = add(_Node("parameter", _shape(rng.choice(_SIZES)), [], str(k), op_type="xla__device_data"))
+        size = 64 if k == 0 else rng.choice(_SIZES)  # the inserted chain needs one f32[64] input
+        p = add(_Node("parameter", _shape(size), [], str(k), op_type="xla__device_data"))
         add(_Node(rng.choice(_UNARY), nodes[p].shape, [p], op_type="aten__act", line=10 + k % 50))
     zero = add(_Node("constant", "f32[]", [], "0", op_type="prim__Constant"))
     while len(nodes) < target:
