@@ -1,0 +1,60 @@
+"""The optional scenario: DeepSpeed's own engine, compiled in place with ``engine.compile()``.
+
+Runs only where the ``deepspeed`` package imports. A single-process gloo group is set up
+(world size 1, CPU) because the engine insists on ``torch.distributed``; the probe's tracking
+backend is handed to ``engine.compile(backend=...)``, which accepts a callable, so variants
+are counted exactly as for the plain presets.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+from typing import Any, Callable, Optional
+
+from explorer.errors import require
+from explorer.runtime.compile.config import CompileConfig, resolve_backend
+from explorer.runtime.compile.tracking import VariantTracker
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _init_single_process() -> None:
+    import torch.distributed as dist
+
+    if dist.is_initialized():
+        return
+    os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
+    os.environ.setdefault("MASTER_PORT", str(_free_port()))
+    os.environ.setdefault("RANK", "0")
+    os.environ.setdefault("LOCAL_RANK", "0")
+    os.environ.setdefault("WORLD_SIZE", "1")
+    dist.init_process_group("gloo", rank=0, world_size=1)
+
+
+def build_engine_step(model: Any, config: CompileConfig, tracker: Optional[VariantTracker]) -> tuple[Any, Callable[[int], None]]:
+    """A DeepSpeed engine around ``model`` (ZeRO stage 1, SGD), compiled, and its training step."""
+    deepspeed = require("deepspeed", "all", "The deepspeed scenario")
+    import torch
+
+    _init_single_process()
+    ds_config = {"train_micro_batch_size_per_gpu": 64, "zero_optimization": {"stage": 1}, "zero_allow_untested_optimizer": True,
+                 "optimizer": {"type": "SGD", "params": {"lr": 1e-3}}}
+    engine, *_ = deepspeed.initialize(model=model, model_parameters=model.parameters(), config=ds_config)
+    backend: Any = resolve_backend(config.backend)
+    if tracker is not None:
+        backend = tracker.wrap(backend)
+    engine.compile(backend=backend, compile_kwargs=dict(config.kwargs))
+    x = torch.randn(64, model.inp.in_features, generator=torch.Generator().manual_seed(0))
+
+    def step(iteration: int) -> None:
+        engine.module.mode = iteration % 3
+        loss = engine(x).square().mean()
+        engine.backward(loss)
+        engine.step()
+
+    return engine, step

@@ -1,0 +1,196 @@
+"""Name the period and its cause from a probe's records, in one sentence.
+
+Four causes look alike in a throughput log (the seed: 196, 196, 192, ...) and need opposite
+fixes, so the order of the tests matters:
+
+1. **eager fallback** — a frame hit ``recompile_limit`` and, from then on, every input that no
+   cached variant matches runs uncompiled. Fix: raise the limit or stop the value changing.
+2. **true recompiles** — compile events keep arriving every k iterations (a new shape, a new
+   constant). Fix: mark the dimension dynamic or keep the value constant.
+3. **cycling** — no compile after warm-up, but k cached variants run in turn and differ in
+   speed. Nothing recompiles; the variants simply are not equally fast.
+4. **unrelated** — the same variant runs every time, yet every k-th iteration is slower: work
+   on a schedule (an optimizer step at a gradient-accumulation boundary, logging, checkpoints).
+
+Pure python over :mod:`records`.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from statistics import median
+from typing import Optional, Sequence
+
+from explorer.runtime.compile.period import label_period, phase_medians, time_period
+from explorer.runtime.compile.records import CompileEvent, Diagnosis, Iteration, ProbeResult
+
+
+def steady_iterations(iterations: Sequence[Iteration]) -> list[Iteration]:
+    """Iterations after warm-up: no compile, and not the first run of its variant label.
+
+    The first call of a freshly compiled variant is often slow (a lazily compiled backward,
+    autotuning, allocator growth); leaving it out keeps that one-off cost from posing as a period.
+    """
+    seen: set[Optional[str]] = set()
+    steady: list[Iteration] = []
+    for it in iterations:
+        if it.compiled:
+            continue
+        if it.variant in seen:
+            steady.append(it)
+        seen.add(it.variant)
+    return steady
+
+
+def _ms(value: float) -> str:
+    return f"{value:.3g} ms"
+
+
+def _nth(k: int) -> str:
+    suffix = "th" if 10 <= k % 100 <= 20 else {1: "st", 2: "nd", 3: "rd"}.get(k % 10, "th")
+    return f"{k}{suffix}"
+
+
+def _regular_spacing(points: Sequence[int]) -> Optional[int]:
+    """The gap k >= 2 shared by all (or all but the first) successive points, if any."""
+    if len(points) < 3:
+        return None
+    gaps = [b - a for a, b in zip(points, points[1:])]
+    k, count = Counter(gaps).most_common(1)[0]
+    if k >= 2 and count >= len(gaps) - 1 and gaps[-1] == k:
+        return k
+    return None
+
+
+def _functions(events: Sequence[CompileEvent]) -> str:
+    names = sorted({f"'{e.function}'" for e in events if e.function})
+    return ", ".join(names) or "a frame"
+
+
+def _fallback(result: ProbeResult, limits: list[CompileEvent]) -> Optional[Diagnosis]:
+    its = result.iterations
+    fell = [it.iteration for it in its if it.fallback]
+    if not limits or not fell:
+        return None
+    first = min(c.iteration for c in limits)
+    tail = [it.variant or "?" for it in its if it.iteration >= first]
+    k = label_period(tail)
+    limit = f" ({result.recompile_limit})" if result.recompile_limit is not None else ""
+    every = f", repeating every {k} iterations" if k else ""
+    reason = next((c.guard for c in reversed(limits) if c.guard), None)
+    last = f" The last failing guard was `{reason}`." if reason else ""
+    sentence = (
+        f"Eager fallback after the recompile limit: {_functions(limits)} hit "
+        f"config.recompile_limit{limit} at iteration {first}; since then {len(fell)} of "
+        f"{len(tail)} iterations ran uncompiled because no cached variant matched{every}.{last} "
+        "Raise torch._dynamo.config.recompile_limit or stop the guarded value from changing."
+    )
+    return Diagnosis("eager-fallback", k, sentence)
+
+
+def _recompiles(result: ProbeResult, compiled: list[CompileEvent]) -> Optional[Diagnosis]:
+    n = len(result.iterations)
+    points = sorted({c.iteration for c in compiled})
+    k = _regular_spacing(points)
+    if k is None or (n - 1 - points[-1]) >= 2 * k:
+        return None
+    guards = Counter(c.guard for c in compiled if c.guard)
+    guard = guards.most_common(1)[0][0] if guards else None
+    why = f", each time because a guard failed, e.g. `{guard}`" if guard else ""
+    shape = guard is not None and ("size" in guard or "check_tensor" in guard or "stride" in guard)
+    fix = (
+        "Mark the changing dimension dynamic (torch._dynamo.mark_dynamic, or dynamic=True) "
+        "or pad inputs to a few fixed sizes."
+        if shape
+        else "Keep the guarded value constant, or pass it as a tensor so it is not specialised."
+    )
+    shown = ", ".join(str(p) for p in points[:8]) + (", ..." if len(points) > 8 else "")
+    sentence = (
+        f"True recompiles every {k} iterations: {_functions(compiled)} compiled at iterations "
+        f"{shown} ({len(compiled)} compiles){why}. {fix}"
+    )
+    return Diagnosis("recompiles", k, sentence)
+
+
+def _cycling(result: ProbeResult, compiled: list[CompileEvent]) -> Optional[Diagnosis]:
+    last = max((c.iteration for c in compiled), default=-1)
+    tail = [it for it in result.iterations if it.iteration > last]
+    labels = [it.variant or "?" for it in tail]
+    k = label_period(labels)
+    if k is None:
+        return None
+    cycle = labels[:k]
+    steady = steady_iterations(result.iterations)
+    per_variant: dict[str, list[float]] = {}
+    for it in steady:
+        per_variant.setdefault(it.variant or "?", []).append(it.ms)
+    speeds = {v: median(ms) for v, ms in per_variant.items() if v in cycle}
+    speed = ""
+    if len(speeds) >= 2:
+        slow = max(speeds, key=speeds.get)
+        fast = min(speeds, key=speeds.get)
+        speed = (
+            f"; variant {slow} is the slowest ({_ms(speeds[slow])} median against "
+            f"{_ms(speeds[fast])} for {fast})"
+        )
+    differ = sorted(
+        {g for v in result.guards if v.compile_id in set(cycle) for g in v.only_here},
+        key=lambda g: (g.startswith("___"), g),
+    )
+    guards = f" They differ on guards {', '.join(f'`{g}`' for g in differ[:3])}." if differ else ""
+    sentence = (
+        f"Cycling among {len(set(cycle))} cached variants every {k} iterations: nothing "
+        f"compiles after iteration {last}, and the variants {' -> '.join(cycle)} run in turn"
+        f"{speed}.{guards} This is not a recompile: every variant stays cached and Dynamo picks "
+        "one by its guards, so the period is the value that cycles."
+    )
+    return Diagnosis("cycling", k, sentence)
+
+
+def _unrelated(result: ProbeResult) -> Optional[Diagnosis]:
+    steady = steady_iterations(result.iterations)
+    k = time_period([it.iteration for it in steady], [it.ms for it in steady])
+    if k is None:
+        return None
+    phases = phase_medians([it.iteration for it in steady], [it.ms for it in steady], k)
+    slow = max(phases, key=phases.get)
+    rest = median(v for p, v in phases.items() if p != slow)
+    pct = 100.0 * (phases[slow] - rest) / rest if rest else 0.0
+    variants = sorted({it.variant or "?" for it in steady})
+    sentence = (
+        f"Periodic work unrelated to compilation: every {_nth(k)} iteration (iteration % {k} == "
+        f"{slow}) takes {_ms(phases[slow])} against {_ms(rest)} ({pct:.0f}% slower), while "
+        f"the same compiled variant{'s' if len(variants) > 1 else ''} {', '.join(variants)} "
+        "run and nothing recompiles after warm-up. Look for work on a schedule: an optimizer "
+        "step at a gradient-accumulation boundary, logging, checkpointing."
+    )
+    return Diagnosis("unrelated", k, sentence)
+
+
+def diagnose(result: ProbeResult) -> Diagnosis:
+    """The period and its cause, testing the causes in the order the module docstring gives."""
+    limits = [c for c in result.compiles if c.failed and "Limit" in c.failed]
+    compiled = [c for c in result.compiles if not c.failed]
+    for test in (
+        lambda: _fallback(result, limits),
+        lambda: _recompiles(result, compiled),
+        lambda: _cycling(result, compiled),
+        lambda: _unrelated(result),
+    ):
+        found = test()
+        if found is not None:
+            return found
+    steady = steady_iterations(result.iterations)
+    flat = f"; steady time {_ms(median(it.ms for it in steady))} per iteration" if steady else ""
+    last = max((c.iteration for c in compiled), default=None)
+    when = f", the last at iteration {last}" if last is not None else ""
+    breaks = sorted({g.reason for g in result.graph_breaks})
+    named = f" ({'; '.join(breaks[:2])})" if breaks else ""
+    eager = ""
+    if result.variant_source == "tracking backend" and not any(it.variants for it in result.iterations):
+        eager = " No compiled graph ran in any iteration: the graph breaks left nothing to compile, so the model ran eagerly."
+    sentence = (
+        f"No period: {len(compiled)} compile{'s' if len(compiled) != 1 else ''}{when}, "
+        f"{len(breaks)} distinct graph break{'s' if len(breaks) != 1 else ''}{named}{flat}.{eager}"
+    )
+    return Diagnosis("steady", None, sentence)

@@ -1,0 +1,164 @@
+"""Typed records of one probe run: iterations, compile events, graph breaks, variants.
+
+The probe, the diagnosis, the views, the widget, the CLI's ``--json`` and the tests all read
+these same records, so every one of them speaks the same vocabulary (``compile_id`` like
+``0/1``: frame 0, attempt 1). Pure python: no torch here.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Optional
+
+#: The variant label of a frame that ran eagerly because it hit the recompile limit.
+EAGER = "eager"
+
+
+def frame_of(compile_id: str) -> str:
+    """The frame part of a compile id: ``"0/2"`` -> ``"0"`` (a retry suffix like ``0/2_1`` is kept out)."""
+    return compile_id.split("/", 1)[0]
+
+
+@dataclass(frozen=True)
+class CompileEvent:
+    """One compile attempt of one frame, as Dynamo recorded it.
+
+    ``reason`` is the guard failure that forced a recompile (``None`` for a frame's first
+    compile); ``failed`` is Dynamo's failure type (``RecompileLimitExceeded`` when the frame
+    gave up and runs eagerly from then on).
+    """
+
+    compile_id: str
+    iteration: int
+    function: Optional[str] = None
+    reason: Optional[str] = None
+    failed: Optional[str] = None
+    seconds: Optional[float] = None
+
+    @property
+    def frame(self) -> str:
+        """The frame id, shared by all attempts of one function."""
+        return frame_of(self.compile_id)
+
+    @property
+    def guard(self) -> Optional[str]:
+        """The failing guard alone (``s.mode == 0``), without the ``0/0:`` prefix and source comment."""
+        if not self.reason:
+            return None
+        first = self.reason.strip().splitlines()[0]
+        head, _, rest = first.partition(": ")
+        text = rest if rest and "/" in head and " " not in head else first
+        return text.split("#", 1)[0].strip() or text.strip()
+
+
+@dataclass(frozen=True)
+class GraphBreak:
+    """A graph break: Dynamo split the frame and resumed in a new one. ``reason`` is the first line."""
+
+    compile_id: Optional[str]
+    iteration: int
+    reason: str
+    detail: str = ""
+
+
+@dataclass(frozen=True)
+class Iteration:
+    """One training iteration: wall time, whether it compiled, and which compiled variants ran.
+
+    ``variants`` lists the compile ids whose graphs ran (one per frame, the last one when a
+    frame ran several); a frame that fell back to eager shows as ``"eager"``. ``fallback`` is
+    ``None`` when the probe could not tell (no tracking backend after the limit was hit).
+    """
+
+    iteration: int
+    ms: float
+    compiled: bool
+    variants: tuple[str, ...] = ()
+    fallback: Optional[bool] = False
+
+    @property
+    def variant(self) -> Optional[str]:
+        """The variants as one label (``0/2`` or ``0/1+1/0``), ``None`` when nothing was seen."""
+        return "+".join(self.variants) if self.variants else None
+
+
+@dataclass(frozen=True)
+class VariantGuards:
+    """The guards of one cached variant that its siblings of the same frame do not share."""
+
+    compile_id: str
+    function: str
+    only_here: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Diagnosis:
+    """The detected period and its cause, in one sentence a user can act on.
+
+    ``cause`` is one of ``recompiles``, ``cycling``, ``eager-fallback``, ``unrelated``,
+    ``steady``.
+    """
+
+    cause: str
+    period: Optional[int]
+    sentence: str
+
+
+@dataclass
+class ProbeResult:
+    """Everything one probe run saw, ready for the diagnosis and the views."""
+
+    iterations: list[Iteration]
+    compiles: list[CompileEvent] = field(default_factory=list)
+    graph_breaks: list[GraphBreak] = field(default_factory=list)
+    guards: list[VariantGuards] = field(default_factory=list)
+    backend: str = ""
+    source: str = ""
+    variant_source: str = ""
+    recompile_limit: Optional[int] = None
+    diagnosis: Optional[Diagnosis] = None
+    label: str = ""
+    error: Optional[str] = None
+    traceback: str = ""
+
+    def to_json(self) -> dict[str, Any]:
+        """The CLI's ``--json`` document (the shape issue 7 specifies, plus a few extra keys)."""
+        diagnosis = self.diagnosis
+        return {
+            "ok": self.error is None,
+            "error": self.error,
+            "label": self.label,
+            "backend": self.backend,
+            "source": self.source,
+            "iterations": [
+                {
+                    "iteration": it.iteration,
+                    "ms": round(it.ms, 4),
+                    "compiled": it.compiled,
+                    "variant": it.variant,
+                    "fallback": it.fallback,
+                }
+                for it in self.iterations
+            ],
+            "compiles": [
+                {
+                    "compile_id": c.compile_id,
+                    "iteration": c.iteration,
+                    "function": c.function,
+                    "reason": c.reason,
+                    "failed": c.failed,
+                }
+                for c in self.compiles
+            ],
+            "graph_breaks": [
+                {"compile_id": g.compile_id, "iteration": g.iteration, "reason": g.reason}
+                for g in self.graph_breaks
+            ],
+            "guards": [
+                {"compile_id": g.compile_id, "function": g.function, "only_here": list(g.only_here)}
+                for g in self.guards
+            ],
+            "period": diagnosis.period if diagnosis else None,
+            "cause": diagnosis.cause if diagnosis else None,
+            "diagnosis": diagnosis.sentence if diagnosis else "",
+        }

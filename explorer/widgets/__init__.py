@@ -1,0 +1,1 @@
+"""Interactive apps built from ``explorer.views`` figures: the only place importing ipywidgets."""
