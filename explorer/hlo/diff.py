@@ -12,6 +12,7 @@ from bisect import bisect_left
 from collections import Counter
 
 from explorer.hlo.fingerprint import Interner
+from explorer.hlo.gcpause import paused_gc
 from explorer.hlo.graph import Graph, entry_graph
 from explorer.hlo.matcher import match
 from explorer.hlo.model import Instruction, Module, tuple_arity
@@ -23,6 +24,11 @@ from explorer.hlo.summary import summarize
 
 def diff_modules(a: Module, b: Module) -> HloDiff:
     """The structural difference from module ``a`` to module ``b``."""
+    with paused_gc():
+        return _diff(a, b)
+
+
+def _diff(a: Module, b: Module) -> HloDiff:
     interner = Interner()
     ga, gb = entry_graph(a, interner), entry_graph(b, interner)
     m = match(ga, gb)

@@ -169,7 +169,8 @@ def parse_instruction(line: str, lineno: int) -> Instruction:
     else:
         operands = _operands(inner, lineno, open_at + 1, line)
     metadata = NO_METADATA
-    meta = _METADATA.search(line, close + 1)
+    at = line.find(", metadata={", close)
+    meta = _METADATA.match(line, at) if at >= 0 else None
     if meta:
         metadata = _metadata(meta.group(1))
         line = line[:meta.start()] + line[meta.end():]

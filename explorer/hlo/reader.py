@@ -16,6 +16,7 @@ from typing import Iterator, Optional
 
 from explorer.errors import InputError
 from explorer.hlo.errors import HloParseError
+from explorer.hlo.gcpause import paused_gc
 from explorer.hlo.lines import parse_computation_header, parse_instruction
 from explorer.hlo.model import NO_METADATA, Computation, Instruction, Module
 
@@ -222,7 +223,8 @@ def _read_computation(lines: list[str], i: int, header: tuple, comps: dict, sour
 
 def parse_modules(text: str, source: str = "") -> list[Module]:
     """All modules in ``text`` (one module, a dump file, or a torch_xla save file)."""
-    return list(iter_modules(text, source))
+    with paused_gc():
+        return list(iter_modules(text, source))
 
 
 def parse_module(text: str, source: str = "") -> Module:
