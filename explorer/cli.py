@@ -20,6 +20,7 @@ from explorer.errors import InputError, MissingExtraError
 COMMANDS: tuple[str, ...] = (
     "explorer.commands.schedule",
     "explorer.commands.check",
+    "explorer.commands.compile_probe",
     "explorer.commands.hlo",
 )
 

@@ -128,10 +128,11 @@ def resolve_backend(backend: Backend) -> Callable[..., Any]:
     if "." not in name:
         import torch._dynamo
 
-        known = sorted(torch._dynamo.list_backends(exclude_tags=()))
+        known = set(torch._dynamo.list_backends(exclude_tags=()))
         if name not in known:
+            usual = sorted(set(torch._dynamo.list_backends()) | {"aot_eager", "eager"})
             raise InputError(
-                f"unknown backend {name!r}: registered backends are {', '.join(known)}; "
+                f"unknown backend {name!r}: registered backends include {', '.join(usual)}; "
                 "or give the dotted path of a backend function, like 'my_pkg.my_backend'"
             )
         return torch._dynamo.lookup_backend(name)

@@ -80,7 +80,8 @@ def _fallback(result: ProbeResult, limits: list[CompileEvent]) -> Optional[Diagn
     reason = next((c.guard for c in reversed(limits) if c.guard), None)
     last = f" The last failing guard was `{reason}`." if reason else ""
     sentence = (
-        f"Eager fallback after the recompile limit: {_functions(limits)} hit "
+        f"Eager fallback after the recompile limit: "
+        f"{_functions([c for c in result.compiles if c.frame in {x.frame for x in limits}])} hit "
         f"config.recompile_limit{limit} at iteration {first}; since then {len(fell)} of "
         f"{len(tail)} iterations ran uncompiled because no cached variant matched{every}.{last} "
         "Raise torch._dynamo.config.recompile_limit or stop the guarded value from changing."
