@@ -162,6 +162,9 @@ def _hazard(schedule, row, slot, expected, *, src, src_row, src_val, src_slot) -
         found = holder
         if val >= 0:
             what = f"holds micro-batch {val}'s gradient"
+        elif holder < 0:
+            found = None
+            what = "holds no received input at all"
         else:
             what = f"holds micro-batch {holder}'s input without a gradient"
         cause = (f"stage {at.stage} step {at.step}: {at.name} must send micro-batch {expected}'s input gradient, "
@@ -185,9 +188,9 @@ def needed_buffers(schedule: Schedule) -> list[int]:
     keep = slot != _GRAD_LAYER
     rows, slot = rows[keep], slot[keep]
     p = schedule.num_stages
-    m = max(schedule.num_microbatches, 1)
     st = schedule.stage.astype(np.int64)[rows]
     mb = schedule.microbatch.astype(np.int64)[rows]
+    m = max(schedule.num_microbatches, int(mb.max()) + 1 if len(mb) else 1, 1)
     ok = mb >= 0
     key = st[ok] * m + mb[ok]
     r = rows[ok]

@@ -1,6 +1,7 @@
 """Deadlock search under blocking pairwise P2P (DeepSpeed) and batched P2P (PyTorch).
 
-When every send/receive pair shares its step (all generated and DeepSpeed schedules), an
+When every wait points to the same or an earlier step (rendezvous pairs share their step,
+sends come no later than their receives: true of all generated and DeepSpeed schedules), an
 edge of the wait-for graph either stays inside a step or goes forward in steps, so a cycle
 can only live inside one step. The search then keeps only the within-step edges and peels
 them all at once, step by step in parallel (Kahn's algorithm in rounds: each round removes
@@ -8,7 +9,7 @@ every row with nothing left to wait for). Rounds are bounded by the longest chai
 step - a handful - however long the schedule. Rows left over are stuck; the first stuck row
 of each rank and the ranks they wait for give the cycle.
 
-Schedules whose pairs do not share a step go to the per-instruction simulator.
+Other schedules go to the per-instruction simulator.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from typing import Optional
 
 import numpy as np
 
-from explorer.analysis.execution import check_model, deadlock_from_heads, execution_order
+from explorer.analysis.execution import check_model, deadlock_from_heads, dependency_steps_ok, execution_order
 from explorer.analysis.findings import Deadlock
 from explorer.analysis.p2p import Matching
 from explorer.analysis.reference import run
@@ -30,7 +31,7 @@ def find_deadlock(schedule: Schedule, matching: Matching, model: str = "blocking
     check_model(model)
     if len(schedule) == 0:
         return None
-    if not _pairs_share_steps(schedule, matching):
+    if not dependency_steps_ok(schedule, matching.partner, model):
         result = run(schedule, matching.partner, np.zeros(len(schedule)), 0.0, model)
         return deadlock_from_heads(schedule, matching.partner, result.heads, model) if result.heads else None
     if not _stuck_rows(schedule, matching.partner, model).any():
@@ -39,12 +40,6 @@ def find_deadlock(schedule: Schedule, matching: Matching, model: str = "blocking
     # only wait, steps later, for a rank inside the cycle.
     result = run(schedule, matching.partner, np.zeros(len(schedule)), 0.0, model)
     return deadlock_from_heads(schedule, matching.partner, result.heads, model)
-
-
-def _pairs_share_steps(schedule: Schedule, matching: Matching) -> bool:
-    p = matching.partner
-    rows = np.nonzero(p >= 0)[0]
-    return bool(np.array_equal(schedule.step[rows], schedule.step[p[rows]]))
 
 
 def _stuck_rows(schedule: Schedule, partner: np.ndarray, model: str) -> np.ndarray:
@@ -61,10 +56,12 @@ def _stuck_rows(schedule: Schedule, partner: np.ndarray, model: str) -> np.ndarr
     same = (schedule.rank[order][1:] == schedule.rank[order][:-1]) & (schedule.step[order][1:] == schedule.step[order][:-1])
     u = node[order[:-1][same]]
     v = node[order[1:][same]]
-    if True:  # receives wait for their send (batched pairs, and local hand-offs under either model)
-        recv_rows = np.nonzero(is_recv & (partner >= 0) & (local | (model == "batched")))[0]
-        u = np.r_[u, partner[recv_rows]]
-        v = np.r_[v, recv_rows]
+    # Receives wait for their send (batched pairs, and local hand-offs under either model);
+    # only waits inside one step can close a cycle.
+    recv_rows = np.nonzero(is_recv & (partner >= 0) & (local | (model == "batched")))[0]
+    recv_rows = recv_rows[schedule.step[partner[recv_rows]] == schedule.step[recv_rows]]
+    u = np.r_[u, partner[recv_rows]]
+    v = np.r_[v, recv_rows]
     keep = u != v
     u, v = u[keep], v[keep]
     never = (is_send | is_recv) & (partner < 0)

@@ -31,15 +31,39 @@ def check_model(model: str) -> str:
 
 
 def execution_order(schedule: Schedule, model: str) -> np.ndarray:
-    """Row indices in the order ranks perform them (a permutation of the rows)."""
+    """Row indices in the order ranks perform them (a permutation of the rows).
+
+    Under ``batched``, each run of consecutive exchanges inside a (rank, step) is one batch:
+    its sends are posted before its receives are waited for. Other rows keep their place.
+    """
     n = len(schedule)
     if model == "blocking":
         return np.arange(n)
     kind = schedule.kind
-    cls = np.full(n, 2, dtype=np.int64)
-    cls[(kind == Kind.SEND_ACTIVATION) | (kind == Kind.SEND_GRAD)] = 0
-    cls[(kind == Kind.RECV_ACTIVATION) | (kind == Kind.RECV_GRAD)] = 1
-    return np.lexsort((np.arange(n), cls, schedule.step, schedule.rank))
+    is_send = (kind == Kind.SEND_ACTIVATION) | (kind == Kind.SEND_GRAD)
+    is_recv = (kind == Kind.RECV_ACTIVATION) | (kind == Kind.RECV_GRAD)
+    other = ~(is_send | is_recv)
+    run = np.cumsum(other)  # a non-exchange row opens a new run; exchanges after it share it
+    cls = np.where(other, 0, np.where(is_send, 1, 2))
+    return np.lexsort((np.arange(n), cls, run, schedule.step, schedule.rank))
+
+
+def dependency_steps_ok(schedule: Schedule, partner: np.ndarray, model: str) -> bool:
+    """True when every cross-rank wait points to the same or an earlier step.
+
+    Rendezvous pairs (blocking, different ranks) wait both ways, so they must share a step;
+    a receive that only waits for its send needs the send no later than itself. Then every
+    cycle of waits lies inside one step, which the fast analyses rely on.
+    """
+    recv = np.nonzero(((schedule.kind == Kind.RECV_ACTIVATION) | (schedule.kind == Kind.RECV_GRAD)) & (partner >= 0))[0]
+    send = partner[recv]
+    local = schedule.rank[send] == schedule.rank[recv]
+    if model == "blocking":
+        rdv = ~local
+        if not np.array_equal(schedule.step[send][rdv], schedule.step[recv][rdv]):
+            return False
+        return bool((schedule.step[send][~rdv] <= schedule.step[recv][~rdv]).all())
+    return bool((schedule.step[send] <= schedule.step[recv]).all())
 
 
 def deadlock_from_heads(schedule: Schedule, partner: np.ndarray, heads: dict[int, int], model: str) -> Deadlock:

@@ -5,8 +5,8 @@ stream in order; under ``blocking`` P2P a pair starts when both ends are ready a
 both for the latency; under ``batched`` a send costs its rank nothing and the receive ends no
 earlier than the send's start plus the latency.
 
-Fast path: with every pair inside one step, step ``t`` depends only on earlier steps and on
-itself, so steps are processed in order, all ranks at once, as small dense (rank x slot)
+Fast path: when every wait points to the same or an earlier step, step ``t`` depends only on
+earlier steps and on itself, so steps are processed in order, all ranks at once, as small dense (rank x slot)
 blocks: a rank's row is a max-plus scan - ``end_k = A_k + max(clock, max_{j<=k} (dep_j -
 A'_j))`` with ``A``/``A'`` the inclusive/exclusive prefix costs - and the P2P dependencies
 inside the step are iterated to their fixed point (two or three rounds). Other schedules use
@@ -19,7 +19,7 @@ from dataclasses import dataclass, fields
 
 import numpy as np
 
-from explorer.analysis.execution import check_model, execution_order
+from explorer.analysis.execution import check_model, dependency_steps_ok, execution_order
 from explorer.analysis.findings import Bubble
 from explorer.analysis.p2p import Matching
 from explorer.analysis.reference import run
@@ -83,11 +83,8 @@ def simulate(schedule: Schedule, matching: Matching, costs: Costs = Costs(), mod
     check_model(model)
     row_cost = costs.by_kind()[schedule.kind.astype(np.int64)]
     partner = matching.partner
-    p2p = partner >= 0
-    rows = np.nonzero(p2p)[0]
-    aligned = bool(np.array_equal(schedule.step[rows], schedule.step[partner[rows]]))
-    unmatched = np.isin(schedule.kind, (Kind.SEND_ACTIVATION, Kind.SEND_GRAD, Kind.RECV_ACTIVATION, Kind.RECV_GRAD)) & ~p2p
-    if aligned and not unmatched.any():
+    unmatched = np.isin(schedule.kind, (Kind.SEND_ACTIVATION, Kind.SEND_GRAD, Kind.RECV_ACTIVATION, Kind.RECV_GRAD)) & (partner < 0)
+    if not unmatched.any() and dependency_steps_ok(schedule, partner, model):
         start, end = _per_step(schedule, partner, row_cost, costs.p2p, model)
     else:
         result = run(schedule, partner, row_cost, costs.p2p, model)
@@ -123,13 +120,14 @@ def _per_step(schedule: Schedule, partner: np.ndarray, row_cost: np.ndarray, lat
     cost = cost.reshape(T, R, K)
     incl = np.cumsum(cost, axis=2)
     excl = incl - cost
-    # Partner's position inside its step's (R*K) block, for P2P rows that depend on it:
-    # both ends of a rendezvous wait for each other's readiness; a receive otherwise waits
-    # for its send's start (plus the latency, unless the hand-off is local).
-    peer = np.full(T * R * K, -1, dtype=np.int64)
+    # Partner's dense position, for P2P rows that depend on it: both ends of a rendezvous wait
+    # for each other's readiness (same step); a receive otherwise waits for its send's start
+    # (same or earlier step) plus the latency, unless the hand-off is local.
+    RK = R * K
+    peer = np.full(T * RK, -1, dtype=np.int64)
     dep_rows = order[rendezvous | (is_recv & ~rendezvous)]
-    peer[where[dep_rows]] = where[partner[dep_rows]] % (R * K)
-    peer = peer.reshape(T, R * K)
+    peer[where[dep_rows]] = where[partner[dep_rows]]
+    peer = peer.reshape(T, RK)
     has_dep = peer >= 0
     is_rdv = np.zeros(T * R * K, dtype=bool)
     is_rdv[cell[rendezvous]] = True
@@ -137,30 +135,31 @@ def _per_step(schedule: Schedule, partner: np.ndarray, row_cost: np.ndarray, lat
     lat = np.zeros(T * R * K)
     lat[cell[is_recv & ~local]] = latency
     lat = lat.reshape(T, R * K)
-    start_all = np.empty((T, R, K))
+    start_all = np.zeros(T * RK)
     clock = np.zeros(R)
     neg = -np.inf
-    active_steps = np.unique(step)
-    for t in active_steps:
+    for t in np.unique(step):
         c, a_ex = cost[t], excl[t]
-        dep = np.full(R * K, neg)
+        block = start_all[t * RK:(t + 1) * RK]  # a view: writing it makes this step visible
+        dep = np.full(RK, neg)
         idx = np.nonzero(has_dep[t])[0]
         src = peer[t][idx]
         rdv = is_rdv[t][idx]
         wait = lat[t][idx]
-        for _ in range(R * K + 2):
+        src_local = src - t * RK  # rendezvous partners are in this step
+        for _ in range(RK + 2):
             base = np.maximum(np.maximum.accumulate(dep.reshape(R, K) - a_ex, axis=1), clock[:, None])
             start = base + a_ex
+            block[:] = start.reshape(-1)
             if not len(idx):
                 break
             ready = np.concatenate([clock[:, None], (start + c)[:, :-1]], axis=1).reshape(-1)
-            new = np.where(rdv, ready[src], start.reshape(-1)[src] + wait)
+            new = np.where(rdv, ready[np.where(rdv, src_local, 0)], start_all[src] + wait)
             if np.array_equal(new, dep[idx]):
                 break
             dep[idx] = new
-        start_all[t] = start
         clock = (start + c)[:, -1]
-    flat_start = start_all.reshape(-1)[where]
+    flat_start = start_all[where]
     flat_end = flat_start + cost.reshape(-1)[where]
     return flat_start, flat_end
 

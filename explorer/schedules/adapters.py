@@ -108,7 +108,8 @@ def from_torch_pipelining(
 
     Actions may be ``_Action`` tuples or their text (``"2F0"``); ``None`` is an idle step.
     Only compute actions are read (``F``, ``B``, ``I``, ``W``); exchanges are added by the same
-    rules as every generated schedule, in the step where the consumer computes.
+    rules as every generated schedule: each send right after the compute that produced its data
+    (as PyTorch's ``_add_send_recv`` does), each receive right before the compute that needs it.
     """
     rows: list[tuple[int, int, int, int]] = []
     stage_to_rank: dict[int, int] = {}
@@ -130,7 +131,8 @@ def from_torch_pipelining(
         raise InputError(f"stages {missing} never compute in this order; give num_stages or complete the order")
     m = num_microbatches or max(r[2] for r in rows) + 1
     return lower(ComputePlan.from_rows(rows), name=name, num_stages=p, num_microbatches=m,
-                 stage_to_rank=[stage_to_rank[s] for s in range(p)], params={"kind": name, "p2p": "batched"})
+                 stage_to_rank=[stage_to_rank[s] for s in range(p)], params={"kind": name, "p2p": "batched"},
+                 placement="producer")
 
 
 def _torch_action(action: Any) -> tuple[int, str, int]:

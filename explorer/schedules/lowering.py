@@ -4,14 +4,16 @@ Generators for GPipe, 1F1B, interleaved 1F1B and zero-bubble only decide the *co
 order and the unit-time step of each ``F``/``B``/``I``/``W``. Everything else follows the same
 rules for all of them, so it lives here once:
 
-- each receive sits in the step of the compute that needs it, right before it, and its
-  matching send sits on the producing rank *in the same step* (DeepSpeed's convention: the
-  producer keeps the output buffer until the consumer asks for it), so every send/receive
-  pair shares its step;
+- each receive sits in the step of the compute that needs it, right before it. Its matching
+  send sits either in the same step on the producing rank (``placement="consumer"``,
+  DeepSpeed's convention for blocking P2P: the producer keeps the output buffer until the
+  consumer asks for it, and every pair shares its step) or right after the compute that
+  produced the data (``placement="producer"``, PyTorch's convention for batched P2P: the send
+  is posted as soon as the data exists);
 - inside a step, a rank's exchanges are ordered by the stage link they use (lowest first),
   gradients before activations on the same link (DeepSpeed's fixed order: a stage sends the
   old gradient before it receives a new activation into the same buffer). Both ends of a
-  link then meet the pair at the same position, which makes the lowered schedule
+  link then meet the pair at the same position, which makes the consumer-placed schedule
   deadlock-free even with blocking pairwise send/recv (the analysis checks it rather than
   trusting this argument);
 - ``LoadMicroBatch`` on the first and last stage before their forward (inputs, labels);
@@ -47,7 +49,8 @@ class ComputePlan:
 
 
 # Order groups inside a step: exchanges, loads, compute, end of batch.
-_GROUP_P2P, _GROUP_LOAD, _GROUP_COMPUTE, _GROUP_END = 0, 1, 2, 3
+_GROUP_P2P, _GROUP_LOAD, _GROUP_COMPUTE, _GROUP_SEND_AFTER, _GROUP_END = 0, 1, 2, 3, 4
+PLACEMENTS = ("consumer", "producer")
 
 
 def lower(
@@ -59,8 +62,11 @@ def lower(
     stage_to_rank: Sequence[int],
     buffers: Sequence[int] | None = None,
     params: Mapping[str, object] | None = None,
+    placement: str = "consumer",
 ) -> Schedule:
     """Add exchanges, loads, buffers and the optimizer step to a compute plan."""
+    if placement not in PLACEMENTS:
+        raise ValueError(f"placement must be one of {PLACEMENTS}, got {placement!r}")
     s2r = np.asarray(stage_to_rank, dtype=np.int64)
     counts = np.asarray(buffers if buffers is not None else [num_microbatches] * num_stages, dtype=np.int64)
     last = num_stages - 1
@@ -73,16 +79,37 @@ def lower(
         cols.append(tuple(np.broadcast_to(np.asarray(x, dtype=np.int64), (n,)) for x in (rank, step, group, key, kind, stage, micro)))
 
     fwd = kd == Kind.FORWARD
+    grad = (kd == Kind.BACKWARD) | (kd == Kind.BACKWARD_INPUT)
+    m = int(mb.max()) + 1 if len(mb) else 1
+    # Step at which each (stage, micro-batch) produced its activation / input gradient.
+    made = {}
+    for mask, name in ((fwd, "act"), (grad, "grad")):
+        table = np.full((num_stages, m), -1, dtype=np.int64)
+        table[st[mask], mb[mask]] = tt[mask]
+        made[name] = table
+    producer = placement == "producer"
+
+    def send_step(name, src_stage, micro, consumer_step):
+        if not producer:
+            return consumer_step, _GROUP_P2P
+        at = made[name][src_stage, micro]
+        # Data that is never produced: keep the send where it is needed, so the buffer
+        # analysis reports the send reading an empty buffer at that step.
+        missing = at < 0
+        return np.where(missing, consumer_step, at), np.where(missing, _GROUP_P2P, _GROUP_SEND_AFTER)
+
     # Activation exchange for every forward after the first stage: link = lower stage id.
     sel = fwd & (st > 0)
     link = (st[sel] - 1) * 2 + 1
     add(s2r[st[sel]], tt[sel], _GROUP_P2P, link, Kind.RECV_ACTIVATION, st[sel], mb[sel])
-    add(s2r[st[sel] - 1], tt[sel], _GROUP_P2P, link, Kind.SEND_ACTIVATION, st[sel] - 1, mb[sel])
+    at, group = send_step("act", st[sel] - 1, mb[sel], tt[sel])
+    add(s2r[st[sel] - 1], at, group, link, Kind.SEND_ACTIVATION, st[sel] - 1, mb[sel])
     # Gradient exchange for every backward (full or input part) before the last stage.
-    sel = ((kd == Kind.BACKWARD) | (kd == Kind.BACKWARD_INPUT)) & (st < last)
+    sel = grad & (st < last)
     link = st[sel] * 2
     add(s2r[st[sel]], tt[sel], _GROUP_P2P, link, Kind.RECV_GRAD, st[sel], mb[sel])
-    add(s2r[st[sel] + 1], tt[sel], _GROUP_P2P, link, Kind.SEND_GRAD, st[sel] + 1, mb[sel])
+    at, group = send_step("grad", st[sel] + 1, mb[sel], tt[sel])
+    add(s2r[st[sel] + 1], at, group, link, Kind.SEND_GRAD, st[sel] + 1, mb[sel])
     # Loads: inputs on the first stage, labels on the last.
     sel = fwd & ((st == 0) | (st == last))
     add(s2r[st[sel]], tt[sel], _GROUP_LOAD, 0, Kind.LOAD, st[sel], mb[sel])

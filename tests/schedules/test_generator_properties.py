@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from explorer.analysis import Costs, build, check, match
+from explorer.analysis import Costs, build, check, find_deadlock, match
 from explorer.analysis.reference import run
 from explorer.analysis.timeline import simulate
 from explorer.schedules import Kind, generate
@@ -50,9 +50,14 @@ def test_fast_timeline_equals_the_reference_simulator(args, model, f, b, lat):
     s = build(kind, p, m, chunks=v)
     costs = Costs(forward=f, backward=b, backward_input=b / 2, backward_weight=b / 2, p2p=lat)
     matching = match(s)
-    tl = simulate(s, matching, costs, model)
     ref = run(s, matching.partner, costs.by_kind()[s.kind.astype(np.int64)], lat, model)
-    assert not ref.heads
+    # PyTorch-style schedules post each send right after its compute; with blocking sends
+    # some of them deadlock (which is why PyTorch batches its P2P). Both engines must agree.
+    assume_deadlock_free = find_deadlock(s, matching, model) is None
+    assert assume_deadlock_free == (not ref.heads)
+    if not assume_deadlock_free:
+        return
+    tl = simulate(s, matching, costs, model)
     np.testing.assert_allclose(tl.start, ref.start, rtol=1e-9, atol=1e-9)
     np.testing.assert_allclose(tl.end, ref.end, rtol=1e-9, atol=1e-9)
 

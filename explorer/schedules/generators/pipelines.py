@@ -48,12 +48,12 @@ def one_f_one_b_plan(p: int, m: int) -> ComputePlan:
 
 def gpipe(p: int, m: int, buffers: Sequence[int] | None = None) -> Schedule:
     return lower(gpipe_plan(p, m), name="gpipe", num_stages=p, num_microbatches=m,
-                 stage_to_rank=range(p), buffers=buffers, params={"kind": "gpipe", "p2p": "batched"})
+                 stage_to_rank=range(p), buffers=buffers, params={"kind": "gpipe", "p2p": "batched"}, placement="producer")
 
 
 def one_f_one_b(p: int, m: int, buffers: Sequence[int] | None = None) -> Schedule:
     return lower(one_f_one_b_plan(p, m), name="1f1b", num_stages=p, num_microbatches=m,
-                 stage_to_rank=range(p), buffers=buffers, params={"kind": "1f1b", "p2p": "batched"})
+                 stage_to_rank=range(p), buffers=buffers, params={"kind": "1f1b", "p2p": "batched"}, placement="producer")
 
 
 def interleaved_orders(p: int, m: int, v: int) -> list[list[tuple[int, int, int]]]:
@@ -90,4 +90,4 @@ def interleaved(p: int, m: int, v: int, buffers: Sequence[int] | None = None) ->
     rows = [(st, k, mb, t) for order, ts in zip(orders, steps) for (k, st, mb), t in zip(order, ts)]
     return lower(ComputePlan.from_rows(rows), name="interleaved-1f1b", num_stages=p * v,
                  num_microbatches=m, stage_to_rank=[s % p for s in range(p * v)], buffers=buffers,
-                 params={"kind": "interleaved-1f1b", "chunks": v, "p2p": "batched"})
+                 params={"kind": "interleaved-1f1b", "chunks": v, "p2p": "batched"}, placement="producer")

@@ -60,4 +60,4 @@ def zb_h1_plan(p: int, m: int) -> ComputePlan:
 
 def zb_h1(p: int, m: int, buffers: Sequence[int] | None = None) -> Schedule:
     return lower(zb_h1_plan(p, m), name="zb-h1", num_stages=p, num_microbatches=m,
-                 stage_to_rank=range(p), buffers=buffers, params={"kind": "zb-h1", "p2p": "batched"})
+                 stage_to_rank=range(p), buffers=buffers, params={"kind": "zb-h1", "p2p": "batched"}, placement="producer")
