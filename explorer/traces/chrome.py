@@ -1,0 +1,89 @@
+"""Read measured pipeline actions from a Chrome trace (PyTorch profiler export).
+
+``torch.distributed.pipelining`` wraps every action in ``record_function("PP:<action>")``
+with PyTorch's ``_Action`` text (``PP:2F0``, ``PP:1SEND_F3``, ``PP:0RECV_B1``), so a
+profiler trace exported with ``prof.export_chrome_trace(path)`` holds complete events
+(``"ph": "X"``, microsecond ``ts``/``dur``) that name stage, action and micro-batch. The
+explorer's own compact form (``PP:2RA2b0``) is read too, so a runner can use the same key.
+The rank comes from the argument, else Kineto's ``distributedInfo.rank``, else the event's
+``pid``. ``UNSHARD``/``RESHARD`` have no counterpart in the schedules and are skipped.
+Written from the format, not from torch's code: no torch import.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Mapping, Optional, Union
+
+from explorer.errors import InputError
+from explorer.schedules.instructions import Kind, parse_instruction
+from explorer.traces.records import MeasuredTrace
+
+_TORCH_ACTION = re.compile(r"^(\d+)(F|I|B|W|SEND_F|RECV_F|SEND_B|RECV_B|UNSHARD|RESHARD)(\d*)$")
+_TORCH_KINDS = {
+    "F": Kind.FORWARD, "B": Kind.BACKWARD, "I": Kind.BACKWARD_INPUT, "W": Kind.BACKWARD_WEIGHT,
+    "SEND_F": Kind.SEND_ACTIVATION, "RECV_F": Kind.RECV_ACTIVATION,
+    "SEND_B": Kind.SEND_GRAD, "RECV_B": Kind.RECV_GRAD,
+}
+_PREFIX = "PP:"
+
+Source = Union[str, Path, Mapping[str, object], list]
+
+
+def read_chrome_trace(source: Source, rank: Optional[int] = None) -> MeasuredTrace:
+    """Every ``PP:`` action of a Chrome trace as a :class:`MeasuredTrace` in seconds.
+
+    ``source`` is a path, the parsed JSON object, or its bare event list.
+    """
+    doc, name = _load(source)
+    events = doc.get("traceEvents", []) if isinstance(doc, Mapping) else doc
+    if not isinstance(events, list):
+        raise InputError(f"{name}: 'traceEvents' must be a list of events, got {type(events).__name__}")
+    if rank is None and isinstance(doc, Mapping):
+        info = doc.get("distributedInfo")
+        if isinstance(info, Mapping) and "rank" in info:
+            rank = int(info["rank"])  # type: ignore[arg-type]
+    records = []
+    for ev in events:
+        if not isinstance(ev, Mapping) or ev.get("ph") != "X":
+            continue
+        label = str(ev.get("name", ""))
+        if not label.startswith(_PREFIX):
+            continue
+        parsed = _action(label[len(_PREFIX):])
+        if parsed is None:
+            continue
+        stage, kind, mb = parsed
+        start = float(ev.get("ts", 0.0)) * 1e-6
+        who = rank if rank is not None else int(ev.get("pid", 0)) if str(ev.get("pid", "0")).lstrip("-").isdigit() else 0
+        records.append({"rank": who, "stage": stage, "kind": kind, "microbatch": mb,
+                        "start": start, "end": start + float(ev.get("dur", 0.0)) * 1e-6})
+    return MeasuredTrace.from_records(records, unit="s", source=name)
+
+
+def _action(text: str) -> Optional[tuple[int, Kind, int]]:
+    """``(stage, kind, micro-batch)`` of one action text, or None for actions without a counterpart."""
+    m = _TORCH_ACTION.match(text)
+    if m:
+        if m[2] not in _TORCH_KINDS:
+            return None
+        return int(m[1]), _TORCH_KINDS[m[2]], int(m[3]) if m[3] else -1
+    try:
+        ins = parse_instruction(text)
+    except InputError:
+        raise InputError(f"cannot read pipeline action {_PREFIX}{text!r}: expected PyTorch's form like 'PP:2F0' or 'PP:1SEND_F3', or the explorer's like 'PP:2RA2b0'") from None
+    return ins.stage, ins.kind, ins.microbatch
+
+
+def _load(source: Source) -> tuple[object, str]:
+    if isinstance(source, (str, Path)):
+        path = Path(source)
+        try:
+            return json.loads(path.read_text()), str(path)
+        except FileNotFoundError:
+            raise InputError(f"no Chrome trace at {path}: export one with prof.export_chrome_trace(path)") from None
+        except json.JSONDecodeError as exc:
+            raise InputError(f"{path} is not JSON ({exc.msg} at line {exc.lineno}): is it a Chrome trace?") from None
+    return source, "<trace>"

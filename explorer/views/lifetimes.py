@@ -1,0 +1,87 @@
+"""Buffer lifetimes: which micro-batch each buffer slot holds, step by step, and where a slot
+is overwritten while still needed.
+
+Rows are ``(stage, buffer)`` slots, x is steps in sub-step resolution
+(:mod:`explorer.analysis.lifetimes`): a blue bar while the slot holds a micro-batch's
+activation, a green one while it holds the gradient ``SendGrad`` has yet to send. Two bars
+overlapping on one row is a slot holding two micro-batches at once, i.e. an overwrite; each
+hazard adds a red span from the overwriting instruction to the read that needed the old
+content, with the finding in words on hover. The title compares allocated and needed buffers,
+the number the seed thread was about.
+"""
+
+from __future__ import annotations
+
+from typing import Optional
+
+import numpy as np
+import plotly.graph_objects as go
+
+from explorer.analysis.check import Report
+from explorer.analysis.lifetimes import occupancy, substep_positions
+from explorer.errors import InputError
+from explorer.views.axes import row_height
+from explorer.views.bars import MAX_SVG_BARS, hbars
+from explorer.views.grid import _wrap
+from explorer.views.palette import ACTIVATION, GRADIENT, HAZARD
+
+_TEXT_BARS = 300
+
+
+def lifetimes_figure(report: Report, stage: Optional[int] = None, *, max_bars: int = MAX_SVG_BARS) -> go.Figure:
+    """Occupancy of every buffer slot of ``stage`` (all stages when None)."""
+    s = report.schedule
+    if stage is not None and not 0 <= stage < s.num_stages:
+        raise InputError(f"stage {stage} does not exist: this schedule has stages 0..{s.num_stages - 1}")
+    occ = occupancy(s) if stage is None else occupancy(s).of_stage(stage)
+    stages = range(s.num_stages) if stage is None else [stage]
+    slots = [(st, b) for st in stages for b in range(max(s.buffers[st], 1))]
+    row_of = {slot: i for i, slot in enumerate(slots)}
+    y = np.array([row_of.get((int(a), int(b)), -1) for a, b in zip(occ.stage.tolist(), occ.buffer.tolist())])
+    keep = y >= 0
+    y, mb = y[keep], occ.microbatch[keep]
+    start, split, end = occ.start[keep], occ.split[keep], occ.end[keep]
+    small = len(y) <= _TEXT_BARS
+    fig = go.Figure()
+    for name, a, b, colour in (("activation held", start, split, ACTIVATION), ("gradient held", split, end, GRADIENT)):
+        part = b > a
+        hover = [f"micro-batch {m} · {name} · steps {x0:.2f} → {x1:.2f}"
+                 for m, x0, x1 in zip(mb[part].tolist(), a[part].tolist(), b[part].tolist())] if part.sum() <= max_bars else None
+        text = [f"mb{m}" for m in mb[part].tolist()] if small else None
+        fig.add_trace(hbars(name, y[part], a[part], b[part], colour, hover=hover, text=text, width=0.6,
+                            max_bars=max_bars, opacity=0.7))
+    fig.add_trace(_overwrites(report, row_of, max_bars))
+    alloc, need = report.buffers.allocated, report.buffers.needed
+    if stage is None:
+        short = [st for st in range(s.num_stages) if need[st] > alloc[st]]
+        counts = f"allocated {list(alloc)} · needed {list(need)}"
+        if short:
+            counts += f" · too few on stage{'s' if len(short) > 1 else ''} {', '.join(map(str, short))}"
+    else:
+        counts = f"stage {stage}: {alloc[stage]} allocated, {need[stage]} needed"
+    fig.update_layout(
+        title=dict(text=f"Buffer lifetimes · {counts}"), barmode="overlay",
+        height=row_height(len(slots), per_row=24.0), margin=dict(l=10, r=10, t=50, b=40), plot_bgcolor="white",
+        xaxis=dict(title="step (each step split among its instructions, in order)", range=[-0.2, s.num_steps + 0.2], showgrid=True, gridcolor="#eee", dtick=1 if s.num_steps <= 60 else None),
+        yaxis=dict(tickvals=list(range(len(slots))), ticktext=[f"stage {st} · buffer {b}" for st, b in slots],
+                   autorange="reversed", showgrid=False),
+        legend=dict(font=dict(size=10)),
+    )
+    return fig
+
+
+def _overwrites(report: Report, row_of: dict, max_bars: int) -> go.Bar | go.Scattergl:
+    """A red span per hazard: from the write that replaced the slot to the read that needed it."""
+    start, end = substep_positions(report.schedule)
+    rows, x0, x1, hover = [], [], [], []
+    for h in report.findings.hazards:
+        row = row_of.get((h.at.stage, h.buffer))
+        if row is None:
+            continue
+        writer = h.overwritten_by.index if h.overwritten_by is not None else h.at.index
+        rows.append(row)
+        x0.append(min(start[writer], start[h.at.index]))
+        x1.append(max(end[writer], end[h.at.index]))
+        hover.append(_wrap(f"HAZARD: {h.cause}") if len(hover) < max_bars else "HAZARD (see the findings list)")
+    return hbars("overwritten while needed (hazard)", np.array(rows), np.array(x0), np.array(x1), HAZARD,
+                 hover=hover, width=0.9, opacity=0.55, showlegend=bool(rows), max_bars=max_bars)

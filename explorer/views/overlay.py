@@ -1,0 +1,122 @@
+"""Measured versus simulated: bars from a real run beside the simulated ones, per stage.
+
+Each stage row holds two lanes: the simulated bar (faded, above) and the measured one
+(solid, below). Simulated time is in ticks and measured time in seconds, so simulated times
+are scaled by one *tick length*: the median ratio of measured to simulated duration over
+the compute instructions both know (said in the title). Measured times start at the trace's
+earliest event, so a stage that starts late in reality starts late here too. Rows are matched
+by ``(stage, kind, micro-batch)`` because a profiler does not know DeepSpeed's steps. The
+lower panel gives the mean duration per instruction kind, simulated beside measured.
+
+Without a trace the figure is the simulated half with a note: the hook the "Run" control
+fills once the real pipeline exists.
+"""
+
+from __future__ import annotations
+
+from typing import Optional
+
+import numpy as np
+import plotly.graph_objects as go
+from plotly.subplots import make_subplots
+
+from explorer.analysis.check import Report
+from explorer.schedules.instructions import COMPUTE_KINDS, Kind
+from explorer.traces.records import MeasuredTrace
+from explorer.views.axes import row_height, stage_labels
+from explorer.views.bars import MAX_SVG_BARS, hbars
+from explorer.views.palette import KIND_COLOURS, kind_label
+
+_COMPUTE = np.array(sorted(int(k) for k in COMPUTE_KINDS))
+EMPTY_NOTE = ("No measured trace yet: run the real pipeline (the Run control) or load a profiler trace "
+              "with explorer.traces.read_chrome_trace and pass it to show_trace().")
+
+
+def tick_length(report: Report, trace: MeasuredTrace) -> tuple[float, np.ndarray]:
+    """Measured units per simulated tick, and each measured row's simulated row (-1: none)."""
+    s, tl = report.schedule, report.timeline
+    width = int(max(s.num_microbatches, int(trace.microbatch.max(initial=0)) + 1)) + 1
+    def key(stage, kind, mb):  # noqa: E306 - one line, local on purpose
+        return (stage.astype(np.int64) * len(Kind) + kind.astype(np.int64)) * width + (mb.astype(np.int64) + 1)
+    sim_keys, first = np.unique(key(s.stage, s.kind, s.microbatch), return_index=True)
+    mkeys = key(trace.stage, trace.kind, trace.microbatch)
+    pos = np.clip(np.searchsorted(sim_keys, mkeys), 0, max(len(sim_keys) - 1, 0))
+    found = (len(sim_keys) > 0) & (sim_keys[pos] == mkeys) if len(sim_keys) else np.zeros(len(mkeys), bool)
+    sim_row = np.where(found, first[pos] if len(first) else -1, -1)
+    if tl is None:
+        return 1.0, sim_row
+    ok = (sim_row >= 0) & np.isin(trace.kind, _COMPUTE)
+    sim_dur = (tl.end - tl.start)[sim_row[ok]]
+    meas_dur = (trace.end - trace.start)[ok]
+    good = (sim_dur > 0) & (meas_dur > 0)
+    return (float(np.median(meas_dur[good] / sim_dur[good])) if good.any() else 1.0), sim_row
+
+
+def overlay_figure(report: Report, trace: Optional[MeasuredTrace] = None, *, max_bars: int = MAX_SVG_BARS) -> go.Figure:
+    """Simulated and (when given) measured bars per stage, and mean duration per kind."""
+    s, tl = report.schedule, report.timeline
+    fig = make_subplots(rows=2, cols=1, row_heights=[0.72, 0.28], vertical_spacing=0.2,
+                        subplot_titles=("per stage: simulated (faded) above, measured below", "mean duration per instruction kind"))
+    if tl is None:
+        fig.update_layout(title=dict(text="Measured vs simulated · no simulation: the schedule deadlocks"), height=300)
+        return fig
+    scale, sim_row = (1.0, np.zeros(0, dtype=np.int64)) if trace is None else tick_length(report, trace)
+    unit = "ticks" if trace is None else trace.unit
+    offset = 0.0 if trace is None or not len(trace) else float(trace.start.min())
+    sim_dur = tl.end - tl.start
+    shown = sim_dur > 0
+    for kind in Kind:
+        rows = np.nonzero(shown & (s.kind == kind))[0]
+        fig.add_trace(hbars(f"simulated {kind.code}", s.stage[rows] - 0.2, tl.start[rows] * scale, tl.end[rows] * scale,
+                            KIND_COLOURS[kind], width=0.36, opacity=0.45, max_bars=max_bars, showlegend=False,
+                            hover=[f"simulated {s.instruction(int(r))}: {a * scale:.4g} → {b * scale:.4g} {unit}"
+                                   for r, a, b in zip(rows.tolist(), tl.start[rows].tolist(), tl.end[rows].tolist())]
+                            if len(rows) <= max_bars else None), row=1, col=1)
+    per_kind_sim, per_kind_meas = [], []
+    for kind in Kind:
+        mine = np.zeros(0, dtype=np.int64) if trace is None else np.nonzero(trace.kind == kind)[0]
+        hover = None
+        if trace is not None and len(mine) <= max_bars:
+            hover = [_measured_hover(trace, int(i), int(sim_row[i]), sim_dur, scale) for i in mine.tolist()]
+        fig.add_trace(hbars(f"measured {kind.code}" if trace is not None else f"measured {kind.code} (none)",
+                            (trace.stage[mine] + 0.2) if trace is not None else np.zeros(0),
+                            (trace.start[mine] - offset) if trace is not None else np.zeros(0),
+                            (trace.end[mine] - offset) if trace is not None else np.zeros(0),
+                            KIND_COLOURS[kind], width=0.36, max_bars=max_bars, hover=hover, showlegend=False),
+                      row=1, col=1)
+        sim_rows = np.nonzero(s.kind == kind)[0]
+        if len(sim_rows) and sim_dur[sim_rows].max() > 0:
+            per_kind_sim.append((kind, float(sim_dur[sim_rows].mean() * scale)))
+        if len(mine):
+            per_kind_meas.append((kind, float((trace.end[mine] - trace.start[mine]).mean())))
+    fig.add_trace(go.Bar(name="simulated", x=[kind_label(k) for k, _ in per_kind_sim], y=[v for _, v in per_kind_sim],
+                         marker=dict(color="#bbbbbb")), row=2, col=1)
+    meas = dict(per_kind_meas)
+    sim = dict(per_kind_sim)
+    fig.add_trace(go.Bar(name="measured", x=[kind_label(k) for k, _ in per_kind_meas], y=[v for _, v in per_kind_meas],
+                         marker=dict(color="#444444"),
+                         hovertext=[f"measured − simulated: {v - sim.get(k, 0.0):+.4g} {unit}" for k, v in meas.items()]),
+                  row=2, col=1)
+    if trace is None:
+        title = "Measured vs simulated · simulated only (ticks)"
+        fig.add_annotation(text=EMPTY_NOTE, showarrow=False, x=0.5, y=1.0, xref="paper", yref="paper",
+                           yanchor="bottom", font=dict(size=11, color="#666"))
+    else:
+        title = (f"Measured vs simulated · {len(trace)} measured instructions ({trace.source or 'trace'}) · "
+                 f"1 tick = {scale:.4g} {unit} · {int((sim_row < 0).sum())} without a simulated counterpart")
+    fig.update_layout(title=dict(text=title), barmode="overlay", height=row_height(s.num_stages, per_row=34.0, extra=300.0),
+                      margin=dict(l=10, r=10, t=80, b=40), plot_bgcolor="white", showlegend=True, legend=dict(font=dict(size=10)))
+    fig.update_yaxes(tickvals=list(range(s.num_stages)), ticktext=stage_labels(s), autorange="reversed", row=1, col=1)
+    fig.update_xaxes(title_text=f"time ({unit})", row=1, col=1)
+    fig.update_yaxes(title_text=unit, row=2, col=1)
+    fig.update_layout(barmode="group")
+    return fig
+
+
+def _measured_hover(trace: MeasuredTrace, i: int, sim: int, sim_dur: np.ndarray, scale: float) -> str:
+    kind = Kind(int(trace.kind[i]))
+    dur = float(trace.end[i] - trace.start[i])
+    text = f"measured {int(trace.stage[i])}{kind.code}{int(trace.microbatch[i]) if trace.microbatch[i] >= 0 else ''}: {dur:.4g} {trace.unit}"
+    if sim >= 0:
+        text += f" (simulated {sim_dur[sim] * scale:.4g}, difference {dur - sim_dur[sim] * scale:+.4g})"
+    return text
