@@ -19,10 +19,12 @@ $(BIN)/python:
 
 # torch_xla 2.9 needs exactly torch 2.9.0 (the registry's CUDA build: large, but it runs on CPU).
 # deepspeed is an sdist that builds against the installed torch, hence --no-build-isolation;
-# the tests read its real pipeline schedule module.
+# the tests read its real pipeline schedule module, and 0.8.1's (before the seed's fix) from
+# its source distribution.
 $(STAMP): pyproject.toml | $(BIN)/python
 	$(BIN)/python -m pip install --quiet -e ".[all]"
 	$(BIN)/python -m pip install --quiet --no-build-isolation "deepspeed==0.19.8"
+	$(BIN)/python -m pip download --quiet --no-deps --no-binary :all: "deepspeed==0.8.1" -d $(VENV)/sdists
 	touch $(STAMP)
 
 install: $(STAMP) kernels

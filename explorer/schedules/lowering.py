@@ -83,16 +83,16 @@ def lower(
     m = int(mb.max()) + 1 if len(mb) else 1
     # Step at which each (stage, micro-batch) produced its activation / input gradient.
     made = {}
-    for mask, name in ((fwd, "act"), (grad, "grad")):
+    for mask, what in ((fwd, "act"), (grad, "grad")):
         table = np.full((num_stages, m), -1, dtype=np.int64)
         table[st[mask], mb[mask]] = tt[mask]
-        made[name] = table
+        made[what] = table
     producer = placement == "producer"
 
-    def send_step(name, src_stage, micro, consumer_step):
+    def send_step(what, src_stage, micro, consumer_step):
         if not producer:
             return consumer_step, _GROUP_P2P
-        at = made[name][src_stage, micro]
+        at = made[what][src_stage, micro]
         # Data that is never produced: keep the send where it is needed, so the buffer
         # analysis reports the send reading an empty buffer at that step.
         missing = at < 0
