@@ -162,7 +162,7 @@ def _unrelated(result: ProbeResult) -> Optional[Diagnosis]:
         f"Periodic work unrelated to compilation: every {_nth(k)} iteration (iteration % {k} == "
         f"{slow}) takes {_ms(phases[slow])} against {_ms(rest)} ({pct:.0f}% slower), while "
         f"the same compiled variant{'s' if len(variants) > 1 else ''} {', '.join(variants)} "
-        "run and nothing recompiles after warm-up. Look for work on a schedule: an optimizer "
+        f"run{'' if len(variants) > 1 else 's'} and nothing recompiles after warm-up. Look for work on a schedule: an optimizer "
         "step at a gradient-accumulation boundary, logging, checkpointing."
     )
     return Diagnosis("unrelated", k, sentence)

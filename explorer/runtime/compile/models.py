@@ -34,7 +34,7 @@ class ModeNet(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         y = torch.relu(self.inp(x))
         if self.mode in self.heavy_modes:
-            for _ in range(6):
+            for _ in range(12):
                 y = torch.tanh(y @ self.out.weight)
         return self.out(y) * (1.0 + 0.1 * self.mode)
 
@@ -69,7 +69,7 @@ def build_cycling(config: CompileConfig, tracker: Optional[VariantTracker]) -> B
     def set_mode(i: int) -> None:
         model.mode = i % 3
 
-    return model, _train_step(model, _fixed(), set_mode)
+    return model, _train_step(model, _fixed(128), set_mode)
 
 
 def build_limit(config: CompileConfig, tracker: Optional[VariantTracker]) -> Built:
@@ -193,9 +193,9 @@ def build_zero3_hooks(config: CompileConfig, tracker: Optional[VariantTracker]) 
 
 
 def build_accumulation(config: CompileConfig, tracker: Optional[VariantTracker]) -> Built:
-    net = nn.Sequential(nn.Linear(DIM, 4 * DIM), nn.GELU(), nn.Linear(4 * DIM, DIM))
+    net = nn.Sequential(nn.Linear(DIM, 16 * DIM), nn.GELU(), nn.Linear(16 * DIM, DIM))
     model = compile_model(net, config, tracker)
-    opt = torch.optim.AdamW(net.parameters(), lr=1e-4)
+    opt = torch.optim.AdamW(net.parameters(), lr=1e-4, foreach=False)
     x = _fixed(16)(0)
     accumulate = 3
 

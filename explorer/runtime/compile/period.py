@@ -57,7 +57,7 @@ def phase_medians(indices: Sequence[int], times: Sequence[float], k: int) -> dic
 def time_period(
     indices: Sequence[int],
     times: Sequence[float],
-    min_cycles: int = 3,
+    min_cycles: int = 4,
     min_effect: float = 0.01,
     min_ratio: float = 4.0,
 ) -> Optional[int]:

@@ -1,0 +1,96 @@
+"""Period detection and the four-cause diagnosis on constructed records (pure: no torch)."""
+
+from __future__ import annotations
+
+import random
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from explorer.runtime.compile.diagnosis import diagnose, steady_iterations
+from explorer.runtime.compile.period import label_period, time_period
+from explorer.runtime.compile.records import CompileEvent, Iteration, ProbeResult
+
+
+@given(k=st.integers(2, 6), cycles=st.integers(2, 6), offset=st.integers(0, 5))
+def test_label_period_finds_the_smallest_exact_repeat(k: int, cycles: int, offset: int) -> None:
+    labels = [f"v{(i + offset) % k}" for i in range(k * cycles)]
+    assert label_period(labels) == k
+
+
+def test_label_period_none_for_constant_or_aperiodic() -> None:
+    assert label_period(["a"] * 10) is None
+    assert label_period(["a", "b", "c", "d", "e", "f"]) is None
+
+
+@settings(deadline=None, max_examples=60)
+@given(k=st.integers(2, 5), seed=st.integers(0, 10_000), dip=st.floats(0.03, 0.5))
+def test_time_period_finds_a_slow_phase_in_noise(k: int, seed: int, dip: float) -> None:
+    rng = random.Random(seed)
+    idx = list(range(8 * k))
+    times = [100.0 * (1 + dip * (i % k == k - 1)) * (1 + rng.uniform(-0.003, 0.003)) for i in idx]
+    assert time_period(idx, times) == k
+
+
+def test_time_period_ignores_flat_noise_and_lone_outliers() -> None:
+    rng = random.Random(1)
+    idx = list(range(30))
+    times = [1.0 + rng.uniform(-0.01, 0.01) for _ in idx]
+    times[8] = times[20] = 30.0  # two stray slow iterations in phase 2 of 3 and 0 of 4
+    assert time_period(idx, times) is None
+
+
+def test_seed_throughput_is_period_three() -> None:
+    tflops = [196, 196, 192] * 6  # the seed thread, as time per iteration
+    assert time_period(list(range(18)), [1000 / t for t in tflops]) == 3
+
+
+def _its(ms, variants, compiled=(), fallback=()):
+    return [Iteration(i, m, i in compiled, (v,) if v else (), i in fallback) for i, (m, v) in enumerate(zip(ms, variants))]
+
+
+def test_diagnose_cycling_names_the_variants() -> None:
+    variants = [f"0/{i % 3}" for i in range(18)]
+    ms = [500.0, 400.0, 400.0] + [1.0 if i % 3 != 2 else 2.0 for i in range(3, 18)]
+    compiles = [CompileEvent(f"0/{i}", i, "forward", None if i == 0 else f"0/{i-1}: L['s'].mode == {i-1}") for i in range(3)]
+    d = diagnose(ProbeResult(_its(ms, variants, compiled={0, 1, 2}), compiles=compiles))
+    assert (d.cause, d.period) == ("cycling", 3)
+    assert "0/0 -> 0/1 -> 0/2" in d.sentence and "0/2 is the slowest" in d.sentence
+
+
+def test_diagnose_recompiles_every_k() -> None:
+    points = [0, 4, 8, 12]
+    ms = [300.0 if i in points else 1.0 for i in range(15)]
+    variants = [f"0/{i // 4}" for i in range(15)]
+    compiles = [CompileEvent(f"0/{n}", p, "forward", None if n == 0 else "0/0: tensor 'x' size mismatch at index 1")
+                for n, p in enumerate(points)]
+    d = diagnose(ProbeResult(_its(ms, variants, compiled=set(points)), compiles=compiles))
+    assert (d.cause, d.period) == ("recompiles", 4)
+    assert "dynamic" in d.sentence
+
+
+def test_diagnose_eager_fallback_after_limit() -> None:
+    variants = ["0/0", "0/1", "eager"] * 6
+    fell = {i for i in range(18) if i % 3 == 2}
+    compiles = [CompileEvent("0/0", 0, "forward"), CompileEvent("0/1", 1, "forward", "0/0: L['s'].mode == 0"),
+                CompileEvent("0/2", 2, None, "0/1: L['s'].mode == 1", "RecompileLimitExceeded")]
+    d = diagnose(ProbeResult(_its([1.0] * 18, variants, compiled={0, 1}, fallback=fell), compiles=compiles, recompile_limit=2))
+    assert (d.cause, d.period) == ("eager-fallback", 3)
+    assert "'forward' hit config.recompile_limit (2) at iteration 2" in d.sentence
+
+
+def test_diagnose_unrelated_periodic_work() -> None:
+    ms = [200.0] + [5.0 if i % 3 == 2 else 1.0 for i in range(1, 24)]
+    d = diagnose(ProbeResult(_its(ms, ["0/0"] * 24, compiled={0}), compiles=[CompileEvent("0/0", 0, "forward")]))
+    assert (d.cause, d.period) == ("unrelated", 3)
+    assert "iteration % 3 == 2" in d.sentence
+
+
+def test_diagnose_steady_when_nothing_repeats() -> None:
+    d = diagnose(ProbeResult(_its([200.0] + [1.0] * 11, ["0/0"] * 12, compiled={0}), compiles=[CompileEvent("0/0", 0, "f")]))
+    assert d.cause == "steady" and d.period is None
+
+
+def test_steady_iterations_drop_compiles_and_first_runs() -> None:
+    its = _its([9.0, 9.0, 5.0, 1.0, 1.0, 1.0], ["a", "b", "a", "b", "a", "b"], compiled={0, 1})
+    assert [it.iteration for it in steady_iterations(its)] == [4, 5]
