@@ -120,46 +120,60 @@ def _per_step(schedule: Schedule, partner: np.ndarray, row_cost: np.ndarray, lat
     cost = cost.reshape(T, R, K)
     incl = np.cumsum(cost, axis=2)
     excl = incl - cost
-    # Partner's dense position, for P2P rows that depend on it: both ends of a rendezvous wait
-    # for each other's readiness (same step); a receive otherwise waits for its send's start
-    # (same or earlier step) plus the latency, unless the hand-off is local.
+    # Each P2P row that waits: both ends of a rendezvous wait for each other's readiness (same
+    # step); a receive otherwise waits for its send's start (same or earlier step) plus the
+    # latency, unless the hand-off is local. Waits on earlier steps are known before the step
+    # starts; only waits inside a step need the fixed-point rounds.
     RK = R * K
-    peer = np.full(T * RK, -1, dtype=np.int64)
-    dep_rows = order[rendezvous | (is_recv & ~rendezvous)]
-    peer[where[dep_rows]] = where[partner[dep_rows]]
-    peer = peer.reshape(T, RK)
-    has_dep = peer >= 0
-    is_rdv = np.zeros(T * R * K, dtype=bool)
-    is_rdv[cell[rendezvous]] = True
-    is_rdv = is_rdv.reshape(T, R * K)
-    lat = np.zeros(T * R * K)
-    lat[cell[is_recv & ~local]] = latency
-    lat = lat.reshape(T, R * K)
-    start_all = np.zeros(T * RK)
+    waiting = rendezvous | (is_recv & ~rendezvous)
+    d_cell = cell[waiting]
+    d_src = where[partner[order[waiting]]]
+    d_rdv = rendezvous[waiting]
+    d_wait = np.where(local[waiting], 0.0, latency)
+    d_step = d_cell // RK
+    inside = (d_src // RK) == d_step
+    by = np.lexsort((d_cell, ~inside, d_step))  # per step: earlier-step waits, then in-step waits
+    d_cell, d_src, d_rdv, d_wait, d_step, inside = (x[by] for x in (d_cell, d_src, d_rdv, d_wait, d_step, inside))
+    steps = np.arange(T + 1)
+    first = np.searchsorted(d_step, steps)
+    split = np.searchsorted(d_step * 2 + inside, steps * 2 + 1)
+    local_cell = d_cell - d_step * RK
+    local_src = d_src - d_step * RK
+
+    start_all = np.zeros((T, R, K))
+    flat_all = start_all.reshape(-1)
     clock = np.zeros(R)
     neg = -np.inf
-    for t in np.unique(step):
-        c, a_ex = cost[t], excl[t]
-        block = start_all[t * RK:(t + 1) * RK]  # a view: writing it makes this step visible
-        dep = np.full(RK, neg)
-        idx = np.nonzero(has_dep[t])[0]
-        src = peer[t][idx]
-        rdv = is_rdv[t][idx]
-        wait = lat[t][idx]
-        src_local = src - t * RK  # rendezvous partners are in this step
-        for _ in range(RK + 2):
-            base = np.maximum(np.maximum.accumulate(dep.reshape(R, K) - a_ex, axis=1), clock[:, None])
-            start = base + a_ex
-            block[:] = start.reshape(-1)
-            if not len(idx):
-                break
-            ready = np.concatenate([clock[:, None], (start + c)[:, :-1]], axis=1).reshape(-1)
-            new = np.where(rdv, ready[np.where(rdv, src_local, 0)], start_all[src] + wait)
-            if np.array_equal(new, dep[idx]):
-                break
-            dep[idx] = new
-        clock = (start + c)[:, -1]
-    flat_start = start_all[where]
+    dep = np.empty((R, K))
+    dep_flat = dep.reshape(-1)
+    last_cost = cost[:, :, -1]
+    bounds = list(zip(first[:-1].tolist(), split[:-1].tolist(), first[1:].tolist()))
+    for t, (lo, mid, hi) in enumerate(bounds):
+        a_ex = excl[t]
+        dep.fill(neg)
+        if mid > lo:
+            dep_flat[local_cell[lo:mid]] = flat_all[d_src[lo:mid]] + d_wait[lo:mid]
+        np.maximum(dep[:, 0], clock, out=dep[:, 0])  # the rank's clock bounds its first slot
+        start = start_all[t]
+        np.subtract(dep, a_ex, out=start)
+        np.maximum.accumulate(start, axis=1, out=start)
+        start += a_ex
+        if hi > mid:
+            c = cost[t]
+            cells, src = local_cell[mid:hi], local_src[mid:hi]
+            rdv, wait = d_rdv[mid:hi], d_wait[mid:hi]
+            for _ in range(RK + 2):
+                ready = np.concatenate([clock[:, None], (start + c)[:, :-1]], axis=1).reshape(-1)
+                new = np.where(rdv, ready[src], start.reshape(-1)[src] + wait)
+                cur = dep_flat[cells]
+                if (new <= cur).all():
+                    break
+                dep_flat[cells] = np.maximum(cur, new)
+                np.subtract(dep, a_ex, out=start)
+                np.maximum.accumulate(start, axis=1, out=start)
+                start += a_ex
+        clock = start[:, -1] + last_cost[t]
+    flat_start = flat_all[where]
     flat_end = flat_start + cost.reshape(-1)[where]
     return flat_start, flat_end
 
