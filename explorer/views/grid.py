@@ -53,10 +53,10 @@ def grid_figure(report: Report, *, arrows: bool = False, selected: Optional[tupl
     traces: list = [heat, _outline("findings", list(cells), HAZARD, 3.0), _outline("selected", [selected] if selected else [], SELECTED, 4.0)]
     traces.append(_arrows(report) if arrows else go.Scatter(name="send -> receive", x=[], y=[], showlegend=False))
     present = set(np.unique(s.kind).tolist())
-    for kind in Kind:
+    for kind in (k for k in Kind if int(k) in present):  # legend entries for the kinds present
         traces.append(go.Scatter(name=kind_label(kind), x=[None], y=[None], mode="markers", legendgroup="kinds",
                                  marker=dict(symbol="square", size=11, color=KIND_COLOURS[kind]),
-                                 showlegend=int(kind) in present, hoverinfo="skip"))
+                                 hoverinfo="skip"))
     fig = go.Figure(traces)
     n_findings = len(report.findings.all())
     verdict = f"{n_findings} finding{'s' if n_findings != 1 else ''}" if n_findings else "no findings"

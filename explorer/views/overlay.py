@@ -2,8 +2,9 @@
 
 Each stage row holds two lanes: the simulated bar (faded, above) and the measured one
 (solid, below). Simulated time is in ticks and measured time in seconds, so simulated times
-are scaled by one *tick length*: the median ratio of measured to simulated duration over
-the compute instructions both know (said in the title). Measured times start at the trace's
+are scaled by one *tick length*: the median ratio of measured to simulated duration of the
+forward passes (said in the title), so the per-kind panel shows how far the other kinds'
+measured costs are from the costs the simulation assumed relative to a forward. Measured times start at the trace's
 earliest event, so a stage that starts late in reality starts late here too. Rows are matched
 by ``(stage, kind, micro-batch)`` because a profiler does not know DeepSpeed's steps. The
 lower panel gives the mean duration per instruction kind, simulated beside measured.
@@ -45,7 +46,9 @@ def tick_length(report: Report, trace: MeasuredTrace) -> tuple[float, np.ndarray
     sim_row = np.where(found, first[pos] if len(first) else -1, -1)
     if tl is None:
         return 1.0, sim_row
-    ok = (sim_row >= 0) & np.isin(trace.kind, _COMPUTE)
+    ok = (sim_row >= 0) & (trace.kind == Kind.FORWARD)
+    if not ok.any():  # forward-less traces (a backward-only probe): fall back to every compute kind
+        ok = (sim_row >= 0) & np.isin(trace.kind, _COMPUTE)
     sim_dur = (tl.end - tl.start)[sim_row[ok]]
     meas_dur = (trace.end - trace.start)[ok]
     good = (sim_dur > 0) & (meas_dur > 0)
@@ -67,6 +70,8 @@ def overlay_figure(report: Report, trace: Optional[MeasuredTrace] = None, *, max
     shown = sim_dur > 0
     for kind in Kind:
         rows = np.nonzero(shown & (s.kind == kind))[0]
+        if not len(rows):
+            continue
         fig.add_trace(hbars(f"simulated {kind.code}", s.stage[rows] - 0.2, tl.start[rows] * scale, tl.end[rows] * scale,
                             KIND_COLOURS[kind], width=0.36, opacity=0.45, max_bars=max_bars, showlegend=False,
                             hover=[f"simulated {s.instruction(int(r))}: {a * scale:.4g} → {b * scale:.4g} {unit}"
@@ -75,20 +80,18 @@ def overlay_figure(report: Report, trace: Optional[MeasuredTrace] = None, *, max
     per_kind_sim, per_kind_meas = [], []
     for kind in Kind:
         mine = np.zeros(0, dtype=np.int64) if trace is None else np.nonzero(trace.kind == kind)[0]
-        hover = None
-        if trace is not None and len(mine) <= max_bars:
-            hover = [_measured_hover(trace, int(i), int(sim_row[i]), sim_dur, scale) for i in mine.tolist()]
-        fig.add_trace(hbars(f"measured {kind.code}" if trace is not None else f"measured {kind.code} (none)",
-                            (trace.stage[mine] + 0.2) if trace is not None else np.zeros(0),
-                            (trace.start[mine] - offset) if trace is not None else np.zeros(0),
-                            (trace.end[mine] - offset) if trace is not None else np.zeros(0),
-                            KIND_COLOURS[kind], width=0.36, max_bars=max_bars, hover=hover, showlegend=False),
-                      row=1, col=1)
         sim_rows = np.nonzero(s.kind == kind)[0]
         if len(sim_rows) and sim_dur[sim_rows].max() > 0:
             per_kind_sim.append((kind, float(sim_dur[sim_rows].mean() * scale)))
-        if len(mine):
-            per_kind_meas.append((kind, float((trace.end[mine] - trace.start[mine]).mean())))
+        if not len(mine):
+            continue
+        per_kind_meas.append((kind, float((trace.end[mine] - trace.start[mine]).mean())))
+        hover = None
+        if trace is not None and len(mine) <= max_bars:
+            hover = [_measured_hover(trace, int(i), int(sim_row[i]), sim_dur, scale) for i in mine.tolist()]
+        fig.add_trace(hbars(f"measured {kind.code}", trace.stage[mine] + 0.2, trace.start[mine] - offset,
+                            trace.end[mine] - offset, KIND_COLOURS[kind], width=0.36, max_bars=max_bars,
+                            hover=hover, showlegend=False), row=1, col=1)
     fig.add_trace(go.Bar(name="simulated", x=[kind_label(k) for k, _ in per_kind_sim], y=[v for _, v in per_kind_sim],
                          marker=dict(color="#bbbbbb")), row=2, col=1)
     meas = dict(per_kind_meas)

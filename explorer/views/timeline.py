@@ -41,6 +41,8 @@ def timeline_figure(report: Report, *, max_bars: int = MAX_SVG_BARS) -> go.Figur
     many = int(shown.sum()) > _TEXT_BARS
     for kind in Kind:
         rows = np.nonzero(shown & (s.kind == kind))[0]
+        if not len(rows):
+            continue  # one trace per kind present: fewer traces re-render faster
         hover = text = None
         if len(rows) <= max_bars:
             hover = [f"{s.instruction(int(r))} · {s.instruction(int(r)).describe()}<br>{a:g} → {b:g} ticks"

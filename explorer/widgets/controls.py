@@ -1,0 +1,104 @@
+"""The controls of the schedule explorer and the one object they describe.
+
+``ScheduleSettings`` is plain data (what to build and how to cost it); ``Controls`` holds the
+ipywidgets that edit it. Keeping them apart lets the app, the benchmark and the tests set a
+configuration without clicking, and lets a bad combination be reported by the schedule core's
+own :class:`~explorer.errors.InputError` messages instead of being silently "fixed" here.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Optional, Union
+
+import ipywidgets as w
+
+from explorer.analysis import Costs, build
+from explorer.schedules import KINDS, Schedule
+
+BUFFER_POLICIES = ("default", "minimal", "legacy", "fixed")
+ORDERS = ("default", "legacy", "fixed")
+COST_FIELDS = ("forward", "backward", "backward_input", "backward_weight", "p2p")
+
+
+@dataclass(frozen=True)
+class ScheduleSettings:
+    """Everything needed to build and simulate one schedule."""
+
+    kind: str = "1f1b"
+    stages: int = 4
+    microbatches: int = 8
+    chunks: int = 1
+    buffers: Union[None, str, int] = None
+    order: Optional[str] = None
+    costs: Costs = field(default_factory=Costs)
+
+    def build(self) -> Schedule:
+        """The schedule; ``chunks``/``order`` are only passed to the kinds that take them."""
+        return build(self.kind, self.stages, self.microbatches,
+                     chunks=self.chunks if self.kind == "interleaved-1f1b" else 1,
+                     buffers=self.buffers, order=self.order if self.kind == "deepspeed-train" else None)
+
+
+class Controls:
+    """One widget per setting, plus the view options (lifetimes stage, arrows)."""
+
+    def __init__(self, settings: ScheduleSettings, max_stages: int = 64, max_microbatches: int = 512) -> None:
+        slider = dict(continuous_update=False, style={"description_width": "7em"}, layout=w.Layout(width="22em"))
+        self.kind = w.Dropdown(options=list(KINDS), value=settings.kind, description="schedule", style=slider["style"])
+        self.stages = w.IntSlider(value=settings.stages, min=1, max=max_stages, description="stages", **slider)
+        self.microbatches = w.IntSlider(value=settings.microbatches, min=1, max=max_microbatches, description="micro-batches", **slider)
+        self.chunks = w.IntSlider(value=settings.chunks, min=1, max=8, description="chunks / rank", **slider)
+        self.buffers = w.Dropdown(options=list(BUFFER_POLICIES), value=_policy(settings.buffers), description="buffers", style=slider["style"])
+        self.order = w.Dropdown(options=list(ORDERS), value=settings.order or "default", description="P2P order", style=slider["style"])
+        self.costs = {name: w.BoundedFloatText(value=getattr(settings.costs, name), min=0.0, max=1e6, step=0.5,
+                                               description=name.replace("_", " "), style={"description_width": "8em"},
+                                               layout=w.Layout(width="14em"))
+                      for name in COST_FIELDS}
+        self.lifetimes_stage = w.Dropdown(description="lifetimes of", style=slider["style"])
+        self.arrows = w.Checkbox(value=False, description="send → receive arrows", indent=False)
+        self.set_stage_options(settings.stages if settings.kind != "interleaved-1f1b" else settings.stages * settings.chunks)
+        self.update_enabled()
+
+    @property
+    def schedule_widgets(self) -> list[w.Widget]:
+        """Widgets whose change means a new schedule (and a new analysis)."""
+        return [self.kind, self.stages, self.microbatches, self.chunks, self.buffers, self.order, *self.costs.values()]
+
+    def settings(self) -> ScheduleSettings:
+        """The settings the widgets show now."""
+        policy = self.buffers.value
+        return ScheduleSettings(
+            kind=self.kind.value, stages=self.stages.value, microbatches=self.microbatches.value,
+            chunks=self.chunks.value, buffers=None if policy == "default" else policy,
+            order=None if self.order.value == "default" else self.order.value,
+            costs=Costs(**{name: float(box.value) for name, box in self.costs.items()}),
+        )
+
+    def update_enabled(self) -> None:
+        """Grey out what the chosen kind ignores, so nobody expects it to matter."""
+        self.chunks.disabled = self.kind.value != "interleaved-1f1b"
+        self.order.disabled = self.kind.value != "deepspeed-train"
+
+    def set_stage_options(self, num_stages: int) -> None:
+        """Offer "all" and every stage of the current schedule for the lifetimes view."""
+        current = self.lifetimes_stage.value
+        options = [("all stages", -1)] + [(f"stage {s}", s) for s in range(num_stages)]
+        self.lifetimes_stage.options = options
+        self.lifetimes_stage.value = current if current is not None and -1 <= current < num_stages else -1
+
+    def box(self) -> w.Widget:
+        """The controls laid out in three rows."""
+        return w.VBox([
+            w.HBox([self.kind, self.buffers, self.order]),
+            w.HBox([self.stages, self.microbatches, self.chunks]),
+            w.HBox(list(self.costs.values())),
+        ])
+
+
+def _policy(buffers: Union[None, str, int]) -> str:
+    if buffers is None:
+        return "default"
+    if buffers in BUFFER_POLICIES:
+        return str(buffers)
+    raise ValueError(f"the explorer's buffer control offers {', '.join(BUFFER_POLICIES)}; got {buffers!r}")

@@ -1,0 +1,91 @@
+"""Measured traces: a real PyTorch profiler export read back, and drawn over the simulation."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from explorer.analysis import build, check
+from explorer.errors import InputError
+from explorer.schedules import Kind
+from explorer.traces import MeasuredTrace, read_chrome_trace
+from explorer.views.overlay import EMPTY_NOTE, overlay_figure
+from figdict import figure_dict
+
+
+def test_reads_pp_actions_from_a_real_profiler_export(tmp_path):
+    torch = pytest.importorskip("torch")
+    from torch.profiler import ProfilerActivity, profile, record_function
+
+    actions = ["1RECV_F0", "1F0", "1SEND_F0", "1UNSHARD", "1B0", "1SEND_B0"]
+    with profile(activities=[ProfilerActivity.CPU]) as prof:
+        for name in actions:
+            with record_function(f"PP:{name}"):
+                torch.ones(64, 64).sum()
+    path = tmp_path / "rank1.json"
+    prof.export_chrome_trace(str(path))
+    trace = read_chrome_trace(path, rank=1)
+    kinds = [Kind(int(k)).code for k in trace.kind[np.argsort(trace.start)]]
+    assert kinds == ["RA", "F", "SA", "B", "SG"]  # UNSHARD has no counterpart and is skipped
+    assert set(trace.stage.tolist()) == {1} and set(trace.rank.tolist()) == {1}
+    assert (trace.end >= trace.start).all() and trace.unit == "s"
+
+
+def test_rank_from_distributed_info_and_explorer_form():
+    doc = {"distributedInfo": {"rank": 3}, "traceEvents": [
+        {"ph": "X", "name": "PP:3RA2b0", "ts": 10.0, "dur": 5.0, "pid": 9},
+        {"ph": "X", "name": "aten::mm", "ts": 11.0, "dur": 1.0},
+        {"ph": "i", "name": "PP:3F2", "ts": 12.0},
+    ]}
+    trace = read_chrome_trace(doc)
+    assert trace.to_records() == [{"rank": 3, "stage": 3, "step": -1, "kind": "RA", "microbatch": 2,
+                                   "start": pytest.approx(10e-6), "end": pytest.approx(15e-6)}]
+
+
+def test_bad_inputs_say_what_to_do(tmp_path):
+    with pytest.raises(InputError, match="export_chrome_trace"):
+        read_chrome_trace(tmp_path / "missing.json")
+    (tmp_path / "bad.json").write_text("{not json")
+    with pytest.raises(InputError, match="not JSON"):
+        read_chrome_trace(tmp_path / "bad.json")
+    with pytest.raises(InputError, match="PP:2F0"):
+        read_chrome_trace([{"ph": "X", "name": "PP:??", "ts": 0, "dur": 1}])
+    with pytest.raises(InputError, match="needs"):
+        MeasuredTrace.from_records([{"rank": 0}])
+
+
+def _measured_from_simulation(report, factor: float, slow_kind: Kind, extra: float) -> MeasuredTrace:
+    """A trace whose times are the simulation's, scaled, with one kind slower: known answers."""
+    s, tl = report.schedule, report.timeline
+    recs = []
+    for i in range(len(s)):
+        if tl.end[i] <= tl.start[i]:
+            continue
+        end = tl.end[i] * factor + (extra if s.kind[i] == slow_kind else 0.0)
+        recs.append({"rank": int(s.rank[i]), "stage": int(s.stage[i]), "kind": int(s.kind[i]),
+                     "microbatch": int(s.microbatch[i]), "start": 5.0 + tl.start[i] * factor, "end": 5.0 + end})
+    return MeasuredTrace.from_records(recs, source="scaled simulation")
+
+
+def test_overlay_scales_ticks_aligns_start_and_reports_difference_per_kind():
+    report = check(build("1f1b", 4, 8))
+    trace = _measured_from_simulation(report, factor=0.01, slow_kind=Kind.BACKWARD, extra=0.005)
+    d = figure_dict(overlay_figure(report, trace))
+    assert "1 tick = 0.01 s" in d["layout"]["title"]["text"]
+    fwd = next(t for t in d["data"] if t["name"] == "measured F")
+    assert min(fwd["base"]) == pytest.approx(0.0)  # aligned to the first measured event
+    assert all(abs(y - round(y) - 0.2) < 1e-9 for y in fwd["y"])  # the measured lane of each stage
+    measured = next(t for t in d["data"] if t["name"] == "measured" and t["type"] == "bar")
+    simulated = next(t for t in d["data"] if t["name"] == "simulated" and t["type"] == "bar")
+    diff = {k: m - s for k, m, s in zip(measured["x"], measured["y"], simulated["y"])}
+    assert diff["F ForwardPass"] == pytest.approx(0.0, abs=1e-12)
+    assert diff["B BackwardPass"] == pytest.approx(0.005)
+
+
+def test_without_a_trace_the_overlay_is_the_empty_hook():
+    d = figure_dict(overlay_figure(check(build("gpipe", 2, 4))))
+    assert any(a["text"] == EMPTY_NOTE for a in d["layout"]["annotations"])
+    assert not [t for t in d["data"] if t["name"].startswith("measured ")]
+    assert json.dumps(d)  # plain JSON all the way down

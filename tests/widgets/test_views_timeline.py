@@ -1,0 +1,48 @@
+"""The timeline: one bar per instruction at its simulated time, the bubble shaded exactly."""
+
+from __future__ import annotations
+
+import pytest
+
+from explorer.analysis import build, check
+from explorer.schedules import Kind
+from explorer.views.palette import IDLE, KIND_COLOURS, kind_label
+from explorer.views.timeline import timeline_figure
+from figdict import figure_dict, trace
+
+
+@pytest.mark.parametrize("kind,chunks", [("gpipe", 1), ("1f1b", 1), ("zb-h1", 1), ("interleaved-1f1b", 2)])
+def test_bars_are_the_simulated_intervals_and_idle_is_the_bubble(kind, chunks):
+    report = check(build(kind, 4, 8, chunks=chunks))
+    s, tl = report.schedule, report.timeline
+    d = figure_dict(timeline_figure(report))
+    for k in (Kind.FORWARD, Kind.BACKWARD, Kind.BACKWARD_INPUT, Kind.BACKWARD_WEIGHT):
+        rows = [i for i in range(len(s)) if s.kind[i] == k and tl.end[i] > tl.start[i]]
+        if not rows:
+            assert all(t["name"] != kind_label(k) for t in d["data"])
+            continue
+        bars = trace(d, kind_label(k))
+        assert bars["marker"]["color"] == KIND_COLOURS[k]
+        got = sorted(zip(bars["y"], bars["base"], [b + w for b, w in zip(bars["base"], bars["x"])]))
+        want = sorted((float(s.rank[i]), float(tl.start[i]), float(tl.end[i])) for i in rows)
+        assert [v for row in got for v in row] == pytest.approx([v for row in want for v in row])
+    idle = trace(d, "idle (bubble)")
+    assert idle["marker"]["color"] == IDLE
+    ranks, span = s.num_ranks, tl.makespan
+    assert sum(idle["x"]) == pytest.approx(tl.bubble.of_total * ranks * span)
+    assert f"{tl.bubble.of_total:.1%}" in d["layout"]["title"]["text"]
+
+
+def test_gpipe_bubble_matches_the_closed_form_in_the_title():
+    p, m = 4, 8
+    report = check(build("gpipe", p, m))
+    title = figure_dict(timeline_figure(report))["layout"]["title"]["text"]
+    assert f"{(p - 1) / (m + p - 1):.1%} of total time" in title
+
+
+def test_large_schedules_switch_to_webgl_segments():
+    report = check(build("1f1b", 16, 64))
+    d = figure_dict(timeline_figure(report, max_bars=100))
+    fwd = trace(d, kind_label(Kind.FORWARD))
+    assert fwd["type"] == "scattergl"
+    assert len(fwd["x"]) == 3 * 16 * 64  # start, end, gap per forward
