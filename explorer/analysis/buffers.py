@@ -33,118 +33,132 @@ _INPUT, _OUTPUT, _LABELS, _GRAD, _GRAD_LAYER = range(5)
 _NONE = -1
 
 
+# Events per instruction, in a fixed order inside the instruction (reads, then the probe,
+# then writes): _EVENTS[stage class][kind] = ((slot, is_write, is_probe), ...) by sub-position.
+# Stage classes: 0 middle, 1 first, 2 last, 3 first and last (a single stage).
+_SUBS = 4
+
+
+def _event_table() -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    slot = np.full((4, len(Kind), _SUBS), -1, dtype=np.int8)
+    write = np.zeros((4, len(Kind), _SUBS), dtype=bool)
+    probe = np.zeros((4, len(Kind), _SUBS), dtype=bool)
+    for cls in range(4):
+        first, last = cls in (1, 3), cls in (2, 3)
+
+        def put(kind, sub, s, w=False, pr=False):
+            slot[cls, kind, sub], write[cls, kind, sub], probe[cls, kind, sub] = s, w, pr
+
+        if first:
+            put(Kind.LOAD, 3, _INPUT, True)
+        if last:
+            put(Kind.LOAD, 2, _LABELS, True)
+        put(Kind.RECV_ACTIVATION, 3, _INPUT, True)
+        put(Kind.FORWARD, 0, _INPUT)
+        if last:
+            put(Kind.FORWARD, 1, _LABELS)
+        put(Kind.FORWARD, 3, _OUTPUT, True)
+        put(Kind.SEND_ACTIVATION, 0, _OUTPUT)
+        put(Kind.RECV_GRAD, 3, _GRAD_LAYER, True)
+        for back in (Kind.BACKWARD, Kind.BACKWARD_INPUT):
+            put(back, 0, _OUTPUT)
+            if not last:
+                put(back, 1, _GRAD_LAYER)
+            put(back, 2, _INPUT, pr=True)  # what inputs[b] holds when the gradient lands
+        put(Kind.SEND_GRAD, 0, _GRAD)
+        put(Kind.BACKWARD_WEIGHT, 0, _OUTPUT)
+    return slot, write, probe
+
+
+_TABLE = _event_table()
+
+
 def _events(schedule: Schedule):
-    """Reads and writes as columns: (row, sub-order, slot kind, is_write)."""
-    k = schedule.kind.astype(np.int64)
-    st = schedule.stage.astype(np.int64)
+    """Reads and writes in stream order: (row, slot kind, is_write, is_probe).
+
+    Probes are not reads of the instruction: they record what ``inputs[b]`` holds when a
+    backward leaves its gradient, and are never reported as hazards themselves.
+    """
+    st = schedule.stage
     last = schedule.num_stages - 1
-    rows, sub, slot, write = [], [], [], []
-
-    def add(mask, order, slot_kind, is_write):
-        r = np.nonzero(mask)[0]
-        rows.append(r)
-        sub.append(np.full(len(r), order))
-        slot.append(np.full(len(r), slot_kind))
-        write.append(np.full(len(r), is_write))
-
-    load = k == Kind.LOAD
-    add(load & (st == 0), 1, _INPUT, True)
-    add(load & (st == last), 1, _LABELS, True)
-    add(k == Kind.RECV_ACTIVATION, 1, _INPUT, True)
-    fwd = k == Kind.FORWARD
-    add(fwd & (st > 0), 0, _INPUT, False)
-    add(fwd & (st == 0), 0, _INPUT, False)
-    add(fwd & (st == last), 0, _LABELS, False)
-    add(fwd, 1, _OUTPUT, True)
-    add(k == Kind.SEND_ACTIVATION, 0, _OUTPUT, False)
-    add(k == Kind.RECV_GRAD, 1, _GRAD_LAYER, True)
-    back = (k == Kind.BACKWARD) | (k == Kind.BACKWARD_INPUT)
-    add(back, 0, _OUTPUT, False)
-    add(back & (st < last), 0, _GRAD_LAYER, False)
-    add(k == Kind.SEND_GRAD, 0, _GRAD, False)
-    add(k == Kind.BACKWARD_WEIGHT, 0, _OUTPUT, False)
-    cat = lambda xs: np.concatenate(xs) if xs else np.zeros(0, dtype=np.int64)  # noqa: E731
-    return cat(rows), cat(sub), cat(slot), cat(write).astype(bool)
+    cls = (st == 0).astype(np.int64) + 2 * (st == last)
+    kind = schedule.kind.astype(np.int64)
+    slots = _TABLE[0][cls, kind]  # (rows, _SUBS)
+    rows, sub = np.nonzero(slots >= 0)  # row-major: already in stream order
+    return rows, slots[rows, sub].astype(np.int64), _TABLE[1][cls[rows], kind[rows], sub], _TABLE[2][cls[rows], kind[rows], sub]
 
 
-def _resolve(key: np.ndarray, pos: np.ndarray, is_write: np.ndarray) -> np.ndarray:
-    """For each event, the index (into the arrays) of the last write with the same key before it; -1 if none."""
-    order = np.lexsort((pos, key))
+def _resolve(key: np.ndarray, is_write: np.ndarray) -> np.ndarray:
+    """For events in stream order, the index of the last earlier write with the same key; -1 if none."""
+    n = len(key)
+    if n == 0:
+        return np.zeros(0, dtype=np.int64)
+    small = key.astype(np.uint16) if key.max() < 2**16 else key  # stable radix sort when it fits
+    order = np.argsort(small, kind="stable")
     k_sorted = key[order]
-    w_sorted = is_write[order]
-    idx = np.where(w_sorted, np.arange(len(order)), -1)
-    filled = np.maximum.accumulate(idx) if len(idx) else idx
-    group_start = np.r_[0, np.nonzero(np.diff(k_sorted))[0] + 1] if len(order) else np.zeros(0, dtype=np.int64)
-    starts = np.repeat(group_start, np.diff(np.r_[group_start, len(order)])) if len(order) else group_start
-    # A read at the same position as a write (none in this model) would see it; writes see themselves.
-    prev = np.where(w_sorted, np.r_[-1, filled[:-1]] if len(filled) else filled, filled)
-    prev = np.where(prev >= starts, prev, -1)
-    out = np.full(len(order), -1, dtype=np.int64)
+    idx = np.where(is_write[order], np.arange(n), -1)
+    filled = np.maximum.accumulate(idx)
+    prev = np.r_[-1, filled[:-1]]  # strictly earlier events (a write does not see itself)
+    new_group = np.r_[True, k_sorted[1:] != k_sorted[:-1]]
+    group_start = np.maximum.accumulate(np.where(new_group, np.arange(n), 0))
+    prev = np.where(prev >= group_start, prev, -1)
+    out = np.empty(n, dtype=np.int64)
     out[order] = np.where(prev >= 0, order[np.maximum(prev, 0)], -1)
     return out
 
 
 def buffer_hazards(schedule: Schedule) -> list[Hazard]:
     """Every read that finds the wrong micro-batch (or nothing), with the overwriting instruction."""
-    rows, sub, slot, is_write = _events(schedule)
+    rows, slot, is_write, is_probe = _events(schedule)
     st = schedule.stage.astype(np.int64)[rows]
-    buf = np.where(slot == _GRAD_LAYER, 0, schedule.buffer.astype(np.int64)[rows])
-    nbuf = int(max(schedule.buffers + (1,))) + 1
     mb = schedule.microbatch.astype(np.int64)[rows]
-    pos = rows * 4 + sub
+    buf = np.where(slot == _GRAD_LAYER, 0, schedule.buffer.astype(np.int64)[rows])
+    nbuf = int(max(schedule.buffers + (1,)))
+    nbuf = max(nbuf, int(buf.max()) + 1 if len(buf) else 1)
 
-    # Input-gradient state: a write to inputs[b] leaves a tensor without .grad; a backward
-    # puts .grad on the tensor that held its micro-batch's input. Resolve inputs first.
-    base_key = (st * 5 + slot) * nbuf + buf
-    input_key = (st * 5 + _INPUT) * nbuf + buf
-    back_mask = np.isin(schedule.kind[rows], (Kind.BACKWARD, Kind.BACKWARD_INPUT)) & (slot == _OUTPUT)
-    input_writes = is_write & (slot == _INPUT)
-    # Pseudo-events: each backward reads inputs[b] then writes input-grad; each input write also writes input-grad.
-    g_rows = np.r_[rows[back_mask], rows[input_writes]]
-    g_sub = np.r_[np.full(back_mask.sum(), 2), sub[input_writes]]
-    g_mb = np.r_[mb[back_mask], mb[input_writes]]
-    g_from_backward = np.r_[np.ones(back_mask.sum(), bool), np.zeros(input_writes.sum(), bool)]
-    g_buf = np.r_[buf[back_mask], buf[input_writes]]
-    g_st = np.r_[st[back_mask], st[input_writes]]
+    # 1. Every slot except input-grad, probes included.
+    plain = slot != _GRAD
+    p_rows, p_slot, p_write, p_probe, p_mb = rows[plain], slot[plain], is_write[plain], is_probe[plain], mb[plain]
+    src = _resolve((st[plain] * 5 + p_slot) * nbuf + buf[plain], p_write)
+    found = np.where(src >= 0, p_mb[np.maximum(src, 0)], _NONE)
+    found_row = np.where(src >= 0, p_rows[np.maximum(src, 0)], -1)
 
-    # what inputs[b] holds at each backward
-    probe_key = np.r_[input_key[input_writes], (g_st[g_from_backward] * 5 + _INPUT) * nbuf + g_buf[g_from_backward]]
-    probe_pos = np.r_[pos[input_writes], g_rows[g_from_backward] * 4 + 1]
-    probe_w = np.r_[np.ones(input_writes.sum(), bool), np.zeros(g_from_backward.sum(), bool)]
-    probe_mb = np.r_[mb[input_writes], np.full(g_from_backward.sum(), _NONE)]
-    last_w = _resolve(probe_key, probe_pos, probe_w)[input_writes.sum():]
-    held = np.where(last_w >= 0, probe_mb[np.maximum(last_w, 0)], _NONE)
-    probe_row = np.r_[rows[input_writes], g_rows[g_from_backward]]
-    held_writer = np.where(last_w >= 0, probe_row[np.maximum(last_w, 0)], -1)
-    # grad value: micro-batch whose gradient the input tensor carries (or -2 - held mb if no grad)
-    g_val = g_mb.copy()
-    no_grad_back = held != g_mb[g_from_backward]
-    gv_back = np.where(no_grad_back, -2 - held, g_mb[g_from_backward])
-    g_val[g_from_backward] = gv_back
-    g_val[~g_from_backward] = -2 - g_mb[~g_from_backward]
-    # Who to blame when the gradient is missing: the write that replaced the input tensor.
-    g_origin = g_rows.copy()
-    g_origin[g_from_backward] = np.where(no_grad_back & (held_writer >= 0), held_writer, g_rows[g_from_backward])
+    # 2. Input-grad state, from input writes (a new tensor: no .grad), backward probes (the
+    #    gradient lands only if inputs[b] still holds the micro-batch) and SendGrad reads.
+    input_write = p_write & (p_slot == _INPUT)
+    g_plain = input_write | p_probe
+    g_take = np.zeros(len(rows), dtype=bool)
+    g_take[np.nonzero(plain)[0][g_plain]] = True
+    g_take |= slot == _GRAD
+    g_idx = np.nonzero(g_take)[0]  # stream order kept
+    g_write = g_take[g_idx] & (slot[g_idx] != _GRAD)
+    g_val = np.full(len(g_idx), _NONE, dtype=np.int64)
+    g_origin = rows[g_idx].copy()
+    pos_in_plain = np.cumsum(plain) - 1
+    from_plain = plain[g_idx]
+    pi = pos_in_plain[g_idx[from_plain]]
+    probe_here = p_probe[pi]
+    held, held_row, own = found[pi], found_row[pi], p_mb[pi]
+    lands = probe_here & (held == own)
+    vals = np.where(lands, own, -2 - np.where(probe_here, held, own))
+    g_val[from_plain] = vals
+    g_origin[from_plain] = np.where(probe_here & ~lands & (held_row >= 0), held_row, rows[g_idx[from_plain]])
+    g_src = _resolve(st[g_idx] * nbuf + buf[g_idx], g_write)
 
-    grad_reads = slot == _GRAD
-    all_key = np.r_[base_key[~grad_reads], (g_st * 5 + _GRAD) * nbuf + g_buf, base_key[grad_reads]]
-    all_pos = np.r_[pos[~grad_reads], g_rows * 4 + g_sub, pos[grad_reads]]
-    all_w = np.r_[is_write[~grad_reads], np.ones(len(g_rows), bool), np.zeros(grad_reads.sum(), bool)]
-    all_val = np.r_[mb[~grad_reads], g_val, np.full(grad_reads.sum(), _NONE)]
-    all_row = np.r_[rows[~grad_reads], g_rows, rows[grad_reads]]
-    all_origin = np.r_[rows[~grad_reads], g_origin, rows[grad_reads]]
-    all_slot = np.r_[slot[~grad_reads], np.full(len(g_rows), _GRAD), slot[grad_reads]]
-    all_mb = np.r_[mb[~grad_reads], g_mb, mb[grad_reads]]
-    src = _resolve(all_key, all_pos, all_w)
-    reads = np.nonzero(~all_w)[0]
-    found = np.where(src[reads] >= 0, all_val[np.maximum(src[reads], 0)], _NONE)
-    expected = all_mb[reads]
-    bad = reads[found != expected]
-    hazards = []
-    for e in bad[np.argsort(all_row[bad], kind="stable")]:
-        hazards.append(_hazard(schedule, int(all_row[e]), int(all_slot[e]), int(all_mb[e]),
-                               src=int(src[e]), src_row=all_origin, src_val=all_val, src_slot=all_slot))
-    return hazards
+    hazards: list[tuple[int, Hazard]] = []
+    bad = np.nonzero(~p_write & ~p_probe & (found != p_mb))[0]
+    for e in bad:
+        src_e = int(src[e])
+        hazards.append((int(p_rows[e]), _hazard(schedule, int(p_rows[e]), int(p_slot[e]), int(p_mb[e]),
+                                                src=src_e, src_row=p_rows, src_val=p_mb, src_slot=p_slot)))
+    reads = np.nonzero(~g_write)[0]
+    g_found = np.where(g_src[reads] >= 0, g_val[np.maximum(g_src[reads], 0)], _NONE)
+    for j in reads[g_found != mb[g_idx[reads]]]:
+        row = int(rows[g_idx[j]])
+        hazards.append((row, _hazard(schedule, row, _GRAD, int(mb[g_idx[j]]), src=int(g_src[j]),
+                                     src_row=g_origin, src_val=g_val, src_slot=None)))
+    hazards.sort(key=lambda x: x[0])
+    return [h for _, h in hazards]
 
 
 def _hazard(schedule, row, slot, expected, *, src, src_row, src_val, src_slot) -> Hazard:
@@ -184,7 +198,7 @@ def needed_buffers(schedule: Schedule) -> list[int]:
     forward) to its last read (send, backward or weight gradient), in stream order. This is
     the fewest buffers any id assignment can use without overwriting live data.
     """
-    rows, sub, slot, is_write = _events(schedule)
+    rows, slot, _, _ = _events(schedule)
     keep = slot != _GRAD_LAYER
     rows, slot = rows[keep], slot[keep]
     p = schedule.num_stages

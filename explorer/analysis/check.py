@@ -57,11 +57,17 @@ class Report:
         }
 
 
-def check(schedule: Schedule, costs: Costs = Costs(), model: Optional[str] = None) -> Report:
-    """Run every analysis. ``model`` defaults to the schedule's own (``params['p2p']``)."""
+def check(schedule: Schedule, costs: Costs = Costs(), model: Optional[str] = None,
+          other_model: bool = True) -> Report:
+    """Run every analysis. ``model`` defaults to the schedule's own (``params['p2p']``).
+
+    With ``other_model`` the deadlock search also runs under the other P2P model, so a
+    report can say "this PyTorch-style schedule would deadlock with DeepSpeed's blocking P2P".
+    """
     model = check_model(model or str(schedule.params.get("p2p", "blocking")))
     matching = match(schedule)
-    deadlocks = {m: find_deadlock(schedule, matching, m) for m in MODELS}
+    models = MODELS if other_model else (model,)
+    deadlocks = {m: find_deadlock(schedule, matching, m) for m in models}
     findings = Findings(
         hazards=tuple(buffer_hazards(schedule)),
         unmatched=matching.unmatched,

@@ -13,6 +13,8 @@ of waiting stages that explains a deadlock.
 
 from __future__ import annotations
 
+import weakref
+
 import numpy as np
 
 from explorer.analysis.findings import Deadlock, Waiting
@@ -30,12 +32,24 @@ def check_model(model: str) -> str:
     return model
 
 
+_ORDERS: "weakref.WeakKeyDictionary[Schedule, dict[str, np.ndarray]]" = weakref.WeakKeyDictionary()
+
+
 def execution_order(schedule: Schedule, model: str) -> np.ndarray:
     """Row indices in the order ranks perform them (a permutation of the rows).
 
     Under ``batched``, each run of consecutive exchanges inside a (rank, step) is one batch:
     its sends are posted before its receives are waited for. Other rows keep their place.
+    Schedules are immutable, so the order is computed once per schedule and model.
     """
+    per_model = _ORDERS.setdefault(schedule, {})
+    if model not in per_model:
+        per_model[model] = _execution_order(schedule, model)
+        per_model[model].flags.writeable = False
+    return per_model[model]
+
+
+def _execution_order(schedule: Schedule, model: str) -> np.ndarray:
     n = len(schedule)
     if model == "blocking":
         return np.arange(n)

@@ -1,0 +1,109 @@
+"""Schedule core speed: build + check (matching, deadlock, buffer dataflow) + simulate.
+
+Compared side by side, in the same run, with PyTorch's own helpers on the same 1F1B compute
+order: ``_add_send_recv`` (adds the exchanges) + ``_simulate_comms_compute`` (a unit-time
+dry run that finds deadlocks). Those do less than ``check``: no durations, no buffers, no
+hazards. The PyTorch column is skipped when torch is absent.
+
+    python benchmarks/bench_schedule.py [--repeat 3] [--sizes 8x32,16x128,32x512,64x1024]
+
+Prints one row per size: best-of-N seconds for each phase, PyTorch's seconds and the ratio.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import time
+
+import numpy as np
+
+from explorer.analysis import build, check
+from explorer.analysis.buffers import buffer_hazards, needed_buffers
+from explorer.analysis.deadlock import find_deadlock
+from explorer.analysis.p2p import match
+from explorer.analysis.timeline import Costs, simulate
+from explorer.schedules import Kind
+
+
+def best(fn, repeat: int) -> tuple[float, object]:
+    times, result = [], None
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        result = fn()
+        times.append(time.perf_counter() - t0)
+    return min(times), result
+
+
+def ours(p: int, m: int, repeat: int) -> dict:
+    t_build, schedule = best(lambda: build("1f1b", p, m), repeat)
+    # check() with the schedule's own P2P model (batched), as PyTorch's helpers use one model.
+    t_check, report = best(lambda: check(schedule, Costs(), other_model=False), repeat)
+    t_both, _ = best(lambda: check(schedule, Costs()), repeat)
+    matching = match(schedule)
+    phases = {
+        "match": best(lambda: match(schedule), repeat)[0],
+        "deadlock": best(lambda: find_deadlock(schedule, matching, "batched"), repeat)[0],
+        "hazards": best(lambda: buffer_hazards(schedule), repeat)[0],
+        "needed_buffers": best(lambda: needed_buffers(schedule), repeat)[0],
+        "simulate": best(lambda: simulate(schedule, matching, Costs(), "batched"), repeat)[0],
+    }
+    assert report.ok, "1F1B must check clean"
+    return {"instructions": len(schedule), "build": t_build, "check": t_check,
+            "check_both_models": t_both, "total": t_build + t_check, "phases": phases}
+
+
+def pytorch(schedule, repeat: int) -> float | None:
+    try:
+        from torch.distributed.pipelining import schedules as S
+    except ImportError:
+        return None
+    F, B = S._ComputationType.FORWARD, S._ComputationType.FULL_BACKWARD
+    compute = {r: [] for r in range(schedule.num_ranks)}
+    for i in np.nonzero(np.isin(schedule.kind, [Kind.FORWARD, Kind.BACKWARD]))[0]:
+        compute[int(schedule.rank[i])].append(
+            S._Action(int(schedule.stage[i]), F if schedule.kind[i] == Kind.FORWARD else B, int(schedule.microbatch[i])))
+    p = schedule.num_stages
+
+    def run():
+        with_comms = S._add_send_recv(compute, stage_to_rank=lambda s: s, num_stages=p)
+        S._simulate_comms_compute(with_comms, stage_to_rank=lambda s: s, num_stages=p)
+
+    return best(run, repeat)[0]
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--sizes", default="8x32,16x128,32x512,64x1024")
+    ap.add_argument("--json", action="store_true")
+    args = ap.parse_args()
+    rows = []
+    for size in args.sizes.split(","):
+        p, m = (int(x) for x in size.split("x"))
+        row = {"stages": p, "microbatches": m, **ours(p, m, args.repeat)}
+        row["pytorch"] = pytorch(build("1f1b", p, m), args.repeat)
+        row["speedup"] = row["pytorch"] / row["total"] if row["pytorch"] else None
+        rows.append(row)
+    if args.json:
+        print(json.dumps(rows, indent=1))
+        return
+    print(f"# {platform.machine()} {platform.processor() or ''} python {platform.python_version()}, best of {args.repeat}")
+    print(f"{'size':>9} {'instr':>8} {'build':>7} {'check':>7} {'total':>7} {'+other':>7} {'pytorch':>8} {'ratio':>6}  phases (match/deadlock/hazards/needed/simulate)")
+    for r in rows:
+        ph = r["phases"]
+        pt = f"{r['pytorch']:.3f}" if r["pytorch"] else "n/a"
+        ratio = f"{r['speedup']:.1f}x" if r["speedup"] else "n/a"
+        print(f"{r['stages']:>3}x{r['microbatches']:<5} {r['instructions']:>8} {r['build']:7.3f} {r['check']:7.3f} "
+              f"{r['total']:7.3f} {r['check_both_models'] - r['check']:7.3f} {pt:>8} {ratio:>6}  "
+              + "/".join(f"{ph[k]:.3f}" for k in ("match", "deadlock", "hazards", "needed_buffers", "simulate")))
+    base = rows[0]
+    for r in rows[1:]:
+        growth = r["total"] / base["total"]
+        size = r["instructions"] / base["instructions"]
+        print(f"# {r['stages']}x{r['microbatches']}: {size:.0f}x the instructions of {base['stages']}x{base['microbatches']}, {growth:.0f}x the time")
+
+
+if __name__ == "__main__":
+    main()
