@@ -46,3 +46,16 @@ def test_large_schedules_switch_to_webgl_segments():
     fwd = trace(d, kind_label(Kind.FORWARD))
     assert fwd["type"] == "scattergl"
     assert len(fwd["x"]) == 3 * 16 * 64  # start, end, gap per forward
+
+
+def test_comparison_shows_each_schedules_bubble_and_peak_memory():
+    from explorer.views.compare import comparison_figure
+
+    reports = {k: check(build(k, 4, 8)) for k in ("gpipe", "1f1b", "zb-h1")}
+    d = figure_dict(comparison_figure(reports))
+    bubble, peak = trace(d, "bubble"), trace(d, "peak activations")
+    assert bubble["x"] == list(reports)
+    assert bubble["y"] == pytest.approx([r.timeline.bubble.of_total for r in reports.values()])
+    assert peak["y"] == [max(r.timeline.peak_activations) for r in reports.values()]
+    assert peak["y"][0] == 8 and peak["y"][1] == 4  # GPipe holds every micro-batch, 1F1B at most p
+    assert bubble["y"][2] < bubble["y"][1]  # zero-bubble's point
