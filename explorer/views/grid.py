@@ -83,7 +83,8 @@ def _cells(report: Report, marks: dict, with_text: bool):
     last = order[np.r_[cell[order][1:] != cell[order][:-1], True]] if n else order
     z = np.full(stages * steps, np.nan)
     z[cell[last]] = kind[last]
-    z = z.reshape(stages, steps)
+    # Empty cells as None, not NaN: FigureWidget sends 2-D arrays as JSON, which has no NaN.
+    z = np.where(np.isnan(z), None, z).reshape(stages, steps).tolist()
 
     mb, buf = s.microbatch, s.buffer
     short = [f"{_CODES[k]}{m if m >= 0 else ''}{f'b{b}' if b >= 0 else ''}" for k, m, b in zip(kind.tolist(), mb.tolist(), buf.tolist())]

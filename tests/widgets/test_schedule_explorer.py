@@ -111,3 +111,15 @@ def test_static_copies_are_self_contained(tmp_path):
     assert path.read_text() == page and page.startswith("<!DOCTYPE html>")
     assert page.count('class="plotly-graph-div"') == 4 and not re.search(r"<script[^>]+src=", page)
     assert len(re.findall(r"Plotly\.newPlot\(", page)) == 4
+
+
+def test_widget_state_is_strict_json_after_an_update():
+    """Jupyter's wire format is JSON without NaN: every figure state must pass (buffers aside)."""
+    from ipywidgets.widgets.widget import _remove_buffers
+
+    app = ScheduleExplorer("deepspeed-train", 4, 8, buffers="fixed", order="legacy")
+    app.controls.arrows.value = True
+    app.controls.stages.value = 5
+    for name, fig in app.figures.items():
+        state, _, _ = _remove_buffers(fig.get_state())
+        json.dumps(state, allow_nan=False)  # raises on NaN/inf
