@@ -22,12 +22,12 @@ from explorer.views.axes import row_height, stage_labels
 from explorer.views.bars import rectangles
 from explorer.views.marks import findings_by_cell
 from explorer.views.palette import HAZARD, KIND_COLOURS, SELECTED, discrete_colorscale, kind_label
+from explorer.views.words import described, short_texts
 
 #: Above this many cells the text inside cells is dropped (unreadable anyway); hover stays.
 MAX_TEXT_CELLS = 2500
 #: Above this many outlines or arrows the polylines switch to WebGL.
 MAX_SVG_LINES = 2000
-_CODES = np.array([k.code for k in Kind])
 _COMPUTE = np.array(sorted(int(k) for k in COMPUTE_KINDS))
 _P2P = np.array([int(Kind.SEND_ACTIVATION), int(Kind.RECV_ACTIVATION), int(Kind.SEND_GRAD), int(Kind.RECV_GRAD)])
 _INSET = 0.06
@@ -86,8 +86,8 @@ def _cells(report: Report, marks: dict, with_text: bool):
     # Empty cells as None, not NaN: FigureWidget sends 2-D arrays as JSON, which has no NaN.
     z = np.where(np.isnan(z), None, z).reshape(stages, steps).tolist()
 
-    mb, buf = s.microbatch, s.buffer
-    short = [f"{_CODES[k]}{m if m >= 0 else ''}{f'b{b}' if b >= 0 else ''}" for k, m, b in zip(kind.tolist(), mb.tolist(), buf.tolist())]
+    short = short_texts(s, np.arange(n))
+    words = described(s, np.arange(n)) if with_text else []
     by_cell = np.argsort(cell, kind="stable")
     bounds = np.r_[0, np.nonzero(np.diff(cell[by_cell]))[0] + 1, n] if n else np.zeros(1, dtype=np.int64)
     text = np.full((stages, steps), "", dtype=object) if with_text else None
@@ -102,7 +102,7 @@ def _cells(report: Report, marks: dict, with_text: bool):
             text[st, t] = "<br>".join(" ".join(codes[i:i + per_line]) for i in range(0, len(codes), per_line))
         if with_text:
             hover[st, t] = f"<b>{labels[st]} · step {t}</b><br>" + "<br>".join(
-                f"{c}: {s.instruction(int(r)).describe()}" for c, r in zip(codes, rows))
+                f"{c}: {words[r]}" for c, r in zip(codes, rows.tolist()))
         else:  # large grids: the template adds the position, keep the payload small
             hover[st, t] = " ".join(codes)
     for (st, t), words in marks.items():

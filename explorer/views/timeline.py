@@ -18,6 +18,7 @@ from explorer.schedules.schedule import Schedule
 from explorer.views.axes import rank_labels, row_height
 from explorer.views.bars import MAX_SVG_BARS, hbars
 from explorer.views.palette import IDLE, KIND_COLOURS, kind_label
+from explorer.views.words import described, short_texts
 
 _COMPUTE = np.array(sorted(int(k) for k in COMPUTE_KINDS))
 _TEXT_BARS = 400
@@ -45,8 +46,8 @@ def timeline_figure(report: Report, *, max_bars: int = MAX_SVG_BARS) -> go.Figur
             continue  # one trace per kind present: fewer traces re-render faster
         hover = text = None
         if len(rows) <= max_bars:
-            hover = [f"{s.instruction(int(r))} · {s.instruction(int(r)).describe()}<br>{a:g} → {b:g} ticks"
-                     for r, a, b in zip(rows.tolist(), tl.start[rows].tolist(), tl.end[rows].tolist())]
+            hover = [f"{c} · {d}<br>{a:g} → {b:g} ticks" for c, d, a, b in
+                     zip(short_texts(s, rows), described(s, rows), tl.start[rows].tolist(), tl.end[rows].tolist())]
             if not many:
                 text = [f"{kind.code}{m if m >= 0 else ''}" for m in s.microbatch[rows].tolist()]
         fig.add_trace(hbars(kind_label(kind), s.rank[rows], tl.start[rows], tl.end[rows], KIND_COLOURS[kind],

@@ -3,7 +3,7 @@ grid, the timeline, the buffer lifetimes and the measured overlay answer at once
 
 The app only wires things: the core builds and checks (:mod:`explorer.analysis`), the views
 draw (:mod:`explorer.views`), and this class copies each new figure into a ``FigureWidget``
-(:func:`~explorer.widgets.sync.sync_figure`). It also works without a live kernel:
+(:class:`~explorer.widgets.sync.LiveFigure`). It also works without a live kernel:
 ``_repr_html_`` and :meth:`to_html` give the current figures as a self-contained page, so a
 notebook rendered on a website still shows them.
 
@@ -35,7 +35,7 @@ from explorer.views.overlay import overlay_figure
 from explorer.views.timeline import timeline_figure
 from explorer.widgets.controls import Controls, ScheduleSettings
 from explorer.widgets.findings_panel import FindingsPanel
-from explorer.widgets.sync import sync_figure
+from explorer.widgets.sync import LiveFigure
 
 #: Launches the real pipeline for a schedule and returns what it measured.
 Runner = Callable[[Schedule, Costs], MeasuredTrace]
@@ -58,7 +58,8 @@ class ScheduleExplorer:
         self.controls = Controls(settings, max_stages=max_stages, max_microbatches=max_microbatches)
         self.status = w.HTML()
         self.findings = FindingsPanel(self.select_finding)
-        self.figures: dict[str, go.FigureWidget] = {name: go.FigureWidget(fig) for name, fig in self._figures().items()}
+        self._live = {name: LiveFigure(fig) for name, fig in self._figures().items()}
+        self.figures: dict[str, go.FigureWidget] = {name: live.widget for name, live in self._live.items()}
         self.run_button = w.Button(description="Run" if runner else "Run (no runner)", icon="play",
                                    disabled=runner is None,
                                    tooltip="launch the real pipeline and overlay its timings" if runner
@@ -109,7 +110,7 @@ class ScheduleExplorer:
     def _render(self, only: tuple[str, ...] = VIEWS) -> None:
         figures = self._figures()
         for name in only:
-            sync_figure(self.figures[name], figures[name])
+            self._live[name].show(figures[name])
 
     def _show_status(self) -> None:
         lines = summary(self.report).splitlines()
@@ -136,7 +137,7 @@ class ScheduleExplorer:
     def show_trace(self, trace: Optional[MeasuredTrace]) -> None:
         """Overlay a measured trace (from a runner or :func:`explorer.traces.read_chrome_trace`)."""
         self.trace = trace
-        sync_figure(self.figures["overlay"], overlay_figure(self.report, trace))
+        self._live["overlay"].show(overlay_figure(self.report, trace))
 
     def run(self) -> Optional[MeasuredTrace]:
         """Call the runner on the current schedule and overlay what it measured."""
