@@ -138,7 +138,8 @@ def _metadata(value: str) -> Metadata:
         op_type=fields.get("op_type", "").strip('"'),
         op_name=fields.get("op_name", "").strip('"'),
         source_file=fields.get("source_file", "").strip('"'),
-        source_line=int(line) if line.isdigit() else None,
+        # isdigit() also accepts superscripts such as '¹', which int() rejects (found by the fuzzer).
+        source_line=int(line) if line.isascii() and line.isdigit() else None,
     )
     _META_CACHE[value] = meta
     return meta
