@@ -46,3 +46,14 @@ def test_substeps_split_each_step_in_instruction_order():
     assert [str(s.instruction(i)) for i in rows] == ["2RA2b0", "2SG0b0", "2F2b0"]
     assert start[rows].tolist() == pytest.approx([6.0, 6 + 1 / 3, 6 + 2 / 3])
     assert end[rows[-1]] == pytest.approx(7.0)
+
+
+def test_core_helpers_stay_light():
+    """Occupancy and trace reading are core: no plotly, ipywidgets or torch on import."""
+    import subprocess
+    import sys
+
+    code = ("import sys, explorer.analysis.lifetimes, explorer.traces; "
+            "print(sorted(m for m in ('plotly', 'ipywidgets', 'torch') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"
