@@ -67,7 +67,9 @@ def pytorch(schedule, repeat: int) -> float | None:
     p = schedule.num_stages
 
     def run():
-        with_comms = S._add_send_recv(compute, stage_to_rank=lambda s: s, num_stages=p)
+        # _add_send_recv consumes its input lists: give each repetition a fresh copy.
+        fresh = {r: list(actions) for r, actions in compute.items()}
+        with_comms = S._add_send_recv(fresh, stage_to_rank=lambda s: s, num_stages=p)
         S._simulate_comms_compute(with_comms, stage_to_rank=lambda s: s, num_stages=p)
 
     return best(run, repeat)[0]

@@ -21,6 +21,8 @@ the instruction that overwrote the slot.
 
 from __future__ import annotations
 
+import weakref
+
 import numpy as np
 
 from explorer.analysis.findings import Hazard
@@ -73,19 +75,42 @@ def _event_table() -> tuple[np.ndarray, np.ndarray, np.ndarray]:
 _TABLE = _event_table()
 
 
+_EVENT_CACHE: dict[int, tuple] = {}  # id(kind column) -> (weakref to it, stage column, stages, events)
+
+
 def _events(schedule: Schedule):
     """Reads and writes in stream order: (row, slot kind, is_write, is_probe).
 
     Probes are not reads of the instruction: they record what ``inputs[b]`` holds when a
     backward leaves its gradient, and are never reported as hazards themselves.
+    Events depend only on the kind and stage columns, which buffer reassignment
+    (:func:`with_buffers`) shares with the original schedule, so they are cached on them.
     """
+    hit = _EVENT_CACHE.get(id(schedule.kind))
+    if hit is not None and hit[0]() is schedule.kind and hit[1] is schedule.stage and hit[2] == schedule.num_stages:
+        return hit[3]
+    events = _compute_events(schedule)
+    if len(_EVENT_CACHE) >= 8:
+        _EVENT_CACHE.pop(next(iter(_EVENT_CACHE)))
+    _EVENT_CACHE[id(schedule.kind)] = (weakref.ref(schedule.kind), schedule.stage, schedule.num_stages, events)
+    return events
+
+
+# One byte per (stage class, kind, sub-position): slot + 1 in the low bits, write and probe flags.
+_CODE = ((_TABLE[0] + 1) | (_TABLE[1].astype(np.int8) << 3) | (_TABLE[2].astype(np.int8) << 4)).astype(np.uint8)
+_CODE_ROWS = _CODE.reshape(-1, _SUBS)
+
+
+def _compute_events(schedule: Schedule):
     st = schedule.stage
     last = schedule.num_stages - 1
-    cls = (st == 0).astype(np.int64) + 2 * (st == last)
-    kind = schedule.kind.astype(np.int64)
-    slots = _TABLE[0][cls, kind]  # (rows, _SUBS)
-    rows, sub = np.nonzero(slots >= 0)  # row-major: already in stream order
-    return rows, slots[rows, sub].astype(np.int64), _TABLE[1][cls[rows], kind[rows], sub], _TABLE[2][cls[rows], kind[rows], sub]
+    combo = ((st == 0).astype(np.intp) + 2 * (st == last)) * len(Kind) + schedule.kind
+    codes = _CODE_ROWS[combo]  # (rows, _SUBS), one gather
+    flat = codes.reshape(-1)
+    hit = np.flatnonzero(flat)  # row-major: already in stream order
+    c = flat[hit]
+    rows = (hit // _SUBS).astype(np.int32)
+    return rows, ((c & 7) - 1).astype(np.int32), (c & 8) != 0, (c & 16) != 0
 
 
 def _resolve(key: np.ndarray, is_write: np.ndarray) -> np.ndarray:
@@ -96,25 +121,29 @@ def _resolve(key: np.ndarray, is_write: np.ndarray) -> np.ndarray:
     small = key.astype(np.uint16) if key.max() < 2**16 else key  # stable radix sort when it fits
     order = np.argsort(small, kind="stable")
     k_sorted = key[order]
-    idx = np.where(is_write[order], np.arange(n), -1)
-    filled = np.maximum.accumulate(idx)
-    prev = np.r_[-1, filled[:-1]]  # strictly earlier events (a write does not see itself)
-    new_group = np.r_[True, k_sorted[1:] != k_sorted[:-1]]
-    group_start = np.maximum.accumulate(np.where(new_group, np.arange(n), 0))
-    prev = np.where(prev >= group_start, prev, -1)
+    index = np.arange(n, dtype=np.int32 if n < 2**31 else np.int64)
+    filled = np.maximum.accumulate(np.where(is_write[order], index, -1))
+    prev = np.empty_like(filled)
+    prev[0], prev[1:] = -1, filled[:-1]  # strictly earlier events (a write does not see itself)
+    new_group = np.empty(n, dtype=bool)
+    new_group[0], new_group[1:] = True, k_sorted[1:] != k_sorted[:-1]
+    group_start = np.maximum.accumulate(np.where(new_group, index, 0))
+    found = prev >= group_start
     out = np.empty(n, dtype=np.int64)
-    out[order] = np.where(prev >= 0, order[np.maximum(prev, 0)], -1)
+    out[order] = np.where(found, order[np.where(found, prev, 0)], -1)
     return out
 
 
 def buffer_hazards(schedule: Schedule) -> list[Hazard]:
     """Every read that finds the wrong micro-batch (or nothing), with the overwriting instruction."""
     rows, slot, is_write, is_probe = _events(schedule)
-    st = schedule.stage.astype(np.int64)[rows]
-    mb = schedule.microbatch.astype(np.int64)[rows]
-    buf = np.where(slot == _GRAD_LAYER, 0, schedule.buffer.astype(np.int64)[rows])
+    st = schedule.stage[rows]
+    mb = schedule.microbatch[rows]
+    buf = np.where(slot == _GRAD_LAYER, 0, schedule.buffer[rows])
     nbuf = int(max(schedule.buffers + (1,)))
     nbuf = max(nbuf, int(buf.max()) + 1 if len(buf) else 1)
+    if schedule.num_stages * 5 * nbuf >= 2**31:  # keys below stay in int32 unless they cannot
+        st, buf = st.astype(np.int64), buf.astype(np.int64)
 
     # 1. Every slot except input-grad, probes included.
     plain = slot != _GRAD
@@ -132,7 +161,7 @@ def buffer_hazards(schedule: Schedule) -> list[Hazard]:
     g_take |= slot == _GRAD
     g_idx = np.nonzero(g_take)[0]  # stream order kept
     g_write = g_take[g_idx] & (slot[g_idx] != _GRAD)
-    g_val = np.full(len(g_idx), _NONE, dtype=np.int64)
+    g_val = np.full(len(g_idx), _NONE, dtype=mb.dtype)
     g_origin = rows[g_idx].copy()
     pos_in_plain = np.cumsum(plain) - 1
     from_plain = plain[g_idx]

@@ -123,7 +123,11 @@ def lower(
     rank, step, group, key, kind, stage, micro = (np.concatenate(c) for c in zip(*cols))
     # Ties on one link happen only when both stages live on one rank: send before receive.
     is_recv = (kind == Kind.RECV_ACTIVATION) | (kind == Kind.RECV_GRAD)
-    order = np.lexsort((is_recv, key, group, step, rank))
+    # One composite key instead of a five-key lexsort: (rank, step, group, link, receive last).
+    span_key = int(key.max()) + 1 if len(key) else 1
+    span_step = int(step.max()) + 1 if len(step) else 1
+    composite = (((rank * span_step + step) * 5 + group) * span_key + key) * 2 + is_recv
+    order = np.argsort(composite, kind="stable")
     rank, step, kind, stage, micro = rank[order], step[order], kind[order], stage[order], micro[order]
     buf = np.where(micro >= 0, micro % counts[stage], -1)
     return from_columns(
