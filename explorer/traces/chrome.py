@@ -57,10 +57,17 @@ def read_chrome_trace(source: Source, rank: Optional[int] = None) -> MeasuredTra
             continue
         stage, kind, mb = parsed
         start = float(ev.get("ts", 0.0)) * 1e-6
-        who = rank if rank is not None else int(ev.get("pid", 0)) if str(ev.get("pid", "0")).lstrip("-").isdigit() else 0
+        who = rank if rank is not None else _pid(ev.get("pid", 0))
         records.append({"rank": who, "stage": stage, "kind": kind, "microbatch": mb,
                         "start": start, "end": start + float(ev.get("dur", 0.0)) * 1e-6})
     return MeasuredTrace.from_records(records, unit="s", source=name)
+
+
+def _pid(value: object) -> int:
+    """A process id used as the rank; anything that is not a plain ASCII integer counts as 0."""
+    text = str(value).strip()
+    digits = text[1:] if text.startswith("-") else text
+    return int(text) if digits.isascii() and digits.isdigit() else 0
 
 
 def _action(text: str) -> Optional[tuple[int, Kind, int]]:
