@@ -195,15 +195,20 @@ def build_zero3_hooks(config: CompileConfig, tracker: Optional[VariantTracker]) 
 def build_accumulation(config: CompileConfig, tracker: Optional[VariantTracker]) -> Built:
     net = nn.Sequential(nn.Linear(DIM, 16 * DIM), nn.GELU(), nn.Linear(16 * DIM, DIM))
     model = compile_model(net, config, tracker)
-    opt = torch.optim.AdamW(net.parameters(), lr=1e-4, foreach=False)
-    x = _fixed(16)(0)
+    opt = torch.optim.AdamW(net.parameters(), lr=1e-4, foreach=False, amsgrad=True)
+    ema = [p.detach().clone() for p in net.parameters()]
+    x = _fixed(2)(0)
     accumulate = 3
 
     def step(iteration: int) -> None:
         (model(x).square().mean() / accumulate).backward()
         if iteration % accumulate == accumulate - 1:
+            nn.utils.clip_grad_norm_(net.parameters(), 1.0)
             opt.step()
             opt.zero_grad(set_to_none=True)
+            with torch.no_grad():
+                for avg, p in zip(ema, net.parameters()):
+                    avg.lerp_(p, 0.01)
 
     return model, step
 

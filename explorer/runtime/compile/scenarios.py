@@ -57,7 +57,7 @@ PRESETS: dict[str, Preset] = {
         Preset("limit", "a value cycles through 6 states with recompile_limit=4: two states never "
                "get a compiled variant", 24, "eager-fallback", dynamo_config={"recompile_limit": 4}),
         Preset("accumulation", "gradient accumulation over 3 iterations: the optimizer step runs "
-               "every 3rd iteration, outside the compiled model", 30, "unrelated"),
+               "every 3rd iteration, outside the compiled model", 45, "unrelated"),
         Preset("deepspeed", "DeepSpeed's own engine with engine.compile() and a value cycling "
                "through 3 states (needs the deepspeed package)", 18, "cycling"),
     )
