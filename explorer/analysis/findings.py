@@ -7,7 +7,7 @@ a step, carries the instruction in the compact text form, and can say itself in 
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Optional
 
 
@@ -208,8 +208,3 @@ class Findings:
         """Every finding, deadlock first (it stops the run), then in stage/step order."""
         rest = sorted([*self.hazards, *self.unmatched, *self.mismatched], key=lambda f: (f.step, f.stage))
         return ([self.deadlock] if self.deadlock else []) + rest
-
-
-def as_plain(obj: object) -> object:
-    """``dataclasses.asdict`` for records that define no ``to_dict``."""
-    return obj.to_dict() if hasattr(obj, "to_dict") else asdict(obj)  # type: ignore[arg-type]

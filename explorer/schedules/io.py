@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 
 from explorer.errors import InputError
-from explorer.schedules.instructions import Kind, parse_instruction
+from explorer.schedules.instructions import parse_instruction
 from explorer.schedules.schedule import Schedule, from_streams
 
 JSON_FORMAT = "explorer.schedule/1"
@@ -143,4 +143,4 @@ def _jsonable(value: Any) -> Any:
     return value
 
 
-__all__ = ["to_text", "from_text", "to_json", "from_json", "to_csv", "from_csv", "Kind"]
+__all__ = ["to_text", "from_text", "to_json", "from_json", "to_csv", "from_csv"]

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Callable, Sequence, Union
+from typing import Sequence, Union
 
 from explorer.errors import InputError
 from explorer.schedules.generators.deepspeed import deepspeed_buffers, deepspeed_inference, deepspeed_train
@@ -79,5 +79,3 @@ def _check_positive(name: str, value: object, why: str) -> None:
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
         raise InputError(f"{name} must be a positive integer ({why}); got {value!r}")
 
-
-Generator = Callable[..., Schedule]
