@@ -16,20 +16,30 @@ from explorer.analysis.check import Report
 MARK = "  <-- "
 
 
-def findings_by_cell(report: Report) -> dict[tuple[int, int], list[str]]:
-    """``(rank, step) -> ["HAZARD: ...", ...]`` for every finding of the report."""
+def findings_by_cell(report: Report, key: str = "rank") -> dict[tuple[int, int], list[str]]:
+    """``(rank or stage, step) -> ["HAZARD: ...", ...]`` for every finding of the report.
+
+    Listings key by rank (a stream is a rank's); the plotly grid keys by stage (its rows).
+    Both read this one table, so a finding is never marked in one view and missing in another.
+    """
+    if key not in ("rank", "stage"):
+        raise ValueError(f"key must be 'rank' or 'stage', got {key!r}")
     cells: dict[tuple[int, int], list[str]] = defaultdict(list)
+
+    def at(ref) -> tuple[int, int]:
+        return (ref.rank if key == "rank" else ref.stage, ref.step)
+
     f = report.findings
     for h in f.hazards:
-        cells[(h.at.rank, h.at.step)].append(f"HAZARD: {h.cause}")
+        cells[at(h.at)].append(f"HAZARD: {h.cause}")
     for u in f.unmatched:
-        cells[(u.at.rank, u.at.step)].append(f"UNMATCHED: {u.reason}")
+        cells[at(u.at)].append(f"UNMATCHED: {u.reason}")
     for mm in f.mismatched:
-        cells[(mm.recv.rank, mm.recv.step)].append(f"MISMATCH: {mm.describe()}")
+        cells[at(mm.recv)].append(f"MISMATCH: {mm.describe()}")
     if f.deadlock:
         for w in f.deadlock.stuck:
-            cells[(w.at.rank, w.at.step)].append(f"DEADLOCK: {w.describe()}")
-    return cells
+            cells[at(w.at)].append(f"DEADLOCK: {w.describe()}")
+    return dict(cells)
 
 
 def header(report: Report, rank: int) -> str:

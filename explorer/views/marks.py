@@ -7,25 +7,13 @@ this one table, so a hazard is never outlined in one figure and missing from ano
 
 from __future__ import annotations
 
-from collections import defaultdict
-
 from explorer.analysis.check import Report
+from explorer.report.listing import findings_by_cell as _by_cell
 
 
 def findings_by_cell(report: Report) -> dict[tuple[int, int], list[str]]:
     """``(stage, step) -> ["HAZARD: ...", ...]`` for every finding of ``report``."""
-    cells: dict[tuple[int, int], list[str]] = defaultdict(list)
-    f = report.findings
-    for h in f.hazards:
-        cells[(h.at.stage, h.at.step)].append(f"HAZARD: {h.cause}")
-    for u in f.unmatched:
-        cells[(u.at.stage, u.at.step)].append(f"UNMATCHED: {u.reason}")
-    for m in f.mismatched:
-        cells[(m.recv.stage, m.recv.step)].append(f"MISMATCH: {m.describe()}")
-    if f.deadlock:
-        for w in f.deadlock.stuck:
-            cells[(w.at.stage, w.at.step)].append(f"DEADLOCK: {w.describe()}")
-    return dict(cells)
+    return _by_cell(report, key="stage")
 
 
 def finding_cell(finding: object) -> tuple[int, int]:
