@@ -1,0 +1,80 @@
+"""Tail a run folder while the job runs: new trace lines, per-rank progress, the trace so far.
+
+Works for any run folder the runtime writes - spawned from the notebook or started by
+``torchrun`` on this machine - because the ranks only ever append whole lines to their own
+``rank<R>.jsonl``. A line without its newline yet is left for the next poll.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Optional
+
+from explorer.runtime.pipeline.trace import to_measured
+from explorer.traces.records import MeasuredTrace
+
+
+@dataclass
+class RankProgress:
+    """What one rank has reported so far."""
+
+    rank: int
+    steps_done: int = 0  # steps of the current iteration with at least one instruction recorded
+    last_step: int = -1
+    iteration: int = -1
+    state: str = "starting"  # starting, running, done, failed
+    pid: Optional[int] = None
+    failure: Optional[dict] = None
+
+
+@dataclass
+class Follower:
+    """Incremental reader of a run folder (see the module docstring)."""
+
+    folder: Path
+    records: list[dict] = field(default_factory=list)
+    events: list[dict] = field(default_factory=list)
+    ranks: dict[int, RankProgress] = field(default_factory=dict)
+    _offsets: dict[Path, int] = field(default_factory=dict)
+
+    def poll(self) -> list[dict]:
+        """Read every complete new line; returns the new instruction records."""
+        new: list[dict] = []
+        for path in sorted(Path(self.folder).glob("rank*.jsonl")):
+            with open(path, "rb") as fh:
+                fh.seek(self._offsets.get(path, 0))
+                chunk = fh.read()
+            end = chunk.rfind(b"\n") + 1
+            self._offsets[path] = self._offsets.get(path, 0) + end
+            for line in chunk[:end].decode("utf-8").splitlines():
+                if line.strip():
+                    self._take(json.loads(line), new)
+        self.records.extend(new)
+        return new
+
+    def _take(self, line: dict, new: list[dict]) -> None:
+        rank = int(line["rank"])
+        prog = self.ranks.setdefault(rank, RankProgress(rank))
+        kind = line.get("type")
+        if kind == "instr":
+            new.append(line)
+            if line["iteration"] != prog.iteration:
+                prog.iteration, prog.steps_done = line["iteration"], 0
+            if line["step"] != prog.last_step or prog.steps_done == 0:
+                prog.steps_done += 1
+            prog.last_step, prog.state = line["step"], "running"
+            return
+        self.events.append(line)
+        if kind == "start":
+            prog.pid, prog.state = line.get("pid"), "running"
+        elif kind == "failure":
+            prog.state, prog.failure = "failed", line
+        elif kind == "done":
+            prog.state = "done"
+
+    def trace(self, iteration: Optional[int] = None) -> MeasuredTrace:
+        """The instructions measured so far (of one iteration when given), in seconds."""
+        rows = [r for r in self.records if iteration is None or r["iteration"] == iteration]
+        return to_measured(rows, source=str(self.folder))

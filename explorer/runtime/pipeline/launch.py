@@ -1,0 +1,146 @@
+"""Launch a real pipeline from Python: one process per rank on this machine, watched to the end.
+
+The processes are started exactly as ``torchrun`` starts its workers (``RANK``, ``WORLD_SIZE``,
+``LOCAL_RANK``, ``MASTER_ADDR=127.0.0.1``, a free ``MASTER_PORT``) running
+:mod:`.worker`, so the notebook and a multi-machine ``torchrun`` job execute the same code.
+
+Before launch the schedule goes through the analysis: one that deadlocks, or has a send
+without its receive, is refused with the analysis' finding. While it runs the launcher
+watches the processes: when one ends badly, the others get a short grace to report their own
+view, then every process still alive is killed (each runs in its own session, killed by its
+process group), so no process is left behind. A run that makes no progress for longer than
+the stall timeout is ended the same way; the ranks' own receive timeouts name the waiting stages.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Callable, Optional, Union
+
+from explorer.analysis import check
+from explorer.runtime.pipeline.follow import Follower
+from explorer.runtime.pipeline.result import RunResult, collect, refused
+from explorer.runtime.pipeline.spec import RunSpec
+from explorer.schedules.schedule import Schedule
+
+GRACE_S = 1.5  # after the first failure, time for the other ranks to write their own account
+POLL_S = 0.05
+
+Progress = Callable[[Follower], None]
+
+
+def free_port() -> int:
+    """A TCP port on loopback that nothing listens on right now."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def preflight(schedule: Schedule) -> Optional[RunResult]:
+    """The analysis' verdict on whether the schedule can run at all; None when it can."""
+    findings = check(schedule, other_model=False).findings
+    if findings.deadlock is not None:
+        d = findings.deadlock
+        waiting = (d.cycle or d.stuck)[0].at
+        return refused(f"the analysis finds a deadlock: {d.describe()}",
+                       {"rank": waiting.rank, "stage": waiting.stage, "step": waiting.step, "instruction": waiting.name})
+    if findings.unmatched:
+        u = findings.unmatched[0]
+        return refused(f"the analysis finds an exchange without a partner: {u.describe()}",
+                       {"rank": u.at.rank, "stage": u.at.stage, "step": u.at.step, "instruction": u.at.name})
+    return None
+
+
+class Launch:
+    """The processes of one run, and the watch over them (see the module docstring)."""
+
+    def __init__(self, spec: RunSpec, folder: Union[None, str, Path] = None) -> None:
+        self.spec, self.schedule = spec, spec.build_schedule()
+        self.folder = Path(folder) if folder else Path(tempfile.mkdtemp(prefix="explorer-run-"))
+        self.folder.mkdir(parents=True, exist_ok=True)
+        self.follower = Follower(self.folder)
+        self.procs: dict[int, subprocess.Popen] = {}
+        self.stopped: set[int] = set()
+
+    def start(self) -> "Launch":
+        self.spec.write(self.folder)
+        world, port = self.spec.world_size, free_port()
+        path = os.pathsep.join(p for p in [os.getcwd(), *sys.path, os.environ.get("PYTHONPATH", "")] if p)
+        for rank in range(world):
+            env = {**os.environ, "RANK": str(rank), "WORLD_SIZE": str(world), "LOCAL_RANK": str(rank),
+                   "LOCAL_WORLD_SIZE": str(world), "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port),
+                   "PYTHONPATH": path, "OMP_NUM_THREADS": str(self.spec.threads)}
+            log = open(self.folder / f"rank{rank}.log", "wb")
+            self.procs[rank] = subprocess.Popen([sys.executable, "-m", "explorer.runtime.pipeline.worker", str(self.folder)],
+                                                env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+            log.close()
+        return self
+
+    def poll(self) -> bool:
+        """True while any rank runs."""
+        return any(p.poll() is None for p in self.procs.values())
+
+    def wait(self, progress: Optional[Progress] = None, timeout_s: Optional[float] = None) -> RunResult:
+        """Watch until every rank ended (killing the rest after a failure); collect the folder."""
+        first_bad: Optional[float] = None
+        last_change, seen = time.monotonic(), 0
+        # A stalled rank's own receive times out after stall_timeout_s; this is the backstop.
+        backstop = self.spec.stall_timeout_s + 15.0
+        deadline = None if timeout_s is None else time.monotonic() + timeout_s
+        try:
+            while self.poll():
+                time.sleep(POLL_S)
+                now = time.monotonic()
+                if self.follower.poll() or len(self.follower.events) != seen:
+                    last_change, seen = now, len(self.follower.events)
+                    if progress:
+                        progress(self.follower)
+                if first_bad is None and any(p.poll() not in (None, 0) for p in self.procs.values()):
+                    first_bad = now
+                if (first_bad is not None and now - first_bad > GRACE_S) or now - last_change > backstop \
+                        or (deadline is not None and now > deadline):
+                    self.stop()
+        finally:
+            self.stop()
+        self.follower.poll()
+        if progress:
+            progress(self.follower)
+        codes = {r: p.returncode for r, p in self.procs.items()}
+        return collect(self.folder, self.schedule, codes, frozenset(self.stopped), self.spec.stall_timeout_s)
+
+    def stop(self) -> None:
+        """Kill every rank still alive, by its process group, and reap it."""
+        for rank, proc in self.procs.items():
+            if proc.poll() is None:
+                self.stopped.add(rank)
+                try:
+                    os.killpg(proc.pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+        for proc in self.procs.values():
+            proc.wait()
+
+
+def run_pipeline(spec: RunSpec, folder: Union[None, str, Path] = None, *, progress: Optional[Progress] = None,
+                 check_first: bool = True, timeout_s: Optional[float] = None) -> RunResult:
+    """Run ``spec`` for real and return its :class:`RunResult` (refused when the analysis says it cannot run)."""
+    if check_first:
+        verdict = preflight(spec.build_schedule())
+        if verdict is not None:
+            return verdict
+    _validate_model(spec)
+    return Launch(spec, folder).start().wait(progress, timeout_s)
+
+
+def _validate_model(spec: RunSpec) -> None:
+    """Build and split the model here first, so a bad ``--model`` is one InputError, not N dead ranks."""
+    from explorer.runtime.pipeline.models import build_model
+
+    build_model(spec.model, spec.build_schedule().num_stages, spec.microbatch_size, spec.seed)

@@ -1,0 +1,144 @@
+"""What a run left behind, read back from its folder: losses, checks, records, and the failure.
+
+Reading the folder (rather than asking the processes) is what lets a failed run keep
+everything: a rank killed by SIGKILL cannot report, but every step it finished is on disk.
+It also serves ``torchrun`` runs, whose ranks the launcher never saw.
+
+The failure is the *cause*, not the first symptom. When one rank fails, its neighbours fail a
+moment later (their peer is gone, or their receive times out); so a rank's own fault
+(``buffer``, ``error``) wins over a rank killed from outside, which wins over a stall, which
+wins over a lost peer.
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Mapping, Optional
+
+from explorer.runtime.pipeline.follow import Follower
+from explorer.runtime.pipeline.trace import chrome_trace, last_iteration, table, to_measured
+from explorer.schedules.schedule import Schedule
+from explorer.traces.records import MeasuredTrace
+
+_OWN_FAULT = ("buffer", "error")
+
+
+@dataclass
+class RunResult:
+    """One run's outcome; :meth:`to_dict` is the CLI's JSON contract."""
+
+    ok: bool
+    losses: list[float]
+    bitwise_equal_to_reference: Optional[bool]
+    failure: Optional[dict]
+    records: list[dict]
+    folder: Optional[Path] = None
+    digest: Optional[str] = None
+    launched: bool = True
+    returncodes: dict[int, Optional[int]] = field(default_factory=dict)
+    pids: dict[int, int] = field(default_factory=dict)
+    details: dict = field(default_factory=dict)
+
+    def to_dict(self) -> dict:
+        return {"ok": self.ok, "losses": self.losses, "bitwise_equal_to_reference": self.bitwise_equal_to_reference,
+                "failure": self.failure, "instructions": self.records}
+
+    def trace(self, iteration: Optional[int] = None) -> MeasuredTrace:
+        """Measured instructions (the last iteration by default, all with ``iteration=-1``)."""
+        rows = self.records if iteration == -1 else last_iteration(self.records) if iteration is None \
+            else [r for r in self.records if r["iteration"] == iteration]
+        return to_measured(rows, source=str(self.folder or "run"))
+
+    def chrome_trace(self) -> dict:
+        return chrome_trace(self.records, self.failure)
+
+    def write_chrome_trace(self, path: Path) -> Path:
+        Path(path).write_text(json.dumps(self.chrome_trace()))
+        return Path(path)
+
+    def table(self) -> str:
+        return table(self.records)
+
+    def same_as(self, other: "RunResult") -> bool:
+        """Bitwise identical losses and gradients (equal digests of every bit)."""
+        return self.digest is not None and self.digest == other.digest
+
+
+def refused(message: str, where: Optional[dict] = None) -> RunResult:
+    """A run the analysis stopped before launch (a deadlock, an unmatched exchange)."""
+    failure = {"rank": None, "stage": None, "step": None, "instruction": None, **(where or {}),
+               "message": f"refused before launch: {message}"}
+    return RunResult(False, [], None, failure, [], launched=False)
+
+
+def collect(folder: Path, schedule: Schedule, returncodes: Mapping[int, Optional[int]] = {},
+            stopped: frozenset[int] = frozenset(), stall_timeout_s: Optional[float] = None) -> RunResult:
+    """Read a finished (or abandoned) run folder; ``stopped`` are ranks the launcher had to kill."""
+    follower = Follower(Path(folder))
+    follower.poll()
+    result_path = Path(folder) / "result.json"
+    final = json.loads(result_path.read_text()) if result_path.exists() else None
+    failure = _diagnose(follower, schedule, dict(returncodes), stopped, stall_timeout_s)
+    ok = final is not None and failure is None
+    pids = {r: p.pid for r, p in follower.ranks.items() if p.pid}
+    return RunResult(ok=ok, losses=final["losses"] if final else [],
+                     bitwise_equal_to_reference=final["bitwise_equal_to_reference"] if final else None,
+                     failure=failure, records=follower.records, folder=Path(folder),
+                     digest=final["digest"] if final else None, returncodes=dict(returncodes), pids=pids,
+                     details={"result": final, "failures": [e for e in follower.events if e["type"] == "failure"],
+                              "iterations": [e for e in follower.events if e["type"] == "iteration"]})
+
+
+def _diagnose(follower: Follower, schedule: Schedule, codes: dict, stopped: frozenset[int],
+              stall_timeout_s: Optional[float]) -> Optional[dict]:
+    failures = {e["rank"]: e for e in follower.events if e["type"] == "failure"}
+    own = sorted((e for e in failures.values() if e["cause"] in _OWN_FAULT), key=lambda e: e["time"])
+    if own:
+        return _entry(own[0], own[0]["message"])
+    killed = [r for r, c in sorted(codes.items()) if c is not None and c < 0 and r not in stopped and r not in failures]
+    if killed:
+        rank = killed[0]
+        where = _next_instruction(follower, schedule, rank)
+        name = signal.Signals(-codes[rank]).name if -codes[rank] in signal.Signals._value2member_map_ else str(-codes[rank])
+        return {**where, "message": f"rank {rank} was killed by {name} before {where['instruction']} at step {where['step']}; "
+                                    f"the run was stopped and its trace up to there kept"}
+    timeouts = [e for e in failures.values() if e["cause"] == "timeout"]
+    if timeouts:
+        waits = "; ".join(f"stage {e['stage']} (rank {e['rank']}) waited in {e['instruction']} at step {e['step']}" for e in timeouts)
+        silent = [r for r in sorted(stopped) if r not in failures]
+        tail = "".join(f"; rank {r} made no progress after step {follower.ranks[r].last_step if r in follower.ranks else -1} "
+                       f"and was stopped" for r in silent)
+        limit = f" more than {stall_timeout_s:g} s" if stall_timeout_s else ""
+        return _entry(timeouts[0], f"stalled:{limit}: {waits}{tail}".replace("stalled::", "stalled:"))
+    if failures:
+        first = min(failures.values(), key=lambda e: e["time"])
+        return _entry(first, first["message"])
+    exited = [r for r, c in sorted(codes.items()) if c not in (0, None) and r not in stopped]
+    if exited:
+        where = _next_instruction(follower, schedule, exited[0])
+        return {**where, "message": f"rank {exited[0]} exited with code {codes[exited[0]]} (see rank{exited[0]}.log)"}
+    if codes and any(c is None for c in codes.values()):
+        return {"rank": None, "stage": None, "step": None, "instruction": None, "message": "the run did not finish"}
+    return None
+
+
+def _entry(event: dict, message: str) -> dict:
+    return {"rank": event["rank"], "stage": event["stage"], "step": event["step"], "instruction": event["instruction"],
+            "message": message}
+
+
+def _next_instruction(follower: Follower, schedule: Schedule, rank: int) -> dict:
+    """Where a silent rank stopped: the instruction after the last one it recorded."""
+    done = [r for r in follower.records if r["rank"] == rank]
+    it = max((r["iteration"] for r in done), default=0)
+    count = sum(1 for r in done if r["iteration"] == it)
+    for step, instrs in enumerate(schedule.stream(rank)):
+        for ins in instrs:
+            if count == 0:
+                return {"rank": rank, "stage": ins.stage, "step": step, "instruction": ins.deepspeed_repr()}
+            count -= 1
+    stage = schedule.stages_of_rank(rank)[0]
+    return {"rank": rank, "stage": stage, "step": schedule.num_steps - 1, "instruction": None}
