@@ -77,6 +77,12 @@ class RankExecutor:
                     raise InstructionFailed(step, ins, classify(exc), f"{type(exc).__name__}: {exc}") from exc
                 if clock:
                     self.recorder.add(iteration, step, ins, start, clock.now())
+                state = self.states[ins.stage]
+                if state.observations and self.recorder is not None:
+                    for message in state.observations:
+                        self.recorder.event("hazard", stage=ins.stage, step=step, instruction=ins.deepspeed_repr(),
+                                            text=str(ins), iteration=iteration, message=message, time=time.time())
+                    state.observations.clear()
             if clock and instructions and not getattr(clock, "deferred", False):
                 self.recorder.flush()
         last = len(self.stream) - 1

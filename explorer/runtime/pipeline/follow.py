@@ -59,6 +59,7 @@ class Follower:
         prog = self.ranks.setdefault(rank, RankProgress(rank))
         kind = line.get("type")
         if kind == "instr":
+            line.pop("type", None)
             new.append(line)
             if line["iteration"] != prog.iteration:
                 prog.iteration, prog.steps_done = line["iteration"], 0

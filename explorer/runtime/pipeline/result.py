@@ -4,6 +4,9 @@ Reading the folder (rather than asking the processes) is what lets a failed run 
 everything: a rank killed by SIGKILL cannot report, but every step it finished is on disk.
 It also serves ``torchrun`` runs, whose ranks the launcher never saw.
 
+A read of another micro-batch's data (recorded by the ranks as ``hazard`` lines) fails the run
+even when nothing crashed: the engine would have trained on the wrong data without a word.
+
 The failure is the *cause*, not the first symptom. When one rank fails, its neighbours fail a
 moment later (their peer is gone, or their receive times out); so a rank's own fault
 (``buffer``, ``error``) wins over a rank killed from outside, which wins over a stall, which
@@ -82,22 +85,26 @@ def collect(folder: Path, schedule: Schedule, returncodes: Mapping[int, Optional
     result_path = Path(folder) / "result.json"
     final = json.loads(result_path.read_text()) if result_path.exists() else None
     failure = _diagnose(follower, schedule, dict(returncodes), stopped, stall_timeout_s)
-    ok = final is not None and failure is None
+    ok = final is not None and failure is None  # a hazard line makes a finished run fail too
     pids = {r: p.pid for r, p in follower.ranks.items() if p.pid}
     return RunResult(ok=ok, losses=final["losses"] if final else [],
                      bitwise_equal_to_reference=final["bitwise_equal_to_reference"] if final else None,
                      failure=failure, records=follower.records, folder=Path(folder),
                      digest=final["digest"] if final else None, returncodes=dict(returncodes), pids=pids,
                      details={"result": final, "failures": [e for e in follower.events if e["type"] == "failure"],
+                              "hazards": [e for e in follower.events if e["type"] == "hazard"],
                               "iterations": [e for e in follower.events if e["type"] == "iteration"]})
 
 
 def _diagnose(follower: Follower, schedule: Schedule, codes: dict, stopped: frozenset[int],
               stall_timeout_s: Optional[float]) -> Optional[dict]:
     failures = {e["rank"]: e for e in follower.events if e["type"] == "failure"}
-    own = sorted((e for e in failures.values() if e["cause"] in _OWN_FAULT), key=lambda e: e["time"])
+    hazards = [e for e in follower.events if e["type"] == "hazard"]
+    own = sorted([e for e in failures.values() if e["cause"] in _OWN_FAULT] + hazards, key=lambda e: e["time"])
     if own:
-        return _entry(own[0], own[0]["message"])
+        later = [e for e in own[1:] if e["type"] == "failure"]
+        then = f" (then: {later[0]['message']})" if later else ""
+        return _entry(own[0], own[0]["message"] + then)
     killed = [r for r, c in sorted(codes.items()) if c is not None and c < 0 and r not in stopped and r not in failures]
     if killed:
         rank = killed[0]

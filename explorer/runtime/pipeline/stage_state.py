@@ -12,7 +12,9 @@ DeepSpeed, so this class keeps the engine's data structures and nothing smarter:
   ``None``: the seed's bug (``RecvActivation`` replaced the tensor that carried the gradient).
 
 Parameter gradients accumulate across micro-batches; ``OptimizerStep`` applies them. Which
-micro-batch each slot holds is tracked only to say so in the error, never to steer execution.
+micro-batch each slot holds is tracked only to say so, never to steer execution: a read that
+finds another micro-batch's data does not crash the engine (it silently computes with it), so
+it is kept in ``observations`` and reported as a finding while the run goes on as DeepSpeed's would.
 """
 
 from __future__ import annotations
@@ -45,7 +47,8 @@ class StageState:
         self.output_grads: list[Optional[torch.Tensor]] = [None] * n  # kept for BackwardWeight
         self.forward_inputs: list[Optional[torch.Tensor]] = [None] * n  # the graph's leaf, for BackwardInput
         self.grad_layer: Optional[torch.Tensor] = None
-        self.holds = {"input": [-1] * n, "output": [-1] * n}  # micro-batch per slot, for messages
+        self.holds = {"input": [-1] * n, "output": [-1] * n, "labels": [-1] * n}  # micro-batch per slot
+        self.observations: list[str] = []  # silent wrong reads, in order
         self.losses: dict[int, torch.Tensor] = {}
         self.optimizer = torch.optim.SGD(module.parameters(), lr=lr) if any(True for _ in module.parameters()) else None
 
@@ -56,13 +59,16 @@ class StageState:
             self.holds["input"][ins.buffer] = ins.microbatch
         if self.last:
             self.labels[ins.buffer] = target
+            self.holds["labels"][ins.buffer] = ins.microbatch
 
     def forward(self, ins: Instruction) -> None:
         b = ins.buffer
         x = self._need(self.inputs[b], ins, f"inputs[{b}] is empty: nothing was loaded or received into it")
+        self._observe("input", "inputs", ins)
         out = self.module(x)
         if self.last:
             label = self._need(self.labels[b], ins, f"labels[{b}] is empty: LoadMicroBatch never filled it")
+            self._observe("labels", "labels", ins)
             out = self.loss_fn(out, label)
             self.losses[ins.microbatch] = out.detach().clone()
         self.outputs[b] = out
@@ -73,6 +79,7 @@ class StageState:
         """``BackwardPass`` (both), ``BackwardInput`` (``weights=False``), ``BackwardWeight``."""
         b = ins.buffer
         out = self._need(self.outputs[b], ins, f"outputs[{b}] is empty: no ForwardPass wrote it")
+        self._observe("output", "outputs", ins)
         if self.last:
             out, grad = out * self.scale, None
         elif not inputs:  # BackwardWeight: the output gradient saved by BackwardInput
@@ -125,6 +132,13 @@ class StageState:
         self.losses.clear()
 
     # -- helpers -------------------------------------------------------------------------------
+    def _observe(self, slot: str, name: str, ins: Instruction) -> None:
+        held = self.holds[slot][ins.buffer]
+        if held != ins.microbatch:
+            self.observations.append(
+                f"{ins.deepspeed_repr()} on stage {self.stage} read {name}[{ins.buffer}] holding micro-batch {held} "
+                f"instead of micro-batch {ins.microbatch}: the engine goes on with the wrong data, silently")
+
     def _need(self, value: Optional[torch.Tensor], ins: Instruction, message: str) -> torch.Tensor:
         if value is None:
             raise BufferFault(f"{ins.deepspeed_repr()} on stage {self.stage}: {message}")
