@@ -22,6 +22,7 @@ COMMANDS: tuple[str, ...] = (
     "explorer.commands.check",
     "explorer.commands.compile_probe",
     "explorer.commands.hlo",
+    "explorer.commands.run",
 )
 
 
