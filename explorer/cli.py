@@ -23,6 +23,7 @@ COMMANDS: tuple[str, ...] = (
     "explorer.commands.compile_probe",
     "explorer.commands.hlo",
     "explorer.commands.run",
+    "explorer.commands.xla_run",
 )
 
 
