@@ -75,7 +75,7 @@ def _event_table() -> tuple[np.ndarray, np.ndarray, np.ndarray]:
 _TABLE = _event_table()
 
 
-_EVENT_CACHE: dict[int, tuple] = {}  # id(kind column) -> (weakref to it, stage column, stages, events)
+_EVENT_CACHE: dict[int, tuple] = {}  # id(kind column) -> (weakref to it, stage column, stages, events, derived)
 
 
 def _events(schedule: Schedule):
@@ -92,7 +92,7 @@ def _events(schedule: Schedule):
     events = _compute_events(schedule)
     if len(_EVENT_CACHE) >= 8:
         _EVENT_CACHE.pop(next(iter(_EVENT_CACHE)))
-    _EVENT_CACHE[id(schedule.kind)] = (weakref.ref(schedule.kind), schedule.stage, schedule.num_stages, events)
+    _EVENT_CACHE[id(schedule.kind)] = (weakref.ref(schedule.kind), schedule.stage, schedule.num_stages, events, {})
     return events
 
 
@@ -225,8 +225,21 @@ def needed_buffers(schedule: Schedule) -> list[int]:
 
     A micro-batch occupies a buffer on a stage from its first write there (load, receive or
     forward) to its last read (send, backward or weight gradient), in stream order. This is
-    the fewest buffers any id assignment can use without overwriting live data.
+    the fewest buffers any id assignment can use without overwriting live data. It does not
+    depend on buffer ids, so a schedule and its buffer reassignments share one computation.
     """
+    hit = _EVENT_CACHE.get(id(schedule.kind))
+    if hit is not None and hit[0]() is schedule.kind and hit[1] is schedule.stage and "needed" in hit[4] \
+            and hit[4]["needed"][0] is schedule.microbatch:
+        return list(hit[4]["needed"][1])
+    needed = _needed_buffers(schedule)
+    hit = _EVENT_CACHE.get(id(schedule.kind))
+    if hit is not None and hit[0]() is schedule.kind:
+        hit[4]["needed"] = (schedule.microbatch, tuple(needed))
+    return needed
+
+
+def _needed_buffers(schedule: Schedule) -> list[int]:
     rows, slot, _, _ = _events(schedule)
     keep = slot != _GRAD_LAYER
     rows, slot = rows[keep], slot[keep]
@@ -237,10 +250,13 @@ def needed_buffers(schedule: Schedule) -> list[int]:
     ok = mb >= 0
     key = st[ok] * m + mb[ok]
     r = rows[ok]
+    # Events are in stream order, so rows ascend: with repeated indices the last assignment
+    # wins, which gives the last row directly and, on the reversed arrays, the first one
+    # (ufunc.at would do the same an order of magnitude slower).
     first = np.full(p * m, np.iinfo(np.int64).max)
     lastr = np.full(p * m, -1)
-    np.minimum.at(first, key, r)
-    np.maximum.at(lastr, key, r)
+    first[key[::-1]] = r[::-1]
+    lastr[key] = r
     live = lastr >= 0
     keys = np.nonzero(live)[0]
     stage_of = keys // m
