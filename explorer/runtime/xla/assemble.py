@@ -59,7 +59,7 @@ def assemble(child: ChildResult, label: str, threshold: float = 0.8) -> XlaRun:
     _steps(run, step_msgs, per_step)
     if text:
         _explain(run, modules, threshold)
-    run.modules = modules  # type: ignore[attr-defined]
+    run.modules = modules
     return run
 
 

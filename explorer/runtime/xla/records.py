@@ -116,6 +116,8 @@ class XlaRun:
     out_dir: str = ""
     setup_ms: float = 0.0
     child_output: str = ""
+    #: Parsed HLO per graph hash (explorer.hlo.Module), for diffs on demand; not serialized.
+    modules: dict[str, Any] = field(default_factory=dict, repr=False)
 
     @property
     def ok(self) -> bool:

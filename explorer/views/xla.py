@@ -1,0 +1,125 @@
+"""Figures for an XLA run: the step timeline, the distinct graphs, and a diff between two graphs.
+
+Pure functions of :class:`~explorer.runtime.xla.records.XlaRun` returning ``go.Figure``; the
+widget copies them into ``FigureWidget``s, the tests read ``fig.to_dict()``. Time is on a log
+axis because a compile costs seconds and a cached step milliseconds; a new graph is marked
+above its step, red when it is a recompile (a near-duplicate of an earlier graph), grey when it
+is a new computation.
+"""
+
+from __future__ import annotations
+
+import html
+from typing import Any, Optional
+
+from explorer.errors import require
+from explorer.hlo import diff_modules
+from explorer.views.hlo import diff_table
+
+COMPILE, EXECUTE, RECOMPILE, NEW = "#ff7f0e", "#1f77b4", "#d62728", "#7f7f7f"
+GROUP_FILLS = ("#e3f2fd", "#fff3e0", "#e8f5e9", "#f3e5f5", "#fffde7", "#e0f7fa", "#fbe9e7", "#eceff1")
+
+
+def _go() -> Any:
+    return require("plotly.graph_objects", "lab", "XLA run figures")
+
+
+def step_timeline(run: Any) -> Any:
+    """Compile and execute time per step (log axis), with a marker over each step that made a new graph."""
+    go = _go()
+    steps = run.steps
+    x = [s.step for s in steps]
+    fig = go.Figure()
+    fig.add_trace(go.Bar(x=x, y=[s.compile_ms or None for s in steps], name="compile", marker_color=COMPILE,
+                         hovertemplate="step %{x}<br>compile %{y:.1f} ms<extra></extra>"))
+    fig.add_trace(go.Bar(x=x, y=[s.execute_ms or None for s in steps], name="execute", marker_color=EXECUTE,
+                         hovertemplate="step %{x}<br>execute %{y:.3f} ms<extra></extra>"))
+    fig.add_trace(go.Scatter(x=x, y=[s.wall_ms for s in steps], name="step wall time", mode="lines+markers",
+                             line=dict(color="#444", width=1, dash="dot"),
+                             hovertemplate="step %{x}<br>wall %{y:.1f} ms<extra></extra>"))
+    new = [s for s in steps if s.new_graphs]
+    kinds = [_is_recompile(run, s) for s in new]
+    fig.add_trace(go.Scatter(
+        x=[s.step for s in new], y=[max(s.wall_ms, s.compile_ms, 1e-3) * 1.8 for s in new], mode="markers+text",
+        name="new graph", text=[s.new_graphs[-1][:8] for s in new], textposition="top center",
+        customdata=[s.new_graphs[-1] for s in new],
+        marker=dict(symbol="triangle-down", size=13, color=[RECOMPILE if k else NEW for k in kinds]),
+        hovertext=[html.escape(s.cause) for s in new], hoverinfo="text"))
+    failed = run.failure.step if run.failure is not None else None
+    title = f"{run.label}: {len(run.graphs)} distinct graph(s), {len([k for k in kinds if k])} recompile(s)"
+    if run.failure is not None:
+        title += f" — failed ({run.failure.kind})" + (f" at step {failed}" if failed is not None else "")
+    fig.update_layout(title=title, barmode="group", height=380, margin=dict(l=60, r=20, t=50, b=40),
+                      xaxis=dict(title="step", dtick=1 if len(steps) <= 40 else None),
+                      yaxis=dict(title="ms (log)", type="log"), legend=dict(orientation="h", y=-0.2))
+    return fig
+
+
+def _is_recompile(run: Any, step: Any) -> bool:
+    g = run.graph(step.new_graphs[-1])
+    return bool(g and g.recompile)
+
+
+def graphs_table(run: Any) -> Any:
+    """Every distinct graph, grouped as near-duplicates (one fill colour per group)."""
+    go = _go()
+    rows = sorted(run.graphs, key=lambda g: (g.group if g.group >= 0 else 1 << 20, g.step))
+    fills = [GROUP_FILLS[g.group % len(GROUP_FILLS)] if g.group >= 0 else "#ffffff" for g in rows]
+    cells = [
+        [g.graph_hash[:12] for g in rows],
+        [str(g.group) if g.group >= 0 else "-" for g in rows],
+        ["setup" if g.step < 0 else str(g.step) for g in rows],
+        [", ".join(map(str, g.steps_ran)) or "-" for g in rows],
+        [str(g.instructions or "-") for g in rows],
+        [str(g.num_parameters if g.num_parameters is not None else "-") for g in rows],
+        [(g.closest or "")[:8] for g in rows],
+        [html.escape(g.diff_summary[:300] + ("..." if len(g.diff_summary) > 300 else "")) for g in rows],
+    ]
+    fig = go.Figure(go.Table(
+        columnwidth=[70, 40, 55, 80, 60, 50, 60, 420],
+        header=dict(values=["graph", "group", "compiled at", "ran at steps", "instructions", "params",
+                            "closest", "difference from the closest earlier graph"], align="left"),
+        cells=dict(values=cells, align="left", fill_color=[fills] * len(cells))))
+    fig.update_layout(title=f"{len(rows)} distinct graph(s) in {len({g.group for g in rows if g.group >= 0})} "
+                            "near-duplicate group(s)",
+                      height=140 + 60 * max(len(rows), 1), margin=dict(l=10, r=10, t=40, b=10))
+    return fig
+
+
+def graph_diff(run: Any, hash_a: str, hash_b: str) -> Any:
+    """The HLO diff table from graph ``hash_a`` to graph ``hash_b`` (both must have HLO)."""
+    modules = run.modules
+    if hash_a not in modules or hash_b not in modules:
+        go = _go()
+        missing = [h[:8] for h in (hash_a, hash_b) if h not in modules]
+        fig = go.Figure()
+        fig.update_layout(title=f"no HLO for graph(s) {', '.join(missing)}: nothing to diff", height=120)
+        return fig
+    a, b = modules[hash_a], modules[hash_b]
+    d = diff_modules(a, b)
+    fig = diff_table(d, a, b)
+    fig.update_layout(title=f"{hash_a[:8]} -> {hash_b[:8]}: {fig.layout.title.text}")
+    return fig
+
+
+def default_pair(run: Any) -> Optional[tuple[str, str]]:
+    """The pair worth showing first: the last recompile and the graph it was compared against."""
+    for g in reversed(run.graphs):
+        if g.recompile and g.closest:
+            return g.closest, g.graph_hash
+    return None
+
+
+def run_html(run: Any) -> str:
+    """Device, workarounds, per-step explanations and any failure, as an HTML fragment."""
+    dev = run.device
+    parts = [f"<p><b>{html.escape(run.label)}</b> on {html.escape(str(dev.get('pjrt_device', '?')))} "
+             f"x{dev.get('devices', '?')}: {html.escape(str(dev.get('wrapper', '')))}</p>"]
+    for w in dev.get("workarounds", []):
+        parts.append(f"<p>CPU workaround applied: <code>{html.escape(w)}</code></p>")
+    if run.failure is not None:
+        f = run.failure
+        parts.append(f"<p class='finding'><b>The child failed ({html.escape(f.kind)}):</b> {html.escape(f.message)}</p>")
+    items = "".join(f"<li>step {s.step}: {html.escape(s.cause)}</li>" for s in run.steps)
+    parts.append(f"<ul>{items}</ul>")
+    return "\n".join(parts)

@@ -1,0 +1,181 @@
+"""``XlaExplorer``: pick a scenario and FSDP options, run real XLA steps, see what compiled and why.
+
+The Run control starts the child process from a background thread, so the kernel stays free
+while XLA compiles; each message of the child moves the progress bar and the status line, and
+the figures are refreshed once the run is assembled (each ``FigureWidget`` in one
+``batch_update()``). ``run(block=True)`` runs in the caller's thread instead, for scripts and
+tests. Clicking a new-graph marker on the timeline diffs that graph against the earlier graph
+it was compared with; the two dropdowns diff any pair.
+"""
+
+from __future__ import annotations
+
+import html
+import threading
+from typing import Any, Optional
+
+import ipywidgets as w
+
+from explorer.runtime.xla.config import RunConfig
+from explorer.runtime.xla.presets import PRESETS
+from explorer.runtime.xla.records import XlaRun
+from explorer.runtime.xla.run import run as run_config
+from explorer.views import xla as views
+from explorer.views.html import figure_div, page
+from explorer.widgets.sync import LiveFigure
+
+
+class XlaExplorer:
+    """Scenario and options in; step timeline, graph groups and a graph-to-graph diff out."""
+
+    def __init__(self, scenario: str = "steady", steps: int = 0, run: Optional[XlaRun] = None,
+                 autorun: bool = False, **options: Any) -> None:
+        style = {"description_width": "7em"}
+        preset = PRESETS[scenario]
+        self.options = options
+        self.scenario = w.Dropdown(options=list(PRESETS), value=scenario, description="scenario", style=style)
+        self.steps = w.IntSlider(value=steps or preset.steps, min=2, max=30, description="steps", style=style)
+        self.layers = w.IntSlider(value=options.pop("layers", 1), min=1, max=4, description="layers", style=style)
+        self.bucket = w.BoundedFloatText(value=options.pop("bucket_mb", preset.bucket_mb or 0.0), min=0.0, max=1e4,
+                                         description="bucket MB", style=style, layout=w.Layout(width="14em"))
+        self.fsdp = w.Dropdown(options=[("FSDP v1 (world size 1)", "v1"), ("SPMD FSDPv2 (4 CPU devices)", "v2")],
+                               value=options.pop("fsdp", "v1"), description="FSDP", style=style)
+        self.run_button = w.Button(description="Run", icon="play", button_style="primary",
+                                   tooltip="run the steps in a child process (the kernel stays free)")
+        self.progress = w.IntProgress(value=0, min=0, max=1, description="steps")
+        self.status = w.HTML()
+        self.graph_a = w.Dropdown(description="diff from", style=style)
+        self.graph_b = w.Dropdown(description="to", style=style)
+        empty = views._go().Figure()
+        self.timeline = LiveFigure(empty)
+        self.graphs = LiveFigure(empty)
+        self.diff = LiveFigure(empty)
+        self.run_button.on_click(lambda _b: self.run(block=False))
+        self.scenario.observe(self._on_scenario, names="value")
+        for dd in (self.graph_a, self.graph_b):
+            dd.observe(lambda _c: self._show_diff(), names="value")
+        controls = w.VBox([w.HBox([self.scenario, self.steps, self.layers]),
+                           w.HBox([self.fsdp, self.bucket, self.run_button, self.progress])])
+        self.widget = w.VBox([controls, self.status, self.timeline.widget, self.graphs.widget,
+                              w.HBox([self.graph_a, self.graph_b]), self.diff.widget])
+        self.result: Optional[XlaRun] = None
+        self._quiet = False
+        self._thread: Optional[threading.Thread] = None
+        if run is not None:
+            self.show(run)
+        elif autorun:
+            self.run(block=True)
+
+    def _on_scenario(self, change: dict[str, Any]) -> None:
+        preset = PRESETS[change["new"]]
+        self.steps.value = preset.steps
+        self.bucket.value = preset.bucket_mb or 0.0
+
+    def config(self) -> RunConfig:
+        """The run the controls describe."""
+        return RunConfig(scenario=self.scenario.value, steps=self.steps.value, layers=self.layers.value,
+                         bucket_mb=self.bucket.value, fsdp=self.fsdp.value, **self.options)
+
+    def _progress(self, msg: dict[str, Any]) -> None:
+        if msg["event"] == "setup":
+            self.status.value = f"<p>model ready on {html.escape(str(msg['device'].get('pjrt_device')))}; stepping ...</p>"
+        elif msg["event"] == "begin":
+            self.status.value = f"<p>step {msg['step']} running (a compile takes seconds on CPU) ...</p>"
+        elif msg["event"] == "step":
+            self.progress.value = msg["step"] + 1
+
+    def run(self, block: bool = True) -> Optional[XlaRun]:
+        """Run the configured steps; with ``block=False`` in a background thread (returns None)."""
+        cfg = self.config().resolved()
+        self.progress.max, self.progress.value = cfg.steps, 0
+        self.status.value = f"<p>starting a child process for {html.escape(cfg.label)} ...</p>"
+        self.run_button.disabled = True
+        if block:
+            return self._work(cfg)
+        self._thread = threading.Thread(target=self._work, args=(cfg,), daemon=True)
+        self._thread.start()
+        return None
+
+    def wait(self, timeout: Optional[float] = None) -> Optional[XlaRun]:
+        """Wait for a background run and return its result."""
+        if self._thread is not None:
+            self._thread.join(timeout)
+        return self.result
+
+    def _work(self, cfg: RunConfig) -> Optional[XlaRun]:
+        try:
+            result = run_config(cfg, progress=self._progress)
+            self.show(result)
+            return result
+        except Exception as exc:  # shown in the page: a background thread has nowhere else to report
+            self.status.value = f"<p class='finding'>run failed: {html.escape(f'{type(exc).__name__}: {exc}')}</p>"
+            return None
+        finally:
+            self.run_button.disabled = False
+
+    def show(self, result: XlaRun) -> None:
+        """Display ``result``: status, timeline, graph table, and the most telling diff."""
+        self.result = result
+        self.status.value = views.run_html(result)
+        self.timeline.show(views.step_timeline(result))
+        self.graphs.show(views.graphs_table(result))
+        options = [(f"{g.graph_hash[:8]} ({'setup' if g.step < 0 else 'step ' + str(g.step)})", g.graph_hash)
+                   for g in result.graphs if g.graph_hash in result.modules]
+        pair = views.default_pair(result)
+        self._quiet = True
+        try:
+            self.graph_a.options, self.graph_b.options = list(options), list(options)
+            if pair:
+                self.graph_a.value, self.graph_b.value = pair
+            elif len(options) >= 2:
+                self.graph_a.value, self.graph_b.value = options[-2][1], options[-1][1]
+        finally:
+            self._quiet = False
+        self._show_diff()
+        markers = self.timeline.widget.data[-1]
+        markers.on_click(self._on_marker)
+
+    def _on_marker(self, trace: Any, points: Any, _state: Any) -> None:
+        """A click on a new-graph marker: diff that graph against its closest earlier graph."""
+        if not points.point_inds or self.result is None:
+            return
+        g = self.result.graph(trace.customdata[points.point_inds[0]])
+        if g is not None and g.closest and g.graph_hash in self.result.modules:
+            self._quiet = True
+            self.graph_a.value, self.graph_b.value = g.closest, g.graph_hash
+            self._quiet = False
+            self._show_diff()
+
+    def _show_diff(self) -> None:
+        if self._quiet or self.result is None or not self.graph_a.value or not self.graph_b.value:
+            return
+        self.diff.show(views.graph_diff(self.result, self.graph_a.value, self.graph_b.value))
+
+    def figures(self) -> list[Any]:
+        """The current figures (plain ``go.Figure``), in page order."""
+        if self.result is None:
+            return []
+        figs = [views.step_timeline(self.result), views.graphs_table(self.result)]
+        if self.graph_a.value and self.graph_b.value:
+            figs.append(views.graph_diff(self.result, self.graph_a.value, self.graph_b.value))
+        return figs
+
+    def _repr_mimebundle_(self, **kwargs: Any) -> Any:
+        return self.widget._repr_mimebundle_(**kwargs)
+
+    def _repr_html_(self) -> str:
+        """A static, self-contained fragment of the current figures (plotly.js inlined once)."""
+        if self.result is None:
+            return "<p>no XLA run yet</p>"
+        divs = [figure_div(f, include_plotlyjs=(i == 0)) for i, f in enumerate(self.figures())]
+        return "<div>" + views.run_html(self.result) + "".join(divs) + "</div>"
+
+    def to_html(self, path: Optional[str] = None) -> str:
+        """A full offline page of the current state; written to ``path`` when given."""
+        label = self.result.label if self.result else self.scenario.value
+        sections = [views.run_html(self.result), *self.figures()] if self.result else ["<p>no XLA run yet</p>"]
+        text = page(f"XLA recompilation explorer: {label}", sections)
+        if path:
+            with open(path, "w", encoding="utf-8") as fh:
+                fh.write(text)
+        return text
