@@ -132,7 +132,7 @@ def _per_step(schedule: Schedule, partner: np.ndarray, row_cost: np.ndarray, lat
     d_wait = np.where(local[waiting], 0.0, latency)
     d_step = d_cell // RK
     inside = (d_src // RK) == d_step
-    by = np.lexsort((d_cell, ~inside, d_step))  # per step: earlier-step waits, then in-step waits
+    by = np.lexsort((d_cell, inside, d_step))  # per step: earlier-step waits first, then in-step waits
     d_cell, d_src, d_rdv, d_wait, d_step, inside = (x[by] for x in (d_cell, d_src, d_rdv, d_wait, d_step, inside))
     steps = np.arange(T + 1)
     first = np.searchsorted(d_step, steps)

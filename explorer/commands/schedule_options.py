@@ -20,7 +20,8 @@ def add_schedule_options(parser: argparse.ArgumentParser) -> None:
     g.add_argument("--kind", choices=list(KINDS), help="schedule generator")
     g.add_argument("--from", dest="from_class", metavar="MODULE:CLASS",
                    help="a DeepSpeed-style PipeSchedule class on PYTHONPATH instead of --kind")
-    g.add_argument("--stages", type=int, required=True, metavar="P", help="pipeline stages (ranks x chunks)")
+    g.add_argument("--stages", type=int, required=True, metavar="P",
+                   help="pipeline ranks; interleaved-1f1b runs P x --chunks stages and dualpipev 2P")
     g.add_argument("--microbatches", type=int, required=True, metavar="M", help="micro-batches per batch")
     g.add_argument("--chunks", type=int, default=1, metavar="V", help="virtual stages per rank (interleaved-1f1b)")
     g.add_argument("--buffers", default=None, metavar="N|legacy|fixed|minimal",

@@ -14,7 +14,9 @@ from typing import Any
 from explorer.errors import InputError, require
 
 SCHEDULES = ("ScheduleGPipe", "Schedule1F1B", "ScheduleInterleaved1F1B", "ScheduleLoopedBFS",
-             "ScheduleInterleavedZeroBubble", "ScheduleZBVZeroBubble")
+             "ScheduleInterleavedZeroBubble", "ScheduleZBVZeroBubble", "ScheduleDualPipeV")
+#: Schedules that place two stages per rank in a V (rank r holds r and 2p - 1 - r).
+V_SCHEDULES = ("ScheduleZBVZeroBubble", "ScheduleDualPipeV")
 
 
 class StageShape:
@@ -45,8 +47,7 @@ def pipeline_order(schedule_name: str, ranks: int, microbatches: int, chunks: in
             if chunks != 1:
                 raise InputError(f"{schedule_name} runs one stage per rank; use chunks=1")
             return dict(cls(StageShape(0, stages, ranks, 0), microbatches).pipeline_order)
-        # ScheduleZBVZeroBubble places stages in a V: rank r holds r and 2p-1-r.
-        if schedule_name == "ScheduleZBVZeroBubble":
+        if schedule_name in V_SCHEDULES:
             local = [StageShape(0, stages, ranks, 0), StageShape(stages - 1, stages, ranks, 0)]
         else:
             local = [StageShape(c * ranks, stages, ranks, 0) for c in range(chunks)]

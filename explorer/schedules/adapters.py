@@ -106,7 +106,8 @@ def from_torch_pipelining(
 ) -> Schedule:
     """Lower a ``torch.distributed.pipelining`` ``pipeline_order`` (rank -> actions per time step).
 
-    Actions may be ``_Action`` tuples or their text (``"2F0"``); ``None`` is an idle step.
+    Actions may be ``_Action`` tuples or their text (``"2F0"``); ``None`` is an idle step. Each
+    compute action takes one step; an overlapped pair (``OVERLAP_F_B``) takes two.
     Only compute actions are read (``F``, ``B``, ``I``, ``W``); exchanges are added by the same
     rules as every generated schedule: each send right after the compute that produced its data
     (as PyTorch's ``_add_send_recv`` does), each receive right before the compute that needs it.
@@ -114,15 +115,20 @@ def from_torch_pipelining(
     rows: list[tuple[int, int, int, int]] = []
     stage_to_rank: dict[int, int] = {}
     for rank, actions in sorted(pipeline_order.items()):
-        for t, action in enumerate(actions):
+        t = 0
+        for action in actions:
             if action is None or action == "":
+                t += 1
                 continue
-            stage, ctype, mb = _torch_action(action)
-            if ctype not in _TORCH_COMPUTE:
-                continue
-            if stage_to_rank.setdefault(stage, rank) != rank:
-                raise InputError(f"stage {stage} appears on ranks {stage_to_rank[stage]} and {rank}")
-            rows.append((stage, int(_TORCH_COMPUTE[ctype]), mb, t))
+            # An overlapped forward+backward (DualPipeV) runs its parts one after the other here.
+            for part in getattr(action, "sub_actions", None) or (action,):
+                stage, ctype, mb = _torch_action(part)
+                if ctype not in _TORCH_COMPUTE:
+                    continue
+                if stage_to_rank.setdefault(stage, rank) != rank:
+                    raise InputError(f"stage {stage} appears on ranks {stage_to_rank[stage]} and {rank}")
+                rows.append((stage, int(_TORCH_COMPUTE[ctype]), mb, t))
+                t += 1
     if not rows:
         raise InputError("the pipeline order holds no compute action (F, B, I or W)")
     p = num_stages or max(stage_to_rank) + 1

@@ -56,6 +56,7 @@ def test_check_exits_0_for_a_valid_schedule_and_reports_the_bubble():
     (["--from", "json:dumps", "--stages", "4", "--microbatches", "8"], "is not a pipeline schedule class"),
     (["--from", "no_such_module:X", "--stages", "4", "--microbatches", "8"], "cannot import module"),
     (["--stages", "4", "--microbatches", "8"], "--kind is required"),
+    (["--kind", "dualpipev", "--stages", "4", "--microbatches", "6"], "needs at least that many micro-batches"),
 ])
 def test_bad_input_is_one_line_and_exit_2(args, needle):
     res = cli("check", *args)

@@ -6,6 +6,7 @@ from typing import Sequence, Union
 
 from explorer.errors import InputError
 from explorer.schedules.generators.deepspeed import deepspeed_buffers, deepspeed_inference, deepspeed_train
+from explorer.schedules.generators.dualpipe import dualpipev
 from explorer.schedules.generators.pipelines import gpipe, interleaved, one_f_one_b
 from explorer.schedules.generators.zero_bubble import zb_h1
 from explorer.schedules.schedule import Schedule
@@ -20,6 +21,7 @@ KINDS: dict[str, str] = {
     "1f1b": "1F1B: p - s warm-up forwards, then one forward per backward",
     "interleaved-1f1b": "Megatron interleaved 1F1B: --chunks virtual stages per rank",
     "zb-h1": "Zero-bubble H1: backward split into input (I) and weight (W) gradients",
+    "dualpipev": "DualPipeV: two stages per rank in a V, forward of one chunk paired with backward of the other",
 }
 
 
@@ -44,7 +46,10 @@ def generate(
     _check_positive("chunks", chunks, "each rank holds at least one stage")
     if kind not in KINDS:
         raise InputError(f"unknown schedule kind {kind!r}: choose one of {', '.join(KINDS)}")
-    if chunks != 1 and kind != "interleaved-1f1b":
+    if kind == "dualpipev":
+        if chunks not in (1, 2):
+            raise InputError(f"dualpipev always holds 2 stages per rank (a V); drop --chunks {chunks}")
+    elif chunks != 1 and kind != "interleaved-1f1b":
         raise InputError(f"--chunks {chunks} applies only to interleaved-1f1b; {kind} has one stage per rank (use --chunks 1)")
     if order is not None and kind != "deepspeed-train":
         raise InputError(f"--order applies only to deepspeed-train; {kind} orders its exchanges itself (drop --order)")
@@ -58,13 +63,21 @@ def generate(
         if buffers not in (None, 2) and buffers != [2] * stages:
             raise InputError("deepspeed-inference always alternates two buffers; drop --buffers")
         return deepspeed_inference(stages, microbatches)
-    counts = None if buffers is None else deepspeed_buffers(buffers, stages * chunks, microbatches)
+    counts = None if buffers is None or kind == "dualpipev" else deepspeed_buffers(buffers, stages * chunks, microbatches)
     if kind == "gpipe":
         return gpipe(stages, microbatches, counts)
     if kind == "1f1b":
         return one_f_one_b(stages, microbatches, counts)
     if kind == "zb-h1":
         return zb_h1(stages, microbatches, counts)
+    if kind == "dualpipev":
+        if microbatches < 2 * stages:
+            raise InputError(
+                f"dualpipev with {stages} ranks runs {2 * stages} stages and needs at least that many "
+                f"micro-batches (got {microbatches}): use --microbatches {2 * stages} or more"
+            )
+        counts = None if buffers is None else deepspeed_buffers(buffers, 2 * stages, microbatches)
+        return dualpipev(stages, microbatches, counts)
     # interleaved-1f1b
     if microbatches < stages or microbatches % stages:
         raise InputError(
