@@ -1,0 +1,40 @@
+"""Real pipeline runs shared by the pipeline tests (each launch costs a few seconds of process start-up)."""
+
+from __future__ import annotations
+
+import pytest
+
+from explorer.analysis import build
+from explorer.runtime.pipeline import RunSpec, run_pipeline
+
+#: (name, kind, buffers, order): DeepSpeed 0.8 (legacy), today's DeepSpeed (fixed), and PyTorch-style 1F1B.
+CORRECT = (("legacy", "deepspeed-train", "legacy", "legacy"), ("fixed", "deepspeed-train", "fixed", "fixed"),
+           ("1f1b", "1f1b", None, None))
+
+
+@pytest.fixture(scope="session")
+def correct_runs(tmp_path_factory):
+    """{(stages, name): (schedule, result)} for 2 and 4 stages, 8 micro-batches, the MLP on gloo."""
+    runs = {}
+    for stages in (2, 4):
+        for name, kind, buffers, order in CORRECT:
+            schedule = build(kind, stages, 8, buffers=buffers, order=order)
+            folder = tmp_path_factory.mktemp(f"run-{stages}-{name}")
+            runs[stages, name] = schedule, run_pipeline(RunSpec.for_schedule(schedule), folder)
+    return runs
+
+
+@pytest.fixture(scope="session")
+def seed_bug_run(tmp_path_factory):
+    """The seed's schedule: DeepSpeed's buffers without the +1, with the old send/recv order."""
+    schedule = build("deepspeed-train", 4, 8, buffers="fixed", order="legacy")
+    return schedule, run_pipeline(RunSpec.for_schedule(schedule), tmp_path_factory.mktemp("seed-bug"))
+
+
+def alive(pid: int) -> bool:
+    """True when a process with ``pid`` still exists (zombies of our own children included)."""
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            return fh.read().split()[2] != "Z"
+    except FileNotFoundError:
+        return False

@@ -1,0 +1,65 @@
+"""Faults end a run promptly, name the rank, keep the partial trace and leave no process behind."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from explorer.analysis import build
+from explorer.runtime.pipeline import Fault, RunSpec, run_pipeline
+from tests.pipeline.conftest import alive
+
+
+def _timed(spec, folder, **kw):
+    t0 = time.monotonic()
+    result = run_pipeline(spec, folder, **kw)
+    return result, time.monotonic() - t0
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("how", ["kill", "raise"])
+def test_a_dying_rank_is_named_and_the_run_ends(tmp_path, how):
+    schedule = build("deepspeed-train", 4, 8)
+    result, took = _timed(RunSpec.for_schedule(schedule, fault=Fault(rank=1, step=5, how=how)), tmp_path)
+    assert took < 30
+    assert not result.ok and result.failure["rank"] == 1 and result.failure["stage"] == 1
+    assert result.failure["step"] == 5
+    assert ("SIGKILL" in result.failure["message"]) == (how == "kill")
+    assert result.returncodes[1] == (-9 if how == "kill" else 1)
+    # Partial trace: rank 1 recorded steps 0..4 before it died, the others more or less.
+    assert {r["step"] for r in result.records if r["rank"] == 1} == {1, 2, 3, 4}
+    assert len(result.pids) == 4 and not any(alive(pid) for pid in result.pids.values())
+
+
+@pytest.mark.slow
+def test_a_hanging_rank_ends_by_timeout_naming_the_waiting_stages(tmp_path):
+    schedule = build("deepspeed-train", 4, 8)
+    spec = RunSpec.for_schedule(schedule, fault=Fault(rank=1, step=5, how="hang"), stall_timeout_s=3)
+    result, took = _timed(spec, tmp_path)
+    assert took < 30
+    message = result.failure["message"]
+    assert message.startswith("stalled") and "stage 0 (rank 0) waited" in message and "stage 2 (rank 2) waited" in message
+    assert "rank 1 made no progress after step 4" in message
+    assert not any(alive(pid) for pid in result.pids.values())
+
+
+def test_a_deadlocking_schedule_is_refused_before_launch(tmp_path):
+    s = build("1f1b", 2, 4)
+    blocking = s.replace(params={**s.params, "p2p": "blocking"})  # PyTorch's order under DeepSpeed's blocking P2P
+    result = run_pipeline(RunSpec.for_schedule(blocking), tmp_path)
+    assert not result.launched and not result.ok and result.pids == {}
+    assert result.failure["message"].startswith("refused before launch") and "deadlock" in result.failure["message"]
+    assert (result.failure["stage"], result.failure["step"]) == (0, 1)
+    assert not (tmp_path / "spec.json").exists()
+
+
+@pytest.mark.slow
+def test_a_deadlock_launched_anyway_stalls_and_times_out(tmp_path):
+    s = build("1f1b", 2, 4)
+    blocking = s.replace(params={**s.params, "p2p": "blocking"})
+    result, took = _timed(RunSpec.for_schedule(blocking, stall_timeout_s=3), tmp_path, check_first=False)
+    assert took < 30 and not result.ok
+    message = result.failure["message"]
+    assert "stalled" in message and "stage 0 (rank 0) waited in SendActivation(buffer_id=1) at step 1" in message
+    assert "stage 1 (rank 1) waited in SendGrad(buffer_id=0) at step 2" in message

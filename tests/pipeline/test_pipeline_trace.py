@@ -1,0 +1,78 @@
+"""The trace: valid Chrome trace JSON read back by the explorer's reader, a table, costs, live following."""
+
+from __future__ import annotations
+
+import json
+import numbers
+
+import pytest
+
+from explorer.analysis import Costs, check
+from explorer.runtime.pipeline.follow import Follower
+from explorer.runtime.pipeline.trace import last_iteration, makespan, measured_costs
+from explorer.traces import read_chrome_trace
+
+
+@pytest.mark.slow
+def test_chrome_trace_is_valid_trace_event_json(correct_runs, tmp_path):
+    schedule, result = correct_runs[4, "fixed"]
+    path = result.write_chrome_trace(tmp_path / "trace.json")
+    doc = json.loads(path.read_text())
+    events = doc["traceEvents"]
+    complete = [e for e in events if e["ph"] == "X"]
+    assert len(complete) == len(schedule)
+    for e in complete:  # the fields the Trace Event Format requires of complete events
+        assert isinstance(e["name"], str) and isinstance(e["pid"], int) and isinstance(e["tid"], int)
+        assert isinstance(e["ts"], numbers.Real) and isinstance(e["dur"], numbers.Real) and e["dur"] >= 0
+    names = {e["args"]["name"] for e in events if e["ph"] == "M"}
+    assert {f"rank {r}" for r in range(4)} <= names and {f"stage {s}" for s in range(4)} <= names
+    back = read_chrome_trace(path)
+    assert len(back) == len(schedule)
+    assert sorted(zip(back.stage.tolist(), back.kind.tolist(), back.microbatch.tolist())) == \
+           sorted(zip(schedule.stage.tolist(), schedule.kind.tolist(), schedule.microbatch.tolist()))
+
+
+@pytest.mark.slow
+def test_failed_run_trace_marks_the_failure(seed_bug_run):
+    _, result = seed_bug_run
+    events = result.chrome_trace()["traceEvents"]
+    marks = [e for e in events if e["ph"] == "i"]
+    assert len(marks) == 1 and marks[0]["pid"] == 2 and "inputs[0].grad is None" in marks[0]["name"]
+    assert sum(e["ph"] == "X" for e in events) == len(result.records) > 0
+
+
+@pytest.mark.slow
+def test_table_and_measured_trace(correct_runs):
+    schedule, result = correct_runs[2, "1f1b"]
+    lines = result.table().splitlines()
+    assert len(lines) == len(schedule) + 1 and "instruction" in lines[0]
+    trace = result.trace()
+    assert len(trace) == len(schedule) and set(trace.rank.tolist()) == {0, 1}
+
+
+@pytest.mark.slow
+def test_measured_costs_feed_the_simulator(correct_runs):
+    schedule, result = correct_runs[4, "1f1b"]
+    records = last_iteration(result.records)
+    costs = measured_costs(records)
+    assert isinstance(costs, Costs) and costs.forward > 0 and costs.backward > 0
+    simulated = check(schedule, costs).timeline.makespan  # ms, from the measured costs
+    measured = makespan(records) * 1e3
+    assert simulated > 0 and measured > 0
+    # A rank runs its instructions one after another: their durations fit inside the makespan.
+    for rank in range(4):
+        assert sum(r["end"] - r["start"] for r in records if r["rank"] == rank) <= measured * 1e-3
+
+
+def test_follower_reads_only_complete_lines(tmp_path):
+    path = tmp_path / "rank0.jsonl"
+    line = {"type": "instr", "iteration": 0, "rank": 0, "stage": 0, "step": 3, "instruction": "ForwardPass(buffer_id=0)",
+            "text": "0F0b0", "microbatch": 0, "buffer": 0, "start": 0.5, "end": 0.75}
+    path.write_text(json.dumps({"type": "start", "rank": 0, "pid": 1, "stages": [0]}) + "\n" + json.dumps(line) + "\n"
+                    + json.dumps(line)[:20])
+    follower = Follower(tmp_path)
+    assert len(follower.poll()) == 1 and follower.ranks[0].last_step == 3
+    with open(path, "a") as fh:
+        fh.write(json.dumps(line)[20:] + "\n" + json.dumps({"type": "failure", "rank": 0, "message": "x"}) + "\n")
+    assert len(follower.poll()) == 1 and follower.ranks[0].state == "failed"
+    assert follower.poll() == [] and len(follower.trace()) == 2
