@@ -1,0 +1,30 @@
+"""Real XLA runs shared by the tests: each preset runs once per session, small (1 layer, width 32).
+
+Every run is a real torch_xla 2.9 child process on the PJRT CPU device; the fixtures only
+avoid paying for the same compile twice.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+
+def _run(name: str, **options):
+    from explorer.runtime.xla import run_scenario
+
+    return run_scenario(name, layers=1, **options)
+
+
+@pytest.fixture(scope="session")
+def steady_run():
+    return _run("steady", steps=5)
+
+
+@pytest.fixture(scope="session")
+def logging_run():
+    return _run("logging", steps=6)
+
+
+@pytest.fixture(scope="session")
+def scalar_run():
+    return _run("scalar", steps=4)
