@@ -105,3 +105,11 @@ def measured_costs(records: Sequence[dict], p2p_quantile: float = 0.25) -> Costs
     if p2p:
         values["p2p"] = float(np.quantile(p2p, p2p_quantile))
     return Costs(**values)
+
+
+def measured_bubble(records: Sequence[dict]) -> float:
+    """Idle share of one measured iteration, as the simulator's ``fraction_of_total``: 1 - compute / (ranks x makespan)."""
+    span = makespan(records)
+    ranks = {r["rank"] for r in records}
+    busy = sum(r["end"] - r["start"] for r in records if record_kind(r).is_compute)
+    return 1.0 - busy / (len(ranks) * span) if span > 0 else 0.0
