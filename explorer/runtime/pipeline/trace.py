@@ -90,21 +90,39 @@ def makespan(records: Sequence[dict]) -> float:
     return max(r["end"] for r in records) - min(r["start"] for r in records) if records else 0.0
 
 
-def measured_costs(records: Sequence[dict], p2p_quantile: float = 0.25) -> Costs:
-    """Simulator costs in milliseconds: the median duration per compute kind.
+def measured_costs(records: Sequence[dict]) -> Costs:
+    """Simulator costs in milliseconds: the median duration per compute kind, and the P2P latency.
 
-    A send or receive also contains the time spent waiting for its partner, which the
-    simulator adds itself; its latency is taken as a low quantile of the P2P durations,
-    the exchanges that found their partner ready.
+    A receive's duration includes waiting for its partner, which the simulator adds itself. The
+    latency is therefore measured per matched exchange, from the later of the two starts (both
+    ends ready) to the receive's end, and its median is taken.
     """
     by_kind: dict[Kind, list[float]] = {}
     for r in records:
         by_kind.setdefault(record_kind(r), []).append((r["end"] - r["start"]) * 1e3)
     values = {field: float(np.median(by_kind[k])) for k, field in _COST_FIELDS.items() if k in by_kind}
-    p2p = [d for k, ds in by_kind.items() if k.is_p2p for d in ds]
-    if p2p:
-        values["p2p"] = float(np.quantile(p2p, p2p_quantile))
+    latency = p2p_latencies(records)
+    if latency:
+        values["p2p"] = float(np.median(latency))
     return Costs(**values)
+
+
+def p2p_latencies(records: Sequence[dict]) -> list[float]:
+    """Milliseconds from "both ends ready" to "received", per matched send/receive."""
+    sends: dict[tuple, dict] = {}
+    for r in records:
+        kind = record_kind(r)
+        if kind in (Kind.SEND_ACTIVATION, Kind.SEND_GRAD):
+            peer = r["stage"] + (1 if kind == Kind.SEND_ACTIVATION else -1)
+            sends[(r["iteration"], peer, kind == Kind.SEND_GRAD, r["microbatch"])] = r
+    out = []
+    for r in records:
+        kind = record_kind(r)
+        if kind in (Kind.RECV_ACTIVATION, Kind.RECV_GRAD):
+            send = sends.get((r["iteration"], r["stage"], kind == Kind.RECV_GRAD, r["microbatch"]))
+            if send is not None:
+                out.append(max(r["end"] - max(r["start"], send["start"]), 0.0) * 1e3)
+    return out
 
 
 def measured_bubble(records: Sequence[dict]) -> float:
