@@ -65,20 +65,21 @@ def run(schedule: Schedule, partner: np.ndarray, cost: np.ndarray, p2p_latency: 
                         if head(rq) != q:
                             break
                         s = max(clock[r], clock[rq])
-                        e = s + p2p_latency
                         start[i] = start[q] = s
-                        end[i] = end[q] = e
-                        clock[r] = clock[rq] = e
+                        end[i] = clock[r] = s + p2p_latency + cost_l[i]
+                        end[q] = clock[rq] = s + p2p_latency + cost_l[q]
                         pos[rq] += 1
                     elif k in sends:
-                        start[i] = end[i] = clock[r]
+                        start[i] = clock[r]
+                        end[i] = clock[r] = clock[r] + cost_l[i]
                     else:
-                        if np.isnan(start[q]):
+                        if np.isnan(end[q]):
                             break
-                        # The wait before the data arrives is idle time, not work: a zero-length bar.
-                        # A hand-off between two stages of one rank is local: no latency.
-                        arrival = start[q] + (p2p_latency if rq != r else 0.0)
-                        start[i] = end[i] = clock[r] = max(clock[r], arrival)
+                        # The wait before the data arrives is idle time, not work: the bar starts
+                        # at the arrival. A hand-off between two stages of one rank has no latency.
+                        arrival = end[q] + (p2p_latency if rq != r else 0.0)
+                        start[i] = max(clock[r], arrival)
+                        end[i] = clock[r] = start[i] + cost_l[i]
                 else:
                     start[i] = clock[r]
                     end[i] = clock[r] = clock[r] + cost_l[i]

@@ -1,9 +1,10 @@
 """Timeline simulation: start and end of every instruction under per-instruction costs.
 
-Costs are per instruction kind (``F``, ``B``, ``I``, ``W``, P2P latency...). A rank runs its
-stream in order; under ``blocking`` P2P a pair starts when both ends are ready and occupies
-both for the latency; under ``batched`` a send costs its rank nothing and the receive ends no
-earlier than the send's start plus the latency.
+Costs are per instruction kind (``F``, ``B``, ``I``, ``W``, time inside a send or receive call,
+P2P latency...). A rank runs its stream in order; under ``blocking`` P2P a pair starts when
+both ends are ready and occupies both for the latency (plus each side's time in its call);
+under ``batched`` a send occupies its rank for the send cost and the receive starts no earlier
+than the send's end plus the latency, then occupies its rank for the receive cost.
 
 Fast path: when every wait points to the same or an earlier step, step ``t`` depends only on
 earlier steps and on itself, so steps are processed in order, all ranks at once, as small dense (rank x slot)
@@ -36,7 +37,9 @@ class Costs:
     backward: float = 2.0
     backward_input: float = 1.0
     backward_weight: float = 1.0
-    p2p: float = 0.0
+    p2p: float = 0.0  # latency: from the start of a rendezvous, or from a send's end to its data's arrival
+    send: float = 0.0  # time a rank spends inside a send call (measured runs show it is not free)
+    recv: float = 0.0  # time a rank spends inside a receive call once the data is there
     load: float = 0.0
     reduce: float = 0.0
     optimizer: float = 0.0
@@ -48,7 +51,7 @@ class Costs:
                 raise InputError(f"cost {f.name} must be a non-negative number, got {value!r}")
 
     def by_kind(self) -> np.ndarray:
-        """Cost of each :class:`Kind`, indexed by its value (P2P rows get their latency elsewhere)."""
+        """Cost of each :class:`Kind`, indexed by its value (the latency is added by the simulation)."""
         table = np.zeros(len(Kind))
         table[Kind.LOAD] = self.load
         table[Kind.FORWARD] = self.forward
@@ -58,6 +61,8 @@ class Costs:
         table[Kind.REDUCE_GRADS] = self.reduce
         table[Kind.REDUCE_TIED_GRADS] = self.reduce
         table[Kind.OPTIMIZER_STEP] = self.optimizer
+        table[Kind.SEND_ACTIVATION] = table[Kind.SEND_GRAD] = self.send
+        table[Kind.RECV_ACTIVATION] = table[Kind.RECV_GRAD] = self.recv
         return table
 
 
@@ -113,15 +118,14 @@ def _per_step(schedule: Schedule, partner: np.ndarray, row_cost: np.ndarray, lat
     local = (partner_o >= 0) & (schedule.rank[np.maximum(partner_o, 0)] == rank)
     rendezvous = (is_send | is_recv) & ~local & (model == "blocking")
     cost = np.zeros(T * R * K)
-    base_cost = row_cost[order].copy()
-    base_cost[is_send | is_recv] = 0.0
-    base_cost[rendezvous] = latency
+    base_cost = row_cost[order].copy()  # sends and receives: the time spent inside the call
+    base_cost[rendezvous] += latency
     cost[cell] = base_cost
     cost = cost.reshape(T, R, K)
     incl = np.cumsum(cost, axis=2)
     excl = incl - cost
     # Each P2P row that waits: both ends of a rendezvous wait for each other's readiness (same
-    # step); a receive otherwise waits for its send's start (same or earlier step) plus the
+    # step); a receive otherwise waits for its send's end (same or earlier step) plus the
     # latency, unless the hand-off is local. Waits on earlier steps are known before the step
     # starts; only waits inside a step need the fixed-point rounds.
     RK = R * K
@@ -129,7 +133,8 @@ def _per_step(schedule: Schedule, partner: np.ndarray, row_cost: np.ndarray, lat
     d_cell = cell[waiting]
     d_src = where[partner[order[waiting]]]
     d_rdv = rendezvous[waiting]
-    d_wait = np.where(local[waiting], 0.0, latency)
+    # A receive's data arrives at its send's end plus the latency (none for a local hand-off).
+    d_wait = np.where(local[waiting], 0.0, latency) + np.where(d_rdv, 0.0, cost.reshape(-1)[d_src])
     d_step = d_cell // RK
     inside = (d_src // RK) == d_step
     by = np.lexsort((d_cell, inside, d_step))  # per step: earlier-step waits first, then in-step waits

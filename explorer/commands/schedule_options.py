@@ -12,7 +12,7 @@ from explorer.schedules.adapters import from_deepspeed, load_class
 from explorer.schedules.schedule import Schedule
 
 COST_KEYS = {"F": "forward", "B": "backward", "I": "backward_input", "W": "backward_weight",
-             "p2p": "p2p", "L": "load", "R": "reduce", "O": "optimizer"}
+             "p2p": "p2p", "send": "send", "recv": "recv", "L": "load", "R": "reduce", "O": "optimizer"}
 
 
 def add_schedule_options(parser: argparse.ArgumentParser) -> None:
@@ -33,7 +33,8 @@ def add_schedule_options(parser: argparse.ArgumentParser) -> None:
     a.add_argument("--model", choices=["blocking", "batched"], default=None,
                    help="P2P model for deadlocks and timing (default: the schedule's own)")
     a.add_argument("--costs", default="", metavar="F=1,B=2,...",
-                   help="per-instruction costs: F, B, I, W, p2p, L, R, O (default F=1,B=2,I=1,W=1,p2p=0)")
+                   help="per-instruction costs: F, B, I, W, send, recv (time inside the call), p2p (latency), "
+                        "L, R, O (default F=1,B=2,I=1,W=1, the rest 0)")
 
 
 def parse_buffers(text: Optional[str]):

@@ -52,11 +52,11 @@ def test_each_stage_computes_each_microbatch_once_per_pass(args):
 
 @FAST
 @given(schedule_args(), st.sampled_from(["blocking", "batched"]),
-       st.floats(0.1, 3), st.floats(0.1, 3), st.floats(0, 0.5))
-def test_fast_timeline_equals_the_reference_simulator(args, model, f, b, lat):
+       st.floats(0.1, 3), st.floats(0.1, 3), st.floats(0, 0.5), st.floats(0, 0.3), st.floats(0, 0.3))
+def test_fast_timeline_equals_the_reference_simulator(args, model, f, b, lat, send, recv):
     kind, p, m, v = args
     s = build(kind, p, m, chunks=v)
-    costs = Costs(forward=f, backward=b, backward_input=b / 2, backward_weight=b / 2, p2p=lat)
+    costs = Costs(forward=f, backward=b, backward_input=b / 2, backward_weight=b / 2, p2p=lat, send=send, recv=recv)
     matching = match(s)
     ref = run(s, matching.partner, costs.by_kind()[s.kind.astype(np.int64)], lat, model)
     # PyTorch-style schedules post each send right after its compute; with blocking sends
