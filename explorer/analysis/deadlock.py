@@ -6,10 +6,10 @@ edge of the wait-for graph either stays inside a step or goes forward in steps, 
 can only live inside one step. The search then keeps only the within-step edges and peels
 them all at once, step by step in parallel (Kahn's algorithm in rounds: each round removes
 every row with nothing left to wait for). Rounds are bounded by the longest chain inside one
-step - a handful - however long the schedule. Rows left over are stuck; the first stuck row
-of each rank and the ranks they wait for give the cycle.
-
-Other schedules go to the per-instruction simulator.
+step - a handful - however long the schedule. If rows are left over, the schedule deadlocks,
+and the per-instruction simulator then gives each rank's exact stopping point (including ranks
+that only wait, steps later, for a rank inside the cycle); the ranks they wait for give the
+cycle. Schedules whose waits point to later steps go to that simulator directly.
 """
 
 from __future__ import annotations
@@ -31,15 +31,10 @@ def find_deadlock(schedule: Schedule, matching: Matching, model: str = "blocking
     check_model(model)
     if len(schedule) == 0:
         return None
-    if not dependency_steps_ok(schedule, matching.partner, model):
-        result = run(schedule, matching.partner, np.zeros(len(schedule)), 0.0, model)
-        return deadlock_from_heads(schedule, matching.partner, result.heads, model) if result.heads else None
-    if not _stuck_rows(schedule, matching.partner, model).any():
+    if dependency_steps_ok(schedule, matching.partner, model) and not _stuck_rows(schedule, matching.partner, model).any():
         return None
-    # Rare and worth exact detail: every rank's real stopping point, including ranks that
-    # only wait, steps later, for a rank inside the cycle.
     result = run(schedule, matching.partner, np.zeros(len(schedule)), 0.0, model)
-    return deadlock_from_heads(schedule, matching.partner, result.heads, model)
+    return deadlock_from_heads(schedule, matching.partner, result.heads, model) if result.heads else None
 
 
 def _stuck_rows(schedule: Schedule, partner: np.ndarray, model: str) -> np.ndarray:
