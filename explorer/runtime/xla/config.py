@@ -30,6 +30,9 @@ class RunConfig:
     aborts the process with ``Check failed: has_layout()``). ``live_report`` is the threshold of
     ``_xla_tensors_report`` taken before each sync (``None``: no report). ``capture=False``
     runs the same loop with no debug output at all, for the overhead benchmark.
+    ``source_lines`` sets ``XLA_IR_DEBUG``/``XLA_HLO_DEBUG`` so the HLO names the Python line of
+    every op; it is most of the capture's cost on a cached step (torch_xla walks the Python
+    stack for every traced op), so turn it off when timing matters more than the lines.
     """
 
     scenario: Optional[str] = "steady"
@@ -48,6 +51,7 @@ class RunConfig:
     device: Optional[str] = None
     live_report: Optional[int] = None
     capture: bool = True
+    source_lines: bool = True
     timeout_s: float = 300.0
     seed: int = 0
 

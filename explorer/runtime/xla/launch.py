@@ -57,8 +57,9 @@ def child_env(cfg: RunConfig, out_dir: str) -> dict[str, str]:
         env["CPU_NUM_DEVICES"] = str(cfg.virtual_devices)
     flags = [f for f in env.get("XLA_FLAGS", "").split() if not f.startswith("--xla_dump")]
     if cfg.capture:
-        env.update(PT_XLA_DEBUG_LEVEL="2", PT_XLA_DEBUG_FILE=os.path.join(out_dir, DEBUG_FILE),
-                   XLA_IR_DEBUG="1", XLA_HLO_DEBUG="1")
+        env.update(PT_XLA_DEBUG_LEVEL="2", PT_XLA_DEBUG_FILE=os.path.join(out_dir, DEBUG_FILE))
+        if cfg.source_lines:
+            env.update(XLA_IR_DEBUG="1", XLA_HLO_DEBUG="1")
         flags += [f"--xla_dump_to={os.path.join(out_dir, DUMP_DIR)}", "--xla_dump_hlo_module_re=SyncTensorsGraph"]
     env["XLA_FLAGS"] = " ".join(flags)
     env.setdefault("TF_CPP_MIN_LOG_LEVEL", "1")
