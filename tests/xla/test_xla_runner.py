@@ -99,8 +99,9 @@ def test_user_step_runs_with_the_same_capture_and_an_exception_keeps_earlier_ste
                 raise ValueError("diverged at step 3")
             w = w @ w * 0.5 if i == 0 else w @ w * 0.25 + w
     """)
-    run = run_step(f"{path}:step", steps=5)
+    run = run_step(f"{path}:step", steps=5, live_report=0)
     assert [s.step for s in run.steps] == [0, 1, 2]
+    assert "aten::add" in run.steps[1].live_report and "location=step@user_train.py" in run.steps[1].live_report
     assert run.steps[0].compiled and run.steps[1].compiled and not run.steps[2].compiled
     assert run.failure.kind == "exception" and "ValueError: diverged at step 3" in run.failure.message
     assert run.failure.step == 3
