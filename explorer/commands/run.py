@@ -38,6 +38,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--out", default=None, metavar="DIR", help="run folder (live per-rank traces); default a temporary one")
     p.add_argument("--collect", default=None, metavar="DIR", help="do not run: read the result a run left in DIR")
     p.add_argument("--trace", default=None, metavar="OUT.json", help="write a Chrome/Perfetto trace of the run")
+    p.add_argument("--engine", choices=["explorer", "torch", "both"], default="explorer",
+                   help="explorer (ours, default), torch (torch.distributed.pipelining's runtime, timed by the profiler's "
+                        "PP: events) or both, side by side; torch and both run on gloo/CPU")
+    p.add_argument("--torch-order", choices=["auto", "torch", "explorer"], default="auto",
+                   help="compute order PyTorch's engine runs: its own schedule class's (torch), this schedule's (explorer), "
+                        "or PyTorch's when it has one that is whole (auto)")
     p.add_argument("--json", action="store_true", help="print the result as JSON")
     p.set_defaults(func=run)
 
@@ -46,6 +52,8 @@ def run(args: argparse.Namespace) -> int:
     from explorer.runtime.pipeline.spec import ModelSpec, RunSpec
 
     if args.collect:
+        if args.engine != "explorer":
+            raise InputError(f"--collect reads a run of the explorer engine; drop --engine {args.engine}")
         return _report(_collected(Path(args.collect)), args)
     if not args.kind or args.stages is None or args.microbatches is None:
         raise InputError("--kind, --stages and --microbatches are required (or --collect DIR to read a finished run)")
@@ -64,7 +72,13 @@ def run(args: argparse.Namespace) -> int:
     if verdict is not None:  # under torchrun only rank 0 speaks
         return _report(verdict, args) if os.environ.get("RANK", "0") == "0" else 1
     if "TORCHELASTIC_RUN_ID" in os.environ:
+        if args.engine != "explorer":
+            raise InputError(f"--engine {args.engine} starts its own processes on this machine: run it without torchrun")
         return _as_torchrun_rank(spec, args)
+    if args.engine != "explorer":
+        from explorer.commands.run_engines import report_engines
+
+        return report_engines(spec, args)
     return _report(run_pipeline(spec, args.out, check_first=False), args)
 
 

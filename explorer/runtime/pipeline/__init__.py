@@ -11,7 +11,8 @@ Pieces: :mod:`.spec` (what a run is), :mod:`.models` (the model contract and the
 examples), :mod:`.stage_state` (DeepSpeed's buffer semantics), :mod:`.p2p`, :mod:`.executor`,
 :mod:`.worker` (one rank), :mod:`.launch` (spawned processes, fault handling),
 :mod:`.result`, :mod:`.trace` (Chrome trace, table, costs), :mod:`.follow` (live runs),
-:mod:`.crosscheck` (PyTorch's own engine), :mod:`.runner` (the explorer's Run control).
+:mod:`.torch_engine` and :mod:`.engines` (PyTorch's own engine
+on the same run, side by side with ours), :mod:`.runner` (the explorer's Run control).
 
 Several machines, with ``torchrun`` (each node runs the same command; the ``explorer run``
 command detects that torchrun started it and acts as one rank)::
@@ -39,7 +40,8 @@ from typing import Any
 
 from explorer.runtime.pipeline.spec import Fault, ModelSpec, RunSpec
 
-__all__ = ["Fault", "ModelSpec", "RunSpec", "RunResult", "run_pipeline", "Launch", "Follower", "PipelineRunner"]
+__all__ = ["Fault", "ModelSpec", "RunSpec", "RunResult", "run_pipeline", "Launch", "Follower", "PipelineRunner",
+           "run_torch_engine", "compare_engines"]
 
 
 def __getattr__(name: str) -> Any:
@@ -53,6 +55,12 @@ def __getattr__(name: str) -> Any:
     if name == "Follower":
         from explorer.runtime.pipeline.follow import Follower
         return Follower
+    if name == "run_torch_engine":
+        from explorer.runtime.pipeline.torch_engine import run_torch_engine
+        return run_torch_engine
+    if name == "compare_engines":
+        from explorer.runtime.pipeline.engines import compare_engines
+        return compare_engines
     if name == "PipelineRunner":
         from explorer.runtime.pipeline.runner import PipelineRunner
         return PipelineRunner
