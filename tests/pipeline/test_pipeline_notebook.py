@@ -39,6 +39,7 @@ def test_notebook_executes_and_shows_the_claims():
     assert "bitwise identical to each other: True" in text
     assert "'stage': 2, 'step': 6, 'instruction': 'SendGrad(buffer_id=0)'" in text
     assert "stage 2 step 6: SendGrad(buffer_id=0)" in text  # the analysis said the same beforehand
+    assert "losses and gradients bitwise equal between engines: True" in text  # PyTorch's engine agrees
     mimes = [set(o.get("data", {})) for c in nb.cells if c.cell_type == "code" for o in c.outputs if "data" in o]
     assert any("application/vnd.plotly.v1+json" in m for m in mimes)
     assert "application/vnd.jupyter.widget-view+json" in mimes[-1] or any("application/vnd.jupyter.widget-view+json" in m for m in mimes)
