@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import numbers
+from dataclasses import replace
 
 import pytest
 
@@ -55,8 +56,10 @@ def test_measured_costs_feed_the_simulator(correct_runs):
     schedule, result = correct_runs[4, "1f1b"]
     records = last_iteration(result.records)
     costs = measured_costs(records)
-    assert isinstance(costs, Costs) and costs.forward > 0 and costs.backward > 0
+    assert isinstance(costs, Costs) and costs.forward > 0 and costs.backward > 0 and costs.send > 0
     simulated = check(schedule, costs).timeline.makespan  # ms, from the measured costs
+    free_exchanges = replace(costs, send=0.0, recv=0.0, p2p=0.0)
+    assert simulated > check(schedule, free_exchanges).timeline.makespan  # time in send/recv calls is counted
     measured = makespan(records) * 1e3
     assert simulated > 0 and measured > 0
     # A rank runs its instructions one after another: their durations fit inside the makespan.

@@ -19,6 +19,7 @@ from typing import Iterable, Optional, Sequence
 import numpy as np
 
 from explorer.analysis import Costs
+from explorer.errors import InputError
 from explorer.schedules.instructions import Kind, parse_instruction
 from explorer.traces.records import MeasuredTrace
 
@@ -90,25 +91,55 @@ def makespan(records: Sequence[dict]) -> float:
     return max(r["end"] for r in records) - min(r["start"] for r in records) if records else 0.0
 
 
-def measured_costs(records: Sequence[dict]) -> Costs:
-    """Simulator costs in milliseconds: the median duration per compute kind, and the P2P latency.
+def measured_costs(records: Sequence[dict], model: str = "batched") -> Costs:
+    """Simulator costs in milliseconds, from one measurement, for the P2P ``model`` it will simulate.
 
-    A receive's duration includes waiting for its partner, which the simulator adds itself. The
-    latency is therefore measured per matched exchange, from the later of the two starts (both
-    ends ready) to the receive's end, and its median is taken.
+    Compute kinds: the median duration per kind. Exchanges: the *mean*, because their times are
+    bimodal on a loaded CPU (most calls take tens of microseconds, the ones that lose their core
+    to gloo's I/O thread or another process take a scheduler slice of 4-6 ms) and a makespan is a
+    sum: the median sees only the first mode. A measured send or receive also holds time spent
+    waiting for the partner, which the simulator adds itself, so the costs come from matched
+    pairs (:func:`p2p_pairs`) in the terms of each model:
+
+    - ``blocking`` (DeepSpeed's ``dist.send``/``dist.recv``): from "both ends ready" (the later
+      start) to each side's end is the time that side spends in its call: ``send``/``recv``,
+      with ``p2p`` 0 (the shared part cannot be told apart from the calls' own).
+    - ``batched`` (``isend``; receives wait for the data): ``send`` is the time inside the send
+      call; ``recv`` the receive among pairs whose data was sent before the receive began
+      (nothing to wait for); ``p2p`` what is left, in the other pairs, between the send's end
+      and the receive's end.
+
+    Without these the simulator predicted a third of the real makespan on this kind of machine.
+    One limit stays: ``Costs`` holds one send cost for every rank, while measured sends can be
+    slow on one rank (the one whose ``isend`` wakes a waiting peer) and fast on the other.
     """
+    if model not in ("batched", "blocking"):
+        raise InputError(f"model {model!r}: use the schedule's P2P model, batched or blocking (schedule.params['p2p'])")
     by_kind: dict[Kind, list[float]] = {}
     for r in records:
         by_kind.setdefault(record_kind(r), []).append((r["end"] - r["start"]) * 1e3)
     values = {field: float(np.median(by_kind[k])) for k, field in _COST_FIELDS.items() if k in by_kind}
-    latency = p2p_latencies(records)
-    if latency:
-        values["p2p"] = float(np.median(latency))
+    pairs = p2p_pairs(records)
+    if model == "blocking":
+        both = [max(snd["start"], rcv["start"]) for snd, rcv in pairs]
+        values["send"] = _mean_ms([snd["end"] - t for (snd, _), t in zip(pairs, both)])
+        values["recv"] = _mean_ms([rcv["end"] - t for (_, rcv), t in zip(pairs, both)])
+        return Costs(**values)
+    sends = [r["end"] - r["start"] for r in records if record_kind(r) in (Kind.SEND_ACTIVATION, Kind.SEND_GRAD)]
+    values["send"] = _mean_ms(sends)
+    ready = [rcv["end"] - rcv["start"] for snd, rcv in pairs if rcv["start"] >= snd["end"]]
+    values["recv"] = _mean_ms(ready)
+    waited = [rcv["end"] - snd["end"] for snd, rcv in pairs if rcv["start"] < snd["end"]]
+    values["p2p"] = max(_mean_ms(waited) - values["recv"], 0.0) if waited else 0.0
     return Costs(**values)
 
 
-def p2p_latencies(records: Sequence[dict]) -> list[float]:
-    """Milliseconds from "both ends ready" to "received", per matched send/receive."""
+def _mean_ms(seconds: Sequence[float]) -> float:
+    return float(np.mean(seconds)) * 1e3 if len(seconds) else 0.0
+
+
+def p2p_pairs(records: Sequence[dict]) -> list[tuple[dict, dict]]:
+    """Each receive with its matching send (same iteration, stages, direction, micro-batch)."""
     sends: dict[tuple, dict] = {}
     for r in records:
         kind = record_kind(r)
@@ -121,8 +152,13 @@ def p2p_latencies(records: Sequence[dict]) -> list[float]:
         if kind in (Kind.RECV_ACTIVATION, Kind.RECV_GRAD):
             send = sends.get((r["iteration"], r["stage"], kind == Kind.RECV_GRAD, r["microbatch"]))
             if send is not None:
-                out.append(max(r["end"] - max(r["start"], send["start"]), 0.0) * 1e3)
+                out.append((send, r))
     return out
+
+
+def p2p_latencies(records: Sequence[dict]) -> list[float]:
+    """Milliseconds from "both ends ready" to "received", per matched send/receive."""
+    return [max(rcv["end"] - max(rcv["start"], snd["start"]), 0.0) * 1e3 for snd, rcv in p2p_pairs(records)]
 
 
 def measured_bubble(records: Sequence[dict]) -> float:
