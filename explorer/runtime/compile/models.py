@@ -193,7 +193,10 @@ def build_zero3_hooks(config: CompileConfig, tracker: Optional[VariantTracker]) 
 
 
 def build_accumulation(config: CompileConfig, tracker: Optional[VariantTracker]) -> Built:
-    net = nn.Sequential(nn.Linear(DIM, 16 * DIM), nn.GELU(), nn.Linear(16 * DIM, DIM))
+    # Wide and fed a tiny batch, so the optimizer step (memory-bound, every 3rd iteration)
+    # costs clearly more than a forward and backward: the signal must stand out of the noise
+    # of a machine shared with other jobs, since time is its only evidence.
+    net = nn.Sequential(nn.Linear(DIM, 48 * DIM), nn.GELU(), nn.Linear(48 * DIM, DIM))
     model = compile_model(net, config, tracker)
     opt = torch.optim.AdamW(net.parameters(), lr=1e-4, foreach=False, amsgrad=True)
     ema = [p.detach().clone() for p in net.parameters()]
