@@ -16,7 +16,7 @@ the per-instruction simulator, which is also the oracle the property tests compa
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, fields, replace
 
 import numpy as np
 
@@ -43,12 +43,34 @@ class Costs:
     load: float = 0.0
     reduce: float = 0.0
     optimizer: float = 0.0
+    #: Ranks whose costs differ: ``((rank, (("send", 6.2), ...)), ...)``, made by :meth:`with_rank`.
+    #: Measured runs need it: on a loaded CPU one rank's sends can be 100x slower than another's.
+    rank_overrides: tuple = ()
 
     def __post_init__(self) -> None:
         for f in fields(self):
-            value = getattr(self, f.name)
-            if not isinstance(value, (int, float)) or value < 0 or value != value:
-                raise InputError(f"cost {f.name} must be a non-negative number, got {value!r}")
+            if f.name != "rank_overrides":
+                _check_cost(f.name, getattr(self, f.name))
+        names = {f.name for f in fields(self)} - {"rank_overrides", "p2p"}
+        for rank, values in self.rank_overrides:
+            for name, value in values:
+                if name not in names:
+                    raise InputError(f"rank {rank}: {name!r} is not a per-rank cost; use one of {', '.join(sorted(names))}")
+                _check_cost(f"{name} on rank {rank}", value)
+
+    def with_rank(self, rank: int, **values: float) -> "Costs":
+        """These costs, with ``values`` (e.g. ``send=6.2``) replacing the defaults on ``rank``."""
+        kept = tuple((r, v) for r, v in self.rank_overrides if r != rank)
+        return replace(self, rank_overrides=kept + ((int(rank), tuple(sorted(values.items()))),))
+
+    def row_costs(self, schedule: Schedule) -> np.ndarray:
+        """The cost of every row of ``schedule`` (per kind, then the per-rank exceptions)."""
+        kinds = schedule.kind.astype(np.int64)
+        cost = self.by_kind()[kinds]
+        for rank, values in self.rank_overrides:
+            rows = schedule.rank == rank
+            cost[rows] = replace(self, rank_overrides=(), **dict(values)).by_kind()[kinds[rows]]
+        return cost
 
     def by_kind(self) -> np.ndarray:
         """Cost of each :class:`Kind`, indexed by its value (the latency is added by the simulation)."""
@@ -64,6 +86,11 @@ class Costs:
         table[Kind.SEND_ACTIVATION] = table[Kind.SEND_GRAD] = self.send
         table[Kind.RECV_ACTIVATION] = table[Kind.RECV_GRAD] = self.recv
         return table
+
+
+def _check_cost(name: str, value: object) -> None:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0 or value != value:
+        raise InputError(f"cost {name} must be a non-negative number, got {value!r}")
 
 
 @dataclass(frozen=True)
@@ -86,7 +113,7 @@ class Timeline:
 def simulate(schedule: Schedule, matching: Matching, costs: Costs = Costs(), model: str = "blocking") -> Timeline:
     """Simulate ``schedule``; raises ``ValueError`` if it deadlocks (check first)."""
     check_model(model)
-    row_cost = costs.by_kind()[schedule.kind.astype(np.int64)]
+    row_cost = costs.row_costs(schedule)
     partner = matching.partner
     unmatched = np.isin(schedule.kind, (Kind.SEND_ACTIVATION, Kind.SEND_GRAD, Kind.RECV_ACTIVATION, Kind.RECV_GRAD)) & (partner < 0)
     if not unmatched.any() and dependency_steps_ok(schedule, partner, model):

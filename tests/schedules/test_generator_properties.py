@@ -134,3 +134,19 @@ def test_interleaved_order_matches_megatron_warmup():
         warm = (4 - r - 1) * 2 + 4
         assert all(k == Kind.FORWARD for k, _, _ in order[:warm])
         assert order[warm + 1][0] == Kind.BACKWARD
+
+
+@FAST
+@given(st.integers(2, 6), st.integers(2, 16), st.floats(0.01, 3), st.sampled_from(["1f1b", "deepspeed-train", "zb-h1"]))
+def test_per_rank_costs_slow_only_that_rank_and_agree_with_the_reference(p, m, slow_send, kind):
+    s = build(kind, p, m)
+    model = str(s.params["p2p"])
+    base = Costs(send=0.01, recv=0.01)
+    slow = base.with_rank(0, send=slow_send)
+    matching = match(s)
+    tl = simulate(s, matching, slow, model)
+    ref = run(s, matching.partner, slow.row_costs(s), 0.0, model)
+    np.testing.assert_allclose(tl.end, ref.end, rtol=1e-9, atol=1e-9)
+    sends0 = (s.rank == 0) & np.isin(s.kind, (Kind.SEND_ACTIVATION, Kind.SEND_GRAD))
+    assert np.allclose(slow.row_costs(s)[sends0], slow_send)
+    assert tl.makespan >= simulate(s, matching, base, model).makespan - 1e-9

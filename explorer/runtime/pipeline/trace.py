@@ -110,7 +110,7 @@ def measured_costs(records: Sequence[dict], model: str = "batched") -> Costs:
       and the receive's end.
 
     Without these the simulator predicted a third of the real makespan on this kind of machine.
-    One limit stays: ``Costs`` holds one send cost for every rank, while measured sends can be
+    Send and receive costs are also kept per rank (``Costs.with_rank``): measured sends can be
     slow on one rank (the one whose ``isend`` wakes a waiting peer) and fast on the other.
     """
     if model not in ("batched", "blocking"):
@@ -122,16 +122,29 @@ def measured_costs(records: Sequence[dict], model: str = "batched") -> Costs:
     pairs = p2p_pairs(records)
     if model == "blocking":
         both = [max(snd["start"], rcv["start"]) for snd, rcv in pairs]
-        values["send"] = _mean_ms([snd["end"] - t for (snd, _), t in zip(pairs, both)])
-        values["recv"] = _mean_ms([rcv["end"] - t for (_, rcv), t in zip(pairs, both)])
-        return Costs(**values)
-    sends = [r["end"] - r["start"] for r in records if record_kind(r) in (Kind.SEND_ACTIVATION, Kind.SEND_GRAD)]
-    values["send"] = _mean_ms(sends)
-    ready = [rcv["end"] - rcv["start"] for snd, rcv in pairs if rcv["start"] >= snd["end"]]
-    values["recv"] = _mean_ms(ready)
-    waited = [rcv["end"] - snd["end"] for snd, rcv in pairs if rcv["start"] < snd["end"]]
-    values["p2p"] = max(_mean_ms(waited) - values["recv"], 0.0) if waited else 0.0
-    return Costs(**values)
+        # Clocks of two processes agree only to a few microseconds: never a negative call.
+        send_times = [(snd["rank"], max(snd["end"] - t, 0.0)) for (snd, _), t in zip(pairs, both)]
+        recv_times = [(rcv["rank"], max(rcv["end"] - t, 0.0)) for (_, rcv), t in zip(pairs, both)]
+    else:
+        send_times = [(r["rank"], r["end"] - r["start"]) for r in records
+                      if record_kind(r) in (Kind.SEND_ACTIVATION, Kind.SEND_GRAD)]
+        recv_times = [(rcv["rank"], rcv["end"] - rcv["start"]) for snd, rcv in pairs if rcv["start"] >= snd["end"]]
+    values["send"] = _mean_ms([t for _, t in send_times])
+    values["recv"] = _mean_ms([t for _, t in recv_times])
+    if model == "batched":
+        waited = [rcv["end"] - snd["end"] for snd, rcv in pairs if rcv["start"] < snd["end"]]
+        values["p2p"] = max(_mean_ms(waited) - values["recv"], 0.0) if waited else 0.0
+    costs = Costs(**values)
+    # One rank's calls can be far slower than another's (the one whose send wakes a waiting
+    # peer loses its core), and the pipeline runs at the slow rank's pace: keep them per rank.
+    for rank in sorted({r for r, _ in send_times} | {r for r, _ in recv_times}):
+        own = {}
+        for name, samples in (("send", send_times), ("recv", recv_times)):
+            mine = [t for r, t in samples if r == rank]
+            if mine:
+                own[name] = _mean_ms(mine)
+        costs = costs.with_rank(rank, **own)
+    return costs
 
 
 def _mean_ms(seconds: Sequence[float]) -> float:
