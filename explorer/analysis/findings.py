@@ -26,8 +26,22 @@ class Ref:
         return {"rank": self.rank, "stage": self.stage, "step": self.step, "instruction": self.name, "text": self.instruction}
 
 
+class _PinnedAt:
+    """Records that point at one instruction (``at``) expose its stage and step directly."""
+
+    at: Ref
+
+    @property
+    def stage(self) -> int:
+        return self.at.stage
+
+    @property
+    def step(self) -> int:
+        return self.at.step
+
+
 @dataclass(frozen=True)
-class Hazard:
+class Hazard(_PinnedAt):
     """An instruction read a buffer slot that does not hold the micro-batch it expects."""
 
     at: Ref
@@ -37,14 +51,6 @@ class Hazard:
     found_microbatch: Optional[int]  # None: never written
     overwritten_by: Optional[Ref]
     cause: str
-
-    @property
-    def stage(self) -> int:
-        return self.at.stage
-
-    @property
-    def step(self) -> int:
-        return self.at.step
 
     def describe(self) -> str:
         return self.cause
@@ -69,20 +75,12 @@ class Hazard:
 
 
 @dataclass(frozen=True)
-class Unmatched:
+class Unmatched(_PinnedAt):
     """A send or receive with no partner on the neighbouring stage."""
 
     at: Ref
     peer_stage: int
     reason: str
-
-    @property
-    def stage(self) -> int:
-        return self.at.stage
-
-    @property
-    def step(self) -> int:
-        return self.at.step
 
     def describe(self) -> str:
         return self.reason

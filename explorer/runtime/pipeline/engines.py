@@ -17,15 +17,15 @@ from typing import Optional, Union
 
 from explorer.runtime.pipeline.result import RunResult
 from explorer.runtime.pipeline.spec import RunSpec
-from explorer.runtime.pipeline.torch_engine import TorchRunResult, run_torch_engine
+from explorer.runtime.pipeline.torch_engine import ACTION_NAMES, TorchRunResult, run_torch_engine
 from explorer.runtime.pipeline.trace import last_iteration, makespan, record_kind
 from explorer.schedules.instructions import KIND_BY_CODE, Kind
 
 _ORDER = [Kind.LOAD, Kind.FORWARD, Kind.BACKWARD, Kind.BACKWARD_INPUT, Kind.BACKWARD_WEIGHT, Kind.SEND_ACTIVATION,
           Kind.RECV_ACTIVATION, Kind.SEND_GRAD, Kind.RECV_GRAD, Kind.OPTIMIZER_STEP]
-_TORCH_NAMES = {Kind.FORWARD: "F", Kind.BACKWARD: "B", Kind.BACKWARD_INPUT: "I", Kind.BACKWARD_WEIGHT: "W",
-                Kind.SEND_ACTIVATION: "SEND_F", Kind.RECV_ACTIVATION: "RECV_F (posts irecv)",
-                Kind.SEND_GRAD: "SEND_B", Kind.RECV_GRAD: "RECV_B (posts irecv)"}
+# PyTorch's receives only post an irecv; the wait happens inside the compute that needs the data.
+_TORCH_NAMES = {kind: name + (" (posts irecv)" if kind in (Kind.RECV_ACTIVATION, Kind.RECV_GRAD) else "")
+                for kind, name in ACTION_NAMES.items()}
 
 
 @dataclass

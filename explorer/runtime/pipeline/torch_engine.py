@@ -47,7 +47,8 @@ from explorer.schedules.instructions import KIND_BY_CODE, Kind
 from explorer.traces import MeasuredTrace, read_chrome_trace
 
 GRACE_S = 1.5
-_ACTION_NAMES = {Kind.FORWARD: "F", Kind.BACKWARD: "B", Kind.BACKWARD_INPUT: "I", Kind.BACKWARD_WEIGHT: "W",
+#: PyTorch's action name for each instruction kind (``_ComputationType``'s text).
+ACTION_NAMES = {Kind.FORWARD: "F", Kind.BACKWARD: "B", Kind.BACKWARD_INPUT: "I", Kind.BACKWARD_WEIGHT: "W",
                  Kind.SEND_ACTIVATION: "SEND_F", Kind.RECV_ACTIVATION: "RECV_F",
                  Kind.SEND_GRAD: "SEND_B", Kind.RECV_GRAD: "RECV_B"}
 
@@ -207,7 +208,7 @@ def _records(folder: Path, ranks: list[int]) -> list[dict]:
             if kind in (Kind.FORWARD, Kind.BACKWARD, Kind.BACKWARD_INPUT):
                 i = int(np.searchsorted(op_starts, start))
                 wait = float(min(op_starts[i], end) - start) if i < len(op_starts) else 0.0
-            rows.append({"rank": rank, "stage": rec["stage"], "action": f"{rec['stage']}{_ACTION_NAMES[kind]}{rec['microbatch']}",
+            rows.append({"rank": rank, "stage": rec["stage"], "action": f"{rec['stage']}{ACTION_NAMES[kind]}{rec['microbatch']}",
                          "kind": rec["kind"], "microbatch": rec["microbatch"], "iteration": spans[it][1] if it >= 0 else -1,
                          "start": start, "end": end, "wait": wait})
     t0 = min((r["start"] for r in rows), default=0.0)
