@@ -45,8 +45,10 @@ def register(subparsers: Any) -> None:
     p.add_argument("--live-report", type=int, default=None, metavar="THRESHOLD",
                    help="keep torch_xla's live-tensor report before each sync (tensors with more IR nodes)")
     p.add_argument("--no-source-lines", action="store_true",
-                   help="leave out XLA_IR_DEBUG/XLA_HLO_DEBUG: no Python lines in the HLO, ~0%% capture overhead "
-                        "instead of ~40%% per cached step")
+                   help="leave out XLA_IR_DEBUG/XLA_HLO_DEBUG: no Python lines in the HLO at all")
+    p.add_argument("--lines-settle", type=int, default=2, metavar="N",
+                   help="switch source lines off after N steps in a row without a compile, on again after a "
+                        "compile (default 2; 0 keeps them on every step, at ~40%% per cached step)")
     p.add_argument("--timeout", type=float, default=300.0, help="seconds before the child is stopped (default 300)")
     p.add_argument("--out", default=None, metavar="DIR", help="keep the debug log, HLO dumps and run.json here")
     p.add_argument("--json", action="store_true", help="print the JSON document")
@@ -63,7 +65,8 @@ def run(args: argparse.Namespace) -> int:
     cfg = RunConfig(scenario=args.scenario, step=args.step, steps=args.steps, model=args.model, layers=args.layers,
                     width=args.width, bucket_mb=args.bucket_mb, fsdp=args.fsdp, virtual_devices=args.virtual_devices,
                     cpu_workarounds=not args.no_cpu_workarounds, fsdp_options=parse_fsdp_options(args.fsdp_option),
-                    live_report=args.live_report, source_lines=not args.no_source_lines, timeout_s=args.timeout)
+                    live_report=args.live_report, source_lines=not args.no_source_lines,
+                    lines_settle=args.lines_settle, timeout_s=args.timeout)
     result = run_config(cfg, args.out)
     doc = result.to_json()
     if args.out:

@@ -113,7 +113,7 @@ def _steps(run: XlaRun, step_msgs: list[dict[str, Any]], per_step: list[list[Deb
             compile_ms=m.get("compile_ms", 0.0), execute_ms=m.get("execute_ms", 0.0), wall_ms=m["wall_ms"],
             num_parameters=last.inputs if last else None, graph_hashes=[e.graph_hash for e in executed],
             new_graphs=new, uncached=m.get("uncached", 0), cached=m.get("cached", 0),
-            live_report=m.get("live_report", "")))
+            live_report=m.get("live_report", ""), source_lines=m.get("source_lines")))
 
 
 def _explain(run: XlaRun, modules: dict[str, Module], threshold: float) -> None:
@@ -144,6 +144,9 @@ def _explain(run: XlaRun, modules: dict[str, Module], threshold: float) -> None:
     for s in run.steps:
         if s.new_graphs:
             s.cause = sentences.get(s.new_graphs[-1], "")
+            if s.source_lines is False and s.cause:
+                s.cause += (" (source lines were off for this step because the run had settled; they are on "
+                            "again from the next step, so a repeat of this graph will name its lines)")
             g = run.graph(s.new_graphs[-1])
             s.diff_summary = (g.diff_summary or None) if g.recompile else None
         elif s.graph_hash is not None or not s.compiled:

@@ -48,6 +48,26 @@ def _debug_size(path: str) -> int:
         return 0
 
 
+class _LineSwitch:
+    """Source lines on while graphs are new, off once the run has settled (see ``RunConfig``)."""
+
+    def __init__(self, xlac: Any, settle: int, on: bool) -> None:
+        self.xlac, self.settle, self.on, self.quiet = xlac, settle, on, 0
+
+    def after_step(self, compiled: bool) -> None:
+        if not self.settle:
+            return
+        self.quiet = 0 if compiled else self.quiet + 1
+        if compiled and not self.on:
+            self._set(True)
+        elif self.on and self.quiet >= self.settle:
+            self._set(False)
+
+    def _set(self, on: bool) -> None:
+        self.xlac._set_ir_debug(on)
+        self.on = on
+
+
 def run(cfg: RunConfig) -> None:
     """Build the step, run ``cfg.steps`` steps with a sync after each, and report every step."""
     import torch_xla
@@ -70,6 +90,8 @@ def run(cfg: RunConfig) -> None:
           debug_offset=_debug_size(debug_file) if cfg.capture else 0)
     counters = _Counters() if cfg.capture else None
     xla_device = str(torch_xla.device())
+    lines = _LineSwitch(torch_xla._XLAC, cfg.lines_settle if cfg.capture and cfg.source_lines else 0,
+                        on=bool(cfg.capture and cfg.source_lines))
     for i in range(cfg.steps):
         _emit("begin", step=i)
         before = counters.read() if counters else None
@@ -86,7 +108,8 @@ def run(cfg: RunConfig) -> None:
             after = counters.read()
             record.update(uncached=after[0] - before[0], cached=after[1] - before[1],
                           compile_ms=(after[2] - before[2]) / 1e6, execute_ms=(after[3] - before[3]) / 1e6,
-                          debug_offset=_debug_size(debug_file))
+                          debug_offset=_debug_size(debug_file), source_lines=lines.on)
+            lines.after_step(compiled=after[0] > before[0])
         if report:
             record["live_report"] = report
         _emit("step", **record)

@@ -32,7 +32,11 @@ class RunConfig:
     runs the same loop with no debug output at all, for the overhead benchmark.
     ``source_lines`` sets ``XLA_IR_DEBUG``/``XLA_HLO_DEBUG`` so the HLO names the Python line of
     every op; it is most of the capture's cost on a cached step (torch_xla walks the Python
-    stack for every traced op), so turn it off when timing matters more than the lines.
+    stack for every traced op). So the child records lines while graphs are new and switches
+    them off (``torch_xla._XLAC._set_ir_debug``) after ``lines_settle`` steps in a row without
+    a compile, and back on after a step that compiled while they were off: only the first
+    occurrence of a graph that appears after the run settled lacks lines. Toggling does not
+    change graph hashes (checked: no recompile). ``lines_settle=0`` keeps them on every step.
     """
 
     scenario: Optional[str] = "steady"
@@ -52,6 +56,7 @@ class RunConfig:
     live_report: Optional[int] = None
     capture: bool = True
     source_lines: bool = True
+    lines_settle: int = 2
     timeout_s: float = 300.0
     seed: int = 0
 
@@ -107,6 +112,8 @@ class RunConfig:
         if self.fsdp == "v2" and self.batch % self.virtual_devices:
             raise InputError(f"batch={self.batch} must be divisible by virtual_devices={self.virtual_devices} "
                              "for SPMD FSDPv2 (the batch is sharded over the devices)")
+        if not isinstance(self.lines_settle, int) or self.lines_settle < 0:
+            raise InputError(f"lines_settle must be an integer >= 0 (0 keeps source lines on), got {self.lines_settle!r}")
         if self.timeout_s <= 0:
             raise InputError(f"timeout_s must be positive, got {self.timeout_s}")
         if self.live_report is not None and self.live_report < 0:

@@ -64,6 +64,8 @@ class Step:
     uncached: int = 0
     cached: int = 0
     live_report: str = ""
+    #: Whether source lines were recorded while this step was traced (see ``RunConfig``).
+    source_lines: Optional[bool] = None
 
     @property
     def new_graph(self) -> bool:
