@@ -24,3 +24,11 @@ def test_building_and_checking_a_schedule_stays_light():
             f"print(json.dumps(sorted(m for m in sys.modules if m.split('.')[0] in {HEAVY!r})))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert json.loads(out) == []
+
+
+def test_the_cli_parser_with_every_command_stays_light():
+    """`explorer --help` and `explorer check` must not pay for torch: commands import it when they run."""
+    code = ("import sys, json; from explorer.cli import build_parser; build_parser(); "
+            f"print(json.dumps(sorted(m for m in sys.modules if m.split('.')[0] in {HEAVY!r})))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert json.loads(out) == []
