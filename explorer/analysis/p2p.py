@@ -26,8 +26,6 @@ class Matching:
     partner: np.ndarray
     unmatched: tuple[Unmatched, ...]
     mismatched: tuple[Mismatch, ...]
-    #: True when every matched pair shares its step (lets the fast analyses run per step).
-    aligned: bool
 
 
 def match(schedule: Schedule) -> Matching:
@@ -70,8 +68,7 @@ def match(schedule: Schedule) -> Matching:
                  sent_microbatch=int(mb[s_rows[j]]), expected_microbatch=int(mb[r_rows[j]]))
         for j in bad
     )
-    aligned = bool(np.array_equal(schedule.step[s_rows], schedule.step[r_rows])) and not unmatched
-    return Matching(partner=partner, unmatched=tuple(unmatched), mismatched=mismatched, aligned=aligned)
+    return Matching(partner=partner, unmatched=tuple(unmatched), mismatched=mismatched)
 
 
 def _fifo_keys(channel: np.ndarray, scale: int) -> np.ndarray:
