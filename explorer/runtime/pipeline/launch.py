@@ -104,7 +104,7 @@ class Launch:
                         progress(self.follower)
                 if first_bad is None and any(p.poll() not in (None, 0) for p in self.procs.values()):
                     first_bad = now
-                if (first_bad is not None and now - first_bad > GRACE_S) or now - last_change > backstop \
+                if (first_bad is not None and now - first_bad > self._grace()) or now - last_change > backstop \
                         or (deadline is not None and now > deadline):
                     self.stop()
         finally:
@@ -114,6 +114,17 @@ class Launch:
             progress(self.follower)
         codes = {r: p.returncode for r, p in self.procs.items()}
         return collect(self.folder, self.schedule, codes, frozenset(self.stopped), self.spec.stall_timeout_s)
+
+    def _grace(self) -> float:
+        """How long the other ranks get to write their own account after the first one failed.
+
+        After a stall the others are stalled too, but each one's receive times out on its own
+        clock, a little later when the machine is busy: wait for them (up to the stall timeout
+        again), so the failure names every waiting stage, not just the first.
+        """
+        if any(e["type"] == "failure" and e.get("cause") == "timeout" for e in self.follower.events):
+            return max(GRACE_S, self.spec.stall_timeout_s + 2.0)
+        return GRACE_S
 
     def stop(self) -> None:
         """Kill every rank still alive, by its process group, and reap it."""
