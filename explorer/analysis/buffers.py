@@ -22,11 +22,13 @@ the instruction that overwrote the slot.
 from __future__ import annotations
 
 import weakref
+from dataclasses import dataclass, field
 
 import numpy as np
 
 from explorer.analysis.findings import Hazard
 from explorer.analysis.refs import ref
+from explorer.analysis.sweep import peak_per_group
 from explorer.schedules.instructions import Kind
 from explorer.schedules.schedule import Schedule
 
@@ -75,7 +77,7 @@ def _event_table() -> tuple[np.ndarray, np.ndarray, np.ndarray]:
 _TABLE = _event_table()
 
 
-_EVENT_CACHE: dict[int, tuple] = {}  # id(kind column) -> (weakref to it, stage column, stages, events, derived)
+_EVENT_CACHE: dict[int, "_Cached"] = {}  # id(kind column) -> events and what follows from them
 
 
 def _events(schedule: Schedule):
@@ -83,17 +85,31 @@ def _events(schedule: Schedule):
 
     Probes are not reads of the instruction: they record what ``inputs[b]`` holds when a
     backward leaves its gradient, and are never reported as hazards themselves.
-    Events depend only on the kind and stage columns, which buffer reassignment
-    (:func:`with_buffers`) shares with the original schedule, so they are cached on them.
     """
+    return _cached(schedule).events
+
+
+@dataclass
+class _Cached:
+    kind: "weakref.ref[np.ndarray]"
+    stage: np.ndarray
+    num_stages: int
+    events: tuple
+    needed: dict[int, tuple[np.ndarray, list[int]]] = field(default_factory=dict)  # id(microbatch) -> (it, needed)
+
+
+def _cached(schedule: Schedule) -> _Cached:
+    """Events depend only on the kind and stage columns, which buffer reassignment
+    (:func:`with_buffers`) shares with the original schedule, so they are cached on them."""
     hit = _EVENT_CACHE.get(id(schedule.kind))
-    if hit is not None and hit[0]() is schedule.kind and hit[1] is schedule.stage and hit[2] == schedule.num_stages:
-        return hit[3]
-    events = _compute_events(schedule)
+    if hit is not None and hit.kind() is schedule.kind and hit.stage is schedule.stage \
+            and hit.num_stages == schedule.num_stages:
+        return hit
     if len(_EVENT_CACHE) >= 8:
         _EVENT_CACHE.pop(next(iter(_EVENT_CACHE)))
-    _EVENT_CACHE[id(schedule.kind)] = (weakref.ref(schedule.kind), schedule.stage, schedule.num_stages, events, {})
-    return events
+    entry = _Cached(weakref.ref(schedule.kind), schedule.stage, schedule.num_stages, _compute_events(schedule))
+    _EVENT_CACHE[id(schedule.kind)] = entry
+    return entry
 
 
 # One byte per (stage class, kind, sub-position): slot + 1 in the low bits, write and probe flags.
@@ -228,15 +244,11 @@ def needed_buffers(schedule: Schedule) -> list[int]:
     the fewest buffers any id assignment can use without overwriting live data. It does not
     depend on buffer ids, so a schedule and its buffer reassignments share one computation.
     """
-    hit = _EVENT_CACHE.get(id(schedule.kind))
-    if hit is not None and hit[0]() is schedule.kind and hit[1] is schedule.stage and "needed" in hit[4] \
-            and hit[4]["needed"][0] is schedule.microbatch:
-        return list(hit[4]["needed"][1])
-    needed = _needed_buffers(schedule)
-    hit = _EVENT_CACHE.get(id(schedule.kind))
-    if hit is not None and hit[0]() is schedule.kind:
-        hit[4]["needed"] = (schedule.microbatch, tuple(needed))
-    return needed
+    entry = _cached(schedule)
+    hit = entry.needed.get(id(schedule.microbatch))
+    if hit is None or hit[0] is not schedule.microbatch:
+        hit = entry.needed[id(schedule.microbatch)] = (schedule.microbatch, _needed_buffers(schedule))
+    return list(hit[1])
 
 
 def _needed_buffers(schedule: Schedule) -> list[int]:
@@ -265,15 +277,7 @@ def _needed_buffers(schedule: Schedule) -> list[int]:
     ev_pos = np.r_[first[keys] * 2 + 1, lastr[keys] * 2 + 2]
     ev_delta = np.r_[np.ones(len(keys), np.int64), -np.ones(len(keys), np.int64)]
     order = np.lexsort((ev_pos, ev_stage))
-    ev_stage, ev_delta = ev_stage[order], ev_delta[order]
-    running = np.cumsum(ev_delta)
-    starts = np.r_[0, np.nonzero(np.diff(ev_stage))[0] + 1]
-    offset = np.r_[0, running[:-1]][starts] if len(running) else np.zeros(0)
-    needed = [0] * p
-    for i, s0 in enumerate(starts):
-        s1 = starts[i + 1] if i + 1 < len(starts) else len(running)
-        needed[int(ev_stage[s0])] = int((running[s0:s1] - offset[i]).max())
-    return needed
+    return peak_per_group(ev_stage[order], ev_delta[order], p)
 
 
 def with_buffers(schedule: Schedule, counts: list[int]) -> Schedule:

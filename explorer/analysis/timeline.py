@@ -24,6 +24,7 @@ from explorer.analysis.execution import check_model, dependency_steps_ok, execut
 from explorer.analysis.findings import Bubble
 from explorer.analysis.p2p import Matching
 from explorer.analysis.reference import run
+from explorer.analysis.sweep import peak_per_group
 from explorer.errors import InputError
 from explorer.schedules.instructions import COMPUTE_KINDS, Kind
 from explorer.schedules.schedule import Schedule
@@ -232,16 +233,5 @@ def peak_activations(schedule: Schedule) -> list[int]:
     release = np.where(split[schedule.stage], kind == Kind.BACKWARD_WEIGHT, kind == Kind.BACKWARD)
     delta = fwd.astype(np.int64) - release.astype(np.int64)
     rows = np.nonzero(delta)[0]
-    if not len(rows):
-        return [0] * schedule.num_stages
-    st = schedule.stage[rows]
-    order = np.argsort(st, kind="stable")
-    st, d = st[order], delta[rows][order]
-    running = np.cumsum(d)
-    starts = np.r_[0, np.nonzero(np.diff(st))[0] + 1]
-    offset = np.r_[0, running[:-1]][starts]
-    peaks = [0] * schedule.num_stages
-    for i, s0 in enumerate(starts):
-        s1 = starts[i + 1] if i + 1 < len(starts) else len(running)
-        peaks[int(st[s0])] = int((running[s0:s1] - offset[i]).max())
-    return peaks
+    order = np.argsort(schedule.stage[rows], kind="stable")  # rows are in stream order already
+    return peak_per_group(schedule.stage[rows][order], delta[rows][order], schedule.num_stages)

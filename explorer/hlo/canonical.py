@@ -11,8 +11,8 @@ out. The benchmark runs ``difflib`` on this text as the baseline the structural 
 
 from __future__ import annotations
 
-from explorer.hlo.fingerprint import _CALL_NAME, computation_hashes, computation_prints
-from explorer.hlo.model import CALL_KEYS, NON_STRUCTURAL_KEYS, Computation, Instruction, Module
+from explorer.hlo.fingerprint import computation_hashes, computation_prints, structural_attrs
+from explorer.hlo.model import Computation, Instruction, Module
 
 
 def canonical_order(comp: Computation, subgraph_print: dict[str, str]) -> list[Instruction]:
@@ -79,12 +79,6 @@ def _line(inst: Instruction, names: dict[str, str], comp_names: dict[str, str], 
         args = inst.literal
     else:
         args = ", ".join("%" + names[o] for o in inst.operands)
-    attrs = []
-    for key, value in inst.attrs:
-        if key in NON_STRUCTURAL_KEYS:
-            continue
-        if key in CALL_KEYS:
-            value = _CALL_NAME.sub(lambda m: "%" + comp_names.get(m.group(1), m.group(1)), value)
-        attrs.append(f", {key}={value}")
+    attrs = [", " + a for a in structural_attrs(inst, comp_names, "%")]
     root = "ROOT " if is_root else ""
     return f"  {root}%{names[inst.name]} = {inst.shape} {inst.opcode}({args}){''.join(attrs)}"

@@ -43,17 +43,26 @@ class Interner:
         return got
 
 
+def structural_attrs(inst: Instruction, comp_names: dict[str, str], marker: str) -> list[str]:
+    """``key=value`` for the attributes that define the computation (no metadata), with each
+    called computation (``to_apply=``, ``calls=``...) named ``marker + comp_names[name]``, so
+    renumbered computations compare equal. The canonical text and the fingerprints share it."""
+    out = []
+    for key, value in inst.attrs:
+        if key in NON_STRUCTURAL_KEYS:
+            continue
+        if key in CALL_KEYS:
+            value = _CALL_NAME.sub(lambda m: marker + comp_names.get(m.group(1), m.group(1)), value)
+        out.append(f"{key}={value}")
+    return out
+
+
 def self_key(inst: Instruction, comp_hashes: dict[str, str], with_number: bool) -> str:
     """The text an instruction's self fingerprint is the hash of."""
     parts = [inst.opcode, inst.shape]
     if inst.opcode != "parameter" or with_number:
         parts.append(inst.literal)
-    for key, value in inst.attrs:
-        if key in NON_STRUCTURAL_KEYS:
-            continue
-        if key in CALL_KEYS:
-            value = _CALL_NAME.sub(lambda m: "#" + comp_hashes.get(m.group(1), m.group(1)), value)
-        parts.append(f"{key}={value}")
+    parts.extend(structural_attrs(inst, comp_hashes, "#"))
     return "|".join(parts)
 
 
