@@ -71,3 +71,14 @@ def test_silent_wrong_read_is_a_finding_at_the_predicted_step(tmp_path):
     assert (result.failure["stage"], result.failure["step"], result.failure["instruction"]) == \
            (predicted.stage, predicted.step, predicted.at.name)
     assert "silently" in result.failure["message"]
+
+
+def test_a_crash_while_tearing_down_after_done_does_not_fail_a_finished_run(correct_runs):
+    """A rank that recorded "done" had handed in its results; a signal at interpreter exit is noted, not blamed."""
+    from explorer.runtime.pipeline.result import collect
+
+    schedule, result = correct_runs[4, "fixed"]
+    codes = {0: 0, 1: -11, 2: 0, 3: 0}
+    again = collect(result.folder, schedule, codes)
+    assert again.ok and again.failure is None and again.digest == result.digest
+    assert again.details["teardown_exit_codes"] == {1: -11}

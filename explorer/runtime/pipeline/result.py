@@ -93,7 +93,9 @@ def collect(folder: Path, schedule: Schedule, returncodes: Mapping[int, Optional
                      digest=final["digest"] if final else None, returncodes=dict(returncodes), pids=pids,
                      details={"result": final, "failures": [e for e in follower.events if e["type"] == "failure"],
                               "hazards": [e for e in follower.events if e["type"] == "hazard"],
-                              "iterations": [e for e in follower.events if e["type"] == "iteration"]})
+                              "iterations": [e for e in follower.events if e["type"] == "iteration"],
+                              "teardown_exit_codes": {r: c for r, c in returncodes.items()
+                                                      if c not in (0, None) and r in _finished(follower)}})
 
 
 def _diagnose(follower: Follower, schedule: Schedule, codes: dict, stopped: frozenset[int],
@@ -105,7 +107,12 @@ def _diagnose(follower: Follower, schedule: Schedule, codes: dict, stopped: froz
         later = [e for e in own[1:] if e["type"] == "failure"]
         then = f" (then: {later[0]['message']})" if later else ""
         return _entry(own[0], own[0]["message"] + then)
-    killed = [r for r, c in sorted(codes.items()) if c is not None and c < 0 and r not in stopped and r not in failures]
+    # A rank that recorded "done" had finished its work and handed in its results; a non-zero
+    # code after that comes from tearing down (gloo's threads at interpreter exit) and is kept
+    # in ``details["teardown_exit_codes"]``, not blamed on the run.
+    finished = _finished(follower)
+    killed = [r for r, c in sorted(codes.items())
+              if c is not None and c < 0 and r not in stopped and r not in failures and r not in finished]
     if killed:
         rank = killed[0]
         where = _next_instruction(follower, schedule, rank)
@@ -123,13 +130,17 @@ def _diagnose(follower: Follower, schedule: Schedule, codes: dict, stopped: froz
     if failures:
         first = min(failures.values(), key=lambda e: e["time"])
         return _entry(first, first["message"])
-    exited = [r for r, c in sorted(codes.items()) if c not in (0, None) and r not in stopped]
+    exited = [r for r, c in sorted(codes.items()) if c not in (0, None) and r not in stopped and r not in finished]
     if exited:
         where = _next_instruction(follower, schedule, exited[0])
         return {**where, "message": f"rank {exited[0]} exited with code {codes[exited[0]]} (see rank{exited[0]}.log)"}
     if codes and any(c is None for c in codes.values()):
         return {"rank": None, "stage": None, "step": None, "instruction": None, "message": "the run did not finish"}
     return None
+
+
+def _finished(follower: Follower) -> set[int]:
+    return {e["rank"] for e in follower.events if e["type"] == "done"}
 
 
 def _entry(event: dict, message: str) -> dict:
