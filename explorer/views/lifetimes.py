@@ -24,18 +24,25 @@ from explorer.views.axes import row_height
 from explorer.views.bars import MAX_SVG_BARS, hbars
 from explorer.views.grid import _wrap
 from explorer.views.palette import ACTIVATION, GRADIENT, HAZARD
+from explorer.views.raster import OVERVIEW_BINS, mean_count, window
 
 _TEXT_BARS = 300
+#: Above this many (stage, buffer) rows the all-stages view summarises per stage: 2,000 rows
+#: of 0.4 px each show nothing but black bars.
+MAX_SLOT_ROWS = 48
 
 
-def lifetimes_figure(report: Report, stage: Optional[int] = None, *, max_bars: int = MAX_SVG_BARS) -> go.Figure:
-    """Occupancy of every buffer slot of ``stage`` (all stages when None)."""
+def lifetimes_figure(report: Report, stage: Optional[int] = None, *, max_bars: int = MAX_SVG_BARS,
+                     x_range: Optional[tuple[float, float]] = None) -> go.Figure:
+    """Occupancy of every buffer slot of ``stage`` (all stages when None; per stage when they are many)."""
     s = report.schedule
     if stage is not None and not 0 <= stage < s.num_stages:
         raise InputError(f"stage {stage} does not exist: this schedule has stages 0..{s.num_stages - 1}")
     occ = occupancy(s) if stage is None else occupancy(s).of_stage(stage)
     stages = range(s.num_stages) if stage is None else [stage]
     slots = [(st, b) for st in stages for b in range(max(s.buffers[st], 1))]
+    if stage is None and len(slots) > MAX_SLOT_ROWS:
+        return _per_stage(report, occ, len(slots), x_range)
     row_of = {slot: i for i, slot in enumerate(slots)}
     y = np.array([row_of.get((int(a), int(b)), -1) for a, b in zip(occ.stage.tolist(), occ.buffer.tolist())])
     keep = y >= 0
@@ -85,3 +92,45 @@ def _overwrites(report: Report, row_of: dict, max_bars: int) -> go.Bar | go.Scat
         hover.append(_wrap(f"HAZARD: {h.cause}") if len(hover) < max_bars else "HAZARD (see the findings list)")
     return hbars("overwritten while needed (hazard)", np.array(rows), np.array(x0), np.array(x1), HAZARD,
                  hover=hover, width=0.9, opacity=0.55, showlegend=bool(rows), max_bars=max_bars)
+
+
+def _per_stage(report: Report, occ, slots: int, x_range: Optional[tuple[float, float]]) -> go.Figure:
+    """One row per stage: how many of its buffers hold a micro-batch, step by step; hazards in red."""
+    s = report.schedule
+    lo, hi = window(x_range, 0.0, float(s.num_steps))
+    r = mean_count(occ.stage, occ.start, occ.end, s.num_stages, (lo, hi), bins=min(OVERVIEW_BINS, max(1, int(np.ceil(hi - lo)))))
+    alloc = np.maximum(np.asarray(report.buffers.allocated, dtype=float), 1.0)
+    share = (r.z / alloc[:, None]).astype(np.float32)
+    fig = go.Figure(go.Heatmap(
+        name="buffers in use", z=share, x=r.centres, y=np.arange(s.num_stages), zmin=0, zmax=1.0,
+        colorscale=[[0, "#ffffff"], [0.5, "#9ecae1"], [1.0, ACTIVATION]], customdata=r.z.astype(np.float32),
+        colorbar=dict(title=dict(text="share of<br>allocated"), thickness=12, len=0.6),
+        hovertemplate="stage %{y} · step ≈ %{x:.1f}<br>%{customdata:.1f} buffers in use (%{z:.0%} of allocated)<extra></extra>"))
+    start, end = substep_positions(s)
+    hz = report.findings.hazards
+    if hz:  # hazards per column as a red layer: one small heatmap whatever their number
+        x = np.array([start[h.at.index] for h in hz])
+        y = np.array([h.at.stage for h in hz], dtype=np.int64)
+        keep = (x >= lo) & (x <= hi)
+        col = np.clip(np.floor((x[keep] - r.x0) / r.width).astype(np.int64), 0, share.shape[1] - 1)
+        count = np.zeros(share.shape, dtype=np.float32)
+        np.add.at(count, (y[keep], col), 1.0)
+        count[count == 0] = np.nan
+        fig.add_trace(go.Heatmap(name=f"hazards ({len(hz)})", z=count, x=r.centres, y=np.arange(s.num_stages),
+                                 colorscale=[[0, HAZARD], [1, HAZARD]], showscale=False, hoverongaps=False,
+                                 showlegend=True,
+                                 hovertemplate="stage %{y} · step ≈ %{x:.1f}: %{z} buffer(s) overwritten while needed<extra></extra>"))
+    alloc_l, need = report.buffers.allocated, report.buffers.needed
+    short = [st for st in range(s.num_stages) if need[st] > alloc_l[st]]
+    counts = f"{slots} buffers on {s.num_stages} stages, summarised per stage"
+    if short:
+        counts += f" · too few on {len(short)} stage{'s' if len(short) > 1 else ''} ({', '.join(map(str, short[:8]))}{', …' if len(short) > 8 else ''})"
+    fig.update_layout(
+        title=dict(text=f"Buffer lifetimes · {counts}<br><sup>pick a stage above to see its buffers one by one</sup>"),
+        height=row_height(s.num_stages, per_row=12.0), margin=dict(l=10, r=10, t=70, b=40), plot_bgcolor="white",
+        xaxis=dict(title="step", range=[lo, hi], showgrid=False),
+        yaxis=dict(tickvals=list(range(s.num_stages)), ticktext=[f"stage {st}" for st in range(s.num_stages)],
+                   autorange="reversed", showgrid=False),
+        legend=dict(font=dict(size=10)),
+    )
+    return fig

@@ -1,16 +1,17 @@
-"""Measured versus simulated: bars from a real run beside the simulated ones, per stage.
+"""Measured versus simulated, on one time axis in seconds, and where the time went.
 
-Each stage row holds two lanes: the simulated bar (faded, above) and the measured one
-(solid, below). Simulated time is in ticks and measured time in seconds, so simulated times
-are scaled by one *tick length*: the median ratio of measured to simulated duration of the
-forward passes (said in the title), so the per-kind panel shows how far the other kinds'
-measured costs are from the costs the simulation assumed relative to a forward. Measured times start at the trace's
-earliest event, so a stage that starts late in reality starts late here too. Rows are matched
-by ``(stage, kind, micro-batch)`` because a profiler does not know DeepSpeed's steps. The
-lower panel gives the mean duration per instruction kind, simulated beside measured.
+After a run (or with a loaded trace) the simulation is re-costed from that measurement
+(:func:`explorer.analysis.recost.recosted`: per rank and per kind), so both lanes are in
+seconds and what still differs is the schedule's doing, not a unit. Each rank row holds the
+simulated lane (faded, above) and the measured one (solid, below); a send or receive is split
+into the time spent *waiting* for its partner (hatched) and the transfer itself (its kind's
+colour). A second panel says where each rank's iteration went (compute, transfer, waiting,
+other work, idle) for both, which is what explains a large measured bubble on CPU/gloo; the
+last compares the mean duration per instruction kind. The legend names the kinds.
 
-Without a trace the figure is the simulated half with a note: the hook the "Run" control
-fills once the real pipeline exists.
+Rows are ranks (a process is what runs in time). Measured rows are matched to simulated ones
+by ``(stage, kind, micro-batch)`` because a profiler does not know DeepSpeed's steps. Without
+a trace the figure is the simulated lane in ticks with a note saying how to get a measurement.
 """
 
 from __future__ import annotations
@@ -20,114 +21,183 @@ from typing import Optional
 import numpy as np
 import plotly.graph_objects as go
 
+from explorer.analysis.breakdown import CATEGORIES, breakdown, pair_by_key, wait_split
 from explorer.analysis.check import Report
-from explorer.schedules.instructions import COMPUTE_KINDS, Kind
+from explorer.analysis.recost import recosted
+from explorer.schedules.instructions import Kind
 from explorer.traces.records import MeasuredTrace
-from explorer.views.axes import row_height, stage_labels
+from explorer.views.axes import rank_labels
 from explorer.views.bars import MAX_SVG_BARS, hbars
-from explorer.views.palette import KIND_COLOURS, kind_label
-from explorer.views.words import short_texts
+from explorer.views.palette import IDLE_SOLID, KIND_COLOURS, discrete_colorscale, kind_label
+from explorer.views.raster import dominant, window
 
-_COMPUTE = np.array(sorted(int(k) for k in COMPUTE_KINDS))
-EMPTY_NOTE = ("No measured trace yet: run the real pipeline (the Run control) or load a profiler trace "
-              "with explorer.traces.read_chrome_trace and pass it to show_trace().")
-
-
-def tick_length(report: Report, trace: MeasuredTrace) -> tuple[float, np.ndarray]:
-    """Measured units per simulated tick, and each measured row's simulated row (-1: none)."""
-    s, tl = report.schedule, report.timeline
-    width = int(max(s.num_microbatches, int(trace.microbatch.max(initial=0)) + 1)) + 1
-    def key(stage, kind, mb):  # noqa: E306 - one line, local on purpose
-        return (stage.astype(np.int64) * len(Kind) + kind.astype(np.int64)) * width + (mb.astype(np.int64) + 1)
-    sim_keys, first = np.unique(key(s.stage, s.kind, s.microbatch), return_index=True)
-    mkeys = key(trace.stage, trace.kind, trace.microbatch)
-    pos = np.clip(np.searchsorted(sim_keys, mkeys), 0, max(len(sim_keys) - 1, 0))
-    found = (len(sim_keys) > 0) & (sim_keys[pos] == mkeys) if len(sim_keys) else np.zeros(len(mkeys), bool)
-    sim_row = np.where(found, first[pos] if len(first) else -1, -1)
-    if tl is None:
-        return 1.0, sim_row
-    ok = (sim_row >= 0) & (trace.kind == Kind.FORWARD)
-    if not ok.any():  # forward-less traces (a backward-only probe): fall back to every compute kind
-        ok = (sim_row >= 0) & np.isin(trace.kind, _COMPUTE)
-    sim_dur = (tl.end - tl.start)[sim_row[ok]]
-    meas_dur = (trace.end - trace.start)[ok]
-    good = (sim_dur > 0) & (meas_dur > 0)
-    return (float(np.median(meas_dur[good] / sim_dur[good])) if good.any() else 1.0), sim_row
+EMPTY_NOTE = ("No measured trace yet: press Run (a runner launches the real pipeline) or pass a trace to "
+              "show_trace (e.g. explorer.traces.read_chrome_trace).")
+WAITING = "rgba(120, 120, 120, 0.55)"
+CATEGORY_COLOURS = {"compute": KIND_COLOURS[Kind.FORWARD], "transfer": KIND_COLOURS[Kind.RECV_ACTIVATION],
+                    "waiting": "#d98b8b", "other": "#7f7f7f", "idle": IDLE_SOLID}
+_MAX_RANK_ROWS = 16
 
 
-def overlay_figure(report: Report, trace: Optional[MeasuredTrace] = None, *, max_bars: int = MAX_SVG_BARS) -> go.Figure:
-    """Simulated and (when given) measured bars per stage, and mean duration per kind."""
-    s, tl = report.schedule, report.timeline
+def overlay_figure(report: Report, trace: Optional[MeasuredTrace] = None, *, max_bars: int = MAX_SVG_BARS,
+                   x_range: Optional[tuple[float, float]] = None) -> go.Figure:
+    """Simulated and (when given) measured lanes per rank, where the time went, and mean duration per kind."""
+    s = report.schedule
     fig = go.Figure()
-    if tl is None:
+    if report.timeline is None:
         fig.update_layout(title=dict(text="Measured vs simulated · no simulation: the schedule deadlocks"), height=300)
         return fig
-    scale, sim_row = (1.0, np.zeros(0, dtype=np.int64)) if trace is None else tick_length(report, trace)
-    unit = "ticks" if trace is None else trace.unit
-    offset = 0.0 if trace is None or not len(trace) else float(trace.start.min())
-    sim_dur = tl.end - tl.start
-    shown = sim_dur > 0
-    for kind in Kind:
-        rows = np.nonzero(shown & (s.kind == kind))[0]
-        if not len(rows):
+    measured = trace is not None and len(trace) > 0
+    sim = recosted(report, trace) if measured else report
+    tl = sim.timeline
+    if tl is None:  # a measurement cannot make a valid schedule deadlock; keep the figure honest anyway
+        fig.update_layout(title=dict(text="Measured vs simulated · the re-costed simulation deadlocks"), height=300)
+        return fig
+    to_axis = 1e-3 if measured else 1.0  # re-costed simulations are in milliseconds, the axis in seconds
+    unit = "s" if measured else "ticks"
+    sim_start, sim_end = tl.start * to_axis, tl.end * to_axis
+    sim_wait = wait_split(s.kind, tl.start, tl.end, sim.matching.partner) * to_axis
+    rows = [(s.rank, s.kind, sim_start, sim_end, sim_wait, s.microbatch, -0.2, "simulated", 0.45)]
+    if measured:
+        offset = float(trace.start.min())
+        m_start, m_end = trace.start - offset, trace.end - offset
+        m_wait = wait_split(trace.kind, m_start, m_end, pair_by_key(trace.stage, trace.kind, trace.microbatch))
+        rows.append((trace.rank, trace.kind, m_start, m_end, m_wait, trace.microbatch, 0.2, "measured", 1.0))
+    span = max(float(max(r[3].max(initial=0.0) for r in rows)), 1e-12)
+    lo, hi = window(x_range, 0.0, span)
+    overview = sum(int(((r[3] >= lo) & (r[2] <= hi)).sum()) for r in rows) > max_bars
+    for lane in rows:
+        (_overview_lane if overview else _lane)(fig, lane, s.num_ranks, (lo, hi), unit, max_bars)
+    for kind in (k for k in Kind if (s.kind == k).any()):  # one legend entry per kind, for both lanes
+        fig.add_trace(go.Scatter(name=kind_label(kind), x=[None], y=[None], mode="markers", legendgroup=kind.code,
+                                 marker=dict(symbol="square", size=11, color=KIND_COLOURS[kind]), hoverinfo="skip"))
+    fig.add_trace(go.Scatter(name="waiting for the partner", x=[None], y=[None], mode="markers", legendgroup="waiting",
+                             marker=dict(symbol="square", size=11, color=WAITING), hoverinfo="skip"))
+    parts = [breakdown(s.rank, s.kind, sim_start, sim_end, sim.matching.partner)]
+    if measured:
+        parts.append(breakdown(trace.rank, trace.kind, m_start, m_end,
+                               pair_by_key(trace.stage, trace.kind, trace.microbatch)))
+    words = _where_time_went(fig, parts, unit)
+    _per_kind(fig, s, tl, to_axis, trace if measured else None, unit)
+    fig.update_layout(**_layout(report, sim, trace if measured else None, s.num_ranks, unit, (lo, hi), words, overview))
+    return fig
+
+
+def _lane(fig: go.Figure, lane: tuple, ranks: int, xr: tuple, unit: str, max_bars: int) -> None:
+    """Bars of one lane (simulated or measured): waiting hatched, the rest in the kind's colour."""
+    rank, kind, start, end, wait, mb, dy, label, opacity = lane
+    near = (end >= xr[0]) & (start <= xr[1]) & (end > start)
+    for k in Kind:
+        idx = np.nonzero(near & (kind == k))[0]
+        if not len(idx):
             continue
-        fig.add_trace(hbars(f"simulated {kind.code}", s.stage[rows] - 0.2, tl.start[rows] * scale, tl.end[rows] * scale,
-                            KIND_COLOURS[kind], width=0.36, opacity=0.45, max_bars=max_bars, showlegend=False,
-                            hover=[f"simulated {st}{c}: {a * scale:.4g} → {b * scale:.4g} {unit}" for st, c, a, b in
-                                   zip(s.stage[rows].tolist(), short_texts(s, rows), tl.start[rows].tolist(), tl.end[rows].tolist())]
-                            if len(rows) <= max_bars else None))
-    per_kind_sim, per_kind_meas = [], []
-    for kind in Kind:
-        mine = np.zeros(0, dtype=np.int64) if trace is None else np.nonzero(trace.kind == kind)[0]
-        sim_rows = np.nonzero(s.kind == kind)[0]
-        if len(sim_rows) and sim_dur[sim_rows].max() > 0:
-            per_kind_sim.append((kind, float(sim_dur[sim_rows].mean() * scale)))
-        if not len(mine):
-            continue
-        per_kind_meas.append((kind, float((trace.end[mine] - trace.start[mine]).mean())))
-        hover = None
-        if trace is not None and len(mine) <= max_bars:
-            hover = [_measured_hover(trace, int(i), int(sim_row[i]), sim_dur, scale) for i in mine.tolist()]
-        fig.add_trace(hbars(f"measured {kind.code}", trace.stage[mine] + 0.2, trace.start[mine] - offset,
-                            trace.end[mine] - offset, KIND_COLOURS[kind], width=0.36, max_bars=max_bars,
-                            hover=hover, showlegend=False))
-    fig.add_trace(go.Bar(name="simulated", x=[kind_label(k) for k, _ in per_kind_sim], y=[v for _, v in per_kind_sim],
-                         marker=dict(color="#bbbbbb"), xaxis="x2", yaxis="y2"))
-    meas = dict(per_kind_meas)
-    sim = dict(per_kind_sim)
-    fig.add_trace(go.Bar(name="measured", x=[kind_label(k) for k, _ in per_kind_meas], y=[v for _, v in per_kind_meas],
-                         marker=dict(color="#444444"),
-                         hovertext=[f"measured − simulated: {v - sim.get(k, 0.0):+.4g} {unit}" for k, v in meas.items()],
-                         xaxis="x2", yaxis="y2"))
+        hover = [f"{label} rank {r} · {k.code}{m if m >= 0 else ''}: {a:.4g} → {b:.4g} {unit}"
+                 + (f" (waited {w:.3g} for the partner)" if w > 0 else "")
+                 for r, m, a, b, w in zip(rank[idx].tolist(), mb[idx].tolist(), start[idx].tolist(), end[idx].tolist(), wait[idx].tolist())]
+        bar = hbars(f"{label} {k.code}", rank[idx] + dy, start[idx] + wait[idx], end[idx], KIND_COLOURS[k], hover=hover,
+                    width=0.36, max_bars=max_bars, opacity=opacity, showlegend=False)
+        bar.update(legendgroup=k.code)
+        fig.add_trace(bar)
+    waited = np.nonzero(near & (wait > 0))[0]
+    if len(waited):
+        bar = hbars(f"{label} waiting", rank[waited] + dy, start[waited], start[waited] + wait[waited], WAITING,
+                    hover=[f"{label} rank {r}: waiting {w:.3g} {unit} for the partner" for r, w in
+                           zip(rank[waited].tolist(), wait[waited].tolist())],
+                    width=0.36, max_bars=max_bars, opacity=opacity, showlegend=False)
+        bar.update(legendgroup="waiting")
+        if isinstance(bar, go.Bar):
+            bar.update(marker_pattern_shape="/")
+        fig.add_trace(bar)
+
+
+def _overview_lane(fig: go.Figure, lane: tuple, ranks: int, xr: tuple, unit: str, max_bars: int) -> None:
+    """A lane with too many bars to draw: the kind that runs most of each column, per rank."""
+    rank, kind, start, end, _wait, _mb, dy, label, opacity = lane
+    r = dominant(rank, start, end, kind, ranks, xr, num_categories=len(Kind))
+    codes = np.array([k.code for k in Kind] + ["idle"], dtype=object)
+    fig.add_trace(go.Heatmap(name=f"{label} (overview)", z=r.z.astype(np.float32), x=r.centres, y=np.arange(ranks) + dy,
+                             dy=1.0, zmin=-0.5, zmax=len(Kind) - 0.5, colorscale=discrete_colorscale(), showscale=False,
+                             opacity=opacity, hoverongaps=False, ygap=0,
+                             text=codes[np.where(np.isnan(r.z), len(Kind), r.z).astype(np.int64)],
+                             hovertemplate=f"{label} · row %{{y:.0f}} · t ≈ %{{x:.4g}} {unit}<br>mostly %{{text}}<extra></extra>"))
+
+
+def _where_time_went(fig: go.Figure, parts: list, unit: str) -> str:
+    """Stacked shares per rank (simulated above measured) in the middle panel; the sentence that explains it."""
+    labels = ("simulated", "measured")
+    many = len(parts[0].ranks) > _MAX_RANK_ROWS
+    ys, shares = [], []
+    for label, part in zip(labels, parts):
+        if many:  # one bar per lane: the mean over ranks
+            mean = {c: float(np.mean([part.share(i)[c] for i in range(len(part.ranks))])) for c in CATEGORIES}
+            ys.append(f"{label}, mean of {len(part.ranks)} ranks")
+            shares.append(mean)
+        else:
+            for i, r in enumerate(part.ranks):
+                ys.append(f"rank {r} {label}")
+                shares.append(part.share(i))
+    base = np.zeros(len(ys))
+    for c in CATEGORIES:
+        x = np.array([sh[c] for sh in shares])
+        fig.add_trace(go.Bar(name=c, orientation="h", y=ys, x=x, base=base.copy(), marker=dict(color=CATEGORY_COLOURS[c]),
+                             text=[f"{v:.0%}" if v >= 0.06 else "" for v in x], textposition="inside",
+                             insidetextanchor="middle", legendgroup=f"share-{c}", legendgrouptitle=None,
+                             hovertemplate=f"%{{y}}: {c} %{{x:.1%}}<extra></extra>", xaxis="x2", yaxis="y2",
+                             showlegend=True))
+        base += x
+    return parts[-1].sentence(unit)
+
+
+def _per_kind(fig: go.Figure, s, tl, to_axis: float, trace: Optional[MeasuredTrace], unit: str) -> None:
+    """Mean duration per instruction kind, simulated beside measured."""
+    sim_dur = (tl.end - tl.start) * to_axis
+    kinds = [k for k in Kind if (s.kind == k).any() and sim_dur[s.kind == k].max() > 0]
+    sim = [float(sim_dur[s.kind == k].mean()) for k in kinds]
+    fig.add_trace(go.Bar(name="mean, simulated", x=[kind_label(k) for k in kinds], y=sim, offset=-0.4, width=0.4,
+                         marker=dict(color="#bbbbbb"), xaxis="x3", yaxis="y3",
+                         hovertemplate=f"%{{x}}: simulated mean %{{y:.4g}} {unit}<extra></extra>"))
+    if trace is not None:
+        meas = [float((trace.end - trace.start)[trace.kind == k].mean()) if (trace.kind == k).any() else 0.0 for k in kinds]
+        fig.add_trace(go.Bar(name="mean, measured", x=[kind_label(k) for k in kinds], y=meas, offset=0.0, width=0.4,
+                             marker=dict(color="#444444"), xaxis="x3", yaxis="y3",
+                             hovertext=[f"measured − simulated: {m - v:+.3g} {unit}" for m, v in zip(meas, sim)],
+                             hovertemplate=f"%{{x}}: measured mean %{{y:.4g}} {unit}<br>%{{hovertext}}<extra></extra>"))
+
+
+def _layout(report: Report, sim: Report, trace: Optional[MeasuredTrace], ranks: int, unit: str, xr: tuple,
+            words: str, overview: bool) -> dict:
+    s = report.schedule
+    share_rows = 2 if ranks > _MAX_RANK_ROWS else ranks * (2 if trace is not None else 1)
+    top, middle, bottom = min(ranks, 32) * 30.0 + 60.0, share_rows * 22.0 + 40.0, 200.0
+    height = top + middle + bottom + 170.0
+    y3 = bottom / height
+    y2 = (y3 + 70.0 / height, y3 + (70.0 + middle) / height)
+    y1 = (y2[1] + 60.0 / height, 1.0 - 110.0 / height)
     if trace is None:
         title = "Measured vs simulated · simulated only (ticks)"
     else:
         title = (f"Measured vs simulated · {len(trace)} measured instructions ({trace.source or 'trace'}) · "
-                 f"1 tick = {scale:.4g} {unit} · {int((sim_row < 0).sum())} without a simulated counterpart")
-    # Two panels laid out by hand (make_subplots costs a fifth of a re-render).
-    panel = dict(xref="paper", yref="paper", x=0.5, xanchor="center", yanchor="bottom", showarrow=False, font=dict(size=13))
-    notes = [dict(text="per stage: simulated (faded) above, measured below", y=1.0, **panel),
-             dict(text="mean duration per instruction kind", y=0.22, **panel)]
+                 f"simulation re-costed from this measurement · makespan simulated {sim.timeline.makespan * 1e-3:.4g} s, "
+                 f"measured {float(trace.end.max() - trace.start.min()):.4g} s")
+    panel = dict(xref="paper", yref="paper", x=0.0, xanchor="left", yanchor="bottom", showarrow=False, font=dict(size=12))
+    notes = [dict(text="per rank: simulated (faded, above) and measured (below)" + (" · overview: zoom in for each instruction" if overview else ""),
+                  y=y1[1] + 0.005, **panel),
+             dict(text=f"where the time went{': ' + words if words else ''}", y=y2[1] + 0.005, **panel),
+             dict(text=f"mean duration per instruction kind ({unit})", y=y3 + 0.02 + 40.0 / height, **panel)]
     if trace is None:
-        notes.append(dict(text=EMPTY_NOTE, x=0.5, y=0.36, xref="paper", yref="paper", showarrow=False,
-                          font=dict(size=11, color="#666"), bgcolor="rgba(255,255,255,0.8)"))
-    fig.update_layout(
-        title=dict(text=title), barmode="group", height=row_height(s.num_stages, per_row=34.0, extra=360.0),
-        margin=dict(l=10, r=10, t=80, b=40), plot_bgcolor="white", showlegend=True, legend=dict(font=dict(size=10)),
-        annotations=notes,
-        xaxis=dict(anchor="y", domain=[0, 1], title=dict(text=f"time ({unit})")),
-        yaxis=dict(anchor="x", domain=[0.5, 0.94], tickvals=list(range(s.num_stages)), ticktext=stage_labels(s),
-                   autorange="reversed"),
-        xaxis2=dict(anchor="y2", domain=[0, 1]),
-        yaxis2=dict(anchor="x2", domain=[0, 0.2], title=dict(text=unit)),
+        notes.append(dict(text=EMPTY_NOTE, x=0.5, xanchor="center", y=(y1[0] + y1[1]) / 2, xref="paper", yref="paper",
+                          showarrow=False, font=dict(size=11, color="#555"), bgcolor="rgba(255,255,255,0.85)"))
+    return dict(
+        title=dict(text=title, font=dict(size=14)), barmode="overlay", height=int(height),
+        margin=dict(l=10, r=10, t=60, b=40), plot_bgcolor="white", showlegend=True,
+        legend=dict(font=dict(size=10), tracegroupgap=2), annotations=notes,
+        xaxis=dict(anchor="y", domain=[0, 1], range=list(xr), title=dict(text=f"time ({unit})"),
+                   ticksuffix=" s" if unit == "s" else "", exponentformat="SI", showgrid=True, gridcolor="#eee"),
+        yaxis=dict(anchor="x", domain=list(y1), tickvals=list(range(ranks)), ticktext=rank_labels(s),
+                   range=[ranks - 0.5, -0.5], showgrid=False),
+        xaxis2=dict(anchor="y2", domain=[0, 1], range=[0, 1], tickformat=".0%", showgrid=True, gridcolor="#eee"),
+        yaxis2=dict(anchor="x2", domain=list(y2), autorange="reversed", automargin=True),
+        xaxis3=dict(anchor="y3", domain=[0, 1]),
+        yaxis3=dict(anchor="x3", domain=[0, y3], title=dict(text=unit),
+                    ticksuffix=" s" if unit == "s" else "", exponentformat="SI"),
     )
-    return fig
-
-
-def _measured_hover(trace: MeasuredTrace, i: int, sim: int, sim_dur: np.ndarray, scale: float) -> str:
-    kind = Kind(int(trace.kind[i]))
-    dur = float(trace.end[i] - trace.start[i])
-    text = f"measured {int(trace.stage[i])}{kind.code}{int(trace.microbatch[i]) if trace.microbatch[i] >= 0 else ''}: {dur:.4g} {trace.unit}"
-    if sim >= 0:
-        text += f" (simulated {sim_dur[sim] * scale:.4g}, difference {dur - sim_dur[sim] * scale:+.4g})"
-    return text

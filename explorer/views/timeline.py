@@ -9,6 +9,8 @@ Large schedules switch to WebGL segments (:mod:`explorer.views.bars`).
 
 from __future__ import annotations
 
+from typing import Optional
+
 import numpy as np
 import plotly.graph_objects as go
 
@@ -17,15 +19,22 @@ from explorer.schedules.instructions import COMPUTE_KINDS, Kind
 from explorer.schedules.schedule import Schedule
 from explorer.views.axes import rank_labels, row_height
 from explorer.views.bars import MAX_SVG_BARS, hbars
-from explorer.views.palette import IDLE, KIND_COLOURS, kind_label
+from explorer.views.palette import IDLE, IDLE_SOLID, KIND_COLOURS, discrete_colorscale, kind_label
+from explorer.views.raster import dominant, window
 from explorer.views.words import described, short_texts
 
 _COMPUTE = np.array(sorted(int(k) for k in COMPUTE_KINDS))
 _TEXT_BARS = 400
 
 
-def timeline_figure(report: Report, *, max_bars: int = MAX_SVG_BARS) -> go.Figure:
-    """Bars per instruction kind on a tick axis, idle gaps shaded, bubble fraction in the title."""
+def timeline_figure(report: Report, *, max_bars: int = MAX_SVG_BARS,
+                    x_range: Optional[tuple[float, float]] = None) -> go.Figure:
+    """Bars per instruction kind on a tick axis, idle gaps shaded, bubble fraction in the title.
+
+    ``x_range`` is the time range on screen: bars are sent for it only, and when more than
+    ``max_bars`` fall in it the range is drawn as an overview (each column the kind that
+    runs most of it, idle in grey), exact again once the user zooms in.
+    """
     s, tl = report.schedule, report.timeline
     fig = go.Figure()
     if tl is None:
@@ -33,32 +42,46 @@ def timeline_figure(report: Report, *, max_bars: int = MAX_SVG_BARS) -> go.Figur
         fig.add_annotation(text=report.findings.deadlock.describe() if report.findings.deadlock else "no timeline",
                            showarrow=False, x=0.5, y=0.5, xref="paper", yref="paper")
         return fig
-    idle_rank, idle_start, idle_end = idle_intervals(s, tl.start, tl.end, tl.makespan)
-    fig.add_trace(hbars("idle (bubble)", idle_rank, idle_start, idle_end, IDLE, width=0.9, max_bars=max_bars,
-                        hover=[f"idle {a:g} → {b:g}" for a, b in zip(idle_start.tolist(), idle_end.tolist())]
-                        if len(idle_rank) <= max_bars else None))
+    lo, hi = window(x_range, 0.0, max(tl.makespan, 1e-9))
     dur = tl.end - tl.start
-    shown = dur > 0
-    many = int(shown.sum()) > _TEXT_BARS
-    for kind in Kind:
-        rows = np.nonzero(shown & (s.kind == kind))[0]
-        if not len(rows):
-            continue  # one trace per kind present: fewer traces re-render faster
-        hover = text = None
-        if len(rows) <= max_bars:
+    shown = (dur > 0) & (tl.end >= lo) & (tl.start <= hi)
+    overview = int(shown.sum()) > max_bars
+    if overview:
+        r = dominant(s.rank[shown], tl.start[shown], tl.end[shown], s.kind[shown], s.num_ranks, (lo, hi),
+                     num_categories=len(Kind))
+        codes = np.array([k.code for k in Kind] + ["idle"], dtype=object)
+        fig.add_trace(go.Heatmap(name="instructions", z=r.z.astype(np.float32), x=r.centres, y=np.arange(s.num_ranks),
+                                 zmin=-0.5, zmax=len(Kind) - 0.5, colorscale=discrete_colorscale(), showscale=False,
+                                 hoverongaps=False, text=codes[np.where(np.isnan(r.z), len(Kind), r.z).astype(np.int64)],
+                                 hovertemplate="row %{y} · t ≈ %{x:.4g}<br>mostly %{text}<extra></extra>"))
+        for kind in (k for k in Kind if (s.kind[shown] == k).any()):  # the legend still names the kinds
+            fig.add_trace(go.Scatter(name=kind_label(kind), x=[None], y=[None], mode="markers",
+                                     marker=dict(symbol="square", size=11, color=KIND_COLOURS[kind]), hoverinfo="skip"))
+    else:
+        idle_rank, idle_start, idle_end = idle_intervals(s, tl.start, tl.end, tl.makespan)
+        near = (idle_end >= lo) & (idle_start <= hi)
+        idle_rank, idle_start, idle_end = idle_rank[near], idle_start[near], idle_end[near]
+        fig.add_trace(hbars("idle (bubble)", idle_rank, idle_start, idle_end, IDLE, width=0.9, max_bars=max_bars,
+                            hover=[f"idle {a:g} → {b:g}" for a, b in zip(idle_start.tolist(), idle_end.tolist())]))
+        many = int(shown.sum()) > _TEXT_BARS
+        for kind in Kind:
+            rows = np.nonzero(shown & (s.kind == kind))[0]
+            if not len(rows):
+                continue  # one trace per kind present: fewer traces re-render faster
             hover = [f"{c} · {d}<br>{a:g} → {b:g} ticks" for c, d, a, b in
                      zip(short_texts(s, rows), described(s, rows), tl.start[rows].tolist(), tl.end[rows].tolist())]
-            if not many:
-                text = [f"{kind.code}{m if m >= 0 else ''}" for m in s.microbatch[rows].tolist()]
-        fig.add_trace(hbars(kind_label(kind), s.rank[rows], tl.start[rows], tl.end[rows], KIND_COLOURS[kind],
-                            hover=hover, text=text, width=0.7, max_bars=max_bars, showlegend=bool(len(rows))))
+            text = None if many else [f"{kind.code}{m if m >= 0 else ''}" for m in s.microbatch[rows].tolist()]
+            fig.add_trace(hbars(kind_label(kind), s.rank[rows], tl.start[rows], tl.end[rows], KIND_COLOURS[kind],
+                                hover=hover, text=text, width=0.7, max_bars=max_bars, showlegend=bool(len(rows))))
     b = tl.bubble
     fig.update_layout(
         title=dict(text=f"Timeline · bubble {b.of_total:.1%} of total time ({b.of_ideal:.1%} of ideal compute) · "
-                        f"makespan {b.makespan:g} ticks"),
+                        f"makespan {b.makespan:g} ticks"
+                        + ("<br><sup>overview: each column shows the kind that runs most of it, idle in grey; zoom in for each instruction</sup>"
+                           if overview else "")),
         barmode="overlay", height=row_height(s.num_ranks), margin=dict(l=10, r=10, t=50, b=40),
-        plot_bgcolor="white", legend=dict(font=dict(size=10)),
-        xaxis=dict(title="simulated time (ticks)", range=[0, max(b.makespan, 1e-9)], showgrid=True, gridcolor="#eee"),
+        plot_bgcolor=IDLE_SOLID if overview else "white", legend=dict(font=dict(size=10)),
+        xaxis=dict(title="simulated time (ticks)", range=[lo, hi], showgrid=not overview, gridcolor="#eee"),
         yaxis=dict(tickvals=list(range(s.num_ranks)), ticktext=rank_labels(s), autorange="reversed", showgrid=False),
     )
     return fig

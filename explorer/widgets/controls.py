@@ -44,7 +44,7 @@ class Controls:
     """One widget per setting, plus the view options (lifetimes stage, arrows)."""
 
     def __init__(self, settings: ScheduleSettings, max_stages: int = 64, max_microbatches: int = 512) -> None:
-        slider = dict(continuous_update=False, style={"description_width": "7em"}, layout=w.Layout(width="22em"))
+        slider = dict(continuous_update=False, style={"description_width": "9em"}, layout=w.Layout(width="24em"))
         self.kind = w.Dropdown(options=list(KINDS), value=settings.kind, description="schedule", style=slider["style"])
         self.stages = w.IntSlider(value=settings.stages, min=1, max=max_stages, description="stages", **slider)
         self.microbatches = w.IntSlider(value=settings.microbatches, min=1, max=max_microbatches, description="micro-batches", **slider)
@@ -52,8 +52,8 @@ class Controls:
         self.buffers = w.Dropdown(options=list(BUFFER_POLICIES), value=_policy(settings.buffers), description="buffers", style=slider["style"])
         self.order = w.Dropdown(options=list(ORDERS), value=settings.order or "default", description="P2P order", style=slider["style"])
         self.costs = {name: w.BoundedFloatText(value=getattr(settings.costs, name), min=0.0, max=1e6, step=0.5,
-                                               description=name.replace("_", " "), style={"description_width": "8em"},
-                                               layout=w.Layout(width="14em"))
+                                               description=name.replace("_", " "), style={"description_width": "10em"},
+                                               layout=w.Layout(width="16em"))
                       for name in COST_FIELDS}
         self.lifetimes_stage = w.Dropdown(description="lifetimes of", style=slider["style"])
         self.arrows = w.Checkbox(value=False, description="send → receive arrows", indent=False)

@@ -1,8 +1,9 @@
 """The findings panel: every hazard, unmatched exchange and deadlock, in words, clickable.
 
-Selecting a line calls back with the finding so the app can outline its cell on the grid and
-switch the lifetimes view to its stage. Long lists (a broken 64-stage schedule has tens of
-thousands of hazards) show the first ``limit`` and say how many more there are.
+Selecting a line calls back with the finding so the app can outline its cell on the grid,
+zoom to it and switch the lifetimes view to its stage. A broken 64-stage schedule has tens of
+thousands of findings: they are listed a page at a time, with buttons to page through all of
+them, so none is out of reach.
 """
 
 from __future__ import annotations
@@ -15,35 +16,61 @@ from explorer.views.palette import HAZARD
 
 
 class FindingsPanel:
-    """A header line and a ``Select`` of findings; ``on_select(finding)`` fires on a click."""
+    """A header line, a ``Select`` of one page of findings and paging buttons; ``on_select(finding)`` fires on a click."""
 
     def __init__(self, on_select: Callable[[object], None], limit: int = 200) -> None:
         self._on_select = on_select
         self.limit = limit
+        self.page = 0
         self.findings: list = []
         self.header = w.HTML()
         self.list = w.Select(options=[], rows=6, layout=w.Layout(width="100%"))
+        self.previous = w.Button(description="previous", icon="chevron-left", layout=w.Layout(width="8em"))
+        self.next = w.Button(description="next", icon="chevron-right", layout=w.Layout(width="8em"))
+        self.position = w.Label()
+        self.previous.on_click(lambda _b: self.show_page(self.page - 1))
+        self.next.on_click(lambda _b: self.show_page(self.page + 1))
+        self.pager = w.HBox([self.previous, self.next, self.position])
         self.list.observe(self._changed, names="value")
-        self.widget = w.VBox([self.header, self.list], layout=w.Layout(width="100%"))
+        self.widget = w.VBox([self.header, self.list, self.pager], layout=w.Layout(width="100%"))
+
+    @property
+    def pages(self) -> int:
+        return max(1, -(-len(self.findings) // self.limit))
 
     def show(self, findings: Sequence[object]) -> None:
-        """Replace the list with ``findings`` (records with ``describe()``)."""
+        """Replace the list with ``findings`` (records with ``describe()``), on its first page."""
         self.findings = list(findings)
-        shown = self.findings[: self.limit]
         n = len(self.findings)
-        more = f" (first {self.limit} listed)" if n > self.limit else ""
         colour = HAZARD if n else "#2a7a2a"
-        text = f"{n} finding{'s' if n != 1 else ''}{more}: click one to outline it on the grid" if n else "no findings: every buffer read sees its own micro-batch, every send meets its receive"
+        text = (f"{n:,} finding{'s' if n != 1 else ''}: click one to outline it on the grid and zoom to it" if n else
+                "no findings: every buffer read sees its own micro-batch, every send meets its receive")
         self.header.value = f"<b style='color:{colour}'>{text}</b>"
+        self.show_page(0)
+
+    def show_page(self, page: int) -> None:
+        """List page ``page`` (clamped to the pages there are)."""
+        self.page = min(max(0, page), self.pages - 1)
+        a = self.page * self.limit
+        shown = self.findings[a:a + self.limit]
         self.list.unobserve(self._changed, names="value")
-        self.list.options = [(f.describe(), i) for i, f in enumerate(shown)]
+        self.list.options = [(f"{a + i + 1}. {f.describe()}", a + i) for i, f in enumerate(shown)]
         self.list.value = None
         self.list.rows = max(1, min(6, len(shown)))
         self.list.layout.display = None if shown else "none"
         self.list.observe(self._changed, names="value")
+        many = len(self.findings) > self.limit
+        self.pager.layout.display = None if many else "none"
+        self.previous.disabled = self.page == 0
+        self.next.disabled = self.page >= self.pages - 1
+        self.position.value = f"findings {a + 1:,}–{a + len(shown):,} of {len(self.findings):,}" if shown else ""
 
     def select(self, index: int) -> None:
-        """Select finding ``index`` as if clicked."""
+        """Select finding ``index`` (of all findings) as if clicked, turning to its page."""
+        if not 0 <= index < len(self.findings):
+            raise IndexError(f"finding {index} does not exist: there are {len(self.findings)}")
+        if index // self.limit != self.page:
+            self.show_page(index // self.limit)
         self.list.value = index
 
     def _changed(self, change: dict) -> None:

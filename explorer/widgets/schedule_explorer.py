@@ -2,14 +2,18 @@
 grid, the timeline, the buffer lifetimes and the measured overlay answer at once.
 
 The app only wires things: the core builds and checks (:mod:`explorer.analysis`), the views
-draw (:mod:`explorer.views`), and this class copies each new figure into a ``FigureWidget``
-(:class:`~explorer.widgets.sync.LiveFigure`). It also works without a live kernel:
-``_repr_html_`` and :meth:`to_html` give the current figures as a self-contained page, so a
-notebook rendered on a website still shows them.
+draw (:mod:`explorer.views`), and :class:`~explorer.widgets.sync.LiveFigure` puts each new
+figure on the page. Views send what a screen can show: when the user zooms or pans a figure,
+the page reports the new range and only that view is re-rendered for it (exact cells and
+bars once the range is small enough, an overview before). Every callback runs through
+:meth:`_guarded`, so an exception is said in the status line, not only in the Log Console.
+It also works without a live kernel: ``_repr_html_`` and :meth:`to_html` give the current
+figures as a self-contained page.
 
-The "Run" seam: pass ``runner(schedule, costs) -> MeasuredTrace``. The Run button then calls
-it and shows the result with :meth:`show_trace`; without a runner the button is disabled and
-says why. The real-pipeline issue plugs ``torch.distributed`` in here, nothing else changes.
+The "Run" seam: pass ``runner(schedule, costs) -> MeasuredTrace``. The Run button calls it,
+shows progress beside the button (``report_progress``), overlays what it measured with the
+simulation re-costed from it, and after a failed run selects the finding at the failing
+stage and step. Without a runner the button is disabled and says why.
 """
 
 from __future__ import annotations
@@ -17,7 +21,7 @@ from __future__ import annotations
 import html
 import time
 from pathlib import Path
-from typing import Callable, Optional, Union
+from typing import Any, Callable, Optional, Sequence, Union
 
 import ipywidgets as w
 import plotly.graph_objects as go
@@ -40,6 +44,9 @@ from explorer.widgets.sync import LiveFigure
 #: Launches the real pipeline for a schedule and returns what it measured.
 Runner = Callable[[Schedule, Costs], MeasuredTrace]
 VIEWS = ("grid", "timeline", "lifetimes", "overlay")
+#: Steps shown around a selected finding: its cell is readable, text included.
+ZOOM_STEPS = 12
+ERROR = "#b00020"
 
 
 class ScheduleExplorer:
@@ -47,48 +54,78 @@ class ScheduleExplorer:
 
     def __init__(self, kind: str = "1f1b", stages: int = 4, microbatches: int = 8, *, chunks: int = 1,
                  buffers: Union[None, str] = None, order: Optional[str] = None, costs: Costs = Costs(),
-                 runner: Optional[Runner] = None, max_stages: int = 64, max_microbatches: int = 512) -> None:
+                 runner: Optional[Runner] = None, max_stages: int = 64, max_microbatches: int = 1024) -> None:
         settings = ScheduleSettings(kind, stages, microbatches, chunks, buffers, order, costs)
         self.report: Report = check(settings.build(), settings.costs)  # bad initial settings raise here, with the core's message
         self.settings = settings
         self.trace: Optional[MeasuredTrace] = None
         self.selected: Optional[object] = None
+        self.failed_at: Optional[tuple[int, int]] = None
+        self.ranges: dict[str, Optional[tuple[float, float]]] = {name: None for name in VIEWS}
         self.runner = runner
         self.last_render_s = 0.0
-        self.controls = Controls(settings, max_stages=max_stages, max_microbatches=max_microbatches)
+        self.errors: list[str] = []
+        self.controls = Controls(settings, max_stages=max_stages, max_microbatches=max(max_microbatches, microbatches))
         self.status = w.HTML()
-        self.findings = FindingsPanel(self.select_finding)
-        self._live = {name: LiveFigure(fig) for name, fig in self._figures().items()}
-        self.figures: dict[str, go.FigureWidget] = {name: live.widget for name, live in self._live.items()}
+        self.problem = w.HTML()
+        self.findings = FindingsPanel(self._guarded("selecting a finding", self.select_finding))
+        self._live = {name: LiveFigure(fig) for name, fig in self._figures(VIEWS).items()}
+        for name, live in self._live.items():
+            live.on_zoom(self._guarded(f"zooming the {name}", lambda x, _y, name=name: self._zoomed(name, x)))
+            live.on_error(lambda message: self._say_problem(message))
         self.run_button = w.Button(description="Run" if runner else "Run (no runner)", icon="play",
-                                   disabled=runner is None,
+                                   disabled=runner is None, button_style="primary" if runner else "",
                                    tooltip="launch the real pipeline and overlay its timings" if runner
                                    else "pass runner=... to ScheduleExplorer to launch a real pipeline")
-        self.run_button.on_click(lambda _: self.run())
+        self.run_status = w.HTML("" if runner else "<i>pass runner=PipelineRunner() to run this schedule for real</i>")
+        self.run_button.on_click(self._guarded("running", lambda _b: self.run()))
         for control in self.controls.schedule_widgets:
-            control.observe(self._on_schedule_change, names="value")
-        self.controls.lifetimes_stage.observe(self._on_view_change, names="value")
-        self.controls.arrows.observe(self._on_view_change, names="value")
+            control.observe(self._guarded("rebuilding the schedule", self._on_schedule_change), names="value")
+        self.controls.lifetimes_stage.observe(self._guarded("redrawing the lifetimes", self._on_lifetimes_change), names="value")
+        self.controls.arrows.observe(self._guarded("redrawing the grid", self._on_arrows_change), names="value")
         self.findings.show(self.report.findings.all())
         self._show_status()
         self.widget = w.VBox([
-            self.controls.box(), self.status, self.findings.widget,
-            w.HBox([self.controls.arrows]), self.figures["grid"], self.figures["timeline"],
-            self.controls.lifetimes_stage, self.figures["lifetimes"],
-            self.run_button, self.figures["overlay"],
-        ])
+            self.controls.box(), self.problem, self.status, self.findings.widget,
+            w.HBox([self.controls.arrows]), self._live["grid"].widget, self._live["timeline"].widget,
+            self.controls.lifetimes_stage, self._live["lifetimes"].widget,
+            w.HBox([self.run_button, self.run_status], layout=w.Layout(align_items="center")), self._live["overlay"].widget,
+        ], layout=w.Layout(width="100%"))
+
+    @property
+    def figures(self) -> dict[str, go.Figure]:
+        """The figures the page shows now (the kernel's copies, as last sent)."""
+        return {name: live.figure for name, live in self._live.items()}
+
+    # -- errors --------------------------------------------------------------------------------
+    def _guarded(self, doing: str, fn: Callable[..., Any]) -> Callable[..., Any]:
+        """``fn`` with any exception said in the status line (a callback's traceback would
+        otherwise reach only JupyterLab's Log Console, where nobody looks)."""
+        def call(*args: Any, **kwargs: Any) -> Any:
+            try:
+                return fn(*args, **kwargs)
+            except Exception as exc:  # noqa: BLE001 - the point is to catch what a callback raises
+                self._say_problem(f"while {doing}: {type(exc).__name__}: {exc}")
+                return None
+        return call
+
+    def _say_problem(self, message: str) -> None:
+        self.errors.append(message)
+        self.problem.value = f"<span style='color:{ERROR}'>⚠ {html.escape(message)}</span>"
 
     # -- rendering -----------------------------------------------------------------------------
-    def _figures(self) -> dict[str, go.Figure]:
+    def _figures(self, names: Sequence[str]) -> dict[str, go.Figure]:
         stage = self.controls.lifetimes_stage.value if hasattr(self, "controls") else -1
-        cell = finding_cell(self.selected) if self.selected is not None else None
+        cell = finding_cell(self.selected) if self.selected is not None else self.failed_at
         arrows = bool(self.controls.arrows.value) if hasattr(self, "controls") else False
-        return {
-            "grid": grid_figure(self.report, arrows=arrows, selected=cell),
-            "timeline": timeline_figure(self.report),
-            "lifetimes": lifetimes_figure(self.report, None if stage is None or stage < 0 else stage),
-            "overlay": overlay_figure(self.report, self.trace),
+        build = {
+            "grid": lambda: grid_figure(self.report, arrows=arrows, selected=cell, x_range=self.ranges["grid"]),
+            "timeline": lambda: timeline_figure(self.report, x_range=self.ranges["timeline"]),
+            "lifetimes": lambda: lifetimes_figure(self.report, None if stage is None or stage < 0 else stage,
+                                                  x_range=self.ranges["lifetimes"]),
+            "overlay": lambda: overlay_figure(self.report, self.trace, x_range=self.ranges["overlay"]),
         }
+        return {name: build[name]() for name in names}
 
     def refresh(self) -> None:
         """Rebuild the schedule from the controls and re-render every view (the slider callback)."""
@@ -98,19 +135,20 @@ class ScheduleExplorer:
             settings = self.controls.settings()
             report = check(settings.build(), settings.costs)
         except InputError as exc:
-            self.status.value = f"<span style='color:#b00020'>⚠ {html.escape(str(exc))}</span> (the figures still show the last valid schedule)"
+            self.status.value = f"<span style='color:{ERROR}'>⚠ {html.escape(str(exc))}</span> (the figures still show the last valid schedule)"
             return
-        self.settings, self.report, self.trace, self.selected = settings, report, None, None
+        self.settings, self.report, self.trace, self.selected, self.failed_at = settings, report, None, None, None
+        self.ranges = {name: None for name in VIEWS}
+        self.problem.value = ""
         self.controls.set_stage_options(report.schedule.num_stages)
         self.findings.show(report.findings.all())
-        self._render()
+        self._render(VIEWS)
         self._show_status()
         self.last_render_s = time.perf_counter() - t0
 
-    def _render(self, only: tuple[str, ...] = VIEWS) -> None:
-        figures = self._figures()
-        for name in only:
-            self._live[name].show(figures[name])
+    def _render(self, names: Sequence[str]) -> None:
+        for name, fig in self._figures(names).items():
+            self._live[name].show(fig)
 
     def _show_status(self) -> None:
         lines = summary(self.report).splitlines()
@@ -120,40 +158,81 @@ class ScheduleExplorer:
     def _on_schedule_change(self, change: dict) -> None:
         self.refresh()
 
-    def _on_view_change(self, change: dict) -> None:
-        self._render(("grid", "lifetimes"))
+    def _on_lifetimes_change(self, change: dict) -> None:
+        self.ranges["lifetimes"] = None
+        self._render(("lifetimes",))
+
+    def _on_arrows_change(self, change: dict) -> None:
+        self._render(("grid",))
+
+    def _zoomed(self, name: str, x_range: object) -> None:
+        """The user zoomed ``name`` to ``x_range`` ("auto": reset): send that range's detail."""
+        if x_range is None:
+            return
+        new = None if x_range == "auto" else tuple(x_range)  # type: ignore[arg-type]
+        if new == self.ranges[name]:
+            return
+        self.ranges[name] = new
+        self._render((name,))
 
     # -- findings, runs ------------------------------------------------------------------------
     def select_finding(self, finding: object) -> None:
-        """Outline ``finding``'s cell on the grid and show its stage's buffer lifetimes."""
+        """Outline ``finding``'s cell on the grid, zoom the grid to it and show its stage's buffer lifetimes."""
         self.selected = finding
-        stage, _ = finding_cell(finding)
+        stage, step = finding_cell(finding)
+        self.ranges["grid"] = (step - ZOOM_STEPS - 0.5, step + ZOOM_STEPS + 0.5)
+        self.ranges["lifetimes"] = None
         lifetimes = self.controls.lifetimes_stage
-        lifetimes.unobserve(self._on_view_change, names="value")
+        lifetimes.unobserve_all("value")
         lifetimes.value = stage
-        lifetimes.observe(self._on_view_change, names="value")
+        lifetimes.observe(self._guarded("redrawing the lifetimes", self._on_lifetimes_change), names="value")
         self._render(("grid", "lifetimes"))
 
     def show_trace(self, trace: Optional[MeasuredTrace]) -> None:
-        """Overlay a measured trace (from a runner or :func:`explorer.traces.read_chrome_trace`)."""
+        """Overlay a measured trace (from a runner or :func:`explorer.traces.read_chrome_trace`),
+        with the simulation re-costed from it."""
         self.trace = trace
-        self._live["overlay"].show(overlay_figure(self.report, trace))
+        self.ranges["overlay"] = None
+        self._render(("overlay",))
+
+    def report_progress(self, lines: Sequence[str]) -> None:
+        """Progress of a run, beside the Run button (runners call this; plain text)."""
+        self.run_status.value = "<br>".join(html.escape(str(ln)) for ln in lines)
+
+    def report_run(self, text: str) -> None:
+        """The outcome of a run, beside the Run button (plain text)."""
+        self.run_status.value = html.escape(text)
 
     def run(self) -> Optional[MeasuredTrace]:
         """Call the runner on the current schedule and overlay what it measured."""
         if self.runner is None:
-            self.status.value = "no runner: pass runner=... to ScheduleExplorer to launch a real pipeline"
+            self.report_run("no runner: pass runner=... to ScheduleExplorer to launch a real pipeline")
             return None
         self.run_button.disabled = True
+        self.report_progress([f"starting {self.report.schedule.num_ranks} processes…"])
         try:
             trace = self.runner(self.report.schedule, self.settings.costs)
-        except Exception as exc:  # a failed launch must not kill the app: say what happened
-            self.status.value = f"<span style='color:#b00020'>run failed: {html.escape(f'{type(exc).__name__}: {exc}')}</span>"
+        except Exception as exc:  # a failed launch must not kill the app: say what happened, and where
+            self.run_status.value = f"<span style='color:{ERROR}'>run failed: {html.escape(f'{type(exc).__name__}: {exc}')}</span>"
+            self._point_at_failure(getattr(getattr(exc, "result", None), "failure", None))
             return None
         finally:
             self.run_button.disabled = False
         self.show_trace(trace)
         return trace
+
+    def _point_at_failure(self, failure: Optional[dict]) -> None:
+        """Select the finding the failed run ran into (same stage and step) and outline that cell."""
+        if not isinstance(failure, dict) or failure.get("stage") is None or failure.get("step") is None:
+            return
+        cell = (int(failure["stage"]), int(failure["step"]))
+        self.failed_at = cell
+        for i, finding in enumerate(self.findings.findings):
+            if finding_cell(finding) == cell:
+                self.findings.select(i)
+                return
+        self.ranges["grid"] = (cell[1] - ZOOM_STEPS - 0.5, cell[1] + ZOOM_STEPS + 0.5)
+        self._render(("grid",))
 
     # -- display -------------------------------------------------------------------------------
     def _repr_mimebundle_(self, **kwargs: object) -> dict:
@@ -162,11 +241,13 @@ class ScheduleExplorer:
 
     def _static_sections(self) -> list:
         s = self.report.schedule
-        findings = "".join(f"<li class='finding'>{html.escape(f.describe())}</li>" for f in self.report.findings.all()[:200])
+        found = self.report.findings.all()
+        items = "".join(f"<li class='finding'>{html.escape(f.describe())}</li>" for f in found[:200])
+        more = f"<p>… and {len(found) - 200:,} more (explorer check --json lists them all)</p>" if len(found) > 200 else ""
         head = (f"<p>{html.escape(s.name)}: {s.num_stages} stages, {s.num_microbatches} micro-batches. "
                 "Static copy: the figures without the live controls.</p>"
-                f"<pre>{html.escape(summary(self.report))}</pre><ul>{findings}</ul>")
-        return [head, *(go.Figure(self.figures[name]) for name in VIEWS)]
+                f"<pre>{html.escape(summary(self.report))}</pre><ul>{items}</ul>{more}")
+        return [head, *(self._live[name].figure for name in VIEWS)]
 
     def _repr_html_(self) -> str:
         """A self-contained fragment (plotly.js inlined once) of the current figures."""

@@ -50,6 +50,7 @@ class XlaExplorer:
         self.timeline = LiveFigure(empty)
         self.graphs = LiveFigure(empty)
         self.diff = LiveFigure(empty)
+        self.timeline.on_click(self._on_marker)
         self.run_button.on_click(lambda _b: self.run(block=False))
         self.scenario.observe(self._on_scenario, names="value")
         for dd in (self.graph_a, self.graph_b):
@@ -132,14 +133,17 @@ class XlaExplorer:
         finally:
             self._quiet = False
         self._show_diff()
-        markers = self.timeline.widget.data[-1]
-        markers.on_click(self._on_marker)
 
-    def _on_marker(self, trace: Any, points: Any, _state: Any) -> None:
-        """A click on a new-graph marker: diff that graph against its closest earlier graph."""
-        if not points.point_inds or self.result is None:
+    def _on_marker(self, points: list) -> None:
+        """A click on a new-graph marker (the timeline's last trace): diff that graph against its closest earlier graph."""
+        figure = self.timeline.figure
+        if self.result is None or not figure.data:
             return
-        g = self.result.graph(trace.customdata[points.point_inds[0]])
+        last = len(figure.data) - 1
+        hits = [p for p in points if p.get("curve") == last and isinstance(p.get("index"), int)]
+        if not hits or figure.data[last].customdata is None:
+            return
+        g = self.result.graph(figure.data[last].customdata[hits[0]["index"]])
         if g is not None and g.closest and g.graph_hash in self.result.modules:
             self._quiet = True
             self.graph_a.value, self.graph_b.value = g.closest, g.graph_hash

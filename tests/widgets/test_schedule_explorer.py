@@ -42,7 +42,7 @@ def test_seed_story_through_the_controls_and_a_findings_click():
     app.controls.buffers.value = "fixed"  # remove the +1: the hazard appears
     assert not app.report.ok and "INVALID" in app.status.value
     first = app.findings.findings[0]
-    assert (first.stage, first.step) == (2, 6) and app.findings.list.options[0][0] == first.describe()
+    assert (first.stage, first.step) == (2, 6) and app.findings.list.options[0][0] == f"1. {first.describe()}"
     app.findings.select(0)
     selected = next(t for t in grid_of(app)["data"] if t["name"] == "selected")
     assert selected["line"]["color"] == SELECTED
@@ -83,7 +83,10 @@ def test_run_seam_calls_the_runner_and_overlays_its_trace():
     assert not app.run_button.disabled
     app.run_button.click()
     title = app.figures["overlay"].layout.title.text
-    assert "replay" in title and "1 tick = 0.01 s" in title
+    assert "replay" in title and "re-costed from this measurement" in title
+    # The replay is the simulation at 10 ms per tick: re-costed from it, the simulation must agree.
+    simulated, measured = (float(v) for v in re.findall(r"makespan simulated ([0-9.e-]+) s, measured ([0-9.e-]+) s", title)[0])
+    assert abs(simulated - measured) <= 0.01 * measured and abs(measured - app.report.timeline.makespan * 0.01) < 1e-9
     names = [t.name for t in app.figures["overlay"].data]
     assert f"measured {Kind.FORWARD.code}" in names
     app.controls.microbatches.value = 6  # a new schedule: the old measurement no longer applies
@@ -95,7 +98,7 @@ def test_without_runner_the_button_says_how_to_get_one():
     assert app.run_button.disabled and "runner=" in app.run_button.tooltip
     failing = ScheduleExplorer("gpipe", 2, 4, runner=lambda s, c: 1 / 0)
     failing.run()
-    assert "run failed: ZeroDivisionError" in failing.status.value
+    assert "run failed: ZeroDivisionError" in failing.run_status.value
 
 
 def test_static_copies_are_self_contained(tmp_path):
@@ -114,12 +117,67 @@ def test_static_copies_are_self_contained(tmp_path):
 
 
 def test_widget_state_is_strict_json_after_an_update():
-    """Jupyter's wire format is JSON without NaN: every figure state must pass (buffers aside)."""
-    from ipywidgets.widgets.widget import _remove_buffers
-
+    """Jupyter's wire format is JSON without NaN: every figure the page receives must parse strictly."""
     app = ScheduleExplorer("deepspeed-train", 4, 8, buffers="fixed", order="legacy")
     app.controls.arrows.value = True
     app.controls.stages.value = 5
-    for name, fig in app.figures.items():
-        state, _, _ = _remove_buffers(fig.get_state())
-        json.dumps(state, allow_nan=False)  # raises on NaN/inf
+    def refuse(name):  # noqa: E306
+        raise ValueError(f"{name} in a figure's JSON")
+    for name, live in app._live.items():
+        fig = json.loads(live.widget.spec, parse_constant=refuse)
+        assert fig["layout"]["title"]["text"] == live.figure.layout.title.text, name
+        assert live.widget.revision >= 2 and live.last_bytes == len(live.widget.spec)
+
+def test_an_exception_in_a_callback_is_said_in_the_status_line():
+    app = ScheduleExplorer("1f1b", 4, 8)
+    app._live["grid"].widget._message(None, {"type": "relayout", "x": [0, 1e300], "y": None}, [])
+    assert app.problem.value == ""  # a huge range is clipped to the schedule, not an error
+    broken = app._guarded("testing", lambda: [][1])
+    broken()
+    assert "while testing: IndexError" in app.problem.value and app.errors[-1].startswith("while testing")
+    app._live["grid"].widget._message(None, {"type": "error", "where": "drawing the figure", "message": "boom"}, [])
+    assert "could not finish drawing the figure: boom" in app.problem.value
+
+
+def test_findings_page_through_all_and_a_selection_zooms_the_grid():
+    app = ScheduleExplorer("deepspeed-train", 16, 64, buffers="fixed", order="legacy")
+    n = len(app.report.findings.all())
+    assert n > 200 and app.findings.pager.layout.display is None
+    assert app.findings.position.value == f"findings 1–200 of {n:,}"
+    app.findings.next.click()
+    assert app.findings.list.options[0][0].startswith("201. ")
+    app.findings.select(n - 1)  # the last one: turns to its page and outlines it
+    last = app.report.findings.all()[-1]
+    grid = app.figures["grid"]
+    lo, hi = grid.layout.xaxis.range
+    assert lo < last.step < hi and hi - lo <= 30
+    heat = next(t for t in grid.data if t.name == "instructions")
+    assert heat.texttemplate == "%{text}"  # zoomed in far enough to read the cells
+    assert app.controls.lifetimes_stage.value == last.stage
+
+
+def test_every_change_sends_at_most_a_megabyte_per_figure_at_64_by_512():
+    app = ScheduleExplorer("deepspeed-train", 64, 512, buffers="fixed", order="legacy")
+    sizes = {name: live.last_bytes for name, live in app._live.items()}
+    app.controls.microbatches.value = 500
+    sizes2 = {name: live.last_bytes for name, live in app._live.items()}
+    assert max(sizes.values()) <= 1_000_000 and max(sizes2.values()) <= 1_000_000, (sizes, sizes2)
+    app._zoomed("grid", (100.0, 120.0))  # detail for the range the user zoomed to
+    assert app._live["grid"].last_bytes <= 1_000_000
+    assert "steps 100–120" in app.figures["grid"].layout.title.text
+
+
+def test_a_failed_run_selects_the_finding_it_ran_into():
+    class Failed(RuntimeError):
+        result = type("R", (), {"failure": {"rank": 2, "stage": 2, "step": 6, "message": "inputs[0].grad is None"}})()
+
+    def runner(schedule, costs):
+        raise Failed("rank 2, stage 2, step 6, SendGrad(buffer_id=0): inputs[0].grad is None")
+
+    app = ScheduleExplorer("deepspeed-train", 4, 8, buffers="fixed", order="legacy", runner=runner)
+    app.run_button.click()
+    assert "run failed" in app.run_status.value and "step 6" in app.run_status.value
+    assert app.selected is not None and (app.selected.stage, app.selected.step) == (2, 6)
+    selected = next(t for t in app.figures["grid"].data if t.name == "selected")
+    xs = [x for x in selected.x if x is not None and x == x]
+    assert min(xs) > 5 and max(xs) < 7

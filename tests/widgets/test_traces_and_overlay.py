@@ -69,19 +69,48 @@ def _measured_from_simulation(report, factor: float, slow_kind: Kind, extra: flo
     return MeasuredTrace.from_records(recs, source="scaled simulation")
 
 
-def test_overlay_scales_ticks_aligns_start_and_reports_difference_per_kind():
+def test_overlay_recosts_the_simulation_from_the_trace_and_aligns_start():
     report = check(build("1f1b", 4, 8))
     trace = _measured_from_simulation(report, factor=0.01, slow_kind=Kind.BACKWARD, extra=0.005)
     d = figure_dict(overlay_figure(report, trace))
-    assert "1 tick = 0.01 s" in d["layout"]["title"]["text"]
+    assert "re-costed from this measurement" in d["layout"]["title"]["text"]
+    assert d["layout"]["xaxis"]["title"]["text"] == "time (s)"
     fwd = next(t for t in d["data"] if t["name"] == "measured F")
     assert min(fwd["base"]) == pytest.approx(0.0)  # aligned to the first measured event
-    assert all(abs(y - round(y) - 0.2) < 1e-9 for y in fwd["y"])  # the measured lane of each stage
-    measured = next(t for t in d["data"] if t["name"] == "measured" and t["type"] == "bar")
-    simulated = next(t for t in d["data"] if t["name"] == "simulated" and t["type"] == "bar")
-    diff = {k: m - s for k, m, s in zip(measured["x"], measured["y"], simulated["y"])}
-    assert diff["F ForwardPass"] == pytest.approx(0.0, abs=1e-12)
-    assert diff["B BackwardPass"] == pytest.approx(0.005)
+    assert all(abs(y - round(y) - 0.2) < 1e-9 for y in fwd["y"])  # the measured lane of each rank
+    measured = next(t for t in d["data"] if t["name"] == "mean, measured")
+    simulated = next(t for t in d["data"] if t["name"] == "mean, simulated")
+    sim = dict(zip(simulated["x"], simulated["y"]))
+    meas = dict(zip(measured["x"], measured["y"]))
+    # Re-costed per kind: forwards 10 ms, backwards 25 ms (20 + the 5 ms the trace added), in seconds.
+    assert sim["F ForwardPass"] == pytest.approx(0.01) and meas["F ForwardPass"] == pytest.approx(0.01)
+    assert sim["B BackwardPass"] == pytest.approx(0.025) and meas["B BackwardPass"] == pytest.approx(0.025)
+    kinds = [t["name"] for t in d["data"] if t.get("legendgroup") in ("F", "B") and t.get("showlegend") is not False]
+    assert "F ForwardPass" in kinds and "B BackwardPass" in kinds  # the legend names the kinds
+    shares = [t for t in d["data"] if t.get("xaxis") == "x2"]
+    assert [t["name"] for t in shares] == ["compute", "transfer", "waiting", "other", "idle"]
+    total = np.sum([t["x"] for t in shares], axis=0)
+    assert total == pytest.approx(np.ones(len(total)), abs=1e-6)  # each rank's iteration, all accounted for
+
+
+def test_receives_are_split_into_waiting_and_transfer():
+    report = check(build("deepspeed-train", 2, 2))
+    s, tl = report.schedule, report.timeline
+    recs = []
+    for i in range(len(s)):
+        if tl.end[i] > tl.start[i] or s.kind[i] in (Kind.RECV_ACTIVATION, Kind.SEND_ACTIVATION):
+            start, end = tl.start[i] * 0.01, tl.end[i] * 0.01
+            if s.kind[i] == Kind.RECV_ACTIVATION:  # the receive is posted 30 ms before its send starts
+                end = max(end, start + 0.001)
+                start = start - 0.03
+            recs.append({"rank": int(s.rank[i]), "stage": int(s.stage[i]), "kind": int(s.kind[i]),
+                         "microbatch": int(s.microbatch[i]), "start": start, "end": end})
+    trace = MeasuredTrace.from_records(recs, source="waits")
+    d = figure_dict(overlay_figure(report, trace))
+    waiting = next(t for t in d["data"] if t["name"] == "measured waiting")
+    assert min(waiting["x"]) >= 0.0299  # each receive's wait for its send, drawn apart from its transfer
+    share = next(t for t in d["data"] if t["name"] == "waiting" and t.get("xaxis") == "x2")
+    assert max(share["x"]) > 0.1 and "waiting" in " ".join(a["text"] for a in d["layout"]["annotations"])
 
 
 def test_without_a_trace_the_overlay_is_the_empty_hook():

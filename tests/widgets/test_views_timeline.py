@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 from explorer.analysis import build, check
@@ -40,12 +41,29 @@ def test_gpipe_bubble_matches_the_closed_form_in_the_title():
     assert f"{(p - 1) / (m + p - 1):.1%} of total time" in title
 
 
-def test_large_schedules_switch_to_webgl_segments():
+def test_large_schedules_switch_to_an_overview_that_agrees_with_the_bars():
+    """Above max_bars the timeline is one heatmap: per rank and column, the kind that runs most of it."""
     report = check(build("1f1b", 16, 64))
+    s, tl = report.schedule, report.timeline
     d = figure_dict(timeline_figure(report, max_bars=100))
-    fwd = trace(d, kind_label(Kind.FORWARD))
-    assert fwd["type"] == "scattergl"
-    assert len(fwd["x"]) == 3 * 16 * 64  # start, end, gap per forward
+    heat = trace(d, "instructions")
+    assert heat["type"] == "heatmap" and "overview" in d["layout"]["title"]["text"]
+    z, x = np.asarray(heat["z"], dtype=float), np.asarray(heat["x"], dtype=float)
+    assert z.shape[0] == s.num_ranks and z.shape[1] <= 480
+    width = x[1] - x[0]
+    for rank in (0, 7, 15):
+        for col in (3, z.shape[1] // 2, z.shape[1] - 5):
+            a, b = x[col] - width / 2, x[col] + width / 2
+            cover = {}
+            for i in np.nonzero((s.rank == rank) & (tl.end > tl.start))[0]:
+                piece = min(b, tl.end[i]) - max(a, tl.start[i])
+                if piece > 0:
+                    cover[int(s.kind[i])] = cover.get(int(s.kind[i]), 0.0) + piece
+            expected = max(cover, key=cover.get) if cover else None
+            assert (np.isnan(z[rank, col]) if expected is None else z[rank, col] == expected), (rank, col, cover)
+    zoomed = figure_dict(timeline_figure(report, max_bars=100, x_range=(40.0, 44.0)))
+    fwd = trace(zoomed, kind_label(Kind.FORWARD))
+    assert fwd["type"] == "bar" and all(b + w >= 40.0 and b <= 44.0 for b, w in zip(fwd["base"], fwd["x"]))
 
 
 def test_comparison_shows_each_schedules_bubble_and_peak_memory():

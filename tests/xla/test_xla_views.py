@@ -49,13 +49,13 @@ def test_explorer_shows_a_run_and_renders_offline(logging_run, tmp_path) -> None
     app = XlaExplorer("logging", run=logging_run)
     a, b = views.default_pair(logging_run)
     assert (app.graph_a.value, app.graph_b.value) == (a, b)
-    assert app.timeline.widget.data[-1].x == tuple(s.step for s in logging_run.steps if s.new_graphs)
+    assert app.timeline.figure.data[-1].x == tuple(s.step for s in logging_run.steps if s.new_graphs)
     assert "application/vnd.jupyter.widget-view+json" in app._repr_mimebundle_()
     page = app.to_html(str(tmp_path / "xla.html"))
     assert "new graph: yes, because" in page and "plotly" in page
     first = logging_run.graphs[-1]
     app.graph_a.value = first.closest
-    assert app.diff.widget.layout.title.text.startswith(first.closest[:8])
+    assert app.diff.figure.layout.title.text.startswith(first.closest[:8])
 
 
 def test_run_control_does_not_block_and_follows_each_step() -> None:
@@ -66,4 +66,4 @@ def test_run_control_does_not_block_and_follows_each_step() -> None:
     result = app.wait(timeout=300)
     assert result is not None and result.ok, app.status.value
     assert app.progress.value == 2 == app.progress.max and not app.run_button.disabled
-    assert len(app.timeline.widget.data[-1].x) >= 1
+    assert len(app.timeline.figure.data[-1].x) >= 1

@@ -5,15 +5,14 @@ This runner launches the real pipeline for that schedule and returns the last it
 measured instructions, which the explorer overlays on the simulated timeline.
 
 Two things the seam alone does not carry are done through :meth:`PipelineRunner.attach`
-(duck-typed, so the runtime never imports ipywidgets): progress per rank goes into the
-explorer's ``status`` while the run goes, and a failed run first overlays its partial trace,
+(duck-typed, so the runtime never imports ipywidgets and writes no markup): progress per rank
+goes to the explorer's ``report_progress`` (plain lines) while the run goes, and a failed run first overlays its partial trace,
 then raises :class:`RunFailed` whose message (rank, stage, step, instruction, why) the explorer
 shows as the reason.
 """
 
 from __future__ import annotations
 
-import html
 from typing import Any, Optional
 
 from explorer.analysis import Costs
@@ -45,7 +44,7 @@ class PipelineRunner:
         self.app: Any = None
 
     def attach(self, app: Any) -> Any:
-        """Report progress into ``app.status`` and overlay partial traces via ``app.show_trace``."""
+        """Report progress via ``app.report_progress``/``report_run`` and overlay partial traces via ``app.show_trace``."""
         self.app = app
         return app
 
@@ -58,9 +57,9 @@ class PipelineRunner:
                 self.app.show_trace(result.trace(iteration=-1 if result.failure else None))
             raise RunFailed(result)
         if self.app is not None:
-            verdict = "bitwise equal to" if result.bitwise_equal_to_reference else "<b>different from</b>"
-            self.app.status.value = (f"ran {schedule.name} on {schedule.num_ranks} processes: losses and gradients "
-                                     f"{verdict} the reference; run folder {html.escape(str(result.folder))}")
+            verdict = "bitwise equal to" if result.bitwise_equal_to_reference else "DIFFERENT FROM"
+            self.app.report_run(f"ran {schedule.name} on {schedule.num_ranks} processes: losses and gradients "
+                                f"{verdict} the reference (run folder {result.folder.name})")
         return result.trace()
 
     def _progress(self, follower: Follower) -> None:
@@ -68,4 +67,4 @@ class PipelineRunner:
             return
         rows = [f"rank {r}: {p.state}, iteration {max(p.iteration, 0)}, step {p.last_step}"
                 for r, p in sorted(follower.ranks.items())]
-        self.app.status.value = "running the real pipeline…<br>" + "<br>".join(html.escape(r) for r in rows)
+        self.app.report_progress(["running the real pipeline…", *rows])

@@ -1,0 +1,100 @@
+"""Where the time went, per rank: compute, transfer, waiting for a partner, other work, idle.
+
+A measured bubble of 85 % on CPU/gloo says little by itself; split each exchange into the
+part spent *waiting* for the partner to arrive and the part spent *moving* the data, and the
+rest of the iteration into compute, bookkeeping (load, reduce, optimizer) and plain idle, and
+the reason shows: on a loaded CPU most of the "bubble" is ranks waiting inside receives.
+
+The same function serves the simulation and a measurement, so the two are compared in the
+same terms. The partner of an exchange is its matched send or receive (``-1``: none); the
+partner is *ready* when its call starts (a blocking send/recv meets then; a batched receive
+can complete only once its send was posted).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from explorer.schedules.instructions import COMPUTE_KINDS, Kind
+
+CATEGORIES = ("compute", "transfer", "waiting", "other", "idle")
+_COMPUTE = np.array(sorted(int(k) for k in COMPUTE_KINDS))
+_P2P = np.array([int(Kind.SEND_ACTIVATION), int(Kind.RECV_ACTIVATION), int(Kind.SEND_GRAD), int(Kind.RECV_GRAD)])
+
+
+@dataclass(frozen=True)
+class Breakdown:
+    """``seconds[rank][category]`` over ``span`` (from the first start to the last end of any rank)."""
+
+    ranks: tuple[int, ...]
+    seconds: tuple[dict, ...]
+    span: float
+
+    def share(self, rank_index: int) -> dict:
+        """Each category as a share of the span."""
+        return {k: (v / self.span if self.span > 0 else 0.0) for k, v in self.seconds[rank_index].items()}
+
+    def sentence(self, unit: str = "") -> str:
+        """The largest cost that is not compute, said in words for the rank where it is largest."""
+        if not self.ranks or self.span <= 0:
+            return ""
+        worst = max(("waiting", "transfer", "idle", "other"),
+                    key=lambda c: max(s[c] for s in self.seconds))
+        i = int(np.argmax([s[worst] for s in self.seconds]))
+        share = self.share(i)
+        why = {"waiting": "waiting inside sends and receives for the partner rank to arrive",
+               "transfer": "moving data once both ranks are in the exchange",
+               "idle": "between instructions, with nothing to run (the schedule's own bubble)",
+               "other": "in loads, gradient reductions and the optimizer step"}[worst]
+        return (f"rank {self.ranks[i]} spends {share[worst]:.0%} of the iteration {why}; "
+                f"compute is {share['compute']:.0%}")
+
+
+def wait_split(kind: np.ndarray, start: np.ndarray, end: np.ndarray, partner: np.ndarray) -> np.ndarray:
+    """For each row, the time spent waiting for its partner (0 for compute and unmatched rows)."""
+    wait = np.zeros(len(kind))
+    p2p = np.isin(kind, _P2P) & (partner >= 0)
+    rows = np.nonzero(p2p)[0]
+    ready = start[partner[rows]]
+    wait[rows] = np.clip(ready - start[rows], 0.0, end[rows] - start[rows])
+    return wait
+
+
+def breakdown(rank: np.ndarray, kind: np.ndarray, start: np.ndarray, end: np.ndarray, partner: np.ndarray) -> Breakdown:
+    """Per rank, seconds (or ticks) of each of :data:`CATEGORIES` over the whole span."""
+    if not len(rank):
+        return Breakdown((), (), 0.0)
+    kind = kind.astype(np.int64)
+    dur = np.maximum(end - start, 0.0)
+    wait = wait_split(kind, start, end, partner)
+    lo, hi = float(start.min()), float(end.max())
+    out = []
+    ranks = tuple(int(r) for r in np.unique(rank))
+    for r in ranks:
+        mine = rank == r
+        compute = float(dur[mine & np.isin(kind, _COMPUTE)].sum())
+        p2p = mine & np.isin(kind, _P2P)
+        waiting = float(wait[p2p].sum())
+        transfer = float(dur[p2p].sum()) - waiting
+        other = float(dur[mine & ~np.isin(kind, _COMPUTE) & ~np.isin(kind, _P2P)].sum())
+        idle = max((hi - lo) - compute - transfer - waiting - other, 0.0)
+        out.append({"compute": compute, "transfer": transfer, "waiting": waiting, "other": other, "idle": idle})
+    return Breakdown(ranks, tuple(out), hi - lo)
+
+
+def pair_by_key(stage: np.ndarray, kind: np.ndarray, microbatch: np.ndarray) -> np.ndarray:
+    """Partners in a measurement, which has no matching: a send of micro-batch m from stage s
+    meets the receive of m on the stage it goes to (s+1 for activations, s-1 for gradients)."""
+    kind = kind.astype(np.int64)
+    partner = np.full(len(kind), -1, dtype=np.int64)
+    sends = {}
+    for i in np.nonzero(np.isin(kind, [int(Kind.SEND_ACTIVATION), int(Kind.SEND_GRAD)]))[0].tolist():
+        grad = kind[i] == Kind.SEND_GRAD
+        sends[(int(stage[i]) + (-1 if grad else 1), bool(grad), int(microbatch[i]))] = i
+    for i in np.nonzero(np.isin(kind, [int(Kind.RECV_ACTIVATION), int(Kind.RECV_GRAD)]))[0].tolist():
+        j = sends.get((int(stage[i]), bool(kind[i] == Kind.RECV_GRAD), int(microbatch[i])))
+        if j is not None:
+            partner[i], partner[j] = j, i
+    return partner

@@ -1,0 +1,98 @@
+"""``PlotView``: one plotly figure on the page, drawn by plotly.js from the JSON the kernel sends.
+
+Why not ``go.FigureWidget``: inside an ipywidgets box it draws at plotly's 700 px fallback
+width and never follows the output area; every change it echoes back from the page is merged
+into the kernel's copy (a numpy array where plotly expects a scalar raised ``ValueError`` in
+``_remove_overlapping_props``, visible only in the Log Console, and left the two copies out
+of step); tables updated in place opened blank. Here the kernel owns the figure: each change
+sends the whole figure once, as compact JSON (numpy arrays travel as typed arrays), and the
+page calls ``Plotly.react``. The page sends back only plain numbers: the axis ranges a user
+zoomed to (for level of detail), the points clicked, and any drawing error in words.
+
+plotly.js itself comes from the installed plotly package, sent once per page on request, so
+the widget works offline and matches the Python package's version.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Callable, Optional
+
+import anywidget
+import plotly
+import traitlets
+
+_PLOTLY_JS = Path(plotly.__file__).parent / "package_data" / "plotly.min.js"
+
+#: ``(x_range, y_range)``, each ``(lo, hi)``, ``"auto"`` (reset) or None (unchanged).
+ZoomHandler = Callable[[object, object], None]
+#: ``[{"curve": trace index, "index": point index, "x": ..., "y": ..., "name": trace name}]``
+ClickHandler = Callable[[list], None]
+
+
+class PlotView(anywidget.AnyWidget):
+    """A figure that fills its output width; ``spec`` is the figure's plotly JSON."""
+
+    _esm = Path(__file__).with_name("plot_view.js")
+    spec = traitlets.Bytes(b"").tag(sync=True)
+    revision = traitlets.Int(0).tag(sync=True)
+
+    def __init__(self, **kwargs: object) -> None:
+        super().__init__(**kwargs)
+        self.drawn_revision = -1
+        self.errors: list[str] = []
+        self._on_zoom: list[ZoomHandler] = []
+        self._on_click: list[ClickHandler] = []
+        self._on_error: list[Callable[[str], None]] = []
+        self.on_msg(self._message)
+
+    def set_json(self, payload: bytes) -> None:
+        """Show the figure whose plotly JSON is ``payload``."""
+        with self.hold_sync():
+            self.spec = payload
+            self.revision += 1
+
+    def on_zoom(self, handler: ZoomHandler) -> None:
+        """Call ``handler(x_range, y_range)`` when the user zooms, pans or resets the axes."""
+        self._on_zoom.append(handler)
+
+    def on_click(self, handler: ClickHandler) -> None:
+        """Call ``handler(points)`` when the user clicks points of the figure."""
+        self._on_click.append(handler)
+
+    def on_error(self, handler: Callable[[str], None]) -> None:
+        """Call ``handler(message)`` when the page fails to draw (so an app can say it)."""
+        self._on_error.append(handler)
+
+    def _message(self, _widget: object, content: dict, buffers: list) -> None:
+        kind = content.get("type") if isinstance(content, dict) else None
+        if kind == "plotly?":
+            self.send({"type": "plotly"}, [_PLOTLY_JS.read_bytes()])
+        elif kind == "drawn":
+            self.drawn_revision = int(content.get("revision", -1))
+        elif kind == "relayout":
+            for handler in self._on_zoom:
+                handler(_range(content.get("x")), _range(content.get("y")))
+        elif kind == "click":
+            points = content.get("points") or []
+            for handler in self._on_click:
+                handler(points)
+        elif kind == "error":
+            message = f"the page could not finish {content.get('where', 'drawing')}: {content.get('message', '')}"
+            self.errors.append(message)
+            for handler in self._on_error:
+                handler(message)
+
+
+def _range(value: object) -> Optional[object]:
+    """A plain ``(lo, hi)`` pair, ``"auto"``, or None for anything else the page might send."""
+    if value == "auto":
+        return "auto"
+    if isinstance(value, (list, tuple)) and len(value) == 2:
+        try:
+            lo, hi = float(value[0]), float(value[1])
+        except (TypeError, ValueError):
+            return None
+        if lo == lo and hi == hi and abs(lo) != float("inf") and abs(hi) != float("inf"):
+            return (min(lo, hi), max(lo, hi))
+    return None
