@@ -57,9 +57,11 @@ def grid_figure(report: Report, *, arrows: bool = False, selected: Optional[tupl
     columns = max(hi - lo + 1, 1)
     cells = findings_by_cell(report)
     overview = columns > DETAIL_COLUMNS or stages * columns > DETAIL_CELLS
+    exact = True
     if overview:
         heat, outlines, note = _overview(report, cells, (lo_x, hi_x))
         lines = 1
+        exact = columns <= OVERVIEW_BINS
     else:
         with_text = columns <= TEXT_COLUMNS and stages * columns <= max_text_cells and stages <= 48
         heat, lines = _detail(report, cells, lo, hi, with_text=with_text, words=stages * columns <= WORDS_CELLS)
@@ -80,7 +82,7 @@ def grid_figure(report: Report, *, arrows: bool = False, selected: Optional[tupl
     verdict = f"{n_findings} finding{'s' if n_findings != 1 else ''}" if n_findings else "no findings"
     fig.update_layout(
         title=dict(text=f"Instruction grid · {s.name} · {stages} stages × {s.num_microbatches} micro-batches · {verdict}"
-                        f"<br><sup>{'overview: each column sums up several steps (its most common kind)' if overview else 'steps ' + str(lo) + '–' + str(hi)}{note}</sup>"),
+                        f"<br><sup>{('overview: one column per step' if exact else 'overview: each column sums up several steps (its most common kind)') if overview else 'steps ' + str(lo) + '–' + str(hi)}{note}</sup>"),
         height=row_height(stages, per_row=max(22.0, 13.0 * lines + 10.0), extra=120.0),
         margin=dict(l=10, r=10, t=70, b=40), plot_bgcolor="white",
         xaxis=dict(title="step", showgrid=False, zeroline=False, range=[lo_x, hi_x]),
@@ -113,8 +115,8 @@ def _overview(report: Report, marks: dict, x_range: tuple[float, float]):
     codes = np.array([k.code for k in Kind] + [""], dtype=object)
     hover = codes[np.where(np.isnan(z), len(Kind), z).astype(np.int64)]
     heat = go.Heatmap(name="instructions", z=z, x=r.centres, y=np.arange(s.num_stages), zmin=-0.5, zmax=len(Kind) - 0.5,
-                      colorscale=discrete_colorscale(), showscale=False, hoverongaps=False, text=hover,
-                      hovertemplate="stage %{y} · steps around %{x:.0f}<br>mostly %{text}<extra></extra>")
+                      colorscale=discrete_colorscale(), showscale=False, hoverongaps=False, customdata=hover,
+                      hovertemplate="stage %{y} · steps around %{x:.0f}<br>mostly %{customdata}<extra></extra>")
     # Findings per column as a red layer: one small heatmap, not an outline per cell.
     marked = np.array([(st, t) for st, t in marks if x_range[0] <= t <= x_range[1]], dtype=float).reshape(-1, 2)
     count = np.zeros(z.shape, dtype=np.float32)

@@ -31,8 +31,8 @@ from explorer.views.bars import MAX_SVG_BARS, hbars
 from explorer.views.palette import IDLE_SOLID, KIND_COLOURS, discrete_colorscale, kind_label
 from explorer.views.raster import dominant, window
 
-EMPTY_NOTE = ("No measured trace yet: press Run (a runner launches the real pipeline) or pass a trace to "
-              "show_trace (e.g. explorer.traces.read_chrome_trace).")
+EMPTY_NOTE = ("No measured trace yet: press Run (a runner launches the real pipeline)<br>"
+              "or pass a trace to show_trace (e.g. explorer.traces.read_chrome_trace).")
 WAITING = "rgba(120, 120, 120, 0.55)"
 CATEGORY_COLOURS = {"compute": KIND_COLOURS[Kind.FORWARD], "transfer": KIND_COLOURS[Kind.RECV_ACTIVATION],
                     "waiting": "#d98b8b", "other": "#7f7f7f", "idle": IDLE_SOLID}
@@ -118,7 +118,7 @@ def _overview_lane(fig: go.Figure, lane: tuple, ranks: int, xr: tuple, unit: str
     fig.add_trace(go.Heatmap(name=f"{label} (overview)", z=r.z.astype(np.float32), x=r.centres, y=np.arange(ranks) + dy,
                              dy=1.0, zmin=-0.5, zmax=len(Kind) - 0.5, colorscale=discrete_colorscale(), showscale=False,
                              opacity=opacity, hoverongaps=False, ygap=0,
-                             text=codes[np.where(np.isnan(r.z), len(Kind), r.z).astype(np.int64)],
+                             customdata=codes[np.where(np.isnan(r.z), len(Kind), r.z).astype(np.int64)],
                              hovertemplate=f"{label} · row %{{y:.0f}} · t ≈ %{{x:.4g}} {unit}<br>mostly %{{text}}<extra></extra>"))
 
 
@@ -168,36 +168,46 @@ def _layout(report: Report, sim: Report, trace: Optional[MeasuredTrace], ranks: 
             words: str, overview: bool) -> dict:
     s = report.schedule
     share_rows = 2 if ranks > _MAX_RANK_ROWS else ranks * (2 if trace is not None else 1)
-    top, middle, bottom = min(ranks, 32) * 30.0 + 60.0, share_rows * 22.0 + 40.0, 200.0
-    height = top + middle + bottom + 170.0
-    y3 = bottom / height
-    y2 = (y3 + 70.0 / height, y3 + (70.0 + middle) / height)
-    y1 = (y2[1] + 60.0 / height, 1.0 - 110.0 / height)
+    # Heights in pixels, bottom up: per-kind panel, gap, shares, gap, lanes; then margins.
+    bottom, gap, middle, top = 170.0, 85.0, share_rows * 22.0 + 10.0, min(ranks, 32) * 44.0 + 20.0
+    plot = bottom + gap + middle + gap + top
+    height = plot + 90.0 + 110.0  # title and legend above, rotated kind names below
+    y3 = (0.0, bottom / plot)
+    y2 = ((bottom + gap) / plot, (bottom + gap + middle) / plot)
+    y1 = ((bottom + 2 * gap + middle) / plot, 1.0)
     if trace is None:
         title = "Measured vs simulated · simulated only (ticks)"
     else:
-        title = (f"Measured vs simulated · {len(trace)} measured instructions ({trace.source or 'trace'}) · "
-                 f"simulation re-costed from this measurement · makespan simulated {sim.timeline.makespan * 1e-3:.4g} s, "
-                 f"measured {float(trace.end.max() - trace.start.min()):.4g} s")
+        title = (f"Measured vs simulated · {len(trace)} measured instructions from {_source(trace.source)}<br>"
+                 f"<sup>simulation re-costed from this measurement · makespan simulated {sim.timeline.makespan * 1e-3:.4g} s, "
+                 f"measured {float(trace.end.max() - trace.start.min()):.4g} s</sup>")
     panel = dict(xref="paper", yref="paper", x=0.0, xanchor="left", yanchor="bottom", showarrow=False, font=dict(size=12))
     notes = [dict(text="per rank: simulated (faded, above) and measured (below)" + (" · overview: zoom in for each instruction" if overview else ""),
-                  y=y1[1] + 0.005, **panel),
-             dict(text=f"where the time went{': ' + words if words else ''}", y=y2[1] + 0.005, **panel),
-             dict(text=f"mean duration per instruction kind ({unit})", y=y3 + 0.02 + 40.0 / height, **panel)]
+                  y=y1[1] + 8.0 / plot, **panel),
+             dict(text=f"where the time went{': ' + words if words else ''}", y=y2[1] + 8.0 / plot, **panel),
+             dict(text=f"mean duration per instruction kind ({unit})", y=y3[1] + 8.0 / plot, **panel)]
     if trace is None:
         notes.append(dict(text=EMPTY_NOTE, x=0.5, xanchor="center", y=(y1[0] + y1[1]) / 2, xref="paper", yref="paper",
                           showarrow=False, font=dict(size=11, color="#555"), bgcolor="rgba(255,255,255,0.85)"))
     return dict(
         title=dict(text=title, font=dict(size=14)), barmode="overlay", height=int(height),
-        margin=dict(l=10, r=10, t=60, b=40), plot_bgcolor="white", showlegend=True,
+        margin=dict(l=10, r=10, t=90, b=110), plot_bgcolor="white", showlegend=True,
         legend=dict(font=dict(size=10), tracegroupgap=2), annotations=notes,
-        xaxis=dict(anchor="y", domain=[0, 1], range=list(xr), title=dict(text=f"time ({unit})"),
+        xaxis=dict(anchor="y", domain=[0, 1], range=list(xr), title=dict(text=f"time ({unit})", standoff=4),
                    ticksuffix=" s" if unit == "s" else "", exponentformat="SI", showgrid=True, gridcolor="#eee"),
         yaxis=dict(anchor="x", domain=list(y1), tickvals=list(range(ranks)), ticktext=rank_labels(s),
                    range=[ranks - 0.5, -0.5], showgrid=False),
         xaxis2=dict(anchor="y2", domain=[0, 1], range=[0, 1], tickformat=".0%", showgrid=True, gridcolor="#eee"),
         yaxis2=dict(anchor="x2", domain=list(y2), autorange="reversed", automargin=True),
         xaxis3=dict(anchor="y3", domain=[0, 1]),
-        yaxis3=dict(anchor="x3", domain=[0, y3], title=dict(text=unit),
+        yaxis3=dict(anchor="x3", domain=list(y3), title=dict(text=unit),
                     ticksuffix=" s" if unit == "s" else "", exponentformat="SI"),
     )
+
+
+def _source(source: str) -> str:
+    """Where a trace came from, without a temporary folder's path (which says nothing to a reader)."""
+    if not source:
+        return "a trace"
+    name = source.rstrip("/").rsplit("/", 1)[-1]
+    return "a real run" if name.startswith("explorer-run-") else name

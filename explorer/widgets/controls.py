@@ -8,7 +8,7 @@ own :class:`~explorer.errors.InputError` messages instead of being silently "fix
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Optional, Union
 
 import ipywidgets as w
@@ -32,6 +32,15 @@ class ScheduleSettings:
     buffers: Union[None, str, int] = None
     order: Optional[str] = None
     costs: Costs = field(default_factory=Costs)
+
+    def simulated_costs(self) -> Costs:
+        """The costs to simulate: with interleaving, a chunk holds 1/chunks of a stage's layers, so
+        its forward and backward cost that share of the per-stage costs the controls show."""
+        if self.kind != "interleaved-1f1b" or self.chunks <= 1:
+            return self.costs
+        c, v = self.costs, float(self.chunks)
+        return replace(c, forward=c.forward / v, backward=c.backward / v, backward_input=c.backward_input / v,
+                       backward_weight=c.backward_weight / v)
 
     def build(self) -> Schedule:
         """The schedule; ``chunks``/``order`` are only passed to the kinds that take them."""

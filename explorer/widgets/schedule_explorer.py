@@ -56,7 +56,7 @@ class ScheduleExplorer:
                  buffers: Union[None, str] = None, order: Optional[str] = None, costs: Costs = Costs(),
                  runner: Optional[Runner] = None, max_stages: int = 64, max_microbatches: int = 1024) -> None:
         settings = ScheduleSettings(kind, stages, microbatches, chunks, buffers, order, costs)
-        self.report: Report = check(settings.build(), settings.costs)  # bad initial settings raise here, with the core's message
+        self.report: Report = check(settings.build(), settings.simulated_costs())  # bad initial settings raise here, with the core's message
         self.settings = settings
         self.trace: Optional[MeasuredTrace] = None
         self.selected: Optional[object] = None
@@ -133,7 +133,7 @@ class ScheduleExplorer:
         self.controls.update_enabled()
         try:
             settings = self.controls.settings()
-            report = check(settings.build(), settings.costs)
+            report = check(settings.build(), settings.simulated_costs())
         except InputError as exc:
             self.status.value = f"<span style='color:{ERROR}'>⚠ {html.escape(str(exc))}</span> (the figures still show the last valid schedule)"
             return
@@ -153,6 +153,9 @@ class ScheduleExplorer:
     def _show_status(self) -> None:
         lines = summary(self.report).splitlines()
         keep = [ln.lstrip("# ") for ln in lines if not ln.startswith("#   ")]
+        if self.settings.simulated_costs() != self.settings.costs:
+            keep.append(f"costs: each of the {self.settings.chunks} chunks on a rank costs 1/{self.settings.chunks} "
+                        "of the forward and backward set above (a chunk holds that share of a stage's layers)")
         self.status.value = "<br>".join(html.escape(ln) for ln in keep)
 
     def _on_schedule_change(self, change: dict) -> None:
