@@ -14,7 +14,7 @@ import importlib
 import sys
 from typing import Sequence
 
-from explorer.errors import InputError, MissingExtraError
+from explorer.errors import InputError, MissingExtraError, one_line
 
 #: Command modules, in the order ``explorer --help`` lists them.
 COMMANDS: tuple[str, ...] = (
@@ -28,7 +28,14 @@ COMMANDS: tuple[str, ...] = (
 
 
 class _Parser(argparse.ArgumentParser):
-    """argparse exits 2 on bad usage already; keep its message to one line plus usage."""
+    """argparse exits 2 on bad usage already; keep its message to one line, like every other bad input.
+
+    The usage block argparse prints first is left out: one line names the option and the
+    constraint, and points at ``--help``.
+    """
+
+    def error(self, message: str):  # type: ignore[override]
+        self.exit(2, f"{self.prog}: error: {one_line(message)} (see {self.prog} --help)\n")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -44,11 +51,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run one command and return its exit code (0 ok, 1 findings, 2 bad input)."""
     parser = build_parser()
     args = parser.parse_args(argv)
+    args.argv = list(sys.argv[1:] if argv is None else argv)  # a command may re-run itself in a child
     try:
         return int(args.func(args))
     except (InputError, MissingExtraError) as exc:
-        print(f"explorer {args.command}: error: {exc}", file=sys.stderr)
+        print(f"explorer {args.command}: error: {one_line(str(exc))}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:
+        print(f"explorer {args.command}: interrupted", file=sys.stderr)
+        return 130
     except BrokenPipeError:  # pragma: no cover - `explorer ... | head`
         return 0
 

@@ -209,7 +209,7 @@ def buffer_hazards(schedule: Schedule) -> list[Hazard]:
 def _hazard(schedule, row, slot, expected, *, src, src_row, src_val, src_slot) -> Hazard:
     at = ref(schedule, row)
     buf = int(schedule.buffer[row])
-    where = "grad_layer" if slot == _GRAD_LAYER else f"{'inputs' if slot in (_INPUT, _GRAD) else SLOTS[slot] + 's'}[{buf}]"
+    where = "grad_layer" if slot == _GRAD_LAYER else f"{'inputs' if slot in (_INPUT, _GRAD) else SLOTS[slot].rstrip('s') + 's'}[{buf}]"
     if src < 0:
         return Hazard(at=at, buffer=buf, slot=SLOTS[slot], expected_microbatch=expected, found_microbatch=None,
                       overwritten_by=None,

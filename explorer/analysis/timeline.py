@@ -17,6 +17,7 @@ the per-instruction simulator, which is also the oracle the property tests compa
 from __future__ import annotations
 
 from dataclasses import dataclass, fields, replace
+from typing import ClassVar
 
 import numpy as np
 
@@ -47,6 +48,8 @@ class Costs:
     #: Ranks whose costs differ: ``((rank, (("send", 6.2), ...)), ...)``, made by :meth:`with_rank`.
     #: Measured runs need it: on a loaded CPU one rank's sends can be 100x slower than another's.
     rank_overrides: tuple = ()
+    #: Largest cost accepted: a schedule's sum of costs (millions of instructions) stays finite and exact enough.
+    MAX: ClassVar[float] = 1e12
 
     def __post_init__(self) -> None:
         for f in fields(self):
@@ -90,8 +93,11 @@ class Costs:
 
 
 def _check_cost(name: str, value: object) -> None:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0 or value != value:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or value != value or value < 0:
         raise InputError(f"cost {name} must be a non-negative number, got {value!r}")
+    if value > Costs.MAX:  # also infinity; a huge int compares exactly, no float overflow
+        raise InputError(f"cost {name} must be finite and at most {Costs.MAX:g} (so sums over a schedule stay "
+                         f"finite), got {value!r}")
 
 
 @dataclass(frozen=True)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 
+from explorer.commands import validate
 from explorer.commands.schedule_options import add_schedule_options, emit, report_from_args, selected_ranks
 from explorer.report.html import schedule_page
 from explorer.report.listing import listing
@@ -16,7 +17,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                               description="List a schedule one step per line, findings marked on their line.")
     add_schedule_options(p)
     p.add_argument("--format", choices=["text", "json", "csv", "html"], default="text")
-    p.add_argument("--out", metavar="FILE", help="write to FILE instead of stdout")
+    p.add_argument("--out", metavar="FILE", type=validate.output_file("--out"),
+                   help="write to FILE instead of stdout (checked before any work)")
     p.set_defaults(func=run)
 
 

@@ -6,10 +6,14 @@ import argparse
 from typing import Optional
 
 from explorer.analysis import Costs, Report, build, check
-from explorer.errors import InputError
+from explorer.commands import validate
+from explorer.errors import InputError, excerpt
+from explorer.inputs import write_text
 from explorer.schedules import KINDS
-from explorer.schedules.adapters import from_deepspeed, load_class
 from explorer.schedules.schedule import Schedule
+
+#: Why the stage and micro-batch counts have an upper limit (shown with the refusal).
+_SIZE_WHY = "the analyses hold every instruction in memory"
 
 COST_KEYS = {"F": "forward", "B": "backward", "I": "backward_input", "W": "backward_weight",
              "p2p": "p2p", "send": "send", "recv": "recv", "L": "load", "R": "reduce", "O": "optimizer"}
@@ -19,16 +23,25 @@ def add_schedule_options(parser: argparse.ArgumentParser) -> None:
     g = parser.add_argument_group("schedule")
     g.add_argument("--kind", choices=list(KINDS), help="schedule generator")
     g.add_argument("--from", dest="from_class", metavar="MODULE:CLASS",
-                   help="a DeepSpeed-style PipeSchedule class on PYTHONPATH instead of --kind")
-    g.add_argument("--stages", type=int, required=True, metavar="P",
+                   type=validate.user_ref("--from", "my_schedules:FixBufferTrainSchedule"),
+                   help="a DeepSpeed-style PipeSchedule class on PYTHONPATH instead of --kind (run in a child process)")
+    g.add_argument("--timeout", type=validate.seconds("--timeout", "a day"), default=60.0, metavar="S",
+                   help="seconds a --from class may take to yield its steps (default 60)")
+    g.add_argument("--stages", required=True, metavar="P",
+                   type=validate.count("--stages", hi=validate.MAX_STAGES, why=_SIZE_WHY, label="stages"),
                    help="pipeline ranks; interleaved-1f1b runs P x --chunks stages and dualpipev 2P")
-    g.add_argument("--microbatches", type=int, required=True, metavar="M", help="micro-batches per batch")
-    g.add_argument("--chunks", type=int, default=1, metavar="V", help="virtual stages per rank (interleaved-1f1b)")
+    g.add_argument("--microbatches", required=True, metavar="M", help="micro-batches per batch",
+                   type=validate.count("--microbatches", hi=validate.MAX_MICROBATCHES, why=_SIZE_WHY,
+                                       label="micro-batches"))
+    g.add_argument("--chunks", default=1, metavar="V", help="virtual stages per rank (interleaved-1f1b)",
+                   type=validate.count("--chunks", hi=validate.MAX_STAGES, why=_SIZE_WHY, label="chunks"))
     g.add_argument("--buffers", default=None, metavar="N|legacy|fixed|minimal",
                    help="buffers per stage: a number, a comma list, DeepSpeed's legacy/fixed formula, or minimal")
     g.add_argument("--order", choices=["legacy", "fixed"], default=None,
                    help="DeepSpeed send/recv order inside a step (deepspeed-train)")
-    g.add_argument("--stage", type=int, default=None, metavar="S", help="show only the rank that runs stage S")
+    g.add_argument("--stage", default=None, metavar="S", help="show only the rank that runs stage S",
+                   type=validate.count("--stage", lo=0, hi=2 * validate.MAX_STAGES, label="--stage", what="stage index",
+                                       why="no schedule has more stages"))
     a = parser.add_argument_group("analysis")
     a.add_argument("--model", choices=["blocking", "batched"], default=None,
                    help="P2P model for deadlocks and timing (default: the schedule's own)")
@@ -38,25 +51,39 @@ def add_schedule_options(parser: argparse.ArgumentParser) -> None:
 
 
 def parse_buffers(text: Optional[str]):
+    """``None``, a policy name, one count or a comma list of counts, each in ``1..MAX_MICROBATCHES``."""
     if text is None or text in ("legacy", "fixed", "minimal"):
         return text
-    try:
-        values = [int(x) for x in text.split(",")]
-    except ValueError:
-        raise InputError(f"--buffers {text!r}: use a number, a comma-separated list, legacy, fixed or minimal") from None
+    parse = validate.count("--buffers", hi=validate.MAX_MICROBATCHES, label="buffer counts",
+                           why="a stage never holds more micro-batches than that")
+    values = []
+    for item in text.split(","):
+        if not validate._INTEGER.fullmatch(item):
+            raise InputError(f"--buffers {excerpt(text)}: use a number, a comma-separated list, legacy, fixed or "
+                             "minimal")
+        try:
+            values.append(parse(item))
+        except argparse.ArgumentTypeError as exc:
+            raise InputError(f"--buffers: {exc}") from None
     return values[0] if len(values) == 1 else values
 
 
 def parse_costs(text: str) -> Costs:
+    """``F=1,B=2,...``: every value a finite number in ``0..MAX_COST`` (so sums cannot overflow)."""
     values: dict[str, float] = {}
+    parse = validate.number("--costs", 0.0, Costs.MAX, why="sums over a schedule must stay finite", label="cost")
     for part in filter(None, (p.strip() for p in text.split(","))):
         key, sep, value = part.partition("=")
+        key = key.strip()
         if not sep or key not in COST_KEYS:
-            raise InputError(f"--costs item {part!r}: write KEY=VALUE with KEY one of {', '.join(COST_KEYS)}")
+            raise InputError(f"--costs item {excerpt(part)}: write KEY=VALUE with KEY one of {', '.join(COST_KEYS)}")
+        if COST_KEYS[key] in values:
+            raise InputError(f"--costs gives {key} twice: give each cost once")
         try:
-            values[COST_KEYS[key]] = float(value)
-        except ValueError:
-            raise InputError(f"--costs item {part!r}: {value!r} is not a number") from None
+            values[COST_KEYS[key]] = parse(value)
+        except argparse.ArgumentTypeError as exc:
+            reason = str(exc).replace("cost must be at least 0", "cost must be non-negative (at least 0)")
+            raise InputError(f"--costs item {excerpt(part)}: {reason}") from None
     return Costs(**values)
 
 
@@ -64,18 +91,23 @@ def schedule_from_args(args: argparse.Namespace) -> Schedule:
     if args.from_class:
         if args.kind:
             raise InputError("give either --kind or --from, not both")
-        return from_deepspeed(load_class(args.from_class), args.stages, args.microbatches)
+        validate.schedule_size(None, args.stages, args.microbatches)
+        from explorer.commands.user_schedule import schedule_from_class
+
+        return schedule_from_class(args.from_class, args.stages, args.microbatches, args.timeout)
     if not args.kind:
         raise InputError(f"--kind is required (one of {', '.join(KINDS)}) unless --from names a schedule class")
+    validate.schedule_size(args.kind, args.stages, args.microbatches, args.chunks)
     return build(args.kind, args.stages, args.microbatches, chunks=args.chunks,
                  buffers=parse_buffers(args.buffers), order=args.order)
 
 
 def report_from_args(args: argparse.Namespace) -> Report:
+    costs = parse_costs(args.costs)  # cheap checks first: a typo costs no schedule
     schedule = schedule_from_args(args)
     if args.stage is not None and not 0 <= args.stage < schedule.num_stages:
         raise InputError(f"--stage {args.stage} is outside stages 0..{schedule.num_stages - 1}")
-    return check(schedule, parse_costs(args.costs), args.model)
+    return check(schedule, costs, args.model)
 
 
 def selected_ranks(args: argparse.Namespace, report: Report) -> Optional[list[int]]:
@@ -83,8 +115,8 @@ def selected_ranks(args: argparse.Namespace, report: Report) -> Optional[list[in
 
 
 def emit(text: str, out: Optional[str]) -> None:
+    """Print ``text``, or write it to ``out`` (a full disk or an unwritable path is an InputError)."""
     if out:
-        with open(out, "w", encoding="utf-8") as fh:
-            fh.write(text)
+        write_text(out, text, "--out")
     else:
         print(text, end="" if text.endswith("\n") else "\n")

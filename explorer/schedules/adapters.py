@@ -14,55 +14,138 @@ compare buffer contents against.
 
 from __future__ import annotations
 
-import importlib
+import itertools
+import operator
 from typing import Any, Mapping, Optional, Sequence
 
 import numpy as np
 
-from explorer.errors import InputError
-from explorer.schedules.instructions import KIND_BY_DEEPSPEED_NAME, Instruction, Kind, parse_instruction
+from explorer.errors import InputError, excerpt, import_user_module, one_line
+from explorer.schedules.instructions import BUFFER_KINDS, KIND_BY_DEEPSPEED_NAME, Instruction, Kind, parse_instruction
 from explorer.schedules.lowering import ComputePlan, lower
 from explorer.schedules.schedule import Schedule, from_streams
 
 
+#: Largest value a stage, micro-batch or buffer id may take (the columns are 32-bit).
+MAX_ID = 2**31 - 1
+
+
+def step_limit(stages: int, microbatches: int) -> int:
+    """Steps one stage's ``steps()`` may yield: DeepSpeed's schedules take ``2 (M + P - 1)``; far more is a runaway."""
+    return 8 * (microbatches + stages) + 1024
+
+
+def instruction_limit(stages: int, microbatches: int) -> int:
+    """Instructions all stages together may yield: DeepSpeed's take about 7 per stage and micro-batch."""
+    return 32 * stages * microbatches + 64 * stages + 4096
+
+
 def load_class(spec: str) -> type:
     """Import ``MODULE:CLASS`` (the module must be on ``PYTHONPATH``)."""
-    if ":" not in spec:
-        raise InputError(f"--from expects MODULE:CLASS, e.g. my_schedules:FixBufferTrainSchedule; got {spec!r}")
-    module_name, _, attr = spec.partition(":")
-    try:
-        module = importlib.import_module(module_name)
-    except ImportError as exc:
-        raise InputError(f"cannot import module {module_name!r} for --from ({exc}); is it on PYTHONPATH?") from exc
+    module_name, sep, attr = spec.rpartition(":")
+    if not sep or not module_name or not attr:
+        raise InputError(f"--from expects MODULE:CLASS, e.g. my_schedules:FixBufferTrainSchedule; got {excerpt(spec)}")
+    module = import_user_module(module_name, f"--from {excerpt(spec)}")
     try:
         return getattr(module, attr)
-    except AttributeError as exc:
-        raise InputError(f"module {module_name!r} has no attribute {attr!r}") from exc
+    except AttributeError:
+        raise InputError(f"module {module_name!r} has no attribute {excerpt(attr)}") from None
+
+
+def _user_call(schedule_class: Any, stage: int, what: str, fn: Any, *args: Any) -> Any:
+    """Call the user's code; whatever it raises (even ``sys.exit``) is a message, never a crash."""
+    try:
+        return fn(*args)
+    except InputError:
+        raise
+    except (Exception, SystemExit) as exc:  # a user's class: report, never crash
+        name = getattr(schedule_class, "__name__", "the class")
+        raise InputError(f"{name}(stage_id={stage}) failed in {what}: {type(exc).__name__}: "
+                         f"{one_line(str(exc), 300)}") from None
+
+
+def _buffer_count(schedule_class: Any, stage: int, value: Any) -> int:
+    """``num_pipe_buffers()``: a positive integer no larger than the micro-batches it could ever hold."""
+    name = getattr(schedule_class, "__name__", "the class")
+    try:
+        count = operator.index(value)
+    except TypeError:
+        raise InputError(f"{name}(stage_id={stage}).num_pipe_buffers() returned {excerpt(repr(value))}: "
+                         "it must return a whole number of buffers, at least 1") from None
+    if not 1 <= count <= MAX_ID:
+        raise InputError(f"{name}(stage_id={stage}).num_pipe_buffers() returned {excerpt(str(count))}: "
+                         f"it must be between 1 and {MAX_ID:,} (a stage needs a buffer to receive into)")
+    return count
+
+
+def _buffer_id(cmd: Any, kind: Kind, stage: int, step: int, buffers: int) -> int:
+    """A buffer instruction's ``buffer_id``: an integer in ``0..buffers-1`` (DeepSpeed indexes a list with it)."""
+    buf = getattr(cmd, "buffer_id", None)
+    if buf is None:
+        return -1
+    where = f"stage {stage} step {step}: {type(cmd).__name__}"
+    try:
+        value = operator.index(buf)
+    except TypeError:
+        raise InputError(f"{where} has buffer_id={excerpt(repr(buf))}: buffer ids are whole numbers "
+                         f"0..{buffers - 1} (num_pipe_buffers() is {buffers})") from None
+    if kind not in BUFFER_KINDS:  # kept as given; no buffer list is indexed with it
+        if not -1 <= value <= MAX_ID:
+            raise InputError(f"{where} has buffer_id={excerpt(str(value))}: use -1 (none) or 0..{MAX_ID:,}")
+        return value
+    if not 0 <= value < buffers:
+        raise InputError(f"{where} has buffer_id={excerpt(str(value))}, outside 0..{buffers - 1}: "
+                         f"num_pipe_buffers() is {buffers}, and DeepSpeed indexes its buffer lists with the id")
+    return value
+
+
+def _bounded(items: Any, limit: int, what: str) -> list:
+    """The first items of an iterable, refusing one longer than ``limit`` (an endless generator)."""
+    out = list(itertools.islice(iter(items), limit + 1))
+    if len(out) > limit:
+        raise InputError(f"{what} yielded more than {limit:,}: more than any pipeline schedule of this size needs "
+                         "(an endless generator?); make it stop")
+    return out
 
 
 def from_deepspeed(schedule_class: Any, stages: int, microbatches: int, *, name: Optional[str] = None) -> Schedule:
-    """Run a DeepSpeed-style schedule class for every stage and collect its instructions."""
+    """Run a DeepSpeed-style schedule class for every stage and collect its instructions.
+
+    The class is the user's code: anything it raises, a ``num_pipe_buffers()`` below 1, a
+    ``buffer_id`` that is not an integer inside the buffers, or a ``steps()`` that never ends
+    (more than :func:`step_limit` steps or :func:`instruction_limit` instructions) is an
+    :class:`InputError` naming the stage and step.
+    """
     if not isinstance(schedule_class, type) or not callable(getattr(schedule_class, "steps", None)) \
             or not callable(getattr(schedule_class, "num_pipe_buffers", None)):
         raise InputError(
-            f"{getattr(schedule_class, '__name__', schedule_class)!r} is not a pipeline schedule class: "
+            f"{excerpt(getattr(schedule_class, '__name__', repr(schedule_class)))} is not a pipeline schedule class: "
             "it needs a constructor (micro_batches, stages, stage_id), steps() and num_pipe_buffers()"
         )
     for label, value in (("stages", stages), ("micro-batches", microbatches)):
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise InputError(f"{label} must be a positive integer; got {value!r}")
+            raise InputError(f"{label} must be a positive integer; got {excerpt(repr(value))}")
+    max_steps, budget = step_limit(stages, microbatches), instruction_limit(stages, microbatches)
     streams: list[list[list[Instruction]]] = []
     buffers: list[int] = []
     labels: list[list[int]] = []
     for stage in range(stages):
-        try:
-            sched = schedule_class(micro_batches=microbatches, stages=stages, stage_id=stage)
-            steps = [list(cmds) for cmds in sched.steps()]
-            buffers.append(int(sched.num_pipe_buffers()))
-        except InputError:
-            raise
-        except Exception as exc:  # a user's class: report, never crash
-            raise InputError(f"{schedule_class.__name__}(stage_id={stage}) failed: {type(exc).__name__}: {exc}") from exc
+        sched = _user_call(schedule_class, stage, "its constructor",
+                           lambda s=stage: schedule_class(micro_batches=microbatches, stages=stages, stage_id=s))
+        count = _buffer_count(schedule_class, stage, _user_call(schedule_class, stage, "num_pipe_buffers()",
+                                                                sched.num_pipe_buffers))
+        buffers.append(count)
+
+        def read_steps(s=stage, sched=sched) -> list[list[Any]]:
+            nonlocal budget
+            rows = []
+            for t, cmds in enumerate(_bounded(sched.steps(), max_steps, f"steps() of stage {s} (steps)")):
+                row = _bounded(cmds, budget, f"steps() of stage {s} (instructions in all, at step {t})")
+                budget -= len(row)
+                rows.append(row)
+            return rows
+
+        steps = _user_call(schedule_class, stage, "steps()", read_steps)
         counters: dict[Kind, int] = {}
         out_steps: list[list[Instruction]] = []
         for t, cmds in enumerate(steps):
@@ -71,19 +154,20 @@ def from_deepspeed(schedule_class: Any, stages: int, microbatches: int, *, name:
                 kind = KIND_BY_DEEPSPEED_NAME.get(type(cmd).__name__)
                 if kind is None:
                     raise InputError(
-                        f"stage {stage} step {t}: unknown instruction {type(cmd).__name__!r}; expected one of "
+                        f"stage {stage} step {t}: unknown instruction {excerpt(type(cmd).__name__)}; expected one of "
                         f"{', '.join(sorted(KIND_BY_DEEPSPEED_NAME))}"
                     )
                 mb = -1
                 if kind.has_microbatch:
                     mb = counters.get(kind, 0)
                     counters[kind] = mb + 1
-                buf = getattr(cmd, "buffer_id", -1)
-                row.append(Instruction(stage=stage, kind=kind, microbatch=mb, buffer=int(buf) if buf is not None else -1))
+                row.append(Instruction(stage=stage, kind=kind, microbatch=mb,
+                                       buffer=_buffer_id(cmd, kind, stage, t, count)))
             out_steps.append(row)
         streams.append(out_steps)
         step_fn = getattr(sched, "_step_to_micro_batch", None)
-        labels.append([int(step_fn(t)[0]) if callable(step_fn) else t for t in range(len(steps))])
+        labels.append([_label(schedule_class, stage, t, step_fn) for t in range(len(steps))] if callable(step_fn)
+                      else list(range(len(steps))))
     width = max((len(s) for s in streams), default=0)
     label_arr = np.array([row + [0] * (width - len(row)) for row in labels], dtype=np.int64)
     return from_streams(
@@ -92,6 +176,16 @@ def from_deepspeed(schedule_class: Any, stages: int, microbatches: int, *, name:
         params={"kind": "deepspeed-class", "class": f"{schedule_class.__module__}.{schedule_class.__qualname__}", "p2p": "blocking"},
         step_labels=label_arr,
     )
+
+
+def _label(schedule_class: Any, stage: int, step: int, step_fn: Any) -> int:
+    """DeepSpeed's ``_step_to_micro_batch(step)[0]``, a label only: anything not a small integer counts as -1."""
+    value = _user_call(schedule_class, stage, "_step_to_micro_batch()", step_fn, step)
+    try:
+        label = operator.index(value[0])
+    except (TypeError, IndexError, KeyError):
+        return -1
+    return label if -MAX_ID <= label <= MAX_ID else -1
 
 
 _TORCH_COMPUTE = {"F": Kind.FORWARD, "B": Kind.BACKWARD, "I": Kind.BACKWARD_INPUT, "W": Kind.BACKWARD_WEIGHT}

@@ -169,7 +169,8 @@ def _layout(report: Report, sim: Report, trace: Optional[MeasuredTrace], ranks: 
     s = report.schedule
     share_rows = 2 if ranks > _MAX_RANK_ROWS else ranks * (2 if trace is not None else 1)
     # Heights in pixels, bottom up: per-kind panel, gap, shares, gap, lanes; then margins.
-    bottom, gap, middle, top = 170.0, 85.0, share_rows * 22.0 + 10.0, min(ranks, 32) * 44.0 + 20.0
+    per_rank = 44.0 if ranks <= 8 else max(14.0, 352.0 / ranks)  # many ranks: the lanes get thinner, not the page longer
+    bottom, gap, middle, top = 170.0, 85.0, share_rows * 22.0 + 10.0, min(ranks, 64) * per_rank + 20.0
     plot = bottom + gap + middle + gap + top
     height = plot + 90.0 + 110.0  # title and legend above, rotated kind names below
     y3 = (0.0, bottom / plot)

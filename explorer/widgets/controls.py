@@ -97,11 +97,12 @@ class Controls:
         self.lifetimes_stage.value = current if current is not None and -1 <= current < num_stages else -1
 
     def box(self) -> w.Widget:
-        """The controls laid out in three rows."""
+        """The controls in three rows that wrap on a narrow page instead of running off its edge."""
+        wrap = w.Layout(flex_flow="row wrap")
         return w.VBox([
-            w.HBox([self.kind, self.buffers, self.order]),
-            w.HBox([self.stages, self.microbatches, self.chunks]),
-            w.HBox(list(self.costs.values())),
+            w.HBox([self.kind, self.buffers, self.order], layout=wrap),
+            w.HBox([self.stages, self.microbatches, self.chunks], layout=wrap),
+            w.HBox(list(self.costs.values()), layout=wrap),
         ])
 
 

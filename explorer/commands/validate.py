@@ -1,0 +1,177 @@
+"""The validation layer every command shares: numbers, sizes and paths, checked at the edge.
+
+Argument types here run while argparse parses, so a bad number is refused in milliseconds,
+before any heavy package (torch, torch_xla) is imported and before anything is allocated or
+started. Each refusal names the option, quotes a short excerpt of what was given, states the
+constraint and says what to change; ``explorer.cli`` prints it as one line and exits 2.
+
+Limits are there because an unbounded input does not fail, it runs on: 20,000 stages by
+20,000 micro-batches take 12 GB, a real run of 100,000 micro-batches takes hours. Each limit
+says why it is where it is.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import re
+from typing import Callable, Optional
+
+from explorer.errors import InputError, excerpt
+from explorer.inputs import check_input_file, check_output_dir, check_output_file
+
+_INTEGER = re.compile(r"\s*[+-]?\d{1,30}\s*")
+
+#: Stages an analysed schedule may have (stages x chunks; 2 x ranks for dualpipev).
+MAX_STAGES = 1024
+#: Micro-batches an analysed schedule may have.
+MAX_MICROBATCHES = 65536
+#: Stages x micro-batches an analysed schedule may have: about 1.5 KB of memory each in the
+#: analyses (1,024 x 1,024 takes 1.8 GB and 10 s on one core; 20,000 x 20,000 would take ~600 GB).
+MAX_CELLS = 2**20
+#: Seconds a whole day: the longest timeout any command accepts.
+MAX_SECONDS = 86400.0
+
+
+def _name(option: str) -> str:
+    return option.lstrip("-").replace("-", " ")
+
+
+def count(option: str, lo: int = 1, hi: int = 2**31 - 1, why: str = "", label: Optional[str] = None,
+          what: str = "integer") -> Callable[[str], int]:
+    """An argparse type: an integer in ``lo..hi`` (``why`` explains the upper limit)."""
+    label = label or _name(option)
+
+    def parse(text: str) -> int:
+        if not _INTEGER.fullmatch(text):
+            raise argparse.ArgumentTypeError(f"{label} must be a whole number, e.g. {max(lo, 1) * 4}; "
+                                             f"got {excerpt(text)}")
+        value = int(text)
+        if value < lo:
+            kind = "positive integer" if lo == 1 else f"{what} of at least {lo}"
+            raise argparse.ArgumentTypeError(f"{label} must be a {kind}; got {excerpt(text.strip())}")
+        if value > hi:
+            reason = f" ({why})" if why else ""
+            raise argparse.ArgumentTypeError(f"{label} {excerpt(text.strip())} is more than the limit of "
+                                             f"{hi:,}{reason}: use {hi:,} or less")
+        return value
+
+    parse.__name__ = "integer"
+    return parse
+
+
+def number(option: str, lo: float = 0.0, hi: float = 1e12, *, lo_open: bool = False, why: str = "",
+           label: Optional[str] = None) -> Callable[[str], float]:
+    """An argparse type: a finite float in ``[lo, hi]`` (``(lo, hi]`` with ``lo_open``); no NaN, no infinity."""
+    label = label or _name(option)
+
+    def parse(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{label} must be a number, e.g. 10; got {excerpt(text)}") from None
+        if not math.isfinite(value):
+            raise argparse.ArgumentTypeError(f"{label} must be a finite number; got {excerpt(text)} "
+                                             f"(NaN and infinity have no meaning here): give a value up to {hi:g}")
+        if value < lo or (lo_open and value == lo):
+            bound = f"more than {lo:g}" if lo_open else f"at least {lo:g}"
+            raise argparse.ArgumentTypeError(f"{label} must be {bound}; got {excerpt(text)}")
+        if value > hi:
+            reason = f" ({why})" if why else ""
+            raise argparse.ArgumentTypeError(f"{label} {excerpt(text)} is more than the limit of {hi:g}{reason}")
+        return value
+
+    parse.__name__ = "number"
+    return parse
+
+
+def seconds(option: str, why: str) -> Callable[[str], float]:
+    """A timeout: a finite number of seconds, more than 0 and at most a day."""
+    return number(option, 0.0, MAX_SECONDS, lo_open=True, why=why)
+
+
+def input_file(option: str, limit: Optional[int] = None) -> Callable[[str], str]:
+    """An argparse type: a regular, readable file of at most ``limit`` bytes (checked, not read)."""
+
+    def parse(text: str) -> str:
+        try:
+            if limit is None:
+                check_input_file(text, "")
+            else:
+                check_input_file(text, "", limit)
+        except InputError as exc:
+            raise argparse.ArgumentTypeError(str(exc)) from None
+        return text
+
+    parse.__name__ = "file"
+    return parse
+
+
+def output_file(option: str) -> Callable[[str], str]:
+    """An argparse type: a file that can be written (its folder exists; not a folder, not a device)."""
+
+    def parse(text: str) -> str:
+        try:
+            check_output_file(text, "")
+        except InputError as exc:
+            raise argparse.ArgumentTypeError(str(exc)) from None
+        return text
+
+    parse.__name__ = "file"
+    return parse
+
+
+def output_dir(option: str) -> Callable[[str], str]:
+    """An argparse type: a folder that exists or can be created."""
+
+    def parse(text: str) -> str:
+        try:
+            check_output_dir(text, "")
+        except InputError as exc:
+            raise argparse.ArgumentTypeError(str(exc)) from None
+        return text
+
+    parse.__name__ = "folder"
+    return parse
+
+
+def user_ref(option: str, example: str) -> Callable[[str], str]:
+    """An argparse type: ``MODULE:NAME`` (or ``path/file.py:NAME``) with both parts present and sane."""
+
+    def parse(text: str) -> str:
+        module, sep, attr = text.rpartition(":")
+        if not sep or not module.strip() or not attr.strip():
+            raise argparse.ArgumentTypeError(f"{option} expects MODULE:NAME, e.g. {example}; got {excerpt(text)}")
+        if not attr.isidentifier():
+            raise argparse.ArgumentTypeError(f"{option} {excerpt(text)}: {excerpt(attr)} is not a Python name; "
+                                             f"write MODULE:NAME, e.g. {example}")
+        if not module.endswith(".py") and not all(p.isidentifier() for p in module.split(".")):
+            raise argparse.ArgumentTypeError(f"{option} {excerpt(text)}: {excerpt(module)} is not a module name; "
+                                             f"write MODULE:NAME, e.g. {example}")
+        return text
+
+    parse.__name__ = "MODULE:NAME"
+    return parse
+
+
+def schedule_size(kind: Optional[str], stages: int, microbatches: int, chunks: int = 1) -> None:
+    """Refuse a schedule too large to analyse before anything is allocated (see :data:`MAX_CELLS`)."""
+    total = stages * (2 if kind == "dualpipev" else chunks)
+    shape = f"{stages:,} stages" + (f" x {chunks} chunks" if chunks > 1 and kind != "dualpipev" else "") \
+        + (" (2 stages per rank in a V)" if kind == "dualpipev" else "")
+    if total > MAX_STAGES:
+        raise InputError(f"{shape} make {total:,} pipeline stages, more than the limit of {MAX_STAGES:,}: every "
+                         "stage is analysed step by step and the grid of stages x steps is held in memory; "
+                         "use fewer stages")
+    if microbatches > MAX_MICROBATCHES:
+        raise InputError(f"{microbatches:,} micro-batches is more than the limit of {MAX_MICROBATCHES:,}: every "
+                         "instruction is held in memory; use fewer micro-batches (the pattern repeats)")
+    cells = total * microbatches
+    if cells > MAX_CELLS:
+        raise InputError(f"{total:,} stages x {microbatches:,} micro-batches = {cells:,} is more than the limit of "
+                         f"{MAX_CELLS:,}: the analyses hold about 1.5 KB per stage and micro-batch "
+                         f"(~{cells * 1.5e3 / 2**30:,.0f} GB here); use fewer stages or micro-batches")
+
+
+__all__ = ["MAX_STAGES", "MAX_MICROBATCHES", "MAX_CELLS", "MAX_SECONDS", "count", "number", "seconds",
+           "input_file", "output_file", "output_dir", "user_ref", "schedule_size"]

@@ -1,0 +1,219 @@
+"""Reading and writing the files a user names, with the checks that keep the CLI's contract.
+
+Every path a user gives is checked before anything is read or computed: a FIFO or a device
+(``/dev/zero``) would block or never end, a file larger than the limit would fill memory,
+Latin-1 bytes or a corrupt gzip stream would surface as a decoder's exception, and an output
+path into a missing folder would be found only after the work was done. Each problem is one
+:class:`~explorer.errors.InputError` that names the path, the limit and what to change.
+
+Pure standard library, so the pure layers (``hlo``, ``schedules``) may use it.
+"""
+
+from __future__ import annotations
+
+import errno
+import gzip
+import json
+import os
+import stat
+import zlib
+from typing import Any
+
+from explorer.errors import InputError, excerpt
+
+#: Largest text file read into memory (HLO dumps of a big model are tens of MB).
+MAX_TEXT_BYTES = 512 * 2**20
+#: Largest JSON document (configs, run specs; a run spec holds a whole schedule).
+MAX_JSON_BYTES = 256 * 2**20
+#: Deepest nesting accepted in a JSON document (configs are a few levels deep).
+MAX_JSON_DEPTH = 64
+
+
+def _kind(mode: int) -> str:
+    if stat.S_ISDIR(mode):
+        return "a directory"
+    if stat.S_ISFIFO(mode):
+        return "a FIFO (named pipe), which would block until something writes to it"
+    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
+        return "a device, which may never end"
+    if stat.S_ISSOCK(mode):
+        return "a socket"
+    return "not a regular file"
+
+
+def check_input_file(path: str, what: str, limit: int = MAX_TEXT_BYTES) -> int:
+    """The size of ``path`` when it is a regular file within ``limit`` bytes; else an InputError."""
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        raise InputError(f"{_at(what, path)}: no such file") from None
+    except (OSError, ValueError) as exc:
+        raise InputError(f"{_at(what, path)}: cannot be read ({_reason(exc)})") from None
+    if not stat.S_ISREG(st.st_mode):
+        raise InputError(f"{_at(what, path)} is {_kind(st.st_mode)}: give a regular file")
+    if st.st_size > limit:
+        raise InputError(f"{_at(what, path)} is {st.st_size / 2**20:,.0f} MiB, more than the "
+                         f"{limit / 2**20:,.0f} MiB limit: it is read into memory whole; split it or pick what you need")
+    return st.st_size
+
+
+def read_bytes(path: str, what: str, limit: int = MAX_TEXT_BYTES) -> bytes:
+    """The bytes of a regular file, decompressed when ``path`` ends with ``.gz`` (both capped at ``limit``)."""
+    check_input_file(path, what, limit)
+    try:
+        if path.endswith(".gz"):
+            with gzip.open(path, "rb") as fh:
+                data = fh.read(limit + 1)
+            if len(data) > limit:
+                raise InputError(f"{_at(what, path)} decompresses to more than the {limit / 2**20:,.0f} MiB "
+                                 "limit: it is read into memory whole; split it or pick what you need")
+            return data
+        with open(path, "rb") as fh:
+            return fh.read(limit + 1)
+    except InputError:
+        raise
+    except (OSError, EOFError, zlib.error) as exc:
+        hint = "; is it a complete gzip file?" if path.endswith(".gz") else ""
+        raise InputError(f"{_at(what, path)}: cannot be read ({_reason(exc)}){hint}") from None
+
+
+def read_text(path: str, what: str, limit: int = MAX_TEXT_BYTES) -> str:
+    """The UTF-8 text of a regular file (``.gz`` decompressed); other encodings are named, not guessed."""
+    data = read_bytes(path, what, limit)
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = data.count(b"\n", 0, exc.start) + 1
+        raise InputError(f"{_at(what, path)} is not UTF-8 text (byte 0x{data[exc.start]:02x} at line {line}, "
+                         f"offset {exc.start}): save it as UTF-8") from None
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a JSON number (JSON has no NaN or Infinity): write a finite number")
+
+
+def loads_json(text: str, what: str, max_depth: int = MAX_JSON_DEPTH) -> Any:
+    """Strict JSON: no NaN/Infinity, at most ``max_depth`` levels; errors say where."""
+    too_deep = (f"{what} nests more than {max_depth} levels deep: a configuration or run spec is a few "
+                "levels deep; check the file")
+    try:
+        value = json.loads(text, parse_constant=_no_constant)
+    except json.JSONDecodeError as exc:
+        raise InputError(f"{what} is not JSON (line {exc.lineno} column {exc.colno}: {exc.msg})") from None
+    except RecursionError:
+        raise InputError(too_deep) from None
+    except ValueError as exc:
+        raise InputError(f"{what}: {exc}") from None
+    if _depth_exceeds(value, max_depth):
+        raise InputError(too_deep)
+    return value
+
+
+def read_json(path: str, what: str, limit: int = MAX_JSON_BYTES) -> Any:
+    """A JSON document from a regular UTF-8 file (see :func:`read_text` and :func:`loads_json`)."""
+    return loads_json(read_text(path, what, limit), f"{_at(what, path)}")
+
+
+def _depth_exceeds(value: Any, max_depth: int) -> bool:
+    """Whether ``value`` nests deeper than ``max_depth``, without recursion."""
+    stack = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, (dict, list)):
+            if depth > max_depth:
+                return True
+            children = item.values() if isinstance(item, dict) else item
+            stack.extend((c, depth + 1) for c in children if isinstance(c, (dict, list)))
+    return False
+
+
+def check_output_file(path: str, what: str) -> None:
+    """Refuse, before any work, an output file that cannot be written: a folder, a missing folder, a device."""
+    if not path:
+        raise InputError(f"{what + ': ' if what else ''}the path is empty; give a file name")
+    parent = os.path.dirname(os.path.abspath(path))
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        st = None
+    except (OSError, ValueError) as exc:
+        raise InputError(f"{_at(what, path)}: cannot be written ({_reason(exc)})") from None
+    if st is not None:
+        if stat.S_ISDIR(st.st_mode):
+            raise InputError(f"{_at(what, path)} is a directory: give a file name inside it")
+        if os.path.realpath(path).startswith(("/proc/", "/sys/")) or not os.access(path, os.W_OK):
+            raise InputError(f"{_at(what, path)} is not writable; give another file")
+        if stat.S_ISSOCK(st.st_mode):
+            raise InputError(f"{_at(what, path)} is a socket, not a file to write: give a file name")
+        return  # a file to replace, or a device or pipe the user chose (/dev/null, >(gzip > x.gz))
+    if not os.path.isdir(parent):
+        what_is = "does not exist" if not os.path.exists(parent) else "is not a directory"
+        raise InputError(f"{_at(what, path)}: the folder {excerpt(parent)} {what_is}; create it first or "
+                         "give another path")
+    if not os.access(parent, os.W_OK):
+        raise InputError(f"{_at(what, path)}: the folder {excerpt(parent)} is not writable")
+
+
+def write_text(path: str, text: str, what: str) -> None:
+    """Write ``text`` to ``path`` (checked first); a full disk, an I/O error or a FIFO nobody reads is an InputError."""
+    check_output_file(path, what)
+    try:
+        if stat.S_ISFIFO(os.stat(path).st_mode):
+            _write_fifo(path, text, what)
+            return
+    except FileNotFoundError:
+        pass
+    except OSError as exc:
+        raise InputError(f"{_at(what, path)}: cannot be written ({_reason(exc)})") from None
+    try:
+        with open(path, "w", encoding="utf-8") as fh:
+            fh.write(text)
+    except OSError as exc:
+        raise InputError(f"{_at(what, path)}: cannot be written ({_reason(exc)})") from None
+
+
+def _write_fifo(path: str, text: str, what: str) -> None:
+    """A named pipe: refuse at once when nothing reads it (a plain open would wait forever)."""
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_NONBLOCK)
+    except OSError as exc:
+        if exc.errno == errno.ENXIO:
+            raise InputError(f"{_at(what, path)} is a FIFO that no process reads: start the reader first, or give "
+                             "a file") from None
+        raise InputError(f"{_at(what, path)}: cannot be written ({_reason(exc)})") from None
+    os.set_blocking(fd, True)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(text)
+    except OSError as exc:
+        raise InputError(f"{_at(what, path)}: cannot be written ({_reason(exc)})") from None
+
+
+def check_output_dir(path: str, what: str) -> None:
+    """A folder to create or reuse: refuse a file in its place or a file among its parents."""
+    if not path:
+        raise InputError(f"{what + ': ' if what else ''}the path is empty; give a folder")
+    probe = os.path.abspath(path)
+    if os.path.exists(probe) and not os.path.isdir(probe):
+        raise InputError(f"{_at(what, path)} is a file, not a folder: give a folder (it is created if missing)")
+    while not os.path.exists(probe):
+        probe = os.path.dirname(probe)
+    if not os.path.isdir(probe):
+        raise InputError(f"{_at(what, path)}: {excerpt(probe)} is a file, so the folder cannot be created")
+    if not os.access(probe, os.W_OK):
+        raise InputError(f"{_at(what, path)}: {excerpt(probe)} is not writable")
+
+
+def _at(what: str, path: str) -> str:
+    """``--out '/x/y'`` (or just ``'/x/y'`` when the option is already named, as argparse does)."""
+    return f"{what} {excerpt(path)}" if what else excerpt(path)
+
+
+def _reason(exc: BaseException) -> str:
+    """``strerror`` for OS errors, else the exception's own words, short."""
+    text = getattr(exc, "strerror", None) or str(exc) or type(exc).__name__
+    return text if len(text) <= 120 else text[:117] + "..."
+
+
+__all__ = ["MAX_TEXT_BYTES", "MAX_JSON_BYTES", "MAX_JSON_DEPTH", "check_input_file", "read_bytes", "read_text",
+           "loads_json", "read_json", "check_output_file", "write_text", "check_output_dir"]

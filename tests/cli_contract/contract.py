@@ -1,0 +1,95 @@
+"""The bad-input contract every command's table asserts, through the real CLI in a subprocess.
+
+Every bad invocation must end with exit 2, exactly one line on stderr that names the
+constraint (``needle``), no traceback, nothing on stdout, within a time bound and (measured
+with ``wait4``) a memory bound.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Optional, Sequence
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+HLO_DATA = ROOT / "tests" / "data" / "hlo"
+
+#: Default bounds for one bad invocation: refused at the edge, so fast and small.
+SECONDS = 15.0
+MEGABYTES = 400
+
+
+@dataclass(frozen=True)
+class Case:
+    """One bad invocation: its arguments (``{d}`` is the fixture folder), the words the line must hold."""
+
+    id: str
+    argv: Sequence[str]
+    needle: str
+    seconds: float = SECONDS
+    megabytes: int = MEGABYTES
+    marks: tuple = ()
+
+    def param(self):
+        return pytest.param(self, id=self.id, marks=self.marks)
+
+
+@dataclass(frozen=True)
+class Ran:
+    returncode: int
+    stdout: str
+    stderr: str
+    seconds: float
+    max_rss_mb: float
+
+
+def run_cli(argv: Sequence[str], cwd: str, timeout: float = 120.0, env: Optional[dict] = None) -> Ran:
+    """``python -m explorer.cli ARGV``, with its wall time and peak resident memory (from wait4)."""
+    out_path, err_path = Path(cwd) / f".out.{os.getpid()}.{threading.get_ident()}", \
+        Path(cwd) / f".err.{os.getpid()}.{threading.get_ident()}"
+    full_env = {**os.environ, "PYTHONPATH": os.pathsep.join([cwd, str(ROOT)]), **(env or {})}
+    start = time.monotonic()
+    with open(out_path, "wb") as out, open(err_path, "wb") as err:
+        proc = subprocess.Popen([sys.executable, "-m", "explorer.cli", *argv], cwd=cwd, env=full_env,
+                                stdin=subprocess.DEVNULL, stdout=out, stderr=err, start_new_session=True)
+        timer = threading.Timer(timeout, lambda: os.killpg(proc.pid, signal.SIGKILL))
+        timer.start()
+        try:
+            _, status, usage = os.wait4(proc.pid, 0)
+        finally:
+            timer.cancel()
+        proc.returncode = os.waitstatus_to_exitcode(status)
+    seconds = time.monotonic() - start
+    ran = Ran(proc.returncode, out_path.read_text(errors="replace"), err_path.read_text(errors="replace"), seconds,
+              usage.ru_maxrss / 1024)
+    out_path.unlink()
+    err_path.unlink()
+    return ran
+
+
+def assert_bad_input(case: Case, folder: Path) -> Ran:
+    """The contract: exit 2, one line naming the constraint, no traceback, no stdout, bounded."""
+    argv = [a.replace("{d}", str(folder)) for a in case.argv]
+    ran = run_cli(argv, str(folder), timeout=max(60.0, 4 * case.seconds))
+    lines = ran.stderr.splitlines()
+    shown = ran.stderr[-1500:]
+    assert ran.returncode == 2, f"exit {ran.returncode}; stderr: {shown}"
+    assert len(lines) == 1, f"{len(lines)} lines on stderr: {shown}"
+    assert "Traceback" not in ran.stderr
+    assert lines[0].startswith("explorer"), lines[0]
+    assert case.needle.lower() in lines[0].lower(), f"{case.needle!r} not in {lines[0]!r}"
+    assert len(lines[0]) <= 700, f"a {len(lines[0])}-character line: quote a short excerpt"
+    assert ran.stdout == "", f"stdout: {ran.stdout[:500]}"
+    assert ran.seconds < case.seconds, f"took {ran.seconds:.1f} s (bound {case.seconds} s)"
+    assert ran.max_rss_mb < case.megabytes, f"peak {ran.max_rss_mb:.0f} MB (bound {case.megabytes} MB)"
+    return ran
+
+

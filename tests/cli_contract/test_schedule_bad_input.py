@@ -1,0 +1,31 @@
+"""``explorer schedule``: every bad invocation is exit 2 and one line naming the constraint."""
+
+from __future__ import annotations
+
+import pytest
+
+from .contract import Case, assert_bad_input
+from .schedule_cases import SCHEDULE_OPTION_CASES
+
+OK = ["--kind", "1f1b", "--stages", "4", "--microbatches", "8"]
+
+SCHEDULE_CASES = [
+    *SCHEDULE_OPTION_CASES,
+    Case("out-missing-folder", [*OK, "--out", "{d}/no/such/folder/x.txt"], "does not exist"),
+    Case("out-onto-folder", [*OK, "--out", "{d}/empty_dir"], "is a directory"),
+    Case("out-parent-is-file", [*OK, "--out", "{d}/a_file/x.txt"], "not a directory"),
+    Case("out-dev-full", [*OK, "--out", "/dev/full"], "No space left on device"),
+    Case("out-proc-version", [*OK, "--out", "/proc/version"], "not writable"),
+    Case("out-fifo-no-reader", [*OK, "--out", "{d}/fifo"], "FIFO that no process reads"),
+    Case("out-empty", [*OK, "--out", ""], "path is empty"),
+    Case("format-unknown", [*OK, "--format", "pdf"], "invalid choice"),
+]
+
+
+@pytest.mark.parametrize("case", [c.param() for c in SCHEDULE_CASES])
+def test_schedule_bad_input(case: Case, bad) -> None:
+    assert_bad_input(Case(case.id, ["schedule", *case.argv], case.needle, case.seconds, case.megabytes), bad)
+
+
+def test_the_table_is_large_enough() -> None:
+    assert len(SCHEDULE_CASES) >= 40
