@@ -7,6 +7,7 @@ with ``wait4``) a memory bound.
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -21,6 +22,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 HLO_DATA = ROOT / "tests" / "data" / "hlo"
+MEASURE = Path(__file__).with_name("measure.py")
 
 #: Default bounds for one bad invocation: refused at the edge, so fast and small.
 SECONDS = 15.0
@@ -52,26 +54,26 @@ class Ran:
 
 
 def run_cli(argv: Sequence[str], cwd: str, timeout: float = 120.0, env: Optional[dict] = None) -> Ran:
-    """``python -m explorer.cli ARGV``, with its wall time and peak resident memory (from wait4)."""
-    out_path, err_path = Path(cwd) / f".out.{os.getpid()}.{threading.get_ident()}", \
-        Path(cwd) / f".err.{os.getpid()}.{threading.get_ident()}"
+    """``python -m explorer.cli ARGV``, with its wall time and peak resident memory (see measure.py)."""
+    tag = f"{os.getpid()}.{threading.get_ident()}.{time.monotonic_ns()}"
+    out_path, err_path, report = (Path(cwd) / f".{name}.{tag}" for name in ("out", "err", "rusage"))
     full_env = {**os.environ, "PYTHONPATH": os.pathsep.join([cwd, str(ROOT)]), **(env or {})}
     start = time.monotonic()
     with open(out_path, "wb") as out, open(err_path, "wb") as err:
-        proc = subprocess.Popen([sys.executable, "-m", "explorer.cli", *argv], cwd=cwd, env=full_env,
-                                stdin=subprocess.DEVNULL, stdout=out, stderr=err, start_new_session=True)
-        timer = threading.Timer(timeout, lambda: os.killpg(proc.pid, signal.SIGKILL))
-        timer.start()
+        proc = subprocess.Popen([sys.executable, str(MEASURE), str(report), sys.executable, "-m", "explorer.cli", *argv],
+                                cwd=cwd, env=full_env, stdin=subprocess.DEVNULL, stdout=out, stderr=err,
+                                start_new_session=True)
         try:
-            _, status, usage = os.wait4(proc.pid, 0)
-        finally:
-            timer.cancel()
-        proc.returncode = os.waitstatus_to_exitcode(status)
+            proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
     seconds = time.monotonic() - start
-    ran = Ran(proc.returncode, out_path.read_text(errors="replace"), err_path.read_text(errors="replace"), seconds,
-              usage.ru_maxrss / 1024)
-    out_path.unlink()
-    err_path.unlink()
+    measured = json.loads(report.read_text()) if report.exists() else {"returncode": -9, "max_rss_mb": float("nan")}
+    ran = Ran(measured["returncode"], out_path.read_text(errors="replace"), err_path.read_text(errors="replace"),
+              seconds, measured["max_rss_mb"])
+    for path in (out_path, err_path, report):
+        path.unlink(missing_ok=True)
     return ran
 
 

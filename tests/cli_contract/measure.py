@@ -1,0 +1,22 @@
+"""Run a command and report its peak resident memory: ``python measure.py REPORT_PATH CMD...``.
+
+``wait4`` reports the larger of the child's own peak and the peak of the process it was forked
+from (Linux records the old address space's high-water mark at ``exec``), so a child forked
+straight from a large pytest worker would show the worker's memory. Forked from this small
+script instead, the figure is the command's own. Writes ``{"returncode", "max_rss_mb"}``.
+"""
+
+import json
+import os
+import sys
+
+report, argv = sys.argv[1], sys.argv[2:]
+pid = os.fork()
+if pid == 0:
+    try:
+        os.execv(argv[0], argv)
+    finally:
+        os._exit(127)
+_, status, usage = os.wait4(pid, 0)
+with open(report, "w") as fh:
+    json.dump({"returncode": os.waitstatus_to_exitcode(status), "max_rss_mb": usage.ru_maxrss / 1024}, fh)
