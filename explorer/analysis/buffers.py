@@ -28,7 +28,7 @@ import numpy as np
 
 from explorer.analysis.findings import Hazard
 from explorer.analysis.refs import ref
-from explorer.analysis.sweep import peak_per_group
+from explorer.analysis.peaks import peak_per_group
 from explorer.schedules.instructions import Kind
 from explorer.schedules.schedule import Schedule
 

@@ -25,7 +25,7 @@ from explorer.analysis.execution import check_model, dependency_steps_ok, execut
 from explorer.analysis.findings import Bubble
 from explorer.analysis.p2p import Matching
 from explorer.analysis.reference import run
-from explorer.analysis.sweep import peak_per_group
+from explorer.analysis.peaks import peak_per_group
 from explorer.errors import InputError
 from explorer.schedules.instructions import COMPUTE_KINDS, Kind
 from explorer.schedules.schedule import Schedule

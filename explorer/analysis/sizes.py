@@ -1,0 +1,183 @@
+"""Every size at once: check a schedule at each (stages, micro-batches) of a range.
+
+A schedule that is right at 4 x 8 can break at 3 x 5; the DeepSpeed thread found its bug at
+one size by hand and was never sure the fix held at others. :func:`check_sizes` runs the
+whole :func:`~explorer.analysis.check` at every size of a range and keeps, per size, the
+verdict, the counts of each kind of finding, the first finding (as ``check --json`` says it),
+buffers allocated and needed, and the bubble; :attr:`SizeSweep.smallest_failing` is the
+smallest broken size (fewest stages, then fewest micro-batches), the case to debug first.
+
+Pure: ``make(stages, microbatches)`` builds the schedule (a generator, a user's class through
+the adapter, a schedule with rewrite rules applied). Using several cores is the caller's
+business (the command splits the sizes); so is isolating user code.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Callable, Iterable, Optional, Sequence
+
+from explorer.analysis.check import check
+from explorer.errors import InputError
+from explorer.schedules.schedule import Schedule
+
+#: Sizes one sweep may cover: 64 x 1,024 = 65,536 checks is minutes on two cores; more is a typo.
+MAX_SIZES = 70_000
+#: Largest stage and micro-batch counts a sweep may name (check's own limits stay in force per size).
+MAX_STAGES, MAX_MICROBATCHES = 256, 4096
+_PART = re.compile(r"^\s*(\d{1,7})\s*(?:-\s*(\d{1,7}))?\s*$")
+
+MakeSchedule = Callable[[int, int], Schedule]
+
+
+@dataclass(frozen=True)
+class SizeCell:
+    """The verdict at one size. ``skipped`` says why a size does not apply (e.g. interleaving
+    needs micro-batches divisible by stages); a skipped size is neither clean nor failing."""
+
+    stages: int
+    microbatches: int
+    ok: bool
+    hazards: int = 0
+    mismatches: int = 0
+    unmatched: int = 0
+    deadlocks: int = 0
+    first: Optional[dict] = None
+    first_words: str = ""
+    allocated: tuple[int, ...] = ()
+    needed: tuple[int, ...] = ()
+    bubble: Optional[float] = None
+    skipped: str = ""
+
+    @property
+    def failing(self) -> bool:
+        return not self.ok and not self.skipped
+
+    def to_dict(self) -> dict:
+        return {"stages": self.stages, "microbatches": self.microbatches, "ok": self.ok,
+                "hazards": self.hazards, "mismatches": self.mismatches, "unmatched": self.unmatched,
+                "deadlocks": self.deadlocks, "first": self.first, "allocated": list(self.allocated),
+                "needed": list(self.needed), "bubble": self.bubble, "skipped": self.skipped or None}
+
+
+@dataclass(frozen=True)
+class SizeSweep:
+    """The cells of one sweep, in (stages, micro-batches) order, and what follows from them."""
+
+    cells: tuple[SizeCell, ...]
+    spec: str
+    interrupted: bool = False
+
+    @property
+    def checked(self) -> list[SizeCell]:
+        return [c for c in self.cells if not c.skipped]
+
+    @property
+    def clean(self) -> int:
+        return sum(c.ok for c in self.checked)
+
+    @property
+    def smallest_failing(self) -> Optional[SizeCell]:
+        failing = [c for c in self.cells if c.failing]
+        return min(failing, key=lambda c: (c.stages, c.microbatches)) if failing else None
+
+    def counts(self) -> dict[str, int]:
+        """How many sizes show each kind of finding."""
+        return {"hazards": sum(c.hazards > 0 for c in self.cells), "mismatches": sum(c.mismatches > 0 for c in self.cells),
+                "unmatched": sum(c.unmatched > 0 for c in self.cells), "deadlocks": sum(c.deadlocks > 0 for c in self.cells)}
+
+    def describe(self) -> str:
+        """The verdict in words, as ``check --sweep`` prints it."""
+        n, skipped = len(self.checked), len(self.cells) - len(self.checked)
+        tail = f" ({skipped:,} sizes do not apply to this schedule)" if skipped else ""
+        cut = " (interrupted: only the sizes checked so far)" if self.interrupted else ""
+        worst = self.smallest_failing
+        if worst is None:
+            return f"no hazard, mismatch or deadlock at any of {n:,} sizes in {self.spec}{tail}{cut}"
+        counts = ", ".join(f"{v:,} with {k}" for k, v in self.counts().items() if v)
+        return (f"{n - self.clean:,} of {n:,} sizes in {self.spec} have findings ({counts}){tail}{cut}\n"
+                f"smallest failing size: {worst.stages} stages x {worst.microbatches} micro-batches: {worst.first_words}")
+
+    def to_dict(self) -> dict:
+        worst = self.smallest_failing
+        return {"kind": "sweep", "spec": self.spec, "sizes": len(self.checked), "clean": self.clean,
+                "skipped": len(self.cells) - len(self.checked), "interrupted": self.interrupted,
+                "counts": self.counts(), "smallest_failing": worst.to_dict() if worst else None,
+                "cells": [c.to_dict() for c in self.cells]}
+
+
+def parse_sizes(text: str) -> tuple[list[int], list[int]]:
+    """``"2-32:1-128"`` or ``"4,8,16:1-64"`` into the stage and micro-batch counts it names."""
+    if not isinstance(text, str) or text.count(":") != 1:
+        raise InputError(f"--sweep {str(text)[:40]!r}: write STAGES:MICROBATCHES, each a range or a list, e.g. 2-32:1-128 or 4,8,16:1-64")
+    stages_text, mbs_text = text.split(":")
+    stages = _values(stages_text, "stages", MAX_STAGES)
+    mbs = _values(mbs_text, "micro-batches", MAX_MICROBATCHES)
+    if len(stages) * len(mbs) > MAX_SIZES:
+        raise InputError(f"--sweep {text}: {len(stages) * len(mbs):,} sizes is more than {MAX_SIZES:,} "
+                         "(a 64 x 1,024 grid); sweep a smaller range or a list of sizes")
+    return stages, mbs
+
+
+def _values(text: str, what: str, limit: int) -> list[int]:
+    out: list[int] = []
+    for part in text.split(","):
+        m = _PART.match(part)
+        if not m:
+            raise InputError(f"--sweep: {what} {part.strip()[:20]!r} is not a count or a range like 2-32")
+        a, b = int(m.group(1)), int(m.group(2) or m.group(1))
+        if b < a:
+            raise InputError(f"--sweep: the {what} range {a}-{b} is reversed; write {b}-{a}")
+        if a < 1 or b > limit:
+            raise InputError(f"--sweep: {what} must be between 1 and {limit}, got {a}-{b}")
+        out.extend(range(a, b + 1))
+    values = sorted(set(out))
+    if not values:
+        raise InputError(f"--sweep: no {what} given")
+    return values
+
+
+def check_size(make: MakeSchedule, stages: int, microbatches: int) -> SizeCell:
+    """The verdict at one size (``InputError`` from the builder: the size does not apply)."""
+    try:
+        schedule = make(stages, microbatches)
+    except InputError as exc:
+        return SizeCell(stages, microbatches, ok=False, skipped=str(exc))
+    report = check(schedule, other_model=False)
+    f = report.findings
+    first = f.all()[0] if not f.ok else None
+    return SizeCell(
+        stages, microbatches, ok=f.ok, hazards=len(f.hazards), mismatches=len(f.mismatched),
+        unmatched=len(f.unmatched), deadlocks=int(f.deadlock is not None),
+        first=first.to_dict() if first is not None else None, first_words=first.describe() if first is not None else "",
+        allocated=tuple(report.buffers.allocated), needed=tuple(report.buffers.needed),
+        bubble=report.timeline.bubble.of_total if report.timeline else None)
+
+
+def check_sizes(make: MakeSchedule, stages: Sequence[int], microbatches: Sequence[int], *, spec: str = "",
+                on_cell: Optional[Callable[[SizeCell], None]] = None) -> SizeSweep:
+    """Check every size; ``on_cell`` sees each verdict as it comes (progress). Ctrl-C keeps what was checked."""
+    cells: list[SizeCell] = []
+    try:
+        for cell in _each(make, stages, microbatches):
+            cells.append(cell)
+            if on_cell is not None:
+                on_cell(cell)
+    except KeyboardInterrupt:
+        return SizeSweep(tuple(cells), spec or _spec(stages, microbatches), interrupted=True)
+    return SizeSweep(tuple(cells), spec or _spec(stages, microbatches))
+
+
+def _each(make: MakeSchedule, stages: Sequence[int], microbatches: Sequence[int]) -> Iterable[SizeCell]:
+    for p in stages:
+        for m in microbatches:
+            yield check_size(make, p, m)
+
+
+def _spec(stages: Sequence[int], microbatches: Sequence[int]) -> str:
+    def one(values: Sequence[int]) -> str:  # noqa: E306
+        values = sorted(values)
+        contiguous = values == list(range(values[0], values[-1] + 1))
+        return f"{values[0]}-{values[-1]}" if contiguous and len(values) > 1 else ",".join(map(str, values))
+    return f"{one(stages)}:{one(microbatches)}"
