@@ -11,7 +11,9 @@ import argparse
 import json
 import sys
 
+from explorer.commands import validate
 from explorer.errors import InputError
+from explorer.inputs import write_text
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -21,7 +23,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("files", nargs="+", metavar="FILE", help="A and B, or one file with --module twice")
     p.add_argument("--module", action="append", default=[], metavar="NAME_OR_INDEX",
                    help="pick a module by name or index (once for both files, or once per side)")
-    p.add_argument("--html", metavar="OUT", help="also write a self-contained HTML report")
+    p.add_argument("--html", metavar="OUT", type=validate.output_file("--html"),
+                   help="also write a self-contained HTML report (its path is checked before any work)")
     p.add_argument("--json", action="store_true", help="print the diff as JSON")
     p.set_defaults(func=run_diff)
     q = subparsers.add_parser("hlo-list", help="list the HLO modules in a file",
@@ -68,11 +71,7 @@ def run_diff(args: argparse.Namespace) -> int:
     if args.html:
         from explorer.views.hlo import report_html
 
-        try:
-            with open(args.html, "w", encoding="utf-8") as fh:
-                fh.write(report_html(d, a, b))
-        except OSError as exc:
-            raise InputError(f"cannot write the HTML report to {args.html}: {exc.strerror}") from None
+        write_text(args.html, report_html(d, a, b), "--html")
     if args.json:
         json.dump(d.to_json(), sys.stdout, indent=1)
         sys.stdout.write("\n")

@@ -7,7 +7,7 @@ the parser: the CLI turns it into exit code 2, the notebook shows the message.
 
 from __future__ import annotations
 
-from explorer.errors import InputError
+from explorer.errors import InputError, one_line
 
 
 class HloParseError(InputError):
@@ -16,7 +16,8 @@ class HloParseError(InputError):
     def __init__(self, message: str, line: int, column: int, text: str, source: str = "") -> None:
         snippet = text if len(text) <= 120 else text[:117] + "..."
         where = f"{source}:" if source else "line "
-        super().__init__(f"{where}{line}:{column}: {message}: {snippet!r}")
+        # Names in the message come from the file: a 5,000-character one is quoted as an excerpt.
+        super().__init__(f"{where}{line}:{column}: {one_line(message, 300)}: {snippet!r}")
         self.message = message
         self.line = line
         self.column = column

@@ -12,30 +12,56 @@ from __future__ import annotations
 import re
 from typing import Optional
 
+from explorer.errors import excerpt
 from explorer.hlo.errors import HloParseError
 from explorer.hlo.model import CALL_KEYS, NO_METADATA, Instruction, Metadata, strip_comments
 
 NAME = r"[A-Za-z_][\w.\-]*"
 _HEAD = re.compile(rf"\s*(ROOT\s+)?%?({NAME})\s*=\s*")
 _ARRAY = re.compile(r"[a-z][a-z0-9]*\[[\d,<=?]*\](?:\{[^{}]*\})?")
+# For .sub over a whole operand list: a shape never starts inside a run of letters and digits,
+# and starting only where one begins keeps a 60,000-letter run linear (every start rescans it).
+_ARRAY_IN_TEXT = re.compile(r"(?<![a-z0-9])[a-z][a-z0-9]*\[[\d,<=?]*\](?:\{[^{}]*\})?")
 _OPCODE = re.compile(r"\s*([a-z][a-z0-9\-]*)\(")
 _PARENS = re.compile(r"[()]")
 _BRACKETS = re.compile(r'"(?:[^"\\]|\\.)*("?)|[{}()\[\],]')
 _ATTR_KEY = re.compile(r"\s*,\s*([A-Za-z_][\w\-]*)=")
 _NAME_ONLY = re.compile(rf"%?({NAME})")
 _TUPLE_REST = re.compile(r"[\s,()]*")
-_EMPTY_PARENS = re.compile(r"\([\s,()]*\)")
-_SIMPLE_ATTR = re.compile(r'\s*,\s*([A-Za-z_][\w\-]*)=([^,{}()\[\]"]+|\{[^{}()\[\]"]*\}|%?[\w.\-]+)\s*(?=,|$)')
+_PUNCT_RUN = re.compile(r"[\s,()]+")
+# The plain value may not end in whitespace (the \s* after it takes that), so a value followed by
+# 60,000 spaces and a bracket fails in linear time instead of re-trying every split of the spaces.
+_SIMPLE_ATTR = re.compile(r'\s*,\s*([A-Za-z_][\w\-]*)=\s*([^,{}()\[\]"\s](?:[^,{}()\[\]"]*[^,{}()\[\]"\s])?'
+                          r'|\{[^{}()\[\]"]*\}|%?[\w.\-]+)\s*(?=,|$)')
 _METADATA = re.compile(r',\s*metadata=\{((?:[^{}"]|"(?:[^"\\]|\\.)*")*)\}\s*(?=,|$)')
 _META_FIELD = re.compile(r'(\w+)=("(?:[^"\\]|\\.)*"|[^\s}]+)')
 _CALLED = re.compile(rf"%?({NAME})")
 _INT = re.compile(r"\d+")
-_COMP_HEAD = re.compile(rf"(ENTRY\s+)?%?({NAME})\s*(.*?)\s*\{{\s*$")
-_HEADER_PARAM = re.compile(rf"\s*,?\s*%?({NAME})\s*:\s*")
+_COMP_START = re.compile(rf"(ENTRY\s+)?%?({NAME})")
+#: Largest parameter number read (XLA numbers parameters from 0; no module has 2**31 of them).
+MAX_PARAMETER = 2**31 - 1
+#: Digits of the largest source line kept from metadata (longer ones are not line numbers).
+_MAX_LINE_DIGITS = 12
+_HEADER_PARAM = re.compile(rf"\s*(?:,\s*)?%?({NAME})\s*:\s*")  # not '\s*,?\s*': quadratic over spaces
 
 
 def _fail(message: str, lineno: int, col: int, line: str) -> HloParseError:
     return HloParseError(message, lineno, col + 1, line.strip())
+
+
+def _drop_empty_parens(text: str) -> str:
+    r"""Remove ``(...)`` spans holding only spaces, commas and parentheses (what is left of tuple shapes).
+
+    Equivalent to ``re.sub(r"\([\s,()]*\)", "", text)`` - in each run of those characters the
+    span from its first ``(`` to its last ``)`` - but linear: the regex re-scans a run of
+    100,000 ``(`` from every one of them.
+    """
+    def cut(m: re.Match) -> str:
+        run = m.group()
+        a, b = run.find("("), run.rfind(")")
+        return run if a < 0 or b < a else run[:a] + run[b + 1:]
+
+    return _PUNCT_RUN.sub(cut, text)
 
 
 def matching_paren(line: str, start: int, lineno: int) -> int:
@@ -56,7 +82,7 @@ def read_shape(line: str, pos: int, lineno: int) -> tuple[str, int]:
     if pos < len(line) and line[pos] == "(":
         end = matching_paren(line, pos, lineno) + 1
         text = strip_comments(line[pos:end])
-        if not _TUPLE_REST.fullmatch(_ARRAY.sub("", text)):
+        if not _TUPLE_REST.fullmatch(_ARRAY_IN_TEXT.sub("", text)):
             raise _fail("malformed tuple shape", lineno, pos, line)
         return text, end
     m = _ARRAY.match(line, pos)
@@ -71,12 +97,12 @@ def _operands(text: str, lineno: int, col: int, line: str) -> tuple[str, ...]:
     if not text.strip():
         return ()
     if "[" in text:
-        text = _EMPTY_PARENS.sub("", _ARRAY.sub("", text))
+        text = _drop_empty_parens(_ARRAY_IN_TEXT.sub("", text))
     names = []
     for item in text.split(","):
         m = _NAME_ONLY.fullmatch(item.strip())
         if not m:
-            raise _fail(f"malformed operand {item.strip()!r}", lineno, col, line)
+            raise _fail(f"malformed operand {excerpt(item.strip())}", lineno, col, line)
         names.append(m.group(1))
     return tuple(names)
 
@@ -139,7 +165,8 @@ def _metadata(value: str) -> Metadata:
         op_name=fields.get("op_name", "").strip('"'),
         source_file=fields.get("source_file", "").strip('"'),
         # isdigit() also accepts superscripts such as '¹', which int() rejects (found by the fuzzer).
-        source_line=int(line) if line.isascii() and line.isdigit() else None,
+        # More than 12 digits is no line number (and int() refuses more than 4,300 digits).
+        source_line=int(line) if line.isascii() and line.isdigit() and len(line) <= _MAX_LINE_DIGITS else None,
     )
     _META_CACHE[value] = meta
     return meta
@@ -163,9 +190,12 @@ def parse_instruction(line: str, lineno: int) -> Instruction:
         if not literal:
             raise _fail("constant without a literal", lineno, open_at, line)
     elif opcode == "parameter":
-        if not _INT.fullmatch(inner.strip()):
+        digits = inner.strip()
+        if not _INT.fullmatch(digits):
             raise _fail("parameter number must be a non-negative integer", lineno, open_at, line)
-        number = int(inner)
+        if len(digits.lstrip("0")) > 10 or int(digits) > MAX_PARAMETER:
+            raise _fail(f"parameter number {excerpt(digits, 24)} is larger than {MAX_PARAMETER:,}", lineno, open_at, line)
+        number = int(digits)
         literal = str(number)
     else:
         operands = _operands(inner, lineno, open_at + 1, line)
@@ -193,10 +223,15 @@ def parse_instruction(line: str, lineno: int) -> Instruction:
 
 def parse_computation_header(line: str, lineno: int) -> Optional[tuple[str, bool, list[tuple[str, str]]]]:
     """``[ENTRY] %name [(p: shape, ...) -> shape] {`` as (name, is_entry, params), else None."""
-    m = _COMP_HEAD.fullmatch(line.strip())
+    text = line.strip()
+    if not text.endswith("{"):
+        return None
+    m = _COMP_START.match(text)
     if not m:
         return None
-    sig = strip_comments(m.group(3))
+    # What lies between the name and the final '{' (no regex: '(.*?)\s*\{' backtracked
+    # quadratically over a header holding 60,000 spaces).
+    sig = strip_comments(text[m.end():-1].strip())
     params: list[tuple[str, str]] = []
     if sig:
         if not sig.startswith("("):

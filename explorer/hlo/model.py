@@ -8,7 +8,6 @@ numbers, metadata) is pulled out into fields.
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 from typing import Optional
 
@@ -108,12 +107,23 @@ class Module:
         return len(self.entry.parameters)
 
 
-_COMMENT = re.compile(r"/\*.*?\*/")
-
-
 def strip_comments(text: str) -> str:
-    """Drop ``/*index=N*/`` comments, which XLA adds for readability only."""
-    return _COMMENT.sub("", text) if "/*" in text else text
+    r"""Drop ``/*index=N*/`` comments, which XLA adds for readability only.
+
+    The same as ``re.sub(r"/\*.*?\*/", "", text)`` on one line, in linear time: the regex
+    re-scanned the rest of the line from each of 40,000 unclosed ``/*``.
+    """
+    if "/*" not in text:
+        return text
+    out, pos = [], 0
+    while True:
+        start = text.find("/*", pos)
+        end = text.find("*/", start + 2) if start >= 0 else -1
+        if end < 0:
+            out.append(text[pos:])
+            return "".join(out)
+        out.append(text[pos:start])
+        pos = end + 2
 
 
 def tuple_arity(shape: str) -> Optional[int]:

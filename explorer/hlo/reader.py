@@ -9,11 +9,11 @@ first bad line rather than a silently shorter graph.
 
 from __future__ import annotations
 
-import gzip
 import os
 import re
 from typing import Iterator, Optional
 
+from explorer import inputs
 from explorer.errors import InputError
 from explorer.hlo.errors import HloParseError
 from explorer.hlo.gcpause import paused_gc
@@ -236,19 +236,13 @@ def parse_module(text: str, source: str = "") -> Module:
 
 
 def read_text(path: str) -> str:
-    """A file's text; ``.gz`` files are decompressed. Unreadable files are an InputError."""
-    try:
-        if path.endswith(".gz"):
-            with gzip.open(path, "rt", encoding="utf-8") as fh:
-                return fh.read()
-        with open(path, encoding="utf-8") as fh:
-            return fh.read()
-    except FileNotFoundError:
-        raise InputError(f"{path}: no such file") from None
-    except IsADirectoryError:
-        raise InputError(f"{path}: is a directory, expected an HLO text file") from None
-    except (UnicodeDecodeError, OSError, EOFError) as exc:
-        raise InputError(f"{path}: cannot be read as HLO text ({exc.__class__.__name__}: {exc})") from None
+    """A file's text; ``.gz`` files are decompressed. Unreadable files are an InputError.
+
+    Only regular files within :data:`explorer.inputs.MAX_TEXT_BYTES` (also after
+    decompression) are read: a FIFO would block, ``/dev/zero`` would never end, and a corrupt
+    gzip stream or Latin-1 bytes are named rather than raised as decoder errors.
+    """
+    return inputs.read_text(path, "")
 
 
 def read_modules(path: str) -> list[Module]:

@@ -86,7 +86,7 @@ def bad(tmp_path_factory) -> Path:
         "param_float.hlo": _hlo("  ROOT %p = f32[] parameter(1.5)"),
         "param_twice.hlo": _hlo("  %p = f32[] parameter(0)\n  ROOT %q = f32[] parameter(0)"),
         "source_line_digits.hlo": _hlo('  %p = f32[] parameter(0)\n  ROOT %n = f32[] negate(%p), metadata={op_type="aten__neg" '
-                                       'source_file="x.py" source_line=' + "7" * 5000 + "}\nXX"),
+                                       'source_file="x.py" source_line=' + "7" * 5000 + "}"),
         "spaces_header.hlo": "HloModule m\n\nENTRY %main" + " " * 60_000 + "x\n",
         "spaces_header2.hlo": "HloModule m\n\n%c (x: f32[]) " + " " * 60_000 + "-> f32[] x {\n  ROOT %x = f32[] parameter(0)\n}\n",
         "comments_operands.hlo": _hlo("  %p = f32[] parameter(0)\n  ROOT %a = f32[] add(" + "/* " * 40_000 + "%p, %p)"),
@@ -102,7 +102,7 @@ def bad(tmp_path_factory) -> Path:
         "no_equals.hlo": _hlo("  ROOT %p f32[] parameter(0)"),
         "bad_shape.hlo": _hlo("  ROOT %p = f99 parameter(0)"),
         "unclosed.hlo": "HloModule m\n\nENTRY %main () -> f32[] {\n  ROOT %c = f32[] constant(1)\n",
-        "long_name.hlo": "HloModule " + "n" * 5000 + "\n\nENTRY %main () -> f32[] {\n  ROOT %c = f32[] constant(1)\n}\nZ\n",
+        "long_operand.hlo": _hlo("  ROOT %a = f32[] negate(%" + "n" * 5000 + ")"),
         "text_after_brace.hlo": _hlo("  ROOT %c = f32[] constant(1)").replace("}\n", "} garbage\n"),
     }
     for name, text in hlo.items():

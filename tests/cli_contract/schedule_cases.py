@@ -70,7 +70,7 @@ SCHEDULE_OPTION_CASES = [
     Case("kind-missing", P4M8, "--kind is required"),
     Case("kind-and-from", [*K, "--from", "sched_ok:Sched", *P4M8], "either --kind or --from"),
     Case("model-unknown", [*K, *P4M8, "--model", "telepathy"], "invalid choice"),
-    Case("stages-missing", [*K, "--microbatches", "8"], "required: --stages"),
+    Case("stages-missing", [*K, "--microbatches", "8"], "--stages and --microbatches are required"),
     Case("unknown-option", [*K, *P4M8, "--stagez", "4"], "unrecognized arguments"),
     Case("timeout-nan", _from("sched_ok", "--timeout", "nan"), "timeout must be a finite number"),
     Case("timeout-negative", _from("sched_ok", "--timeout", "-1"), "timeout must be more than 0"),
