@@ -20,6 +20,7 @@ from explorer.errors import InputError, MissingExtraError, one_line
 COMMANDS: tuple[str, ...] = (
     "explorer.commands.schedule",
     "explorer.commands.check",
+    "explorer.commands.fix",
     "explorer.commands.compile_probe",
     "explorer.commands.hlo",
     "explorer.commands.run",

@@ -97,18 +97,21 @@ class FixSearch:
 
 def search_fixes(make: MakeSchedule, stages: Sequence[int], microbatches: Sequence[int], *,
                  rules: Sequence[Rule] = tuple(RULES.values()), max_rules: int = 2, spec: str = "",
-                 sweep: Callable[..., SizeSweep] = check_sizes) -> FixSearch:
+                 sweep: Optional[Callable[..., SizeSweep]] = None) -> FixSearch:
     """Sweep the baseline and every combination of up to ``max_rules`` rules (see the module docstring).
 
-    ``sweep(make, stages, microbatches, spec=...)`` is :func:`check_sizes` by default; the command
-    passes one that uses every core.
+    ``sweep(rules, stages, microbatches, spec)`` sweeps ``make`` with ``rules`` applied; by default
+    here, one size after another; the command passes one that uses every core.
     """
-    baseline = sweep(make, stages, microbatches, spec=spec)
+    if sweep is None:
+        def sweep(rules: Sequence[Rule], p: Sequence[int], m: Sequence[int], spec: str) -> SizeSweep:
+            return check_sizes(_with(make, rules), p, m, spec=spec)
+    baseline = sweep((), stages, microbatches, spec)
     reference = (4, 8) if 4 in stages and 8 in microbatches else (stages[0], microbatches[-1])
     proven, rejected = [], []
     for k in range(1, max_rules + 1):
         for combo in combinations(rules, k):
-            result = sweep(_with(make, combo), stages, microbatches, spec=spec)
+            result = sweep(combo, stages, microbatches, spec)
             try:
                 report = check(_with(make, combo)(*reference), other_model=False)
                 buffers, makespan = tuple(report.buffers.allocated), (report.timeline.makespan if report.timeline else None)

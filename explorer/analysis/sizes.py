@@ -54,10 +54,17 @@ class SizeCell:
     def failing(self) -> bool:
         return not self.ok and not self.skipped
 
+    @classmethod
+    def from_dict(cls, d: dict) -> "SizeCell":
+        """The inverse of :meth:`to_dict` (cells come back from the worker processes this way)."""
+        return cls(int(d["stages"]), int(d["microbatches"]), bool(d["ok"]), int(d["hazards"]), int(d["mismatches"]),
+                   int(d["unmatched"]), int(d["deadlocks"]), d.get("first"), str(d.get("first_words") or ""),
+                   tuple(d.get("allocated") or ()), tuple(d.get("needed") or ()), d.get("bubble"), str(d.get("skipped") or ""))
+
     def to_dict(self) -> dict:
         return {"stages": self.stages, "microbatches": self.microbatches, "ok": self.ok,
                 "hazards": self.hazards, "mismatches": self.mismatches, "unmatched": self.unmatched,
-                "deadlocks": self.deadlocks, "first": self.first, "allocated": list(self.allocated),
+                "deadlocks": self.deadlocks, "first": self.first, "first_words": self.first_words or None, "allocated": list(self.allocated),
                 "needed": list(self.needed), "bubble": self.bubble, "skipped": self.skipped or None}
 
 
@@ -90,7 +97,9 @@ class SizeSweep:
     def describe(self) -> str:
         """The verdict in words, as ``check --sweep`` prints it."""
         n, skipped = len(self.checked), len(self.cells) - len(self.checked)
-        tail = f" ({skipped:,} sizes do not apply to this schedule)" if skipped else ""
+        first_skip = next((c for c in self.cells if c.skipped), None)
+        tail = (f" ({skipped:,} sizes do not apply to this schedule, e.g. {first_skip.stages}x{first_skip.microbatches}: "
+                f"{first_skip.skipped[:240]})" if first_skip else "")
         cut = " (interrupted: only the sizes checked so far)" if self.interrupted else ""
         worst = self.smallest_failing
         if worst is None:

@@ -26,6 +26,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--chunks", type=int, default=1, metavar="V", help="virtual stages per rank (interleaved-1f1b)")
     p.add_argument("--buffers", default=None, metavar="N|legacy|fixed|minimal", help="buffers per stage")
     p.add_argument("--order", choices=["legacy", "fixed"], default=None, help="DeepSpeed send/recv order (deepspeed-train)")
+    p.add_argument("--rules", default="", metavar="R1,R2",
+                   help="rewrite rules applied to the schedule before it runs (see `explorer fix`)")
     p.add_argument("--backend", choices=["gloo", "nccl"], default="gloo", help="gloo (CPU, default) or nccl (one GPU per rank)")
     p.add_argument("--device", choices=["cpu", "cuda"], default=None, help="cpu (default with gloo) or cuda")
     p.add_argument("--model", default="mlp", metavar="mlp|transformer|MODULE:FUNCTION",
@@ -58,9 +60,11 @@ def run(args: argparse.Namespace) -> int:
     if not args.kind or args.stages is None or args.microbatches is None:
         raise InputError("--kind, --stages and --microbatches are required (or --collect DIR to read a finished run)")
     from explorer.analysis import build
+    from explorer.analysis.rules import apply_rules, parse_rules
 
-    schedule = build(args.kind, args.stages, args.microbatches, chunks=args.chunks,
-                     buffers=parse_buffers(args.buffers), order=args.order)
+    rules = parse_rules(args.rules or "")  # a typo costs no launch
+    schedule = apply_rules(build(args.kind, args.stages, args.microbatches, chunks=args.chunks,
+                                 buffers=parse_buffers(args.buffers), order=args.order), rules)
     device = args.device or ("cuda" if args.backend == "nccl" else "cpu")
     spec = RunSpec.for_schedule(schedule, model=ModelSpec(args.model, cuts=_cuts(args.cuts)), backend=args.backend,
                                 device=device, microbatch_size=args.microbatch_size, iterations=args.iterations,

@@ -27,10 +27,10 @@ def add_schedule_options(parser: argparse.ArgumentParser) -> None:
                    help="a DeepSpeed-style PipeSchedule class on PYTHONPATH instead of --kind (run in a child process)")
     g.add_argument("--timeout", type=validate.seconds("--timeout", "a day"), default=60.0, metavar="S",
                    help="seconds a --from class may take to yield its steps (default 60)")
-    g.add_argument("--stages", required=True, metavar="P",
+    g.add_argument("--stages", default=None, metavar="P",
                    type=validate.count("--stages", hi=validate.MAX_STAGES, why=_SIZE_WHY, label="stages"),
                    help="pipeline ranks; interleaved-1f1b runs P x --chunks stages and dualpipev 2P")
-    g.add_argument("--microbatches", required=True, metavar="M", help="micro-batches per batch",
+    g.add_argument("--microbatches", default=None, metavar="M", help="micro-batches per batch",
                    type=validate.count("--microbatches", hi=validate.MAX_MICROBATCHES, why=_SIZE_WHY,
                                        label="micro-batches"))
     g.add_argument("--chunks", default=1, metavar="V", help="virtual stages per rank (interleaved-1f1b)",
@@ -42,6 +42,9 @@ def add_schedule_options(parser: argparse.ArgumentParser) -> None:
     g.add_argument("--stage", default=None, metavar="S", help="show only the rank that runs stage S",
                    type=validate.count("--stage", lo=0, hi=2 * validate.MAX_STAGES, label="--stage", what="stage index",
                                        why="no schedule has more stages"))
+    g.add_argument("--rules", default="", metavar="R1,R2",
+                   help="rewrite rules applied to the schedule, in order (see `explorer fix`): "
+                        "grads-first, parity, defer-recv, buffers+1")
     a = parser.add_argument_group("analysis")
     a.add_argument("--model", choices=["blocking", "batched"], default=None,
                    help="P2P model for deadlocks and timing (default: the schedule's own)")
@@ -88,6 +91,21 @@ def parse_costs(text: str) -> Costs:
 
 
 def schedule_from_args(args: argparse.Namespace) -> Schedule:
+    """The schedule the options name, with ``--rules`` applied."""
+    from explorer.analysis.rules import apply_rules, parse_rules
+
+    rules = parse_rules(getattr(args, "rules", "") or "")
+    return apply_rules(_named_schedule(args), rules)
+
+
+def require_size(args: argparse.Namespace) -> None:
+    """One size is needed unless the command sweeps a range of them."""
+    if args.stages is None or args.microbatches is None:
+        raise InputError("--stages and --microbatches are required (or, on check and fix, --sweep STAGES:MICROBATCHES)")
+
+
+def _named_schedule(args: argparse.Namespace) -> Schedule:
+    require_size(args)
     if args.from_class:
         if args.kind:
             raise InputError("give either --kind or --from, not both")

@@ -1,0 +1,165 @@
+"""Check many sizes on every core, each worker a child process, user code included.
+
+The parent splits the stage counts among ``workers`` children (interleaved, so each gets
+small and large sizes alike), and each child checks its share one size after another,
+writing one JSON line per size as soon as it is checked. The parent merges the lines, draws a
+progress bar on a terminal, and stops a child that stays silent longer than ``timeout_s`` on
+one size (a ``--from`` class that sleeps), naming that size. The children run in their own
+sessions and die with their process group, so Ctrl-C in the parent keeps what was checked,
+stops the rest, and leaves nothing behind. A ``--from`` class is only ever imported in a child.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import selectors
+import signal
+import subprocess
+import sys
+import time
+from typing import Callable, Optional, Sequence
+
+from explorer.analysis.sizes import SizeCell, SizeSweep
+from explorer.commands.isolate import MARKER
+from explorer.errors import InputError, excerpt, one_line
+
+
+def default_workers() -> int:
+    """One worker per core this process may use."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # pragma: no cover - not Linux
+        return max(1, os.cpu_count() or 1)
+
+
+def sweep_in_workers(job: dict, stages: Sequence[int], microbatches: Sequence[int], *, spec: str,
+                     workers: int, timeout_s: float, progress: Optional[Callable[[int, int], None]] = None) -> SizeSweep:
+    """Check every size of ``job`` (see :func:`build_from_job`) in ``workers`` child processes."""
+    total = len(stages) * len(microbatches)
+    shares = [list(stages[i::workers]) for i in range(min(workers, len(stages)))]
+    procs, cells, buffers = [], {}, {}
+    selector = selectors.DefaultSelector()
+    interrupted = False
+    try:
+        for share in shares:
+            payload = json.dumps({**job, "stages": share, "microbatches": list(microbatches), "path": sys.path})
+            proc = subprocess.Popen([sys.executable, "-m", "explorer.commands.sweep_workers"], stdin=subprocess.PIPE,
+                                    stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
+            proc.stdin.write(payload.encode())
+            proc.stdin.close()
+            os.set_blocking(proc.stdout.fileno(), False)
+            selector.register(proc.stdout, selectors.EVENT_READ, proc)
+            procs.append(proc)
+            buffers[proc.pid] = b""
+        last_heard = {p.pid: time.monotonic() for p in procs}
+        open_streams = len(procs)
+        while open_streams:
+            for key, _ in selector.select(timeout=0.5):
+                proc = key.data
+                chunk = proc.stdout.read()
+                if chunk:
+                    last_heard[proc.pid] = time.monotonic()
+                    buffers[proc.pid] += chunk
+                    *lines, buffers[proc.pid] = buffers[proc.pid].split(b"\n")
+                    for line in lines:
+                        cell = SizeCell.from_dict(json.loads(line))
+                        cells[(cell.stages, cell.microbatches)] = cell
+                    if progress is not None:
+                        progress(len(cells), total)
+                elif chunk == b"":  # end of stream
+                    selector.unregister(proc.stdout)
+                    open_streams -= 1
+            for proc in procs:
+                if proc.poll() is None and time.monotonic() - last_heard[proc.pid] > timeout_s:
+                    _stop(procs)
+                    at = _next_size(proc_share(shares, procs, proc), microbatches, cells)
+                    raise InputError(f"checking size {at[0]}x{at[1]} took longer than {timeout_s:g} s and was "
+                                     "stopped (a --from class that hangs?); give --timeout SECONDS to allow longer")
+        for proc in procs:
+            proc.wait()
+            err = proc.stderr.read().decode(errors="replace")
+            if proc.returncode != 0:
+                said = next((ln[len(MARKER):] for ln in reversed(err.splitlines()) if ln.startswith(MARKER)), None)
+                if said:
+                    raise InputError(said)
+                last = next((ln.strip() for ln in reversed(err.splitlines()) if ln.strip()), "")
+                raise InputError(f"a sweep worker ended with exit code {proc.returncode}"
+                                 f"{' (' + excerpt(last, 160) + ')' if last else ''}; the sizes it had checked are lost")
+    except KeyboardInterrupt:
+        interrupted = True
+    finally:
+        _stop(procs)
+        selector.close()
+    ordered = tuple(cells[k] for k in sorted(cells))
+    if ordered and not interrupted and all(c.skipped for c in ordered):
+        raise InputError(f"none of the {len(ordered):,} sizes in {spec} applies to this schedule "
+                         f"(at {ordered[0].stages}x{ordered[0].microbatches}: {excerpt(ordered[0].skipped, 160)})")
+    return SizeSweep(ordered, spec, interrupted=interrupted)
+
+
+def proc_share(shares: list, procs: list, proc: subprocess.Popen) -> list[int]:
+    return shares[procs.index(proc)]
+
+
+def _next_size(stages: Sequence[int], microbatches: Sequence[int], done: dict) -> tuple[int, int]:
+    for p in stages:
+        for m in microbatches:
+            if (p, m) not in done:
+                return p, m
+    return stages[-1], microbatches[-1]
+
+
+def _stop(procs: Sequence[subprocess.Popen]) -> None:
+    for proc in procs:
+        if proc.poll() is None:
+            try:
+                os.killpg(proc.pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+            proc.wait()
+
+
+def build_from_job(job: dict) -> Callable[[int, int], object]:
+    """The ``make(stages, microbatches)`` a job describes: a generator or a ``--from`` class, then ``rules``."""
+    from explorer.analysis import build
+    from explorer.analysis.rules import apply_rules, parse_rules
+
+    rules = parse_rules(job.get("rules") or [])
+    if job.get("from"):
+        from explorer.schedules.adapters import from_deepspeed, load_class
+
+        cls = load_class(job["from"])
+        return lambda p, m: apply_rules(from_deepspeed(cls, p, m), rules)
+    return lambda p, m: apply_rules(build(job["kind"], p, m, chunks=job.get("chunks", 1), buffers=job.get("buffers"),
+                                          order=job.get("order")), rules)
+
+
+def main() -> int:
+    """Worker side: read the job on stdin, write one JSON line per size on stdout."""
+    job = json.loads(sys.stdin.read())
+    sys.path[:] = job["path"]
+    out = os.fdopen(os.dup(1), "w", buffering=1)
+    os.dup2(2, 1)  # a user's prints go to stderr, never into the stream of cells
+    from explorer.analysis.sizes import check_size
+
+    try:
+        make = build_from_job(job)
+        for p in job["stages"]:
+            for m in job["microbatches"]:
+                cell = check_size(make, p, m)
+                if cell.skipped and job.get("from"):  # a user's class that fails at a size is not "not applicable"
+                    raise InputError(f"at {p}x{m}: {cell.skipped}")
+                out.write(json.dumps(cell.to_dict()) + "\n")
+    except InputError as exc:
+        print(MARKER + one_line(str(exc)), file=sys.stderr)
+        return 2
+    except (KeyboardInterrupt, SystemExit, Exception) as exc:
+        where = f"--from {excerpt(job['from'])}" if job.get("from") else "the schedule"
+        print(MARKER + one_line(f"{where} raised {type(exc).__name__} ({str(exc)[:200]}) during the sweep"), file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,67 @@
+"""The ``--sweep`` options of ``check`` and ``fix``, and turning them into a sweep on every core."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Sequence
+
+from explorer.analysis.rules import Rule, parse_rules
+from explorer.analysis.sizes import SizeSweep, parse_sizes
+from explorer.commands import validate
+from explorer.commands.schedule_options import parse_buffers
+from explorer.commands.sweep_workers import default_workers, sweep_in_workers
+from explorer.errors import InputError
+from explorer.schedules import KINDS
+
+
+def add_sweep_options(parser: argparse.ArgumentParser, required: bool = False) -> None:
+    g = parser.add_argument_group("every size at once")
+    g.add_argument("--sweep", default=None, required=required, metavar="STAGES:MICROBATCHES",
+                   help="check every size of a range, e.g. 2-32:1-128 or 4,8,16:1-64 (replaces --stages/--microbatches)")
+    g.add_argument("--workers", default=None, metavar="N",
+                   type=validate.count("--workers", hi=256, label="workers", why="one per core is enough"),
+                   help="processes to check sizes in (default: one per core)")
+
+
+def job_from_args(args: argparse.Namespace, rules: Sequence[Rule] = ()) -> dict:
+    """What a worker needs to build the schedule at any size."""
+    if args.from_class and args.kind:
+        raise InputError("give either --kind or --from, not both")
+    if not args.from_class and not args.kind:
+        raise InputError(f"--kind is required (one of {', '.join(KINDS)}) unless --from names a schedule class")
+    return {"kind": args.kind, "from": args.from_class, "chunks": args.chunks, "buffers": parse_buffers(args.buffers),
+            "order": args.order, "rules": [r.name for r in rules]}
+
+
+def sizes_from_args(args: argparse.Namespace) -> tuple[list[int], list[int], str]:
+    if args.stages is not None or args.microbatches is not None:
+        raise InputError("--sweep gives the sizes: leave out --stages and --microbatches")
+    stages, mbs = parse_sizes(args.sweep)
+    return stages, mbs, args.sweep.replace(" ", "")
+
+
+def sweep_from_args(args: argparse.Namespace, rules: Sequence[Rule] | None = None) -> SizeSweep:
+    """The sweep ``check --sweep`` prints (``--rules`` applied), with a progress bar on a terminal."""
+    stages, mbs, spec = sizes_from_args(args)
+    chosen = parse_rules(args.rules or "") if rules is None else rules
+    return run_sweep(job_from_args(args, chosen), stages, mbs, spec, args)
+
+
+def run_sweep(job: dict, stages: Sequence[int], mbs: Sequence[int], spec: str, args: argparse.Namespace,
+              label: str = "") -> SizeSweep:
+    bar = _bar(label) if sys.stderr.isatty() else None
+    sweep = sweep_in_workers(job, stages, mbs, spec=spec, workers=args.workers or default_workers(),
+                             timeout_s=args.timeout, progress=bar)
+    if bar is not None:
+        sys.stderr.write("\r" + " " * 70 + "\r")
+    return sweep
+
+
+def _bar(label: str):
+    def show(done: int, total: int) -> None:
+        width = 30
+        filled = int(width * done / max(total, 1))
+        sys.stderr.write(f"\r{label}[{'#' * filled}{'.' * (width - filled)}] {done:,}/{total:,} sizes")
+        sys.stderr.flush()
+    return show
