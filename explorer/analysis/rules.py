@@ -144,3 +144,21 @@ def apply_rules(schedule: Schedule, rules: Iterable[Rule]) -> Schedule:
     for rule in rules:
         schedule = rule.apply(schedule)
     return schedule
+
+
+def changed_cells(before: Schedule, after: Schedule) -> list[tuple[int, int]]:
+    """``(stage, step)`` cells whose instructions differ (order, buffer or content) between two
+    versions of one schedule, e.g. before and after a fix's rules."""
+    def cells(s: Schedule) -> dict:  # noqa: E306
+        out: dict = {}
+        for r, t, k, st, m, b in zip(s.rank.tolist(), s.step.tolist(), s.kind.tolist(), s.stage.tolist(),
+                                     s.microbatch.tolist(), s.buffer.tolist()):
+            out.setdefault((r, t), []).append((k, st, m, b))
+        return out
+    old, new = cells(before), cells(after)
+    changed = set()
+    for key in old.keys() | new.keys():
+        if old.get(key) != new.get(key):
+            for k, st, m, b in old.get(key, []) + new.get(key, []):
+                changed.add((st, key[1]))
+    return sorted(changed)

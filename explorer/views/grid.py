@@ -11,7 +11,7 @@ receive pairs are optional arrows.
 
 from __future__ import annotations
 
-from typing import Optional
+from typing import Optional, Sequence
 
 import numpy as np
 import plotly.graph_objects as go
@@ -21,7 +21,7 @@ from explorer.schedules.instructions import COMPUTE_KINDS, Kind
 from explorer.views.axes import row_height, stage_labels
 from explorer.views.bars import rectangles
 from explorer.views.marks import findings_by_cell
-from explorer.views.palette import HAZARD, KIND_COLOURS, SELECTED, discrete_colorscale, kind_label
+from explorer.views.palette import HAZARD, KIND_COLOURS, MOVED, SELECTED, discrete_colorscale, kind_label
 from explorer.views.raster import OVERVIEW_BINS, dominant, window
 from explorer.views.words import described, short_texts
 
@@ -43,8 +43,10 @@ _INSET = 0.06
 
 
 def grid_figure(report: Report, *, arrows: bool = False, selected: Optional[tuple[int, int]] = None,
-                max_text_cells: int = MAX_TEXT_CELLS, x_range: Optional[tuple[float, float]] = None) -> go.Figure:
-    """The grid of ``report.schedule`` with its findings outlined; ``selected`` is a ``(stage, step)``.
+                max_text_cells: int = MAX_TEXT_CELLS, x_range: Optional[tuple[float, float]] = None,
+                moved: Sequence[tuple[int, int]] = ()) -> go.Figure:
+    """The grid of ``report.schedule`` with its findings outlined; ``selected`` is a ``(stage, step)``;
+    ``moved`` are the cells a fix's rules changed (outlined in purple).
 
     ``x_range`` is the range of steps on screen (the widget passes what the user zoomed to):
     cells, text and hover are sent for that range only, and above ``DETAIL_CELLS`` cells the
@@ -67,7 +69,8 @@ def grid_figure(report: Report, *, arrows: bool = False, selected: Optional[tupl
         heat, lines = _detail(report, cells, lo, hi, with_text=with_text, words=stages * columns <= WORDS_CELLS)
         outlines = _outline("findings", [c for c in cells if lo <= c[1] <= hi], HAZARD, 3.0)
         note = "" if with_text else " · zoom in to read the cells"
-    traces: list = [heat, outlines, _outline("selected", [selected] if selected else [], SELECTED, 4.0)]
+    traces: list = [heat, outlines, _outline("selected", [selected] if selected else [], SELECTED, 4.0),
+                    _outline("moved by the fix", [c for c in moved if lo <= c[1] <= hi], MOVED, 2.5)]
     show_arrows = arrows and not overview
     traces.append(_arrows(report, lo, hi) if show_arrows else go.Scatter(name="send -> receive", x=[], y=[], showlegend=False))
     if arrows and overview:

@@ -25,6 +25,7 @@ KIND_COLOURS: dict[Kind, str] = {
 }
 HAZARD = "#d62728"
 SELECTED = "#ffb000"
+MOVED = "#6a3d9a"  # instructions a fix moved
 IDLE = "rgba(160, 160, 160, 0.35)"
 IDLE_SOLID = "#e3e3e3"  # IDLE over white, for backgrounds that stand for idle time
 ACTIVATION = "#1f77b4"

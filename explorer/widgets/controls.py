@@ -14,6 +14,7 @@ from typing import Optional, Union
 import ipywidgets as w
 
 from explorer.analysis import Costs, build
+from explorer.analysis.rules import apply_rules, parse_rules
 from explorer.schedules import KINDS, Schedule
 
 BUFFER_POLICIES = ("default", "minimal", "legacy", "fixed")
@@ -32,6 +33,8 @@ class ScheduleSettings:
     buffers: Union[None, str, int] = None
     order: Optional[str] = None
     costs: Costs = field(default_factory=Costs)
+    #: Rewrite rules applied after building (:mod:`explorer.analysis.rules`), e.g. a fix the search found.
+    rules: tuple[str, ...] = ()
 
     def simulated_costs(self) -> Costs:
         """The costs to simulate: with interleaving, a chunk holds 1/chunks of a stage's layers, so
@@ -43,10 +46,11 @@ class ScheduleSettings:
                        backward_weight=c.backward_weight / v)
 
     def build(self) -> Schedule:
-        """The schedule; ``chunks``/``order`` are only passed to the kinds that take them."""
-        return build(self.kind, self.stages, self.microbatches,
-                     chunks=self.chunks if self.kind == "interleaved-1f1b" else 1,
-                     buffers=self.buffers, order=self.order if self.kind == "deepspeed-train" else None)
+        """The schedule, then its rules; ``chunks``/``order`` are only passed to the kinds that take them."""
+        schedule = build(self.kind, self.stages, self.microbatches,
+                         chunks=self.chunks if self.kind == "interleaved-1f1b" else 1,
+                         buffers=self.buffers, order=self.order if self.kind == "deepspeed-train" else None)
+        return apply_rules(schedule, parse_rules(list(self.rules)))
 
 
 class Controls:
@@ -66,6 +70,10 @@ class Controls:
                       for name in COST_FIELDS}
         self.lifetimes_stage = w.Dropdown(description="lifetimes of", style=slider["style"])
         self.arrows = w.Checkbox(value=False, description="send → receive arrows", indent=False)
+        self.rules: tuple[str, ...] = tuple(settings.rules)
+        self.rules_label = w.HTML()
+        self.clear_rules = w.Button(description="remove the rules", icon="times", layout=w.Layout(width="12em"))
+        self.show_rules()
         self.set_stage_options(settings.stages if settings.kind != "interleaved-1f1b" else settings.stages * settings.chunks)
         self.update_enabled()
 
@@ -81,8 +89,14 @@ class Controls:
             kind=self.kind.value, stages=self.stages.value, microbatches=self.microbatches.value,
             chunks=self.chunks.value, buffers=None if policy == "default" else policy,
             order=None if self.order.value == "default" else self.order.value,
-            costs=Costs(**{name: float(box.value) for name, box in self.costs.items()}),
+            costs=Costs(**{name: float(box.value) for name, box in self.costs.items()}), rules=self.rules,
         )
+
+    def show_rules(self) -> None:
+        """Say which rewrite rules the schedule is built with (a fix applied from the sizes panel)."""
+        self.rules_label.value = (f"<b>rules applied:</b> {', '.join(self.rules)} (cells they changed are outlined in purple)"
+                                  if self.rules else "")
+        self.clear_rules.layout.display = None if self.rules else "none"
 
     def update_enabled(self) -> None:
         """Grey out what the chosen kind ignores, so nobody expects it to matter."""

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import html
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, Callable, Optional, Sequence, Union
 
@@ -27,6 +28,7 @@ import ipywidgets as w
 import plotly.graph_objects as go
 
 from explorer.analysis import Costs, Report, check
+from explorer.analysis.rules import Rule, changed_cells
 from explorer.errors import InputError
 from explorer.report.listing import summary
 from explorer.schedules import Schedule
@@ -39,6 +41,7 @@ from explorer.views.overlay import overlay_figure
 from explorer.views.timeline import timeline_figure
 from explorer.widgets.controls import Controls, ScheduleSettings
 from explorer.widgets.findings_panel import FindingsPanel
+from explorer.widgets.sizes_panel import SizesPanel
 from explorer.widgets.sync import LiveFigure
 
 #: Launches the real pipeline for a schedule and returns what it measured.
@@ -69,6 +72,10 @@ class ScheduleExplorer:
         self.status = w.HTML()
         self.problem = w.HTML()
         self.findings = FindingsPanel(self._guarded("selecting a finding", self.select_finding))
+        self.moved: list[tuple[int, int]] = []
+        self.sizes = SizesPanel(lambda: self._make_at_size, self._guarded("loading a size", self.load_size),
+                                self._guarded("applying a fix", self.apply_rules), self._guarded,
+                                default_range=f"2-{max(8, stages)}:1-{max(16, microbatches)}")
         self._live = {name: LiveFigure(fig) for name, fig in self._figures(VIEWS).items()}
         for name, live in self._live.items():
             live.on_zoom(self._guarded(f"zooming the {name}", lambda x, _y, name=name: self._zoomed(name, x)))
@@ -83,11 +90,15 @@ class ScheduleExplorer:
             control.observe(self._guarded("rebuilding the schedule", self._on_schedule_change), names="value")
         self.controls.lifetimes_stage.observe(self._guarded("redrawing the lifetimes", self._on_lifetimes_change), names="value")
         self.controls.arrows.observe(self._guarded("redrawing the grid", self._on_arrows_change), names="value")
+        self.controls.clear_rules.on_click(self._guarded("removing the rules", lambda _b: self.apply_rules(None)))
         self.findings.show(self.report.findings.all())
         self._show_status()
         self.widget = w.VBox([
             self.controls.box(), self.problem, self.status, self.findings.widget,
-            w.HBox([self.controls.arrows]), self._live["grid"].widget, self._live["timeline"].widget,
+            w.HTML("<b>Every size</b>: prove this schedule over a range of sizes, then search for a fix"), self.sizes.widget,
+            w.HBox([self.controls.arrows, self.controls.rules_label, self.controls.clear_rules],
+                   layout=w.Layout(align_items="center", flex_flow="row wrap")),
+            self._live["grid"].widget, self._live["timeline"].widget,
             self.controls.lifetimes_stage, self._live["lifetimes"].widget,
             w.HBox([self.run_button, self.run_status], layout=w.Layout(align_items="center")), self._live["overlay"].widget,
         ], layout=w.Layout(width="100%"))
@@ -119,7 +130,8 @@ class ScheduleExplorer:
         cell = finding_cell(self.selected) if self.selected is not None else self.failed_at
         arrows = bool(self.controls.arrows.value) if hasattr(self, "controls") else False
         build = {
-            "grid": lambda: grid_figure(self.report, arrows=arrows, selected=cell, x_range=self.ranges["grid"]),
+            "grid": lambda: grid_figure(self.report, arrows=arrows, selected=cell, x_range=self.ranges["grid"],
+                                        moved=getattr(self, "moved", [])),
             "timeline": lambda: timeline_figure(self.report, x_range=self.ranges["timeline"]),
             "lifetimes": lambda: lifetimes_figure(self.report, None if stage is None or stage < 0 else stage,
                                                   x_range=self.ranges["lifetimes"]),
@@ -138,6 +150,7 @@ class ScheduleExplorer:
             self.status.value = f"<span style='color:{ERROR}'>⚠ {html.escape(str(exc))}</span> (the figures still show the last valid schedule)"
             return
         self.settings, self.report, self.trace, self.selected, self.failed_at = settings, report, None, None, None
+        self.moved = []
         self.ranges = {name: None for name in VIEWS}
         self.problem.value = ""
         self.controls.set_stage_options(report.schedule.num_stages)
@@ -177,6 +190,33 @@ class ScheduleExplorer:
             return
         self.ranges[name] = new
         self._render((name,))
+
+    # -- every size, fixes ---------------------------------------------------------------------
+    def _make_at_size(self, stages: int, microbatches: int) -> Schedule:
+        """The current schedule (kind, buffers, order, rules) at another size."""
+        return replace(self.settings, stages=stages, microbatches=microbatches).build()
+
+    def load_size(self, stages: int, microbatches: int) -> None:
+        """Show ``stages`` x ``microbatches`` (a click on the sizes map) with its first finding selected."""
+        c = self.controls
+        c.stages.max, c.microbatches.max = max(c.stages.max, stages), max(c.microbatches.max, microbatches)
+        for control in (c.stages, c.microbatches):
+            control.unobserve_all("value")
+        c.stages.value, c.microbatches.value = stages, microbatches
+        for control in (c.stages, c.microbatches):
+            control.observe(self._guarded("rebuilding the schedule", self._on_schedule_change), names="value")
+        self.refresh()
+        if self.findings.findings:
+            self.findings.select(0)
+
+    def apply_rules(self, rules: Optional[Sequence[Rule]]) -> None:
+        """Add ``rules`` to the schedule (None: remove every rule) and mark the cells they changed."""
+        before = self.report.schedule
+        self.controls.rules = () if rules is None else tuple(self.controls.rules) + tuple(r.name for r in rules)
+        self.controls.show_rules()
+        self.refresh()
+        self.moved = [] if rules is None else changed_cells(before, self.report.schedule)
+        self._render(("grid",))
 
     # -- findings, runs ------------------------------------------------------------------------
     def select_finding(self, finding: object) -> None:
