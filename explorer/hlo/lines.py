@@ -34,7 +34,8 @@ _PUNCT_RUN = re.compile(r"[\s,()]+")
 _SIMPLE_ATTR = re.compile(r'\s*,\s*([A-Za-z_][\w\-]*)=\s*([^,{}()\[\]"\s](?:[^,{}()\[\]"]*[^,{}()\[\]"\s])?'
                           r'|\{[^{}()\[\]"]*\}|%?[\w.\-]+)\s*(?=,|$)')
 _METADATA = re.compile(r',\s*metadata=\{((?:[^{}"]|"(?:[^"\\]|\\.)*")*)\}\s*(?=,|$)')
-_META_FIELD = re.compile(r'(\w+)=("(?:[^"\\]|\\.)*"|[^\s}]+)')
+# Keys start where a word starts: findall would otherwise retry from inside a 60,000-digit run.
+_META_FIELD = re.compile(r'(?<!\w)(\w+)=("(?:[^"\\]|\\.)*"|[^\s}]+)')
 _CALLED = re.compile(rf"%?({NAME})")
 _INT = re.compile(r"\d+")
 _COMP_START = re.compile(rf"(ENTRY\s+)?%?({NAME})")
@@ -193,9 +194,10 @@ def parse_instruction(line: str, lineno: int) -> Instruction:
         digits = inner.strip()
         if not _INT.fullmatch(digits):
             raise _fail("parameter number must be a non-negative integer", lineno, open_at, line)
-        if len(digits.lstrip("0")) > 10 or int(digits) > MAX_PARAMETER:
+        significant = digits.lstrip("0") or "0"  # int() refuses more than 4,300 digits, zeros included
+        if len(significant) > 10 or int(significant) > MAX_PARAMETER:
             raise _fail(f"parameter number {excerpt(digits, 24)} is larger than {MAX_PARAMETER:,}", lineno, open_at, line)
-        number = int(digits)
+        number = int(significant)
         literal = str(number)
     else:
         operands = _operands(inner, lineno, open_at + 1, line)
