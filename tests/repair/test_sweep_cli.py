@@ -120,3 +120,16 @@ def test_run_with_the_found_rule_is_bitwise_equal_to_the_reference():
     assert out.returncode == 0, out.stderr
     doc = json.loads(out.stdout)
     assert doc["ok"] and doc["bitwise_equal_to_reference"] is True
+
+
+@pytest.mark.slow
+def test_the_seeds_class_fails_for_real_and_runs_bitwise_equal_with_the_found_rule(with_ds081):
+    broken = cli("run", "--from", SEED_CLASS, "--stages", "4", "--microbatches", "8", "--json", env=with_ds081)
+    assert broken.returncode == 1, broken.stderr
+    failure = json.loads(broken.stdout)["failure"]  # the real run fails where the sweep said, as DeepSpeed did
+    assert (failure["stage"], failure["step"]) == (2, 6) and "inputs[0].grad is None" in failure["message"]
+    fixed = cli("run", "--from", SEED_CLASS, "--stages", "4", "--microbatches", "8", "--rules", "grads-first", "--json",
+                env=with_ds081)
+    assert fixed.returncode == 0, fixed.stderr
+    doc = json.loads(fixed.stdout)
+    assert doc["ok"] and doc["bitwise_equal_to_reference"] is True
