@@ -25,6 +25,7 @@ COMMANDS: tuple[str, ...] = (
     "explorer.commands.hlo",
     "explorer.commands.run",
     "explorer.commands.xla_run",
+    "explorer.commands.read",
 )
 
 

@@ -1,0 +1,28 @@
+"""``explorer read PATH``: whatever a job left behind, answered with the same report as a run.
+
+The kind of the artifact is detected (:mod:`explorer.traces.detect`); its reader prints the
+same text and ``--json`` document as the command that would have made it (``run`` for a run
+folder). Exit codes follow that command: 0 ok, 1 findings or a failed run, 2 bad input.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+from pathlib import Path
+
+from explorer.traces.detect import detect
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    p = subparsers.add_parser("read", help="read what a job left behind (run folders, traces, dumps) and report on it",
+                              description=__doc__.splitlines()[0])
+    p.add_argument("path", metavar="PATH", help="a file or folder a job wrote")
+    p.add_argument("--json", action="store_true", help="print the report as JSON (with kind: ...)")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    found = detect(Path(args.path))
+    module, function = found.reader.split(":")
+    return int(getattr(importlib.import_module(module), function)(Path(args.path), args.json))
