@@ -16,9 +16,9 @@ from __future__ import annotations
 
 import argparse
 import json
-from pathlib import Path
 
 from explorer.errors import InputError
+from explorer.inputs import write_text
 
 
 def report_engines(spec, args: argparse.Namespace) -> int:
@@ -39,15 +39,15 @@ def report_engines(spec, args: argparse.Namespace) -> int:
         from explorer.runtime.pipeline.engines import compare_engines
 
         both = compare_engines(spec, args.out, order=args.torch_order)
-        if args.trace:
-            both.explorer.write_chrome_trace(Path(args.trace))
         ours, torch_run = both.explorer, both.torch
         ok = ours.ok and bool(ours.bitwise_equal_to_reference) and torch_run.ok and bool(torch_run.within_tolerance)
         doc = {**ours.to_dict(), "engine": "both", "torch_engine": torch_run.to_dict(), "comparison": both.to_dict()}
         verdict = (f"failed: {ours.failure['message']}" if ours.failure else
                    f"ok, bitwise equal to the reference: {ours.bitwise_equal_to_reference}")
         text = f"explorer engine: {verdict}\n{_torch_line(torch_run)}\n" + (both.table() if torch_run.records else "")
-    print(json.dumps(doc) if args.json else text.rstrip())
+    print(json.dumps(doc) if args.json else text.rstrip(), flush=True)
+    if args.trace and args.engine == "both":  # after the result: a trace that cannot be written loses no run
+        write_text(args.trace, json.dumps(both.explorer.chrome_trace()), "--trace")
     return 0 if ok else 1
 
 

@@ -20,7 +20,7 @@ from typing import Callable, Optional
 from explorer.errors import InputError, excerpt
 from explorer.inputs import check_input_file, check_output_dir, check_output_file
 
-_INTEGER = re.compile(r"\s*[+-]?\d{1,30}\s*")
+_INTEGER = re.compile(r"\s*[+-]?\d+\s*")
 
 #: Stages an analysed schedule may have (stages x chunks; 2 x ranks for dualpipev).
 MAX_STAGES = 1024
@@ -46,7 +46,9 @@ def count(option: str, lo: int = 1, hi: int = 2**31 - 1, why: str = "", label: O
         if not _INTEGER.fullmatch(text):
             raise argparse.ArgumentTypeError(f"{label} must be a whole number, e.g. {max(lo, 1) * 4}; "
                                              f"got {excerpt(text)}")
-        value = int(text)
+        digits = text.strip().lstrip("+-").lstrip("0")
+        # int() refuses more than 4,300 digits: a number that long is only compared with the limits
+        value = int(text) if len(digits) <= 40 else (-1 if text.strip().startswith("-") else 1) * 10**40
         if value < lo:
             kind = "positive integer" if lo == 1 else f"{what} of at least {lo}"
             raise argparse.ArgumentTypeError(f"{label} must be a {kind}; got {excerpt(text.strip())}")

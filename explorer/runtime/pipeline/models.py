@@ -11,7 +11,6 @@ then keeps only its stages' layers (wasteful for big models, exact for tiny ones
 
 from __future__ import annotations
 
-import importlib
 import inspect
 from dataclasses import dataclass
 from typing import Any, Callable, Sequence
@@ -19,7 +18,7 @@ from typing import Any, Callable, Sequence
 import torch
 from torch import nn
 
-from explorer.errors import InputError
+from explorer.errors import InputError, import_user_module
 from explorer.runtime.pipeline.spec import ModelSpec
 
 DataFn = Callable[[int], tuple[torch.Tensor, torch.Tensor]]
@@ -93,10 +92,7 @@ def resolve(name: str) -> Callable[..., Any]:
     if name in BUILTINS:
         return BUILTINS[name]
     module_name, _, attr = name.partition(":")
-    try:
-        module = importlib.import_module(module_name)
-    except ImportError as exc:
-        raise InputError(f"--model {name}: cannot import {module_name!r} ({exc}); is it on PYTHONPATH?") from None
+    module = import_user_module(module_name, f"--model {name}")  # any failure at import: one InputError
     fn = getattr(module, attr, None)
     if not callable(fn):
         raise InputError(f"--model {name}: module {module_name!r} has no function {attr!r}")
@@ -110,7 +106,10 @@ def build_model(spec: ModelSpec, num_stages: int, microbatch_size: int, seed: in
     if "microbatch_size" in inspect.signature(fn).parameters:
         options.setdefault("microbatch_size", microbatch_size)
     torch.manual_seed(seed)
-    made = fn(**options)
+    try:
+        made = fn(**options)
+    except (Exception, SystemExit) as exc:  # the user's function: a message, never a silent exit
+        raise InputError(f"--model {spec.name} raised {type(exc).__name__}: {str(exc)[:200]}") from None
     if not (isinstance(made, tuple) and len(made) == 3):
         raise InputError(f"--model {spec.name} returned {type(made).__name__}: it must return (layers, loss_fn, data_fn)")
     layers, loss_fn, data_fn = made
