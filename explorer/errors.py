@@ -82,14 +82,14 @@ def import_user_module(module_name: str, option: str):
     try:
         return importlib.import_module(module_name)
     except ImportError as exc:
-        raise InputError(f"{option}: cannot import module {module_name!r} ({_first_line(exc)}); "
+        raise InputError(f"{option}: cannot import module {excerpt(module_name)} ({_first_line(exc)}); "
                          "is it on PYTHONPATH?") from None
     except SyntaxError as exc:
         where = f"{exc.filename}:{exc.lineno}" if exc.filename else module_name
-        raise InputError(f"{option}: module {module_name!r} has a syntax error at {where} ({exc.msg}): "
+        raise InputError(f"{option}: module {excerpt(module_name)} has a syntax error at {where} ({exc.msg}): "
                          "fix the file") from None
     except (Exception, SystemExit, KeyboardInterrupt) as exc:  # its top level ran and failed
-        raise InputError(f"{option}: importing module {module_name!r} raised {type(exc).__name__}: "
+        raise InputError(f"{option}: importing module {excerpt(module_name)} raised {type(exc).__name__}: "
                          f"{_first_line(exc)}; fix the module's top-level code") from None
 
 

@@ -60,6 +60,8 @@ class Outcome:
         if self.signal:
             hint = " (out of memory?)" if self.signal == "SIGKILL" else ""
             return f"{what} crashed the child process that ran it: killed by {self.signal}{hint}"
+        if self.returncode == 130:
+            return f"{what} was interrupted: KeyboardInterrupt was raised in the user's code (the child exited 130)"
         last = next((l.strip() for l in reversed(self.stderr.splitlines()) if l.strip()), "")
         said = f"; its last words: {last[:160]!r}" if last else ""
         return (f"{what} ended the child process that ran it with exit code {self.returncode} "

@@ -94,12 +94,6 @@ def parse_config(
     enabled = section.get("enabled", True)
     if not isinstance(enabled, bool):
         raise InputError(f"compile.enabled must be true or false, got {enabled!r}")
-    backend = section.get("backend", default_backend())
-    if not (isinstance(backend, str) and backend.strip()) and not callable(backend):
-        raise InputError(
-            f"compile.backend must be a registered name, a dotted path 'module.function' or a "
-            f"callable, got {backend!r}"
-        )
     kwargs = section.get("kwargs", {}) or {}
     if not isinstance(kwargs, Mapping):
         raise InputError(f"compile.kwargs must be a mapping of torch.compile arguments, got {kwargs!r}")
@@ -111,6 +105,12 @@ def parse_config(
         )
     if "mode" in kwargs and "options" in kwargs:
         raise InputError("compile.kwargs may set 'mode' or 'options', not both (torch.compile refuses both)")
+    backend = section["backend"] if "backend" in section else default_backend()  # torch only when needed
+    if not (isinstance(backend, str) and backend.strip()) and not callable(backend):
+        raise InputError(
+            f"compile.backend must be a registered name, a dotted path 'module.function' or a "
+            f"callable, got {backend!r}"
+        )
     if compiler_fn is not None and not callable(compiler_fn):
         raise InputError(f"compiler_fn must be callable (model -> compiled model), got {compiler_fn!r}")
     return CompileConfig(enabled=enabled, backend=backend, kwargs=dict(kwargs), compiler_fn=compiler_fn)

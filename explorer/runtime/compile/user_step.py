@@ -14,7 +14,7 @@ import os
 import sys
 from typing import Any, Callable
 
-from explorer.errors import InputError
+from explorer.errors import InputError, import_user_module
 
 
 def load_step(spec: str) -> Callable[[int], Any]:
@@ -29,14 +29,17 @@ def load_step(spec: str) -> Callable[[int], Any]:
         loader_spec = importlib.util.spec_from_file_location(name, module_name)
         module = importlib.util.module_from_spec(loader_spec)  # type: ignore[arg-type]
         sys.modules[name] = module
-        loader_spec.loader.exec_module(module)  # type: ignore[union-attr]
+        try:
+            loader_spec.loader.exec_module(module)  # type: ignore[union-attr]
+        except SyntaxError as exc:
+            raise InputError(f"--step {spec!r}: {module_name} has a syntax error at line {exc.lineno} ({exc.msg})") from None
+        except (Exception, SystemExit, KeyboardInterrupt) as exc:  # its top level ran and failed
+            raise InputError(f"--step {spec!r}: running {module_name} raised {type(exc).__name__}: "
+                             f"{str(exc)[:200]}; fix its top-level code") from None
     else:
         if os.getcwd() not in sys.path and "" not in sys.path:
             sys.path.insert(0, os.getcwd())
-        try:
-            module = importlib.import_module(module_name)
-        except ImportError as exc:
-            raise InputError(f"--step {spec!r}: cannot import {module_name!r} ({exc}); is it on PYTHONPATH?") from exc
+        module = import_user_module(module_name, f"--step {spec!r}")  # ImportError, SyntaxError, anything
     fn = getattr(module, func_name, None)
     if fn is None:
         raise InputError(f"--step {spec!r}: module {module_name!r} has no attribute {func_name!r}")
