@@ -23,7 +23,7 @@ def add_schedule_options(parser: argparse.ArgumentParser) -> None:
     g = parser.add_argument_group("schedule")
     g.add_argument("--kind", choices=list(KINDS), help="schedule generator")
     g.add_argument("--from", dest="from_class", metavar="MODULE:CLASS",
-                   type=validate.user_ref("--from", "my_schedules:FixBufferTrainSchedule"),
+                   type=validate.user_ref("--from", "my_schedules:FixBufferTrainSchedule", "MODULE:CLASS"),
                    help="a DeepSpeed-style PipeSchedule class on PYTHONPATH instead of --kind (run in a child process)")
     g.add_argument("--timeout", type=validate.seconds("--timeout", "a day"), default=60.0, metavar="S",
                    help="seconds a --from class may take to yield its steps (default 60)")

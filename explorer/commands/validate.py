@@ -137,22 +137,22 @@ def output_dir(option: str) -> Callable[[str], str]:
     return parse
 
 
-def user_ref(option: str, example: str) -> Callable[[str], str]:
+def user_ref(option: str, example: str, what: str = "MODULE:FUNCTION") -> Callable[[str], str]:
     """An argparse type: ``MODULE:NAME`` (or ``path/file.py:NAME``) with both parts present and sane."""
 
     def parse(text: str) -> str:
         module, sep, attr = text.rpartition(":")
         if not sep or not module.strip() or not attr.strip():
-            raise argparse.ArgumentTypeError(f"{option} expects MODULE:NAME, e.g. {example}; got {excerpt(text)}")
+            raise argparse.ArgumentTypeError(f"{option} {excerpt(text)}: expected {what}, e.g. {example}")
         if not attr.isidentifier():
             raise argparse.ArgumentTypeError(f"{option} {excerpt(text)}: {excerpt(attr)} is not a Python name; "
-                                             f"write MODULE:NAME, e.g. {example}")
+                                             f"expected {what}, e.g. {example}")
         if not module.endswith(".py") and not all(p.isidentifier() for p in module.split(".")):
             raise argparse.ArgumentTypeError(f"{option} {excerpt(text)}: {excerpt(module)} is not a module name; "
-                                             f"write MODULE:NAME, e.g. {example}")
+                                             f"expected {what}, e.g. {example}")
         return text
 
-    parse.__name__ = "MODULE:NAME"
+    parse.__name__ = what
     return parse
 
 

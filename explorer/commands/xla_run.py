@@ -15,8 +15,12 @@ import os
 import sys
 from typing import Any
 
+from explorer.commands import validate
 from explorer.errors import InputError
+from explorer.inputs import write_text
 from explorer.runtime.xla.presets import PRESETS
+
+_SMALL = "keep the model small: large graphs take many GB to compile on XLA:CPU"
 
 #: Steps 0 and 1 may compile (first graph; optimizer state appears): later new graphs are findings.
 WARMUP_STEPS = 2
@@ -29,28 +33,42 @@ def register(subparsers: Any) -> None:
         description=__doc__.splitlines()[0])
     what = p.add_mutually_exclusive_group(required=True)
     what.add_argument("--scenario", choices=list(PRESETS), help="a preset step")
-    what.add_argument("--step", metavar="MODULE:FUNCTION", help="your own step(step_index) on the XLA device")
-    p.add_argument("--steps", type=int, default=0, help="steps to run (default: the preset's, 6 for --step)")
+    what.add_argument("--step", metavar="MODULE:FUNCTION", type=validate.user_ref("--step", "my_train:step"),
+                      help="your own step(step_index) on the XLA device")
+    p.add_argument("--steps", default=0, help="steps to run (default: the preset's, 6 for --step)",
+                   type=validate.count("--steps", lo=0, hi=500, label="steps", what="number of steps",
+                                       why="each step is a real XLA step"))
     p.add_argument("--model", default="encoder", help="the preset model (encoder: a small BERT-like encoder)")
-    p.add_argument("--layers", type=int, default=2, help="encoder layers (default 2)")
-    p.add_argument("--width", type=int, default=32, help="encoder width (default 32)")
-    p.add_argument("--bucket-mb", type=float, default=None, help="reduce_scatter_bucket_size_mb (default: the preset's)")
+    p.add_argument("--layers", default=2, help="encoder layers (default 2)",
+                   type=validate.count("--layers", hi=12, label="layers", why=_SMALL))
+    p.add_argument("--width", default=32, help="encoder width (default 32)",
+                   type=validate.count("--width", hi=1024, label="width", why=_SMALL))
+    p.add_argument("--bucket-mb", default=None, help="reduce_scatter_bucket_size_mb (default: the preset's)",
+                   type=validate.number("--bucket-mb", 0.0, 1e6, label="bucket size (MB)",
+                                        why="a terabyte; 0 turns bucketing off"))
     p.add_argument("--fsdp", choices=("v1", "v2"), default="v1",
                    help="v1: XlaFullyShardedDataParallel (world size 1 on CPU); v2: SPMD over virtual devices")
-    p.add_argument("--virtual-devices", type=int, default=4, help="CPU devices for --fsdp v2 (default 4)")
+    p.add_argument("--virtual-devices", default=4, help="CPU devices for --fsdp v2 (default 4)",
+                   type=validate.count("--virtual-devices", hi=64, label="virtual devices",
+                                       why="each is a CPU device XLA compiles for"))
     p.add_argument("--fsdp-option", action="append", default=[], metavar="KEY=VALUE",
                    help="another FSDP keyword argument (value read as JSON), repeatable")
     p.add_argument("--no-cpu-workarounds", action="store_true",
                    help="do not apply pin_layout_in_collective_ops=False on CPU (bucketing then aborts)")
-    p.add_argument("--live-report", type=int, default=None, metavar="THRESHOLD",
+    p.add_argument("--live-report", default=None, metavar="THRESHOLD",
+                   type=validate.count("--live-report", lo=0, label="live report threshold", what="node count"),
                    help="keep torch_xla's live-tensor report before each sync (tensors with more IR nodes)")
     p.add_argument("--no-source-lines", action="store_true",
                    help="leave out XLA_IR_DEBUG/XLA_HLO_DEBUG: no Python lines in the HLO at all")
-    p.add_argument("--lines-settle", type=int, default=2, metavar="N",
+    p.add_argument("--lines-settle", default=2, metavar="N",
+                   type=validate.count("--lines-settle", lo=0, hi=500, label="lines settle", what="number of steps",
+                                       why="no run has more steps"),
                    help="switch source lines off after N steps in a row without a compile, on again after a "
                         "compile (default 2; 0 keeps them on every step, at ~40%% per cached step)")
-    p.add_argument("--timeout", type=float, default=300.0, help="seconds before the child is stopped (default 300)")
-    p.add_argument("--out", default=None, metavar="DIR", help="keep the debug log, HLO dumps and run.json here")
+    p.add_argument("--timeout", default=300.0, help="seconds before the child is stopped (default 300)",
+                   type=validate.seconds("--timeout", "a day"))
+    p.add_argument("--out", default=None, metavar="DIR", type=validate.output_dir("--out"),
+                   help="keep the debug log, HLO dumps and run.json here")
     p.add_argument("--json", action="store_true", help="print the JSON document")
     p.set_defaults(func=run)
 
@@ -60,8 +78,6 @@ def run(args: argparse.Namespace) -> int:
     from explorer.runtime.xla.config import RunConfig, parse_fsdp_options
     from explorer.runtime.xla.run import run as run_config
 
-    if args.out and os.path.exists(args.out) and not os.path.isdir(args.out):
-        raise InputError(f"--out {args.out!r} is a file; give a directory")
     cfg = RunConfig(scenario=args.scenario, step=args.step, steps=args.steps, model=args.model, layers=args.layers,
                     width=args.width, bucket_mb=args.bucket_mb, fsdp=args.fsdp, virtual_devices=args.virtual_devices,
                     cpu_workarounds=not args.no_cpu_workarounds, fsdp_options=parse_fsdp_options(args.fsdp_option),
@@ -69,10 +85,9 @@ def run(args: argparse.Namespace) -> int:
                     lines_settle=args.lines_settle, timeout_s=args.timeout)
     result = run_config(cfg, args.out)
     doc = result.to_json()
-    if args.out:
-        with open(os.path.join(args.out, "run.json"), "w", encoding="utf-8") as fh:
-            json.dump(doc, fh, indent=1)
-    print(json.dumps(doc, indent=1) if args.json else report(result))
+    print(json.dumps(doc, indent=1) if args.json else report(result), flush=True)
+    if args.out:  # after the result is printed: a folder that fails now loses no run
+        write_text(os.path.join(args.out, "run.json"), json.dumps(doc, indent=1), "--out")
     if result.failure:
         print(f"explorer xla-run: the child failed ({result.failure.kind}): {result.failure.message}", file=sys.stderr)
         return 1

@@ -76,9 +76,9 @@ SCHEDULE_OPTION_CASES = [
     Case("timeout-negative", _from("sched_ok", "--timeout", "-1"), "timeout must be more than 0"),
     Case("timeout-inf", _from("sched_ok", "--timeout", "inf"), "timeout must be a finite number"),
     # --from: the reference, the module, the class and what its steps() yield
-    Case("from-no-colon", ["--from", "sched_ok", *P4M8], "expects MODULE:NAME"),
-    Case("from-empty-module", ["--from", ":Sched", *P4M8], "expects MODULE:NAME"),
-    Case("from-empty-class", ["--from", "sched_ok:", *P4M8], "expects MODULE:NAME"),
+    Case("from-no-colon", ["--from", "sched_ok", *P4M8], "expected MODULE:"),
+    Case("from-empty-module", ["--from", ":Sched", *P4M8], "expected MODULE:"),
+    Case("from-empty-class", ["--from", "sched_ok:", *P4M8], "expected MODULE:"),
     Case("from-bad-module-name", ["--from", "a b:Sched", *P4M8], "is not a module name"),
     Case("from-5000-chars", ["--from", "m" * 5000 + ":Sched", *P4M8], "characters"),
     Case("from-missing-module", ["--from", "no_such_module:X", *P4M8], "cannot import module"),

@@ -59,7 +59,7 @@ RUN_CASES = [
     Case("backend-unknown", [*OK, "--backend", "mpi"], "invalid choice"),
     Case("engine-torch-with-trace", [*OK, "--engine", "torch", "--trace", "{d}/t.json"], "--trace writes the explorer"),
     Case("model-no-colon", [*OK, "--model", "resnet"], "is not a model"),
-    Case("model-empty-module", [*OK, "--model", ":build"], "expects MODULE:NAME"),
+    Case("model-empty-module", [*OK, "--model", ":build"], "expected MODULE:"),
     Case("model-bad-function-name", [*OK, "--model", "mymod:1x"], "is not a Python name"),
     Case("model-5000-chars", [*OK, "--model", "m" * 5000], "characters"),
     Case("model-missing-module", [*OK, "--model", "no_such_module:fn"], "cannot import", **TORCH),

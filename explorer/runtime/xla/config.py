@@ -8,6 +8,7 @@ child that dies after importing torch_xla. The record travels to the child as JS
 from __future__ import annotations
 
 import json
+import math
 import os
 from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Any, Mapping, Optional
@@ -103,7 +104,7 @@ class RunConfig:
                              "width <= 1024); large graphs take many GB to compile on XLA:CPU")
         if self.width % 2:
             raise InputError(f"width={self.width} must be even (the encoder uses 2 attention heads)")
-        if self.bucket_mb is not None and self.bucket_mb < 0:
+        if self.bucket_mb is not None and not (math.isfinite(self.bucket_mb) and self.bucket_mb >= 0):
             raise InputError(f"bucket_mb must be >= 0 (0 turns reduce-scatter bucketing off), got {self.bucket_mb}")
         if self.fsdp not in FSDP_KINDS:
             raise InputError(f"fsdp={self.fsdp!r}: choose v1 (XlaFullyShardedDataParallel) or v2 (SPMD)")
@@ -114,8 +115,9 @@ class RunConfig:
                              "for SPMD FSDPv2 (the batch is sharded over the devices)")
         if not isinstance(self.lines_settle, int) or self.lines_settle < 0:
             raise InputError(f"lines_settle must be an integer >= 0 (0 keeps source lines on), got {self.lines_settle!r}")
-        if self.timeout_s <= 0:
-            raise InputError(f"timeout_s must be positive, got {self.timeout_s}")
+        if not (math.isfinite(self.timeout_s) and 0 < self.timeout_s <= 86400):
+            raise InputError(f"timeout_s must be a finite number of seconds, more than 0 and at most a day (86400), "
+                             f"got {self.timeout_s}")
         if self.live_report is not None and self.live_report < 0:
             raise InputError(f"live_report is a threshold of pending IR nodes, >= 0; got {self.live_report}")
 
@@ -143,8 +145,16 @@ def parse_fsdp_options(items: list[str]) -> dict[str, Any]:
         key, sep, value = item.partition("=")
         if not sep or not key:
             raise InputError(f"--fsdp-option {item!r}: expected KEY=VALUE, e.g. flatten_parameters=false")
+        if not key.isidentifier():
+            raise InputError(f"--fsdp-option {item[:60]!r}: {key[:60]!r} is not a keyword argument name")
         try:
-            out[key] = json.loads(value)
+            out[key] = json.loads(value, parse_constant=_no_constant)
         except json.JSONDecodeError:
             out[key] = value
+        except (ValueError, RecursionError) as exc:
+            raise InputError(f"--fsdp-option {item[:60]!r}: {str(exc)[:120]}") from None
     return out
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a value an FSDP option takes (JSON has no NaN or Infinity)")

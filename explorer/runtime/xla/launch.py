@@ -107,7 +107,8 @@ def launch(cfg: RunConfig, out_dir: Optional[str] = None, progress: Optional[Pro
         err.seek(0)
         stderr = err.read()
     result.output = "\n".join(other[-200:])
-    result.failure = _ending(result.messages, returncode, stderr, timed_out, cfg.timeout_s)
+    several = cfg.fsdp == "v2" and cfg.virtual_devices > 1  # only then can CPU collectives deadlock
+    result.failure = _ending(result.messages, returncode, stderr, timed_out, cfg.timeout_s, several)
     return result
 
 
@@ -130,16 +131,17 @@ def _running_step(messages: list[dict[str, Any]]) -> Optional[int]:
 
 
 def _ending(messages: list[dict[str, Any]], returncode: int, stderr: str, timed_out: bool,
-            timeout_s: float) -> Optional[Failure]:
+            timeout_s: float, several_devices: bool = False) -> Optional[Failure]:
     events = {m["event"]: m for m in messages}
     step = _running_step(messages)
     if "input_error" in events:
         raise InputError(events["input_error"]["message"])
     if timed_out:
         where = f"step {step}" if step is not None else "setup"
-        return Failure("timeout", f"no result after {timeout_s:g} s (stopped during {where}; collectives across "
-                       "several CPU devices deadlock upstream)", step, returncode, failures.signal_name(returncode),
-                       failures.tail(stderr))
+        why = ("; collectives across several CPU devices deadlock upstream" if several_devices
+               else "; the step itself did not finish: a loop, a sleep, or a step too large for the timeout")
+        return Failure("timeout", f"no result after {timeout_s:g} s (stopped during {where}{why})", step, returncode,
+                       failures.signal_name(returncode), failures.tail(stderr))
     if "error" in events:
         return Failure("exception", events["error"]["message"], step, returncode, None,
                        failures.tail(events["error"].get("traceback", "") or stderr))
