@@ -1,0 +1,145 @@
+"""The pieces of the validation layer, one by one, in process (fast): what the tables rely on."""
+
+from __future__ import annotations
+
+import math
+import os
+import threading
+
+import pytest
+
+from explorer.analysis import Costs, check
+from explorer.errors import InputError, excerpt, import_user_module, one_line
+from explorer.inputs import loads_json, read_text, write_text
+from explorer.schedules import io
+from explorer.schedules.adapters import from_deepspeed
+
+
+class LoadMicroBatch:
+    def __init__(self, buffer_id):
+        self.buffer_id = buffer_id
+
+
+class ForwardPass(LoadMicroBatch):
+    pass
+
+
+class NoLoad:
+    """One stage that runs a forward without loading: it reads inputs[0] and labels[0] unwritten."""
+
+    def __init__(self, micro_batches, stages, stage_id):
+        pass
+
+    def steps(self):
+        yield [ForwardPass(0)]
+
+    def num_pipe_buffers(self):
+        return 1
+
+
+def test_a_labels_read_is_spelled_labels():
+    causes = [h.cause for h in check(from_deepspeed(NoLoad, 1, 1)).findings.hazards]
+    assert any("labels[0]" in c for c in causes), causes
+    assert not any("labelss" in c for c in causes)
+
+
+@pytest.mark.parametrize("value", [math.inf, -math.inf, math.nan, 1e400, 10**400, 2e12, -1])
+def test_costs_refuse_non_finite_negative_and_huge(value):
+    with pytest.raises(InputError):
+        Costs(forward=value)
+
+
+def test_costs_at_the_limit_keep_a_finite_bubble():
+    report = check(from_deepspeed(NoLoad, 1, 1).replace(), Costs(forward=Costs.MAX, backward=Costs.MAX))
+    assert report.timeline is None or math.isfinite(report.timeline.bubble.makespan)
+
+
+@pytest.mark.parametrize("value, buffers", [(-1, "between 1 and"), ("2", "whole number"), (2.0, "whole number"),
+                                            (float("nan"), "whole number"), (10**30, "between 1 and")])
+def test_num_pipe_buffers_must_be_a_positive_whole_number(value, buffers):
+    cls = type("Odd", (NoLoad,), {"num_pipe_buffers": lambda self: value})
+    with pytest.raises(InputError, match=buffers):
+        from_deepspeed(cls, 1, 1)
+
+
+def test_a_class_that_exits_is_an_input_error_in_process_too():
+    def steps(self):
+        raise SystemExit(3)
+        yield []
+
+    with pytest.raises(InputError, match="SystemExit"):
+        from_deepspeed(type("Exits", (NoLoad,), {"steps": steps}), 1, 1)
+
+
+def test_excerpt_and_one_line_keep_messages_short():
+    assert len(excerpt("9" * 5000)) < 120 and "5,000 characters" in excerpt("9" * 5000)
+    assert excerpt("short") == "'short'"
+    line = one_line("a\nb\n" + "x" * 100_000)
+    assert "\n" not in line and len(line) <= 600
+
+
+def test_import_user_module_turns_every_failure_into_one_input_error(tmp_path, monkeypatch):
+    monkeypatch.syspath_prepend(str(tmp_path))
+    for name, text, words in [("m_syntax", "def (:\n", "syntax error"), ("m_raise", "1/0\n", "ZeroDivisionError"),
+                              ("m_exit", "raise SystemExit(2)\n", "SystemExit"),
+                              ("m_kbd", "raise KeyboardInterrupt\n", "KeyboardInterrupt")]:
+        (tmp_path / f"{name}.py").write_text(text)
+        with pytest.raises(InputError, match=words):
+            import_user_module(name, "--from")
+    with pytest.raises(InputError, match="not a module name"):
+        import_user_module("", "--from")
+
+
+@pytest.mark.parametrize("doc, words", [
+    ([], "JSON object"), ({"format": "explorer.schedule/1"}, "lacks 'streams'"),
+    ({"format": "explorer.schedule/1", "streams": [[["0F" + "9" * 60]]]}, "longer than 40"),
+    ({"format": "explorer.schedule/1", "streams": [[[5]]]}, "instructions are text"),
+    ({"format": "explorer.schedule/1", "streams": [[["0F0b0"]]], "num_microbatches": 1, "stage_to_rank": [0],
+      "buffers": [10**30]}, "integers 0.."),
+    ({"format": "explorer.schedule/1", "streams": [[["3F0b0"]]], "num_microbatches": 1, "stage_to_rank": [0],
+      "buffers": [1]}, "not on rank 0"),
+])
+def test_schedule_json_is_checked_field_by_field(doc, words):
+    with pytest.raises(InputError, match=words):
+        io.from_json(doc)
+
+
+@pytest.mark.parametrize("text, words", [("[" * 100_000, "levels deep"), ("[" * 80 + "]" * 80, "levels deep"),
+                                         ('{"a": NaN}', "NaN"), ('{"a": -Infinity}', "Infinity"), ("{", "not JSON")])
+def test_strict_json(text, words):
+    with pytest.raises(InputError, match=words):
+        loads_json(text, "x")
+
+
+def test_a_fifo_is_refused_for_reading_and_for_writing_without_a_reader(tmp_path):
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    with pytest.raises(InputError, match="FIFO"):
+        read_text(str(fifo), "--config")
+    with pytest.raises(InputError, match="no process reads"):
+        write_text(str(fifo), "x", "--out")
+
+
+def test_a_fifo_with_a_reader_is_written(tmp_path):
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    got = []
+    reader = threading.Thread(target=lambda: got.append(open(fifo).read()))
+    reader.start()
+    for _ in range(200):  # wait for the reader to open its end
+        try:
+            write_text(str(fifo), "hello", "--out")
+            break
+        except InputError:
+            threading.Event().wait(0.01)
+    reader.join(5)
+    assert got == ["hello"]
+
+
+def test_an_xla_timeout_blames_collectives_only_with_several_devices():
+    from explorer.runtime.xla.launch import _ending
+
+    one = _ending([{"event": "begin", "step": 0}], -9, "", True, 5.0, several_devices=False)
+    many = _ending([{"event": "begin", "step": 0}], -9, "", True, 5.0, several_devices=True)
+    assert "collectives" not in one.message and "did not finish" in one.message
+    assert "collectives across several CPU devices" in many.message
