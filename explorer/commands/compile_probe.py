@@ -34,6 +34,9 @@ def register(subparsers: Any) -> None:
     p.add_argument("--iterations", default=None, help="iterations to run (default: the preset's)",
                    type=validate.count("--iterations", hi=MAX_ITERATIONS, label="iterations",
                                        why="each iteration is a real, timed step; a period shows within a few dozen"))
+    p.add_argument("--nproc", default=1, type=validate.count("--nproc", hi=MAX_NPROC, label="nproc",
+                                                            why="each rank is a process on this machine"),
+                   help="ranks to run, each in its own process on a gloo group (default 1); the report merges them")
     p.add_argument("--timeout", default=900.0, metavar="S", type=validate.seconds("--timeout", "a day"),
                    help="seconds a --step run may take before its child process is stopped (default 900)")
     p.add_argument("--backend", default=None, type=_backend_name,
@@ -46,6 +49,8 @@ def register(subparsers: Any) -> None:
 
 #: Most iterations one probe runs.
 MAX_ITERATIONS = 10_000
+#: Most ranks ``--nproc`` starts on one machine.
+MAX_NPROC = 64
 #: Largest --config read (a DeepSpeed config is a few KB).
 MAX_CONFIG_BYTES = 16 * 2**20
 #: Set in the child that runs a --step, so it does not start a child of its own.
@@ -76,6 +81,8 @@ def run(args: argparse.Namespace) -> int:
     if args.step and (args.backend or args.config):
         raise InputError("--backend/--config apply to --scenario; a --step compiles its own model")
     config = _load_config(args.config)
+    if args.nproc > 1:
+        return _print(_run_ranks(args, config), args)
     if args.step and not os.environ.get(CHILD_ENV):
         return _run_in_child(args)
     from explorer.runtime.compile.config import parse_config
@@ -89,6 +96,24 @@ def run(args: argparse.Namespace) -> int:
         result = run_scenario(args.scenario, args.iterations, args.backend, config, args.source)
     else:
         result = run_step(step, args.iterations or 20, args.source, label=args.step)
+    return _print(result, args)
+
+
+def _run_ranks(args: argparse.Namespace, config: dict[str, Any]) -> Any:
+    """``--nproc N``: N ranks on a gloo group, each probing, merged into one result (see runtime.compile.launch)."""
+    if args.scenario:
+        from explorer.runtime.compile.config import parse_config
+
+        parse_config(config.get("compile", config) if config else None)
+    from explorer.runtime.compile.launch import run_ranks
+
+    spec = {"scenario": args.scenario, "step": args.step, "iterations": args.iterations, "backend": args.backend,
+            "config": config, "source": args.source}
+    return run_ranks(args.nproc, spec, args.timeout, label=args.scenario or args.step)
+
+
+def _print(result: Any, args: argparse.Namespace) -> int:
+    """Print the report or the JSON document; 0 nothing found, 1 findings or a failed step."""
     if args.json:
         print(json.dumps(result.to_json(), indent=1))
     else:
@@ -106,7 +131,7 @@ def _run_in_child(args: argparse.Namespace) -> int:
     on stderr (and, with ``--json``, a document with ``"ok": false`` and the failure), exit 1:
     the input was valid, the user's code failed.
     """
-    from explorer.commands.isolate import run_child
+    from explorer.runtime.isolate import run_child
 
     env = {**os.environ, CHILD_ENV: "1"}
     outcome = run_child([sys.executable, "-m", "explorer.cli", *args.argv], args.timeout, env=env)
@@ -134,9 +159,24 @@ def _report(result: Any) -> str:
         lines.append(f"{it.iteration:3d} {it.ms:9.2f}  {'yes' if it.compiled else '   '}       {it.variant or '-'}{flag}")
     for c in result.compiles:
         why = c.guard or ("first compile" if not c.failed else "")
-        lines.append(f"compile {c.compile_id} at iteration {c.iteration} ({c.function or '?'}): {c.failed or ''}{why}")
+        ranks = f" on {_ranks(c.ranks)}" if len(result.ranks) > 1 else ""
+        lines.append(f"compile {c.compile_id} {_at(c.iteration)}{ranks} ({c.function or '?'}): "
+                     f"{c.failed + ': ' if c.failed and why else c.failed or ''}{why}")
     for g in result.graph_breaks:
-        lines.append(f"graph break {g.compile_id or ''} at iteration {g.iteration}: {g.reason}")
+        lines.append(f"graph break {g.compile_id or ''} {_at(g.iteration)}: {g.reason}")
     if result.diagnosis:
         lines.append(result.diagnosis.sentence)
+    for r in result.ranks if len(result.ranks) > 1 else ():
+        lines.append(f"rank {r['rank']}: {len(r['compiles'])} compiles, {r['iterations']} iterations; {r['cause']}"
+                     + (f", period {r['period']} ({r['confidence']})" if r["period"] else ""))
+    lines += [f"ranks differ: {d}" for d in result.divergence]
+    lines += [f"note: {n}" for n in result.notes]
     return "\n".join(lines)
+
+
+def _at(iteration: int) -> str:
+    return f"at iteration {iteration}" if iteration >= 0 else "at an unknown iteration"
+
+
+def _ranks(ranks: Any) -> str:
+    return ("rank " if len(ranks) == 1 else "ranks ") + ", ".join(str(r) for r in ranks)

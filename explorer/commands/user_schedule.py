@@ -13,7 +13,7 @@ import json
 import os
 import sys
 
-from explorer.commands.isolate import MARKER, run_child
+from explorer.runtime.isolate import MARKER, run_child
 from explorer.errors import InputError, excerpt, one_line
 from explorer.schedules import io
 from explorer.schedules.schedule import Schedule

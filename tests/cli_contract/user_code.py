@@ -78,4 +78,7 @@ MODULES: dict[str, str] = {
     "step_segfault": "import ctypes\ndef step(i):\n    if i == 1:\n        ctypes.string_at(0)\n",
     "step_sleeps": "import time\ndef step(i):\n    time.sleep(3600)\n",
     "step_no_args": "def step():\n    pass\n",
+    "model_exit": "import sys\ndef build():\n    sys.exit(3)\n",
+    "model_keyboard": "def build():\n    raise KeyboardInterrupt\n",
+    "model_segfault": "import ctypes\ndef build():\n    ctypes.string_at(0)\n",
 }

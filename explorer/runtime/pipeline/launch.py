@@ -27,7 +27,7 @@ from typing import Callable, Optional, Union
 from explorer.analysis import check
 from explorer.runtime.pipeline.follow import Follower
 from explorer.runtime.pipeline.result import RunResult, collect, refused
-from explorer.runtime.pipeline.spec import RunSpec
+from explorer.runtime.pipeline.spec import BUILTIN_MODELS, RunSpec
 from explorer.schedules.schedule import Schedule
 
 GRACE_S = 1.5  # after the first failure, time for the other ranks to write their own account
@@ -151,7 +151,17 @@ def run_pipeline(spec: RunSpec, folder: Union[None, str, Path] = None, *, progre
 
 
 def _validate_model(spec: RunSpec) -> None:
-    """Build and split the model here first, so a bad ``--model`` is one InputError, not N dead ranks."""
+    """Build and split the model first, so a bad ``--model`` is one InputError, not N dead ranks.
+
+    A built-in model is built here; a user's function only in a child process (it may exit,
+    crash or hang: see :mod:`.model_check`).
+    """
+    stages = spec.build_schedule().num_stages
+    if spec.model.name not in BUILTIN_MODELS:
+        from explorer.runtime.pipeline.model_check import check_user_model
+
+        check_user_model(spec.to_json()["model"], stages, spec.microbatch_size, spec.seed)
+        return
     from explorer.runtime.pipeline.models import build_model
 
-    build_model(spec.model, spec.build_schedule().num_stages, spec.microbatch_size, spec.seed)
+    build_model(spec.model, stages, spec.microbatch_size, spec.seed)

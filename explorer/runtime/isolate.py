@@ -1,0 +1,103 @@
+"""Run a user's code in a child process with a timeout, so it cannot take the CLI down with it.
+
+A ``--from`` class or a ``--step`` function is arbitrary code: it may call ``sys.exit(3)``,
+raise ``KeyboardInterrupt``, crash the interpreter with a segfault, or sleep forever. In the
+CLI's own process each of those ends the command without a word (or hangs it). In a child,
+each is an ending the parent can name: an exit code, a signal, a timeout. The child runs in
+its own session and is killed with its whole process group, so nothing is left behind.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import time
+from dataclasses import dataclass
+from typing import Optional, Sequence
+
+#: Exit code a child uses for "bad input, message on the last stderr line" (the CLI's own code).
+INPUT_ERROR = 2
+#: Prefix of the child's stderr line that carries an input error's message.
+MARKER = "explorer-input-error: "
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """How a child ended: its code (negative: killed by a signal), its output, and whether it timed out."""
+
+    returncode: int
+    stdout: str
+    stderr: str
+    timed_out: bool
+    seconds: float
+
+    @property
+    def signal(self) -> Optional[str]:
+        """``SIGSEGV`` for a child killed by signal 11; None otherwise."""
+        if self.returncode >= 0 or self.timed_out:
+            return None
+        try:
+            return signal.Signals(-self.returncode).name
+        except ValueError:
+            return f"signal {-self.returncode}"
+
+    @property
+    def input_error(self) -> Optional[str]:
+        """The message of an input error the child reported, if it reported one."""
+        if self.returncode != INPUT_ERROR:
+            return None
+        for line in reversed(self.stderr.splitlines()):
+            if line.startswith(MARKER):
+                return line[len(MARKER):]
+        return None
+
+    def ending(self, what: str, timeout_s: float) -> str:
+        """One sentence on an ending other than success or a reported input error."""
+        if self.timed_out:
+            return (f"{what} did not finish within {timeout_s:g} s and was stopped (it runs in a child process; "
+                    "give --timeout SECONDS to allow longer)")
+        if self.signal:
+            hint = " (out of memory?)" if self.signal == "SIGKILL" else ""
+            return f"{what} crashed the child process that ran it: killed by {self.signal}{hint}"
+        if self.returncode == 130:
+            return f"{what} was interrupted: KeyboardInterrupt was raised in the user's code (the child exited 130)"
+        last = next((l.strip() for l in reversed(self.stderr.splitlines()) if l.strip()), "")
+        said = f"; its last words: {last[:160]!r}" if last else ""
+        return (f"{what} ended the child process that ran it with exit code {self.returncode} "
+                f"(sys.exit or os._exit in the user's code?){said}")
+
+
+def run_child(argv: Sequence[str], timeout_s: float, *, env: Optional[dict] = None,
+              capture_stdout: bool = True) -> Outcome:
+    """Run ``argv`` in a new session; kill its process group after ``timeout_s`` seconds.
+
+    stdout is captured (or left to the parent's with ``capture_stdout=False``); stderr is
+    always captured, so the caller decides what reaches the user.
+    """
+    start = time.monotonic()
+    proc = subprocess.Popen(list(argv), stdin=subprocess.DEVNULL,
+                            stdout=subprocess.PIPE if capture_stdout else None, stderr=subprocess.PIPE,
+                            env=env, start_new_session=True, text=True, errors="replace")
+    timed_out = False
+    try:
+        out, err = proc.communicate(timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        timed_out = True
+        _kill(proc)
+        out, err = proc.communicate()
+    finally:
+        if proc.poll() is None:  # an interrupt of the parent: take the child along
+            _kill(proc)
+            proc.wait()
+    return Outcome(proc.returncode, out or "", err or "", timed_out, time.monotonic() - start)
+
+
+def _kill(proc: subprocess.Popen) -> None:
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+__all__ = ["INPUT_ERROR", "MARKER", "Outcome", "run_child"]
