@@ -70,18 +70,17 @@ def breakdown(rank: np.ndarray, kind: np.ndarray, start: np.ndarray, end: np.nda
     dur = np.maximum(end - start, 0.0)
     wait = wait_split(kind, start, end, partner)
     lo, hi = float(start.min()), float(end.max())
+    # One pass for every rank: each row's time goes to its category, summed per (rank, category).
+    ranks, rank_index = np.unique(rank, return_inverse=True)
+    compute, p2p = np.isin(kind, _COMPUTE), np.isin(kind, _P2P)
+    sums = np.zeros((len(ranks), 4))
+    for col, weights in enumerate((np.where(compute, dur, 0.0), np.where(p2p, dur - wait, 0.0),
+                                   np.where(p2p, wait, 0.0), np.where(~compute & ~p2p, dur, 0.0))):
+        sums[:, col] = np.bincount(rank_index, weights=weights, minlength=len(ranks))
     out = []
-    ranks = tuple(int(r) for r in np.unique(rank))
-    for r in ranks:
-        mine = rank == r
-        compute = float(dur[mine & np.isin(kind, _COMPUTE)].sum())
-        p2p = mine & np.isin(kind, _P2P)
-        waiting = float(wait[p2p].sum())
-        transfer = float(dur[p2p].sum()) - waiting
-        other = float(dur[mine & ~np.isin(kind, _COMPUTE) & ~np.isin(kind, _P2P)].sum())
-        idle = max((hi - lo) - compute - transfer - waiting - other, 0.0)
-        out.append({"compute": compute, "transfer": transfer, "waiting": waiting, "other": other, "idle": idle})
-    return Breakdown(ranks, tuple(out), hi - lo)
+    for c, t, w, o in sums.tolist():
+        out.append({"compute": c, "transfer": t, "waiting": w, "other": o, "idle": max((hi - lo) - c - t - w - o, 0.0)})
+    return Breakdown(tuple(int(r) for r in ranks), tuple(out), hi - lo)
 
 
 def pair_by_key(stage: np.ndarray, kind: np.ndarray, microbatch: np.ndarray) -> np.ndarray:

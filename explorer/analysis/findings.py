@@ -8,6 +8,7 @@ a step, carries the instruction in the compact text form, and can say itself in 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Optional
 
 
@@ -203,6 +204,12 @@ class Findings:
         return not (self.hazards or self.unmatched or self.mismatched or self.deadlock)
 
     def all(self) -> list:
-        """Every finding, deadlock first (it stops the run), then in stage/step order."""
+        """Every finding, deadlock first (it stops the run), then in stage/step order (a new list)."""
+        return list(self._ordered)
+
+    @cached_property
+    def _ordered(self) -> tuple:
+        # Sorted once: a broken 64-stage schedule has tens of thousands of findings, and the
+        # explorer asks for them from several views on every change.
         rest = sorted([*self.hazards, *self.unmatched, *self.mismatched], key=lambda f: (f.step, f.stage))
-        return ([self.deadlock] if self.deadlock else []) + rest
+        return tuple(([self.deadlock] if self.deadlock else []) + rest)

@@ -115,7 +115,7 @@ def _overview(report: Report, marks: dict, x_range: tuple[float, float]):
     bins = min(OVERVIEW_BINS, max(1, int(np.ceil(x_range[1] - x_range[0]))))
     r = dominant(stage, step - 0.5, step + 0.5, s.kind[main], s.num_stages, x_range, bins=bins, num_categories=len(Kind))
     z = r.z.astype(np.float32)
-    codes = np.array([k.code for k in Kind] + [""], dtype=object)
+    codes = np.array([k.code for k in Kind] + [""])  # fixed-width strings: copied in one piece, not item by item
     hover = codes[np.where(np.isnan(z), len(Kind), z).astype(np.int64)]
     heat = go.Heatmap(name="instructions", z=z, x=r.centres, y=np.arange(s.num_stages), zmin=-0.5, zmax=len(Kind) - 0.5,
                       colorscale=discrete_colorscale(), showscale=False, hoverongaps=False, customdata=hover,

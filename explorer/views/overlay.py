@@ -114,12 +114,10 @@ def _overview_lane(fig: go.Figure, lane: tuple, ranks: int, xr: tuple, unit: str
     """A lane with too many bars to draw: the kind that runs most of each column, per rank."""
     rank, kind, start, end, _wait, _mb, dy, label, opacity = lane
     r = dominant(rank, start, end, kind, ranks, xr, num_categories=len(Kind))
-    codes = np.array([k.code for k in Kind] + ["idle"], dtype=object)
     fig.add_trace(go.Heatmap(name=f"{label} (overview)", z=r.z.astype(np.float32), x=r.centres, y=np.arange(ranks) + dy,
                              dy=1.0, zmin=-0.5, zmax=len(Kind) - 0.5, colorscale=discrete_colorscale(), showscale=False,
                              opacity=opacity, hoverongaps=False, ygap=0,
-                             customdata=codes[np.where(np.isnan(r.z), len(Kind), r.z).astype(np.int64)],
-                             hovertemplate=f"{label} · row %{{y:.0f}} · t ≈ %{{x:.4g}} {unit}<br>mostly %{{text}}<extra></extra>"))
+                             hovertemplate=f"{label} · row %{{y:.0f}} · t ≈ %{{x:.4g}} {unit}: zoom in for each instruction<extra></extra>"))
 
 
 def _where_time_went(fig: go.Figure, parts: list, unit: str) -> str:

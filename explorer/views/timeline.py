@@ -49,11 +49,11 @@ def timeline_figure(report: Report, *, max_bars: int = MAX_SVG_BARS,
     if overview:
         r = dominant(s.rank[shown], tl.start[shown], tl.end[shown], s.kind[shown], s.num_ranks, (lo, hi),
                      num_categories=len(Kind))
-        codes = np.array([k.code for k in Kind] + ["idle"], dtype=object)
+        # No per-cell hover text here: each string costs plotly a copy, and the colours and the
+        # legend already say the kind; zooming in gives exact bars with their words.
         fig.add_trace(go.Heatmap(name="instructions", z=r.z.astype(np.float32), x=r.centres, y=np.arange(s.num_ranks),
                                  zmin=-0.5, zmax=len(Kind) - 0.5, colorscale=discrete_colorscale(), showscale=False,
-                                 hoverongaps=False, customdata=codes[np.where(np.isnan(r.z), len(Kind), r.z).astype(np.int64)],
-                                 hovertemplate="row %{y} · t ≈ %{x:.4g}<br>mostly %{customdata}<extra></extra>"))
+                                 hoverongaps=False, hovertemplate="row %{y} · t ≈ %{x:.4g}: zoom in for each instruction<extra></extra>"))
         for kind in (k for k in Kind if (s.kind[shown] == k).any()):  # the legend still names the kinds
             fig.add_trace(go.Scatter(name=kind_label(kind), x=[None], y=[None], mode="markers",
                                      marker=dict(symbol="square", size=11, color=KIND_COLOURS[kind]), hoverinfo="skip"))

@@ -10,20 +10,42 @@ const KEY = "__explorerPlotly";
 
 function loadPlotly(model) {
   if (window[KEY]) return window[KEY];
+  // JupyterLab's plotly extension may have loaded the very same plotly.js for a static figure
+  // (it sets window.Plotly): reuse it rather than parse a second copy.
+  const present = window.Plotly;
+  if (present && typeof present.react === "function" && present.version === model.get("plotly_version")) {
+    window[KEY] = Promise.resolve(present);
+    return window[KEY];
+  }
   window[KEY] = new Promise((resolve, reject) => {
     const onMessage = (msg, buffers) => {
       if (!msg || msg.type !== "plotly") return;
       model.off("msg:custom", onMessage);
-      try {
-        const bytes = buffers[0];
-        const view = bytes instanceof DataView ? new Uint8Array(bytes.buffer, bytes.byteOffset, bytes.byteLength) : new Uint8Array(bytes);
-        const module = { exports: {} };
-        new Function("module", "exports", new TextDecoder().decode(view))(module, module.exports);
-        resolve(module.exports);
-      } catch (err) {
-        window[KEY] = undefined;
-        reject(err);
-      }
+      // A <script> from a blob URL, not eval: the browser compiles a large script off the
+      // main thread, so the page does not freeze while 4.8 MB of plotly.js is parsed.
+      const url = URL.createObjectURL(new Blob([buffers[0]], { type: "text/javascript" }));
+      const before = { Plotly: window.Plotly, define: window.define };
+      window.define = undefined;  // a loader's AMD define would swallow the global
+      const script = document.createElement("script");
+      script.async = true;
+      script.src = url;
+      const done = (err) => {
+        const ours = window.Plotly;
+        window.Plotly = before.Plotly;  // leave the page's globals as they were
+        window.define = before.define;
+        if (before.Plotly === undefined) delete window.Plotly;
+        URL.revokeObjectURL(url);
+        script.remove();
+        if (err || !ours) {
+          window[KEY] = undefined;
+          reject(err || new Error("plotly.js did not define Plotly"));
+        } else {
+          resolve(ours);
+        }
+      };
+      script.onload = () => done(null);
+      script.onerror = () => done(new Error("the browser refused to run plotly.js"));
+      document.head.appendChild(script);
     };
     model.on("msg:custom", onMessage);
     model.send({ type: "plotly?" });

@@ -15,6 +15,7 @@ the widget works offline and matches the Python package's version.
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Callable, Optional
 
@@ -23,6 +24,18 @@ import plotly
 import traitlets
 
 _PLOTLY_JS = Path(plotly.__file__).parent / "package_data" / "plotly.min.js"
+
+
+def _bundled_version() -> str:
+    """The version in plotly.min.js's header (``* plotly.js v4.1.1``), so the page can reuse an
+    identical copy it already has."""
+    with open(_PLOTLY_JS, "rb") as f:
+        head = f.read(256).decode("ascii", "replace")
+    found = re.search(r"plotly\.js v(\d+\.\d+\.\d+)", head)
+    return found.group(1) if found else ""
+
+
+_VERSION = _bundled_version()
 
 #: ``(x_range, y_range)``, each ``(lo, hi)``, ``"auto"`` (reset) or None (unchanged).
 ZoomHandler = Callable[[object, object], None]
@@ -36,6 +49,7 @@ class PlotView(anywidget.AnyWidget):
     _esm = Path(__file__).with_name("plot_view.js")
     spec = traitlets.Bytes(b"").tag(sync=True)
     revision = traitlets.Int(0).tag(sync=True)
+    plotly_version = traitlets.Unicode(_VERSION).tag(sync=True)
 
     def __init__(self, **kwargs: object) -> None:
         super().__init__(**kwargs)
