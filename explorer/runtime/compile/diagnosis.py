@@ -21,8 +21,13 @@ from collections import Counter
 from statistics import median
 from typing import Optional, Sequence
 
-from explorer.runtime.compile.period import label_period, phase_medians, time_period
+from explorer.runtime.compile.period import (
+    CONFIRMED_CYCLES, describe_period, find_time_period, label_period, phase_medians,
+)
 from explorer.runtime.compile.records import CompileEvent, Diagnosis, Iteration, ProbeResult
+
+#: Exact repeats of the variant sequence needed to call a cycle confirmed (labels carry no noise).
+LABEL_CONFIRMED_CYCLES = 3
 
 
 def steady_iterations(iterations: Sequence[Iteration]) -> list[Iteration]:
@@ -51,6 +56,30 @@ def _nth(k: int) -> str:
     return f"{k}{suffix}"
 
 
+def _contiguous_tail(its: Sequence[Iteration]) -> list[Iteration]:
+    """The longest run of consecutive iteration numbers (a profiler may record windows with gaps).
+
+    Label periods compare neighbours, so they need consecutive iterations; a probe's are always.
+    """
+    best: list[Iteration] = []
+    run: list[Iteration] = []
+    for it in its:
+        run = run + [it] if run and it.iteration == run[-1].iteration + 1 else [it]
+        if len(run) > len(best):
+            best = run
+    return best
+
+
+def _confidence(k: int, cycles: int, confirmed: bool) -> str:
+    """``; period 3, confirmed over 6 cycles`` or ``; period 3, seen over 2 cycles; run more iterations to confirm``."""
+    return "; " + describe_period(k, cycles, confirmed)
+
+
+def _label_cycles(labels: Sequence[object], k: int) -> tuple[int, bool]:
+    cycles = len(labels) // k
+    return cycles, cycles >= LABEL_CONFIRMED_CYCLES
+
+
 def _regular_spacing(points: Sequence[int]) -> Optional[int]:
     """The gap k >= 2 shared by all (or all but the first) successive points, if any."""
     if len(points) < 3:
@@ -62,6 +91,12 @@ def _regular_spacing(points: Sequence[int]) -> Optional[int]:
     return None
 
 
+def _all_guards(c: CompileEvent) -> list[str]:
+    """Every failed guard of a compile (a trace keeps one per cached variant tried; the probe the first)."""
+    reasons = c.reasons or ((c.reason,) if c.reason else ())
+    return [g for g in (CompileEvent(c.compile_id, c.iteration, reason=r).guard for r in reasons) if g]
+
+
 def _functions(events: Sequence[CompileEvent]) -> str:
     names = sorted({f"'{e.function}'" for e in events if e.function})
     return ", ".join(names) or "a frame"
@@ -70,15 +105,17 @@ def _functions(events: Sequence[CompileEvent]) -> str:
 def _fallback(result: ProbeResult, limits: list[CompileEvent]) -> Optional[Diagnosis]:
     its = result.iterations
     fell = [it.iteration for it in its if it.fallback]
-    if not limits or not fell:
+    known = [c.iteration for c in limits if c.iteration >= 0]
+    if not limits or not fell or not known:
         return None
-    first = min(c.iteration for c in limits)
-    tail = [it.variant or "?" for it in its if it.iteration >= first]
+    first = min(known)
+    tail = [it.variant or "?" for it in _contiguous_tail([it for it in its if it.iteration >= first])]
     k = label_period(tail)
+    cycles, confirmed = _label_cycles(tail, k) if k else (None, None)
     limit = f" ({result.recompile_limit})" if result.recompile_limit is not None else ""
-    every = f", repeating every {k} iterations" if k else ""
-    reason = next((c.guard for c in reversed(limits) if c.guard), None)
-    last = f" The last failing guard was `{reason}`." if reason else ""
+    every = f", repeating every {k} iterations{_confidence(k, cycles, confirmed)}" if k else ""
+    guards = list(dict.fromkeys(g for c in limits for g in _all_guards(c)))
+    last = f" The guards that failed there: {', '.join(f'`{g}`' for g in guards[:4])}." if guards else ""
     sentence = (
         f"Eager fallback after the recompile limit: "
         f"{_functions([c for c in result.compiles if c.frame in {x.frame for x in limits}])} hit "
@@ -86,15 +123,18 @@ def _fallback(result: ProbeResult, limits: list[CompileEvent]) -> Optional[Diagn
         f"{len(tail)} iterations ran uncompiled because no cached variant matched{every}.{last} "
         "Raise torch._dynamo.config.recompile_limit or stop the guarded value from changing."
     )
-    return Diagnosis("eager-fallback", k, sentence)
+    return Diagnosis("eager-fallback", k, sentence, cycles, confirmed)
 
 
 def _recompiles(result: ProbeResult, compiled: list[CompileEvent]) -> Optional[Diagnosis]:
-    n = len(result.iterations)
-    points = sorted({c.iteration for c in compiled})
-    k = _regular_spacing(points)
-    if k is None or (n - 1 - points[-1]) >= 2 * k:
+    if not result.iterations:
         return None
+    last_iteration = result.iterations[-1].iteration
+    points = sorted({c.iteration for c in compiled if c.iteration >= 0})
+    k = _regular_spacing(points)
+    if k is None or (last_iteration - points[-1]) >= 2 * k:
+        return None
+    cycles, confirmed = len(points), len(points) >= CONFIRMED_CYCLES
     guards = Counter(c.guard for c in compiled if c.guard)
     guard = guards.most_common(1)[0][0] if guards else None
     why = f", each time because a guard failed, e.g. `{guard}`" if guard else ""
@@ -108,18 +148,19 @@ def _recompiles(result: ProbeResult, compiled: list[CompileEvent]) -> Optional[D
     shown = ", ".join(str(p) for p in points[:8]) + (", ..." if len(points) > 8 else "")
     sentence = (
         f"True recompiles every {k} iterations: {_functions(compiled)} compiled at iterations "
-        f"{shown} ({len(compiled)} compiles){why}. {fix}"
+        f"{shown} ({len(compiled)} compiles){why}{_confidence(k, cycles, confirmed)}. {fix}"
     )
-    return Diagnosis("recompiles", k, sentence)
+    return Diagnosis("recompiles", k, sentence, cycles, confirmed)
 
 
 def _cycling(result: ProbeResult, compiled: list[CompileEvent]) -> Optional[Diagnosis]:
     last = max((c.iteration for c in compiled), default=-1)
-    tail = [it for it in result.iterations if it.iteration > last]
+    tail = _contiguous_tail([it for it in result.iterations if it.iteration > last])
     labels = [it.variant or "?" for it in tail]
     k = label_period(labels)
     if k is None:
         return None
+    cycles, confirmed = _label_cycles(labels, k)
     cycle = labels[:k]
     steady = steady_iterations(result.iterations)
     per_variant: dict[str, list[float]] = {}
@@ -135,26 +176,27 @@ def _cycling(result: ProbeResult, compiled: list[CompileEvent]) -> Optional[Diag
             f"{_ms(speeds[fast])} for {fast})"
         )
     differ = sorted(
-        {g for v in result.guards if v.compile_id in set(cycle) for g in v.only_here},
+        {g for v in result.guards if v.compile_id in {x for label in cycle for x in label.split("+")} for g in v.only_here},
         key=lambda g: (g.startswith("___"), g),
     )
     guards = f" They differ on guards {', '.join(f'`{g}`' for g in differ[:3])}." if differ else ""
     sentence = (
         f"Cycling among {len(set(cycle))} cached variants every {k} iterations: nothing "
         f"compiles after iteration {last}, and the variants {' -> '.join(cycle)} run in turn"
-        f"{speed}.{guards} This is not a recompile: every variant stays cached and Dynamo picks "
-        "one by its guards, so the period is the value that cycles."
+        f"{speed}{_confidence(k, cycles, confirmed)}.{guards} This is not a recompile: every variant stays "
+        "cached and Dynamo picks one by its guards, so the period is the value that cycles."
     )
-    return Diagnosis("cycling", k, sentence)
+    return Diagnosis("cycling", k, sentence, cycles, confirmed)
 
 
 def _unrelated(result: ProbeResult) -> Optional[Diagnosis]:
     steady = steady_iterations(result.iterations)
-    k = time_period([it.iteration for it in steady], [it.ms for it in steady])
-    if k is None:
+    found = find_time_period([it.iteration for it in steady], [it.ms for it in steady])
+    if found is None:
         return None
+    k = found.period
     phases = phase_medians([it.iteration for it in steady], [it.ms for it in steady], k)
-    slow = max(phases, key=phases.get)
+    slow = found.phase
     rest = median(v for p, v in phases.items() if p != slow)
     pct = 100.0 * (phases[slow] - rest) / rest if rest else 0.0
     variants = sorted({it.variant or "?" for it in steady})
@@ -163,9 +205,9 @@ def _unrelated(result: ProbeResult) -> Optional[Diagnosis]:
         f"{slow}) takes {_ms(phases[slow])} against {_ms(rest)} ({pct:.0f}% slower), while "
         f"the same compiled variant{'s' if len(variants) > 1 else ''} {', '.join(variants)} "
         f"run{'' if len(variants) > 1 else 's'} and nothing recompiles after warm-up. Look for work on a schedule: an optimizer "
-        "step at a gradient-accumulation boundary, logging, checkpointing."
+        f"step at a gradient-accumulation boundary, logging, checkpointing; {found.describe()}."
     )
-    return Diagnosis("unrelated", k, sentence)
+    return Diagnosis("unrelated", k, sentence, found.cycles, found.confirmed)
 
 
 def diagnose(result: ProbeResult) -> Diagnosis:
@@ -183,7 +225,7 @@ def diagnose(result: ProbeResult) -> Diagnosis:
             return found
     steady = steady_iterations(result.iterations)
     flat = f"; steady time {_ms(median(it.ms for it in steady))} per iteration" if steady else ""
-    last = max((c.iteration for c in compiled), default=None)
+    last = max((c.iteration for c in compiled if c.iteration >= 0), default=None)
     when = f", the last at iteration {last}" if last is not None else ""
     breaks = sorted({g.reason for g in result.graph_breaks})
     named = f" ({'; '.join(breaks[:2])})" if breaks else ""

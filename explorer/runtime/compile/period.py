@@ -1,18 +1,69 @@
 """Period detection in per-iteration times and in the sequence of variants that ran.
 
 Two questions, two methods. A sequence of labels (which cached variant ran) either repeats
-exactly or it does not, so :func:`label_period` tests exact repetition. Times are noisy: the
-seed's cycle is 196, 196, 192 TFLOPS, a 2% dip, so :func:`time_period` groups iterations by
-``iteration % k`` and asks whether the phases differ by much more than the noise inside a
-phase (a robust between/within ratio with medians, so one stray slow iteration does not make
-a period). The smallest period that passes wins, because every multiple of a true period
-passes too. Pure python.
+exactly or it does not, so :func:`label_period` tests exact repetition. Times are noisy, and
+how much evidence a period needs depends on how big it is against that noise: the seed's
+cycle is 196, 196, 192 TFLOPS (a 2 % dip) and needs many cycles before it is told apart from
+noise, while an iteration that takes 100 ms against 1 ms is a period after three cycles.
+
+:func:`find_time_period` groups iterations by ``iteration % k`` and weighs, for each k, the
+slow phase's excess over the other phases against the noise inside phases (estimated from
+pairs of iterations in the same phase, so neither the period itself nor one stray slow
+iteration inflates it). The bar it must clear depends on the number of cycles seen:
+
+* four or more cycles: the excess is at least ``min_effect`` of the median and ``min_ratio``
+  noise widths, and the slow phase is slow in most cycles (a *confirmed* period);
+* three cycles: the slow phase is slower than every other iteration in every cycle, by at
+  least ``thin_effect`` of the median and ``thin_ratio`` noise widths (a *tentative* period:
+  "seen over 3 cycles; run more iterations to confirm");
+* fewer: never a period.
+
+The smallest passing k wins, because every multiple of a true period passes too. A property
+test over thousands of noise-only series bounds how often noise passes (tests/compile).
+Pure python.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from itertools import combinations
 from statistics import median
 from typing import Hashable, Optional, Sequence
+
+#: Cycles a period needs to be called confirmed; below that (down to THIN_CYCLES) it is tentative.
+CONFIRMED_CYCLES = 4
+#: Fewest cycles in which a (very large) period is reported at all.
+THIN_CYCLES = 3
+#: Median |a - b| of two draws of a normal noise is 0.954 sigma: pairwise spread -> sigma.
+_PAIR_TO_SIGMA = 1 / 0.9539
+
+
+@dataclass(frozen=True)
+class PeriodEvidence:
+    """A period in times, with how strongly the data supports it.
+
+    ``phase`` is the slow phase (``iteration % period``); ``cycles`` how many times every
+    phase was seen; ``effect`` the slow phase's excess over the rest as a share of the rest;
+    ``strength`` that excess in noise widths (sigma).
+    """
+
+    period: int
+    phase: int
+    cycles: int
+    effect: float
+    strength: float
+    confirmed: bool
+
+    def describe(self) -> str:
+        """``period 4, confirmed over 6 cycles`` or ``period 4, seen over 3 cycles; run more iterations to confirm``."""
+        return describe_period(self.period, self.cycles, self.confirmed)
+
+
+def describe_period(period: int, cycles: int, confirmed: bool) -> str:
+    """How sure a period is, in the words every report uses."""
+    if confirmed:
+        return f"period {period}, confirmed over {cycles} cycles"
+    return f"period {period}, seen over {cycles} cycles; run more iterations to confirm"
 
 
 def label_period(labels: Sequence[Hashable], min_cycles: int = 2) -> Optional[int]:
@@ -29,26 +80,84 @@ def label_period(labels: Sequence[Hashable], min_cycles: int = 2) -> Optional[in
     return None
 
 
-def _mad(values: Sequence[float]) -> float:
-    """Median absolute deviation: the noise inside one phase, unmoved by one outlier."""
-    m = median(values)
-    return median(abs(v - m) for v in values)
+def _noise(groups: Sequence[Sequence[float]]) -> float:
+    """Noise width (sigma) from absolute differences of pairs inside the same phase.
 
-
-def _consistent(groups: dict[int, list[float]], share: float = 0.75) -> bool:
-    """The slow phase is slow in most cycles, not made slow by one or two outliers.
-
-    The bar sits a third of the way from the next-slowest phase to the slow one: periodic
-    work such as an optimizer step varies a lot under load (its cycles spread upwards), so a
-    midpoint bar rejected real periods on a busy machine.
+    Pairs within a phase carry no period; the median of their differences ignores a few
+    stray slow iterations, and it has no zero residual per phase to bias it low.
     """
+    diffs = [abs(a - b) for g in groups for a, b in combinations(g[:32], 2)]
+    return median(diffs) * _PAIR_TO_SIGMA if diffs else 0.0
+
+
+def _share_above(values: Sequence[float], bar: float) -> float:
+    return sum(v > bar for v in values) / len(values)
+
+
+def _evidence(k: int, groups: dict[int, list[float]], overall: float, params: dict[str, float]) -> Optional[PeriodEvidence]:
     medians = {p: median(g) for p, g in groups.items()}
     slow = max(medians, key=medians.get)
     others = [medians[p] for p in medians if p != slow]
-    threshold = max(others) + (medians[slow] - max(others)) / 3
-    above = sum(t > threshold for t in groups[slow]) / len(groups[slow])
-    below = [t < threshold for p, g in groups.items() if p != slow for t in g]
-    return above >= share and sum(below) / len(below) >= share
+    rest = median(others)
+    excess = medians[slow] - rest
+    effect = excess / rest if rest > 0 else float("inf")
+    if excess < params["min_effect"] * overall:
+        return None  # too small to matter whatever the noise: the cheap test first
+    sigma = max(_noise(list(groups.values())), 1e-3 * overall, 1e-12)
+    strength = excess / sigma
+    cycles = min(len(g) for g in groups.values())
+    rest_values = [t for p, g in groups.items() if p != slow for t in g]
+    # The slow phase must itself be tight: stray slow iterations (GC, a busy machine) that
+    # happen to share a phase differ wildly from each other; periodic work repeats.
+    tight = excess >= 2.0 * _noise([groups[slow]])
+    if cycles >= CONFIRMED_CYCLES and strength >= params["min_ratio"] and tight:
+        bar = max(others) + (medians[slow] - max(others)) / 3
+        if _share_above(groups[slow], bar) >= 0.75 and _share_above(rest_values, bar) <= 0.25:
+            return PeriodEvidence(k, slow, cycles, effect, strength, True)
+    separated = min(groups[slow]) > max(rest_values)
+    gap = (min(groups[slow]) - max(rest_values)) / sigma
+    if cycles >= THIN_CYCLES and separated and effect >= params["thin_effect"] and gap >= params["thin_ratio"]:
+        return PeriodEvidence(k, slow, cycles, effect, strength, cycles >= CONFIRMED_CYCLES)
+    return None
+
+
+def find_time_period(
+    indices: Sequence[int],
+    times: Sequence[float],
+    min_effect: float = 0.01,
+    min_ratio: float = 4.0,
+    thin_effect: float = 0.25,
+    thin_ratio: float = 8.0,
+    max_period: int = 64,
+) -> Optional[PeriodEvidence]:
+    """The smallest period k >= 2 in ``times`` and its evidence (see the module docstring), or None.
+
+    ``indices`` are the iteration numbers of ``times`` (warm-up iterations may be left out,
+    so the phase comes from the iteration number, not the position).
+    """
+    if len(indices) != len(times):
+        raise ValueError(f"indices ({len(indices)}) and times ({len(times)}) differ in length")
+    n = len(times)
+    if n < 2 * THIN_CYCLES:
+        return None
+    overall = median(times)
+    params = {"min_effect": min_effect, "min_ratio": min_ratio, "thin_effect": thin_effect, "thin_ratio": thin_ratio}
+    for k in range(2, min(n // THIN_CYCLES, max_period) + 1):
+        groups: dict[int, list[float]] = {}
+        for i, t in zip(indices, times):
+            groups.setdefault(i % k, []).append(t)
+        if len(groups) < k or min(len(g) for g in groups.values()) < THIN_CYCLES:
+            continue
+        found = _evidence(k, groups, overall, params)
+        if found is not None:
+            return found
+    return None
+
+
+def time_period(indices: Sequence[int], times: Sequence[float], **kwargs: float) -> Optional[int]:
+    """The period :func:`find_time_period` finds, confirmed or tentative (None when none)."""
+    found = find_time_period(indices, times, **kwargs)  # type: ignore[arg-type]
+    return found.period if found else None
 
 
 def phase_medians(indices: Sequence[int], times: Sequence[float], k: int) -> dict[int, float]:
@@ -57,39 +166,3 @@ def phase_medians(indices: Sequence[int], times: Sequence[float], k: int) -> dic
     for i, t in zip(indices, times):
         phases.setdefault(i % k, []).append(t)
     return {p: median(v) for p, v in sorted(phases.items())}
-
-
-def time_period(
-    indices: Sequence[int],
-    times: Sequence[float],
-    min_cycles: int = 4,
-    min_effect: float = 0.01,
-    min_ratio: float = 4.0,
-) -> Optional[int]:
-    """The smallest k >= 2 for which the phases ``iteration % k`` have clearly different times.
-
-    ``indices`` are the iteration numbers of ``times`` (warm-up iterations may be left out,
-    so the phase comes from the iteration number, not the position). A phase split counts
-    when the spread of phase medians is at least ``min_effect`` of the overall median and
-    ``min_ratio`` times the pooled within-phase noise, with every phase seen ``min_cycles``
-    times.
-    """
-    if len(indices) != len(times):
-        raise ValueError(f"indices ({len(indices)}) and times ({len(times)}) differ in length")
-    n = len(times)
-    if n < 2 * min_cycles:
-        return None
-    overall = median(times)
-    for k in range(2, n // min_cycles + 1):
-        groups: dict[int, list[float]] = {}
-        for i, t in zip(indices, times):
-            groups.setdefault(i % k, []).append(t)
-        if len(groups) < k or min(len(g) for g in groups.values()) < min_cycles:
-            continue
-        medians = [median(g) for g in groups.values()]
-        spread = max(medians) - min(medians)
-        noise = median(_mad(g) for g in groups.values())
-        if spread >= min_effect * overall and spread >= min_ratio * max(noise, 1e-9 * overall):
-            if _consistent(groups):
-                return k
-    return None

@@ -12,6 +12,8 @@ from typing import Any, Optional
 
 #: The variant label of a frame that ran eagerly because it hit the recompile limit.
 EAGER = "eager"
+#: The iteration of a record whose iteration is not known (a TORCH_TRACE read without a profiler trace).
+UNKNOWN = -1
 
 
 def frame_of(compile_id: str) -> str:
@@ -24,8 +26,12 @@ class CompileEvent:
     """One compile attempt of one frame, as Dynamo recorded it.
 
     ``reason`` is the guard failure that forced a recompile (``None`` for a frame's first
-    compile); ``failed`` is Dynamo's failure type (``RecompileLimitExceeded`` when the frame
-    gave up and runs eagerly from then on).
+    compile); ``reasons`` every guard that failed, one per cached variant Dynamo tried (the
+    structured trace keeps them all, ``TORCH_LOGS=recompiles`` shows only the first);
+    ``failed`` is Dynamo's failure type (``RecompileLimitExceeded`` when the frame gave up and
+    runs eagerly from then on). ``iteration`` is :data:`UNKNOWN` when no record tells it.
+    ``cache`` names the compile caches' answers (``fx_graph_cache_hit``); ``ranks`` the ranks
+    that made this compile, in a report merged over ranks.
     """
 
     compile_id: str
@@ -34,6 +40,9 @@ class CompileEvent:
     reason: Optional[str] = None
     failed: Optional[str] = None
     seconds: Optional[float] = None
+    reasons: tuple[str, ...] = ()
+    cache: tuple[str, ...] = ()
+    ranks: tuple[int, ...] = ()
 
     @property
     def frame(self) -> str:
@@ -53,12 +62,18 @@ class CompileEvent:
 
 @dataclass(frozen=True)
 class GraphBreak:
-    """A graph break: Dynamo split the frame and resumed in a new one. ``reason`` is the first line."""
+    """A graph break: Dynamo split the frame and resumed in a new one. ``reason`` is the first line.
+
+    A break is logged at every compile of its frame; read from a trace they are kept once per
+    reason, with ``compile_ids`` every compile that logged it and ``ranks`` the ranks that did.
+    """
 
     compile_id: Optional[str]
     iteration: int
     reason: str
     detail: str = ""
+    compile_ids: tuple[str, ...] = ()
+    ranks: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -96,12 +111,22 @@ class Diagnosis:
     """The detected period and its cause, in one sentence a user can act on.
 
     ``cause`` is one of ``recompiles``, ``cycling``, ``eager-fallback``, ``unrelated``,
-    ``steady``.
+    ``steady``. ``cycles`` is how often the period was seen and ``confirmed`` whether that is
+    enough to call it confirmed (``False``: seen, but run more iterations to be sure).
     """
 
     cause: str
     period: Optional[int]
     sentence: str
+    cycles: Optional[int] = None
+    confirmed: Optional[bool] = None
+
+    @property
+    def confidence(self) -> Optional[str]:
+        """``confirmed``, ``tentative`` or None (no period)."""
+        if self.period is None or self.confirmed is None:
+            return None
+        return "confirmed" if self.confirmed else "tentative"
 
 
 @dataclass
@@ -120,11 +145,20 @@ class ProbeResult:
     label: str = ""
     error: Optional[str] = None
     traceback: str = ""
+    ranks: list[dict[str, Any]] = field(default_factory=list)
+    divergence: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
-        """The CLI's ``--json`` document (the shape issue 7 specifies, plus a few extra keys)."""
+        """The CLI's ``--json`` document (the shape issue 7 specifies, plus a few extra keys).
+
+        ``ranks`` (one summary per rank), ``divergence`` (sentences on what ranks did
+        differently) and ``notes`` (what the records cannot tell) appear when a report was
+        merged over ranks or read from a job's traces.
+        """
         diagnosis = self.diagnosis
-        return {
+        doc = {
+            "kind": "compile",
             "ok": self.error is None,
             "error": self.error,
             "label": self.label,
@@ -146,12 +180,17 @@ class ProbeResult:
                     "iteration": c.iteration,
                     "function": c.function,
                     "reason": c.reason,
+                    "reasons": list(c.reasons or ([c.reason] if c.reason else [])),
                     "failed": c.failed,
+                    "seconds": None if c.seconds is None else round(c.seconds, 6),
+                    "cache": list(c.cache),
+                    "ranks": list(c.ranks),
                 }
                 for c in self.compiles
             ],
             "graph_breaks": [
-                {"compile_id": g.compile_id, "iteration": g.iteration, "reason": g.reason}
+                {"compile_id": g.compile_id, "iteration": g.iteration, "reason": g.reason,
+                 "compile_ids": list(g.compile_ids or ([g.compile_id] if g.compile_id else [])), "ranks": list(g.ranks)}
                 for g in self.graph_breaks
             ],
             "guards": [
@@ -159,6 +198,11 @@ class ProbeResult:
                 for g in self.guards
             ],
             "period": diagnosis.period if diagnosis else None,
+            "cycles": diagnosis.cycles if diagnosis else None,
+            "confidence": diagnosis.confidence if diagnosis else None,
             "cause": diagnosis.cause if diagnosis else None,
             "diagnosis": diagnosis.sentence if diagnosis else "",
         }
+        if self.ranks or self.divergence or self.notes:
+            doc.update(ranks=self.ranks, divergence=self.divergence, notes=self.notes)
+        return doc

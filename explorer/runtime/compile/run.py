@@ -19,8 +19,14 @@ def run_scenario(
     backend: Optional[str] = None,
     config: Optional[Mapping[str, Any]] = None,
     source: str = "auto",
+    ranked: bool = False,
 ) -> ProbeResult:
-    """Build the preset ``name`` and probe it; ``backend`` overrides the config's backend."""
+    """Build the preset ``name`` and probe it; ``backend`` overrides the config's backend.
+
+    ``ranked``: this process is one rank of an initialised group; ranks wait for each other
+    every iteration and rank 0 returns every rank's records merged (see :mod:`.distributed`).
+    """
+    from explorer.runtime.compile.distributed import gather, synchronised
     from explorer.runtime.compile.probe import probe
 
     section = dict((config or {}).get("compile", config or {}))
@@ -32,8 +38,8 @@ def run_scenario(
 
     torch._dynamo.reset()
     scenario = build(name, cfg, tracker)
-    return probe(
-        scenario.step,
+    result = probe(
+        synchronised(scenario.step) if ranked else scenario.step,
         iterations or scenario.preset.iterations,
         tracker=tracker,
         source=source,
@@ -42,10 +48,18 @@ def run_scenario(
         backend=cfg.backend_name,
         label=name,
     )
+    return gather(result, name) if ranked else result
 
 
-def run_step(step: Callable[[int], Any], iterations: int, source: str = "auto", label: str = "") -> ProbeResult:
-    """Probe a user's own step; variants come from Dynamo's cache (the probe does not own the backend)."""
+def run_step(step: Callable[[int], Any], iterations: int, source: str = "auto", label: str = "",
+             ranked: bool = False) -> ProbeResult:
+    """Probe a user's own step; variants come from Dynamo's cache (the probe does not own the backend).
+
+    ``ranked`` as for :func:`run_scenario`.
+    """
+    from explorer.runtime.compile.distributed import gather, synchronised
     from explorer.runtime.compile.probe import probe
 
-    return probe(step, iterations, source=source, reset=False, label=label or getattr(step, "__name__", "step"))
+    label = label or getattr(step, "__name__", "step")
+    result = probe(synchronised(step) if ranked else step, iterations, source=source, reset=False, label=label)
+    return gather(result, label) if ranked else result
