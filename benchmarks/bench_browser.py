@@ -8,8 +8,9 @@ What is timed, in the page's own clock (``performance.now()``):
 
 * start: the ``keydown`` of the Enter that commits the change (a number typed into the
   micro-batches box, or Shift+Enter on a cell);
-* end: the grid's title says the new size *and* the page is idle: two animation frames after
-  the last kernel websocket frame (and after the title appeared), with no frame for 0.5 s.
+* end: the grid's title says the new size *and* the page is idle: the kernel reported idle for
+  the message the change sent, and two animation frames passed after the last kernel websocket
+  frame (and after the title appeared), with no frame for 0.5 s.
 
 Alongside: the longest main-thread block (``PerformanceObserver('longtask')``, injected with
 ``add_init_script``) between start and end, and the figure JSON the kernel sent: the bytes of
@@ -60,23 +61,23 @@ INIT_SCRIPT = r"""
       for (const e of list.getEntries()) b.longtasks.push([e.startTime, e.duration]);
     }).observe({ type: 'longtask', buffered: true });
   } catch (err) { b.noLongtasks = String(err); }
-  // True for an iopub status message saying "idle" (binary v1 protocol or a small JSON text frame).
-  const kernelIdle = (data) => {
+  // The kernel's answer to the change: the first execute_request or comm_msg the page sends after
+  // the Enter is "the change"; the iopub "idle" whose parent is that message ends the kernel's part.
+  const parts = (data) => {
     try {
       if (data instanceof ArrayBuffer) {
         const dv = new DataView(data);
         const n = Number(dv.getBigUint64(0, true));
-        if (n < 6 || n > 4096) return false;
+        if (n < 6 || n > 4096) return null;
         const off = (i) => Number(dv.getBigUint64(8 * (i + 1), true));
         const text = (i) => new TextDecoder().decode(new Uint8Array(data, off(i), off(i + 1) - off(i)));
-        return text(0) === 'iopub' && JSON.parse(text(1)).msg_type === 'status' && JSON.parse(text(4)).execution_state === 'idle';
+        const header = JSON.parse(text(1));
+        const small = off(5) - off(4) < 20000;
+        return { channel: text(0), header, parent: JSON.parse(text(2)), content: small ? JSON.parse(text(4)) : {} };
       }
-      if (typeof data === 'string' && data.length < 20000) {
-        const m = JSON.parse(data);
-        return m.channel === 'iopub' && m.header.msg_type === 'status' && m.content.execution_state === 'idle';
-      }
+      if (typeof data === 'string' && data.length < 20000) return JSON.parse(data);
     } catch (err) { /* not a kernel message */ }
-    return false;
+    return null;
   };
   const Native = window.WebSocket;
   window.WebSocket = class extends Native {
@@ -85,10 +86,21 @@ INIT_SCRIPT = r"""
       if (String(url).includes('/api/kernels/')) {
         this.addEventListener('message', (ev) => {
           const now = b.lastFrame = performance.now();
-          if (b.part && !b.kernelIdleAt && kernelIdle(ev.data)) b.kernelIdleAt = now;
+          if (b.changeId && !b.kernelIdleAt) {
+            const m = parts(ev.data);
+            if (m && m.channel === 'iopub' && m.header.msg_type === 'status' && m.content.execution_state === 'idle'
+                && m.parent && m.parent.msg_id === b.changeId) b.kernelIdleAt = now;
+          }
           requestAnimationFrame(() => requestAnimationFrame(() => { b.idleAfterFrame = performance.now(); }));
         });
       }
+    }
+    send(data) {
+      if (b.enterAt && !b.changeId) {
+        const m = parts(data);
+        if (m && m.header && ['execute_request', 'comm_msg'].includes(m.header.msg_type)) b.changeId = m.header.msg_id;
+      }
+      return super.send(data);
     }
   };
   document.addEventListener('keydown', (e) => { if (e.key === 'Enter') b.enterAt = performance.now(); }, true);
@@ -105,7 +117,7 @@ INIT_SCRIPT = r"""
     }
   };
   b.arm = (part) => {
-    b.part = part; b.titleAt = 0; b.idleAfterTitle = 0; b.enterAt = 0; b.kernelIdleAt = 0; b.seen = new WeakMap();
+    b.part = part; b.titleAt = 0; b.idleAfterTitle = 0; b.enterAt = 0; b.kernelIdleAt = 0; b.changeId = null; b.seen = new WeakMap();
     for (const t of document.querySelectorAll('.js-plotly-plot .gtitle')) b.seen.set(t, t.textContent || '');
   };
   const start = () => new MutationObserver(check).observe(document.body, { subtree: true, childList: true, characterData: true });
@@ -114,7 +126,8 @@ INIT_SCRIPT = r"""
 """
 
 JS_DONE = """(quiet) => { const b = window.__bench; const now = performance.now();
-  return b.titleAt > 0 && b.idleAfterTitle > 0 && now - b.lastFrame >= quiet && b.idleAfterFrame >= b.lastFrame; }"""
+  return b.titleAt > 0 && b.idleAfterTitle > 0 && b.kernelIdleAt > 0 && now - b.lastFrame >= quiet
+    && b.idleAfterFrame >= b.lastFrame; }"""
 
 JS_RESULT = """() => { const b = window.__bench;
   const end = Math.max(b.idleAfterTitle, b.idleAfterFrame);
@@ -127,7 +140,7 @@ JS_RESULT = """() => { const b = window.__bench;
 class Sample:
     seconds: float
     title_s: float
-    kernel_idle_s: float     # first "idle" from the kernel after the change: its work is done and sent
+    kernel_idle_s: float     # the kernel's "idle" after the message the change sent: its work done and sent
     last_frame_s: float
     longest_block_ms: float
     figure_bytes: int        # largest per-model comm_msg total
@@ -260,7 +273,9 @@ def show_case(lab: lh.Lab, browser: lh.Browser, case: Case, index: int, again: O
 
 
 def table(cases: list[Case], browser_version: str) -> str:
-    rows = [f"# {platform.platform()}, {os.cpu_count()} cores, Python {platform.python_version()}, Chromium {browser_version}",
+    load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
+    rows = [f"# {platform.platform()}, {os.cpu_count()} cores, load average {load}, Python {platform.python_version()}, "
+            f"Chromium {browser_version}",
             "| case | runs | median s | max s | kernel idle at (median s) | title at (median s) | last frame (median s) | longest block ms | max figure JSON MB | goal | met |",
             "|---|---|---|---|---|---|---|---|---|---|---|"]
     for c in cases:

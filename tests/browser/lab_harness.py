@@ -296,6 +296,7 @@ class Wire:
     replies: dict[str, str] = field(default_factory=dict)        # execute_request msg_id -> reply status
     sent_comm: dict[str, str] = field(default_factory=dict)      # page comm_msg msg_id -> short description
     problems: list[Problem] = field(default_factory=list)
+    idle_for: set = field(default_factory=set)                  # msg_ids the kernel reported idle after
     kernel_state: str = "unknown"
     last_frame: float = field(default_factory=time.monotonic)
     keep_content: Callable[[WireMessage], bool] = lambda m: False
@@ -319,6 +320,8 @@ class Wire:
                 self.replies[msg.parent_id] = str(content.get("status", ""))
             elif msg.msg_type == "status" and channel == "iopub":
                 self.kernel_state = str(content.get("execution_state", self.kernel_state))
+                if self.kernel_state == "idle":
+                    self.idle_for.add(msg.parent_id)
             elif msg.msg_type == "error":
                 text = strip_ansi("\n".join(content.get("traceback") or []) or
                                   f"{content.get('ename')}: {content.get('evalue')}")
@@ -342,6 +345,13 @@ class Wire:
         if msg.parent_type == "comm_msg":
             return f"widget callback (JupyterLab shows this only in its Log Console; page sent {self.sent_comm.get(msg.parent_id, 'a comm_msg')})"
         return f"kernel message with parent {msg.parent_type or 'none'}"
+
+    def answered_since(self, first: int) -> bool:
+        """True once the page sent a request or widget message after ``messages[first]`` and the
+        kernel went idle after every such message (it finished handling them)."""
+        sent = [m.msg_id for m in self.messages[first:]
+                if m.direction == "out" and m.msg_type in ("execute_request", "comm_msg")]
+        return bool(sent) and all(mid in self.idle_for for mid in sent)
 
     def pending(self) -> list[str]:
         """Execute requests the page sent that have no reply yet."""
@@ -661,10 +671,9 @@ class Explorer:
         start = len(self.nb.wire.messages)
         action()
         deadline = time.monotonic() + timeout_s
-        self.nb.wait_until(lambda: any(m.direction == "in" and m.channel == "iopub" for m in self.nb.wire.messages[start:]),
-                           deadline, f"the kernel to react to: {what}")
-        self.nb.wait_until(lambda: self.nb.wire.kernel_state == "idle" and time.monotonic() - self.nb.wire.last_frame >= quiet_s,
-                           deadline, f"the kernel to finish: {what}", 150)
+        wire = self.nb.wire
+        self.nb.wait_until(lambda: wire.answered_since(start) and time.monotonic() - wire.last_frame >= quiet_s,
+                           deadline, f"the kernel to handle: {what}", 150)
         self.page.evaluate(JS_TWO_FRAMES)
 
     def move_slider(self, label: str, key: str = "ArrowRight", times: int = 1, timeout_s: float = 120) -> None:

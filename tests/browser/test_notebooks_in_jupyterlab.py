@@ -294,15 +294,16 @@ def _click_a_marker(run: NotebookRun, app: lh.Explorer, title_part: str) -> None
     x, y = box["x"] + box["width"] / 2, box["y"] + box["height"] / 2
     page = run.nb.page
     page.mouse.move(x, y)
-    start = len(run.nb.wire.messages)
+    wire = run.nb.wire
+    start = len(wire.messages)
     page.mouse.click(x, y)
     deadline = time.monotonic() + 60
     try:   # a click that reaches the kernel is answered; one that plotly ignores sends nothing
-        run.nb.wait_until(lambda: any(m.direction == "out" and m.msg_type == "comm_msg" for m in run.nb.wire.messages[start:]),
+        run.nb.wait_until(lambda: any(m.direction == "out" and m.msg_type == "comm_msg" for m in wire.messages[start:]),
                           time.monotonic() + 5, "a click message")
     except AssertionError:
         return
-    run.nb.wait_until(lambda: run.nb.wire.kernel_state == "idle" and time.monotonic() - run.nb.wire.last_frame >= 0.7,
+    run.nb.wait_until(lambda: wire.answered_since(start) and time.monotonic() - wire.last_frame >= 0.7,
                       deadline, "the kernel to handle the marker click")
 
 
