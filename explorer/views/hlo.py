@@ -8,6 +8,8 @@ Both are pure functions of the diff records and the two parsed modules; they ret
 from __future__ import annotations
 
 import html as _html
+import re
+from typing import Sequence
 
 from explorer.errors import require
 from explorer.hlo.diff import short
@@ -19,8 +21,36 @@ _COLORS = {"added": "#2e7d32", "removed": "#c62828", "changed": "#ef6c00", "cont
            "parameter": "#1565c0", "moved": "#6a1b9a", "arity": "#ef6c00"}
 
 
+#: Characters of table text across a whole row at about 1,000 px, to size tables without scrolling.
+CHARS_PER_ROW = 160
+_PATH = re.compile(r"(?:/[^\s/()`'\"]+)+/([^\s/()`'\"]+/[^\s/()`'\"]+)")
+
+
 def _go():
     return require("plotly.graph_objects", "lab", "Drawing HLO diff figures")
+
+
+def short_paths(text: str) -> str:
+    """Absolute paths cut to their last two parts: a table cell cannot wrap a path, so a full one
+    ran out of its column (``/work/main/explorer/runtime/xla/steps.py:100`` -> ``xla/steps.py:100``)."""
+    return _PATH.sub(lambda m: m.group(1), text)
+
+
+def table_height(columns: Sequence[Sequence[str]], weights: Sequence[float], base: int = 110) -> int:
+    """Room for every row of a plotly table, counting the lines its longest cell wraps to.
+
+    plotly wraps cell text at spaces inside the column's share of the width; a table drawn
+    shorter than its rows scrolls, and a short table looks cut.
+    """
+    total = float(sum(weights))
+    height = base
+    for row in zip(*columns):
+        lines = 1
+        for text, weight in zip(row, weights):
+            per_line = max(8, int(CHARS_PER_ROW * weight / total))
+            lines = max(lines, sum(1 + len(part) // per_line for part in str(text).split("<br>")))
+        height += 8 + 17 * lines
+    return min(height, 1200)
 
 
 def _context(comp: Computation, name: str, limit: int = 3) -> str:
@@ -59,18 +89,26 @@ def diff_rows(d: HloDiff, a: Module, b: Module, limit: int = 400) -> list[tuple[
 
 
 def diff_table(d: HloDiff, a: Module, b: Module, limit: int = 400) -> object:
-    """The aligned table: one row per difference, A on the left, B on the right."""
+    """The aligned table: one row per difference, A on the left, B on the right.
+
+    Empty cells read "-" and a diff with no differences gets one row that says so: a column
+    without any text looks like a table that failed to draw.
+    """
     go = _go()
     rows = diff_rows(d, a, b, limit)
-    cols = list(zip(*rows)) if rows else [(), (), (), (), ()]
-    fill = [[_COLORS.get(r[0], "#ffffff") + "22" for r in rows]] * 5
+    shown = [tuple(_html.escape(short_paths(c)) if c else "-" for c in r) for r in rows] or \
+        [("none", "-", "-", "the two modules match instruction for instruction", "-")]
+    cols = [list(c) for c in zip(*shown)]
+    fill = [[_COLORS.get(r[0], "#ffffff") + "22" for r in rows] or ["#ffffff"]] * 5
+    header = ["kind", f"in {d.module_a}", f"in {d.module_b}", "origin", "context"]
+    weights = [60, 260, 260, 160, 160]
     fig = go.Figure(go.Table(
-        columnwidth=[60, 260, 260, 160, 160],
-        header=dict(values=["kind", f"in {d.module_a}", f"in {d.module_b}", "origin", "context"], align="left"),
-        cells=dict(values=[list(c) for c in cols], align="left", fill_color=fill),
+        columnwidth=weights,
+        header=dict(values=[f"<b>{_html.escape(h)}</b>" for h in header], align="left"),
+        cells=dict(values=cols, align="left", fill_color=fill, height=24),
     ))
     fig.update_layout(title=f"{len(rows)} differences; {d.matched_count} instructions matched",
-                      height=min(1200, 120 + 28 * max(1, len(rows))), margin=dict(l=10, r=10, t=40, b=10))
+                      height=table_height(cols, weights), autosize=True, margin=dict(l=10, r=10, t=40, b=10))
     return fig
 
 

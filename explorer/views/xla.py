@@ -14,7 +14,7 @@ from typing import Any, Optional
 
 from explorer.errors import require
 from explorer.hlo import diff_modules
-from explorer.views.hlo import diff_table
+from explorer.views.hlo import diff_table, short_paths, table_height
 
 COMPILE, EXECUTE, RECOMPILE, NEW = "#ff7f0e", "#1f77b4", "#d62728", "#7f7f7f"
 GROUP_FILLS = ("#e3f2fd", "#fff3e0", "#e8f5e9", "#f3e5f5", "#fffde7", "#e0f7fa", "#fbe9e7", "#eceff1")
@@ -41,18 +41,40 @@ def step_timeline(run: Any) -> Any:
     kinds = [_is_recompile(run, s) for s in new]
     fig.add_trace(go.Scatter(
         x=[s.step for s in new], y=[max(s.wall_ms, s.compile_ms, 1e-3) * 1.8 for s in new], mode="markers+text",
-        name="new graph", text=[s.new_graphs[-1][:8] for s in new], textposition="top center",
+        name="new graph", text=[s.new_graphs[-1][:8] for s in new], textposition="top center", cliponaxis=False,
         customdata=[s.new_graphs[-1] for s in new],
         marker=dict(symbol="triangle-down", size=13, color=[RECOMPILE if k else NEW for k in kinds]),
         hovertext=[html.escape(s.cause) for s in new], hoverinfo="text"))
     failed = run.failure.step if run.failure is not None else None
-    title = f"{run.label}: {len(run.graphs)} distinct graph(s), {len([k for k in kinds if k])} recompile(s)"
+    title = f"{run.label}: {graph_counts(run)}"
     if run.failure is not None:
         title += f" — failed ({run.failure.kind})" + (f" at step {failed}" if failed is not None else "")
-    fig.update_layout(title=title, barmode="group", height=380, margin=dict(l=60, r=20, t=50, b=40),
+    fig.update_layout(title=title, barmode="group", height=410, autosize=True, margin=dict(l=60, r=20, t=50, b=80),
                       xaxis=dict(title="step", dtick=1 if len(steps) <= 40 else None),
-                      yaxis=dict(title="ms (log)", type="log"), legend=dict(orientation="h", y=-0.2))
+                      yaxis=dict(title="ms (log)", type="log"), legend=dict(orientation="h", yanchor="top", y=-0.2))
     return fig
+
+
+def graph_counts(run: Any) -> str:
+    """What the title counts, said precisely: graphs the steps compiled (the number a user expects),
+    how many of those are near-duplicates of an earlier graph (red markers), and setup graphs apart.
+
+    "4 distinct graph(s)" counted the small graphs FSDP compiles while sharding the parameters,
+    so it disagreed with "2 graphs, as expected" for the same run.
+    """
+    by_steps = [g for g in run.graphs if g.step >= 0]
+    setup = len(run.graphs) - len(by_steps)
+    at = sorted({g.step for g in by_steps})
+    if not at:
+        text = "the steps compiled no graph"
+    else:
+        steps = f"step{'s' if len(at) > 1 else ''} {', '.join(map(str, at))}"
+        near = sum(1 for g in by_steps if g.recompile)
+        text = (f"{steps} compiled {len(by_steps)} graph{'s' if len(by_steps) > 1 else ''}, "
+                f"{near} {'a near-duplicate' if near == 1 else 'near-duplicates'} of an earlier graph (red)")
+    if setup:
+        text += f"; {setup} more at setup"
+    return text
 
 
 def _is_recompile(run: Any, step: Any) -> bool:
@@ -61,29 +83,43 @@ def _is_recompile(run: Any, step: Any) -> bool:
 
 
 def graphs_table(run: Any) -> Any:
-    """Every distinct graph, grouped as near-duplicates (one fill colour per group)."""
+    """Every distinct graph, grouped as near-duplicates (one fill colour per group).
+
+    Every cell has text ("-" where a graph has nothing to say), so no column of the table the
+    page draws is blank, and hashes are cut to the 8 characters the markers and dropdowns use.
+    """
     go = _go()
     rows = sorted(run.graphs, key=lambda g: (g.group if g.group >= 0 else 1 << 20, g.step))
     fills = [GROUP_FILLS[g.group % len(GROUP_FILLS)] if g.group >= 0 else "#ffffff" for g in rows]
     cells = [
-        [g.graph_hash[:12] for g in rows],
+        [g.graph_hash[:8] for g in rows],
         [str(g.group) if g.group >= 0 else "-" for g in rows],
         ["setup" if g.step < 0 else str(g.step) for g in rows],
         [", ".join(map(str, g.steps_ran)) or "-" for g in rows],
         [str(g.instructions or "-") for g in rows],
         [str(g.num_parameters if g.num_parameters is not None else "-") for g in rows],
-        [(g.closest or "")[:8] for g in rows],
-        [html.escape(g.diff_summary[:300] + ("..." if len(g.diff_summary) > 300 else "")) for g in rows],
+        [(g.closest or "-")[:8] for g in rows],
+        [html.escape(_cut(short_paths(g.diff_summary), 300)) if g.diff_summary else "-" if g.closest else
+         "the run's first graph: nothing earlier to compare" for g in rows],
     ]
+    if not rows:
+        cells = [["-"]] * 7 + [["no graph was recorded"]]
+        fills = ["#ffffff"]
+    weights = [70, 45, 60, 80, 80, 50, 65, 420]
     fig = go.Figure(go.Table(
-        columnwidth=[70, 40, 55, 80, 60, 50, 60, 420],
-        header=dict(values=["graph", "group", "compiled at", "ran at steps", "instructions", "params",
-                            "closest", "difference from the closest earlier graph"], align="left"),
-        cells=dict(values=cells, align="left", fill_color=[fills] * len(cells))))
+        columnwidth=weights,
+        header=dict(values=[f"<b>{h}</b>" for h in ("graph", "group", "compiled at", "ran at steps", "instructions",
+                                                     "params", "closest", "difference from the closest earlier graph")],
+                    align="left"),
+        cells=dict(values=cells, align="left", fill_color=[fills] * len(cells), height=24)))
     fig.update_layout(title=f"{len(rows)} distinct graph(s) in {len({g.group for g in rows if g.group >= 0})} "
                             "near-duplicate group(s)",
-                      height=140 + 60 * max(len(rows), 1), margin=dict(l=10, r=10, t=40, b=10))
+                      height=table_height(cells, weights, base=130), autosize=True, margin=dict(l=10, r=10, t=40, b=10))
     return fig
+
+
+def _cut(text: str, limit: int) -> str:
+    return text[:limit] + ("..." if len(text) > limit else "")
 
 
 def graph_diff(run: Any, hash_a: str, hash_b: str) -> Any:
@@ -93,7 +129,8 @@ def graph_diff(run: Any, hash_a: str, hash_b: str) -> Any:
         go = _go()
         missing = [h[:8] for h in (hash_a, hash_b) if h not in modules]
         fig = go.Figure()
-        fig.update_layout(title=f"no HLO for graph(s) {', '.join(missing)}: nothing to diff", height=120)
+        fig.update_layout(title=f"no HLO for graph(s) {', '.join(missing)}: nothing to diff", height=120, autosize=True,
+                          xaxis=dict(visible=False), yaxis=dict(visible=False))
         return fig
     a, b = modules[hash_a], modules[hash_b]
     d = diff_modules(a, b)
@@ -123,3 +160,22 @@ def run_html(run: Any) -> str:
     items = "".join(f"<li>step {s.step}: {html.escape(s.cause)}</li>" for s in run.steps)
     parts.append(f"<ul>{items}</ul>")
     return "\n".join(parts)
+
+
+def progress_line(msg: dict[str, Any]) -> Optional[str]:
+    """One line for a message of the child (``setup``, ``begin``, ``step``), or None for the others.
+
+    The runs of notebook 04 take 10-40 s; these lines let a cell say what it is doing meanwhile.
+    """
+    event = msg.get("event")
+    if event == "setup":
+        device = msg.get("device") or {}
+        seconds = float(msg.get("setup_ms") or 0.0) / 1e3
+        return f"model ready on {device.get('pjrt_device', '?')} in {seconds:.1f} s; stepping ..."
+    if event == "step":
+        wall = float(msg.get("wall_ms") or 0.0) / 1e3
+        line = f"step {msg.get('step')}: {wall:.2f} s"
+        if "uncached" in msg:
+            line += " (compiled)" if msg["uncached"] else " (from the compile cache)"
+        return line
+    return None

@@ -1,32 +1,84 @@
 """``CompileExplorer``: pick a scenario, a backend and a number of iterations; see what compiled.
 
-The widget only wires controls to pure code: :func:`run_scenario` produces the records,
-:mod:`explorer.views.compile` turns them into figures, and the callback copies those
-figures into ``FigureWidget`` instances inside ``batch_update()``. The same figures make the
-static fallback (``_repr_html_``) for notebooks rendered where no kernel runs.
+The widget only wires controls to pure code: :func:`probe_scenario` produces the records,
+:mod:`explorer.views.compile` turns them into figures, and a
+:class:`~explorer.widgets.sync.LiveFigure` per figure puts each new one on the page whole (a
+``FigureWidget`` updated in place opened its tables with blank columns). Every callback runs
+through :meth:`CompileExplorer._guarded`, so an exception is said in the status line, not only
+in JupyterLab's Log Console. The same figures make the static fallback (``_repr_html_``) for
+notebooks rendered where no kernel runs.
+
+torch writes some warnings straight to stderr while a probe runs (Dynamo's six-line
+recompile-limit block, inductor's "No CUDA runtime is found"). In a notebook they land between
+the outputs of a lesson, so :func:`probe_scenario` keeps them off the page and hands them back
+as notes that the explorer says in its own words; errors are untouched and still raise.
 """
 
 from __future__ import annotations
 
-from typing import Any, Optional
+import html
+import logging
+from contextlib import contextmanager
+from typing import Any, Callable, Iterator, Optional
 
-from explorer.errors import require
+import ipywidgets as w
+
 from explorer.runtime.compile.config import default_backend
 from explorer.runtime.compile.records import ProbeResult
 from explorer.runtime.compile.run import run_scenario
 from explorer.runtime.compile.scenarios import PRESETS
 from explorer.views import compile as views
 from explorer.views.html import figure_div, page
+from explorer.widgets.sync import LiveFigure
 
 BACKENDS = ("inductor", "aot_eager", "eager")
+ERROR = "#b00020"
 
 
-def _copy_into(widget: Any, fig: Any) -> None:
-    """Replace a FigureWidget's traces and layout with those of ``fig``, in one batched update."""
-    widget.data = ()
-    with widget.batch_update():
-        widget.add_traces(list(fig.data))
-        widget.layout = fig.layout
+class _Collect(logging.Filter):
+    """Takes torch's warnings off the handlers that would print them, and keeps their text."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.messages: list[str] = []
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.name.startswith("torch") and record.levelno >= logging.WARNING:
+            self.messages.append(record.getMessage())
+            return False
+        return True
+
+
+@contextmanager
+def torch_console_warnings() -> Iterator[list[str]]:
+    """While inside, torch's logged warnings are collected in the yielded list instead of printed."""
+    import torch._dynamo  # noqa: F401 - its log handlers must exist before they are filtered
+
+    collect = _Collect()
+    loggers = [logging.root, *(lg for name, lg in logging.root.manager.loggerDict.items()
+                               if name.startswith("torch") and isinstance(lg, logging.Logger))]
+    handlers = list({id(h): h for lg in loggers for h in lg.handlers}.values())
+    for handler in handlers:
+        handler.addFilter(collect)
+    try:
+        yield collect.messages
+    finally:
+        for handler in handlers:
+            handler.removeFilter(collect)
+
+
+def probe_scenario(name: str, iterations: Optional[int] = None, backend: Optional[str] = None,
+                   notes: Optional[list[str]] = None) -> ProbeResult:
+    """:func:`~explorer.runtime.compile.run_scenario` with torch's console warnings kept off the page.
+
+    The warnings' text is appended to ``notes`` when given (:func:`views.notes_html` says them
+    in the explorer's words); what they report is also in the result's records and diagnosis.
+    """
+    with torch_console_warnings() as said:
+        result = run_scenario(name, iterations, backend)
+    if notes is not None:
+        notes.extend(said)
+    return result
 
 
 class CompileExplorer:
@@ -34,35 +86,67 @@ class CompileExplorer:
 
     def __init__(self, scenario: str = "cycling", backend: Optional[str] = None, iterations: Optional[int] = None,
                  result: Optional[ProbeResult] = None) -> None:
-        widgets = require("ipywidgets", "lab", "The compile explorer")
-        go = require("plotly.graph_objects", "lab", "The compile explorer")
-        self.scenario = widgets.Dropdown(options=list(PRESETS), value=scenario, description="scenario")
+        style = {"description_width": "initial"}
+        self.scenario = w.Dropdown(options=list(PRESETS), value=scenario, description="scenario", style=style)
         backends = list(dict.fromkeys([backend or default_backend(), *BACKENDS]))
-        self.backend = widgets.Dropdown(options=backends, value=backends[0], description="backend")
-        self.iterations = widgets.IntSlider(value=iterations or PRESETS[scenario].iterations, min=3, max=60,
-                                            description="iterations")
-        self.run_button = widgets.Button(description="Run probe", button_style="primary")
-        self.summary = widgets.HTML()
-        self.time_fig = go.FigureWidget()
-        self.compile_fig = go.FigureWidget()
-        self.guard_fig = go.FigureWidget()
-        self.run_button.on_click(lambda _b: self.run())
-        self.scenario.observe(self._on_scenario, names="value")
-        controls = widgets.HBox([self.scenario, self.backend, self.iterations, self.run_button])
-        self.widget = widgets.VBox([controls, self.summary, self.time_fig, self.compile_fig, self.guard_fig])
+        self.backend = w.Dropdown(options=backends, value=backends[0], description="backend", style=style,
+                                  layout=w.Layout(width="14em"))
+        self.iterations = w.IntSlider(value=iterations or PRESETS[scenario].iterations, min=3, max=60,
+                                      description="iterations", style=style, continuous_update=False)
+        self.run_button = w.Button(description="Run probe", icon="play", button_style="primary")
+        self.status = w.HTML()
+        self.summary = w.HTML()
+        self.errors: list[str] = []
+        self.notes: list[str] = []
+        self.time_fig, self.compile_fig, self.guard_fig = LiveFigure(), LiveFigure(), LiveFigure()
+        for live in (self.time_fig, self.compile_fig, self.guard_fig):
+            live.on_error(self._say_problem)
+        self.run_button.on_click(self._guarded("running the probe", lambda _b: self.run()))
+        self.scenario.observe(self._guarded("choosing a scenario", self._on_scenario), names="value")
+        controls = w.HBox([self.scenario, self.backend, self.iterations, self.run_button],
+                          layout=w.Layout(flex_flow="row wrap", align_items="center"))
+        self.widget = w.VBox([controls, self.status, self.summary, self.time_fig.widget, self.compile_fig.widget,
+                              self.guard_fig.widget], layout=w.Layout(width="100%"))
         self.result: Optional[ProbeResult] = None
         if result is not None:
             self.show(result)
         else:
             self.run()
 
+    # -- errors --------------------------------------------------------------------------------
+    def _guarded(self, doing: str, fn: Callable[..., Any]) -> Callable[..., Any]:
+        """``fn`` with any exception said in the status line (a callback's traceback would
+        otherwise reach only JupyterLab's Log Console)."""
+        def call(*args: Any, **kwargs: Any) -> Any:
+            try:
+                return fn(*args, **kwargs)
+            except Exception as exc:  # noqa: BLE001 - the point is to catch what a callback raises
+                self._say_problem(f"while {doing}: {type(exc).__name__}: {exc}")
+                return None
+        return call
+
+    def _say_problem(self, message: str) -> None:
+        self.errors.append(message)
+        self.status.value = f"<span style='color:{ERROR}'>⚠ {html.escape(message)}</span>"
+
+    # -- work ----------------------------------------------------------------------------------
     def _on_scenario(self, change: dict[str, Any]) -> None:
         self.iterations.value = PRESETS[change["new"]].iterations
 
     def run(self) -> ProbeResult:
-        """Probe the selected scenario and show it."""
-        self.summary.value = f"<p>running {self.scenario.value} ...</p>"
-        result = run_scenario(self.scenario.value, self.iterations.value, self.backend.value)
+        """Probe the selected scenario and show it (exceptions propagate; the Run button's are said)."""
+        self.status.value = (f"running {html.escape(self.scenario.value)}: {self.iterations.value} iterations under "
+                             f"<code>{html.escape(self.backend.value)}</code> (compiles take seconds) …")
+        self.run_button.disabled = True
+        notes: list[str] = []
+        try:
+            result = probe_scenario(self.scenario.value, self.iterations.value, self.backend.value, notes)
+        except Exception:
+            self.status.value = ""
+            raise
+        finally:
+            self.run_button.disabled = False
+        self.notes = notes
         self.show(result)
         return result
 
@@ -73,12 +157,15 @@ class CompileExplorer:
         return [views.iteration_figure(self.result), views.compile_table(self.result), views.guards_table(self.result)]
 
     def show(self, result: ProbeResult) -> None:
-        """Display ``result``: copy its figures into the live widgets."""
+        """Display ``result``: its diagnosis, any torch notes, and its three figures."""
         self.result = result
-        self.summary.value = views.diagnosis_html(result)
-        for widget, fig in zip((self.time_fig, self.compile_fig, self.guard_fig), self.figures()):
-            _copy_into(widget, fig)
+        self.summary.value = views.diagnosis_html(result) + views.notes_html(self.notes)
+        for live, fig in zip((self.time_fig, self.compile_fig, self.guard_fig), self.figures()):
+            live.show(fig)
+        self.status.value = (f"{html.escape(result.label or 'probe')}: {len(result.iterations)} iterations, "
+                             f"{len(result.compiles)} compile event(s)")
 
+    # -- static copies -------------------------------------------------------------------------
     def _repr_mimebundle_(self, **kwargs: Any) -> Any:
         return self.widget._repr_mimebundle_(**kwargs)
 

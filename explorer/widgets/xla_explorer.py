@@ -2,17 +2,21 @@
 
 The Run control starts the child process from a background thread, so the kernel stays free
 while XLA compiles; each message of the child moves the progress bar and the status line, and
-the figures are refreshed once the run is assembled (each ``FigureWidget`` in one
-``batch_update()``). ``run(block=True)`` runs in the caller's thread instead, for scripts and
-tests. Clicking a new-graph marker on the timeline diffs that graph against the earlier graph
-it was compared with; the two dropdowns diff any pair.
+the figures are refreshed once the run is assembled (each through a
+:class:`~explorer.widgets.sync.LiveFigure`, which sends the whole figure, so tables open
+complete). ``run(block=True)`` runs in the caller's thread instead, for scripts and tests.
+Clicking a new-graph marker on the timeline diffs that graph against the earlier graph it was
+compared with; the two dropdowns diff any pair. Every callback runs through
+:meth:`XlaExplorer._guarded`: an exception is said in the status line, where a person looks,
+instead of only in JupyterLab's Log Console. :func:`print_progress` gives a notebook cell that
+runs steps the same progress lines as the status line.
 """
 
 from __future__ import annotations
 
 import html
 import threading
-from typing import Any, Optional
+from typing import Any, Callable, Optional
 
 import ipywidgets as w
 
@@ -24,41 +28,57 @@ from explorer.views import xla as views
 from explorer.views.html import figure_div, page
 from explorer.widgets.sync import LiveFigure
 
+ERROR = "#b00020"
+
+
+def print_progress(msg: dict[str, Any]) -> None:
+    """Print one line per step of a run (``run_scenario(..., progress=print_progress)``), so a long
+    notebook cell says what it is doing instead of staying silent for tens of seconds."""
+    line = views.progress_line(msg)
+    if line:
+        print(line, flush=True)
+
 
 class XlaExplorer:
     """Scenario and options in; step timeline, graph groups and a graph-to-graph diff out."""
 
     def __init__(self, scenario: str = "steady", steps: int = 0, run: Optional[XlaRun] = None,
                  autorun: bool = False, **options: Any) -> None:
-        style = {"description_width": "7em"}
+        style = {"description_width": "initial"}
         preset = PRESETS[scenario]
         self.options = options
         self.scenario = w.Dropdown(options=list(PRESETS), value=scenario, description="scenario", style=style)
         self.steps = w.IntSlider(value=steps or preset.steps, min=2, max=30, description="steps", style=style)
         self.layers = w.IntSlider(value=options.pop("layers", 1), min=1, max=4, description="layers", style=style)
         self.bucket = w.BoundedFloatText(value=options.pop("bucket_mb", preset.bucket_mb or 0.0), min=0.0, max=1e4,
-                                         description="bucket MB", style=style, layout=w.Layout(width="14em"))
+                                         description="bucket MB", style=style, layout=w.Layout(width="12em"))
         self.fsdp = w.Dropdown(options=[("FSDP v1 (world size 1)", "v1"), ("SPMD FSDPv2 (4 CPU devices)", "v2")],
                                value=options.pop("fsdp", "v1"), description="FSDP", style=style)
         self.run_button = w.Button(description="Run", icon="play", button_style="primary",
                                    tooltip="run the steps in a child process (the kernel stays free)")
-        self.progress = w.IntProgress(value=0, min=0, max=1, description="steps")
+        self.progress = w.IntProgress(value=0, min=0, max=1, description="progress")
         self.status = w.HTML()
+        self._said = ""
+        self.errors: list[str] = []
         self.graph_a = w.Dropdown(description="diff from", style=style)
         self.graph_b = w.Dropdown(description="to", style=style)
         empty = views._go().Figure()
         self.timeline = LiveFigure(empty)
         self.graphs = LiveFigure(empty)
         self.diff = LiveFigure(empty)
-        self.timeline.on_click(self._on_marker)
-        self.run_button.on_click(lambda _b: self.run(block=False))
-        self.scenario.observe(self._on_scenario, names="value")
+        for live in (self.timeline, self.graphs, self.diff):
+            live.on_error(self._say_problem)
+        self.timeline.on_click(self._guarded("diffing the clicked graph", self._on_marker))
+        self.run_button.on_click(self._guarded("starting the run", lambda _b: self.run(block=False)))
+        self.scenario.observe(self._guarded("choosing a scenario", self._on_scenario), names="value")
         for dd in (self.graph_a, self.graph_b):
-            dd.observe(lambda _c: self._show_diff(), names="value")
-        controls = w.VBox([w.HBox([self.scenario, self.steps, self.layers]),
-                           w.HBox([self.fsdp, self.bucket, self.run_button, self.progress])])
+            dd.observe(self._guarded("diffing the chosen graphs", lambda _c: self._show_diff()), names="value")
+        row = dict(flex_flow="row wrap", align_items="center")
+        controls = w.VBox([w.HBox([self.scenario, self.steps, self.layers], layout=w.Layout(**row)),
+                           w.HBox([self.fsdp, self.bucket, self.run_button, self.progress], layout=w.Layout(**row))])
         self.widget = w.VBox([controls, self.status, self.timeline.widget, self.graphs.widget,
-                              w.HBox([self.graph_a, self.graph_b]), self.diff.widget])
+                              w.HBox([self.graph_a, self.graph_b], layout=w.Layout(**row)), self.diff.widget],
+                             layout=w.Layout(width="100%"))
         self.result: Optional[XlaRun] = None
         self._quiet = False
         self._thread: Optional[threading.Thread] = None
@@ -66,6 +86,27 @@ class XlaExplorer:
             self.show(run)
         elif autorun:
             self.run(block=True)
+
+    def _guarded(self, doing: str, fn: Callable[..., Any]) -> Callable[..., Any]:
+        """``fn`` with any exception said in the status line (a callback's traceback would
+        otherwise reach only JupyterLab's Log Console)."""
+        def call(*args: Any, **kwargs: Any) -> Any:
+            try:
+                return fn(*args, **kwargs)
+            except Exception as exc:  # noqa: BLE001 - the point is to catch what a callback raises
+                self._say_problem(f"while {doing}: {type(exc).__name__}: {exc}")
+                return None
+        return call
+
+    def _say_problem(self, message: str) -> None:
+        """Put ``message`` at the top of the status line, above what it said before (until it changes)."""
+        self.errors.append(message)
+        self.status.value = f"<p style='color:{ERROR}'>⚠ {html.escape(message)}</p>" + self._said
+
+    def _say(self, text: str) -> None:
+        """Set the status line (an earlier problem stays in ``errors``)."""
+        self._said = text
+        self.status.value = text
 
     def _on_scenario(self, change: dict[str, Any]) -> None:
         preset = PRESETS[change["new"]]
@@ -78,18 +119,20 @@ class XlaExplorer:
                          bucket_mb=self.bucket.value, fsdp=self.fsdp.value, **self.options)
 
     def _progress(self, msg: dict[str, Any]) -> None:
-        if msg["event"] == "setup":
-            self.status.value = f"<p>model ready on {html.escape(str(msg['device'].get('pjrt_device')))}; stepping ...</p>"
-        elif msg["event"] == "begin":
-            self.status.value = f"<p>step {msg['step']} running (a compile takes seconds on CPU) ...</p>"
-        elif msg["event"] == "step":
+        if msg["event"] == "begin":
+            self._say(f"<p>step {msg['step']} running (a compile takes seconds on CPU) ...</p>")
+            return
+        if msg["event"] == "step":
             self.progress.value = msg["step"] + 1
+        line = views.progress_line(msg)
+        if line:
+            self._say(f"<p>{html.escape(line)}</p>")
 
     def run(self, block: bool = True) -> Optional[XlaRun]:
         """Run the configured steps; with ``block=False`` in a background thread (returns None)."""
-        cfg = self.config().resolved()
+        cfg = self.config().resolved()   # bad options raise here, with the config's message
         self.progress.max, self.progress.value = cfg.steps, 0
-        self.status.value = f"<p>starting a child process for {html.escape(cfg.label)} ...</p>"
+        self._say(f"<p>starting a child process for {html.escape(cfg.label)} ...</p>")
         self.run_button.disabled = True
         if block:
             return self._work(cfg)
@@ -104,12 +147,15 @@ class XlaExplorer:
         return self.result
 
     def _work(self, cfg: RunConfig) -> Optional[XlaRun]:
+        doing = "running the steps"
         try:
             result = run_config(cfg, progress=self._progress)
+            doing = "showing the run"
             self.show(result)
             return result
         except Exception as exc:  # shown in the page: a background thread has nowhere else to report
-            self.status.value = f"<p class='finding'>run failed: {html.escape(f'{type(exc).__name__}: {exc}')}</p>"
+            self._say("")
+            self._say_problem(f"while {doing}: {type(exc).__name__}: {exc}")
             return None
         finally:
             self.run_button.disabled = False
@@ -117,7 +163,7 @@ class XlaExplorer:
     def show(self, result: XlaRun) -> None:
         """Display ``result``: status, timeline, graph table, and the most telling diff."""
         self.result = result
-        self.status.value = views.run_html(result)
+        self._say(views.run_html(result))
         self.timeline.show(views.step_timeline(result))
         self.graphs.show(views.graphs_table(result))
         options = [(f"{g.graph_hash[:8]} ({'setup' if g.step < 0 else 'step ' + str(g.step)})", g.graph_hash)
@@ -146,8 +192,10 @@ class XlaExplorer:
         g = self.result.graph(figure.data[last].customdata[hits[0]["index"]])
         if g is not None and g.closest and g.graph_hash in self.result.modules:
             self._quiet = True
-            self.graph_a.value, self.graph_b.value = g.closest, g.graph_hash
-            self._quiet = False
+            try:
+                self.graph_a.value, self.graph_b.value = g.closest, g.graph_hash
+            finally:
+                self._quiet = False
             self._show_diff()
 
     def _show_diff(self) -> None:

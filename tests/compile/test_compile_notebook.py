@@ -29,6 +29,9 @@ def test_notebook_is_thin_and_committed_without_outputs() -> None:
 
     nb = nbformat.read(NOTEBOOK, as_version=4)
     assert nb.metadata["kernelspec"]["name"] == "explorer"
+    text = "\n".join(c.source for c in nb.cells)
+    assert "reference/seeds" not in text, "cite the public thread, not a folder the repository lacks"
+    assert "https://github.com/deepspeedai/DeepSpeed/pull/4878" in text
     for cell in nb.cells:
         if cell.cell_type == "code":
             assert not cell.outputs and cell.execution_count is None
@@ -49,3 +52,5 @@ def test_notebook_executes_and_diagnoses_period_three(tmp_path) -> None:
     assert "True recompiles every 3 iterations" in text and "Eager fallback" in text
     kinds = {k for c in nb.cells if c.cell_type == "code" for o in c.outputs for k in o.get("data", {})}
     assert "application/vnd.plotly.v1+json" in kinds and "application/vnd.jupyter.widget-view+json" in kinds
+    stderr = [o.text for c in nb.cells if c.cell_type == "code" for o in c.outputs if o.get("name") == "stderr"]
+    assert stderr == [], f"a teaching notebook prints no warnings: {stderr}"

@@ -48,3 +48,25 @@ def test_report_is_offline_html(load):
     page = report_html(d, a, b)
     assert page.startswith("<!DOCTYPE html>") and "moved to another position" in page
     assert '<script src="http' not in page and "Plotly.newPlot" in page  # plotly.js inlined
+
+
+def _empty_columns(table: dict) -> list[str]:
+    headers, columns = table["header"]["values"], table["cells"]["values"]
+    out = [f"column {i} has an empty header" for i, h in enumerate(headers) if not str(h).strip()]
+    return out + [f"column {i} ({headers[i]!r}) has no text" for i, col in enumerate(columns)
+                  if not any(str(v).strip() for v in col)]
+
+
+def test_table_fills_every_header_and_column(load):
+    """Issue 10: a column without text (e.g. 'in A' when B only adds) read as a table that failed to draw."""
+    mods = load("added_save.hlo.txt")
+    a, b = mods[1], mods[3]
+    table = diff_table(diff_modules(a, b), a, b).to_dict()["data"][0]
+    assert _empty_columns(table) == []
+    assert "width" not in diff_table(diff_modules(a, b), a, b).to_dict()["layout"]
+
+
+def test_table_of_identical_modules_says_so(load):
+    (a,) = load("order_a.hlo.txt")
+    table = diff_table(diff_modules(a, a), a, a).to_dict()["data"][0]
+    assert _empty_columns(table) == [] and table["cells"]["values"][0] == ["none"]

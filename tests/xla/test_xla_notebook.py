@@ -31,6 +31,9 @@ def test_notebook_is_thin_and_committed_without_outputs() -> None:
     import nbformat
 
     nb = nbformat.read(NOTEBOOK, as_version=4)
+    text = "\n".join(c.source for c in nb.cells)
+    assert "reference/seeds" not in text, "cite the public thread, not a folder the repository lacks"
+    assert "https://github.com/pytorch/xla/issues/4160" in text
     assert nb.metadata["kernelspec"] == {"display_name": "Python (explorer, XLA CPU)", "language": "python",
                                          "name": KERNEL}
     for cell in nb.cells:
@@ -54,3 +57,11 @@ def test_notebook_executes_and_explains_the_recompiles(xla_kernel, tmp_path) -> 
     assert "instruction(s) added" in text and "parameter count changed" in text
     kinds = {k for c in nb.cells if c.cell_type == "code" for o in c.outputs for k in o.get("data", {})}
     assert "application/vnd.plotly.v1+json" in kinds and "application/vnd.jupyter.widget-view+json" in kinds
+    stderr = [o.text for c in nb.cells if c.cell_type == "code" for o in c.outputs if o.get("name") == "stderr"]
+    assert stderr == [], "a teaching notebook prints no warnings"
+    assert "model ready on" in text and "step 3: " in text, "cells that run steps print progress"
+    timeline = next(o.data["application/vnd.plotly.v1+json"] for c in nb.cells if "step_timeline(" in c.source
+                    for o in c.outputs if "application/vnd.plotly.v1+json" in o.get("data", {}))
+    title = timeline["layout"]["title"]["text"]
+    said = next(c.source for c in nb.cells if c.cell_type == "markdown" and "as expected" in c.source)
+    assert "**2 graphs, as expected**" in said and ": steps 0, 1 compiled 2 graphs" in title, title

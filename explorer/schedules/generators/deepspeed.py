@@ -3,8 +3,8 @@
 ``TrainSchedule`` (``deepspeed/runtime/pipe/schedule.py``) alternates forward and backward
 steps by the parity of step and stage and sends each micro-batch one step after computing
 it. Two of its choices changed in DeepSpeed 0.8.3 (issue #2800, PR #2862) and both are
-selectable here, independently, because the bug in ``reference/seeds/001_*`` lives exactly
-in their combination:
+selectable here, independently, because the bug discussed in that issue
+(https://github.com/deepspeedai/DeepSpeed/issues/2800) lives exactly in their combination:
 
 - buffers: ``legacy`` = ``max(2, min(stages - stage + 1, micro_batches))``;
   ``fixed`` = the same without ``+1``; or an explicit count (one for all stages, or one per
