@@ -12,6 +12,9 @@ HEAVY = ("torch", "torch_xla", "plotly", "ipywidgets", "deepspeed")
 
 
 @pytest.mark.parametrize("module", ["explorer.schedules", "explorer.analysis", "explorer.report.listing",
+                                    "explorer.traces.torch_trace", "explorer.traces.compile_profile",
+                                    "explorer.traces.torch_trace_detect", "explorer.traces.detect",
+                                    "explorer.runtime.compile.from_trace", "explorer.runtime.compile.ranks",
                                     "explorer.report.html", "explorer.cli", "explorer.runtime.pipelining_orders"])
 def test_import_does_not_pull_heavy_packages(module):
     code = f"import sys, json, {module}; print(json.dumps(sorted(m for m in sys.modules if m.split('.')[0] in {HEAVY!r})))"

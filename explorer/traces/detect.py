@@ -64,3 +64,6 @@ def _run_folder(path: Path) -> Optional[str]:
 
 register(Detector("pipeline-run", "a folder `explorer run --out DIR` wrote: spec.json and rank<R>.jsonl",
                   _run_folder, "explorer.commands.read_run:read"))
+
+
+import explorer.traces.torch_trace_detect  # noqa: E402,F401  (registers the torch-trace kind)

@@ -1,0 +1,242 @@
+"""Read one ``TORCH_TRACE`` file (Dynamo's structured trace, what ``tlparse`` reads) into compile records.
+
+Each line is a glog prefix (``V1124 09:59:29.548000 7965 torch/_dynamo/...py:249] ``, whose
+number is the process id) and one JSON envelope: the ids (``frame_id``, ``frame_compile_id``,
+``attempt``, ``compiled_autograd_id``, ``rank``), ``has_payload`` when tab-led payload lines
+follow, and one record key. The records read here are ``dynamo_start`` (a compile begins; its
+``stack`` names files by index into ``{"str": [name, index]}`` records), the ``artifact``
+named ``recompile_reasons`` (every failed guard, one per cached variant tried: a JSON list, or a
+string when there is one), ``dynamo_graph_break_reason``, the compile caches' answers
+(``fx_graph_cache_hit|miss|bypass``, ``aotautograd_cache_*``), ``dynamo_cpp_guards_str`` (older
+torch: ``dynamo_guards``) and ``compilation_metrics``. Every field is optional: torch 2.5-2.9
+differ, and a job killed mid-write leaves a cut last line, which is noted, not fatal.
+
+The file is streamed line by line (a trace with inductor's output code runs to gigabytes);
+only the payloads of the records above are kept. Written from the format, no torch import.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, BinaryIO, Iterator, Optional
+
+from explorer.errors import InputError, excerpt
+
+_PREFIX = re.compile(rb"^[IWEVDF]\d{4} [\d:.]+\s+(\d+) [^\]]*\] (\{.*)$")
+_RANK_IN_NAME = re.compile(r"_rank_(\d+)_")
+_CACHE = re.compile(r"^(fx_graph|aotautograd)_cache_(hit|miss|bypass)$")
+_GUARD_LINE = re.compile(r"\+- ([A-Z_]+): (.*)$")
+_META = {"rank", "frame_id", "frame_compile_id", "attempt", "compiled_autograd_id", "has_payload", "payload_filename"}
+#: Longest line kept; longer ones (inductor's output code in one payload line) are skipped whole.
+MAX_LINE = 64 * 2**20
+
+
+@dataclass
+class TraceCompile:
+    """One compile of one frame as the trace tells it (fields absent from the trace stay None)."""
+
+    compile_id: str
+    function: Optional[str] = None
+    reasons: list[str] = field(default_factory=list)
+    failed: Optional[str] = None
+    fail_reason: Optional[str] = None
+    seconds: Optional[float] = None
+    start_us: Optional[float] = None
+    end_us: Optional[float] = None
+    cache: list[str] = field(default_factory=list)
+    guards: list[str] = field(default_factory=list)
+    restart_reasons: list[str] = field(default_factory=list)
+    metrics: bool = False
+
+
+@dataclass(frozen=True)
+class TraceBreak:
+    """A graph break: ``reason`` the ``Graph Break Reason:`` text, ``where`` the user line it broke at."""
+
+    compile_id: str
+    reason: str
+    where: str
+    detail: str
+
+
+@dataclass
+class TorchTrace:
+    """What one process's structured trace says about compiles (see the module docstring)."""
+
+    path: str
+    pid: Optional[int] = None
+    rank: Optional[int] = None
+    compiles: list[TraceCompile] = field(default_factory=list)
+    breaks: list[TraceBreak] = field(default_factory=list)
+    records: int = 0
+    skipped: int = 0
+    truncated: bool = False
+
+
+def _lines(fh: BinaryIO) -> Iterator[tuple[bytes, bool]]:
+    """Lines of ``fh`` and whether each ended with a newline; over-long lines are dropped."""
+    while True:
+        line = fh.readline(MAX_LINE)
+        if not line:
+            return
+        if len(line) == MAX_LINE and not line.endswith(b"\n"):
+            while (rest := fh.readline(MAX_LINE)) and not rest.endswith(b"\n"):
+                pass
+            continue
+        yield line.rstrip(b"\r\n"), line.endswith(b"\n")
+
+
+def _compile_id(env: dict[str, Any]) -> Optional[str]:
+    frame, attempt = env.get("frame_id"), env.get("frame_compile_id")
+    if frame is None or attempt is None:
+        return None
+    ca = env.get("compiled_autograd_id")
+    return f"!{ca}/{frame}/{attempt}" if ca is not None else f"{frame}/{attempt}"
+
+
+def _record_key(env: dict[str, Any]) -> Optional[str]:
+    return next((k for k in env if k not in _META), None)
+
+
+class _Reader:
+    """Folds envelopes and their payloads into a :class:`TorchTrace`."""
+
+    def __init__(self, path: str) -> None:
+        self.trace = TorchTrace(path)
+        name = _RANK_IN_NAME.search(Path(path).name)
+        self.trace.rank = int(name.group(1)) if name else None
+        self.by_id: dict[str, TraceCompile] = {}
+        self.strings: dict[int, str] = {}
+
+    def compile(self, cid: str) -> TraceCompile:
+        if cid not in self.by_id:
+            self.by_id[cid] = TraceCompile(cid)
+            self.trace.compiles.append(self.by_id[cid])
+        return self.by_id[cid]
+
+    def envelope(self, env: dict[str, Any], payload: str) -> None:
+        key, cid = _record_key(env), _compile_id(env)
+        value = env.get(key) if key else None
+        if self.trace.rank is None and isinstance(env.get("rank"), int):
+            self.trace.rank = env["rank"]
+        if key == "str" and isinstance(value, list) and len(value) == 2 and isinstance(value[1], int):
+            self.strings[value[1]] = str(value[0])
+        elif key == "compilation_metrics" and isinstance(value, dict):
+            self.metrics(value, cid)
+        elif cid is None:
+            return
+        elif key == "dynamo_start":
+            stack = value.get("stack") if isinstance(value, dict) else None
+            top = stack[-1] if isinstance(stack, list) and stack and isinstance(stack[-1], dict) else {}
+            self.compile(cid).function = self.compile(cid).function or top.get("name")
+        elif key in ("dynamo_cpp_guards_str", "dynamo_guards"):
+            self.compile(cid).guards = _guards(payload)
+        elif key == "artifact" and isinstance(value, dict):
+            self.artifact(str(value.get("name")), cid, payload)
+        elif key and _CACHE.match(key):
+            self.compile(cid).cache.append(key)
+
+    def artifact(self, name: str, cid: str, payload: str) -> None:
+        if name == "recompile_reasons":
+            self.compile(cid).reasons = _reasons(payload)
+        elif name == "dynamo_graph_break_reason":
+            self.trace.breaks.append(_graph_break(cid, payload))
+        elif _CACHE.match(name):
+            self.compile(cid).cache.append(name)
+
+    def metrics(self, m: dict[str, Any], cid: Optional[str]) -> None:
+        cid = str(m.get("compile_id") or cid or "?")
+        c = self.compile(cid)
+        c.metrics = True
+        c.function = m.get("co_name") or c.function
+        c.failed, c.fail_reason = m.get("fail_type"), m.get("fail_reason")
+        c.seconds = _number(m.get("entire_frame_compile_time_s"))
+        start = _number(m.get("start_time_us"))
+        c.start_us = start if start is not None else _scaled(m.get("start_time"), 1e6)
+        c.end_us = _number(m.get("end_time_us"))
+        if c.end_us is None and c.start_us is not None and c.seconds is not None:
+            c.end_us = c.start_us + c.seconds * 1e6
+        if not c.reasons and isinstance(m.get("recompile_reason"), str):
+            c.reasons = [m["recompile_reason"]]
+        c.restart_reasons = sorted(str(r) for r in (m.get("restart_reasons") or ()))
+
+
+def _number(value: Any) -> Optional[float]:
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+
+
+def _scaled(value: Any, by: float) -> Optional[float]:
+    number = _number(value)
+    return None if number is None else number * by
+
+
+def _reasons(payload: str) -> list[str]:
+    """The failed guards of a recompile: a JSON list, a JSON string, or (older) plain text."""
+    try:
+        value = json.loads(payload)
+    except ValueError:
+        return [ln.strip() for ln in payload.splitlines() if ln.strip()]
+    if isinstance(value, list):
+        return [str(v) for v in value]
+    return [str(value)] if value else []
+
+
+def _graph_break(cid: str, payload: str) -> TraceBreak:
+    lines = [ln.rstrip() for ln in payload.splitlines()]
+    where = next((ln.split(" at ", 1)[1] for ln in lines if ln.startswith("Graph break") and " at " in ln), "")
+    reason = next((ln.split(":", 1)[1].strip() for ln in lines if ln.strip().startswith("Graph Break Reason:")), "")
+    if not reason:
+        reason = next((ln.strip() for ln in lines if ln.strip()), "graph break (no reason recorded)")
+    detail = "\n".join(dict.fromkeys(ln.strip() for ln in lines if ln.strip().startswith(("Explanation:", "Hint:"))))
+    return TraceBreak(cid, reason, where, detail.strip())
+
+
+def _guards(payload: str) -> list[str]:
+    """Guard expressions of a guard tree (``+- EQUALS_MATCH: L['s'].mode == 0   # source``)."""
+    out = []
+    for line in payload.splitlines():
+        m = _GUARD_LINE.search(line)
+        if m and m.group(1) != "GuardManager":
+            out.append(m.group(2).split("  #", 1)[0].strip())
+    return out
+
+
+def read_torch_trace(path: str | Path) -> TorchTrace:
+    """Every compile, guard failure, graph break and cache answer in one trace file."""
+    reader = _Reader(str(path))
+    trace = reader.trace
+    pending: Optional[dict[str, Any]] = None
+    payload: list[str] = []
+    try:
+        fh = open(path, "rb")
+    except OSError as exc:
+        raise InputError(f"{excerpt(str(path))}: cannot be read ({exc.strerror or exc})") from None
+    with fh:
+        for raw, complete in _lines(fh):
+            if raw.startswith(b"\t"):
+                payload.append(raw[1:].decode("utf-8", "replace"))
+                continue
+            if pending is not None:
+                reader.envelope(pending, "\n".join(payload))
+            pending, payload = None, []
+            m = _PREFIX.match(raw)
+            try:
+                env = json.loads(m.group(2)) if m else None
+            except ValueError:
+                env = None
+            if not isinstance(env, dict):
+                trace.skipped += 1
+                trace.truncated = not complete
+                continue
+            trace.records += 1
+            trace.pid = trace.pid if trace.pid is not None else int(m.group(1))  # type: ignore[union-attr]
+            pending = env
+        if pending is not None:
+            reader.envelope(pending, "\n".join(payload))
+    if trace.records == 0:
+        raise InputError(f"{excerpt(str(path))} holds no structured-trace record (a glog prefix then a JSON object "
+                         "per line): is it a file TORCH_TRACE=DIR wrote?")
+    return trace

@@ -1,0 +1,149 @@
+"""``explorer read`` on what real compiled jobs leave behind: TORCH_TRACE folders and profiler traces.
+
+Every folder is written in the test by :mod:`tests.compile.trace_job` running under real
+``torch.compile`` with ``TORCH_TRACE`` set and ``torch.profiler`` on a schedule, and read back
+through the CLI: the compiles, every failed guard, the iterations, the variants, the period.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from explorer.runtime.compile.from_trace import read_job
+from explorer.traces.detect import detect
+
+pytestmark = pytest.mark.slow
+JOB = Path(__file__).with_name("trace_job.py")
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _env(folder: Path, **extra: str) -> dict[str, str]:
+    return {**os.environ, "TORCH_TRACE": str(folder / "torch_trace"), "OMP_NUM_THREADS": "1",
+            "PYTHONPATH": str(ROOT), **extra}
+
+
+def _job(folder: Path, job: str, *args: str) -> Path:
+    out = subprocess.run([sys.executable, str(JOB), "--job", job, "--out", str(folder), *args],
+                         env=_env(folder), capture_output=True, text=True, timeout=600)
+    assert out.returncode == 0, out.stderr[-2000:]
+    return folder
+
+
+def _two_ranks(folder: Path, at: int) -> Path:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    procs = [subprocess.Popen([sys.executable, str(JOB), "--job", "diverge", "--out", str(folder), "--at", str(at)],
+                              env=_env(folder, RANK=str(r), WORLD_SIZE="2", LOCAL_RANK=str(r), MASTER_ADDR="127.0.0.1",
+                                       MASTER_PORT=str(port)), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+             for r in range(2)]
+    errors = [p.communicate(timeout=600)[1] for p in procs]
+    assert all(p.returncode == 0 for p in procs), errors[0][-2000:] + errors[1][-2000:]
+    return folder
+
+
+@pytest.fixture(scope="module")
+def jobs(tmp_path_factory):
+    cache: dict[str, Path] = {}
+
+    def get(name: str) -> Path:
+        if name not in cache:
+            folder = tmp_path_factory.mktemp(name)
+            cache[name] = _two_ranks(folder, 5) if name == "diverge" else _job(folder, name, "--iterations",
+                                                                                 "16" if name == "period4" else "12")
+        return cache[name]
+
+    return get
+
+
+def _read(folder: Path, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "explorer.cli", "read", str(folder), *args],
+                          capture_output=True, text=True, timeout=300)
+
+
+def test_cycling_job_reads_back_as_the_probe_would_report_it(jobs) -> None:
+    folder = jobs("cycling")
+    assert detect(folder).kind == "torch-trace"
+    out = _read(folder, "--json")
+    assert out.returncode == 1, out.stderr  # a finding: a period
+    doc = json.loads(out.stdout)
+    assert doc["kind"] == "compile" and doc["source"] == "TORCH_TRACE"
+    assert (doc["period"], doc["cause"], doc["confidence"]) == (3, "cycling", "confirmed"), doc["diagnosis"]
+    forward = [c for c in doc["compiles"] if c["function"] == "forward"]
+    assert [(c["compile_id"], c["iteration"]) for c in forward] == [("0/0", 0), ("0/1", 1), ("0/2", 2)]
+    assert forward[0]["reasons"] == [] and "self.mode == 0" in forward[1]["reason"]
+    assert [r.split("#")[0].strip() for r in forward[2]["reasons"]] == ["0/1: self.mode == 1", "0/0: self.mode == 0"]
+    assert all(c["seconds"] > 0 for c in doc["compiles"])
+    assert [it["iteration"] for it in doc["iterations"]] == list(range(12))
+    assert [it["compiled"] for it in doc["iterations"]] == [True] * 3 + [False] * 9
+    assert [it["variant"].split("+")[0] for it in doc["iterations"]] == [f"0/{i % 3}" for i in range(12)]
+    breaks = doc["graph_breaks"]
+    assert len(breaks) == 1 and "graph_break()" in breaks[0]["reason"], breaks
+    assert breaks[0]["compile_ids"] == ["0/0", "0/1", "0/2"]  # logged at every compile, kept once
+    assert [r["rank"] for r in doc["ranks"]] == [0] and doc["ranks"][0]["profiles"]
+    text = _read(folder)
+    assert text.returncode == 1 and "Cycling among 3 cached variants every 3 iterations" in text.stdout
+    assert "compile 0/1 at iteration 1 (forward): self.mode == 0" in text.stdout
+
+
+def test_recompile_limit_every_failed_guard_and_the_eager_fallback(jobs) -> None:
+    doc = json.loads(_read(jobs("limit"), "--json").stdout)
+    limit = [c for c in doc["compiles"] if c["failed"]]
+    assert len(limit) == 1 and limit[0]["failed"] == "RecompileLimitExceeded" and limit[0]["iteration"] == 8
+    guards = [r.split("#")[0].strip() for r in limit[0]["reasons"]]
+    assert len(guards) == 3 and any("size mismatch at index 0. expected 4, actual 6" in g for g in guards), guards
+    assert doc["cause"] == "eager-fallback", doc["diagnosis"]
+    assert "size mismatch" in doc["diagnosis"], "the fallback names every guard that failed, not just the first"
+    fell = [it["iteration"] for it in doc["iterations"] if it["fallback"]]
+    assert fell == list(range(8, 12)) and all(it["variant"] == "eager" for it in doc["iterations"][8:])
+    assert doc["iterations"][3]["variant"] == "0/0" and doc["iterations"][3]["compiled"] is False
+
+
+def test_a_trace_without_a_profiler_says_what_cannot_be_known(jobs, tmp_path) -> None:
+    only = tmp_path / "only_trace"
+    shutil.copytree(jobs("limit") / "torch_trace", only)
+    out = _read(only, "--json")
+    doc = json.loads(out.stdout)
+    assert out.returncode == 1 and doc["iterations"] == [] and doc["period"] is None
+    assert doc["cause"] == "eager-fallback" and all(c["iteration"] == -1 for c in doc["compiles"])
+    assert any("cannot be known" in n and "torch.profiler.schedule(" in n for n in doc["notes"]), doc["notes"]
+    text = _read(only).stdout
+    assert "at an unknown iteration" in text and "note: TORCH_TRACE has no iteration records" in text
+
+
+def test_period_four_from_sixteen_profiled_iterations_is_tentative(jobs) -> None:
+    doc = json.loads(_read(jobs("period4"), "--json").stdout)
+    assert (doc["cause"], doc["period"], doc["confidence"]) == ("unrelated", 4, "tentative"), doc["diagnosis"]
+    assert "iteration % 4 == 3" in doc["diagnosis"] and "run more iterations to confirm" in doc["diagnosis"]
+    assert len(doc["iterations"]) == 16
+
+
+def test_two_ranks_merge_and_say_which_rank_recompiled(jobs) -> None:
+    folder = jobs("diverge")
+    assert len(list((folder / "torch_trace").glob("dedicated_log_torch_trace_rank_*"))) == 2
+    doc = json.loads(_read(folder, "--json").stdout)
+    assert [r["rank"] for r in doc["ranks"]] == [0, 1] and all(r["profiles"] for r in doc["ranks"])
+    recompile = [c for c in doc["compiles"] if c["compile_id"] == "0/1"]
+    assert recompile and recompile[0]["ranks"] == [1] and recompile[0]["iteration"] == 5
+    assert "size mismatch" in recompile[0]["reason"]
+    assert "rank 1 compiled 0/1 at iteration 5; rank 0 did not" in doc["divergence"], doc["divergence"]
+    assert "Ranks differ: rank 1 compiled 0/1 at iteration 5; rank 0 did not" in doc["diagnosis"]
+    it5 = doc["iterations"][5]
+    assert it5["compiled"] is True and set(it5["variant"].split("+")) == {"0/0", "0/1"}
+
+
+def test_one_rank_file_and_the_python_reader_agree(jobs) -> None:
+    folder = jobs("diverge")
+    one = next((folder / "torch_trace").glob("dedicated_log_torch_trace_rank_1_*"))
+    doc = json.loads(_read(one, "--json").stdout)
+    assert [r["rank"] for r in doc["ranks"]] == [1] and doc["iterations"] == []
+    merged = read_job(folder)
+    assert [c.compile_id for c in merged.compiles if c.ranks == (1,)] == ["0/1"]
