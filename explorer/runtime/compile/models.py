@@ -220,3 +220,9 @@ def build_deepspeed(config: CompileConfig, tracker: Optional[VariantTracker]) ->
     from explorer.runtime.compile.deepspeed_engine import build_engine_step
 
     return build_engine_step(ModeNet(heavy_modes=(2,)), config, tracker)
+
+
+def build_deepspeed_zero3(config: CompileConfig, tracker: Optional[VariantTracker]) -> Built:
+    from explorer.runtime.compile.deepspeed_engine import build_engine_step
+
+    return build_engine_step(ModeNet(heavy_modes=(2,)), config, tracker, stage=3)

@@ -60,6 +60,9 @@ PRESETS: dict[str, Preset] = {
                "every 3rd iteration, outside the compiled model", 45, "unrelated"),
         Preset("deepspeed", "DeepSpeed's own engine with engine.compile() and a value cycling "
                "through 3 states (needs the deepspeed package)", 18, "cycling"),
+        Preset("deepspeed-zero3", "the same engine with ZeRO stage 3: its hooks gather and release parameters "
+               "around every module, and Dynamo compiles, guards and gives up on them (needs deepspeed; "
+               "run it with --nproc 2)", 9, "eager-fallback"),
     )
 }
 
