@@ -163,7 +163,7 @@ def run_html(run: Any) -> str:
 
 
 def progress_line(msg: dict[str, Any]) -> Optional[str]:
-    """One line for a message of the child (``setup``, ``begin``, ``step``), or None for the others.
+    """One line for a message of the child (``setup``, ``step``, ``error``), or None for the others.
 
     The runs of notebook 04 take 10-40 s; these lines let a cell say what it is doing meanwhile.
     """
@@ -178,4 +178,6 @@ def progress_line(msg: dict[str, Any]) -> Optional[str]:
         if "uncached" in msg:
             line += " (compiled)" if msg["uncached"] else " (from the compile cache)"
         return line
+    if event in ("error", "input_error"):
+        return f"the child failed: {str(msg.get('message', ''))[:300]}"
     return None

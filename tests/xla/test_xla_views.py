@@ -112,8 +112,10 @@ def test_progress_lines_for_a_notebook_cell(capsys) -> None:
     print_progress({"event": "begin", "step": 0})
     print_progress({"event": "step", "step": 0, "wall_ms": 2255.6, "uncached": 1})
     print_progress({"event": "step", "step": 1, "wall_ms": 15.1, "uncached": 0})
+    print_progress({"event": "error", "message": "RuntimeError: Check failed: has_layout()"})
     assert capsys.readouterr().out.splitlines() == [
-        "model ready on CPU in 1.5 s; stepping ...", "step 0: 2.26 s (compiled)", "step 1: 0.02 s (from the compile cache)"]
+        "model ready on CPU in 1.5 s; stepping ...", "step 0: 2.26 s (compiled)", "step 1: 0.02 s (from the compile cache)",
+        "the child failed: RuntimeError: Check failed: has_layout()"]
 
 
 def test_tables_are_complete_on_first_display(logging_run) -> None:
