@@ -183,3 +183,25 @@ def notes_html(messages: Sequence[str]) -> str:
         return ""
     items = "".join(f"<li>{html.escape(s)}</li>" for s in said)
     return f"<p>While probing, torch said (kept off the page's output, here in short):</p><ul>{items}</ul>"
+
+
+def ranks_html(result: ProbeResult) -> str:
+    """Each rank's verdict, where ranks differ, and what the records cannot tell ('' for one probe run).
+
+    A report merged over ranks (``--nproc``) or read from a job's traces (``explorer read``)
+    carries these; a plain probe run has none of them.
+    """
+    parts = []
+    if len(result.ranks) > 1:
+        rows = "".join(
+            f"<li>rank {r['rank']}: {len(r['compiles'])} compiles, {r['iterations']} iterations; "
+            f"{html.escape(str(r['cause']))}" + (f", period {r['period']} ({r['confidence']})" if r["period"] else "")
+            + "</li>" for r in result.ranks)
+        parts.append(f"<p>{len(result.ranks)} ranks, merged: an iteration takes the slowest rank's time.</p><ul>{rows}</ul>")
+    if result.divergence:
+        items = "".join(f"<li>{html.escape(d)}</li>" for d in result.divergence)
+        parts.append(f"<p class='finding'><b>Ranks differ.</b></p><ul>{items}</ul>")
+    if result.notes:
+        items = "".join(f"<li>{html.escape(n)}</li>" for n in result.notes)
+        parts.append(f"<p>What the records cannot tell, or tell only in part:</p><ul>{items}</ul>")
+    return "\n".join(parts)

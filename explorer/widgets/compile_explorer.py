@@ -113,6 +113,16 @@ class CompileExplorer:
         else:
             self.run()
 
+    @classmethod
+    def open(cls, path: Any) -> "CompileExplorer":
+        """The explorer on what a job left behind: a ``TORCH_TRACE`` folder (profiler traces beside
+        it optional), read as ``explorer read PATH`` reads it, every rank merged."""
+        from pathlib import Path
+
+        from explorer.runtime.compile.from_trace import read_job
+
+        return cls(result=read_job(Path(path)))
+
     # -- errors --------------------------------------------------------------------------------
     def _guarded(self, doing: str, fn: Callable[..., Any]) -> Callable[..., Any]:
         """``fn`` with any exception said in the status line (a callback's traceback would
@@ -159,7 +169,7 @@ class CompileExplorer:
     def show(self, result: ProbeResult) -> None:
         """Display ``result``: its diagnosis, any torch notes, and its three figures."""
         self.result = result
-        self.summary.value = views.diagnosis_html(result) + views.notes_html(self.notes)
+        self.summary.value = views.diagnosis_html(result) + views.ranks_html(result) + views.notes_html(self.notes)
         for live, fig in zip((self.time_fig, self.compile_fig, self.guard_fig), self.figures()):
             live.show(fig)
         self.status.value = (f"{html.escape(result.label or 'probe')}: {len(result.iterations)} iterations, "
@@ -175,7 +185,7 @@ class CompileExplorer:
             return "<p>no probe run yet</p>"
         figs = self.figures()
         divs = [figure_div(f, include_plotlyjs=(i == 0)) for i, f in enumerate(figs)]
-        return "<div>" + views.diagnosis_html(self.result) + "".join(divs) + "</div>"
+        return "<div>" + views.diagnosis_html(self.result) + views.ranks_html(self.result) + "".join(divs) + "</div>"
 
     def to_html(self, path: Optional[str] = None) -> str:
         """A full offline page of the current state; written to ``path`` when given."""

@@ -50,6 +50,7 @@ def test_notebook_executes_and_diagnoses_period_three(tmp_path) -> None:
                      for c in nb.cells if c.cell_type == "code" for o in c.outputs)
     assert "Cycling among 3 cached variants every 3 iterations" in text
     assert "True recompiles every 3 iterations" in text and "Eager fallback" in text
+    assert "guards that failed before 0/3" in text and "size mismatch" in text, "the trace folder section ran"
     kinds = {k for c in nb.cells if c.cell_type == "code" for o in c.outputs for k in o.get("data", {})}
     assert "application/vnd.plotly.v1+json" in kinds and "application/vnd.jupyter.widget-view+json" in kinds
     stderr = [o.text for c in nb.cells if c.cell_type == "code" for o in c.outputs if o.get("name") == "stderr"]

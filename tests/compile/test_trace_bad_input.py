@@ -1,34 +1,26 @@
 """``explorer read`` on broken or mixed TORCH_TRACE folders: exit 2, one line naming the constraint, no traceback.
 
 The trace that the mixed and broken folders are made of is written in the test by a real
-compiled loop (:mod:`tests.compile.trace_job`); each case then copies, renames, cuts or
+compiled loop (:mod:`explorer.runtime.compile.example_job`); each case then copies, renames, cuts or
 corrupts it the way a real folder goes wrong.
 """
 
 from __future__ import annotations
 
-import os
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
+from explorer.runtime.compile.example_job import record
 from tests.cli_contract.contract import Case, assert_bad_input
 
 pytestmark = pytest.mark.slow
-JOB = Path(__file__).with_name("trace_job.py")
-ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="module")
 def folder(tmp_path_factory) -> Path:
-    job = tmp_path_factory.mktemp("job")
-    env = {**os.environ, "TORCH_TRACE": str(job / "torch_trace"), "OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT)}
-    out = subprocess.run([sys.executable, str(JOB), "--job", "cycling", "--out", str(job), "--iterations", "3"],
-                         env=env, capture_output=True, text=True, timeout=600)
-    assert out.returncode == 0, out.stderr[-2000:]
+    job = record("cycling", tmp_path_factory.mktemp("job"), iterations=3)
     trace = next((job / "torch_trace").iterdir())
     profile = next((job / "profiler").iterdir())
     d = tmp_path_factory.mktemp("bad")

@@ -1,6 +1,6 @@
 """``explorer read`` on what real compiled jobs leave behind: TORCH_TRACE folders and profiler traces.
 
-Every folder is written in the test by :mod:`tests.compile.trace_job` running under real
+Every folder is written in the test by :mod:`explorer.runtime.compile.example_job` running under real
 ``torch.compile`` with ``TORCH_TRACE`` set and ``torch.profiler`` on a schedule, and read back
 through the CLI: the compiles, every failed guard, the iterations, the variants, the period.
 """
@@ -8,57 +8,28 @@ through the CLI: the compiles, every failed guard, the iterations, the variants,
 from __future__ import annotations
 
 import json
-import os
 import shutil
-import socket
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
+from explorer.runtime.compile.example_job import record
 from explorer.runtime.compile.from_trace import read_job
 from explorer.traces.detect import detect
 
 pytestmark = pytest.mark.slow
-JOB = Path(__file__).with_name("trace_job.py")
-ROOT = Path(__file__).resolve().parents[2]
-
-
-def _env(folder: Path, **extra: str) -> dict[str, str]:
-    return {**os.environ, "TORCH_TRACE": str(folder / "torch_trace"), "OMP_NUM_THREADS": "1",
-            "PYTHONPATH": str(ROOT), **extra}
-
-
-def _job(folder: Path, job: str, *args: str) -> Path:
-    out = subprocess.run([sys.executable, str(JOB), "--job", job, "--out", str(folder), *args],
-                         env=_env(folder), capture_output=True, text=True, timeout=600)
-    assert out.returncode == 0, out.stderr[-2000:]
-    return folder
-
-
-def _two_ranks(folder: Path, at: int) -> Path:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    procs = [subprocess.Popen([sys.executable, str(JOB), "--job", "diverge", "--out", str(folder), "--at", str(at)],
-                              env=_env(folder, RANK=str(r), WORLD_SIZE="2", LOCAL_RANK=str(r), MASTER_ADDR="127.0.0.1",
-                                       MASTER_PORT=str(port)), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-             for r in range(2)]
-    errors = [p.communicate(timeout=600)[1] for p in procs]
-    assert all(p.returncode == 0 for p in procs), errors[0][-2000:] + errors[1][-2000:]
-    return folder
 
 
 @pytest.fixture(scope="module")
 def jobs(tmp_path_factory):
+    """Each example job run once (for real, in child processes) and shared by the tests that read it."""
     cache: dict[str, Path] = {}
 
     def get(name: str) -> Path:
         if name not in cache:
-            folder = tmp_path_factory.mktemp(name)
-            cache[name] = _two_ranks(folder, 5) if name == "diverge" else _job(folder, name, "--iterations",
-                                                                                 "16" if name == "period4" else "12")
+            cache[name] = record(name, tmp_path_factory.mktemp(name), iterations=16 if name == "period4" else 12)
         return cache[name]
 
     return get
@@ -147,3 +118,15 @@ def test_one_rank_file_and_the_python_reader_agree(jobs) -> None:
     assert [r["rank"] for r in doc["ranks"]] == [1] and doc["iterations"] == []
     merged = read_job(folder)
     assert [c.compile_id for c in merged.compiles if c.ranks == (1,)] == ["0/1"]
+
+
+def test_compile_explorer_opens_a_trace_folder(jobs) -> None:
+    from explorer.widgets.compile_explorer import CompileExplorer
+
+    app = CompileExplorer.open(jobs("diverge"))
+    assert app.result is not None and [r["rank"] for r in app.result.ranks] == [0, 1]
+    assert "Ranks differ." in app.summary.value and "rank 1 compiled 0/1 at iteration 5" in app.summary.value
+    bars = [t for t in app.figures()[0].to_dict()["data"] if t["type"] == "bar"]
+    assert sorted(x for t in bars for x in t["x"]) == list(range(12))
+    table = app.figures()[1].to_dict()["data"][0]["cells"]["values"]
+    assert "0/1" in table[0] and "rank 1 compiled 0/1" in app._repr_html_()
