@@ -73,7 +73,7 @@ def test_user_step_variants_come_from_dynamos_cache_and_errors_are_kept(tmp_path
     "spec, words",
     [
         ("nocolon", "expected MODULE:FUNCTION"),
-        ("no_such_module_xyz:step", "cannot import 'no_such_module_xyz'"),
+        ("no_such_module_xyz:step", "cannot import module 'no_such_module_xyz'"),
         ("missing.py:step", "does not exist"),
         ("os:sep", "not a function"),
         ("os.path:nothing_here", "has no attribute 'nothing_here'"),
