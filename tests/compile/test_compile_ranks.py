@@ -112,3 +112,28 @@ def test_deepspeed_zero1_against_zero3_at_world_size_two() -> None:
     assert hooks and any("deallocated" in c["reason"] for c in hooks), "ZeRO-3's hook closures are freed, so their guards fail"
     assert three["cause"] == "eager-fallback", three["diagnosis"]
     assert any("disable" in g["reason"] or "skip" in g["reason"].lower() for g in three["graph_breaks"])
+
+
+@pytest.mark.slow
+def test_the_probe_as_one_rank_of_a_users_torchrun_job(tmp_path: Path) -> None:
+    """The user's own job, started by the real torchrun: every rank calls probe_rank, rank 0 gets the merge."""
+    (tmp_path / "train.py").write_text(textwrap.dedent('''
+        import json, torch, torch.distributed as dist
+        from explorer.runtime.compile.distributed import probe_rank
+        dist.init_process_group("gloo")
+        model = torch.compile(torch.nn.Linear(8, 8), backend="aot_eager")
+        def step(iteration):
+            rows = 6 if dist.get_rank() == 1 and iteration >= 3 else 4
+            model(torch.ones(rows, 8)).sum().backward()
+        result = probe_rank(step, 6, label="train")
+        if dist.get_rank() == 0:
+            print("RESULT " + json.dumps(result.to_json()))
+        dist.destroy_process_group()
+    '''))
+    out = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2", "train.py"],
+                         cwd=tmp_path, capture_output=True, text=True, timeout=900,
+                         env={"PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1", **_base_env()})
+    assert out.returncode == 0, out.stderr[-2000:]
+    doc = json.loads(next(ln for ln in out.stdout.splitlines() if ln.startswith("RESULT "))[len("RESULT "):])
+    assert [r["rank"] for r in doc["ranks"]] == [0, 1] and doc["label"] == "train"
+    assert "rank 1 compiled 0/1 at iteration 3; rank 0 did not" in doc["divergence"]
