@@ -7,6 +7,7 @@ job instead of a launcher: see :mod:`explorer.runtime.pipeline` for the multi-ma
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 from pathlib import Path
@@ -116,6 +117,7 @@ def _as_torchrun_rank(spec, args: argparse.Namespace) -> int:
 
     folder = Path(args.out or f"explorer-run-{os.environ['TORCHELASTIC_RUN_ID']}")
     folder.mkdir(parents=True, exist_ok=True)
+    spec = dataclasses.replace(spec, run_id=os.environ["TORCHELASTIC_RUN_ID"])  # the job's id names its records
     tmp = folder / f"spec.json.{os.environ['RANK']}"
     tmp.write_text(json.dumps(spec.to_json(), indent=1))  # every rank writes the same spec; rename is atomic
     tmp.replace(folder / "spec.json")
@@ -130,10 +132,11 @@ def _collected(folder: Path):
     from explorer.commands.run_folder import read_spec, records_checked
     from explorer.runtime.pipeline.result import collect
 
-    schedule = read_spec(folder).build_schedule()
+    spec = read_spec(folder)
+    schedule = spec.build_schedule()
     records_checked(folder)
     try:
-        return collect(folder, schedule)
+        return collect(folder, schedule, run_id=spec.run_id or None)
     except (KeyError, TypeError, ValueError, AttributeError, IndexError) as exc:  # a record of the wrong shape
         raise InputError(f"--collect {excerpt(str(folder))}: a record in the folder is not one `explorer run` "
                          f"writes ({type(exc).__name__}: {one_line(str(exc), 120)}); was it edited?") from None

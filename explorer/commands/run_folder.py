@@ -52,7 +52,8 @@ _FIELDS = [("backend", (str,), "a string"), ("device", (str,), "a string"),
            ("microbatch_size", (int,), "an integer"), ("iterations", (int,), "an integer"),
            ("seed", (int,), "an integer"), ("timing", (bool,), "true or false"),
            ("untimed_iterations", (int,), "an integer"), ("stall_timeout_s", (int, float), "a number"),
-           ("threads", (int,), "an integer"), ("fault", (dict, type(None)), "an object or null")]
+           ("threads", (int,), "an integer"), ("fault", (dict, type(None)), "an object or null"),
+           ("run_id", (str,), "a string")]
 
 
 def records_checked(folder: Path) -> None:

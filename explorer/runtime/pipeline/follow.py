@@ -34,6 +34,8 @@ class Follower:
     """Incremental reader of a run folder (see the module docstring)."""
 
     folder: Path
+    #: Only lines of this run are read (None: every line, for folders written before run ids).
+    run_id: Optional[str] = None
     records: list[dict] = field(default_factory=list)
     events: list[dict] = field(default_factory=list)
     ranks: dict[int, RankProgress] = field(default_factory=dict)
@@ -50,7 +52,9 @@ class Follower:
             self._offsets[path] = self._offsets.get(path, 0) + end
             for line in chunk[:end].decode("utf-8").splitlines():
                 if line.strip():
-                    self._take(json.loads(line), new)
+                    record = json.loads(line)
+                    if self.run_id is None or record.get("run") == self.run_id:
+                        self._take(record, new)
         self.records.extend(new)
         return new
 

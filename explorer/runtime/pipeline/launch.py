@@ -21,12 +21,14 @@ import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Callable, Optional, Union
 
 from explorer.analysis import check
 from explorer.runtime.pipeline.follow import Follower
-from explorer.runtime.pipeline.result import RunResult, collect, refused
+from explorer.runtime.pipeline.folder import RunFolderLock, new_run_id
+from explorer.runtime.pipeline.result import RunResult, collect, refused, write_exit_codes
 from explorer.runtime.pipeline.spec import BUILTIN_MODELS, RunSpec
 from explorer.schedules.schedule import Schedule
 
@@ -62,14 +64,17 @@ class Launch:
     """The processes of one run, and the watch over them (see the module docstring)."""
 
     def __init__(self, spec: RunSpec, folder: Union[None, str, Path] = None) -> None:
-        self.spec, self.schedule = spec, spec.build_schedule()
+        self.spec = replace(spec, run_id=spec.run_id or new_run_id())
+        self.schedule = spec.build_schedule()
         self.folder = Path(folder) if folder else Path(tempfile.mkdtemp(prefix="explorer-run-"))
         self.folder.mkdir(parents=True, exist_ok=True)
-        self.follower = Follower(self.folder)
+        self.follower = Follower(self.folder, self.spec.run_id)
         self.procs: dict[int, subprocess.Popen] = {}
         self.stopped: set[int] = set()
+        self._lock: Optional[RunFolderLock] = None
 
     def start(self) -> "Launch":
+        self._lock = RunFolderLock.claim(self.folder, self.spec.run_id)  # refused if another run writes there
         self.spec.write(self.folder)
         world, port = self.spec.world_size, free_port()
         path = os.pathsep.join(p for p in [os.getcwd(), *sys.path, os.environ.get("PYTHONPATH", "")] if p)
@@ -113,7 +118,11 @@ class Launch:
         if progress:
             progress(self.follower)
         codes = {r: p.returncode for r, p in self.procs.items()}
-        return collect(self.folder, self.schedule, codes, frozenset(self.stopped), self.spec.stall_timeout_s)
+        write_exit_codes(self.folder, self.spec.run_id, codes, frozenset(self.stopped), self.spec.stall_timeout_s)
+        if self._lock is not None:
+            self._lock.release()
+        return collect(self.folder, self.schedule, codes, frozenset(self.stopped), self.spec.stall_timeout_s,
+                       run_id=self.spec.run_id)
 
     def _grace(self) -> float:
         """How long the other ranks get to write their own account after the first one failed.

@@ -29,8 +29,9 @@ def rank_file(folder: Path, rank: int) -> Path:
 class Recorder:
     """Buffered writer of one rank's trace lines (see the module docstring)."""
 
-    def __init__(self, folder: Path, rank: int) -> None:
+    def __init__(self, folder: Path, rank: int, run_id: str = "") -> None:
         self.rank = rank
+        self.run_id = run_id  # every line names its run, so a folder can never mix two
         self.path = rank_file(folder, rank)
         self._fh: TextIO = open(self.path, "a", buffering=1 << 16, encoding="utf-8")
         self._pending: list[tuple[int, int, Instruction, Any, Any]] = []
@@ -38,7 +39,7 @@ class Recorder:
 
     def event(self, kind: str, **fields: Any) -> None:
         """Write one non-instruction line and push it to disk at once (they are rare)."""
-        self._fh.write(json.dumps({"type": kind, "rank": self.rank, **fields}) + "\n")
+        self._fh.write(json.dumps({"type": kind, "rank": self.rank, "run": self.run_id, **fields}) + "\n")
         self._fh.flush()
 
     def start(self, stages: list[int], t0_ns: int, **fields: Any) -> None:
@@ -58,7 +59,7 @@ class Recorder:
         t0, lines = self.t0_ns, []
         for i, (it, step, ins, _, _) in enumerate(self._pending):
             lines.append(json.dumps({
-                "type": "instr", "iteration": it, "rank": self.rank, "stage": ins.stage, "step": step,
+                "type": "instr", "iteration": it, "rank": self.rank, "run": self.run_id, "stage": ins.stage, "step": step,
                 "instruction": ins.deepspeed_repr(), "text": str(ins), "microbatch": ins.microbatch,
                 "buffer": ins.buffer, "start": (ns[2 * i] - t0) * 1e-9, "end": (ns[2 * i + 1] - t0) * 1e-9,
             }))

@@ -46,6 +46,7 @@ class RunResult:
     details: dict = field(default_factory=dict)
 
     def to_dict(self) -> dict:
+        # The issue's keys exactly; the run's id is on every instruction record ("run").
         return {"ok": self.ok, "losses": self.losses, "bitwise_equal_to_reference": self.bitwise_equal_to_reference,
                 "failure": self.failure, "instructions": self.records}
 
@@ -77,13 +78,25 @@ def refused(message: str, where: Optional[dict] = None) -> RunResult:
     return RunResult(False, [], None, failure, [], launched=False)
 
 
-def collect(folder: Path, schedule: Schedule, returncodes: Mapping[int, Optional[int]] = {},
-            stopped: frozenset[int] = frozenset(), stall_timeout_s: Optional[float] = None) -> RunResult:
-    """Read a finished (or abandoned) run folder; ``stopped`` are ranks the launcher had to kill."""
-    follower = Follower(Path(folder))
+def collect(folder: Path, schedule: Schedule, returncodes: Optional[Mapping[int, Optional[int]]] = None,
+            stopped: frozenset[int] = frozenset(), stall_timeout_s: Optional[float] = None,
+            run_id: Optional[str] = None) -> RunResult:
+    """Read a finished (or abandoned) run folder; ``stopped`` are ranks the launcher had to kill.
+
+    With ``run_id`` only that run's lines and result count (a folder never mixes two runs).
+    Without ``returncodes`` (``run --collect``), the exit codes the launcher saved in
+    ``exit_codes.json`` are used, so a collected folder reaches the verdict the live run did.
+    """
+    follower = Follower(Path(folder), run_id or None)
     follower.poll()
     result_path = Path(folder) / "result.json"
     final = json.loads(result_path.read_text()) if result_path.exists() else None
+    if run_id and final is not None and final.get("run") != run_id:
+        final = None  # another run's result: not this run's
+    if returncodes is None:
+        saved = read_exit_codes(folder, run_id)
+        returncodes, stopped = saved["returncodes"], frozenset(saved["stopped"]) | stopped
+        stall_timeout_s = stall_timeout_s if stall_timeout_s is not None else saved.get("stall_timeout_s")
     failure = _diagnose(follower, schedule, dict(returncodes), stopped, stall_timeout_s)
     ok = final is not None and failure is None  # a hazard line makes a finished run fail too
     pids = {r: p.pid for r, p in follower.ranks.items() if p.pid}
@@ -91,11 +104,39 @@ def collect(folder: Path, schedule: Schedule, returncodes: Mapping[int, Optional
                      bitwise_equal_to_reference=final["bitwise_equal_to_reference"] if final else None,
                      failure=failure, records=follower.records, folder=Path(folder),
                      digest=final["digest"] if final else None, returncodes=dict(returncodes), pids=pids,
-                     details={"result": final, "failures": [e for e in follower.events if e["type"] == "failure"],
+                     details={"run_id": run_id or None, "result": final, "failures": [e for e in follower.events if e["type"] == "failure"],
                               "hazards": [e for e in follower.events if e["type"] == "hazard"],
                               "iterations": [e for e in follower.events if e["type"] == "iteration"],
                               "teardown_exit_codes": {r: c for r, c in returncodes.items()
                                                       if c not in (0, None) and r in _finished(follower)}})
+
+
+EXIT_CODES = "exit_codes.json"
+
+
+def write_exit_codes(folder: Path, run_id: str, returncodes: Mapping[int, Optional[int]], stopped: frozenset[int],
+                     stall_timeout_s: Optional[float]) -> None:
+    """Keep how every rank ended in the folder, so ``run --collect`` names the same failure later."""
+    doc = {"run": run_id, "returncodes": {str(r): c for r, c in returncodes.items()}, "stopped": sorted(stopped),
+           "stall_timeout_s": stall_timeout_s}
+    tmp = Path(folder) / (EXIT_CODES + ".tmp")
+    tmp.write_text(json.dumps(doc))
+    tmp.replace(Path(folder) / EXIT_CODES)
+
+
+def read_exit_codes(folder: Path, run_id: Optional[str]) -> dict:
+    """The exit codes saved for ``run_id`` (none when absent, unreadable or another run's)."""
+    empty = {"returncodes": {}, "stopped": []}
+    path = Path(folder) / EXIT_CODES
+    try:
+        doc = json.loads(path.read_text())
+        if not isinstance(doc, dict) or (run_id and doc.get("run") != run_id):
+            return empty
+        codes = {int(r): (None if c is None else int(c)) for r, c in doc["returncodes"].items()}
+        return {"returncodes": codes, "stopped": [int(r) for r in doc["stopped"]],
+                "stall_timeout_s": doc.get("stall_timeout_s")}
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return empty
 
 
 def _diagnose(follower: Follower, schedule: Schedule, codes: dict, stopped: frozenset[int],

@@ -78,6 +78,8 @@ class RunSpec:
     fault: Optional[Fault] = None
     #: Threads per rank; 1 keeps ranks from fighting over the cores and keeps sums in one order.
     threads: int = 1
+    #: This run's identity, repeated by every record the ranks write (set by the launcher).
+    run_id: str = ""
 
     def __post_init__(self) -> None:
         if self.backend not in BACKENDS:

@@ -37,7 +37,7 @@ def main(folder: Path) -> int:
     """Run this process's rank of the run in ``folder``; returns the exit code."""
     rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
     spec = RunSpec.read(folder)
-    recorder = Recorder(folder, rank)
+    recorder = Recorder(folder, rank, spec.run_id)
     try:
         return _run(rank, world, spec, folder, recorder)
     except InstructionFailed as exc:
@@ -142,6 +142,7 @@ def _write_result(folder: Path, spec: RunSpec, stages: int, microbatches: int, g
     run = Outcome(losses, grads)
     reference = train_reference(build_model(spec.model, stages, spec.microbatch_size, spec.seed), iterations, microbatches)
     result = {
+        "run": spec.run_id,
         "ok": True,
         "losses": [float(x) for x in losses[-1]],
         "losses_by_iteration": [[float(x) for x in row] for row in losses],
