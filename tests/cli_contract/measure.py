@@ -4,6 +4,9 @@
 from (Linux records the old address space's high-water mark at ``exec``), so a child forked
 straight from a large pytest worker would show the worker's memory. Forked from this small
 script instead, the figure is the command's own. Writes ``{"returncode", "max_rss_mb"}``.
+
+``EXPLORER_MEASURE_AS_MB`` caps the command's address space (for sweeping an old version whose
+reads of ``/dev/zero`` would otherwise take the shared machine's memory).
 """
 
 import json
@@ -14,6 +17,11 @@ report, argv = sys.argv[1], sys.argv[2:]
 pid = os.fork()
 if pid == 0:
     try:
+        cap = os.environ.get("EXPLORER_MEASURE_AS_MB")
+        if cap:
+            import resource
+
+            resource.setrlimit(resource.RLIMIT_AS, (int(cap) * 2**20, int(cap) * 2**20))
         os.execv(argv[0], argv)
     finally:
         os._exit(127)

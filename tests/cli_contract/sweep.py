@@ -2,7 +2,8 @@
 
     .venv/bin/python -m tests.cli_contract.sweep            # the fast cases (what CI runs unmarked)
     .venv/bin/python -m tests.cli_contract.sweep --slow     # also those that import torch / torch_xla
-    PYTHONPATH=/path/to/other/checkout .venv/bin/python -m tests.cli_contract.sweep   # another version's figures
+    PYTHONPATH=/path/to/other/checkout .venv/bin/python -m tests.cli_contract.sweep --as-limit-mb 4096
+                                                            # another version's figures, memory capped
 
 For each command: how many bad invocations were tried, how many gave exit 2 with exactly one
 line on stderr and no traceback, how many of those lines name the constraint (the table's
@@ -55,8 +56,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--slow", action="store_true", help="include the cases marked slow")
     parser.add_argument("--jobs", type=int, default=2)
     parser.add_argument("--only", action="append", default=[], help="one command's table (repeatable)")
+    parser.add_argument("--as-limit-mb", type=int, default=None,
+                        help="cap each command's address space (sweeping an old version that reads /dev/zero whole)")
     args = parser.parse_args(argv)
     env = {"PYTHONPATH": os.pathsep.join(p for p in (os.environ.get("PYTHONPATH", ""),) if p)}
+    if args.as_limit_mb:
+        os.environ["EXPLORER_MEASURE_AS_MB"] = str(args.as_limit_mb)
     with tempfile.TemporaryDirectory(prefix="explorer-sweep-") as tmp:
         folder = make_bad_folder(Path(tmp))
         if env["PYTHONPATH"]:  # another checkout first, then the fixtures' modules
