@@ -12,6 +12,7 @@ import math
 import random
 import time
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -43,6 +44,21 @@ def test_false_periods_on_pure_noise_are_rare() -> None:
     for _ in range(3000):
         family = rng.choice(["normal", "lognormal", "quantised", "spikes"])
         n = rng.randint(8, 60)
+        total[family] = total.get(family, 0) + 1
+        if find_time_period(list(range(n)), _noise(rng, family, n)) is not None:
+            found[family] = found.get(family, 0) + 1
+    for family, n in total.items():
+        assert found.get(family, 0) / n <= FALSE_PERIOD_RATE, (family, found, total)
+
+
+@pytest.mark.slow
+def test_false_periods_stay_rare_over_long_series() -> None:
+    """Hundreds of iterations mean dozens of candidate periods and thousands of phases to fluke in."""
+    rng = random.Random(7)
+    found, total = {}, {}
+    for _ in range(1500):
+        family = rng.choice(["normal", "lognormal", "quantised", "spikes"])
+        n = rng.randint(60, 300)
         total[family] = total.get(family, 0) + 1
         if find_time_period(list(range(n)), _noise(rng, family, n)) is not None:
             found[family] = found.get(family, 0) + 1
@@ -96,3 +112,12 @@ def test_the_probe_finds_a_thin_period_four_in_a_real_sixteen_iteration_loop() -
     assert "period 4, seen over 3 cycles; run more iterations to confirm" in d.sentence
     doc = result.to_json()
     assert (doc["period"], doc["confidence"], doc["cycles"], doc["kind"]) == (4, "tentative", 3, "compile")
+
+
+def test_a_long_period_four_is_not_reported_as_half_of_it() -> None:
+    """Every other iteration holds half the slow ones: ranks alone would call that period 2."""
+    rng = random.Random(1)
+    idx = list(range(2, 402))
+    times = [(100.0 if i % 4 == 3 else 1.0) * (1 + rng.gauss(0, 0.1)) for i in idx]
+    found = find_time_period(idx, times)
+    assert found is not None and (found.period, found.phase, found.confirmed) == (4, 3, True)

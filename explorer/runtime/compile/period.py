@@ -11,8 +11,10 @@ slow phase's excess over the other phases against the noise inside phases (estim
 pairs of iterations in the same phase, so neither the period itself nor one stray slow
 iteration inflates it). The bar it must clear depends on the number of cycles seen:
 
-* four or more cycles: the excess is at least ``min_effect`` of the median and ``min_ratio``
-  noise widths, and the slow phase is slow in most cycles (a *confirmed* period);
+* four or more cycles: the excess is at least ``min_effect`` of the median and either
+  ``min_ratio`` noise widths with the slow phase slow in most cycles, or (when the periodic
+  work itself varies, as an optimizer step does on a busy machine) the slow phase ranks above
+  the rest by ``rank_z`` standard deviations (a *confirmed* period);
 * three cycles: the slow phase is slower than every other iteration in every cycle, by at
   least ``thin_effect`` of the median and ``thin_ratio`` noise widths (a *tentative* period:
   "seen over 3 cycles; run more iterations to confirm");
@@ -27,6 +29,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from itertools import combinations
+from math import exp, lgamma
 from statistics import median
 from typing import Hashable, Optional, Sequence
 
@@ -90,11 +93,41 @@ def _noise(groups: Sequence[Sequence[float]]) -> float:
     return median(diffs) * _PAIR_TO_SIGMA if diffs else 0.0
 
 
+def _rank_z(slow: Sequence[float], rest: Sequence[float]) -> float:
+    """How far the slow phase ranks above the rest, in standard deviations (Mann-Whitney U, normal approximation).
+
+    On a busy machine the periodic work itself varies a lot, so its excess over the noise is
+    modest even when it is slower in nearly every cycle; ranks see that and ignore how big
+    the stray iterations are. Only many cycles can reach the bar (four cycles of 2 phases
+    top out near z = 2.6), so it never speaks for thin evidence.
+    """
+    above = sum((s > r) + 0.5 * (s == r) for s in slow for r in rest)
+    n1, n2 = len(slow), len(rest)
+    return (above - n1 * n2 / 2) / ((n1 * n2 * (n1 + n2 + 1) / 12) ** 0.5)
+
+
 def _share_above(values: Sequence[float], bar: float) -> float:
     return sum(v > bar for v in values) / len(values)
 
 
-def _evidence(k: int, groups: dict[int, list[float]], overall: float, params: dict[str, float]) -> Optional[PeriodEvidence]:
+def _chance(n: int, slow_total: int, size: int, hits: int) -> float:
+    """P(a phase of ``size`` iterations, drawn at random from ``n``, holds >= ``hits`` of the ``slow_total`` slow ones).
+
+    The hypergeometric tail: how easily stray slow iterations (a garbage-collection pause, a
+    busy neighbour) pile up in one phase by chance. Multiplied by the number of phases tried
+    so far, it bounds the false periods found among many candidate periods.
+    """
+    def log_comb(a: int, b: int) -> float:
+        return lgamma(a + 1) - lgamma(b + 1) - lgamma(a - b + 1) if 0 <= b <= a else float("-inf")
+
+    total = log_comb(n, size)
+    terms = [log_comb(slow_total, x) + log_comb(n - slow_total, size - x) - total
+             for x in range(hits, min(size, slow_total) + 1)]
+    return sum(exp(t) for t in terms if t > -700)
+
+
+def _evidence(k: int, groups: dict[int, list[float]], overall: float, params: dict[str, float],
+              tested: int) -> Optional[PeriodEvidence]:
     medians = {p: median(g) for p, g in groups.items()}
     slow = max(medians, key=medians.get)
     others = [medians[p] for p in medians if p != slow]
@@ -112,8 +145,15 @@ def _evidence(k: int, groups: dict[int, list[float]], overall: float, params: di
     tight = excess >= 2.0 * _noise([groups[slow]])
     if cycles >= CONFIRMED_CYCLES and strength >= params["min_ratio"] and tight:
         bar = max(others) + (medians[slow] - max(others)) / 3
-        if _share_above(groups[slow], bar) >= 0.75 and _share_above(rest_values, bar) <= 0.25:
+        above = sum(t > bar for t in groups[slow])
+        chance = _chance(len(rest_values) + len(groups[slow]), above + sum(t > bar for t in rest_values),
+                         len(groups[slow]), above) * tested
+        if above >= 0.75 * len(groups[slow]) and _share_above(rest_values, bar) <= 0.25 and chance <= params["alpha"]:
             return PeriodEvidence(k, slow, cycles, effect, strength, True)
+    upper = sorted(rest_values)[(3 * len(rest_values)) // 4]
+    if cycles >= CONFIRMED_CYCLES and _rank_z(groups[slow], rest_values) >= params["rank_z"] \
+            and _share_above(groups[slow], upper) >= 0.75:  # slow in most cycles: not a mix of two phases
+        return PeriodEvidence(k, slow, cycles, effect, strength, True)
     separated = min(groups[slow]) > max(rest_values)
     gap = (min(groups[slow]) - max(rest_values)) / sigma
     if cycles >= THIN_CYCLES and separated and effect >= params["thin_effect"] and gap >= params["thin_ratio"]:
@@ -128,6 +168,8 @@ def find_time_period(
     min_ratio: float = 4.0,
     thin_effect: float = 0.25,
     thin_ratio: float = 8.0,
+    rank_z: float = 4.0,
+    alpha: float = 0.01,
     max_period: int = 64,
 ) -> Optional[PeriodEvidence]:
     """The smallest period k >= 2 in ``times`` and its evidence (see the module docstring), or None.
@@ -141,14 +183,17 @@ def find_time_period(
     if n < 2 * THIN_CYCLES:
         return None
     overall = median(times)
-    params = {"min_effect": min_effect, "min_ratio": min_ratio, "thin_effect": thin_effect, "thin_ratio": thin_ratio}
+    params = {"min_effect": min_effect, "min_ratio": min_ratio, "thin_effect": thin_effect, "thin_ratio": thin_ratio,
+              "rank_z": rank_z, "alpha": alpha}
+    tested = 0
     for k in range(2, min(n // THIN_CYCLES, max_period) + 1):
         groups: dict[int, list[float]] = {}
         for i, t in zip(indices, times):
             groups.setdefault(i % k, []).append(t)
         if len(groups) < k or min(len(g) for g in groups.values()) < THIN_CYCLES:
             continue
-        found = _evidence(k, groups, overall, params)
+        tested += k
+        found = _evidence(k, groups, overall, params, tested)
         if found is not None:
             return found
     return None
