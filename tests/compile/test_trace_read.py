@@ -130,3 +130,16 @@ def test_compile_explorer_opens_a_trace_folder(jobs) -> None:
     assert sorted(x for t in bars for x in t["x"]) == list(range(12))
     table = app.figures()[1].to_dict()["data"][0]["cells"]["values"]
     assert "0/1" in table[0] and "rank 1 compiled 0/1" in app._repr_html_()
+
+
+def test_a_profiler_trace_recorded_without_a_schedule_is_named_and_not_used(jobs, tmp_path) -> None:
+    import torch
+
+    folder = tmp_path / "job"
+    shutil.copytree(jobs("cycling") / "torch_trace", folder / "torch_trace")
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof:
+        torch.ones(4, 4).mm(torch.ones(4, 4))
+    prof.export_chrome_trace(str(folder / "no_schedule.json"))
+    doc = json.loads(_read(folder, "--json").stdout)
+    assert doc["iterations"] == [] and doc["cause"] == "recompiles"
+    assert any("no_schedule.json" in n and "without schedule=" in n for n in doc["notes"]), doc["notes"]

@@ -181,7 +181,11 @@ def read_job(path: Path) -> ProbeResult:
     traces = [read_torch_trace(f) for f in trace_files(path)]
     if not traces:
         raise InputError(f"{excerpt(str(path))} holds no dedicated_log_torch_trace_*.log: run the job with TORCH_TRACE=DIR")
-    profiles = [p for f in profile_files(path) for p in read_compile_profile(f)]
+    profiles, stepless = [], []
+    for f in profile_files(path):
+        found = read_compile_profile(f)
+        profiles += found
+        stepless += [] if found else [f.name]
     per_rank: dict[int, ProbeResult] = {}
     used: set[int] = set()
     for t in traces:
@@ -191,6 +195,10 @@ def read_job(path: Path) -> ProbeResult:
         per_rank[rank] = rank_result(t, mine, f"rank {rank}")
         per_rank[rank].ranks = [{"file": t.path, "pid": t.pid, "profiles": sorted({p.path for p in mine})}]
     merged = merge_ranks(per_rank, label=str(path))
+    if stepless:
+        merged.notes.append(f"{len(stepless)} profiler trace(s) without ProfilerStep#N events were not used "
+                            f"({', '.join(stepless[:3])}{', ...' if len(stepless) > 3 else ''}): they were recorded "
+                            "without schedule=, so they cannot tell iterations apart.")
     strays = sorted({f"{Path(p.path).name} (pid {p.pid})" for p in profiles if id(p) not in used})
     if strays:
         merged.notes.append(f"profiler traces from processes that left no structured trace here were not used: "
