@@ -29,6 +29,7 @@ from explorer.runtime.compile.run import run_scenario
 from explorer.runtime.compile.scenarios import PRESETS
 from explorer.views import compile as views
 from explorer.views.html import figure_div, page
+from explorer.widgets.guard import guarded
 from explorer.widgets.sync import LiveFigure
 
 BACKENDS = ("inductor", "aot_eager", "eager")
@@ -125,15 +126,8 @@ class CompileExplorer:
 
     # -- errors --------------------------------------------------------------------------------
     def _guarded(self, doing: str, fn: Callable[..., Any]) -> Callable[..., Any]:
-        """``fn`` with any exception said in the status line (a callback's traceback would
-        otherwise reach only JupyterLab's Log Console)."""
-        def call(*args: Any, **kwargs: Any) -> Any:
-            try:
-                return fn(*args, **kwargs)
-            except Exception as exc:  # noqa: BLE001 - the point is to catch what a callback raises
-                self._say_problem(f"while {doing}: {type(exc).__name__}: {exc}")
-                return None
-        return call
+        """``fn`` with any exception said in the status line (see :mod:`explorer.widgets.guard`)."""
+        return guarded(doing, fn, self._say_problem)
 
     def _say_problem(self, message: str) -> None:
         self.errors.append(message)

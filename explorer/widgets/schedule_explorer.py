@@ -42,6 +42,7 @@ from explorer.views.timeline import timeline_figure
 from explorer.widgets.controls import Controls, ScheduleSettings
 from explorer.widgets.findings_panel import FindingsPanel
 from explorer.widgets.sizes_panel import SizesPanel
+from explorer.widgets.guard import guarded
 from explorer.widgets.sync import LiveFigure
 
 #: Launches the real pipeline for a schedule and returns what it measured.
@@ -110,15 +111,8 @@ class ScheduleExplorer:
 
     # -- errors --------------------------------------------------------------------------------
     def _guarded(self, doing: str, fn: Callable[..., Any]) -> Callable[..., Any]:
-        """``fn`` with any exception said in the status line (a callback's traceback would
-        otherwise reach only JupyterLab's Log Console, where nobody looks)."""
-        def call(*args: Any, **kwargs: Any) -> Any:
-            try:
-                return fn(*args, **kwargs)
-            except Exception as exc:  # noqa: BLE001 - the point is to catch what a callback raises
-                self._say_problem(f"while {doing}: {type(exc).__name__}: {exc}")
-                return None
-        return call
+        """``fn`` with any exception said in the status line (see :mod:`explorer.widgets.guard`)."""
+        return guarded(doing, fn, self._say_problem)
 
     def _say_problem(self, message: str) -> None:
         self.errors.append(message)

@@ -46,7 +46,8 @@ class SizesPanel:
         self.check_button.on_click(guard("checking every size", lambda _b: self.check()))
         self.fix_button.on_click(guard("searching for a fix", lambda _b: self.fix()))
         self.figure.on_click(guard("loading a size", self._clicked))
-        self.candidates.observe(guard("applying a fix", self._chosen), names="value")
+        self._on_choice = guard("applying a fix", self._chosen)
+        self.candidates.observe(self._on_choice, names="value")
         self.widget = w.VBox([w.HBox([self.range, self.check_button, self.fix_button], layout=w.Layout(flex_flow="row wrap")),
                               self.status, self.figure.widget, self.candidates], layout=w.Layout(width="100%"))
 
@@ -85,14 +86,8 @@ class SizesPanel:
                                     f"{'; '.join(r.description for r in c.rules)}", i) for i, c in enumerate(result.candidates)]
         self.candidates.value = None
         self.candidates.layout.display = None if result.candidates else "none"
-        self.candidates.observe(self._chosen_guarded, names="value")
+        self.candidates.observe(self._on_choice, names="value")
         return result
-
-    def _chosen_guarded(self, change: dict) -> None:
-        try:
-            self._chosen(change)
-        except Exception as exc:  # noqa: BLE001 - said in the panel's status, not the Log Console
-            self.status.value = f"<span style='color:#b00020'>⚠ applying a fix: {html.escape(f'{type(exc).__name__}: {exc}')}</span>"
 
     def _chosen(self, change: dict) -> None:
         if change["new"] is not None and self.search is not None:

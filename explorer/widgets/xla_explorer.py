@@ -26,6 +26,7 @@ from explorer.runtime.xla.records import XlaRun
 from explorer.runtime.xla.run import run as run_config
 from explorer.views import xla as views
 from explorer.views.html import figure_div, page
+from explorer.widgets.guard import guarded
 from explorer.widgets.sync import LiveFigure
 
 ERROR = "#b00020"
@@ -88,15 +89,8 @@ class XlaExplorer:
             self.run(block=True)
 
     def _guarded(self, doing: str, fn: Callable[..., Any]) -> Callable[..., Any]:
-        """``fn`` with any exception said in the status line (a callback's traceback would
-        otherwise reach only JupyterLab's Log Console)."""
-        def call(*args: Any, **kwargs: Any) -> Any:
-            try:
-                return fn(*args, **kwargs)
-            except Exception as exc:  # noqa: BLE001 - the point is to catch what a callback raises
-                self._say_problem(f"while {doing}: {type(exc).__name__}: {exc}")
-                return None
-        return call
+        """``fn`` with any exception said in the status line (see :mod:`explorer.widgets.guard`)."""
+        return guarded(doing, fn, self._say_problem)
 
     def _say_problem(self, message: str) -> None:
         """Put ``message`` at the top of the status line, above what it said before (until it changes)."""
