@@ -11,7 +11,7 @@ PYTEST_ARGS ?=
 LAB_ARGS ?=
 ROOT_FLAG := $(shell [ "$$(id -u)" = "0" ] && echo --allow-root)
 
-.PHONY: install kernels chromium lab test bench clean
+.PHONY: install kernels chromium lint lab test bench clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -43,7 +43,12 @@ chromium:
 lab: install
 	$(BIN)/jupyter lab $(ROOT_FLAG) --notebook-dir=notebooks $(LAB_ARGS)
 
-test: install chromium
+# Lint and format are checked first: a style slip fails fast, before the long tiers.
+lint: install
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
+test: install chromium lint
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 
 # Every benchmark, one after the other; a script exits 1 when it misses its goal, which is

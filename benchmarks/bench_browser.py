@@ -140,10 +140,12 @@ JS_RESULT = """() => { const b = window.__bench;
 class Sample:
     seconds: float
     title_s: float
-    kernel_idle_s: float     # the kernel's "idle" after the message the change sent: its work done and sent
+    kernel_idle_s: (
+        float  # the kernel's "idle" after the message the change sent: its work done and sent
+    )
     last_frame_s: float
     longest_block_ms: float
-    figure_bytes: int        # largest per-model comm_msg total
+    figure_bytes: int  # largest per-model comm_msg total
     total_bytes: int
 
 
@@ -159,7 +161,7 @@ class Case:
 
     def met(self) -> bool:
         if not (self.time_goal_s or self.block_goal_ms or self.bytes_goal):
-            return True   # informational
+            return True  # informational
         if self.failures or not self.samples:
             return False
         ok = True
@@ -173,16 +175,36 @@ class Case:
 
 
 def notebook(*cells: str) -> dict:
-    return {"nbformat": 4, "nbformat_minor": 5,
-            "metadata": {"kernelspec": {"name": "explorer", "display_name": "Python (explorer)", "language": "python"}},
-            "cells": [{"cell_type": "code", "id": f"c{i}", "metadata": {}, "execution_count": None, "outputs": [],
-                       "source": src} for i, src in enumerate(cells)]}
+    return {
+        "nbformat": 4,
+        "nbformat_minor": 5,
+        "metadata": {
+            "kernelspec": {
+                "name": "explorer",
+                "display_name": "Python (explorer)",
+                "language": "python",
+            }
+        },
+        "cells": [
+            {
+                "cell_type": "code",
+                "id": f"c{i}",
+                "metadata": {},
+                "execution_count": None,
+                "outputs": [],
+                "source": src,
+            }
+            for i, src in enumerate(cells)
+        ],
+    }
 
 
 IMPORT = "from explorer.widgets.schedule_explorer import ScheduleExplorer"
 
 
-def measure(nb: lh.NotebookPage, title_part: str, action, timeout_s: float = CHANGE_TIMEOUT_S) -> Sample:
+def measure(
+    nb: lh.NotebookPage, title_part: str, action, timeout_s: float = CHANGE_TIMEOUT_S
+) -> Sample:
     """Arm the page for ``title_part``, do ``action`` (which ends with an Enter), wait until drawn and idle."""
     page = nb.page
     page.evaluate("(part) => window.__bench.arm(part)", title_part)
@@ -193,24 +215,37 @@ def measure(nb: lh.NotebookPage, title_part: str, action, timeout_s: float = CHA
     if not r["start"]:
         raise RuntimeError("the page saw no Enter key: the change was not committed")
     per_model = nb.wire.comm_bytes(first)
-    return Sample(seconds=(r["end"] - r["start"]) / 1e3, title_s=(r["title"] - r["start"]) / 1e3,
-                  kernel_idle_s=(r["kernelIdle"] - r["start"]) / 1e3 if r["kernelIdle"] else float("nan"),
-                  last_frame_s=(r["lastFrame"] - r["start"]) / 1e3, longest_block_ms=r["longest"],
-                  figure_bytes=max(per_model.values(), default=0), total_bytes=sum(per_model.values()))
+    return Sample(
+        seconds=(r["end"] - r["start"]) / 1e3,
+        title_s=(r["title"] - r["start"]) / 1e3,
+        kernel_idle_s=(r["kernelIdle"] - r["start"]) / 1e3 if r["kernelIdle"] else float("nan"),
+        last_frame_s=(r["lastFrame"] - r["start"]) / 1e3,
+        longest_block_ms=r["longest"],
+        figure_bytes=max(per_model.values(), default=0),
+        total_bytes=sum(per_model.values()),
+    )
 
 
-def open_and_run(lab: lh.Lab, browser: lh.Browser, name: str, title_part: str, timeout_s: float) -> lh.NotebookPage:
+def open_and_run(
+    lab: lh.Lab, browser: lh.Browser, name: str, title_part: str, timeout_s: float
+) -> lh.NotebookPage:
     page = browser.new_page(1500, 1000)
     nb = lh.NotebookPage(page, lab, name)
     nb.open()
     nb.run_all(timeout_s=timeout_s)
-    page.wait_for_function("(part) => [...document.querySelectorAll('.js-plotly-plot .gtitle')].some((t) => (t.textContent || '').includes(part))",
-                           arg=title_part, timeout=timeout_s * 1000, polling=250)
+    page.wait_for_function(
+        "(part) => [...document.querySelectorAll('.js-plotly-plot .gtitle')].some((t) => (t.textContent || '').includes(part))",
+        arg=title_part,
+        timeout=timeout_s * 1000,
+        polling=250,
+    )
     nb.settle()
     return nb
 
 
-def change_case(lab: lh.Lab, browser: lh.Browser, case: Case, stages: int, microbatches: int, repeat: int) -> None:
+def change_case(
+    lab: lh.Lab, browser: lh.Browser, case: Case, stages: int, microbatches: int, repeat: int
+) -> None:
     """Type micro-batches ``microbatches - 1`` and back into the box, ``repeat`` times in all."""
     name = f"bench_{stages}x{microbatches}.ipynb"
     nb = open_and_run(lab, browser, name, f"{stages} stages × {microbatches} micro-batches", 900)
@@ -226,20 +261,29 @@ def change_case(lab: lh.Lab, browser: lh.Browser, case: Case, stages: int, micro
                 nb.page.keyboard.press("Control+A")
                 nb.page.keyboard.type(str(v))
                 readout.press("Enter")
+
             try:
-                case.samples.append(measure(nb, f"{stages} stages × {value} micro-batches", type_value))
+                case.samples.append(
+                    measure(nb, f"{stages} stages × {value} micro-batches", type_value)
+                )
             except Exception as exc:  # a timeout is a result: say it and stop this case
-                case.failures.append(f"change to {value} micro-batches: {type(exc).__name__}: {str(exc).splitlines()[0]}")
+                case.failures.append(
+                    f"change to {value} micro-batches: {type(exc).__name__}: {str(exc).splitlines()[0]}"
+                )
                 break
         problems = nb.problems()
         if problems:
-            case.failures.append("errors while measuring: " + "; ".join(str(p)[:300] for p in problems[:3]))
+            case.failures.append(
+                "errors while measuring: " + "; ".join(str(p)[:300] for p in problems[:3])
+            )
     finally:
         nb.page.close()
         lab.shutdown_kernels()
 
 
-def show_case(lab: lh.Lab, browser: lh.Browser, case: Case, index: int, again: Optional[Case] = None) -> None:
+def show_case(
+    lab: lh.Lab, browser: lh.Browser, case: Case, index: int, again: Optional[Case] = None
+) -> None:
     """A fresh page: run the import cell, then time running the cell that shows the explorer
     (and, into ``again``, running that cell once more in the same page)."""
     name = f"bench_show_{index}.ipynb"
@@ -257,16 +301,34 @@ def show_case(lab: lh.Lab, browser: lh.Browser, case: Case, index: int, again: O
         nb.wait_kernel_done(deadline, "the import cell")
         cells.nth(1).click()
         try:
-            case.samples.append(measure(nb, "64 stages × 1024 micro-batches", lambda: page.keyboard.press("Shift+Enter"), 600))
-            if again is not None:   # the same cell once more: plotly.js is in the page now
+            case.samples.append(
+                measure(
+                    nb,
+                    "64 stages × 1024 micro-batches",
+                    lambda: page.keyboard.press("Shift+Enter"),
+                    600,
+                )
+            )
+            if again is not None:  # the same cell once more: plotly.js is in the page now
                 nb.settle()
                 cells.nth(1).click()
-                again.samples.append(measure(nb, "64 stages × 1024 micro-batches", lambda: page.keyboard.press("Shift+Enter"), 600))
+                again.samples.append(
+                    measure(
+                        nb,
+                        "64 stages × 1024 micro-batches",
+                        lambda: page.keyboard.press("Shift+Enter"),
+                        600,
+                    )
+                )
         except Exception as exc:
-            case.failures.append(f"showing 64x1024: {type(exc).__name__}: {str(exc).splitlines()[0]}")
+            case.failures.append(
+                f"showing 64x1024: {type(exc).__name__}: {str(exc).splitlines()[0]}"
+            )
         problems = nb.problems()
         if problems:
-            case.failures.append("errors while measuring: " + "; ".join(str(p)[:300] for p in problems[:3]))
+            case.failures.append(
+                "errors while measuring: " + "; ".join(str(p)[:300] for p in problems[:3])
+            )
     finally:
         page.close()
         lab.shutdown_kernels()
@@ -274,17 +336,21 @@ def show_case(lab: lh.Lab, browser: lh.Browser, case: Case, index: int, again: O
 
 def table(cases: list[Case], browser_version: str) -> str:
     load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
-    rows = [f"# {platform.platform()}, {os.cpu_count()} cores, load average {load}, Python {platform.python_version()}, "
-            f"Chromium {browser_version}",
-            "| case | runs | median s | max s | kernel idle at (median s) | title at (median s) | last frame (median s) | longest block ms | max figure JSON MB | goal | met |",
-            "|---|---|---|---|---|---|---|---|---|---|---|"]
+    rows = [
+        f"# {platform.platform()}, {os.cpu_count()} cores, load average {load}, Python {platform.python_version()}, "
+        f"Chromium {browser_version}",
+        "| case | runs | median s | max s | kernel idle at (median s) | title at (median s) | last frame (median s) | longest block ms | max figure JSON MB | goal | met |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
     for c in cases:
         s = c.samples
         if s:
-            rows.append(f"| {c.name} | {len(s)} | {statistics.median(x.seconds for x in s):.2f} | {max(x.seconds for x in s):.2f} "
-                        f"| {statistics.median(x.kernel_idle_s for x in s):.2f} | {statistics.median(x.title_s for x in s):.2f} | {statistics.median(x.last_frame_s for x in s):.2f} "
-                        f"| {max(x.longest_block_ms for x in s):.0f} | {max(x.figure_bytes for x in s) / MB:.2f} "
-                        f"| {c.goal} | {'yes' if c.met() else 'NO'} |")
+            rows.append(
+                f"| {c.name} | {len(s)} | {statistics.median(x.seconds for x in s):.2f} | {max(x.seconds for x in s):.2f} "
+                f"| {statistics.median(x.kernel_idle_s for x in s):.2f} | {statistics.median(x.title_s for x in s):.2f} | {statistics.median(x.last_frame_s for x in s):.2f} "
+                f"| {max(x.longest_block_ms for x in s):.0f} | {max(x.figure_bytes for x in s) / MB:.2f} "
+                f"| {c.goal} | {'yes' if c.met() else 'NO'} |"
+            )
         else:
             rows.append(f"| {c.name} | 0 | - | - | - | - | - | - | - | {c.goal} | NO |")
     for c in cases:
@@ -295,7 +361,12 @@ def table(cases: list[Case], browser_version: str) -> str:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--repeat", type=int, default=3, help="changes per size, and fresh pages for the 64x1024 show")
+    parser.add_argument(
+        "--repeat",
+        type=int,
+        default=3,
+        help="changes per size, and fresh pages for the 64x1024 show",
+    )
     parser.add_argument("--only", default="change-8x32,change-64x512,show-64x1024")
     args = parser.parse_args()
     only = set(args.only.split(","))
@@ -304,19 +375,35 @@ def main() -> int:
     if "change-8x32" in only:
         cases.append(Case("change at 8x32", "< 1 s", time_goal_s=1.0))
     if "change-64x512" in only:
-        cases.append(Case("change at 64x512", "< 3 s, block <= 500 ms, <= 1 MB/figure", time_goal_s=3.0,
-                          block_goal_ms=500, bytes_goal=MB))
+        cases.append(
+            Case(
+                "change at 64x512",
+                "< 3 s, block <= 500 ms, <= 1 MB/figure",
+                time_goal_s=3.0,
+                block_goal_ms=500,
+                bytes_goal=MB,
+            )
+        )
     again = None
     if "show-64x1024" in only:
         cases.append(Case("show 64x1024 (fresh page)", "< 5 s", time_goal_s=5.0))
         again = Case("show 64x1024 (cell run again)", "(no goal: plotly.js already loaded)")
         cases.append(again)
-    notebooks = {"bench_8x32.ipynb": notebook(IMPORT, 'ScheduleExplorer("1f1b", stages=8, microbatches=32)'),
-                 "bench_64x512.ipynb": notebook(IMPORT, 'ScheduleExplorer("1f1b", stages=64, microbatches=512)')}
+    notebooks = {
+        "bench_8x32.ipynb": notebook(IMPORT, 'ScheduleExplorer("1f1b", stages=8, microbatches=32)'),
+        "bench_64x512.ipynb": notebook(
+            IMPORT, 'ScheduleExplorer("1f1b", stages=64, microbatches=512)'
+        ),
+    }
     for i in range(args.repeat):
-        notebooks[f"bench_show_{i}.ipynb"] = notebook(IMPORT, 'ScheduleExplorer("1f1b", stages=64, microbatches=1024)')
-    with tempfile.TemporaryDirectory(prefix="bench_browser_") as work, lh.Lab(Path(work), notebooks) as lab, \
-            lh.Browser(init_scripts=[INIT_SCRIPT]) as browser:
+        notebooks[f"bench_show_{i}.ipynb"] = notebook(
+            IMPORT, 'ScheduleExplorer("1f1b", stages=64, microbatches=1024)'
+        )
+    with (
+        tempfile.TemporaryDirectory(prefix="bench_browser_") as work,
+        lh.Lab(Path(work), notebooks) as lab,
+        lh.Browser(init_scripts=[INIT_SCRIPT]) as browser,
+    ):
         for case in cases:
             print(f"measuring {case.name} ...", flush=True)
             try:
@@ -328,11 +415,16 @@ def main() -> int:
                     for i in range(args.repeat):
                         show_case(lab, browser, case, i, again)
             except Exception as exc:
-                case.failures.append(f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}")
+                case.failures.append(
+                    f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
+                )
             for s in case.samples:
-                print(f"  {s.seconds:.2f} s (kernel idle {s.kernel_idle_s:.2f} s, title {s.title_s:.2f} s, last frame {s.last_frame_s:.2f} s), "
-                      f"longest block {s.longest_block_ms:.0f} ms, figure JSON {s.figure_bytes / MB:.3f} MB "
-                      f"(all comm_msg {s.total_bytes / MB:.3f} MB)", flush=True)
+                print(
+                    f"  {s.seconds:.2f} s (kernel idle {s.kernel_idle_s:.2f} s, title {s.title_s:.2f} s, last frame {s.last_frame_s:.2f} s), "
+                    f"longest block {s.longest_block_ms:.0f} ms, figure JSON {s.figure_bytes / MB:.3f} MB "
+                    f"(all comm_msg {s.total_bytes / MB:.3f} MB)",
+                    flush=True,
+                )
         print(table(cases, browser.browser.version))
     missed = [c.name for c in cases if not c.met()]
     print("all goals met" if not missed else f"goals missed: {', '.join(missed)}")

@@ -35,8 +35,11 @@ def main() -> None:
     torch.manual_seed(0)
     torch._dynamo.reset()
     tracker = VariantTracker()
-    model = compile_model(torch.nn.Sequential(torch.nn.Linear(256, 256), torch.nn.GELU(), torch.nn.Linear(256, 256)),
-                          parse_config({"backend": args.backend}), tracker)
+    model = compile_model(
+        torch.nn.Sequential(torch.nn.Linear(256, 256), torch.nn.GELU(), torch.nn.Linear(256, 256)),
+        parse_config({"backend": args.backend}),
+        tracker,
+    )
     opt = torch.optim.SGD(model.module.parameters(), lr=1e-3)
     x = torch.randn(64, 256)
 
@@ -64,11 +67,15 @@ def main() -> None:
         probe(lambda _i: None, args.iterations, tracker=tracker, reset=False)
         empty.append((time.perf_counter() - start) / args.iterations * 1e3)
     e = statistics.median(empty)
-    print(f"backend {args.backend}, {args.iterations} iterations x {args.rounds} rounds, torch {torch.__version__}")
+    print(
+        f"backend {args.backend}, {args.iterations} iterations x {args.rounds} rounds, torch {torch.__version__}"
+    )
     print(f"bare    {b:.4f} ms/iteration (median of rounds)")
     print(f"probed  {p:.4f} ms/iteration (median of rounds, incl. diagnosis)")
     print(f"overhead {100 * (p - b) / b:+.2f}%  (goal <= 5%)")
-    print(f"bookkeeping {e * 1e3:.1f} us/iteration with an empty step = {100 * e / b:.2f}% of a bare iteration")
+    print(
+        f"bookkeeping {e * 1e3:.1f} us/iteration with an empty step = {100 * e / b:.2f}% of a bare iteration"
+    )
     print(f"overhead of the fastest rounds {100 * (min(probed) - min(bare)) / min(bare):+.2f}%")
 
 

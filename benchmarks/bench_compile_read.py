@@ -41,9 +41,9 @@ def main() -> int:
     parser.add_argument("--iterations", type=int, default=400)
     args = parser.parse_args()
 
+    from explorer.analysis.compile.period import find_time_period
     from explorer.runtime.compile.example_job import record
-    from explorer.runtime.compile.from_trace import read_job
-    from explorer.runtime.compile.period import find_time_period
+    from explorer.traces.compile.from_trace import read_job
 
     work = Path(tempfile.mkdtemp(prefix="bench-compile-read-"))
     ok = True
@@ -54,8 +54,10 @@ def main() -> int:
         traces, profiles = list((job / "torch_trace").iterdir()), list((job / "profiler").iterdir())
         seconds, result = _timed(lambda: read_job(job))
         d = result.diagnosis  # type: ignore[union-attr]
-        print(f"read: {_mb(traces):.2f} MB trace + {_mb(profiles):.2f} MB profiler trace in {seconds:.3f} s; "
-              f"{len(result.iterations)} iterations, {d.cause} period {d.period} ({d.confidence})")  # type: ignore[union-attr]
+        print(
+            f"read: {_mb(traces):.2f} MB trace + {_mb(profiles):.2f} MB profiler trace in {seconds:.3f} s; "
+            f"{len(result.iterations)} iterations, {d.cause} period {d.period} ({d.confidence})"
+        )  # type: ignore[union-attr]
         ok &= seconds < 2.0 and d.period == 4  # type: ignore[union-attr]
         for ranks in (8, 64):
             folder = work / f"ranks{ranks}"
@@ -63,16 +65,22 @@ def main() -> int:
             for r in range(ranks):
                 shutil.copy(traces[0], folder / f"dedicated_log_torch_trace_rank_{r}_bench.log")
             seconds, merged = _timed(lambda: read_job(folder), repeat=1)
-            print(f"read {ranks} ranks: {_mb(list(folder.iterdir())):.1f} MB in {seconds:.3f} s "
-                  f"({len(merged.ranks)} ranks merged)")  # type: ignore[union-attr]
+            print(
+                f"read {ranks} ranks: {_mb(list(folder.iterdir())):.1f} MB in {seconds:.3f} s "
+                f"({len(merged.ranks)} ranks merged)"
+            )  # type: ignore[union-attr]
             ok &= seconds < (10.0 if ranks == 64 else 2.0)
         rng = random.Random(0)
         for n in (1_000, 10_000):
             times = [1.0 + rng.gauss(0, 0.01) for _ in range(n)]
             seconds, found = _timed(lambda: find_time_period(list(range(n)), times))
-            print(f"find_time_period on {n:,} noise iterations: {seconds * 1e3:.1f} ms (found {found})")
+            print(
+                f"find_time_period on {n:,} noise iterations: {seconds * 1e3:.1f} ms (found {found})"
+            )
             ok &= n < 10_000 or seconds < 1.0
-        print(f"peak resident memory: {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MB")
+        print(
+            f"peak resident memory: {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MB"
+        )
     finally:
         shutil.rmtree(work, ignore_errors=True)
     print("goals met" if ok else "a goal was missed")

@@ -16,14 +16,16 @@ import difflib
 import json
 import os
 import platform
-import resource
 import subprocess
 import sys
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DATA = os.path.join(ROOT, "tests", "data", "hlo")
-PAIR = (os.path.join(DATA, "encoder_large_step1.hlo.txt.gz"), os.path.join(DATA, "encoder_large_step2.hlo.txt.gz"))
+PAIR = (
+    os.path.join(DATA, "encoder_large_step1.hlo.txt.gz"),
+    os.path.join(DATA, "encoder_large_step2.hlo.txt.gz"),
+)
 
 _CHILD = """
 import json, resource, sys, time
@@ -47,8 +49,13 @@ def structural(repeat: int) -> dict:
     """Best of ``repeat`` fresh-process runs (timing) and the largest peak RSS seen."""
     runs = []
     for _ in range(repeat):
-        out = subprocess.run([sys.executable, "-c", _CHILD, *PAIR], capture_output=True, text=True, check=True,
-                             cwd=ROOT)
+        out = subprocess.run(
+            [sys.executable, "-c", _CHILD, *PAIR],
+            capture_output=True,
+            text=True,
+            check=True,
+            cwd=ROOT,
+        )
         runs.append(json.loads(out.stdout))
     best = min(runs, key=lambda r: r["total_s"])
     best["rss_mb"] = max(r["rss_mb"] for r in runs)
@@ -70,8 +77,13 @@ def baseline() -> dict:
     ra, rb = read_text(PAIR[0]).splitlines(), read_text(PAIR[1]).splitlines()
     t2 = time.perf_counter()
     raw = list(difflib.unified_diff(ra, rb, lineterm="", n=0))
-    return {"difflib_s": t1 - t0, "diff_lines": len(lines), "canonical_lines": [len(ta), len(tb)],
-            "raw_difflib_s": time.perf_counter() - t2, "raw_diff_lines": len(raw)}
+    return {
+        "difflib_s": t1 - t0,
+        "diff_lines": len(lines),
+        "canonical_lines": [len(ta), len(tb)],
+        "raw_difflib_s": time.perf_counter() - t2,
+        "raw_diff_lines": len(raw),
+    }
 
 
 def main() -> None:
@@ -81,15 +93,27 @@ def main() -> None:
     s = structural(args.repeat)
     b = baseline()
     ratio = b["difflib_s"] / s["total_s"]
-    print(f"machine: {platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}")
-    print(f"pair: {os.path.basename(PAIR[0])} ({s['instructions'][0]} instructions) vs "
-          f"{os.path.basename(PAIR[1])} ({s['instructions'][1]})")
-    print(f"structural, end to end: {s['total_s']:.2f} s (read+parse {s['parse_s']:.2f} s, diff {s['diff_s']:.2f} s), "
-          f"peak RSS {s['rss_mb']:.0f} MB")
-    print(f"  matched {s['matched']}, added {s['added']}, removed {s['removed']}, changed {s['changed']}")
-    print(f"difflib on canonical texts ({b['canonical_lines'][0]} / {b['canonical_lines'][1]} lines): "
-          f"{b['difflib_s']:.2f} s, {b['diff_lines']} unexplained diff lines")
-    print(f"difflib on the raw texts (for reference): {b['raw_difflib_s']:.2f} s, {b['raw_diff_lines']} lines")
+    print(
+        f"machine: {platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}"
+    )
+    print(
+        f"pair: {os.path.basename(PAIR[0])} ({s['instructions'][0]} instructions) vs "
+        f"{os.path.basename(PAIR[1])} ({s['instructions'][1]})"
+    )
+    print(
+        f"structural, end to end: {s['total_s']:.2f} s (read+parse {s['parse_s']:.2f} s, diff {s['diff_s']:.2f} s), "
+        f"peak RSS {s['rss_mb']:.0f} MB"
+    )
+    print(
+        f"  matched {s['matched']}, added {s['added']}, removed {s['removed']}, changed {s['changed']}"
+    )
+    print(
+        f"difflib on canonical texts ({b['canonical_lines'][0]} / {b['canonical_lines'][1]} lines): "
+        f"{b['difflib_s']:.2f} s, {b['diff_lines']} unexplained diff lines"
+    )
+    print(
+        f"difflib on the raw texts (for reference): {b['raw_difflib_s']:.2f} s, {b['raw_diff_lines']} lines"
+    )
     print(f"speed-up over difflib on canonical texts: {ratio:.1f}x")
     print(f"summary: {s['summary']}")
     ok = s["total_s"] < 2.0 and s["rss_mb"] < 1024 and ratio >= 4

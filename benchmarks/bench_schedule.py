@@ -50,8 +50,14 @@ def ours(p: int, m: int, repeat: int) -> dict:
         "simulate": best(lambda: simulate(schedule, matching, Costs(), "batched"), repeat)[0],
     }
     assert report.ok, "1F1B must check clean"
-    return {"instructions": len(schedule), "build": t_build, "check": t_check,
-            "check_both_models": t_both, "total": t_build + t_check, "phases": phases}
+    return {
+        "instructions": len(schedule),
+        "build": t_build,
+        "check": t_check,
+        "check_both_models": t_both,
+        "total": t_build + t_check,
+        "phases": phases,
+    }
 
 
 def pytorch(schedule, repeat: int) -> float | None:
@@ -63,7 +69,12 @@ def pytorch(schedule, repeat: int) -> float | None:
     compute = {r: [] for r in range(schedule.num_ranks)}
     for i in np.nonzero(np.isin(schedule.kind, [Kind.FORWARD, Kind.BACKWARD]))[0]:
         compute[int(schedule.rank[i])].append(
-            S._Action(int(schedule.stage[i]), F if schedule.kind[i] == Kind.FORWARD else B, int(schedule.microbatch[i])))
+            S._Action(
+                int(schedule.stage[i]),
+                F if schedule.kind[i] == Kind.FORWARD else B,
+                int(schedule.microbatch[i]),
+            )
+        )
     p = schedule.num_stages
 
     def run():
@@ -91,20 +102,31 @@ def main() -> None:
     if args.json:
         print(json.dumps(rows, indent=1))
         return
-    print(f"# {platform.machine()} {platform.processor() or ''} python {platform.python_version()}, best of {args.repeat}")
-    print(f"{'size':>9} {'instr':>8} {'build':>7} {'check':>7} {'total':>7} {'+other':>7} {'pytorch':>8} {'ratio':>6}  phases (match/deadlock/hazards/needed/simulate)")
+    print(
+        f"# {platform.machine()} {platform.processor() or ''} python {platform.python_version()}, best of {args.repeat}"
+    )
+    print(
+        f"{'size':>9} {'instr':>8} {'build':>7} {'check':>7} {'total':>7} {'+other':>7} {'pytorch':>8} {'ratio':>6}  phases (match/deadlock/hazards/needed/simulate)"
+    )
     for r in rows:
         ph = r["phases"]
         pt = f"{r['pytorch']:.3f}" if r["pytorch"] else "n/a"
         ratio = f"{r['speedup']:.1f}x" if r["speedup"] else "n/a"
-        print(f"{r['stages']:>3}x{r['microbatches']:<5} {r['instructions']:>8} {r['build']:7.3f} {r['check']:7.3f} "
-              f"{r['total']:7.3f} {r['check_both_models'] - r['check']:7.3f} {pt:>8} {ratio:>6}  "
-              + "/".join(f"{ph[k]:.3f}" for k in ("match", "deadlock", "hazards", "needed_buffers", "simulate")))
+        print(
+            f"{r['stages']:>3}x{r['microbatches']:<5} {r['instructions']:>8} {r['build']:7.3f} {r['check']:7.3f} "
+            f"{r['total']:7.3f} {r['check_both_models'] - r['check']:7.3f} {pt:>8} {ratio:>6}  "
+            + "/".join(
+                f"{ph[k]:.3f}"
+                for k in ("match", "deadlock", "hazards", "needed_buffers", "simulate")
+            )
+        )
     base = rows[0]
     for r in rows[1:]:
         growth = r["total"] / base["total"]
         size = r["instructions"] / base["instructions"]
-        print(f"# {r['stages']}x{r['microbatches']}: {size:.0f}x the instructions of {base['stages']}x{base['microbatches']}, {growth:.0f}x the time")
+        print(
+            f"# {r['stages']}x{r['microbatches']}: {size:.0f}x the instructions of {base['stages']}x{base['microbatches']}, {growth:.0f}x the time"
+        )
 
 
 if __name__ == "__main__":

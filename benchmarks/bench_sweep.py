@@ -38,7 +38,9 @@ GOAL = 10.0
 
 def cli_seconds(*args: str, env: dict | None = None) -> float:
     t0 = time.perf_counter()
-    out = subprocess.run([sys.executable, "-m", "explorer.cli", *args], capture_output=True, text=True, env=env)
+    out = subprocess.run(
+        [sys.executable, "-m", "explorer.cli", *args], capture_output=True, text=True, env=env
+    )
     took = time.perf_counter() - t0
     if out.returncode not in (0, 1):
         raise SystemExit(f"explorer {' '.join(args)} failed: {out.stderr.strip()}")
@@ -56,8 +58,11 @@ def pytorch_seconds(spec: str) -> float:
             s = build("1f1b", p, m)
             compute = {r: [] for r in range(s.num_ranks)}
             for i in np.nonzero(np.isin(s.kind, [Kind.FORWARD, Kind.BACKWARD]))[0]:
-                compute[int(s.rank[i])].append(S._Action(int(s.stage[i]), F if s.kind[i] == Kind.FORWARD else B,
-                                                         int(s.microbatch[i])))
+                compute[int(s.rank[i])].append(
+                    S._Action(
+                        int(s.stage[i]), F if s.kind[i] == Kind.FORWARD else B, int(s.microbatch[i])
+                    )
+                )
             t0 = time.perf_counter()
             with_comms = S._add_send_recv(compute, stage_to_rank=lambda x: x, num_stages=p)
             S._simulate_comms_compute(with_comms, stage_to_rank=lambda x: x, num_stages=p)
@@ -72,12 +77,18 @@ def seed_class_path() -> Path:
     pipe.mkdir(parents=True)
     for folder in (root / "ds081", root / "ds081" / "runtime", pipe):
         (folder / "__init__.py").write_text("")
-    (root / "ds081" / "runtime" / "utils.py").write_text("from deepspeed.runtime.utils import call_to_str  # noqa: F401\n")
+    (root / "ds081" / "runtime" / "utils.py").write_text(
+        "from deepspeed.runtime.utils import call_to_str  # noqa: F401\n"
+    )
     with tarfile.open(ROOT / ".venv" / "sdists" / "deepspeed-0.8.1.tar.gz") as tf:
-        (pipe / "schedule.py").write_bytes(tf.extractfile("deepspeed-0.8.1/deepspeed/runtime/pipe/schedule.py").read())
-    (root / "seedfix.py").write_text("from ds081.runtime.pipe.schedule import TrainSchedule\n\n\n"
-                                     "class FixBufferTrainSchedule(TrainSchedule):\n    def num_pipe_buffers(self):\n"
-                                     "        return max(2, min(self.stages - self.stage_id, self.micro_batches))\n")
+        (pipe / "schedule.py").write_bytes(
+            tf.extractfile("deepspeed-0.8.1/deepspeed/runtime/pipe/schedule.py").read()
+        )
+    (root / "seedfix.py").write_text(
+        "from ds081.runtime.pipe.schedule import TrainSchedule\n\n\n"
+        "class FixBufferTrainSchedule(TrainSchedule):\n    def num_pipe_buffers(self):\n"
+        "        return max(2, min(self.stages - self.stage_id, self.micro_batches))\n"
+    )
     return root
 
 
@@ -92,15 +103,38 @@ def main() -> int:
     theirs = pytorch_seconds(spec)
     ratio = theirs / ours
     print(f"start-up (one-size sweep)          {start:7.2f} s")
-    print(f"1f1b {spec} (3,968 sizes)    ours {ours:7.2f} s   pytorch helpers {theirs:7.2f} s   ratio {ratio:5.1f}x (goal >= {GOAL:g}x)")
+    print(
+        f"1f1b {spec} (3,968 sizes)    ours {ours:7.2f} s   pytorch helpers {theirs:7.2f} s   ratio {ratio:5.1f}x (goal >= {GOAL:g}x)"
+    )
     if not args.quick:
         big = cli_seconds("check", "--kind", "1f1b", "--sweep", "2-64:1-256", "--json") - start
-        print(f"1f1b 2-64:1-256 (16,320 sizes)     ours {big:7.2f} s   ({big / ours:4.1f}x the 2-32:1-128 time)")
+        print(
+            f"1f1b 2-64:1-256 (16,320 sizes)     ours {big:7.2f} s   ({big / ours:4.1f}x the 2-32:1-128 time)"
+        )
         env = {**os.environ, "PYTHONPATH": str(seed_class_path())}
-        ds = cli_seconds("check", "--from", "deepspeed.runtime.pipe.schedule:TrainSchedule", "--sweep", "2-16:1-64", env=env) - start
-        print(f"DeepSpeed 0.19.8 TrainSchedule --from 2-16:1-64 (960 sizes)  {ds:7.2f} s   ({ds / ours:4.2f}x the 1f1b figure)")
-        fix = cli_seconds("fix", "--from", "seedfix:FixBufferTrainSchedule", "--sweep", "2-12:1-32", env=env) - start
-        print(f"explorer fix, seed's class, 2-12:1-32 (11 sweeps of 352 sizes)  {fix:7.2f} s   ({fix / ours:4.2f}x the 1f1b figure)")
+        ds = (
+            cli_seconds(
+                "check",
+                "--from",
+                "deepspeed.runtime.pipe.schedule:TrainSchedule",
+                "--sweep",
+                "2-16:1-64",
+                env=env,
+            )
+            - start
+        )
+        print(
+            f"DeepSpeed 0.19.8 TrainSchedule --from 2-16:1-64 (960 sizes)  {ds:7.2f} s   ({ds / ours:4.2f}x the 1f1b figure)"
+        )
+        fix = (
+            cli_seconds(
+                "fix", "--from", "seedfix:FixBufferTrainSchedule", "--sweep", "2-12:1-32", env=env
+            )
+            - start
+        )
+        print(
+            f"explorer fix, seed's class, 2-12:1-32 (11 sweeps of 352 sizes)  {fix:7.2f} s   ({fix / ours:4.2f}x the 1f1b figure)"
+        )
     print(f"goal >= {GOAL:g}x PyTorch's helpers: {'met' if ratio >= GOAL else 'NOT MET'}")
     return 0 if ratio >= GOAL else 1
 

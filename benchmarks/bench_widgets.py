@@ -31,7 +31,9 @@ GOAL_S = 0.100
 
 def slider_rerender(kind: str, stages: int, microbatches: int, repeat: int, **kw) -> list[float]:
     """Seconds per re-render, moving the stages slider back and forth by one."""
-    app = ScheduleExplorer(kind, stages, microbatches, max_microbatches=max(512, microbatches), **kw)
+    app = ScheduleExplorer(
+        kind, stages, microbatches, max_microbatches=max(512, microbatches), **kw
+    )
     times = []
     for i in range(repeat):
         t0 = time.perf_counter()
@@ -46,8 +48,12 @@ def breakdown(kind: str, stages: int, microbatches: int, **kw) -> dict[str, floa
     t = time.perf_counter()
     report = check(build(kind, stages, microbatches, **kw))
     out["build + check"] = time.perf_counter() - t
-    for name, fn in (("grid", grid_figure), ("timeline", timeline_figure), ("lifetimes", lifetimes_figure),
-                     ("overlay", overlay_figure)):
+    for name, fn in (
+        ("grid", grid_figure),
+        ("timeline", timeline_figure),
+        ("lifetimes", lifetimes_figure),
+        ("overlay", overlay_figure),
+    ):
         t = time.perf_counter()
         fig = fn(report)
         out[f"{name} figure"] = time.perf_counter() - t
@@ -64,13 +70,20 @@ def main() -> int:
     small = slider_rerender("1f1b", 8, 32, args.repeat)
     ds = slider_rerender("deepspeed-train", 8, 32, args.repeat, buffers="fixed", order="legacy")
     med, med_ds = statistics.median(small), statistics.median(ds)
-    print(f"8x32 1f1b re-render: median {med * 1e3:.1f} ms, min {min(small) * 1e3:.1f} ms, max {max(small) * 1e3:.1f} ms")
+    print(
+        f"8x32 1f1b re-render: median {med * 1e3:.1f} ms, min {min(small) * 1e3:.1f} ms, max {max(small) * 1e3:.1f} ms"
+    )
     print(f"8x32 deepspeed-train (hazards) re-render: median {med_ds * 1e3:.1f} ms")
     big = slider_rerender("deepspeed-train", 64, 512, 3, buffers="fixed", order="legacy")
     big_clean = slider_rerender("1f1b", 64, 512, 3)
-    print(f"64x512 deepspeed-train (29,729 hazards) re-render: median {statistics.median(big):.2f} s")
+    print(
+        f"64x512 deepspeed-train (29,729 hazards) re-render: median {statistics.median(big):.2f} s"
+    )
     print(f"64x512 1f1b re-render: median {statistics.median(big_clean):.2f} s")
-    for label, kw in (("1f1b", {}), ("deepspeed-train fixed/legacy", {"buffers": "fixed", "order": "legacy"})):
+    for label, kw in (
+        ("1f1b", {}),
+        ("deepspeed-train fixed/legacy", {"buffers": "fixed", "order": "legacy"}),
+    ):
         kind = label.split()[0]
         parts = breakdown(kind, 64, 512, **kw)
         print(f"64x512 {label}: " + ", ".join(f"{k} {v:.3g}" for k, v in parts.items()))

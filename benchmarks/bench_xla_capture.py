@@ -35,33 +35,50 @@ def main() -> int:
 
     skip = 3  # steps 0 and 1 compile; step 2 is the first cached one (allocator warm-up)
     default_name = "capture (default: source lines until settled)"
-    variants = {"without capture": {"capture": False},
-                default_name: {},
-                "capture with source lines on every step": {"lines_settle": 0},
-                "capture without source lines": {"source_lines": False}}
+    variants = {
+        "without capture": {"capture": False},
+        default_name: {},
+        "capture with source lines on every step": {"lines_settle": 0},
+        "capture without source lines": {"source_lines": False},
+    }
     times: dict[str, list[float]] = {name: [] for name in variants}
     for k in range(args.pairs):
         for name, options in variants.items():
-            run = run_scenario("steady", steps=args.steps, layers=args.layers, width=args.width, **options)
+            run = run_scenario(
+                "steady", steps=args.steps, layers=args.layers, width=args.width, **options
+            )
             if not run.ok:
                 print(f"run failed: {run.failure.message}", file=sys.stderr)
                 return 2
             late = [s.step for s in run.steps[skip:] if s.compiled]
             if late:
-                print(f"steps {late} compiled after warm-up: the comparison would include compiles", file=sys.stderr)
+                print(
+                    f"steps {late} compiled after warm-up: the comparison would include compiles",
+                    file=sys.stderr,
+                )
                 return 2
             times[name] += _steady_ms(run, skip)
-            print(f"round {k}: {name}: median {statistics.median(_steady_ms(run, skip)):.2f} ms/step", flush=True)
-    print(f"machine: {platform.machine()}, Python {platform.python_version()}; model: encoder {args.layers} layers, "
-          f"width {args.width}; {args.steps} steps per run, {args.pairs} rounds, first {skip} steps excluded")
+            print(
+                f"round {k}: {name}: median {statistics.median(_steady_ms(run, skip)):.2f} ms/step",
+                flush=True,
+            )
+    print(
+        f"machine: {platform.machine()}, Python {platform.python_version()}; model: encoder {args.layers} layers, "
+        f"width {args.width}; {args.steps} steps per run, {args.pairs} rounds, first {skip} steps excluded"
+    )
     base = statistics.median(times["without capture"])
     verdict = {}
     for name, values in times.items():
         m = statistics.median(values)
         verdict[name] = m / base - 1
-        print(f"{name}: median {m:.2f} ms/step" + ("" if name == "without capture" else f", overhead {verdict[name]:+.1%}"))
+        print(
+            f"{name}: median {m:.2f} ms/step"
+            + ("" if name == "without capture" else f", overhead {verdict[name]:+.1%}")
+        )
     default = verdict[default_name]
-    print(f"goal <= 10%: default capture {'met' if default <= 0.10 else 'NOT met'} ({default:+.1%})")
+    print(
+        f"goal <= 10%: default capture {'met' if default <= 0.10 else 'NOT met'} ({default:+.1%})"
+    )
     return 0 if default <= 0.10 else 1
 
 

@@ -53,7 +53,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run one command and return its exit code (0 ok, 1 findings, 2 bad input)."""
     parser = build_parser()
     args = parser.parse_args(argv)
-    args.argv = list(sys.argv[1:] if argv is None else argv)  # a command may re-run itself in a child
+    args.argv = list(
+        sys.argv[1:] if argv is None else argv
+    )  # a command may re-run itself in a child
     try:
         return int(args.func(args))
     except (InputError, MissingExtraError) as exc:

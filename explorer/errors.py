@@ -48,7 +48,7 @@ def excerpt(value: object, limit: int = EXCERPT_CHARS) -> str:
     text = value if isinstance(value, str) else str(value)
     if len(text) <= limit:
         return repr(text)
-    head, tail = text[: limit * 2 // 3], text[-(limit // 6):]
+    head, tail = text[: limit * 2 // 3], text[-(limit // 6) :]
     return f"{head!r}...{tail!r} ({len(text):,} characters)"
 
 
@@ -64,7 +64,11 @@ def one_line(message: str, limit: int = 600) -> str:
             word = f"{word[:100]}...{word[-20:]} ({len(word):,} characters)"
         words.append(word)
     text = " ".join(words)
-    return text if len(text) <= limit else text[: limit - 40] + f"... ({len(text):,} characters in all)"
+    return (
+        text
+        if len(text) <= limit
+        else text[: limit - 40] + f"... ({len(text):,} characters in all)"
+    )
 
 
 def import_user_module(module_name: str, option: str):
@@ -76,21 +80,33 @@ def import_user_module(module_name: str, option: str):
     """
     import importlib
 
-    if not module_name or module_name.startswith(".") or not all(p.isidentifier() for p in module_name.split(".")):
-        raise InputError(f"{option}: {excerpt(module_name)} is not a module name: write MODULE:NAME with MODULE "
-                         "a dotted Python module name on PYTHONPATH, e.g. my_pkg.schedules")
+    if (
+        not module_name
+        or module_name.startswith(".")
+        or not all(p.isidentifier() for p in module_name.split("."))
+    ):
+        raise InputError(
+            f"{option}: {excerpt(module_name)} is not a module name: write MODULE:NAME with MODULE "
+            "a dotted Python module name on PYTHONPATH, e.g. my_pkg.schedules"
+        )
     try:
         return importlib.import_module(module_name)
     except ImportError as exc:
-        raise InputError(f"{option}: cannot import module {excerpt(module_name)} ({_first_line(exc)}); "
-                         "is it on PYTHONPATH?") from None
+        raise InputError(
+            f"{option}: cannot import module {excerpt(module_name)} ({_first_line(exc)}); "
+            "is it on PYTHONPATH?"
+        ) from None
     except SyntaxError as exc:
         where = f"{exc.filename}:{exc.lineno}" if exc.filename else module_name
-        raise InputError(f"{option}: module {excerpt(module_name)} has a syntax error at {where} ({exc.msg}): "
-                         "fix the file") from None
+        raise InputError(
+            f"{option}: module {excerpt(module_name)} has a syntax error at {where} ({exc.msg}): "
+            "fix the file"
+        ) from None
     except (Exception, SystemExit, KeyboardInterrupt) as exc:  # its top level ran and failed
-        raise InputError(f"{option}: importing module {excerpt(module_name)} raised {type(exc).__name__}: "
-                         f"{_first_line(exc)}; fix the module's top-level code") from None
+        raise InputError(
+            f"{option}: importing module {excerpt(module_name)} raised {type(exc).__name__}: "
+            f"{_first_line(exc)}; fix the module's top-level code"
+        ) from None
 
 
 def _first_line(exc: BaseException) -> str:

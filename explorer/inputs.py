@@ -52,8 +52,10 @@ def check_input_file(path: str, what: str, limit: int = MAX_TEXT_BYTES) -> int:
     if not stat.S_ISREG(st.st_mode):
         raise InputError(f"{_at(what, path)} is {_kind(st.st_mode)}: give a regular file")
     if st.st_size > limit:
-        raise InputError(f"{_at(what, path)} is {st.st_size / 2**20:,.0f} MiB, more than the "
-                         f"{limit / 2**20:,.0f} MiB limit: it is read into memory whole; split it or pick what you need")
+        raise InputError(
+            f"{_at(what, path)} is {st.st_size / 2**20:,.0f} MiB, more than the "
+            f"{limit / 2**20:,.0f} MiB limit: it is read into memory whole; split it or pick what you need"
+        )
     return st.st_size
 
 
@@ -65,8 +67,10 @@ def read_bytes(path: str, what: str, limit: int = MAX_TEXT_BYTES) -> bytes:
             with gzip.open(path, "rb") as fh:
                 data = fh.read(limit + 1)
             if len(data) > limit:
-                raise InputError(f"{_at(what, path)} decompresses to more than the {limit / 2**20:,.0f} MiB "
-                                 "limit: it is read into memory whole; split it or pick what you need")
+                raise InputError(
+                    f"{_at(what, path)} decompresses to more than the {limit / 2**20:,.0f} MiB "
+                    "limit: it is read into memory whole; split it or pick what you need"
+                )
             return data
         with open(path, "rb") as fh:
             return fh.read(limit + 1)
@@ -84,22 +88,30 @@ def read_text(path: str, what: str, limit: int = MAX_TEXT_BYTES) -> str:
         return data.decode("utf-8")
     except UnicodeDecodeError as exc:
         line = data.count(b"\n", 0, exc.start) + 1
-        raise InputError(f"{_at(what, path)} is not UTF-8 text (byte 0x{data[exc.start]:02x} at line {line}, "
-                         f"offset {exc.start}): save it as UTF-8") from None
+        raise InputError(
+            f"{_at(what, path)} is not UTF-8 text (byte 0x{data[exc.start]:02x} at line {line}, "
+            f"offset {exc.start}): save it as UTF-8"
+        ) from None
 
 
 def _no_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not a JSON number (JSON has no NaN or Infinity): write a finite number")
+    raise ValueError(
+        f"{name} is not a JSON number (JSON has no NaN or Infinity): write a finite number"
+    )
 
 
 def loads_json(text: str, what: str, max_depth: int = MAX_JSON_DEPTH) -> Any:
     """Strict JSON: no NaN/Infinity, at most ``max_depth`` levels; errors say where."""
-    too_deep = (f"{what} nests more than {max_depth} levels deep: a configuration or run spec is a few "
-                "levels deep; check the file")
+    too_deep = (
+        f"{what} nests more than {max_depth} levels deep: a configuration or run spec is a few "
+        "levels deep; check the file"
+    )
     try:
         value = json.loads(text, parse_constant=_no_constant)
     except json.JSONDecodeError as exc:
-        raise InputError(f"{what} is not JSON (line {exc.lineno} column {exc.colno}: {exc.msg})") from None
+        raise InputError(
+            f"{what} is not JSON (line {exc.lineno} column {exc.colno}: {exc.msg})"
+        ) from None
     except RecursionError:
         raise InputError(too_deep) from None
     except ValueError as exc:
@@ -144,12 +156,16 @@ def check_output_file(path: str, what: str) -> None:
         if os.path.realpath(path).startswith(("/proc/", "/sys/")) or not os.access(path, os.W_OK):
             raise InputError(f"{_at(what, path)} is not writable; give another file")
         if stat.S_ISSOCK(st.st_mode):
-            raise InputError(f"{_at(what, path)} is a socket, not a file to write: give a file name")
+            raise InputError(
+                f"{_at(what, path)} is a socket, not a file to write: give a file name"
+            )
         return  # a file to replace, or a device or pipe the user chose (/dev/null, >(gzip > x.gz))
     if not os.path.isdir(parent):
         what_is = "does not exist" if not os.path.exists(parent) else "is not a directory"
-        raise InputError(f"{_at(what, path)}: the folder {excerpt(parent)} {what_is}; create it first or "
-                         "give another path")
+        raise InputError(
+            f"{_at(what, path)}: the folder {excerpt(parent)} {what_is}; create it first or "
+            "give another path"
+        )
     if not os.access(parent, os.W_OK):
         raise InputError(f"{_at(what, path)}: the folder {excerpt(parent)} is not writable")
 
@@ -178,8 +194,10 @@ def _write_fifo(path: str, text: str, what: str) -> None:
         fd = os.open(path, os.O_WRONLY | os.O_NONBLOCK)
     except OSError as exc:
         if exc.errno == errno.ENXIO:
-            raise InputError(f"{_at(what, path)} is a FIFO that no process reads: start the reader first, or give "
-                             "a file") from None
+            raise InputError(
+                f"{_at(what, path)} is a FIFO that no process reads: start the reader first, or give "
+                "a file"
+            ) from None
         raise InputError(f"{_at(what, path)}: cannot be written ({_reason(exc)})") from None
     os.set_blocking(fd, True)
     try:
@@ -195,11 +213,15 @@ def check_output_dir(path: str, what: str) -> None:
         raise InputError(f"{what + ': ' if what else ''}the path is empty; give a folder")
     probe = os.path.abspath(path)
     if os.path.exists(probe) and not os.path.isdir(probe):
-        raise InputError(f"{_at(what, path)} is a file, not a folder: give a folder (it is created if missing)")
+        raise InputError(
+            f"{_at(what, path)} is a file, not a folder: give a folder (it is created if missing)"
+        )
     while not os.path.exists(probe):
         probe = os.path.dirname(probe)
     if not os.path.isdir(probe):
-        raise InputError(f"{_at(what, path)}: {excerpt(probe)} is a file, so the folder cannot be created")
+        raise InputError(
+            f"{_at(what, path)}: {excerpt(probe)} is a file, so the folder cannot be created"
+        )
     if not os.access(probe, os.W_OK):
         raise InputError(f"{_at(what, path)}: {excerpt(probe)} is not writable")
 
@@ -215,5 +237,16 @@ def _reason(exc: BaseException) -> str:
     return text if len(text) <= 120 else text[:117] + "..."
 
 
-__all__ = ["MAX_TEXT_BYTES", "MAX_JSON_BYTES", "MAX_JSON_DEPTH", "check_input_file", "read_bytes", "read_text",
-           "loads_json", "read_json", "check_output_file", "write_text", "check_output_dir"]
+__all__ = [
+    "MAX_TEXT_BYTES",
+    "MAX_JSON_BYTES",
+    "MAX_JSON_DEPTH",
+    "check_input_file",
+    "read_bytes",
+    "read_text",
+    "loads_json",
+    "read_json",
+    "check_output_file",
+    "write_text",
+    "check_output_dir",
+]

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-import tomllib
 from pathlib import Path
 
+import tomllib
 import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -24,7 +24,9 @@ def test_environment_yml_installs_the_same_extras_as_make():
 
 
 def test_xla_extra_pins_matching_torch_and_torch_xla():
-    extras = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]
+    extras = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"][
+        "optional-dependencies"
+    ]
     assert set(extras["xla"]) == {"torch==2.9.0", "torch_xla==2.9.0"}
     assert any(d.startswith("anywidget") for d in extras["lab"])
 

@@ -4,15 +4,47 @@ Pure python + numpy. Start with :func:`check` (everything at once) or :func:`bui
 (a schedule by kind, with the ``minimal`` buffer policy).
 """
 
-from explorer.analysis.buffers import buffer_hazards, needed_buffers, with_buffers, with_minimal_buffers
+from explorer.analysis.buffers import (
+    buffer_hazards,
+    needed_buffers,
+    with_buffers,
+    with_minimal_buffers,
+)
 from explorer.analysis.check import Report, build, check
 from explorer.analysis.deadlock import find_deadlock
-from explorer.analysis.findings import Bubble, BufferUse, Deadlock, Findings, Hazard, Mismatch, Unmatched, Waiting
+from explorer.analysis.findings import (
+    Bubble,
+    BufferUse,
+    Deadlock,
+    Findings,
+    Hazard,
+    Mismatch,
+    Unmatched,
+    Waiting,
+)
 from explorer.analysis.p2p import Matching, match
 from explorer.analysis.timeline import Costs, Timeline, simulate
 
 __all__ = [
-    "Bubble", "BufferUse", "Costs", "Deadlock", "Findings", "Hazard", "Matching", "Mismatch",
-    "Report", "Timeline", "Unmatched", "Waiting", "buffer_hazards", "build", "check",
-    "find_deadlock", "match", "needed_buffers", "simulate", "with_buffers", "with_minimal_buffers",
+    "Bubble",
+    "BufferUse",
+    "Costs",
+    "Deadlock",
+    "Findings",
+    "Hazard",
+    "Matching",
+    "Mismatch",
+    "Report",
+    "Timeline",
+    "Unmatched",
+    "Waiting",
+    "buffer_hazards",
+    "build",
+    "check",
+    "find_deadlock",
+    "match",
+    "needed_buffers",
+    "simulate",
+    "with_buffers",
+    "with_minimal_buffers",
 ]

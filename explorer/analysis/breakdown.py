@@ -21,7 +21,9 @@ from explorer.schedules.instructions import COMPUTE_KINDS, Kind
 
 CATEGORIES = ("compute", "transfer", "waiting", "other", "idle")
 _COMPUTE = np.array(sorted(int(k) for k in COMPUTE_KINDS))
-_P2P = np.array([int(Kind.SEND_ACTIVATION), int(Kind.RECV_ACTIVATION), int(Kind.SEND_GRAD), int(Kind.RECV_GRAD)])
+_P2P = np.array(
+    [int(Kind.SEND_ACTIVATION), int(Kind.RECV_ACTIVATION), int(Kind.SEND_GRAD), int(Kind.RECV_GRAD)]
+)
 
 
 @dataclass(frozen=True)
@@ -34,25 +36,35 @@ class Breakdown:
 
     def share(self, rank_index: int) -> dict:
         """Each category as a share of the span."""
-        return {k: (v / self.span if self.span > 0 else 0.0) for k, v in self.seconds[rank_index].items()}
+        return {
+            k: (v / self.span if self.span > 0 else 0.0)
+            for k, v in self.seconds[rank_index].items()
+        }
 
     def sentence(self, unit: str = "") -> str:
         """The largest cost that is not compute, said in words for the rank where it is largest."""
         if not self.ranks or self.span <= 0:
             return ""
-        worst = max(("waiting", "transfer", "idle", "other"),
-                    key=lambda c: max(s[c] for s in self.seconds))
+        worst = max(
+            ("waiting", "transfer", "idle", "other"), key=lambda c: max(s[c] for s in self.seconds)
+        )
         i = int(np.argmax([s[worst] for s in self.seconds]))
         share = self.share(i)
-        why = {"waiting": "waiting inside sends and receives for the partner rank to arrive",
-               "transfer": "moving data once both ranks are in the exchange",
-               "idle": "between instructions, with nothing to run (the schedule's own bubble)",
-               "other": "in loads, gradient reductions and the optimizer step"}[worst]
-        return (f"rank {self.ranks[i]} spends {share[worst]:.0%} of the iteration {why}; "
-                f"compute is {share['compute']:.0%}")
+        why = {
+            "waiting": "waiting inside sends and receives for the partner rank to arrive",
+            "transfer": "moving data once both ranks are in the exchange",
+            "idle": "between instructions, with nothing to run (the schedule's own bubble)",
+            "other": "in loads, gradient reductions and the optimizer step",
+        }[worst]
+        return (
+            f"rank {self.ranks[i]} spends {share[worst]:.0%} of the iteration {why}; "
+            f"compute is {share['compute']:.0%}"
+        )
 
 
-def wait_split(kind: np.ndarray, start: np.ndarray, end: np.ndarray, partner: np.ndarray) -> np.ndarray:
+def wait_split(
+    kind: np.ndarray, start: np.ndarray, end: np.ndarray, partner: np.ndarray
+) -> np.ndarray:
     """For each row, the time spent waiting for its partner (0 for compute and unmatched rows)."""
     wait = np.zeros(len(kind))
     p2p = np.isin(kind, _P2P) & (partner >= 0)
@@ -62,7 +74,9 @@ def wait_split(kind: np.ndarray, start: np.ndarray, end: np.ndarray, partner: np
     return wait
 
 
-def breakdown(rank: np.ndarray, kind: np.ndarray, start: np.ndarray, end: np.ndarray, partner: np.ndarray) -> Breakdown:
+def breakdown(
+    rank: np.ndarray, kind: np.ndarray, start: np.ndarray, end: np.ndarray, partner: np.ndarray
+) -> Breakdown:
     """Per rank, seconds (or ticks) of each of :data:`CATEGORIES` over the whole span."""
     if not len(rank):
         return Breakdown((), (), 0.0)
@@ -74,12 +88,26 @@ def breakdown(rank: np.ndarray, kind: np.ndarray, start: np.ndarray, end: np.nda
     ranks, rank_index = np.unique(rank, return_inverse=True)
     compute, p2p = np.isin(kind, _COMPUTE), np.isin(kind, _P2P)
     sums = np.zeros((len(ranks), 4))
-    for col, weights in enumerate((np.where(compute, dur, 0.0), np.where(p2p, dur - wait, 0.0),
-                                   np.where(p2p, wait, 0.0), np.where(~compute & ~p2p, dur, 0.0))):
+    for col, weights in enumerate(
+        (
+            np.where(compute, dur, 0.0),
+            np.where(p2p, dur - wait, 0.0),
+            np.where(p2p, wait, 0.0),
+            np.where(~compute & ~p2p, dur, 0.0),
+        )
+    ):
         sums[:, col] = np.bincount(rank_index, weights=weights, minlength=len(ranks))
     out = []
     for c, t, w, o in sums.tolist():
-        out.append({"compute": c, "transfer": t, "waiting": w, "other": o, "idle": max((hi - lo) - c - t - w - o, 0.0)})
+        out.append(
+            {
+                "compute": c,
+                "transfer": t,
+                "waiting": w,
+                "other": o,
+                "idle": max((hi - lo) - c - t - w - o, 0.0),
+            }
+        )
     return Breakdown(tuple(int(r) for r in ranks), tuple(out), hi - lo)
 
 
@@ -89,10 +117,14 @@ def pair_by_key(stage: np.ndarray, kind: np.ndarray, microbatch: np.ndarray) -> 
     kind = kind.astype(np.int64)
     partner = np.full(len(kind), -1, dtype=np.int64)
     sends = {}
-    for i in np.nonzero(np.isin(kind, [int(Kind.SEND_ACTIVATION), int(Kind.SEND_GRAD)]))[0].tolist():
+    for i in np.nonzero(np.isin(kind, [int(Kind.SEND_ACTIVATION), int(Kind.SEND_GRAD)]))[
+        0
+    ].tolist():
         grad = kind[i] == Kind.SEND_GRAD
         sends[(int(stage[i]) + (-1 if grad else 1), bool(grad), int(microbatch[i]))] = i
-    for i in np.nonzero(np.isin(kind, [int(Kind.RECV_ACTIVATION), int(Kind.RECV_GRAD)]))[0].tolist():
+    for i in np.nonzero(np.isin(kind, [int(Kind.RECV_ACTIVATION), int(Kind.RECV_GRAD)]))[
+        0
+    ].tolist():
         j = sends.get((int(stage[i]), bool(kind[i] == Kind.RECV_GRAD), int(microbatch[i])))
         if j is not None:
             partner[i], partner[j] = j, i

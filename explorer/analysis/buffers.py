@@ -27,8 +27,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from explorer.analysis.findings import Hazard
-from explorer.analysis.refs import ref
 from explorer.analysis.peaks import peak_per_group
+from explorer.analysis.refs import ref
 from explorer.schedules.instructions import Kind
 from explorer.schedules.schedule import Schedule
 
@@ -95,25 +95,35 @@ class _Cached:
     stage: np.ndarray
     num_stages: int
     events: tuple
-    needed: dict[int, tuple[np.ndarray, list[int]]] = field(default_factory=dict)  # id(microbatch) -> (it, needed)
+    needed: dict[int, tuple[np.ndarray, list[int]]] = field(
+        default_factory=dict
+    )  # id(microbatch) -> (it, needed)
 
 
 def _cached(schedule: Schedule) -> _Cached:
     """Events depend only on the kind and stage columns, which buffer reassignment
     (:func:`with_buffers`) shares with the original schedule, so they are cached on them."""
     hit = _EVENT_CACHE.get(id(schedule.kind))
-    if hit is not None and hit.kind() is schedule.kind and hit.stage is schedule.stage \
-            and hit.num_stages == schedule.num_stages:
+    if (
+        hit is not None
+        and hit.kind() is schedule.kind
+        and hit.stage is schedule.stage
+        and hit.num_stages == schedule.num_stages
+    ):
         return hit
     if len(_EVENT_CACHE) >= 8:
         _EVENT_CACHE.pop(next(iter(_EVENT_CACHE)))
-    entry = _Cached(weakref.ref(schedule.kind), schedule.stage, schedule.num_stages, _compute_events(schedule))
+    entry = _Cached(
+        weakref.ref(schedule.kind), schedule.stage, schedule.num_stages, _compute_events(schedule)
+    )
     _EVENT_CACHE[id(schedule.kind)] = entry
     return entry
 
 
 # One byte per (stage class, kind, sub-position): slot + 1 in the low bits, write and probe flags.
-_CODE = ((_TABLE[0] + 1) | (_TABLE[1].astype(np.int8) << 3) | (_TABLE[2].astype(np.int8) << 4)).astype(np.uint8)
+_CODE = (
+    (_TABLE[0] + 1) | (_TABLE[1].astype(np.int8) << 3) | (_TABLE[2].astype(np.int8) << 4)
+).astype(np.uint8)
 _CODE_ROWS = _CODE.reshape(-1, _SUBS)
 
 
@@ -163,7 +173,13 @@ def buffer_hazards(schedule: Schedule) -> list[Hazard]:
 
     # 1. Every slot except input-grad, probes included.
     plain = slot != _GRAD
-    p_rows, p_slot, p_write, p_probe, p_mb = rows[plain], slot[plain], is_write[plain], is_probe[plain], mb[plain]
+    p_rows, p_slot, p_write, p_probe, p_mb = (
+        rows[plain],
+        slot[plain],
+        is_write[plain],
+        is_probe[plain],
+        mb[plain],
+    )
     src = _resolve((st[plain] * 5 + p_slot) * nbuf + buf[plain], p_write)
     found = np.where(src >= 0, p_mb[np.maximum(src, 0)], _NONE)
     found_row = np.where(src >= 0, p_rows[np.maximum(src, 0)], -1)
@@ -187,21 +203,49 @@ def buffer_hazards(schedule: Schedule) -> list[Hazard]:
     lands = probe_here & (held == own)
     vals = np.where(lands, own, -2 - np.where(probe_here, held, own))
     g_val[from_plain] = vals
-    g_origin[from_plain] = np.where(probe_here & ~lands & (held_row >= 0), held_row, rows[g_idx[from_plain]])
+    g_origin[from_plain] = np.where(
+        probe_here & ~lands & (held_row >= 0), held_row, rows[g_idx[from_plain]]
+    )
     g_src = _resolve(st[g_idx] * nbuf + buf[g_idx], g_write)
 
     hazards: list[tuple[int, Hazard]] = []
     bad = np.nonzero(~p_write & ~p_probe & (found != p_mb))[0]
     for e in bad:
         src_e = int(src[e])
-        hazards.append((int(p_rows[e]), _hazard(schedule, int(p_rows[e]), int(p_slot[e]), int(p_mb[e]),
-                                                src=src_e, src_row=p_rows, src_val=p_mb, src_slot=p_slot)))
+        hazards.append(
+            (
+                int(p_rows[e]),
+                _hazard(
+                    schedule,
+                    int(p_rows[e]),
+                    int(p_slot[e]),
+                    int(p_mb[e]),
+                    src=src_e,
+                    src_row=p_rows,
+                    src_val=p_mb,
+                    src_slot=p_slot,
+                ),
+            )
+        )
     reads = np.nonzero(~g_write)[0]
     g_found = np.where(g_src[reads] >= 0, g_val[np.maximum(g_src[reads], 0)], _NONE)
     for j in reads[g_found != mb[g_idx[reads]]]:
         row = int(rows[g_idx[j]])
-        hazards.append((row, _hazard(schedule, row, _GRAD, int(mb[g_idx[j]]), src=int(g_src[j]),
-                                     src_row=g_origin, src_val=g_val, src_slot=None)))
+        hazards.append(
+            (
+                row,
+                _hazard(
+                    schedule,
+                    row,
+                    _GRAD,
+                    int(mb[g_idx[j]]),
+                    src=int(g_src[j]),
+                    src_row=g_origin,
+                    src_val=g_val,
+                    src_slot=None,
+                ),
+            )
+        )
     hazards.sort(key=lambda x: x[0])
     return [h for _, h in hazards]
 
@@ -209,11 +253,21 @@ def buffer_hazards(schedule: Schedule) -> list[Hazard]:
 def _hazard(schedule, row, slot, expected, *, src, src_row, src_val, src_slot) -> Hazard:
     at = ref(schedule, row)
     buf = int(schedule.buffer[row])
-    where = "grad_layer" if slot == _GRAD_LAYER else f"{'inputs' if slot in (_INPUT, _GRAD) else SLOTS[slot].rstrip('s') + 's'}[{buf}]"
+    where = (
+        "grad_layer"
+        if slot == _GRAD_LAYER
+        else f"{'inputs' if slot in (_INPUT, _GRAD) else SLOTS[slot].rstrip('s') + 's'}[{buf}]"
+    )
     if src < 0:
-        return Hazard(at=at, buffer=buf, slot=SLOTS[slot], expected_microbatch=expected, found_microbatch=None,
-                      overwritten_by=None,
-                      cause=f"stage {at.stage} step {at.step}: {at.name} reads {where} for micro-batch {expected}, but nothing was written there before")
+        return Hazard(
+            at=at,
+            buffer=buf,
+            slot=SLOTS[slot],
+            expected_microbatch=expected,
+            found_microbatch=None,
+            overwritten_by=None,
+            cause=f"stage {at.stage} step {at.step}: {at.name} reads {where} for micro-batch {expected}, but nothing was written there before",
+        )
     writer = ref(schedule, int(src_row[src]))
     val = int(src_val[src])
     if slot == _GRAD:
@@ -226,14 +280,25 @@ def _hazard(schedule, row, slot, expected, *, src, src_row, src_val, src_slot) -
             what = "holds no received input at all"
         else:
             what = f"holds micro-batch {holder}'s input without a gradient"
-        cause = (f"stage {at.stage} step {at.step}: {at.name} must send micro-batch {expected}'s input gradient, "
-                 f"but {where} {what}: {writer.name} at step {writer.step} replaced the tensor that carried it")
+        cause = (
+            f"stage {at.stage} step {at.step}: {at.name} must send micro-batch {expected}'s input gradient, "
+            f"but {where} {what}: {writer.name} at step {writer.step} replaced the tensor that carried it"
+        )
     else:
         found = val
-        cause = (f"stage {at.stage} step {at.step}: {at.name} expects micro-batch {expected} in {where}, "
-                 f"but it holds micro-batch {val}, written by {writer.name} at step {writer.step}")
-    return Hazard(at=at, buffer=buf, slot=SLOTS[slot], expected_microbatch=expected, found_microbatch=found,
-                  overwritten_by=writer, cause=cause)
+        cause = (
+            f"stage {at.stage} step {at.step}: {at.name} expects micro-batch {expected} in {where}, "
+            f"but it holds micro-batch {val}, written by {writer.name} at step {writer.step}"
+        )
+    return Hazard(
+        at=at,
+        buffer=buf,
+        slot=SLOTS[slot],
+        expected_microbatch=expected,
+        found_microbatch=found,
+        overwritten_by=writer,
+        cause=cause,
+    )
 
 
 def needed_buffers(schedule: Schedule) -> list[int]:
@@ -247,7 +312,10 @@ def needed_buffers(schedule: Schedule) -> list[int]:
     entry = _cached(schedule)
     hit = entry.needed.get(id(schedule.microbatch))
     if hit is None or hit[0] is not schedule.microbatch:
-        hit = entry.needed[id(schedule.microbatch)] = (schedule.microbatch, _needed_buffers(schedule))
+        hit = entry.needed[id(schedule.microbatch)] = (
+            schedule.microbatch,
+            _needed_buffers(schedule),
+        )
     return list(hit[1])
 
 
@@ -286,7 +354,9 @@ def with_buffers(schedule: Schedule, counts: list[int]) -> Schedule:
     mb = schedule.microbatch.astype(np.int64)
     buf = np.where((schedule.buffer >= 0) & (mb >= 0), mb % c[schedule.stage], schedule.buffer)
     params = dict(schedule.params)
-    return schedule.replace(buffer=buf.astype(np.int32), buffers=tuple(int(x) for x in counts), params=params)
+    return schedule.replace(
+        buffer=buf.astype(np.int32), buffers=tuple(int(x) for x in counts), params=params
+    )
 
 
 def with_minimal_buffers(schedule: Schedule) -> Schedule:

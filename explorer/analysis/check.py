@@ -41,9 +41,15 @@ class Report:
         s = self.schedule
         return {
             "ok": self.ok,
-            "schedule": {"kind": s.name, "stages": s.num_stages, "ranks": s.num_ranks,
-                         "microbatches": s.num_microbatches, "steps": s.num_steps,
-                         "instructions": len(s), "params": {k: _plain(v) for k, v in s.params.items()}},
+            "schedule": {
+                "kind": s.name,
+                "stages": s.num_stages,
+                "ranks": s.num_ranks,
+                "microbatches": s.num_microbatches,
+                "steps": s.num_steps,
+                "instructions": len(s),
+                "params": {k: _plain(v) for k, v in s.params.items()},
+            },
             "p2p_model": self.model,
             "hazards": [h.to_dict() for h in f.hazards],
             "unmatched": [u.to_dict() for u in f.unmatched],
@@ -57,8 +63,12 @@ class Report:
         }
 
 
-def check(schedule: Schedule, costs: Costs = Costs(), model: Optional[str] = None,
-          other_model: bool = True) -> Report:
+def check(
+    schedule: Schedule,
+    costs: Costs = Costs(),
+    model: Optional[str] = None,
+    other_model: bool = True,
+) -> Report:
     """Run every analysis. ``model`` defaults to the schedule's own (``params['p2p']``).
 
     With ``other_model`` the deadlock search also runs under the other P2P model, so a
@@ -77,21 +87,37 @@ def check(schedule: Schedule, costs: Costs = Costs(), model: Optional[str] = Non
     )
     timeline = None if deadlocks[model] else simulate(schedule, matching, costs, model)
     use = BufferUse(allocated=schedule.buffers, needed=tuple(needed_buffers(schedule)))
-    return Report(schedule=schedule, matching=matching, findings=findings, buffers=use, timeline=timeline, model=model)
+    return Report(
+        schedule=schedule,
+        matching=matching,
+        findings=findings,
+        buffers=use,
+        timeline=timeline,
+        model=model,
+    )
 
 
 BufferArg = Union[None, str, int, Sequence[int]]
 
 
-def build(kind: str, stages: int, microbatches: int, *, chunks: int = 1,
-          buffers: BufferArg = None, order: Optional[str] = None) -> Schedule:
+def build(
+    kind: str,
+    stages: int,
+    microbatches: int,
+    *,
+    chunks: int = 1,
+    buffers: BufferArg = None,
+    order: Optional[str] = None,
+) -> Schedule:
     """:func:`explorer.schedules.generate` plus the ``minimal`` buffer policy.
 
     ``minimal`` (the default outside DeepSpeed's kinds) gives every stage exactly the buffers
     its peak of live micro-batches needs.
     """
     if buffers == "minimal" or (buffers is None and not kind.startswith("deepspeed")):
-        return with_minimal_buffers(generate(kind, stages, microbatches, chunks=chunks, order=order))
+        return with_minimal_buffers(
+            generate(kind, stages, microbatches, chunks=chunks, order=order)
+        )
     return generate(kind, stages, microbatches, chunks=chunks, buffers=buffers, order=order)
 
 

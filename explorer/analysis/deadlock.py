@@ -18,7 +18,12 @@ from typing import Optional
 
 import numpy as np
 
-from explorer.analysis.execution import check_model, deadlock_from_heads, dependency_steps_ok, execution_order
+from explorer.analysis.execution import (
+    check_model,
+    deadlock_from_heads,
+    dependency_steps_ok,
+    execution_order,
+)
 from explorer.analysis.findings import Deadlock
 from explorer.analysis.p2p import Matching
 from explorer.analysis.reference import run
@@ -26,15 +31,24 @@ from explorer.schedules.instructions import Kind
 from explorer.schedules.schedule import Schedule
 
 
-def find_deadlock(schedule: Schedule, matching: Matching, model: str = "blocking") -> Optional[Deadlock]:
+def find_deadlock(
+    schedule: Schedule, matching: Matching, model: str = "blocking"
+) -> Optional[Deadlock]:
     """The deadlock under ``model``, or None when every rank finishes its stream."""
     check_model(model)
     if len(schedule) == 0:
         return None
-    if dependency_steps_ok(schedule, matching.partner, model) and not _stuck_rows(schedule, matching.partner, model).any():
+    if (
+        dependency_steps_ok(schedule, matching.partner, model)
+        and not _stuck_rows(schedule, matching.partner, model).any()
+    ):
         return None
     result = run(schedule, matching.partner, np.zeros(len(schedule)), 0.0, model)
-    return deadlock_from_heads(schedule, matching.partner, result.heads, model) if result.heads else None
+    return (
+        deadlock_from_heads(schedule, matching.partner, result.heads, model)
+        if result.heads
+        else None
+    )
 
 
 def _stuck_rows(schedule: Schedule, partner: np.ndarray, model: str) -> np.ndarray:
@@ -46,9 +60,13 @@ def _stuck_rows(schedule: Schedule, partner: np.ndarray, model: str) -> np.ndarr
     node = np.arange(n)
     local = (partner >= 0) & (schedule.rank[np.maximum(partner, 0)] == schedule.rank)
     if model == "blocking":
-        node = np.where(is_recv & (partner >= 0) & ~local, partner, node)  # a pair is one rendezvous
+        node = np.where(
+            is_recv & (partner >= 0) & ~local, partner, node
+        )  # a pair is one rendezvous
     order = execution_order(schedule, model)
-    same = (schedule.rank[order][1:] == schedule.rank[order][:-1]) & (schedule.step[order][1:] == schedule.step[order][:-1])
+    same = (schedule.rank[order][1:] == schedule.rank[order][:-1]) & (
+        schedule.step[order][1:] == schedule.step[order][:-1]
+    )
     u = node[order[:-1][same]]
     v = node[order[1:][same]]
     # Receives wait for their send (batched pairs, and local hand-offs under either model);

@@ -28,7 +28,9 @@ MODELS = ("blocking", "batched")
 
 def check_model(model: str) -> str:
     if model not in MODELS:
-        raise InputError(f"unknown P2P model {model!r}: use blocking (DeepSpeed) or batched (PyTorch)")
+        raise InputError(
+            f"unknown P2P model {model!r}: use blocking (DeepSpeed) or batched (PyTorch)"
+        )
     return model
 
 
@@ -69,7 +71,10 @@ def dependency_steps_ok(schedule: Schedule, partner: np.ndarray, model: str) -> 
     a receive that only waits for its send needs the send no later than itself. Then every
     cycle of waits lies inside one step, which the fast analyses rely on.
     """
-    recv = np.nonzero(((schedule.kind == Kind.RECV_ACTIVATION) | (schedule.kind == Kind.RECV_GRAD)) & (partner >= 0))[0]
+    recv = np.nonzero(
+        ((schedule.kind == Kind.RECV_ACTIVATION) | (schedule.kind == Kind.RECV_GRAD))
+        & (partner >= 0)
+    )[0]
     send = partner[recv]
     local = schedule.rank[send] == schedule.rank[recv]
     if model == "blocking":
@@ -80,7 +85,9 @@ def dependency_steps_ok(schedule: Schedule, partner: np.ndarray, model: str) -> 
     return bool((schedule.step[send] <= schedule.step[recv]).all())
 
 
-def deadlock_from_heads(schedule: Schedule, partner: np.ndarray, heads: dict[int, int], model: str) -> Deadlock:
+def deadlock_from_heads(
+    schedule: Schedule, partner: np.ndarray, heads: dict[int, int], model: str
+) -> Deadlock:
     """Build the :class:`Deadlock` record from each stuck rank's first blocked row."""
     waiting: dict[int, Waiting] = {}
     for r, row in sorted(heads.items()):
@@ -100,6 +107,6 @@ def cycle_of(waiting: dict[int, Waiting]) -> list[Waiting]:
             seen.append(r)
             r = waiting[r].waits_for_rank
         if r is not None and r in seen:
-            loop = seen[seen.index(r):]
+            loop = seen[seen.index(r) :]
             return [waiting[x] for x in loop]
     return []

@@ -24,7 +24,13 @@ class Ref:
     name: str  # DeepSpeed-style, e.g. "SendGrad(buffer_id=0)"
 
     def to_dict(self) -> dict:
-        return {"rank": self.rank, "stage": self.stage, "step": self.step, "instruction": self.name, "text": self.instruction}
+        return {
+            "rank": self.rank,
+            "stage": self.stage,
+            "step": self.step,
+            "instruction": self.name,
+            "text": self.instruction,
+        }
 
 
 class _PinnedAt:
@@ -66,7 +72,9 @@ class Hazard(_PinnedAt):
             "slot": self.slot,
             "expected_microbatch": self.expected_microbatch,
             "found_microbatch": self.found_microbatch,
-            "overwritten_by": None if self.overwritten_by is None else {
+            "overwritten_by": None
+            if self.overwritten_by is None
+            else {
                 "step": self.overwritten_by.step,
                 "instruction": self.overwritten_by.name,
                 "stage": self.overwritten_by.stage,
@@ -115,8 +123,12 @@ class Mismatch:
         )
 
     def to_dict(self) -> dict:
-        return {"send": self.send.to_dict(), "recv": self.recv.to_dict(),
-                "sent_microbatch": self.sent_microbatch, "expected_microbatch": self.expected_microbatch}
+        return {
+            "send": self.send.to_dict(),
+            "recv": self.recv.to_dict(),
+            "sent_microbatch": self.sent_microbatch,
+            "expected_microbatch": self.expected_microbatch,
+        }
 
 
 @dataclass(frozen=True)
@@ -128,11 +140,19 @@ class Waiting:
     waits_for_stage: Optional[int]
 
     def describe(self) -> str:
-        who = "a partner that never comes" if self.waits_for_rank is None else f"stage {self.waits_for_stage} (rank {self.waits_for_rank})"
+        who = (
+            "a partner that never comes"
+            if self.waits_for_rank is None
+            else f"stage {self.waits_for_stage} (rank {self.waits_for_rank})"
+        )
         return f"stage {self.at.stage} (rank {self.at.rank}) is stuck at step {self.at.step} in {self.at.name}, waiting for {who}"
 
     def to_dict(self) -> dict:
-        return {**self.at.to_dict(), "waits_for_rank": self.waits_for_rank, "waits_for_stage": self.waits_for_stage}
+        return {
+            **self.at.to_dict(),
+            "waits_for_rank": self.waits_for_rank,
+            "waits_for_stage": self.waits_for_stage,
+        }
 
 
 @dataclass(frozen=True)
@@ -153,13 +173,23 @@ class Deadlock:
 
     def describe(self) -> str:
         if self.cycle:
-            loop = " -> ".join(f"stage {w.at.stage} step {w.at.step} {w.at.name}" for w in self.cycle)
-            return f"deadlock under {self.model} P2P: {loop} -> back to stage {self.cycle[0].at.stage}"
-        return f"deadlock under {self.model} P2P: " + "; ".join(w.describe() for w in self.stuck[:4])
+            loop = " -> ".join(
+                f"stage {w.at.stage} step {w.at.step} {w.at.name}" for w in self.cycle
+            )
+            return (
+                f"deadlock under {self.model} P2P: {loop} -> back to stage {self.cycle[0].at.stage}"
+            )
+        return f"deadlock under {self.model} P2P: " + "; ".join(
+            w.describe() for w in self.stuck[:4]
+        )
 
     def to_dict(self) -> dict:
-        return {"model": self.model, "cycle": [w.to_dict() for w in self.cycle],
-                "stuck": [w.to_dict() for w in self.stuck], "description": self.describe()}
+        return {
+            "model": self.model,
+            "cycle": [w.to_dict() for w in self.cycle],
+            "stuck": [w.to_dict() for w in self.stuck],
+            "description": self.describe(),
+        }
 
 
 @dataclass(frozen=True)
@@ -172,10 +202,16 @@ class Bubble:
     of_ideal: float  # (makespan - mean busy) / mean busy
 
     def to_dict(self) -> dict:
-        return {"makespan": self.makespan, "busy_per_rank": list(self.busy_per_rank),
-                "fraction_of_total": self.of_total, "fraction_of_ideal": self.of_ideal,
-                "definitions": {"fraction_of_total": "idle time / (ranks x makespan)",
-                                "fraction_of_ideal": "(makespan - mean busy time) / mean busy time"}}
+        return {
+            "makespan": self.makespan,
+            "busy_per_rank": list(self.busy_per_rank),
+            "fraction_of_total": self.of_total,
+            "fraction_of_ideal": self.of_ideal,
+            "definitions": {
+                "fraction_of_total": "idle time / (ranks x makespan)",
+                "fraction_of_ideal": "(makespan - mean busy time) / mean busy time",
+            },
+        }
 
 
 @dataclass(frozen=True)
@@ -211,5 +247,7 @@ class Findings:
     def _ordered(self) -> tuple:
         # Sorted once: a broken 64-stage schedule has tens of thousands of findings, and the
         # explorer asks for them from several views on every change.
-        rest = sorted([*self.hazards, *self.unmatched, *self.mismatched], key=lambda f: (f.step, f.stage))
+        rest = sorted(
+            [*self.hazards, *self.unmatched, *self.mismatched], key=lambda f: (f.step, f.stage)
+        )
         return tuple(([self.deadlock] if self.deadlock else []) + rest)

@@ -71,7 +71,9 @@ def substep_positions(schedule: Schedule) -> tuple[np.ndarray, np.ndarray]:
 def occupancy(schedule: Schedule) -> Occupancy:
     """Every buffer occupancy of ``schedule``, sorted by stage, buffer, then start."""
     start, end = substep_positions(schedule)
-    rows = np.nonzero(np.isin(schedule.kind, _BUFFER_KINDS) & (schedule.buffer >= 0) & (schedule.microbatch >= 0))[0]
+    rows = np.nonzero(
+        np.isin(schedule.kind, _BUFFER_KINDS) & (schedule.buffer >= 0) & (schedule.microbatch >= 0)
+    )[0]
     if not len(rows):
         empty = np.zeros(0, dtype=np.int64)
         return Occupancy(empty, empty, empty, np.zeros(0), np.zeros(0), np.zeros(0))
@@ -89,5 +91,11 @@ def occupancy(schedule: Schedule) -> Occupancy:
     back = np.isin(schedule.kind[rows], _BACKWARD_KINDS)
     np.minimum.at(split, inverse[back], start[rows][back])
     order = np.lexsort((first, uniq[:, 1], uniq[:, 0]))
-    return Occupancy(stage=uniq[order, 0], buffer=uniq[order, 1], microbatch=uniq[order, 2],
-                     start=first[order], split=split[order], end=last[order])
+    return Occupancy(
+        stage=uniq[order, 0],
+        buffer=uniq[order, 1],
+        microbatch=uniq[order, 2],
+        start=first[order],
+        split=split[order],
+        end=last[order],
+    )

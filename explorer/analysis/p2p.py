@@ -64,8 +64,12 @@ def match(schedule: Schedule) -> Matching:
     mb = schedule.microbatch
     bad = np.nonzero(mb[s_rows] != mb[r_rows])[0]
     mismatched = tuple(
-        Mismatch(send=ref(schedule, s_rows[j]), recv=ref(schedule, r_rows[j]),
-                 sent_microbatch=int(mb[s_rows[j]]), expected_microbatch=int(mb[r_rows[j]]))
+        Mismatch(
+            send=ref(schedule, s_rows[j]),
+            recv=ref(schedule, r_rows[j]),
+            sent_microbatch=int(mb[s_rows[j]]),
+            expected_microbatch=int(mb[r_rows[j]]),
+        )
         for j in bad
     )
     return Matching(partner=partner, unmatched=tuple(unmatched), mismatched=mismatched)

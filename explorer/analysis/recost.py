@@ -18,10 +18,19 @@ from explorer.analysis.timeline import Costs
 from explorer.schedules.instructions import Kind
 from explorer.traces.records import MeasuredTrace
 
-_FIELDS = {Kind.FORWARD: "forward", Kind.BACKWARD: "backward", Kind.BACKWARD_INPUT: "backward_input",
-           Kind.BACKWARD_WEIGHT: "backward_weight", Kind.LOAD: "load", Kind.REDUCE_GRADS: "reduce",
-           Kind.OPTIMIZER_STEP: "optimizer", Kind.SEND_ACTIVATION: "send", Kind.SEND_GRAD: "send",
-           Kind.RECV_ACTIVATION: "recv", Kind.RECV_GRAD: "recv"}
+_FIELDS = {
+    Kind.FORWARD: "forward",
+    Kind.BACKWARD: "backward",
+    Kind.BACKWARD_INPUT: "backward_input",
+    Kind.BACKWARD_WEIGHT: "backward_weight",
+    Kind.LOAD: "load",
+    Kind.REDUCE_GRADS: "reduce",
+    Kind.OPTIMIZER_STEP: "optimizer",
+    Kind.SEND_ACTIVATION: "send",
+    Kind.SEND_GRAD: "send",
+    Kind.RECV_ACTIVATION: "recv",
+    Kind.RECV_GRAD: "recv",
+}
 _PER_RANK = ("forward", "backward", "backward_input", "backward_weight", "send", "recv")
 
 
@@ -29,14 +38,21 @@ def trace_costs(trace: MeasuredTrace) -> Costs:
     """Milliseconds per kind (medians of compute, means of in-call exchange time), per rank where they differ."""
     scale = 1e3 if trace.unit == "s" else 1.0
     partner = pair_by_key(trace.stage, trace.kind, trace.microbatch)
-    busy = (trace.end - trace.start - wait_split(trace.kind, trace.start, trace.end, partner)) * scale
+    busy = (
+        trace.end - trace.start - wait_split(trace.kind, trace.start, trace.end, partner)
+    ) * scale
+
     def costs_of(rows: np.ndarray) -> dict:  # noqa: E306 - one helper, local on purpose
         values: dict = {}
         for kind, name in _FIELDS.items():
             mine = busy[rows & (trace.kind == kind)]
             if len(mine):
                 values.setdefault(name, []).extend(mine.tolist())
-        return {name: float(np.mean(v) if name in ("send", "recv") else np.median(v)) for name, v in values.items()}
+        return {
+            name: float(np.mean(v) if name in ("send", "recv") else np.median(v))
+            for name, v in values.items()
+        }
+
     everything = np.ones(len(trace), dtype=bool)
     costs = Costs(**costs_of(everything))
     for rank in np.unique(trace.rank).tolist():

@@ -28,12 +28,14 @@ class RunResult:
     heads: dict[int, int]  # rank -> first row it is stuck at (empty when everything ran)
 
 
-def run(schedule: Schedule, partner: np.ndarray, cost: np.ndarray, p2p_latency: float, model: str) -> RunResult:
+def run(
+    schedule: Schedule, partner: np.ndarray, cost: np.ndarray, p2p_latency: float, model: str
+) -> RunResult:
     """Execute all streams under ``model`` with per-row costs; report where ranks get stuck."""
     order = execution_order(schedule, model)
     rank_of = schedule.rank[order]
     bounds = np.searchsorted(rank_of, np.arange(schedule.num_ranks + 1))
-    streams = [order[bounds[r]:bounds[r + 1]].tolist() for r in range(schedule.num_ranks)]
+    streams = [order[bounds[r] : bounds[r + 1]].tolist() for r in range(schedule.num_ranks)]
     pos = [0] * schedule.num_ranks
     clock = [0.0] * schedule.num_ranks
     n = len(schedule)

@@ -35,21 +35,35 @@ class Candidate:
 
     @property
     def proven(self) -> bool:
-        return self.sweep.smallest_failing is None and bool(self.sweep.checked) and not self.sweep.interrupted
+        return (
+            self.sweep.smallest_failing is None
+            and bool(self.sweep.checked)
+            and not self.sweep.interrupted
+        )
 
     @property
     def names(self) -> list[str]:
         return [r.name for r in self.rules]
 
     def rank_key(self) -> tuple:
-        return (sum(self.buffers), self.makespan if self.makespan is not None else float("inf"), len(self.rules))
+        return (
+            sum(self.buffers),
+            self.makespan if self.makespan is not None else float("inf"),
+            len(self.rules),
+        )
 
     def to_dict(self) -> dict:
         worst = self.sweep.smallest_failing
-        return {"rules": self.names, "descriptions": [r.description for r in self.rules], "proven": self.proven,
-                "proven_over": self.sweep.spec if self.proven else None, "sizes_checked": len(self.sweep.checked),
-                "buffers": list(self.buffers), "makespan": self.makespan,
-                "fails_at": worst.to_dict() if worst else None}
+        return {
+            "rules": self.names,
+            "descriptions": [r.description for r in self.rules],
+            "proven": self.proven,
+            "proven_over": self.sweep.spec if self.proven else None,
+            "sizes_checked": len(self.sweep.checked),
+            "buffers": list(self.buffers),
+            "makespan": self.makespan,
+            "fails_at": worst.to_dict() if worst else None,
+        }
 
 
 @dataclass(frozen=True)
@@ -64,11 +78,20 @@ class FixSearch:
 
     def to_dict(self) -> dict:
         worst = self.baseline.smallest_failing
-        return {"kind": "fix", "spec": self.baseline.spec, "reference_size": list(self.reference),
-                "baseline": {"clean": self.baseline.clean, "sizes": len(self.baseline.checked),
-                             "smallest_failing": worst.to_dict() if worst else None},
-                "candidates": [c.to_dict() | {"diff": self.diffs.get(tuple(c.names), "")} for c in self.candidates],
-                "rejected": [c.to_dict() for c in self.rejected]}
+        return {
+            "kind": "fix",
+            "spec": self.baseline.spec,
+            "reference_size": list(self.reference),
+            "baseline": {
+                "clean": self.baseline.clean,
+                "sizes": len(self.baseline.checked),
+                "smallest_failing": worst.to_dict() if worst else None,
+            },
+            "candidates": [
+                c.to_dict() | {"diff": self.diffs.get(tuple(c.names), "")} for c in self.candidates
+            ],
+            "rejected": [c.to_dict() for c in self.rejected],
+        }
 
     def describe(self) -> str:
         """Candidates in words, each with a -/+ listing and its proof, then what was rejected and why."""
@@ -83,29 +106,45 @@ class FixSearch:
             if diff:
                 out.append(diff)
             span = f"makespan {c.makespan:g} ticks" if c.makespan is not None else "no timeline"
-            out.append(f"proof: no finding at any of {len(c.sweep.checked):,} sizes in {c.sweep.spec}; "
-                       f"buffers per stage at {p}x{m}: {','.join(map(str, c.buffers))}; {span}")
+            out.append(
+                f"proof: no finding at any of {len(c.sweep.checked):,} sizes in {c.sweep.spec}; "
+                f"buffers per stage at {p}x{m}: {','.join(map(str, c.buffers))}; {span}"
+            )
         if self.rejected:
             out.append("\nrejected:")
             for c in self.rejected:
                 worst = c.sweep.smallest_failing
-                why = (f"fails at {worst.stages}x{worst.microbatches}: {worst.first_words}" if worst
-                       else "nothing was checked")
+                why = (
+                    f"fails at {worst.stages}x{worst.microbatches}: {worst.first_words}"
+                    if worst
+                    else "nothing was checked"
+                )
                 out.append(f"  {' + '.join(c.names)}: {why}")
         return "\n".join(out)
 
 
-def search_fixes(make: MakeSchedule, stages: Sequence[int], microbatches: Sequence[int], *,
-                 rules: Sequence[Rule] = tuple(RULES.values()), max_rules: int = 2, spec: str = "",
-                 sweep: Optional[Callable[..., SizeSweep]] = None) -> FixSearch:
+def search_fixes(
+    make: MakeSchedule,
+    stages: Sequence[int],
+    microbatches: Sequence[int],
+    *,
+    rules: Sequence[Rule] = tuple(RULES.values()),
+    max_rules: int = 2,
+    spec: str = "",
+    sweep: Optional[Callable[..., SizeSweep]] = None,
+) -> FixSearch:
     """Sweep the baseline and every combination of up to ``max_rules`` rules (see the module docstring).
 
     ``sweep(rules, stages, microbatches, spec)`` sweeps ``make`` with ``rules`` applied; by default
     here, one size after another; the command passes one that uses every core.
     """
     if sweep is None:
-        def sweep(rules: Sequence[Rule], p: Sequence[int], m: Sequence[int], spec: str) -> SizeSweep:
+
+        def sweep(
+            rules: Sequence[Rule], p: Sequence[int], m: Sequence[int], spec: str
+        ) -> SizeSweep:
             return check_sizes(_with(make, rules), p, m, spec=spec)
+
     baseline = sweep((), stages, microbatches, spec)
     reference = (4, 8) if 4 in stages and 8 in microbatches else (stages[0], microbatches[-1])
     proven, rejected = [], []
@@ -114,7 +153,10 @@ def search_fixes(make: MakeSchedule, stages: Sequence[int], microbatches: Sequen
             result = sweep(combo, stages, microbatches, spec)
             try:
                 report = check(_with(make, combo)(*reference), other_model=False)
-                buffers, makespan = tuple(report.buffers.allocated), (report.timeline.makespan if report.timeline else None)
+                buffers, makespan = (
+                    tuple(report.buffers.allocated),
+                    (report.timeline.makespan if report.timeline else None),
+                )
             except Exception:  # noqa: BLE001 - the reference size may not apply; the sweep said what does
                 buffers, makespan = (), None
             cand = Candidate(tuple(combo), result, buffers, makespan)
@@ -135,10 +177,13 @@ def search_fixes(make: MakeSchedule, stages: Sequence[int], microbatches: Sequen
 def _with(make: MakeSchedule, rules: Sequence[Rule]) -> MakeSchedule:
     def build(p: int, m: int) -> Schedule:
         return apply_rules(make(p, m), rules)
+
     return build
 
 
-def stage_diff(make: MakeSchedule, rules: Sequence[Rule], size: tuple[int, int], prefer: Optional[int] = None) -> str:
+def stage_diff(
+    make: MakeSchedule, rules: Sequence[Rule], size: tuple[int, int], prefer: Optional[int] = None
+) -> str:
     """A ``-``/``+`` listing at ``size`` (the thread's format) of the rank that holds stage
     ``prefer`` (where the baseline failed) if the rules change it, else of the first they change."""
     before = check(make(*size), other_model=False)

@@ -63,7 +63,10 @@ def _permute_exchanges(schedule: Schedule, key: np.ndarray) -> Schedule:
 
 
 def _take(schedule: Schedule, order: np.ndarray) -> Schedule:
-    cols = {name: getattr(schedule, name)[order] for name in ("rank", "step", "kind", "stage", "microbatch", "buffer")}
+    cols = {
+        name: getattr(schedule, name)[order]
+        for name in ("rank", "step", "kind", "stage", "microbatch", "buffer")
+    }
     return schedule.replace(**cols)
 
 
@@ -89,15 +92,21 @@ def defer_receives(schedule: Schedule) -> Schedule:
     kind = schedule.kind.astype(np.int64)
     pos = np.arange(n, dtype=float)
     group = schedule.rank.astype(np.int64) * (schedule.num_steps + 1) + schedule.step
-    consumer_kind = {int(Kind.RECV_ACTIVATION): (int(Kind.FORWARD),),
-                     int(Kind.RECV_GRAD): (int(Kind.BACKWARD), int(Kind.BACKWARD_INPUT))}
+    consumer_kind = {
+        int(Kind.RECV_ACTIVATION): (int(Kind.FORWARD),),
+        int(Kind.RECV_GRAD): (int(Kind.BACKWARD), int(Kind.BACKWARD_INPUT)),
+    }
     for recv, consumers in consumer_kind.items():
         r = np.nonzero(kind == recv)[0]
         c = np.nonzero(np.isin(kind, consumers))[0]
         if not len(r) or not len(c):
             continue
-        ckey = (group[c] * (schedule.num_stages + 1) + schedule.stage[c]) * (schedule.num_microbatches + 1) + schedule.microbatch[c]
-        rkey = (group[r] * (schedule.num_stages + 1) + schedule.stage[r]) * (schedule.num_microbatches + 1) + schedule.microbatch[r]
+        ckey = (group[c] * (schedule.num_stages + 1) + schedule.stage[c]) * (
+            schedule.num_microbatches + 1
+        ) + schedule.microbatch[c]
+        rkey = (group[r] * (schedule.num_stages + 1) + schedule.stage[r]) * (
+            schedule.num_microbatches + 1
+        ) + schedule.microbatch[r]
         order = np.argsort(ckey, kind="stable")
         at = np.searchsorted(ckey[order], rkey)
         at = np.clip(at, 0, len(order) - 1)
@@ -117,15 +126,29 @@ def _with_rule(schedule: Schedule, name: str) -> Schedule:
     return schedule.replace(params={**schedule.params, "rules": applied})
 
 
-RULES: dict[str, Rule] = {r.name: r for r in (
-    Rule("grads-first", "within a step, exchange gradients before activations (DeepSpeed's fix: send the "
-         "gradient before receiving the next activation; the neighbour receives it before sending)", grads_first),
-    Rule("parity", "within a step, even stages send before receiving and odd stages receive before sending "
-         "(Megatron's order)", parity),
-    Rule("defer-recv", "move each receive to just before the compute that consumes it (PyTorch PR #178815's idea)",
-         defer_receives),
-    Rule("buffers+1", "one more buffer per stage (DeepSpeed's original + 1)", one_more_buffer),
-)}
+RULES: dict[str, Rule] = {
+    r.name: r
+    for r in (
+        Rule(
+            "grads-first",
+            "within a step, exchange gradients before activations (DeepSpeed's fix: send the "
+            "gradient before receiving the next activation; the neighbour receives it before sending)",
+            grads_first,
+        ),
+        Rule(
+            "parity",
+            "within a step, even stages send before receiving and odd stages receive before sending "
+            "(Megatron's order)",
+            parity,
+        ),
+        Rule(
+            "defer-recv",
+            "move each receive to just before the compute that consumes it (PyTorch PR #178815's idea)",
+            defer_receives,
+        ),
+        Rule("buffers+1", "one more buffer per stage (DeepSpeed's original + 1)", one_more_buffer),
+    )
+}
 
 
 def parse_rules(text: str | Sequence[str]) -> list[Rule]:
@@ -133,7 +156,9 @@ def parse_rules(text: str | Sequence[str]) -> list[Rule]:
     names = [t.strip() for t in (text.split(",") if isinstance(text, str) else text) if t.strip()]
     unknown = [n for n in names if n not in RULES]
     if unknown:
-        raise InputError(f"--rules: unknown rule {unknown[0][:40]!r}; the rules are {', '.join(RULES)}")
+        raise InputError(
+            f"--rules: unknown rule {unknown[0][:40]!r}; the rules are {', '.join(RULES)}"
+        )
     if len(set(names)) != len(names):
         raise InputError("--rules: a rule is named twice; name each once")
     return [RULES[n] for n in names]
@@ -149,16 +174,24 @@ def apply_rules(schedule: Schedule, rules: Iterable[Rule]) -> Schedule:
 def changed_cells(before: Schedule, after: Schedule) -> list[tuple[int, int]]:
     """``(stage, step)`` cells whose instructions differ (order, buffer or content) between two
     versions of one schedule, e.g. before and after a fix's rules."""
+
     def cells(s: Schedule) -> dict:  # noqa: E306
         out: dict = {}
-        for r, t, k, st, m, b in zip(s.rank.tolist(), s.step.tolist(), s.kind.tolist(), s.stage.tolist(),
-                                     s.microbatch.tolist(), s.buffer.tolist()):
+        for r, t, k, st, m, b in zip(
+            s.rank.tolist(),
+            s.step.tolist(),
+            s.kind.tolist(),
+            s.stage.tolist(),
+            s.microbatch.tolist(),
+            s.buffer.tolist(),
+        ):
             out.setdefault((r, t), []).append((k, st, m, b))
         return out
+
     old, new = cells(before), cells(after)
     changed = set()
     for key in old.keys() | new.keys():
         if old.get(key) != new.get(key):
-            for k, st, m, b in old.get(key, []) + new.get(key, []):
+            for _kind, st, _mb, _buf in old.get(key, []) + new.get(key, []):
                 changed.add((st, key[1]))
     return sorted(changed)

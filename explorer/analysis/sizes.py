@@ -57,15 +57,38 @@ class SizeCell:
     @classmethod
     def from_dict(cls, d: dict) -> "SizeCell":
         """The inverse of :meth:`to_dict` (cells come back from the worker processes this way)."""
-        return cls(int(d["stages"]), int(d["microbatches"]), bool(d["ok"]), int(d["hazards"]), int(d["mismatches"]),
-                   int(d["unmatched"]), int(d["deadlocks"]), d.get("first"), str(d.get("first_words") or ""),
-                   tuple(d.get("allocated") or ()), tuple(d.get("needed") or ()), d.get("bubble"), str(d.get("skipped") or ""))
+        return cls(
+            int(d["stages"]),
+            int(d["microbatches"]),
+            bool(d["ok"]),
+            int(d["hazards"]),
+            int(d["mismatches"]),
+            int(d["unmatched"]),
+            int(d["deadlocks"]),
+            d.get("first"),
+            str(d.get("first_words") or ""),
+            tuple(d.get("allocated") or ()),
+            tuple(d.get("needed") or ()),
+            d.get("bubble"),
+            str(d.get("skipped") or ""),
+        )
 
     def to_dict(self) -> dict:
-        return {"stages": self.stages, "microbatches": self.microbatches, "ok": self.ok,
-                "hazards": self.hazards, "mismatches": self.mismatches, "unmatched": self.unmatched,
-                "deadlocks": self.deadlocks, "first": self.first, "first_words": self.first_words or None, "allocated": list(self.allocated),
-                "needed": list(self.needed), "bubble": self.bubble, "skipped": self.skipped or None}
+        return {
+            "stages": self.stages,
+            "microbatches": self.microbatches,
+            "ok": self.ok,
+            "hazards": self.hazards,
+            "mismatches": self.mismatches,
+            "unmatched": self.unmatched,
+            "deadlocks": self.deadlocks,
+            "first": self.first,
+            "first_words": self.first_words or None,
+            "allocated": list(self.allocated),
+            "needed": list(self.needed),
+            "bubble": self.bubble,
+            "skipped": self.skipped or None,
+        }
 
 
 @dataclass(frozen=True)
@@ -91,41 +114,64 @@ class SizeSweep:
 
     def counts(self) -> dict[str, int]:
         """How many sizes show each kind of finding."""
-        return {"hazards": sum(c.hazards > 0 for c in self.cells), "mismatches": sum(c.mismatches > 0 for c in self.cells),
-                "unmatched": sum(c.unmatched > 0 for c in self.cells), "deadlocks": sum(c.deadlocks > 0 for c in self.cells)}
+        return {
+            "hazards": sum(c.hazards > 0 for c in self.cells),
+            "mismatches": sum(c.mismatches > 0 for c in self.cells),
+            "unmatched": sum(c.unmatched > 0 for c in self.cells),
+            "deadlocks": sum(c.deadlocks > 0 for c in self.cells),
+        }
 
     def describe(self) -> str:
         """The verdict in words, as ``check --sweep`` prints it."""
         n, skipped = len(self.checked), len(self.cells) - len(self.checked)
         first_skip = next((c for c in self.cells if c.skipped), None)
-        tail = (f" ({skipped:,} sizes do not apply to this schedule, e.g. {first_skip.stages}x{first_skip.microbatches}: "
-                f"{first_skip.skipped[:240]})" if first_skip else "")
+        tail = (
+            f" ({skipped:,} sizes do not apply to this schedule, e.g. {first_skip.stages}x{first_skip.microbatches}: "
+            f"{first_skip.skipped[:240]})"
+            if first_skip
+            else ""
+        )
         cut = " (interrupted: only the sizes checked so far)" if self.interrupted else ""
         worst = self.smallest_failing
         if worst is None:
-            return f"no hazard, mismatch or deadlock at any of {n:,} sizes in {self.spec}{tail}{cut}"
+            return (
+                f"no hazard, mismatch or deadlock at any of {n:,} sizes in {self.spec}{tail}{cut}"
+            )
         counts = ", ".join(f"{v:,} with {k}" for k, v in self.counts().items() if v)
-        return (f"{n - self.clean:,} of {n:,} sizes in {self.spec} have findings ({counts}){tail}{cut}\n"
-                f"smallest failing size: {worst.stages} stages x {worst.microbatches} micro-batches: {worst.first_words}")
+        return (
+            f"{n - self.clean:,} of {n:,} sizes in {self.spec} have findings ({counts}){tail}{cut}\n"
+            f"smallest failing size: {worst.stages} stages x {worst.microbatches} micro-batches: {worst.first_words}"
+        )
 
     def to_dict(self) -> dict:
         worst = self.smallest_failing
-        return {"kind": "sweep", "spec": self.spec, "sizes": len(self.checked), "clean": self.clean,
-                "skipped": len(self.cells) - len(self.checked), "interrupted": self.interrupted,
-                "counts": self.counts(), "smallest_failing": worst.to_dict() if worst else None,
-                "cells": [c.to_dict() for c in self.cells]}
+        return {
+            "kind": "sweep",
+            "spec": self.spec,
+            "sizes": len(self.checked),
+            "clean": self.clean,
+            "skipped": len(self.cells) - len(self.checked),
+            "interrupted": self.interrupted,
+            "counts": self.counts(),
+            "smallest_failing": worst.to_dict() if worst else None,
+            "cells": [c.to_dict() for c in self.cells],
+        }
 
 
 def parse_sizes(text: str) -> tuple[list[int], list[int]]:
     """``"2-32:1-128"`` or ``"4,8,16:1-64"`` into the stage and micro-batch counts it names."""
     if not isinstance(text, str) or text.count(":") != 1:
-        raise InputError(f"--sweep {str(text)[:40]!r}: write STAGES:MICROBATCHES, each a range or a list, e.g. 2-32:1-128 or 4,8,16:1-64")
+        raise InputError(
+            f"--sweep {str(text)[:40]!r}: write STAGES:MICROBATCHES, each a range or a list, e.g. 2-32:1-128 or 4,8,16:1-64"
+        )
     stages_text, mbs_text = text.split(":")
     stages = _values(stages_text, "stages", MAX_STAGES)
     mbs = _values(mbs_text, "micro-batches", MAX_MICROBATCHES)
     if len(stages) * len(mbs) > MAX_SIZES:
-        raise InputError(f"--sweep {text}: {len(stages) * len(mbs):,} sizes is more than {MAX_SIZES:,} "
-                         "(a 64 x 1,024 grid); sweep a smaller range or a list of sizes")
+        raise InputError(
+            f"--sweep {text}: {len(stages) * len(mbs):,} sizes is more than {MAX_SIZES:,} "
+            "(a 64 x 1,024 grid); sweep a smaller range or a list of sizes"
+        )
     return stages, mbs
 
 
@@ -134,7 +180,9 @@ def _values(text: str, what: str, limit: int) -> list[int]:
     for part in text.split(","):
         m = _PART.match(part)
         if not m:
-            raise InputError(f"--sweep: {what} {part.strip()[:20]!r} is not a count or a range like 2-32")
+            raise InputError(
+                f"--sweep: {what} {part.strip()[:20]!r} is not a count or a range like 2-32"
+            )
         a, b = int(m.group(1)), int(m.group(2) or m.group(1))
         if b < a:
             raise InputError(f"--sweep: the {what} range {a}-{b} is reversed; write {b}-{a}")
@@ -157,15 +205,29 @@ def check_size(make: MakeSchedule, stages: int, microbatches: int) -> SizeCell:
     f = report.findings
     first = f.all()[0] if not f.ok else None
     return SizeCell(
-        stages, microbatches, ok=f.ok, hazards=len(f.hazards), mismatches=len(f.mismatched),
-        unmatched=len(f.unmatched), deadlocks=int(f.deadlock is not None),
-        first=first.to_dict() if first is not None else None, first_words=first.describe() if first is not None else "",
-        allocated=tuple(report.buffers.allocated), needed=tuple(report.buffers.needed),
-        bubble=report.timeline.bubble.of_total if report.timeline else None)
+        stages,
+        microbatches,
+        ok=f.ok,
+        hazards=len(f.hazards),
+        mismatches=len(f.mismatched),
+        unmatched=len(f.unmatched),
+        deadlocks=int(f.deadlock is not None),
+        first=first.to_dict() if first is not None else None,
+        first_words=first.describe() if first is not None else "",
+        allocated=tuple(report.buffers.allocated),
+        needed=tuple(report.buffers.needed),
+        bubble=report.timeline.bubble.of_total if report.timeline else None,
+    )
 
 
-def check_sizes(make: MakeSchedule, stages: Sequence[int], microbatches: Sequence[int], *, spec: str = "",
-                on_cell: Optional[Callable[[SizeCell], None]] = None) -> SizeSweep:
+def check_sizes(
+    make: MakeSchedule,
+    stages: Sequence[int],
+    microbatches: Sequence[int],
+    *,
+    spec: str = "",
+    on_cell: Optional[Callable[[SizeCell], None]] = None,
+) -> SizeSweep:
     """Check every size; ``on_cell`` sees each verdict as it comes (progress). Ctrl-C keeps what was checked."""
     cells: list[SizeCell] = []
     try:
@@ -178,7 +240,9 @@ def check_sizes(make: MakeSchedule, stages: Sequence[int], microbatches: Sequenc
     return SizeSweep(tuple(cells), spec or _spec(stages, microbatches))
 
 
-def _each(make: MakeSchedule, stages: Sequence[int], microbatches: Sequence[int]) -> Iterable[SizeCell]:
+def _each(
+    make: MakeSchedule, stages: Sequence[int], microbatches: Sequence[int]
+) -> Iterable[SizeCell]:
     for p in stages:
         for m in microbatches:
             yield check_size(make, p, m)
@@ -188,5 +252,10 @@ def _spec(stages: Sequence[int], microbatches: Sequence[int]) -> str:
     def one(values: Sequence[int]) -> str:  # noqa: E306
         values = sorted(values)
         contiguous = values == list(range(values[0], values[-1] + 1))
-        return f"{values[0]}-{values[-1]}" if contiguous and len(values) > 1 else ",".join(map(str, values))
+        return (
+            f"{values[0]}-{values[-1]}"
+            if contiguous and len(values) > 1
+            else ",".join(map(str, values))
+        )
+
     return f"{one(stages)}:{one(microbatches)}"

@@ -24,8 +24,8 @@ import numpy as np
 from explorer.analysis.execution import check_model, dependency_steps_ok, execution_order
 from explorer.analysis.findings import Bubble
 from explorer.analysis.p2p import Matching
-from explorer.analysis.reference import run
 from explorer.analysis.peaks import peak_per_group
+from explorer.analysis.reference import run
 from explorer.errors import InputError
 from explorer.schedules.instructions import COMPUTE_KINDS, Kind
 from explorer.schedules.schedule import Schedule
@@ -39,7 +39,9 @@ class Costs:
     backward: float = 2.0
     backward_input: float = 1.0
     backward_weight: float = 1.0
-    p2p: float = 0.0  # latency: from the start of a rendezvous, or from a send's end to its data's arrival
+    p2p: float = (
+        0.0  # latency: from the start of a rendezvous, or from a send's end to its data's arrival
+    )
     send: float = 0.0  # time a rank spends inside a send call (measured runs show it is not free)
     recv: float = 0.0  # time a rank spends inside a receive call once the data is there
     load: float = 0.0
@@ -59,7 +61,9 @@ class Costs:
         for rank, values in self.rank_overrides:
             for name, value in values:
                 if name not in names:
-                    raise InputError(f"rank {rank}: {name!r} is not a per-rank cost; use one of {', '.join(sorted(names))}")
+                    raise InputError(
+                        f"rank {rank}: {name!r} is not a per-rank cost; use one of {', '.join(sorted(names))}"
+                    )
                 _check_cost(f"{name} on rank {rank}", value)
 
     def with_rank(self, rank: int, **values: float) -> "Costs":
@@ -93,11 +97,18 @@ class Costs:
 
 
 def _check_cost(name: str, value: object) -> None:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or value != value or value < 0:
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, (int, float))
+        or value != value
+        or value < 0
+    ):
         raise InputError(f"cost {name} must be a non-negative number, got {value!r}")
     if value > Costs.MAX:  # also infinity; a huge int compares exactly, no float overflow
-        raise InputError(f"cost {name} must be finite and at most {Costs.MAX:g} (so sums over a schedule stay "
-                         f"finite), got {value!r}")
+        raise InputError(
+            f"cost {name} must be finite and at most {Costs.MAX:g} (so sums over a schedule stay "
+            f"finite), got {value!r}"
+        )
 
 
 @dataclass(frozen=True)
@@ -117,12 +128,16 @@ class Timeline:
         return self.bubble.makespan
 
 
-def simulate(schedule: Schedule, matching: Matching, costs: Costs = Costs(), model: str = "blocking") -> Timeline:
+def simulate(
+    schedule: Schedule, matching: Matching, costs: Costs = Costs(), model: str = "blocking"
+) -> Timeline:
     """Simulate ``schedule``; raises ``ValueError`` if it deadlocks (check first)."""
     check_model(model)
     row_cost = costs.row_costs(schedule)
     partner = matching.partner
-    unmatched = np.isin(schedule.kind, (Kind.SEND_ACTIVATION, Kind.SEND_GRAD, Kind.RECV_ACTIVATION, Kind.RECV_GRAD)) & (partner < 0)
+    unmatched = np.isin(
+        schedule.kind, (Kind.SEND_ACTIVATION, Kind.SEND_GRAD, Kind.RECV_ACTIVATION, Kind.RECV_GRAD)
+    ) & (partner < 0)
     if not unmatched.any() and dependency_steps_ok(schedule, partner, model):
         start, end = _per_step(schedule, partner, row_cost, costs.p2p, model)
     else:
@@ -130,11 +145,19 @@ def simulate(schedule: Schedule, matching: Matching, costs: Costs = Costs(), mod
         if result.heads:
             raise ValueError("the schedule deadlocks; see explorer.analysis.find_deadlock")
         start, end = result.start, result.end
-    return Timeline(start=start, end=end, model=model, costs=costs,
-                    bubble=bubble(schedule, start, end), peak_activations=tuple(peak_activations(schedule)))
+    return Timeline(
+        start=start,
+        end=end,
+        model=model,
+        costs=costs,
+        bubble=bubble(schedule, start, end),
+        peak_activations=tuple(peak_activations(schedule)),
+    )
 
 
-def _per_step(schedule: Schedule, partner: np.ndarray, row_cost: np.ndarray, latency: float, model: str):
+def _per_step(
+    schedule: Schedule, partner: np.ndarray, row_cost: np.ndarray, latency: float, model: str
+):
     n = len(schedule)
     order = execution_order(schedule, model)
     rank, step, kind = schedule.rank[order], schedule.step[order], schedule.kind[order]
@@ -142,7 +165,9 @@ def _per_step(schedule: Schedule, partner: np.ndarray, row_cost: np.ndarray, lat
     group_first = np.maximum.accumulate(np.where(new_group, np.arange(n), 0))
     slot = np.arange(n) - group_first
     R, T, K = schedule.num_ranks, schedule.num_steps, int(slot.max()) + 1
-    cell = (step.astype(np.int64) * R + rank) * K + slot  # dense (step, rank, slot) position of each ordered row
+    cell = (
+        step.astype(np.int64) * R + rank
+    ) * K + slot  # dense (step, rank, slot) position of each ordered row
     where = np.empty(n, dtype=np.int64)
     where[order] = cell  # row -> dense position
 
@@ -171,8 +196,12 @@ def _per_step(schedule: Schedule, partner: np.ndarray, row_cost: np.ndarray, lat
     d_wait = np.where(local[waiting], 0.0, latency) + np.where(d_rdv, 0.0, cost.reshape(-1)[d_src])
     d_step = d_cell // RK
     inside = (d_src // RK) == d_step
-    by = np.lexsort((d_cell, inside, d_step))  # per step: earlier-step waits first, then in-step waits
-    d_cell, d_src, d_rdv, d_wait, d_step, inside = (x[by] for x in (d_cell, d_src, d_rdv, d_wait, d_step, inside))
+    by = np.lexsort(
+        (d_cell, inside, d_step)
+    )  # per step: earlier-step waits first, then in-step waits
+    d_cell, d_src, d_rdv, d_wait, d_step, inside = (
+        x[by] for x in (d_cell, d_src, d_rdv, d_wait, d_step, inside)
+    )
     steps = np.arange(T + 1)
     first = np.searchsorted(d_step, steps)
     split = np.searchsorted(d_step * 2 + inside, steps * 2 + 1)
@@ -221,13 +250,20 @@ def bubble(schedule: Schedule, start: np.ndarray, end: np.ndarray) -> Bubble:
     """Idle share of the timeline with both denominators (see :class:`Bubble`)."""
     makespan = float(np.nanmax(end)) if len(end) else 0.0
     compute = np.isin(schedule.kind, [int(k) for k in COMPUTE_KINDS])
-    busy = np.bincount(schedule.rank[compute], weights=(end - start)[compute], minlength=schedule.num_ranks)
+    busy = np.bincount(
+        schedule.rank[compute], weights=(end - start)[compute], minlength=schedule.num_ranks
+    )
     ranks = max(schedule.num_ranks, 1)
     total = ranks * makespan
     mean_busy = float(busy.mean()) if len(busy) else 0.0
     of_total = float(1 - busy.sum() / total) if total > 0 else 0.0
     of_ideal = float((makespan - mean_busy) / mean_busy) if mean_busy > 0 else 0.0
-    return Bubble(makespan=makespan, busy_per_rank=tuple(float(b) for b in busy), of_total=of_total, of_ideal=of_ideal)
+    return Bubble(
+        makespan=makespan,
+        busy_per_rank=tuple(float(b) for b in busy),
+        of_total=of_total,
+        of_ideal=of_ideal,
+    )
 
 
 def peak_activations(schedule: Schedule) -> list[int]:

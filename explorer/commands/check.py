@@ -15,8 +15,11 @@ from explorer.report.listing import summary
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    p = subparsers.add_parser("check", help="check a schedule for hazards, unmatched P2P and deadlocks",
-                              description="Check a schedule. Exit 0 when valid, 1 with findings, 2 on bad input.")
+    p = subparsers.add_parser(
+        "check",
+        help="check a schedule for hazards, unmatched P2P and deadlocks",
+        description="Check a schedule. Exit 0 when valid, 1 with findings, 2 on bad input.",
+    )
     add_schedule_options(p)
     add_sweep_options(p)
     p.add_argument("--json", action="store_true", help="print the report as JSON")
@@ -26,8 +29,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     if args.sweep:
         sweep = sweep_from_args(args)
-        emit(json.dumps(sweep.to_dict(), indent=1) + "\n" if args.json else sweep.describe() + "\n", None)
+        emit(
+            json.dumps(sweep.to_dict(), indent=1) + "\n" if args.json else sweep.describe() + "\n",
+            None,
+        )
         return 130 if sweep.interrupted else (0 if sweep.smallest_failing is None else 1)
     report = report_from_args(args)
-    emit(json.dumps(report.to_dict(), indent=1) + "\n" if args.json else summary(report) + "\n", None)
+    emit(
+        json.dumps(report.to_dict(), indent=1) + "\n" if args.json else summary(report) + "\n", None
+    )
     return 0 if report.ok else 1

@@ -29,20 +29,53 @@ def register(subparsers: Any) -> None:
     )
     what = p.add_mutually_exclusive_group(required=True)
     what.add_argument("--scenario", choices=list(PRESETS), help="a preset loop")
-    what.add_argument("--step", metavar="MODULE:FUNCTION", type=validate.user_ref("--step", "my_train:step"),
-                      help="your own step(iteration) function (run in a child process, see --timeout)")
-    p.add_argument("--iterations", default=None, help="iterations to run (default: the preset's)",
-                   type=validate.count("--iterations", hi=MAX_ITERATIONS, label="iterations",
-                                       why="each iteration is a real, timed step; a period shows within a few dozen"))
-    p.add_argument("--nproc", default=1, type=validate.count("--nproc", hi=MAX_NPROC, label="nproc",
-                                                            why="each rank is a process on this machine"),
-                   help="ranks to run, each in its own process on a gloo group (default 1); the report merges them")
-    p.add_argument("--timeout", default=900.0, metavar="S", type=validate.seconds("--timeout", "a day"),
-                   help="seconds a --step run may take before its child process is stopped (default 900)")
-    p.add_argument("--backend", default=None, type=_backend_name,
-                   help="registered name or dotted path (default: inductor if a C++ compiler exists, else aot_eager)")
-    p.add_argument("--config", default=None, help="a DeepSpeed-style JSON file with a 'compile' section")
-    p.add_argument("--source", choices=("auto", "metrics", "log"), default="auto", help="where compile events are read from")
+    what.add_argument(
+        "--step",
+        metavar="MODULE:FUNCTION",
+        type=validate.user_ref("--step", "my_train:step"),
+        help="your own step(iteration) function (run in a child process, see --timeout)",
+    )
+    p.add_argument(
+        "--iterations",
+        default=None,
+        help="iterations to run (default: the preset's)",
+        type=validate.count(
+            "--iterations",
+            hi=MAX_ITERATIONS,
+            label="iterations",
+            why="each iteration is a real, timed step; a period shows within a few dozen",
+        ),
+    )
+    p.add_argument(
+        "--nproc",
+        default=1,
+        type=validate.count(
+            "--nproc", hi=MAX_NPROC, label="nproc", why="each rank is a process on this machine"
+        ),
+        help="ranks to run, each in its own process on a gloo group (default 1); the report merges them",
+    )
+    p.add_argument(
+        "--timeout",
+        default=900.0,
+        metavar="S",
+        type=validate.seconds("--timeout", "a day"),
+        help="seconds a --step run may take before its child process is stopped (default 900)",
+    )
+    p.add_argument(
+        "--backend",
+        default=None,
+        type=_backend_name,
+        help="registered name or dotted path (default: inductor if a C++ compiler exists, else aot_eager)",
+    )
+    p.add_argument(
+        "--config", default=None, help="a DeepSpeed-style JSON file with a 'compile' section"
+    )
+    p.add_argument(
+        "--source",
+        choices=("auto", "metrics", "log"),
+        default="auto",
+        help="where compile events are read from",
+    )
     p.add_argument("--json", action="store_true", help="print the JSON document")
     p.set_defaults(func=run)
 
@@ -60,8 +93,10 @@ CHILD_ENV = "EXPLORER_COMPILE_PROBE_CHILD"
 def _backend_name(text: str) -> str:
     """A registered backend name or a dotted path (an argparse type; resolved later, with torch)."""
     if not text.strip() or not all(part.isidentifier() for part in text.strip().split(".")):
-        raise argparse.ArgumentTypeError(f"{excerpt(text)} is not a backend: give a registered name such as inductor "
-                                         "or aot_eager, or the dotted path of a backend function, my_pkg.my_backend")
+        raise argparse.ArgumentTypeError(
+            f"{excerpt(text)} is not a backend: give a registered name such as inductor "
+            "or aot_eager, or the dotted path of a backend function, my_pkg.my_backend"
+        )
     return text.strip()
 
 
@@ -71,8 +106,10 @@ def _load_config(path: str | None) -> dict[str, Any]:
         return {}
     config = inputs.read_json(path, "--config", MAX_CONFIG_BYTES)
     if not isinstance(config, dict):
-        raise InputError(f"--config {excerpt(path)} holds a JSON {type(config).__name__}: it must be an object such "
-                         'as {"compile": {"backend": "inductor"}}')
+        raise InputError(
+            f"--config {excerpt(path)} holds a JSON {type(config).__name__}: it must be an object such "
+            'as {"compile": {"backend": "inductor"}}'
+        )
     return config
 
 
@@ -88,7 +125,9 @@ def run(args: argparse.Namespace) -> int:
     from explorer.runtime.compile.config import parse_config
     from explorer.runtime.compile.user_step import load_step
 
-    step = load_step(args.step) if args.step else None  # a bad --step is refused before torch is imported
+    step = (
+        load_step(args.step) if args.step else None
+    )  # a bad --step is refused before torch is imported
     parse_config(config.get("compile", config) if config else None)
     from explorer.runtime.compile.run import run_scenario, run_step
 
@@ -107,8 +146,14 @@ def _run_ranks(args: argparse.Namespace, config: dict[str, Any]) -> Any:
         parse_config(config.get("compile", config) if config else None)
     from explorer.runtime.compile.launch import run_ranks
 
-    spec = {"scenario": args.scenario, "step": args.step, "iterations": args.iterations, "backend": args.backend,
-            "config": config, "source": args.source}
+    spec = {
+        "scenario": args.scenario,
+        "step": args.step,
+        "iterations": args.iterations,
+        "backend": args.backend,
+        "config": config,
+        "source": args.source,
+    }
     return run_ranks(args.nproc, spec, args.timeout, label=args.scenario or args.step)
 
 
@@ -137,38 +182,56 @@ def _run_in_child(args: argparse.Namespace) -> int:
     outcome = run_child([sys.executable, "-m", "explorer.cli", *args.argv], args.timeout, env=env)
     if outcome.returncode in (0, 1, 2) and not outcome.timed_out:
         sys.stdout.write(outcome.stdout)
-        errors = [l for l in outcome.stderr.splitlines() if l.startswith("explorer compile-probe: error:")]
+        errors = [
+            line
+            for line in outcome.stderr.splitlines()
+            if line.startswith("explorer compile-probe: error:")
+        ]
         # bad input: its one line only (torch may have printed warnings before it)
-        sys.stderr.write(errors[-1] + "\n" if outcome.returncode == 2 and errors else outcome.stderr)
+        sys.stderr.write(
+            errors[-1] + "\n" if outcome.returncode == 2 and errors else outcome.stderr
+        )
         return outcome.returncode
     message = outcome.ending(f"the step {args.step}", args.timeout)
     if args.json:
-        failure = {"kind": "timeout" if outcome.timed_out else "signal" if outcome.signal else "exit",
-                   "message": message, "returncode": outcome.returncode, "signal": outcome.signal,
-                   "seconds": round(outcome.seconds, 3)}
+        failure = {
+            "kind": "timeout" if outcome.timed_out else "signal" if outcome.signal else "exit",
+            "message": message,
+            "returncode": outcome.returncode,
+            "signal": outcome.signal,
+            "seconds": round(outcome.seconds, 3),
+        }
         print(json.dumps({"label": args.step, "ok": False, "failure": failure}, indent=1))
     print(f"explorer compile-probe: the step failed: {message}", file=sys.stderr)
     return 1
 
 
 def _report(result: Any) -> str:
-    lines = [f"{result.label}: backend {result.backend or '(the step’s own)'}, records from Dynamo {result.source}"]
+    lines = [
+        f"{result.label}: backend {result.backend or '(the step’s own)'}, records from Dynamo {result.source}"
+    ]
     lines.append(" it      ms  compiled  variant")
     for it in result.iterations:
         flag = " fallback" if it.fallback else ""
-        lines.append(f"{it.iteration:3d} {it.ms:9.2f}  {'yes' if it.compiled else '   '}       {it.variant or '-'}{flag}")
+        lines.append(
+            f"{it.iteration:3d} {it.ms:9.2f}  {'yes' if it.compiled else '   '}       {it.variant or '-'}{flag}"
+        )
     for c in result.compiles:
         why = c.guard or ("first compile" if not c.failed else "")
         ranks = f" on {_ranks(c.ranks)}" if len(result.ranks) > 1 else ""
-        lines.append(f"compile {c.compile_id} {_at(c.iteration)}{ranks} ({c.function or '?'}): "
-                     f"{c.failed + ': ' if c.failed and why else c.failed or ''}{why}")
+        lines.append(
+            f"compile {c.compile_id} {_at(c.iteration)}{ranks} ({c.function or '?'}): "
+            f"{c.failed + ': ' if c.failed and why else c.failed or ''}{why}"
+        )
     for g in result.graph_breaks:
         lines.append(f"graph break {g.compile_id or ''} {_at(g.iteration)}: {g.reason}")
     if result.diagnosis:
         lines.append(result.diagnosis.sentence)
     for r in result.ranks if len(result.ranks) > 1 else ():
-        lines.append(f"rank {r['rank']}: {len(r['compiles'])} compiles, {r['iterations']} iterations; {r['cause']}"
-                     + (f", period {r['period']} ({r['confidence']})" if r["period"] else ""))
+        lines.append(
+            f"rank {r['rank']}: {len(r['compiles'])} compiles, {r['iterations']} iterations; {r['cause']}"
+            + (f", period {r['period']} ({r['confidence']})" if r["period"] else "")
+        )
     lines += [f"ranks differ: {d}" for d in result.divergence]
     lines += [f"note: {n}" for n in result.notes]
     return "\n".join(lines)

@@ -22,13 +22,22 @@ from explorer.commands.sweeping import add_sweep_options, job_from_args, run_swe
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    p = subparsers.add_parser("fix", help="search rewrite rules that make a schedule clean at every size, and prove them",
-                              description=__doc__.splitlines()[0])
+    p = subparsers.add_parser(
+        "fix",
+        help="search rewrite rules that make a schedule clean at every size, and prove them",
+        description=__doc__.splitlines()[0],
+    )
     add_schedule_options(p)
     add_sweep_options(p, required=True)
-    p.add_argument("--max-rules", type=validate.count("--max-rules", hi=len(RULES), label="rules",
-                                                      why="there are no more rules to combine"),
-                   default=2, metavar="K", help="combine up to K rules (default 2)")
+    p.add_argument(
+        "--max-rules",
+        type=validate.count(
+            "--max-rules", hi=len(RULES), label="rules", why="there are no more rules to combine"
+        ),
+        default=2,
+        metavar="K",
+        help="combine up to K rules (default 2)",
+    )
     p.add_argument("--json", action="store_true", help="print the search as JSON")
     p.set_defaults(func=run)
 
@@ -46,7 +55,10 @@ def run(args: argparse.Namespace) -> int:
 
     make = _parent_make(args, base_rules, build_from_job)
     result = search_fixes(make, stages, mbs, max_rules=args.max_rules, spec=spec, sweep=sweep)
-    emit(json.dumps(result.to_dict(), indent=1) + "\n" if args.json else result.describe() + "\n", None)
+    emit(
+        json.dumps(result.to_dict(), indent=1) + "\n" if args.json else result.describe() + "\n",
+        None,
+    )
     return 0 if result.candidates or result.baseline.smallest_failing is None else 1
 
 
@@ -57,4 +69,6 @@ def _parent_make(args: argparse.Namespace, base_rules: Sequence[Rule], build_fro
     from explorer.analysis.rules import apply_rules
     from explorer.commands.user_schedule import schedule_from_class
 
-    return lambda p, m: apply_rules(schedule_from_class(args.from_class, p, m, args.timeout), base_rules)
+    return lambda p, m: apply_rules(
+        schedule_from_class(args.from_class, p, m, args.timeout), base_rules
+    )

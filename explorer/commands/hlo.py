@@ -18,18 +18,35 @@ from explorer.inputs import write_text
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     """Add the ``hlo-diff`` and ``hlo-list`` sub-commands."""
-    p = subparsers.add_parser("hlo-diff", help="structural diff of two HLO modules",
-                              description="Match two HLO modules by structure and say what changed.")
-    p.add_argument("files", nargs="+", metavar="FILE", help="A and B, or one file with --module twice")
-    p.add_argument("--module", action="append", default=[], metavar="NAME_OR_INDEX",
-                   help="pick a module by name or index (once for both files, or once per side)")
-    p.add_argument("--html", metavar="OUT", type=validate.output_file("--html"),
-                   help="also write a self-contained HTML report (its path is checked before any work)")
+    p = subparsers.add_parser(
+        "hlo-diff",
+        help="structural diff of two HLO modules",
+        description="Match two HLO modules by structure and say what changed.",
+    )
+    p.add_argument(
+        "files", nargs="+", metavar="FILE", help="A and B, or one file with --module twice"
+    )
+    p.add_argument(
+        "--module",
+        action="append",
+        default=[],
+        metavar="NAME_OR_INDEX",
+        help="pick a module by name or index (once for both files, or once per side)",
+    )
+    p.add_argument(
+        "--html",
+        metavar="OUT",
+        type=validate.output_file("--html"),
+        help="also write a self-contained HTML report (its path is checked before any work)",
+    )
     p.add_argument("--json", action="store_true", help="print the diff as JSON")
     p.set_defaults(func=run_diff)
-    q = subparsers.add_parser("hlo-list", help="list the HLO modules in a file",
-                              description="List modules with size, parameter count, fingerprint and "
-                                          "near-duplicate group.")
+    q = subparsers.add_parser(
+        "hlo-list",
+        help="list the HLO modules in a file",
+        description="List modules with size, parameter count, fingerprint and "
+        "near-duplicate group.",
+    )
     q.add_argument("file", metavar="FILE")
     q.add_argument("--json", action="store_true", help="print the list as JSON")
     q.set_defaults(func=run_list)
@@ -42,7 +59,9 @@ def _pick(path: str, modules: list, key: str | None):
         return select_module(modules, key, path)
     if len(modules) != 1:
         names = ", ".join(f"{i}:{m.name}" for i, m in enumerate(modules[:20]))
-        raise InputError(f"{path} holds {len(modules)} modules ({names}): choose one with --module NAME_OR_INDEX")
+        raise InputError(
+            f"{path} holds {len(modules)} modules ({names}): choose one with --module NAME_OR_INDEX"
+        )
     return modules[0]
 
 
@@ -51,8 +70,10 @@ def _sides(files: list[str], keys: list[str]) -> list[tuple[str, str | None]]:
         return [(files[0], keys[0] if keys else None), (files[1], keys[-1] if keys else None)]
     if len(files) == 1 and len(keys) == 2:
         return [(files[0], keys[0]), (files[0], keys[1])]
-    raise InputError(f"hlo-diff needs two files, or one file with --module given twice; got {len(files)} "
-                     f"file(s) and {len(keys)} --module option(s)")
+    raise InputError(
+        f"hlo-diff needs two files, or one file with --module given twice; got {len(files)} "
+        f"file(s) and {len(keys)} --module option(s)"
+    )
 
 
 def run_diff(args: argparse.Namespace) -> int:
@@ -97,11 +118,15 @@ def run_list(args: argparse.Namespace) -> int:
         return 0
     print(f"{'#':>3} {'module':24} {'instr':>7} {'params':>6} {'fingerprint':16} group  first line")
     for i in infos:
-        print(f"{i.index:>3} {i.name:24} {i.instructions:>7} {i.parameters:>6} {i.fingerprint:16} {i.group:>5}  {i.first_line}")
+        print(
+            f"{i.index:>3} {i.name:24} {i.instructions:>7} {i.parameters:>6} {i.fingerprint:16} {i.group:>5}  {i.first_line}"
+        )
     groups = {}
     for i in infos:
         groups.setdefault(i.group, []).append(i.index)
     for g, members in groups.items():
         if len(members) > 1:
-            print(f"group {g}: modules {', '.join(map(str, members))} are the same program with small changes")
+            print(
+                f"group {g}: modules {', '.join(map(str, members))} are the same program with small changes"
+            )
     return 0

@@ -15,8 +15,11 @@ from explorer.traces.detect import detect
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    p = subparsers.add_parser("read", help="read what a job left behind (run folders, traces, dumps) and report on it",
-                              description=__doc__.splitlines()[0])
+    p = subparsers.add_parser(
+        "read",
+        help="read what a job left behind (run folders, traces, dumps) and report on it",
+        description=__doc__.splitlines()[0],
+    )
     p.add_argument("path", metavar="PATH", help="a file or folder a job wrote")
     p.add_argument("--json", action="store_true", help="print the report as JSON (with kind: ...)")
     p.set_defaults(func=run)

@@ -15,7 +15,7 @@ import json
 from collections import Counter
 from pathlib import Path
 
-from explorer.runtime.compile.records import ProbeResult
+from explorer.traces.compile.records import ProbeResult
 
 
 def report(result: ProbeResult) -> str:
@@ -25,24 +25,33 @@ def report(result: ProbeResult) -> str:
     lines = [_report(result)]
     for c in result.compiles:
         if len(c.reasons) > 1:
-            lines.append(f"guards that failed before {c.compile_id} (one per cached variant tried):")
+            lines.append(
+                f"guards that failed before {c.compile_id} (one per cached variant tried):"
+            )
             lines += [f"  {r.split('#', 1)[0].strip()}" for r in c.reasons]
     cache = Counter(name for c in result.compiles for name in c.cache)
     if cache:
-        lines.append("compile caches: " + ", ".join(f"{n} {name}" for name, n in sorted(cache.items())))
+        lines.append(
+            "compile caches: " + ", ".join(f"{n} {name}" for name, n in sorted(cache.items()))
+        )
     seconds = [c.seconds for c in result.compiles if c.seconds is not None]
     if seconds:
-        lines.append(f"compile time: {sum(seconds):.3g} s over {len(seconds)} compiles (longest {max(seconds):.3g} s)")
+        lines.append(
+            f"compile time: {sum(seconds):.3g} s over {len(seconds)} compiles (longest {max(seconds):.3g} s)"
+        )
     return "\n".join(lines)
 
 
 def read(path: Path, json_out: bool) -> int:
     """Read the job's traces at ``path``, print the report (or JSON), return compile-probe's exit code."""
-    from explorer.runtime.compile.from_trace import read_job
+    from explorer.traces.compile.from_trace import read_job
 
     result = read_job(path)
     if json_out:
-        print(json.dumps({**result.to_json(), "source": "TORCH_TRACE", "path": str(path)}, indent=1), flush=True)
+        print(
+            json.dumps({**result.to_json(), "source": "TORCH_TRACE", "path": str(path)}, indent=1),
+            flush=True,
+        )
     else:
         print(report(result), flush=True)
     d = result.diagnosis

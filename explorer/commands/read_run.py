@@ -13,6 +13,9 @@ def read(path: Path, json_out: bool) -> int:
 
     result = _collected(path)
     if json_out:
-        print(json.dumps({"kind": "pipeline", "source": "explorer run folder", **result.to_dict()}), flush=True)
+        print(
+            json.dumps({"kind": "pipeline", "source": "explorer run folder", **result.to_dict()}),
+            flush=True,
+        )
         return 0 if result.ok and result.bitwise_equal_to_reference else 1
     return _report(result, argparse.Namespace(json=False, trace=None))

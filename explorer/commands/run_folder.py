@@ -25,60 +25,95 @@ def read_spec(folder: Path):
 
     path = Path(folder) / "spec.json"
     if not path.exists() and not path.is_symlink():
-        raise InputError(f"{excerpt(str(folder))} holds no spec.json: is it a run folder written by `explorer run`?")
+        raise InputError(
+            f"{excerpt(str(folder))} holds no spec.json: is it a run folder written by `explorer run`?"
+        )
     data = inputs.read_json(str(path), "--collect")
     if not isinstance(data, dict):
-        raise InputError(f"{excerpt(str(path))} holds a JSON {type(data).__name__}, not the object `explorer run` "
-                         "writes: is it a run folder?")
+        raise InputError(
+            f"{excerpt(str(path))} holds a JSON {type(data).__name__}, not the object `explorer run` "
+            "writes: is it a run folder?"
+        )
     if not isinstance(data.get("schedule"), dict):
-        raise InputError(f"{excerpt(str(path))} has no schedule object: is it a run folder written by `explorer run`?")
+        raise InputError(
+            f"{excerpt(str(path))} has no schedule object: is it a run folder written by `explorer run`?"
+        )
     if not isinstance(data.get("model", {}), dict):
-        raise InputError(f"{excerpt(str(path))}: 'model' must be an object like {{\"name\": \"mlp\"}}")
+        raise InputError(
+            f'{excerpt(str(path))}: \'model\' must be an object like {{"name": "mlp"}}'
+        )
     for key, kinds, what in _FIELDS:
         value = data.get(key)
-        if key in data and (isinstance(value, bool) and bool not in kinds or not isinstance(value, kinds)):
-            raise InputError(f"{excerpt(str(path))}: {key!r} must be {what}, got {excerpt(json.dumps(value))}")
+        if key in data and (
+            isinstance(value, bool) and bool not in kinds or not isinstance(value, kinds)
+        ):
+            raise InputError(
+                f"{excerpt(str(path))}: {key!r} must be {what}, got {excerpt(json.dumps(value))}"
+            )
     try:
         return RunSpec.from_json(data)
     except InputError as exc:
         raise InputError(f"{excerpt(str(path))}: {exc}") from None
     except (TypeError, ValueError, KeyError, AttributeError) as exc:
-        raise InputError(f"{excerpt(str(path))} is not a run spec `explorer run` writes "
-                         f"({type(exc).__name__}: {one_line(str(exc), 160)})") from None
+        raise InputError(
+            f"{excerpt(str(path))} is not a run spec `explorer run` writes "
+            f"({type(exc).__name__}: {one_line(str(exc), 160)})"
+        ) from None
 
 
 #: Fields of spec.json with the JSON types ``explorer run`` writes.
-_FIELDS = [("backend", (str,), "a string"), ("device", (str,), "a string"),
-           ("microbatch_size", (int,), "an integer"), ("iterations", (int,), "an integer"),
-           ("seed", (int,), "an integer"), ("timing", (bool,), "true or false"),
-           ("untimed_iterations", (int,), "an integer"), ("stall_timeout_s", (int, float), "a number"),
-           ("threads", (int,), "an integer"), ("fault", (dict, type(None)), "an object or null"),
-           ("run_id", (str,), "a string")]
+_FIELDS = [
+    ("backend", (str,), "a string"),
+    ("device", (str,), "a string"),
+    ("microbatch_size", (int,), "an integer"),
+    ("iterations", (int,), "an integer"),
+    ("seed", (int,), "an integer"),
+    ("timing", (bool,), "true or false"),
+    ("untimed_iterations", (int,), "an integer"),
+    ("stall_timeout_s", (int, float), "a number"),
+    ("threads", (int,), "an integer"),
+    ("fault", (dict, type(None)), "an object or null"),
+    ("run_id", (str,), "a string"),
+]
 
 
 def records_checked(folder: Path) -> None:
     """Every complete line of every ``rank*.jsonl`` is a JSON object with an integer rank and a type."""
     for path in sorted(Path(folder).glob("rank*.jsonl")):
         text = inputs.read_text(str(path), "--collect", MAX_TRACE_BYTES)
-        complete = text[: text.rfind("\n") + 1]  # a line still being written is left, as the collector does
+        complete = text[
+            : text.rfind("\n") + 1
+        ]  # a line still being written is left, as the collector does
         for n, line in enumerate(complete.splitlines(), 1):
             if line.strip():
                 _record(inputs.loads_json(line, f"{path.name} line {n}"), path.name, n)
     result = Path(folder) / "result.json"
     if result.exists() or result.is_symlink():
         doc = inputs.read_json(str(result), "--collect")
-        if not isinstance(doc, dict) or not isinstance(doc.get("losses"), list) \
-                or not all(isinstance(x, (int, float)) for x in doc["losses"]):
-            raise InputError(f"{excerpt(str(result))} is not the result `explorer run` writes "
-                             "(an object with a list of losses): was it edited?")
+        if (
+            not isinstance(doc, dict)
+            or not isinstance(doc.get("losses"), list)
+            or not all(isinstance(x, (int, float)) for x in doc["losses"])
+        ):
+            raise InputError(
+                f"{excerpt(str(result))} is not the result `explorer run` writes "
+                "(an object with a list of losses): was it edited?"
+            )
 
 
 def _record(line: Any, name: str, n: int) -> None:
     rank = line.get("rank") if isinstance(line, dict) else None
-    if not isinstance(line, dict) or isinstance(rank, bool) or not isinstance(rank, int) or not 0 <= rank < 2**31 \
-            or not isinstance(line.get("type"), str):
-        raise InputError(f"{name} line {n} is not a record `explorer run` writes (a JSON object with an integer "
-                         f"'rank' and a 'type'): {excerpt(json.dumps(line))}")
+    if (
+        not isinstance(line, dict)
+        or isinstance(rank, bool)
+        or not isinstance(rank, int)
+        or not 0 <= rank < 2**31
+        or not isinstance(line.get("type"), str)
+    ):
+        raise InputError(
+            f"{name} line {n} is not a record `explorer run` writes (a JSON object with an integer "
+            f"'rank' and a 'type'): {excerpt(json.dumps(line))}"
+        )
 
 
 __all__ = ["read_spec", "records_checked"]

@@ -6,19 +6,31 @@ import argparse
 import json
 
 from explorer.commands import validate
-from explorer.commands.schedule_options import add_schedule_options, emit, report_from_args, selected_ranks
+from explorer.commands.schedule_options import (
+    add_schedule_options,
+    emit,
+    report_from_args,
+    selected_ranks,
+)
 from explorer.report.html import schedule_page
 from explorer.report.listing import listing
 from explorer.schedules import io
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    p = subparsers.add_parser("schedule", help="list a pipeline schedule (text, json, csv, html)",
-                              description="List a schedule one step per line, findings marked on their line.")
+    p = subparsers.add_parser(
+        "schedule",
+        help="list a pipeline schedule (text, json, csv, html)",
+        description="List a schedule one step per line, findings marked on their line.",
+    )
     add_schedule_options(p)
     p.add_argument("--format", choices=["text", "json", "csv", "html"], default="text")
-    p.add_argument("--out", metavar="FILE", type=validate.output_file("--out"),
-                   help="write to FILE instead of stdout (checked before any work)")
+    p.add_argument(
+        "--out",
+        metavar="FILE",
+        type=validate.output_file("--out"),
+        help="write to FILE instead of stdout (checked before any work)",
+    )
     p.set_defaults(func=run)
 
 

@@ -15,55 +15,126 @@ from explorer.schedules.schedule import Schedule
 #: Why the stage and micro-batch counts have an upper limit (shown with the refusal).
 _SIZE_WHY = "the analyses hold every instruction in memory"
 
-COST_KEYS = {"F": "forward", "B": "backward", "I": "backward_input", "W": "backward_weight",
-             "p2p": "p2p", "send": "send", "recv": "recv", "L": "load", "R": "reduce", "O": "optimizer"}
+COST_KEYS = {
+    "F": "forward",
+    "B": "backward",
+    "I": "backward_input",
+    "W": "backward_weight",
+    "p2p": "p2p",
+    "send": "send",
+    "recv": "recv",
+    "L": "load",
+    "R": "reduce",
+    "O": "optimizer",
+}
 
 
 def add_schedule_options(parser: argparse.ArgumentParser) -> None:
     g = parser.add_argument_group("schedule")
     g.add_argument("--kind", choices=list(KINDS), help="schedule generator")
-    g.add_argument("--from", dest="from_class", metavar="MODULE:CLASS",
-                   type=validate.user_ref("--from", "my_schedules:FixBufferTrainSchedule", "MODULE:CLASS"),
-                   help="a DeepSpeed-style PipeSchedule class on PYTHONPATH instead of --kind (run in a child process)")
-    g.add_argument("--timeout", type=validate.seconds("--timeout", "a day"), default=60.0, metavar="S",
-                   help="seconds a --from class may take to yield its steps (default 60)")
-    g.add_argument("--stages", default=None, metavar="P",
-                   type=validate.count("--stages", hi=validate.MAX_STAGES, why=_SIZE_WHY, label="stages"),
-                   help="pipeline ranks; interleaved-1f1b runs P x --chunks stages and dualpipev 2P")
-    g.add_argument("--microbatches", default=None, metavar="M", help="micro-batches per batch",
-                   type=validate.count("--microbatches", hi=validate.MAX_MICROBATCHES, why=_SIZE_WHY,
-                                       label="micro-batches"))
-    g.add_argument("--chunks", default=1, metavar="V", help="virtual stages per rank (interleaved-1f1b)",
-                   type=validate.count("--chunks", hi=validate.MAX_STAGES, why=_SIZE_WHY, label="chunks"))
-    g.add_argument("--buffers", default=None, metavar="N|legacy|fixed|minimal",
-                   help="buffers per stage: a number, a comma list, DeepSpeed's legacy/fixed formula, or minimal")
-    g.add_argument("--order", choices=["legacy", "fixed"], default=None,
-                   help="DeepSpeed send/recv order inside a step (deepspeed-train)")
-    g.add_argument("--stage", default=None, metavar="S", help="show only the rank that runs stage S",
-                   type=validate.count("--stage", lo=0, hi=2 * validate.MAX_STAGES, label="--stage", what="stage index",
-                                       why="no schedule has more stages"))
-    g.add_argument("--rules", default="", metavar="R1,R2",
-                   help="rewrite rules applied to the schedule, in order (see `explorer fix`): "
-                        "grads-first, parity, defer-recv, buffers+1")
+    g.add_argument(
+        "--from",
+        dest="from_class",
+        metavar="MODULE:CLASS",
+        type=validate.user_ref("--from", "my_schedules:FixBufferTrainSchedule", "MODULE:CLASS"),
+        help="a DeepSpeed-style PipeSchedule class on PYTHONPATH instead of --kind (run in a child process)",
+    )
+    g.add_argument(
+        "--timeout",
+        type=validate.seconds("--timeout", "a day"),
+        default=60.0,
+        metavar="S",
+        help="seconds a --from class may take to yield its steps (default 60)",
+    )
+    g.add_argument(
+        "--stages",
+        default=None,
+        metavar="P",
+        type=validate.count("--stages", hi=validate.MAX_STAGES, why=_SIZE_WHY, label="stages"),
+        help="pipeline ranks; interleaved-1f1b runs P x --chunks stages and dualpipev 2P",
+    )
+    g.add_argument(
+        "--microbatches",
+        default=None,
+        metavar="M",
+        help="micro-batches per batch",
+        type=validate.count(
+            "--microbatches", hi=validate.MAX_MICROBATCHES, why=_SIZE_WHY, label="micro-batches"
+        ),
+    )
+    g.add_argument(
+        "--chunks",
+        default=1,
+        metavar="V",
+        help="virtual stages per rank (interleaved-1f1b)",
+        type=validate.count("--chunks", hi=validate.MAX_STAGES, why=_SIZE_WHY, label="chunks"),
+    )
+    g.add_argument(
+        "--buffers",
+        default=None,
+        metavar="N|legacy|fixed|minimal",
+        help="buffers per stage: a number, a comma list, DeepSpeed's legacy/fixed formula, or minimal",
+    )
+    g.add_argument(
+        "--order",
+        choices=["legacy", "fixed"],
+        default=None,
+        help="DeepSpeed send/recv order inside a step (deepspeed-train)",
+    )
+    g.add_argument(
+        "--stage",
+        default=None,
+        metavar="S",
+        help="show only the rank that runs stage S",
+        type=validate.count(
+            "--stage",
+            lo=0,
+            hi=2 * validate.MAX_STAGES,
+            label="--stage",
+            what="stage index",
+            why="no schedule has more stages",
+        ),
+    )
+    g.add_argument(
+        "--rules",
+        default="",
+        metavar="R1,R2",
+        help="rewrite rules applied to the schedule, in order (see `explorer fix`): "
+        "grads-first, parity, defer-recv, buffers+1",
+    )
     a = parser.add_argument_group("analysis")
-    a.add_argument("--model", choices=["blocking", "batched"], default=None,
-                   help="P2P model for deadlocks and timing (default: the schedule's own)")
-    a.add_argument("--costs", default="", metavar="F=1,B=2,...",
-                   help="per-instruction costs: F, B, I, W, send, recv (time inside the call), p2p (latency), "
-                        "L, R, O (default F=1,B=2,I=1,W=1, the rest 0)")
+    a.add_argument(
+        "--model",
+        choices=["blocking", "batched"],
+        default=None,
+        help="P2P model for deadlocks and timing (default: the schedule's own)",
+    )
+    a.add_argument(
+        "--costs",
+        default="",
+        metavar="F=1,B=2,...",
+        help="per-instruction costs: F, B, I, W, send, recv (time inside the call), p2p (latency), "
+        "L, R, O (default F=1,B=2,I=1,W=1, the rest 0)",
+    )
 
 
 def parse_buffers(text: Optional[str]):
     """``None``, a policy name, one count or a comma list of counts, each in ``1..MAX_MICROBATCHES``."""
     if text is None or text in ("legacy", "fixed", "minimal"):
         return text
-    parse = validate.count("--buffers", hi=validate.MAX_MICROBATCHES, label="buffer counts",
-                           why="a stage never holds more micro-batches than that")
+    parse = validate.count(
+        "--buffers",
+        hi=validate.MAX_MICROBATCHES,
+        label="buffer counts",
+        why="a stage never holds more micro-batches than that",
+    )
     values = []
     for item in text.split(","):
         if not validate._INTEGER.fullmatch(item):
-            raise InputError(f"--buffers {excerpt(text)}: use a number, a comma-separated list, legacy, fixed or "
-                             "minimal")
+            raise InputError(
+                f"--buffers {excerpt(text)}: use a number, a comma-separated list, legacy, fixed or "
+                "minimal"
+            )
         try:
             values.append(parse(item))
         except argparse.ArgumentTypeError as exc:
@@ -74,18 +145,24 @@ def parse_buffers(text: Optional[str]):
 def parse_costs(text: str) -> Costs:
     """``F=1,B=2,...``: every value a finite number in ``0..MAX_COST`` (so sums cannot overflow)."""
     values: dict[str, float] = {}
-    parse = validate.number("--costs", 0.0, Costs.MAX, why="sums over a schedule must stay finite", label="cost")
+    parse = validate.number(
+        "--costs", 0.0, Costs.MAX, why="sums over a schedule must stay finite", label="cost"
+    )
     for part in filter(None, (p.strip() for p in text.split(","))):
         key, sep, value = part.partition("=")
         key = key.strip()
         if not sep or key not in COST_KEYS:
-            raise InputError(f"--costs item {excerpt(part)}: write KEY=VALUE with KEY one of {', '.join(COST_KEYS)}")
+            raise InputError(
+                f"--costs item {excerpt(part)}: write KEY=VALUE with KEY one of {', '.join(COST_KEYS)}"
+            )
         if COST_KEYS[key] in values:
             raise InputError(f"--costs gives {key} twice: give each cost once")
         try:
             values[COST_KEYS[key]] = parse(value)
         except argparse.ArgumentTypeError as exc:
-            reason = str(exc).replace("cost must be at least 0", "cost must be non-negative (at least 0)")
+            reason = str(exc).replace(
+                "cost must be at least 0", "cost must be non-negative (at least 0)"
+            )
             raise InputError(f"--costs item {excerpt(part)}: {reason}") from None
     return Costs(**values)
 
@@ -101,7 +178,9 @@ def schedule_from_args(args: argparse.Namespace) -> Schedule:
 def require_size(args: argparse.Namespace) -> None:
     """One size is needed unless the command sweeps a range of them."""
     if args.stages is None or args.microbatches is None:
-        raise InputError("--stages and --microbatches are required (or, on check and fix, --sweep STAGES:MICROBATCHES)")
+        raise InputError(
+            "--stages and --microbatches are required (or, on check and fix, --sweep STAGES:MICROBATCHES)"
+        )
 
 
 def _named_schedule(args: argparse.Namespace) -> Schedule:
@@ -114,10 +193,18 @@ def _named_schedule(args: argparse.Namespace) -> Schedule:
 
         return schedule_from_class(args.from_class, args.stages, args.microbatches, args.timeout)
     if not args.kind:
-        raise InputError(f"--kind is required (one of {', '.join(KINDS)}) unless --from names a schedule class")
+        raise InputError(
+            f"--kind is required (one of {', '.join(KINDS)}) unless --from names a schedule class"
+        )
     validate.schedule_size(args.kind, args.stages, args.microbatches, args.chunks)
-    return build(args.kind, args.stages, args.microbatches, chunks=args.chunks,
-                 buffers=parse_buffers(args.buffers), order=args.order)
+    return build(
+        args.kind,
+        args.stages,
+        args.microbatches,
+        chunks=args.chunks,
+        buffers=parse_buffers(args.buffers),
+        order=args.order,
+    )
 
 
 def report_from_args(args: argparse.Namespace) -> Report:

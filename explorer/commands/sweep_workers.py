@@ -33,8 +33,16 @@ def default_workers() -> int:
         return max(1, os.cpu_count() or 1)
 
 
-def sweep_in_workers(job: dict, stages: Sequence[int], microbatches: Sequence[int], *, spec: str,
-                     workers: int, timeout_s: float, progress: Optional[Callable[[int, int], None]] = None) -> SizeSweep:
+def sweep_in_workers(
+    job: dict,
+    stages: Sequence[int],
+    microbatches: Sequence[int],
+    *,
+    spec: str,
+    workers: int,
+    timeout_s: float,
+    progress: Optional[Callable[[int, int], None]] = None,
+) -> SizeSweep:
     """Check every size of ``job`` (see :func:`build_from_job`) in ``workers`` child processes."""
     total = len(stages) * len(microbatches)
     shares = [list(stages[i::workers]) for i in range(min(workers, len(stages)))]
@@ -43,9 +51,16 @@ def sweep_in_workers(job: dict, stages: Sequence[int], microbatches: Sequence[in
     interrupted = False
     try:
         for share in shares:
-            payload = json.dumps({**job, "stages": share, "microbatches": list(microbatches), "path": sys.path})
-            proc = subprocess.Popen([sys.executable, "-m", "explorer.commands.sweep_workers"], stdin=subprocess.PIPE,
-                                    stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
+            payload = json.dumps(
+                {**job, "stages": share, "microbatches": list(microbatches), "path": sys.path}
+            )
+            proc = subprocess.Popen(
+                [sys.executable, "-m", "explorer.commands.sweep_workers"],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                start_new_session=True,
+            )
             proc.stdin.write(payload.encode())
             proc.stdin.close()
             os.set_blocking(proc.stdout.fileno(), False)
@@ -74,18 +89,29 @@ def sweep_in_workers(job: dict, stages: Sequence[int], microbatches: Sequence[in
                 if proc.poll() is None and time.monotonic() - last_heard[proc.pid] > timeout_s:
                     _stop(procs)
                     at = _next_size(proc_share(shares, procs, proc), microbatches, cells)
-                    raise InputError(f"checking size {at[0]}x{at[1]} took longer than {timeout_s:g} s and was "
-                                     "stopped (a --from class that hangs?); give --timeout SECONDS to allow longer")
+                    raise InputError(
+                        f"checking size {at[0]}x{at[1]} took longer than {timeout_s:g} s and was "
+                        "stopped (a --from class that hangs?); give --timeout SECONDS to allow longer"
+                    )
         for proc in procs:
             proc.wait()
             err = proc.stderr.read().decode(errors="replace")
             if proc.returncode != 0:
-                said = next((ln[len(MARKER):] for ln in reversed(err.splitlines()) if ln.startswith(MARKER)), None)
+                said = next(
+                    (
+                        ln[len(MARKER) :]
+                        for ln in reversed(err.splitlines())
+                        if ln.startswith(MARKER)
+                    ),
+                    None,
+                )
                 if said:
                     raise InputError(said)
                 last = next((ln.strip() for ln in reversed(err.splitlines()) if ln.strip()), "")
-                raise InputError(f"a sweep worker ended with exit code {proc.returncode}"
-                                 f"{' (' + excerpt(last, 160) + ')' if last else ''}; the sizes it had checked are lost")
+                raise InputError(
+                    f"a sweep worker ended with exit code {proc.returncode}"
+                    f"{' (' + excerpt(last, 160) + ')' if last else ''}; the sizes it had checked are lost"
+                )
     except KeyboardInterrupt:
         interrupted = True
     finally:
@@ -93,8 +119,10 @@ def sweep_in_workers(job: dict, stages: Sequence[int], microbatches: Sequence[in
         selector.close()
     ordered = tuple(cells[k] for k in sorted(cells))
     if ordered and not interrupted and all(c.skipped for c in ordered):
-        raise InputError(f"none of the {len(ordered):,} sizes in {spec} applies to this schedule "
-                         f"(at {ordered[0].stages}x{ordered[0].microbatches}: {excerpt(ordered[0].skipped, 160)})")
+        raise InputError(
+            f"none of the {len(ordered):,} sizes in {spec} applies to this schedule "
+            f"(at {ordered[0].stages}x{ordered[0].microbatches}: {excerpt(ordered[0].skipped, 160)})"
+        )
     return SizeSweep(ordered, spec, interrupted=interrupted)
 
 
@@ -131,8 +159,17 @@ def build_from_job(job: dict) -> Callable[[int, int], object]:
 
         cls = load_class(job["from"])
         return lambda p, m: apply_rules(from_deepspeed(cls, p, m), rules)
-    return lambda p, m: apply_rules(build(job["kind"], p, m, chunks=job.get("chunks", 1), buffers=job.get("buffers"),
-                                          order=job.get("order")), rules)
+    return lambda p, m: apply_rules(
+        build(
+            job["kind"],
+            p,
+            m,
+            chunks=job.get("chunks", 1),
+            buffers=job.get("buffers"),
+            order=job.get("order"),
+        ),
+        rules,
+    )
 
 
 def main() -> int:
@@ -148,7 +185,9 @@ def main() -> int:
         for p in job["stages"]:
             for m in job["microbatches"]:
                 cell = check_size(make, p, m)
-                if cell.skipped and job.get("from"):  # a user's class that fails at a size is not "not applicable"
+                if cell.skipped and job.get(
+                    "from"
+                ):  # a user's class that fails at a size is not "not applicable"
                     raise InputError(f"at {p}x{m}: {cell.skipped}")
                 out.write(json.dumps(cell.to_dict()) + "\n")
     except InputError as exc:
@@ -156,7 +195,11 @@ def main() -> int:
         return 2
     except (KeyboardInterrupt, SystemExit, Exception) as exc:
         where = f"--from {excerpt(job['from'])}" if job.get("from") else "the schedule"
-        print(MARKER + one_line(f"{where} raised {type(exc).__name__} ({str(exc)[:200]}) during the sweep"), file=sys.stderr)
+        print(
+            MARKER
+            + one_line(f"{where} raised {type(exc).__name__} ({str(exc)[:200]}) during the sweep"),
+            file=sys.stderr,
+        )
         return 2
     return 0
 

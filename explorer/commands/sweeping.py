@@ -17,11 +17,20 @@ from explorer.schedules import KINDS
 
 def add_sweep_options(parser: argparse.ArgumentParser, required: bool = False) -> None:
     g = parser.add_argument_group("every size at once")
-    g.add_argument("--sweep", default=None, required=required, metavar="STAGES:MICROBATCHES",
-                   help="check every size of a range, e.g. 2-32:1-128 or 4,8,16:1-64 (replaces --stages/--microbatches)")
-    g.add_argument("--workers", default=None, metavar="N",
-                   type=validate.count("--workers", hi=256, label="workers", why="one per core is enough"),
-                   help="processes to check sizes in (default: one per core)")
+    g.add_argument(
+        "--sweep",
+        default=None,
+        required=required,
+        metavar="STAGES:MICROBATCHES",
+        help="check every size of a range, e.g. 2-32:1-128 or 4,8,16:1-64 (replaces --stages/--microbatches)",
+    )
+    g.add_argument(
+        "--workers",
+        default=None,
+        metavar="N",
+        type=validate.count("--workers", hi=256, label="workers", why="one per core is enough"),
+        help="processes to check sizes in (default: one per core)",
+    )
 
 
 def job_from_args(args: argparse.Namespace, rules: Sequence[Rule] = ()) -> dict:
@@ -29,9 +38,17 @@ def job_from_args(args: argparse.Namespace, rules: Sequence[Rule] = ()) -> dict:
     if args.from_class and args.kind:
         raise InputError("give either --kind or --from, not both")
     if not args.from_class and not args.kind:
-        raise InputError(f"--kind is required (one of {', '.join(KINDS)}) unless --from names a schedule class")
-    return {"kind": args.kind, "from": args.from_class, "chunks": args.chunks, "buffers": parse_buffers(args.buffers),
-            "order": args.order, "rules": [r.name for r in rules]}
+        raise InputError(
+            f"--kind is required (one of {', '.join(KINDS)}) unless --from names a schedule class"
+        )
+    return {
+        "kind": args.kind,
+        "from": args.from_class,
+        "chunks": args.chunks,
+        "buffers": parse_buffers(args.buffers),
+        "order": args.order,
+        "rules": [r.name for r in rules],
+    }
 
 
 def sizes_from_args(args: argparse.Namespace) -> tuple[list[int], list[int], str]:
@@ -48,11 +65,24 @@ def sweep_from_args(args: argparse.Namespace, rules: Sequence[Rule] | None = Non
     return run_sweep(job_from_args(args, chosen), stages, mbs, spec, args)
 
 
-def run_sweep(job: dict, stages: Sequence[int], mbs: Sequence[int], spec: str, args: argparse.Namespace,
-              label: str = "") -> SizeSweep:
+def run_sweep(
+    job: dict,
+    stages: Sequence[int],
+    mbs: Sequence[int],
+    spec: str,
+    args: argparse.Namespace,
+    label: str = "",
+) -> SizeSweep:
     bar = _bar(label) if sys.stderr.isatty() else None
-    sweep = sweep_in_workers(job, stages, mbs, spec=spec, workers=args.workers or default_workers(),
-                             timeout_s=args.timeout, progress=bar)
+    sweep = sweep_in_workers(
+        job,
+        stages,
+        mbs,
+        spec=spec,
+        workers=args.workers or default_workers(),
+        timeout_s=args.timeout,
+        progress=bar,
+    )
     if bar is not None:
         sys.stderr.write("\r" + " " * 70 + "\r")
     return sweep
@@ -62,6 +92,9 @@ def _bar(label: str):
     def show(done: int, total: int) -> None:
         width = 30
         filled = int(width * done / max(total, 1))
-        sys.stderr.write(f"\r{label}[{'#' * filled}{'.' * (width - filled)}] {done:,}/{total:,} sizes")
+        sys.stderr.write(
+            f"\r{label}[{'#' * filled}{'.' * (width - filled)}] {done:,}/{total:,} sizes"
+        )
         sys.stderr.flush()
+
     return show

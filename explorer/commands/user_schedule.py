@@ -13,22 +13,31 @@ import json
 import os
 import sys
 
-from explorer.runtime.isolate import MARKER, run_child
 from explorer.errors import InputError, excerpt, one_line
+from explorer.runtime.isolate import MARKER, run_child
 from explorer.schedules import io
 from explorer.schedules.schedule import Schedule
 
 
 def schedule_from_class(spec: str, stages: int, microbatches: int, timeout_s: float) -> Schedule:
     """The schedule a DeepSpeed-style class yields, read in a child within ``timeout_s`` seconds."""
-    argv = [sys.executable, "-m", "explorer.commands.user_schedule", spec, str(stages), str(microbatches),
-            json.dumps(sys.path)]
+    argv = [
+        sys.executable,
+        "-m",
+        "explorer.commands.user_schedule",
+        spec,
+        str(stages),
+        str(microbatches),
+        json.dumps(sys.path),
+    ]
     outcome = run_child(argv, timeout_s)
     if outcome.returncode == 0 and not outcome.timed_out:
         try:
             return io.from_json(json.loads(outcome.stdout))
         except (ValueError, InputError) as exc:  # pragma: no cover - the child writes what io reads
-            raise InputError(f"--from {excerpt(spec)}: its schedule could not be read back ({one_line(str(exc), 200)})")
+            raise InputError(
+                f"--from {excerpt(spec)}: its schedule could not be read back ({one_line(str(exc), 200)})"
+            ) from None
     message = outcome.input_error
     if message:
         raise InputError(message)
@@ -49,8 +58,14 @@ def main(argv: list[str]) -> int:
         print(MARKER + one_line(str(exc)), file=sys.stderr)
         return 2
     except (KeyboardInterrupt, SystemExit, Exception) as exc:
-        print(MARKER + one_line(f"--from {excerpt(spec)}: the class raised {type(exc).__name__} "
-                                f"({str(exc)[:200]}) while its steps were read; fix the class"), file=sys.stderr)
+        print(
+            MARKER
+            + one_line(
+                f"--from {excerpt(spec)}: the class raised {type(exc).__name__} "
+                f"({str(exc)[:200]}) while its steps were read; fix the class"
+            ),
+            file=sys.stderr,
+        )
         return 2
     result.write(json.dumps(doc))
     result.close()

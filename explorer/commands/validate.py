@@ -37,33 +37,53 @@ def _name(option: str) -> str:
     return option.lstrip("-").replace("-", " ")
 
 
-def count(option: str, lo: int = 1, hi: int = 2**31 - 1, why: str = "", label: Optional[str] = None,
-          what: str = "integer") -> Callable[[str], int]:
+def count(
+    option: str,
+    lo: int = 1,
+    hi: int = 2**31 - 1,
+    why: str = "",
+    label: Optional[str] = None,
+    what: str = "integer",
+) -> Callable[[str], int]:
     """An argparse type: an integer in ``lo..hi`` (``why`` explains the upper limit)."""
     label = label or _name(option)
 
     def parse(text: str) -> int:
         if not _INTEGER.fullmatch(text):
-            raise argparse.ArgumentTypeError(f"{label} must be a whole number, e.g. {max(lo, 1) * 4}; "
-                                             f"got {excerpt(text)}")
+            raise argparse.ArgumentTypeError(
+                f"{label} must be a whole number, e.g. {max(lo, 1) * 4}; got {excerpt(text)}"
+            )
         digits = text.strip().lstrip("+-").lstrip("0")
         # int() refuses more than 4,300 digits: a number that long is only compared with the limits
-        value = int(text) if len(digits) <= 40 else (-1 if text.strip().startswith("-") else 1) * 10**40
+        value = (
+            int(text) if len(digits) <= 40 else (-1 if text.strip().startswith("-") else 1) * 10**40
+        )
         if value < lo:
             kind = "positive integer" if lo == 1 else f"{what} of at least {lo}"
-            raise argparse.ArgumentTypeError(f"{label} must be a {kind}; got {excerpt(text.strip())}")
+            raise argparse.ArgumentTypeError(
+                f"{label} must be a {kind}; got {excerpt(text.strip())}"
+            )
         if value > hi:
             reason = f" ({why})" if why else ""
-            raise argparse.ArgumentTypeError(f"{label} {excerpt(text.strip())} is more than the limit of "
-                                             f"{hi:,}{reason}: use {hi:,} or less")
+            raise argparse.ArgumentTypeError(
+                f"{label} {excerpt(text.strip())} is more than the limit of "
+                f"{hi:,}{reason}: use {hi:,} or less"
+            )
         return value
 
     parse.__name__ = "integer"
     return parse
 
 
-def number(option: str, lo: float = 0.0, hi: float = 1e12, *, lo_open: bool = False, why: str = "",
-           label: Optional[str] = None) -> Callable[[str], float]:
+def number(
+    option: str,
+    lo: float = 0.0,
+    hi: float = 1e12,
+    *,
+    lo_open: bool = False,
+    why: str = "",
+    label: Optional[str] = None,
+) -> Callable[[str], float]:
     """An argparse type: a finite float in ``[lo, hi]`` (``(lo, hi]`` with ``lo_open``); no NaN, no infinity."""
     label = label or _name(option)
 
@@ -71,16 +91,22 @@ def number(option: str, lo: float = 0.0, hi: float = 1e12, *, lo_open: bool = Fa
         try:
             value = float(text)
         except ValueError:
-            raise argparse.ArgumentTypeError(f"{label} must be a number, e.g. 10; got {excerpt(text)}") from None
+            raise argparse.ArgumentTypeError(
+                f"{label} must be a number, e.g. 10; got {excerpt(text)}"
+            ) from None
         if not math.isfinite(value):
-            raise argparse.ArgumentTypeError(f"{label} must be a finite number; got {excerpt(text)} "
-                                             f"(NaN and infinity have no meaning here): give a value up to {hi:g}")
+            raise argparse.ArgumentTypeError(
+                f"{label} must be a finite number; got {excerpt(text)} "
+                f"(NaN and infinity have no meaning here): give a value up to {hi:g}"
+            )
         if value < lo or (lo_open and value == lo):
             bound = f"more than {lo:g}" if lo_open else f"at least {lo:g}"
             raise argparse.ArgumentTypeError(f"{label} must be {bound}; got {excerpt(text)}")
         if value > hi:
             reason = f" ({why})" if why else ""
-            raise argparse.ArgumentTypeError(f"{label} {excerpt(text)} is more than the limit of {hi:g}{reason}")
+            raise argparse.ArgumentTypeError(
+                f"{label} {excerpt(text)} is more than the limit of {hi:g}{reason}"
+            )
         return value
 
     parse.__name__ = "number"
@@ -143,13 +169,19 @@ def user_ref(option: str, example: str, what: str = "MODULE:FUNCTION") -> Callab
     def parse(text: str) -> str:
         module, sep, attr = text.rpartition(":")
         if not sep or not module.strip() or not attr.strip():
-            raise argparse.ArgumentTypeError(f"{option} {excerpt(text)}: expected {what}, e.g. {example}")
+            raise argparse.ArgumentTypeError(
+                f"{option} {excerpt(text)}: expected {what}, e.g. {example}"
+            )
         if not attr.isidentifier():
-            raise argparse.ArgumentTypeError(f"{option} {excerpt(text)}: {excerpt(attr)} is not a Python name; "
-                                             f"expected {what}, e.g. {example}")
+            raise argparse.ArgumentTypeError(
+                f"{option} {excerpt(text)}: {excerpt(attr)} is not a Python name; "
+                f"expected {what}, e.g. {example}"
+            )
         if not module.endswith(".py") and not all(p.isidentifier() for p in module.split(".")):
-            raise argparse.ArgumentTypeError(f"{option} {excerpt(text)}: {excerpt(module)} is not a module name; "
-                                             f"expected {what}, e.g. {example}")
+            raise argparse.ArgumentTypeError(
+                f"{option} {excerpt(text)}: {excerpt(module)} is not a module name; "
+                f"expected {what}, e.g. {example}"
+            )
         return text
 
     parse.__name__ = what
@@ -159,21 +191,42 @@ def user_ref(option: str, example: str, what: str = "MODULE:FUNCTION") -> Callab
 def schedule_size(kind: Optional[str], stages: int, microbatches: int, chunks: int = 1) -> None:
     """Refuse a schedule too large to analyse before anything is allocated (see :data:`MAX_CELLS`)."""
     total = stages * (2 if kind == "dualpipev" else chunks)
-    shape = f"{stages:,} stages" + (f" x {chunks} chunks" if chunks > 1 and kind != "dualpipev" else "") \
+    shape = (
+        f"{stages:,} stages"
+        + (f" x {chunks} chunks" if chunks > 1 and kind != "dualpipev" else "")
         + (" (2 stages per rank in a V)" if kind == "dualpipev" else "")
+    )
     if total > MAX_STAGES:
-        raise InputError(f"{shape} make {total:,} pipeline stages, more than the limit of {MAX_STAGES:,}: every "
-                         "stage is analysed step by step and the grid of stages x steps is held in memory; "
-                         "use fewer stages")
+        raise InputError(
+            f"{shape} make {total:,} pipeline stages, more than the limit of {MAX_STAGES:,}: every "
+            "stage is analysed step by step and the grid of stages x steps is held in memory; "
+            "use fewer stages"
+        )
     if microbatches > MAX_MICROBATCHES:
-        raise InputError(f"{microbatches:,} micro-batches is more than the limit of {MAX_MICROBATCHES:,}: every "
-                         "instruction is held in memory; use fewer micro-batches (the pattern repeats)")
+        raise InputError(
+            f"{microbatches:,} micro-batches is more than the limit of {MAX_MICROBATCHES:,}: every "
+            "instruction is held in memory; use fewer micro-batches (the pattern repeats)"
+        )
     cells = total * microbatches
     if cells > MAX_CELLS:
-        raise InputError(f"{total:,} stages x {microbatches:,} micro-batches = {cells:,} is more than the limit of "
-                         f"{MAX_CELLS:,}: the analyses hold about 1.5 KB per stage and micro-batch "
-                         f"(~{cells * 1.5e3 / 2**30:,.0f} GB here); use fewer stages or micro-batches")
+        raise InputError(
+            f"{total:,} stages x {microbatches:,} micro-batches = {cells:,} is more than the limit of "
+            f"{MAX_CELLS:,}: the analyses hold about 1.5 KB per stage and micro-batch "
+            f"(~{cells * 1.5e3 / 2**30:,.0f} GB here); use fewer stages or micro-batches"
+        )
 
 
-__all__ = ["MAX_STAGES", "MAX_MICROBATCHES", "MAX_CELLS", "MAX_SECONDS", "count", "number", "seconds",
-           "input_file", "output_file", "output_dir", "user_ref", "schedule_size"]
+__all__ = [
+    "MAX_STAGES",
+    "MAX_MICROBATCHES",
+    "MAX_CELLS",
+    "MAX_SECONDS",
+    "count",
+    "number",
+    "seconds",
+    "input_file",
+    "output_file",
+    "output_dir",
+    "user_ref",
+    "schedule_size",
+]

@@ -13,12 +13,35 @@ from explorer.hlo.listing import ModuleInfo, list_modules, near_duplicate_groups
 from explorer.hlo.model import Computation, Instruction, Metadata, Module
 from explorer.hlo.reader import parse_module, parse_modules, read_modules, read_text
 from explorer.hlo.records import (
-    ChangedInstruction, HloDiff, InstructionGroup, MovedConstant, ParameterMove, TupleArityChange,
+    ChangedInstruction,
+    HloDiff,
+    InstructionGroup,
+    MovedConstant,
+    ParameterMove,
+    TupleArityChange,
 )
 
 __all__ = [
-    "ChangedInstruction", "Computation", "HloDiff", "HloParseError", "Instruction", "InstructionGroup",
-    "Metadata", "Module", "ModuleInfo", "MovedConstant", "ParameterMove", "TupleArityChange",
-    "canonical_text", "diff_modules", "list_modules", "module_fingerprint", "near_duplicate_groups",
-    "parse_module", "parse_modules", "read_modules", "read_text", "select_module",
+    "ChangedInstruction",
+    "Computation",
+    "HloDiff",
+    "HloParseError",
+    "Instruction",
+    "InstructionGroup",
+    "Metadata",
+    "Module",
+    "ModuleInfo",
+    "MovedConstant",
+    "ParameterMove",
+    "TupleArityChange",
+    "canonical_text",
+    "diff_modules",
+    "list_modules",
+    "module_fingerprint",
+    "near_duplicate_groups",
+    "parse_module",
+    "parse_modules",
+    "read_modules",
+    "read_text",
+    "select_module",
 ]

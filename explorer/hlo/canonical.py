@@ -48,11 +48,13 @@ def canonical_order(comp: Computation, subgraph_print: dict[str, str]) -> list[I
 def canonical_text(module: Module) -> str:
     """The module printed with structural names and order, without metadata."""
     hashes = computation_hashes(module)
-    comp_order = sorted((c for c in module.computations.values() if not c.is_entry and c is not module.entry),
-                        key=lambda c: (hashes[c.name], c.name))
+    comp_order = sorted(
+        (c for c in module.computations.values() if not c.is_entry and c is not module.entry),
+        key=lambda c: (hashes[c.name], c.name),
+    )
     comp_order.append(module.entry)
     comp_names = {c.name: f"comp.{k}" for k, c in enumerate(comp_order)}
-    lines = [f"HloModule canonical"]
+    lines = ["HloModule canonical"]
     for comp in comp_order:
         is_entry = comp is module.entry
         prints = computation_prints(comp, hashes, with_numbers=not is_entry)
@@ -74,7 +76,9 @@ def canonical_text(module: Module) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _line(inst: Instruction, names: dict[str, str], comp_names: dict[str, str], is_root: bool) -> str:
+def _line(
+    inst: Instruction, names: dict[str, str], comp_names: dict[str, str], is_root: bool
+) -> str:
     if inst.opcode in ("constant", "parameter"):
         args = inst.literal
     else:

@@ -17,7 +17,12 @@ from explorer.hlo.graph import Graph, entry_graph
 from explorer.hlo.matcher import match
 from explorer.hlo.model import Instruction, Module, tuple_arity
 from explorer.hlo.records import (
-    ChangedInstruction, HloDiff, InstructionGroup, MovedConstant, ParameterMove, TupleArityChange,
+    ChangedInstruction,
+    HloDiff,
+    InstructionGroup,
+    MovedConstant,
+    ParameterMove,
+    TupleArityChange,
 )
 from explorer.hlo.summary import summarize
 
@@ -34,10 +39,14 @@ def _diff(a: Module, b: Module) -> HloDiff:
     m = match(ga, gb)
     pairs = m.pairs()
     out = HloDiff(
-        module_a=a.name, module_b=b.name, instructions_a=len(ga), instructions_b=len(gb),
+        module_a=a.name,
+        module_b=b.name,
+        instructions_a=len(ga),
+        instructions_b=len(gb),
         matched_count=len(pairs),
         parameter_permutation=_permutation(ga, gb, pairs),
-        parameters_a=a.parameter_count, parameters_b=b.parameter_count,
+        parameters_a=a.parameter_count,
+        parameters_b=b.parameter_count,
         added=_groups("added", gb, [k for k, x in enumerate(m.b_to_a) if x == -1]),
         removed=_groups("removed", ga, [k for k, x in enumerate(m.a_to_b) if x == -1]),
         changed=_changed(ga, gb, pairs, m.b_to_a),
@@ -53,10 +62,21 @@ def _permutation(ga: Graph, gb: Graph, pairs: list[tuple[int, int]]) -> list[Par
     moves = []
     for x, y in pairs:
         ia, ib = ga.insts[x], gb.insts[y]
-        if ia.parameter_number is not None and ib.parameter_number is not None \
-                and ia.parameter_number != ib.parameter_number:
-            moves.append(ParameterMove(ia.parameter_number, ib.parameter_number, ia.shape,
-                                       ia.metadata.op_name, ia.name, ib.name))
+        if (
+            ia.parameter_number is not None
+            and ib.parameter_number is not None
+            and ia.parameter_number != ib.parameter_number
+        ):
+            moves.append(
+                ParameterMove(
+                    ia.parameter_number,
+                    ib.parameter_number,
+                    ia.shape,
+                    ia.metadata.op_name,
+                    ia.name,
+                    ib.name,
+                )
+            )
     return sorted(moves, key=lambda p: p.index_a)
 
 
@@ -73,22 +93,36 @@ def _groups(side: str, g: Graph, idx: list[int]) -> list[InstructionGroup]:
     groups = []
     for (op_type, op_name, source), insts in buckets.items():
         ops = Counter(i.opcode for i in insts)
-        groups.append(InstructionGroup(
-            side=side, op_type=op_type, op_name=op_name, source=source, count=len(insts),
-            opcodes=tuple(ops.most_common()), names=tuple(i.name for i in insts),
-            lines=tuple(i.line for i in insts)))
+        groups.append(
+            InstructionGroup(
+                side=side,
+                op_type=op_type,
+                op_name=op_name,
+                source=source,
+                count=len(insts),
+                opcodes=tuple(ops.most_common()),
+                names=tuple(i.name for i in insts),
+                lines=tuple(i.line for i in insts),
+            )
+        )
     return sorted(groups, key=lambda gr: (-gr.count, gr.op_type, gr.source))
 
 
 def short(inst: Instruction) -> str:
     """A one-line description without names: ``f32[4]{0} multiply(2 operands), dims...``."""
-    inner = inst.literal if inst.opcode in ("constant", "parameter") else f"{len(inst.operands)} operands"
+    inner = (
+        inst.literal
+        if inst.opcode in ("constant", "parameter")
+        else f"{len(inst.operands)} operands"
+    )
     attrs = ", ".join(f"{k}={v}" for k, v in inst.attrs if k not in ("backend_config",))
     text = f"{inst.shape} {inst.opcode}({inner})" + (f", {attrs}" if attrs else "")
     return text if len(text) <= 200 else text[:197] + "..."
 
 
-def _changed(ga: Graph, gb: Graph, pairs: list[tuple[int, int]], b_to_a: list[int]) -> list[ChangedInstruction]:
+def _changed(
+    ga: Graph, gb: Graph, pairs: list[tuple[int, int]], b_to_a: list[int]
+) -> list[ChangedInstruction]:
     out = []
     for x, y in pairs:
         if ga.subgraph_print[x] == gb.subgraph_print[y]:
@@ -106,9 +140,19 @@ def _changed(ga: Graph, gb: Graph, pairs: list[tuple[int, int]], b_to_a: list[in
         if [b_to_a[o] for o in gb.operands[y]] != ga.operands[x]:
             kinds.append("operands")
         if kinds:
-            out.append(ChangedInstruction(ia.name, ib.name, tuple(kinds), short(ia), short(ib),
-                                          ia.metadata.op_type or ib.metadata.op_type,
-                                          ia.metadata.op_name or ib.metadata.op_name, ia.line, ib.line))
+            out.append(
+                ChangedInstruction(
+                    ia.name,
+                    ib.name,
+                    tuple(kinds),
+                    short(ia),
+                    short(ib),
+                    ia.metadata.op_type or ib.metadata.op_type,
+                    ia.metadata.op_name or ib.metadata.op_name,
+                    ia.line,
+                    ib.line,
+                )
+            )
     return sorted(out, key=lambda c: c.line_a)
 
 
@@ -134,7 +178,9 @@ def _in_order(seq: list[int]) -> list[bool]:
     return keep
 
 
-def _moved_constants(ga: Graph, gb: Graph, pairs: list[tuple[int, int]], a_to_b: list[int]) -> list[MovedConstant]:
+def _moved_constants(
+    ga: Graph, gb: Graph, pairs: list[tuple[int, int]], a_to_b: list[int]
+) -> list[MovedConstant]:
     by_file = sorted(pairs, key=lambda p: ga.file_pos[p[0]])
     keep = _in_order([gb.file_pos[y] for _, y in by_file])
     out = []
@@ -146,8 +192,19 @@ def _moved_constants(ga: Graph, gb: Graph, pairs: list[tuple[int, int]], a_to_b:
         if stays and not users_changed:
             continue
         md = ia.metadata
-        out.append(MovedConstant(ia.literal, ia.shape, md.op_type, md.op_name, ia.name, ib.name,
-                                 ia.line, ib.line, users_changed))
+        out.append(
+            MovedConstant(
+                ia.literal,
+                ia.shape,
+                md.op_type,
+                md.op_name,
+                ia.name,
+                ib.name,
+                ia.line,
+                ib.line,
+                users_changed,
+            )
+        )
     return out
 
 

@@ -75,8 +75,12 @@ class ComputationPrints:
     root_print: str
 
 
-def computation_prints(comp: Computation, comp_hashes: dict[str, str], with_numbers: bool,
-                       hasher: Callable[[str], str] = stable_hash) -> ComputationPrints:
+def computation_prints(
+    comp: Computation,
+    comp_hashes: dict[str, str],
+    with_numbers: bool,
+    hasher: Callable[[str], str] = stable_hash,
+) -> ComputationPrints:
     """Fingerprints of every instruction of ``comp`` (operands first, so one pass)."""
     stable_hash_ = hasher
     selfs: dict[str, str] = {}
@@ -86,7 +90,9 @@ def computation_prints(comp: Computation, comp_hashes: dict[str, str], with_numb
         own = stable_hash_(key)
         selfs[inst.name] = own
         if inst.operands:
-            subs[inst.name] = stable_hash_(own + "(" + ",".join([subs[o] for o in inst.operands]) + ")")
+            subs[inst.name] = stable_hash_(
+                own + "(" + ",".join([subs[o] for o in inst.operands]) + ")"
+            )
         else:
             subs[inst.name] = own
     assert comp.root is not None

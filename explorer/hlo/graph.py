@@ -49,8 +49,13 @@ def entry_graph(module: Module, interner: Interner) -> Graph:
     file_index = {inst.name: k for k, inst in enumerate(comp.instructions)}
     assert comp.root is not None
     return Graph(
-        comp=comp, insts=insts, index=index, operands=operands, users=users,
+        comp=comp,
+        insts=insts,
+        index=index,
+        operands=operands,
+        users=users,
         self_print=[prints.self_print[i.name] for i in insts],
         subgraph_print=[prints.subgraph_print[i.name] for i in insts],
-        file_pos=[file_index[i.name] for i in insts], root=index[comp.root.name],
+        file_pos=[file_index[i.name] for i in insts],
+        root=index[comp.root.name],
     )

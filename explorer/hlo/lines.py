@@ -31,8 +31,10 @@ _TUPLE_REST = re.compile(r"[\s,()]*")
 _PUNCT_RUN = re.compile(r"[\s,()]+")
 # The plain value may not end in whitespace (the \s* after it takes that), so a value followed by
 # 60,000 spaces and a bracket fails in linear time instead of re-trying every split of the spaces.
-_SIMPLE_ATTR = re.compile(r'\s*,\s*([A-Za-z_][\w\-]*)=\s*([^,{}()\[\]"\s](?:[^,{}()\[\]"]*[^,{}()\[\]"\s])?'
-                          r'|\{[^{}()\[\]"]*\}|%?[\w.\-]+)\s*(?=,|$)')
+_SIMPLE_ATTR = re.compile(
+    r'\s*,\s*([A-Za-z_][\w\-]*)=\s*([^,{}()\[\]"\s](?:[^,{}()\[\]"]*[^,{}()\[\]"\s])?'
+    r'|\{[^{}()\[\]"]*\}|%?[\w.\-]+)\s*(?=,|$)'
+)
 _METADATA = re.compile(r',\s*metadata=\{((?:[^{}"]|"(?:[^"\\]|\\.)*")*)\}\s*(?=,|$)')
 # Keys start where a word starts: findall would otherwise retry from inside a 60,000-digit run.
 _META_FIELD = re.compile(r'(?<!\w)(\w+)=("(?:[^"\\]|\\.)*"|[^\s}]+)')
@@ -43,7 +45,9 @@ _COMP_START = re.compile(rf"(ENTRY\s+)?%?({NAME})")
 MAX_PARAMETER = 2**31 - 1
 #: Digits of the largest source line kept from metadata (longer ones are not line numbers).
 _MAX_LINE_DIGITS = 12
-_HEADER_PARAM = re.compile(rf"\s*(?:,\s*)?%?({NAME})\s*:\s*")  # not '\s*,?\s*': quadratic over spaces
+_HEADER_PARAM = re.compile(
+    rf"\s*(?:,\s*)?%?({NAME})\s*:\s*"
+)  # not '\s*,?\s*': quadratic over spaces
 
 
 def _fail(message: str, lineno: int, col: int, line: str) -> HloParseError:
@@ -57,10 +61,11 @@ def _drop_empty_parens(text: str) -> str:
     span from its first ``(`` to its last ``)`` - but linear: the regex re-scans a run of
     100,000 ``(`` from every one of them.
     """
+
     def cut(m: re.Match) -> str:
         run = m.group()
         a, b = run.find("("), run.rfind(")")
-        return run if a < 0 or b < a else run[:a] + run[b + 1:]
+        return run if a < 0 or b < a else run[:a] + run[b + 1 :]
 
     return _PUNCT_RUN.sub(cut, text)
 
@@ -88,7 +93,9 @@ def read_shape(line: str, pos: int, lineno: int) -> tuple[str, int]:
         return text, end
     m = _ARRAY.match(line, pos)
     if not m:
-        raise _fail("expected a shape such as f32[2,3]{1,0}, (f32[], s32[]) or token[]", lineno, pos, line)
+        raise _fail(
+            "expected a shape such as f32[2,3]{1,0}, (f32[], s32[]) or token[]", lineno, pos, line
+        )
     return m.group(), m.end()
 
 
@@ -167,7 +174,9 @@ def _metadata(value: str) -> Metadata:
         source_file=fields.get("source_file", "").strip('"'),
         # isdigit() also accepts superscripts such as '¹', which int() rejects (found by the fuzzer).
         # More than 12 digits is no line number (and int() refuses more than 4,300 digits).
-        source_line=int(line) if line.isascii() and line.isdigit() and len(line) <= _MAX_LINE_DIGITS else None,
+        source_line=int(line)
+        if line.isascii() and line.isdigit() and len(line) <= _MAX_LINE_DIGITS
+        else None,
     )
     _META_CACHE[value] = meta
     return meta
@@ -184,7 +193,7 @@ def parse_instruction(line: str, lineno: int) -> Instruction:
         raise _fail("expected an opcode followed by '('", lineno, pos, line)
     opcode, open_at = op.group(1), op.end() - 1
     close = matching_paren(line, open_at, lineno)
-    inner = line[open_at + 1:close]
+    inner = line[open_at + 1 : close]
     literal, operands, number = "", (), None
     if opcode == "constant":
         literal = " ".join(inner.split())
@@ -194,9 +203,16 @@ def parse_instruction(line: str, lineno: int) -> Instruction:
         digits = inner.strip()
         if not _INT.fullmatch(digits):
             raise _fail("parameter number must be a non-negative integer", lineno, open_at, line)
-        significant = digits.lstrip("0") or "0"  # int() refuses more than 4,300 digits, zeros included
+        significant = (
+            digits.lstrip("0") or "0"
+        )  # int() refuses more than 4,300 digits, zeros included
         if len(significant) > 10 or int(significant) > MAX_PARAMETER:
-            raise _fail(f"parameter number {excerpt(digits, 24)} is larger than {MAX_PARAMETER:,}", lineno, open_at, line)
+            raise _fail(
+                f"parameter number {excerpt(digits, 24)} is larger than {MAX_PARAMETER:,}",
+                lineno,
+                open_at,
+                line,
+            )
         number = int(significant)
         literal = str(number)
     else:
@@ -206,7 +222,7 @@ def parse_instruction(line: str, lineno: int) -> Instruction:
     meta = _METADATA.match(line, at) if at >= 0 else None
     if meta:
         metadata = _metadata(meta.group(1))
-        line = line[:meta.start()] + line[meta.end():]
+        line = line[: meta.start()] + line[meta.end() :]
     attrs = _split_attrs(line, close + 1, lineno)
     called, kept = [], []
     for key, value in attrs:
@@ -217,13 +233,23 @@ def parse_instruction(line: str, lineno: int) -> Instruction:
             called.extend(_CALLED.findall(value))
         kept.append((key, value))
     return Instruction(
-        name=m.group(2), shape=shape, opcode=opcode, operands=operands, attrs=tuple(kept),
-        literal=literal, metadata=metadata, line=lineno, is_root=bool(m.group(1)),
-        parameter_number=number, called=tuple(called),
+        name=m.group(2),
+        shape=shape,
+        opcode=opcode,
+        operands=operands,
+        attrs=tuple(kept),
+        literal=literal,
+        metadata=metadata,
+        line=lineno,
+        is_root=bool(m.group(1)),
+        parameter_number=number,
+        called=tuple(called),
     )
 
 
-def parse_computation_header(line: str, lineno: int) -> Optional[tuple[str, bool, list[tuple[str, str]]]]:
+def parse_computation_header(
+    line: str, lineno: int
+) -> Optional[tuple[str, bool, list[tuple[str, str]]]]:
     """``[ENTRY] %name [(p: shape, ...) -> shape] {`` as (name, is_entry, params), else None."""
     text = line.strip()
     if not text.endswith("{"):
@@ -233,7 +259,7 @@ def parse_computation_header(line: str, lineno: int) -> Optional[tuple[str, bool
         return None
     # What lies between the name and the final '{' (no regex: '(.*?)\s*\{' backtracked
     # quadratically over a header holding 60,000 spaces).
-    sig = strip_comments(text[m.end():-1].strip())
+    sig = strip_comments(text[m.end() : -1].strip())
     params: list[tuple[str, str]] = []
     if sig:
         if not sig.startswith("("):
@@ -246,7 +272,7 @@ def parse_computation_header(line: str, lineno: int) -> Optional[tuple[str, bool
                 raise _fail("malformed parameter in the computation header", lineno, 0, line)
             shape, pos = read_shape(sig, p.end(), lineno)
             params.append((p.group(1), shape))
-        rest = sig[close + 1:].strip()
+        rest = sig[close + 1 :].strip()
         if not rest.startswith("->"):
             raise _fail("expected '-> shape' after the parameters", lineno, 0, line)
         rest = rest[2:].strip()

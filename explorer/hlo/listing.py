@@ -33,7 +33,9 @@ class ModuleInfo:
 
 
 def _profile(module: Module) -> Counter:
-    return Counter((i.opcode, i.shape) for c in module.computations.values() for i in c.instructions)
+    return Counter(
+        (i.opcode, i.shape) for c in module.computations.values() for i in c.instructions
+    )
 
 
 def similarity(a: Counter, b: Counter) -> float:
@@ -84,7 +86,9 @@ def near_duplicate_groups(modules: list[Module], threshold: float = 0.8) -> list
     return [numbers.setdefault(find(i), len(numbers)) for i in range(len(modules))]
 
 
-def _link_similar(candidates: list[int], profiles: list[Counter], threshold: float, find, union) -> None:
+def _link_similar(
+    candidates: list[int], profiles: list[Counter], threshold: float, find, union
+) -> None:
     """Union every pair of ``candidates`` whose similarity reaches ``threshold`` (prefix filtering).
 
     Sets are taken by ascending size, so an indexed ``y`` meets only ``x`` with ``|x| >= |y|``,
@@ -121,8 +125,10 @@ def _link_similar(candidates: list[int], profiles: list[Counter], threshold: flo
                             continue
                         seen.add(j)
                         # sizes ascend, so |j| <= |i|; Jaccard >= t needs |j| >= t |i|
-                        if len(items[j]) >= threshold * size - 1e-9 \
-                                and similarity(profiles[i], profiles[j]) >= threshold:
+                        if (
+                            len(items[j]) >= threshold * size - 1e-9
+                            and similarity(profiles[i], profiles[j]) >= threshold
+                        ):
                             union(i, j)
                             break  # i is in this component now: its other members add nothing
         for token in ordered[: size - math.ceil(indexed_share * size - 1e-9) + 1]:
@@ -143,8 +149,19 @@ def _relabel(buckets: dict[int, list[int]], find) -> None:
 def list_modules(modules: list[Module], threshold: float = 0.8) -> list[ModuleInfo]:
     """Size, parameter count, fingerprint and near-duplicate group of every module."""
     groups = near_duplicate_groups(modules, threshold)
-    return [ModuleInfo(k, m.name, m.instruction_count, m.parameter_count, module_fingerprint(m),
-                       m.first_line, m.graph_hash, groups[k]) for k, m in enumerate(modules)]
+    return [
+        ModuleInfo(
+            k,
+            m.name,
+            m.instruction_count,
+            m.parameter_count,
+            module_fingerprint(m),
+            m.first_line,
+            m.graph_hash,
+            groups[k],
+        )
+        for k, m in enumerate(modules)
+    ]
 
 
 def select_module(modules: list[Module], key: str, source: str) -> Module:
@@ -156,9 +173,13 @@ def select_module(modules: list[Module], key: str, source: str) -> Module:
             return hits[0]
         names = ", ".join(f"{i}:{excerpt(m.name, 40)[1:-1]}" for i, m in enumerate(modules[:20]))
         if hits:
-            raise InputError(f"{source}: {len(hits)} modules are named {excerpt(key)}; pick one by index ({names})")
+            raise InputError(
+                f"{source}: {len(hits)} modules are named {excerpt(key)}; pick one by index ({names})"
+            )
         raise InputError(f"{source}: no module named {excerpt(key)}; the modules are {names}")
     if len(text.lstrip("+-").lstrip("0")) <= 18 and -len(modules) <= int(text) < len(modules):
         return modules[int(text)]
-    raise InputError(f"{source}: module index {excerpt(text, 24)} is out of range: the file holds {len(modules)} "
-                     f"modules (0..{len(modules) - 1})")
+    raise InputError(
+        f"{source}: module index {excerpt(text, 24)} is out of range: the file holds {len(modules)} "
+        f"modules (0..{len(modules) - 1})"
+    )

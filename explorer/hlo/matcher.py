@@ -62,7 +62,9 @@ def _operand_pairs(ga: Graph, gb: Graph, a: int, b: int) -> list[tuple[int, int]
     oa, ob = ga.operands[a], gb.operands[b]
     if len(oa) == len(ob) or min(len(oa), len(ob)) == 0 or max(len(oa), len(ob)) > 20000:
         return list(zip(oa, ob))
-    sm = SequenceMatcher(None, [ga.subgraph_print[x] for x in oa], [gb.subgraph_print[y] for y in ob], autojunk=False)
+    sm = SequenceMatcher(
+        None, [ga.subgraph_print[x] for x in oa], [gb.subgraph_print[y] for y in ob], autojunk=False
+    )
     out: list[tuple[int, int]] = []
     for _, i1, i2, j1, j2 in sm.get_opcodes():
         out.extend(zip(oa[i1:i2], ob[j1:j2]))
@@ -94,7 +96,11 @@ def _bottom_up(m: Matching) -> int:
         if -1 in want:
             continue
         for u in ga.users[first]:
-            if m.a_to_b[u] == -1 and ga.self_print[u] == gb.self_print[b] and ga.operands[u] == want:
+            if (
+                m.a_to_b[u] == -1
+                and ga.self_print[u] == gb.self_print[b]
+                and ga.operands[u] == want
+            ):
                 m.pair(u, b)
                 added += 1
                 break

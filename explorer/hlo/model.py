@@ -12,10 +12,21 @@ from dataclasses import dataclass, field
 from typing import Optional
 
 #: Attribute keys whose values name other computations.
-CALL_KEYS = frozenset({
-    "to_apply", "calls", "condition", "body", "branch_computations", "true_computation",
-    "false_computation", "called_computations", "scatter", "select", "async_execution_thread",
-})
+CALL_KEYS = frozenset(
+    {
+        "to_apply",
+        "calls",
+        "condition",
+        "body",
+        "branch_computations",
+        "true_computation",
+        "false_computation",
+        "called_computations",
+        "scatter",
+        "select",
+        "async_execution_thread",
+    }
+)
 #: Attribute keys that carry no structure (names, provenance): left out of fingerprints.
 NON_STRUCTURAL_KEYS = frozenset({"metadata", "control-predecessors", "statistics", "origin"})
 

@@ -29,9 +29,17 @@ def _implicit_params(comp: Computation, params: list[tuple[str, str]]) -> None:
     """torch_xla prints called computations' parameters only in the header: add them."""
     for number, (name, shape) in enumerate(params):
         if name not in comp.by_name:
-            inst = Instruction(name=name, shape=shape, opcode="parameter", operands=(), attrs=(),
-                               literal=str(number), metadata=NO_METADATA, line=comp.line,
-                               parameter_number=number)
+            inst = Instruction(
+                name=name,
+                shape=shape,
+                opcode="parameter",
+                operands=(),
+                attrs=(),
+                literal=str(number),
+                metadata=NO_METADATA,
+                line=comp.line,
+                parameter_number=number,
+            )
             comp.instructions.insert(number, inst)
             comp.by_name[name] = inst
 
@@ -42,19 +50,36 @@ def _check_computation(comp: Computation, source: str) -> None:
     for inst in comp.instructions:
         if inst.parameter_number is not None:
             if inst.parameter_number in numbers:
-                raise HloParseError(f"parameter number {inst.parameter_number} used twice in %{comp.name}",
-                                    inst.line, 1, inst.name, source)
+                raise HloParseError(
+                    f"parameter number {inst.parameter_number} used twice in %{comp.name}",
+                    inst.line,
+                    1,
+                    inst.name,
+                    source,
+                )
             numbers[inst.parameter_number] = inst
         for op in inst.operands:
             if op not in comp.by_name:
-                raise HloParseError(f"operand %{op} is not defined in computation %{comp.name}",
-                                    inst.line, 1, inst.name, source)
+                raise HloParseError(
+                    f"operand %{op} is not defined in computation %{comp.name}",
+                    inst.line,
+                    1,
+                    inst.name,
+                    source,
+                )
     roots = [i for i in comp.instructions if i.is_root]
     if len(roots) > 1:
-        raise HloParseError(f"computation %{comp.name} has {len(roots)} ROOT instructions",
-                            roots[1].line, 1, roots[1].name, source)
+        raise HloParseError(
+            f"computation %{comp.name} has {len(roots)} ROOT instructions",
+            roots[1].line,
+            1,
+            roots[1].name,
+            source,
+        )
     if not comp.instructions:
-        raise HloParseError(f"computation %{comp.name} has no instructions", comp.line, 1, comp.name, source)
+        raise HloParseError(
+            f"computation %{comp.name} has no instructions", comp.line, 1, comp.name, source
+        )
     comp.root = roots[0] if roots else comp.instructions[-1]
     comp.order = _topological(comp, source)
 
@@ -78,8 +103,13 @@ def _topological(comp: Computation, source: str) -> list[Instruction]:
                 ready.append(user)
     if len(order) != len(comp.instructions):
         stuck = next(i for i in comp.instructions if pending[i.name] > 0)
-        raise HloParseError(f"instructions in %{comp.name} depend on each other in a cycle",
-                            stuck.line, 1, by_name[stuck.name].name, source)
+        raise HloParseError(
+            f"instructions in %{comp.name} depend on each other in a cycle",
+            stuck.line,
+            1,
+            by_name[stuck.name].name,
+            source,
+        )
     return order
 
 
@@ -101,7 +131,9 @@ def _check_module(module: Module, source: str) -> None:
                 stack.pop()
             elif state.get(nxt) == 1:
                 comp = module.computations[name]
-                raise HloParseError(f"computation %{nxt} calls itself through %{name}", comp.line, 1, name, source)
+                raise HloParseError(
+                    f"computation %{nxt} calls itself through %{name}", comp.line, 1, name, source
+                )
             elif not state.get(nxt):
                 state[nxt] = 1
                 stack.append((nxt, iter(_callees(module, module.computations[nxt], source))))
@@ -112,8 +144,13 @@ def _callees(module: Module, comp: Computation, source: str) -> list[str]:
     for inst in comp.instructions:
         for callee in inst.called:
             if callee not in module.computations:
-                raise HloParseError(f"%{inst.name} calls computation %{callee}, which is not in module {module.name}",
-                                    inst.line, 1, inst.name, source)
+                raise HloParseError(
+                    f"%{inst.name} calls computation %{callee}, which is not in module {module.name}",
+                    inst.line,
+                    1,
+                    inst.name,
+                    source,
+                )
             out.append(callee)
     return out
 
@@ -138,16 +175,23 @@ def iter_modules(text: str, source: str = "") -> Iterator[Module]:
                 last.graph_hash = m.group(1)
         i += 1
     if not found:
-        first = next((k for k, l in enumerate(lines) if l.strip()), 0)
-        raise HloParseError("no 'HloModule' line found: is this HLO text?", first + 1, 1,
-                            lines[first] if lines else "", source)
+        first = next((k for k, line in enumerate(lines) if line.strip()), 0)
+        raise HloParseError(
+            "no 'HloModule' line found: is this HLO text?",
+            first + 1,
+            1,
+            lines[first] if lines else "",
+            source,
+        )
 
 
 def _read_module(lines: list[str], i: int, source: str) -> tuple[Module, int]:
     head = lines[i].rstrip()
     m = _MODULE.match(head)
     if not m:
-        raise HloParseError("malformed module header, expected 'HloModule name, ...'", i + 1, 1, head, source)
+        raise HloParseError(
+            "malformed module header, expected 'HloModule name, ...'", i + 1, 1, head, source
+        )
     first = i
     comps: dict[str, Computation] = {}
     i += 1
@@ -166,22 +210,41 @@ def _read_module(lines: list[str], i: int, source: str) -> tuple[Module, int]:
             raise exc.with_source(source) from None
         if header is None:
             if _INSIDE.match(line) or not comps:
-                raise HloParseError("expected a computation header '[ENTRY] %name (...) -> shape {'",
-                                    i + 1, 1, line, source)
+                raise HloParseError(
+                    "expected a computation header '[ENTRY] %name (...) -> shape {'",
+                    i + 1,
+                    1,
+                    line,
+                    source,
+                )
             break
         i = _read_computation(lines, i, header, comps, source)
     if not comps:
-        raise HloParseError(f"module {m.group(1)} has no computations (file truncated?)", first + 1, 1, head, source)
+        raise HloParseError(
+            f"module {m.group(1)} has no computations (file truncated?)", first + 1, 1, head, source
+        )
     entries = [c for c in comps.values() if c.is_entry]
     if len(entries) > 1:
-        raise HloParseError(f"module {m.group(1)} has {len(entries)} ENTRY computations", entries[1].line, 1,
-                            entries[1].name, source)
+        raise HloParseError(
+            f"module {m.group(1)} has {len(entries)} ENTRY computations",
+            entries[1].line,
+            1,
+            entries[1].name,
+            source,
+        )
     entry = entries[0] if entries else list(comps.values())[-1]
     last = i
     while last > first and not lines[last - 1].strip():
         last -= 1
-    module = Module(name=m.group(1), header=m.group(2) or "", computations=comps, entry=entry,
-                    first_line=first + 1, last_line=last, text="\n".join(lines[first:last]) + "\n")
+    module = Module(
+        name=m.group(1),
+        header=m.group(2) or "",
+        computations=comps,
+        entry=entry,
+        first_line=first + 1,
+        last_line=last,
+        text="\n".join(lines[first:last]) + "\n",
+    )
     _check_module(module, source)
     return module, i
 
@@ -213,12 +276,19 @@ def _read_computation(lines: list[str], i: int, header: tuple, comps: dict, sour
             except HloParseError as exc:
                 raise exc.with_source(source) from None
             if inst.name in by_name:
-                raise HloParseError(f"instruction %{inst.name} is defined twice", i + 1, 1, line, source)
+                raise HloParseError(
+                    f"instruction %{inst.name} is defined twice", i + 1, 1, line, source
+                )
             by_name[inst.name] = inst
             append(inst)
         i += 1
-    raise HloParseError(f"computation %{name} is not closed by '}}' (file truncated?)", opened + 1, 1,
-                        lines[opened], source)
+    raise HloParseError(
+        f"computation %{name} is not closed by '}}' (file truncated?)",
+        opened + 1,
+        1,
+        lines[opened],
+        source,
+    )
 
 
 def parse_modules(text: str, source: str = "") -> list[Module]:
@@ -231,7 +301,9 @@ def parse_module(text: str, source: str = "") -> Module:
     """Exactly one module; several is an error that says to pick one."""
     modules = parse_modules(text, source)
     if len(modules) != 1:
-        raise InputError(f"{source or 'the text'} holds {len(modules)} modules, expected 1: pick one by name or index")
+        raise InputError(
+            f"{source or 'the text'} holds {len(modules)} modules, expected 1: pick one by name or index"
+        )
     return modules[0]
 
 

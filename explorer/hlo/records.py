@@ -102,8 +102,14 @@ class HloDiff:
     @property
     def identical(self) -> bool:
         """No difference of any kind (constant order aside)."""
-        return not (self.parameter_permutation or self.added or self.removed or self.changed
-                    or self.tuple_arity or self.parameters_a != self.parameters_b)
+        return not (
+            self.parameter_permutation
+            or self.added
+            or self.removed
+            or self.changed
+            or self.tuple_arity
+            or self.parameters_a != self.parameters_b
+        )
 
     def to_json(self) -> dict[str, Any]:
         """The CLI's ``--json`` shape: summary, parameter_permutation as [[i_a, i_b], ...], ..."""
@@ -127,4 +133,3 @@ def _group_json(g: InstructionGroup) -> dict[str, Any]:
     out = asdict(g)
     out["opcodes"] = dict(g.opcodes)
     return out
-

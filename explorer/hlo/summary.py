@@ -43,19 +43,25 @@ def summarize(d: HloDiff) -> str:
             head += ", same parameter order"
         parts.append(head + ".")
     else:
-        parts.append(f"{d.module_a} has {_plural(d.instructions_a, 'instruction')} and "
-                     f"{d.module_b} has {d.instructions_b}; {d.matched_count} matched.")
+        parts.append(
+            f"{d.module_a} has {_plural(d.instructions_a, 'instruction')} and "
+            f"{d.module_b} has {d.instructions_b}; {d.matched_count} matched."
+        )
     if d.parameter_permutation:
         n = len(d.parameter_permutation)
         shapes = Counter(p.shape for p in d.parameter_permutation).most_common(2)
         shape_text = ", ".join(f"{c} of {s}" for s, c in shapes)
-        parts.append(f"{_plural(n, 'parameter')} of {d.parameters_a} moved to another position ({shape_text}): "
-                     "torch_xla keys its compile cache on parameter order, so this alone recompiles.")
+        parts.append(
+            f"{_plural(n, 'parameter')} of {d.parameters_a} moved to another position ({shape_text}): "
+            "torch_xla keys its compile cache on parameter order, so this alone recompiles."
+        )
     if d.parameters_a != d.parameters_b:
         parts.append(f"The parameter count changed from {d.parameters_a} to {d.parameters_b}.")
     if d.moved_constants:
         lits = Counter((c.literal, c.op_type) for c in d.moved_constants).most_common(2)
-        text = "; ".join(f"{n} `constant({lit})`" + (f" from `{op}`" if op else "") for (lit, op), n in lits)
+        text = "; ".join(
+            f"{n} `constant({lit})`" + (f" from `{op}`" if op else "") for (lit, op), n in lits
+        )
         parts.append(f"{_plural(len(d.moved_constants), 'constant')} moved ({text}).")
     if d.added:
         parts.append(_groups_sentence("added in " + d.module_b, d.added))
@@ -67,6 +73,8 @@ def summarize(d: HloDiff) -> str:
         parts.append(f"{_plural(len(d.changed), 'matched instruction')} changed ({text}).")
     if d.tuple_arity:
         t = d.tuple_arity[0]
-        parts.append(f"{_plural(len(d.tuple_arity), 'tuple')} changed arity (e.g. %{t.name_a} {t.opcode}: "
-                     f"{t.arity_a} -> {t.arity_b} elements).")
+        parts.append(
+            f"{_plural(len(d.tuple_arity), 'tuple')} changed arity (e.g. %{t.name_a} {t.opcode}: "
+            f"{t.arity_a} -> {t.arity_b} elements)."
+        )
     return " ".join(parts)

@@ -15,9 +15,11 @@ from dataclasses import dataclass, field
 _SIZES = (8, 16, 32, 64, 128)
 _BINARY = ("add", "multiply", "subtract", "maximum")
 _UNARY = ("tanh", "exponential", "negate")
-_ADD_COMP = "%AddComputation.1 (x.2: f32[], y.3: f32[]) -> f32[] {\n" \
-            "  %x.2 = f32[] parameter(0)\n  %y.3 = f32[] parameter(1)\n" \
-            "  ROOT %add.4 = f32[] add(f32[] %x.2, f32[] %y.3)\n}\n"
+_ADD_COMP = (
+    "%AddComputation.1 (x.2: f32[], y.3: f32[]) -> f32[] {\n"
+    "  %x.2 = f32[] parameter(0)\n  %y.3 = f32[] parameter(1)\n"
+    "  ROOT %add.4 = f32[] add(f32[] %x.2, f32[] %y.3)\n}\n"
+)
 
 
 @dataclass
@@ -69,33 +71,90 @@ def _build(rng: random.Random, target: int, params: int) -> tuple[list[_Node], l
         r = rng.random()
         line = rng.randint(1, 400)
         if r < 0.45:
-            add(_Node(rng.choice(_BINARY), shape, [rng.choice(recent), rng.choice(recent)], op_type="aten__binary", line=line))
+            add(
+                _Node(
+                    rng.choice(_BINARY),
+                    shape,
+                    [rng.choice(recent), rng.choice(recent)],
+                    op_type="aten__binary",
+                    line=line,
+                )
+            )
         elif r < 0.7:
-            add(_Node(rng.choice(_UNARY), shape, [rng.choice(recent)], op_type="aten__unary", line=line))
+            add(
+                _Node(
+                    rng.choice(_UNARY),
+                    shape,
+                    [rng.choice(recent)],
+                    op_type="aten__unary",
+                    line=line,
+                )
+            )
         elif r < 0.85:
-            c = add(_Node("constant", "f32[]", [], f"{rng.randint(2, 50) / 4}", op_type="prim__Constant", line=line))
-            b = add(_Node("broadcast", shape, [c], attrs=", dimensions={}", op_type="aten__expand", line=line))
+            c = add(
+                _Node(
+                    "constant",
+                    "f32[]",
+                    [],
+                    f"{rng.randint(2, 50) / 4}",
+                    op_type="prim__Constant",
+                    line=line,
+                )
+            )
+            b = add(
+                _Node(
+                    "broadcast",
+                    shape,
+                    [c],
+                    attrs=", dimensions={}",
+                    op_type="aten__expand",
+                    line=line,
+                )
+            )
             add(_Node("multiply", shape, [rng.choice(recent), b], op_type="aten__mul", line=line))
         else:
             src_shape = _shape(rng.choice(_SIZES))
             if src_shape not in by_shape:
                 continue
-            s = add(_Node("reduce", "f32[]", [rng.choice(by_shape[src_shape][-40:]), zero],
-                          attrs=", dimensions={0}, to_apply=%AddComputation.1", op_type="aten__sum", line=line))
-            b = add(_Node("broadcast", shape, [s], attrs=", dimensions={}", op_type="aten__expand", line=line))
+            s = add(
+                _Node(
+                    "reduce",
+                    "f32[]",
+                    [rng.choice(by_shape[src_shape][-40:]), zero],
+                    attrs=", dimensions={0}, to_apply=%AddComputation.1",
+                    op_type="aten__sum",
+                    line=line,
+                )
+            )
+            b = add(
+                _Node(
+                    "broadcast",
+                    shape,
+                    [s],
+                    attrs=", dimensions={}",
+                    op_type="aten__expand",
+                    line=line,
+                )
+            )
             add(_Node("add", shape, [rng.choice(recent), b], op_type="aten__add", line=line))
     used = {o for n in nodes for o in n.operands}
     outputs = [k for k, n in enumerate(nodes) if k not in used and n.shape != "f32[]"]
     return nodes, outputs
 
 
-def _print(nodes: list[_Node], outputs: list[int], order: list[int], ids: list[int], name: str) -> str:
+def _print(
+    nodes: list[_Node], outputs: list[int], order: list[int], ids: list[int], name: str
+) -> str:
     names = [f"{n.opcode}.{ids[k]}" for k, n in enumerate(nodes)]
     params = sorted((int(n.literal), k) for k, n in enumerate(nodes) if n.opcode == "parameter")
     sig = ", ".join(f"{names[k]}: {nodes[k].shape.split('{')[0]}" for _, k in params)
     out_shape = "(" + ", ".join(nodes[k].shape for k in outputs) + ")"
-    lines = [f"HloModule {name}, entry_computation_layout={{()->()}}", "", _ADD_COMP,
-             f"ENTRY %{name} ({sig}) -> {out_shape} {{"]
+    lines = [
+        f"HloModule {name}, entry_computation_layout={{()->()}}",
+        "",
+        _ADD_COMP,
+        f"ENTRY %{name} ({sig}) -> {out_shape} {{",
+    ]
     for k in order:
         n = nodes[k]
         if n.opcode in ("parameter", "constant"):
@@ -132,8 +191,14 @@ def _shuffled_topological(rng: random.Random, nodes: list[_Node]) -> list[int]:
     return order
 
 
-def planted_pair(seed: int, instructions: int = 35_000, permuted: int = 26, moved: int = 12,
-                 inserted: int = 3, shuffle: bool = False) -> tuple[str, str, Planted]:
+def planted_pair(
+    seed: int,
+    instructions: int = 35_000,
+    permuted: int = 26,
+    moved: int = 12,
+    inserted: int = 3,
+    shuffle: bool = False,
+) -> tuple[str, str, Planted]:
     """Texts of modules A and B (about ``instructions`` each) and what was planted in B.
 
     B is renumbered; with ``shuffle`` it is also listed in another topological order (then
@@ -146,7 +211,9 @@ def planted_pair(seed: int, instructions: int = 35_000, permuted: int = 26, move
     dead = []
     for k in range(moved):
         lit = f"{1000 + k}.5"
-        nodes.append(_Node("constant", "s32[]" if k % 2 else "f32[]", [], lit, op_type="aten__sum", line=7))
+        nodes.append(
+            _Node("constant", "s32[]" if k % 2 else "f32[]", [], lit, op_type="aten__sum", line=7)
+        )
         dead.append(len(nodes) - 1)
         planted.moved_constants.append(lit)
     order_a = list(range(len(nodes) - moved))
@@ -166,11 +233,19 @@ def planted_pair(seed: int, instructions: int = 35_000, permuted: int = 26, move
     prev = rng.choice([k for k, n in enumerate(nodes) if n.shape == _shape(64)])
     for _ in range(inserted):
         other = rng.choice([k for k, n in enumerate(nodes) if n.shape == _shape(64)])
-        nodes.append(_Node(rng.choice(_BINARY), _shape(64), [prev, other], op_type=planted.inserted_op_type, line=999))
+        nodes.append(
+            _Node(
+                rng.choice(_BINARY),
+                _shape(64),
+                [prev, other],
+                op_type=planted.inserted_op_type,
+                line=999,
+            )
+        )
         prev = len(nodes) - 1
     planted.inserted = inserted
     outputs_b = outputs + ([prev] if inserted else [])
-    base = _shuffled_topological(rng, nodes[:len(nodes) - inserted]) if shuffle else order_a
+    base = _shuffled_topological(rng, nodes[: len(nodes) - inserted]) if shuffle else order_a
     dead_set = set(dead)
     order_b = [k for k in base if k not in dead_set]
     for d in dead:

@@ -33,7 +33,9 @@ def schedule_page(report: Report) -> str:
     for t in range(s.num_steps):
         tds = []
         for r in range(s.num_ranks):
-            toks = " ".join(f"<span class='{i.kind.code}'>{html.escape(str(i))}</span>" for i in streams[r][t])
+            toks = " ".join(
+                f"<span class='{i.kind.code}'>{html.escape(str(i))}</span>" for i in streams[r][t]
+            )
             marks = cells.get((r, t))
             if marks:
                 tip = html.escape(" | ".join(marks), quote=True)
@@ -41,7 +43,9 @@ def schedule_page(report: Report) -> str:
             else:
                 tds.append(f"<td>{toks}</td>")
         rows.append(f"<tr><th>step {t}</th>{''.join(tds)}</tr>")
-    findings = "".join(f"<li class='bad-text'>{html.escape(f.describe())}</li>" for f in report.findings.all())
+    findings = "".join(
+        f"<li class='bad-text'>{html.escape(f.describe())}</li>" for f in report.findings.all()
+    )
     title = f"{s.name}: {s.num_stages} stages, {s.num_microbatches} micro-batches"
     return (
         "<!DOCTYPE html><html><head><meta charset='utf-8'>"

@@ -45,7 +45,11 @@ def findings_by_cell(report: Report, key: str = "rank") -> dict[tuple[int, int],
 def header(report: Report, rank: int) -> str:
     s = report.schedule
     stages = s.stages_of_rank(rank)
-    who = f"stage {stages[0]}" if len(stages) == 1 else f"rank {rank} (stages {', '.join(map(str, stages))})"
+    who = (
+        f"stage {stages[0]}"
+        if len(stages) == 1
+        else f"rank {rank} (stages {', '.join(map(str, stages))})"
+    )
     bufs = ", ".join(str(s.buffers[st]) for st in stages)
     extras = "".join(f", {k} {v}" for k, v in s.params.items() if k in ("order", "chunks"))
     return f"# {s.name}: {who} of {s.num_stages}, {s.num_microbatches} micro-batches, {bufs} buffers{extras}"
@@ -59,7 +63,11 @@ def rank_listing(report: Report, rank: int, cells: Optional[dict] = None) -> lis
     labels = s.step_labels
     for t, instrs in enumerate(s.stream(rank)):
         if labels is not None:
-            body = "[" + ", ".join([str(int(labels[rank][t]))] + [i.deepspeed_repr() for i in instrs]) + "]"
+            body = (
+                "["
+                + ", ".join([str(int(labels[rank][t]))] + [i.deepspeed_repr() for i in instrs])
+                + "]"
+            )
         else:
             body = f"step {t}: " + " ".join(str(i) for i in instrs)
         marks = cells.get((rank, t))
@@ -83,9 +91,13 @@ def summary(report: Report) -> str:
         lines.append(f"#   {finding.describe()}")
     if len(f.all()) > 20:
         lines.append(f"#   ... and {len(f.all()) - 20} more")
-    lines.append(f"# buffers allocated per stage: {list(report.buffers.allocated)}; needed: {list(report.buffers.needed)}")
+    lines.append(
+        f"# buffers allocated per stage: {list(report.buffers.allocated)}; needed: {list(report.buffers.needed)}"
+    )
     if report.timeline:
         b = report.timeline.bubble
-        lines.append(f"# bubble: {b.of_total:.1%} of total time, {b.of_ideal:.1%} of ideal compute time "
-                     f"(makespan {b.makespan:g} ticks)")
+        lines.append(
+            f"# bubble: {b.of_total:.1%} of total time, {b.of_ideal:.1%} of ideal compute time "
+            f"(makespan {b.makespan:g} ticks)"
+        )
     return "\n".join(lines)

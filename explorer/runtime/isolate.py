@@ -49,36 +49,54 @@ class Outcome:
             return None
         for line in reversed(self.stderr.splitlines()):
             if line.startswith(MARKER):
-                return line[len(MARKER):]
+                return line[len(MARKER) :]
         return None
 
     def ending(self, what: str, timeout_s: float) -> str:
         """One sentence on an ending other than success or a reported input error."""
         if self.timed_out:
-            return (f"{what} did not finish within {timeout_s:g} s and was stopped (it runs in a child process; "
-                    "give --timeout SECONDS to allow longer)")
+            return (
+                f"{what} did not finish within {timeout_s:g} s and was stopped (it runs in a child process; "
+                "give --timeout SECONDS to allow longer)"
+            )
         if self.signal:
             hint = " (out of memory?)" if self.signal == "SIGKILL" else ""
             return f"{what} crashed the child process that ran it: killed by {self.signal}{hint}"
         if self.returncode == 130:
             return f"{what} was interrupted: KeyboardInterrupt was raised in the user's code (the child exited 130)"
-        last = next((l.strip() for l in reversed(self.stderr.splitlines()) if l.strip()), "")
+        last = next(
+            (line.strip() for line in reversed(self.stderr.splitlines()) if line.strip()), ""
+        )
         said = f"; its last words: {last[:160]!r}" if last else ""
-        return (f"{what} ended the child process that ran it with exit code {self.returncode} "
-                f"(sys.exit or os._exit in the user's code?){said}")
+        return (
+            f"{what} ended the child process that ran it with exit code {self.returncode} "
+            f"(sys.exit or os._exit in the user's code?){said}"
+        )
 
 
-def run_child(argv: Sequence[str], timeout_s: float, *, env: Optional[dict] = None,
-              capture_stdout: bool = True) -> Outcome:
+def run_child(
+    argv: Sequence[str],
+    timeout_s: float,
+    *,
+    env: Optional[dict] = None,
+    capture_stdout: bool = True,
+) -> Outcome:
     """Run ``argv`` in a new session; kill its process group after ``timeout_s`` seconds.
 
     stdout is captured (or left to the parent's with ``capture_stdout=False``); stderr is
     always captured, so the caller decides what reaches the user.
     """
     start = time.monotonic()
-    proc = subprocess.Popen(list(argv), stdin=subprocess.DEVNULL,
-                            stdout=subprocess.PIPE if capture_stdout else None, stderr=subprocess.PIPE,
-                            env=env, start_new_session=True, text=True, errors="replace")
+    proc = subprocess.Popen(
+        list(argv),
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE if capture_stdout else None,
+        stderr=subprocess.PIPE,
+        env=env,
+        start_new_session=True,
+        text=True,
+        errors="replace",
+    )
     timed_out = False
     try:
         out, err = proc.communicate(timeout=timeout_s)

@@ -13,8 +13,15 @@ from typing import Any
 
 from explorer.errors import InputError, require
 
-SCHEDULES = ("ScheduleGPipe", "Schedule1F1B", "ScheduleInterleaved1F1B", "ScheduleLoopedBFS",
-             "ScheduleInterleavedZeroBubble", "ScheduleZBVZeroBubble", "ScheduleDualPipeV")
+SCHEDULES = (
+    "ScheduleGPipe",
+    "Schedule1F1B",
+    "ScheduleInterleaved1F1B",
+    "ScheduleLoopedBFS",
+    "ScheduleInterleavedZeroBubble",
+    "ScheduleZBVZeroBubble",
+    "ScheduleDualPipeV",
+)
 #: Schedules that place two stages per rank in a V (rank r holds r and 2p - 1 - r).
 V_SCHEDULES = ("ScheduleZBVZeroBubble", "ScheduleDualPipeV")
 
@@ -35,11 +42,17 @@ class StageShape:
         self.stage_index_to_group_rank: dict[int, int] = {}
 
 
-def pipeline_order(schedule_name: str, ranks: int, microbatches: int, chunks: int = 1) -> dict[int, list[Any]]:
+def pipeline_order(
+    schedule_name: str, ranks: int, microbatches: int, chunks: int = 1
+) -> dict[int, list[Any]]:
     """``pipeline_order`` of PyTorch's ``schedule_name`` for ``ranks`` x ``chunks`` stages."""
-    schedules = require("torch.distributed.pipelining.schedules", "torch", "Reading PyTorch's pipeline orders")
+    schedules = require(
+        "torch.distributed.pipelining.schedules", "torch", "Reading PyTorch's pipeline orders"
+    )
     if schedule_name not in SCHEDULES:
-        raise InputError(f"unknown PyTorch schedule {schedule_name!r}: choose one of {', '.join(SCHEDULES)}")
+        raise InputError(
+            f"unknown PyTorch schedule {schedule_name!r}: choose one of {', '.join(SCHEDULES)}"
+        )
     cls = getattr(schedules, schedule_name)
     stages = ranks * chunks
     try:
@@ -55,4 +68,6 @@ def pipeline_order(schedule_name: str, ranks: int, microbatches: int, chunks: in
     except InputError:
         raise
     except (ValueError, AssertionError) as exc:
-        raise InputError(f"PyTorch's {schedule_name} rejects {ranks} ranks x {chunks} chunks, {microbatches} micro-batches: {exc}") from exc
+        raise InputError(
+            f"PyTorch's {schedule_name} rejects {ranks} ranks x {chunks} chunks, {microbatches} micro-batches: {exc}"
+        ) from exc

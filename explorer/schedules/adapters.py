@@ -21,10 +21,15 @@ from typing import Any, Mapping, Optional, Sequence
 import numpy as np
 
 from explorer.errors import InputError, excerpt, import_user_module, one_line
-from explorer.schedules.instructions import BUFFER_KINDS, KIND_BY_DEEPSPEED_NAME, Instruction, Kind, parse_instruction
+from explorer.schedules.instructions import (
+    BUFFER_KINDS,
+    KIND_BY_DEEPSPEED_NAME,
+    Instruction,
+    Kind,
+    parse_instruction,
+)
 from explorer.schedules.lowering import ComputePlan, lower
 from explorer.schedules.schedule import Schedule, from_streams
-
 
 #: Largest value a stage, micro-batch or buffer id may take (the columns are 32-bit).
 MAX_ID = 2**31 - 1
@@ -44,7 +49,9 @@ def load_class(spec: str) -> type:
     """Import ``MODULE:CLASS`` (the module must be on ``PYTHONPATH``)."""
     module_name, sep, attr = spec.rpartition(":")
     if not sep or not module_name or not attr:
-        raise InputError(f"--from expects MODULE:CLASS, e.g. my_schedules:FixBufferTrainSchedule; got {excerpt(spec)}")
+        raise InputError(
+            f"--from expects MODULE:CLASS, e.g. my_schedules:FixBufferTrainSchedule; got {excerpt(spec)}"
+        )
     module = import_user_module(module_name, f"--from {excerpt(spec)}")
     try:
         return getattr(module, attr)
@@ -60,8 +67,10 @@ def _user_call(schedule_class: Any, stage: int, what: str, fn: Any, *args: Any) 
         raise
     except (Exception, SystemExit) as exc:  # a user's class: report, never crash
         name = getattr(schedule_class, "__name__", "the class")
-        raise InputError(f"{name}(stage_id={stage}) failed in {what}: {type(exc).__name__}: "
-                         f"{one_line(str(exc), 300)}") from None
+        raise InputError(
+            f"{name}(stage_id={stage}) failed in {what}: {type(exc).__name__}: "
+            f"{one_line(str(exc), 300)}"
+        ) from None
 
 
 def _buffer_count(schedule_class: Any, stage: int, value: Any) -> int:
@@ -70,11 +79,15 @@ def _buffer_count(schedule_class: Any, stage: int, value: Any) -> int:
     try:
         count = operator.index(value)
     except TypeError:
-        raise InputError(f"{name}(stage_id={stage}).num_pipe_buffers() returned {excerpt(repr(value))}: "
-                         "it must return a whole number of buffers, at least 1") from None
+        raise InputError(
+            f"{name}(stage_id={stage}).num_pipe_buffers() returned {excerpt(repr(value))}: "
+            "it must return a whole number of buffers, at least 1"
+        ) from None
     if not 1 <= count <= MAX_ID:
-        raise InputError(f"{name}(stage_id={stage}).num_pipe_buffers() returned {excerpt(str(count))}: "
-                         f"it must be between 1 and {MAX_ID:,} (a stage needs a buffer to receive into)")
+        raise InputError(
+            f"{name}(stage_id={stage}).num_pipe_buffers() returned {excerpt(str(count))}: "
+            f"it must be between 1 and {MAX_ID:,} (a stage needs a buffer to receive into)"
+        )
     return count
 
 
@@ -87,15 +100,21 @@ def _buffer_id(cmd: Any, kind: Kind, stage: int, step: int, buffers: int) -> int
     try:
         value = operator.index(buf)
     except TypeError:
-        raise InputError(f"{where} has buffer_id={excerpt(repr(buf))}: buffer ids are whole numbers "
-                         f"0..{buffers - 1} (num_pipe_buffers() is {buffers})") from None
+        raise InputError(
+            f"{where} has buffer_id={excerpt(repr(buf))}: buffer ids are whole numbers "
+            f"0..{buffers - 1} (num_pipe_buffers() is {buffers})"
+        ) from None
     if kind not in BUFFER_KINDS:  # kept as given; no buffer list is indexed with it
         if not -1 <= value <= MAX_ID:
-            raise InputError(f"{where} has buffer_id={excerpt(str(value))}: use -1 (none) or 0..{MAX_ID:,}")
+            raise InputError(
+                f"{where} has buffer_id={excerpt(str(value))}: use -1 (none) or 0..{MAX_ID:,}"
+            )
         return value
     if not 0 <= value < buffers:
-        raise InputError(f"{where} has buffer_id={excerpt(str(value))}, outside 0..{buffers - 1}: "
-                         f"num_pipe_buffers() is {buffers}, and DeepSpeed indexes its buffer lists with the id")
+        raise InputError(
+            f"{where} has buffer_id={excerpt(str(value))}, outside 0..{buffers - 1}: "
+            f"num_pipe_buffers() is {buffers}, and DeepSpeed indexes its buffer lists with the id"
+        )
     return value
 
 
@@ -103,12 +122,16 @@ def _bounded(items: Any, limit: int, what: str) -> list:
     """The first items of an iterable, refusing one longer than ``limit`` (an endless generator)."""
     out = list(itertools.islice(iter(items), limit + 1))
     if len(out) > limit:
-        raise InputError(f"{what} yielded more than {limit:,}: more than any pipeline schedule of this size needs "
-                         "(an endless generator?); make it stop")
+        raise InputError(
+            f"{what} yielded more than {limit:,}: more than any pipeline schedule of this size needs "
+            "(an endless generator?); make it stop"
+        )
     return out
 
 
-def from_deepspeed(schedule_class: Any, stages: int, microbatches: int, *, name: Optional[str] = None) -> Schedule:
+def from_deepspeed(
+    schedule_class: Any, stages: int, microbatches: int, *, name: Optional[str] = None
+) -> Schedule:
     """Run a DeepSpeed-style schedule class for every stage and collect its instructions.
 
     The class is the user's code: anything it raises, a ``num_pipe_buffers()`` below 1, a
@@ -116,8 +139,11 @@ def from_deepspeed(schedule_class: Any, stages: int, microbatches: int, *, name:
     (more than :func:`step_limit` steps or :func:`instruction_limit` instructions) is an
     :class:`InputError` naming the stage and step.
     """
-    if not isinstance(schedule_class, type) or not callable(getattr(schedule_class, "steps", None)) \
-            or not callable(getattr(schedule_class, "num_pipe_buffers", None)):
+    if (
+        not isinstance(schedule_class, type)
+        or not callable(getattr(schedule_class, "steps", None))
+        or not callable(getattr(schedule_class, "num_pipe_buffers", None))
+    ):
         raise InputError(
             f"{excerpt(getattr(schedule_class, '__name__', repr(schedule_class)))} is not a pipeline schedule class: "
             "it needs a constructor (micro_batches, stages, stage_id), steps() and num_pipe_buffers()"
@@ -130,17 +156,28 @@ def from_deepspeed(schedule_class: Any, stages: int, microbatches: int, *, name:
     buffers: list[int] = []
     labels: list[list[int]] = []
     for stage in range(stages):
-        sched = _user_call(schedule_class, stage, "its constructor",
-                           lambda s=stage: schedule_class(micro_batches=microbatches, stages=stages, stage_id=s))
-        count = _buffer_count(schedule_class, stage, _user_call(schedule_class, stage, "num_pipe_buffers()",
-                                                                sched.num_pipe_buffers))
+        sched = _user_call(
+            schedule_class,
+            stage,
+            "its constructor",
+            lambda s=stage: schedule_class(micro_batches=microbatches, stages=stages, stage_id=s),
+        )
+        count = _buffer_count(
+            schedule_class,
+            stage,
+            _user_call(schedule_class, stage, "num_pipe_buffers()", sched.num_pipe_buffers),
+        )
         buffers.append(count)
 
         def read_steps(s=stage, sched=sched) -> list[list[Any]]:
             nonlocal budget
             rows = []
-            for t, cmds in enumerate(_bounded(sched.steps(), max_steps, f"steps() of stage {s} (steps)")):
-                row = _bounded(cmds, budget, f"steps() of stage {s} (instructions in all, at step {t})")
+            for t, cmds in enumerate(
+                _bounded(sched.steps(), max_steps, f"steps() of stage {s} (steps)")
+            ):
+                row = _bounded(
+                    cmds, budget, f"steps() of stage {s} (instructions in all, at step {t})"
+                )
                 budget -= len(row)
                 rows.append(row)
             return rows
@@ -161,19 +198,35 @@ def from_deepspeed(schedule_class: Any, stages: int, microbatches: int, *, name:
                 if kind.has_microbatch:
                     mb = counters.get(kind, 0)
                     counters[kind] = mb + 1
-                row.append(Instruction(stage=stage, kind=kind, microbatch=mb,
-                                       buffer=_buffer_id(cmd, kind, stage, t, count)))
+                row.append(
+                    Instruction(
+                        stage=stage,
+                        kind=kind,
+                        microbatch=mb,
+                        buffer=_buffer_id(cmd, kind, stage, t, count),
+                    )
+                )
             out_steps.append(row)
         streams.append(out_steps)
         step_fn = getattr(sched, "_step_to_micro_batch", None)
-        labels.append([_label(schedule_class, stage, t, step_fn) for t in range(len(steps))] if callable(step_fn)
-                      else list(range(len(steps))))
+        labels.append(
+            [_label(schedule_class, stage, t, step_fn) for t in range(len(steps))]
+            if callable(step_fn)
+            else list(range(len(steps)))
+        )
     width = max((len(s) for s in streams), default=0)
     label_arr = np.array([row + [0] * (width - len(row)) for row in labels], dtype=np.int64)
     return from_streams(
-        streams, num_microbatches=microbatches, stage_to_rank=list(range(stages)), buffers=buffers,
+        streams,
+        num_microbatches=microbatches,
+        stage_to_rank=list(range(stages)),
+        buffers=buffers,
         name=name or schedule_class.__name__,
-        params={"kind": "deepspeed-class", "class": f"{schedule_class.__module__}.{schedule_class.__qualname__}", "p2p": "blocking"},
+        params={
+            "kind": "deepspeed-class",
+            "class": f"{schedule_class.__module__}.{schedule_class.__qualname__}",
+            "p2p": "blocking",
+        },
         step_labels=label_arr,
     )
 
@@ -188,7 +241,12 @@ def _label(schedule_class: Any, stage: int, step: int, step_fn: Any) -> int:
     return label if -MAX_ID <= label <= MAX_ID else -1
 
 
-_TORCH_COMPUTE = {"F": Kind.FORWARD, "B": Kind.BACKWARD, "I": Kind.BACKWARD_INPUT, "W": Kind.BACKWARD_WEIGHT}
+_TORCH_COMPUTE = {
+    "F": Kind.FORWARD,
+    "B": Kind.BACKWARD,
+    "I": Kind.BACKWARD_INPUT,
+    "W": Kind.BACKWARD_WEIGHT,
+}
 
 
 def from_torch_pipelining(
@@ -220,7 +278,9 @@ def from_torch_pipelining(
                 if ctype not in _TORCH_COMPUTE:
                     continue
                 if stage_to_rank.setdefault(stage, rank) != rank:
-                    raise InputError(f"stage {stage} appears on ranks {stage_to_rank[stage]} and {rank}")
+                    raise InputError(
+                        f"stage {stage} appears on ranks {stage_to_rank[stage]} and {rank}"
+                    )
                 rows.append((stage, int(_TORCH_COMPUTE[ctype]), mb, t))
                 t += 1
     if not rows:
@@ -228,11 +288,19 @@ def from_torch_pipelining(
     p = num_stages or max(stage_to_rank) + 1
     missing = [s for s in range(p) if s not in stage_to_rank]
     if missing:
-        raise InputError(f"stages {missing} never compute in this order; give num_stages or complete the order")
+        raise InputError(
+            f"stages {missing} never compute in this order; give num_stages or complete the order"
+        )
     m = num_microbatches or max(r[2] for r in rows) + 1
-    return lower(ComputePlan.from_rows(rows), name=name, num_stages=p, num_microbatches=m,
-                 stage_to_rank=[stage_to_rank[s] for s in range(p)], params={"kind": name, "p2p": "batched"},
-                 placement="producer")
+    return lower(
+        ComputePlan.from_rows(rows),
+        name=name,
+        num_stages=p,
+        num_microbatches=m,
+        stage_to_rank=[stage_to_rank[s] for s in range(p)],
+        params={"kind": name, "p2p": "batched"},
+        placement="producer",
+    )
 
 
 def _torch_action(action: Any) -> tuple[int, str, int]:
@@ -247,7 +315,9 @@ def _torch_action(action: Any) -> tuple[int, str, int]:
     stage = getattr(action, "stage_index", None)
     ctype = getattr(action, "computation_type", None)
     if stage is None or ctype is None:
-        raise InputError(f"{action!r} is not a pipelining action (needs stage_index and computation_type)")
+        raise InputError(
+            f"{action!r} is not a pipelining action (needs stage_index and computation_type)"
+        )
     mb = getattr(action, "microbatch_index", None)
     return int(stage), str(ctype), -1 if mb is None else int(mb)
 

@@ -165,8 +165,12 @@ def parse_instruction(text: str) -> Instruction:
     kind = KIND_BY_CODE[match["code"]]
     mb = int(match["mb"]) if match["mb"] is not None else -1
     if kind.has_microbatch and mb < 0:
-        raise InputError(f"instruction {text!r} needs a micro-batch number after {kind.code!r}, e.g. '{match['stage']}{kind.code}0'")
+        raise InputError(
+            f"instruction {text!r} needs a micro-batch number after {kind.code!r}, e.g. '{match['stage']}{kind.code}0'"
+        )
     if not kind.has_microbatch and mb >= 0:
-        raise InputError(f"instruction {text!r}: {kind.deepspeed_name} takes no micro-batch; write '{match['stage']}{kind.code}'")
+        raise InputError(
+            f"instruction {text!r}: {kind.deepspeed_name} takes no micro-batch; write '{match['stage']}{kind.code}'"
+        )
     buf = int(match["buf"]) if match["buf"] is not None else -1
     return Instruction(stage=int(match["stage"]), kind=kind, microbatch=mb, buffer=buf)

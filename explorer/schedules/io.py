@@ -56,7 +56,7 @@ def from_text(text: str) -> Schedule:
         if not line or line == "# explorer schedule":
             continue
         if line.startswith("# params="):
-            params = json.loads(line[len("# params="):])
+            params = json.loads(line[len("# params=") :])
             continue
         if line.startswith("#"):
             header.update(kv.split("=", 1) for kv in line[1:].split() if "=" in kv)
@@ -70,11 +70,19 @@ def from_text(text: str) -> Schedule:
         buffers = [int(x) for x in header["buffers"].split(",")]
         steps, mbs = int(header["steps"]), int(header["microbatches"])
     except (KeyError, ValueError) as exc:
-        raise InputError(f"schedule text lacks a valid header line ({exc}): keep the '# name=... stages=...' line") from exc
+        raise InputError(
+            f"schedule text lacks a valid header line ({exc}): keep the '# name=... stages=...' line"
+        ) from exc
     ranks = max(stage_to_rank) + 1
     streams = [[cells.get((r, t), []) for t in range(steps)] for r in range(ranks)]
-    return from_streams(streams, num_microbatches=mbs, stage_to_rank=stage_to_rank, buffers=buffers,
-                        name=header.get("name", "custom"), params=params)
+    return from_streams(
+        streams,
+        num_microbatches=mbs,
+        stage_to_rank=stage_to_rank,
+        buffers=buffers,
+        name=header.get("name", "custom"),
+        params=params,
+    )
 
 
 def to_json(schedule: Schedule) -> dict:
@@ -97,33 +105,57 @@ def to_json(schedule: Schedule) -> dict:
 def from_json(data: dict) -> Schedule:
     """The schedule written by :func:`to_json`; anything else is one InputError naming the field."""
     if not isinstance(data, dict) or data.get("format") != JSON_FORMAT:
-        raise InputError(f"not an explorer schedule: expected a JSON object with \"format\": \"{JSON_FORMAT}\"")
+        raise InputError(
+            f'not an explorer schedule: expected a JSON object with "format": "{JSON_FORMAT}"'
+        )
     streams_in = _field(data, "streams", list)
-    streams = [[[_instruction(t) for t in _listed(step, "a step")] for step in _listed(steps, "a rank's steps")]
-               for steps in streams_in]
+    streams = [
+        [
+            [_instruction(t) for t in _listed(step, "a step")]
+            for step in _listed(steps, "a rank's steps")
+        ]
+        for steps in streams_in
+    ]
     if sum(len(step) for steps in streams for step in steps) > MAX_ROWS:
-        raise InputError(f"the schedule holds more than {MAX_ROWS:,} instructions: more than the analyses hold in memory")
+        raise InputError(
+            f"the schedule holds more than {MAX_ROWS:,} instructions: more than the analyses hold in memory"
+        )
     mbs = _count(data, "num_microbatches")
     stage_to_rank = [_id(v, "stage_to_rank") for v in _field(data, "stage_to_rank", list)]
     buffers = [_id(v, "buffers") for v in _field(data, "buffers", list)]
     if not stage_to_rank or len(buffers) != len(stage_to_rank):
-        raise InputError(f"the schedule's stage_to_rank ({len(stage_to_rank)} entries) and buffers "
-                         f"({len(buffers)}) must both have one entry per stage")
+        raise InputError(
+            f"the schedule's stage_to_rank ({len(stage_to_rank)} entries) and buffers "
+            f"({len(buffers)}) must both have one entry per stage"
+        )
     _check_places(streams, stage_to_rank, buffers, mbs)
     params = data.get("params", {})
     if not isinstance(params, dict):
-        raise InputError(f"the schedule's params must be a JSON object, got {type(params).__name__}")
+        raise InputError(
+            f"the schedule's params must be a JSON object, got {type(params).__name__}"
+        )
     name = data.get("name", "custom")
     labels = data.get("step_labels")
     try:
         label_arr = None if labels is None else np.asarray(labels, dtype=np.int64)
     except (TypeError, ValueError, OverflowError):
-        raise InputError("the schedule's step_labels must be a list of lists of integers, one per rank and step") from None
+        raise InputError(
+            "the schedule's step_labels must be a list of lists of integers, one per rank and step"
+        ) from None
     if label_arr is not None and label_arr.ndim != 2:
-        raise InputError("the schedule's step_labels must be a list of lists of integers, one per rank and step")
+        raise InputError(
+            "the schedule's step_labels must be a list of lists of integers, one per rank and step"
+        )
     try:
-        return from_streams(streams, num_microbatches=mbs, stage_to_rank=stage_to_rank, buffers=buffers,
-                            name=str(name), params=params, step_labels=label_arr)
+        return from_streams(
+            streams,
+            num_microbatches=mbs,
+            stage_to_rank=stage_to_rank,
+            buffers=buffers,
+            name=str(name),
+            params=params,
+            step_labels=label_arr,
+        )
     except ValueError as exc:  # the Schedule's own consistency checks
         raise InputError(f"the schedule is inconsistent: {exc}") from None
 
@@ -136,58 +168,80 @@ _MAX_TOKEN = 40
 
 def _field(data: dict, key: str, kind: type) -> Any:
     if key not in data:
-        raise InputError(f"the schedule lacks {key!r}: write it with explorer's to_json (or `explorer schedule --format json`)")
+        raise InputError(
+            f"the schedule lacks {key!r}: write it with explorer's to_json (or `explorer schedule --format json`)"
+        )
     value = data[key]
     if not isinstance(value, kind) or isinstance(value, bool):
-        raise InputError(f"the schedule's {key!r} must be a {'list' if kind is list else kind.__name__}, "
-                         f"got {type(value).__name__}")
+        raise InputError(
+            f"the schedule's {key!r} must be a {'list' if kind is list else kind.__name__}, "
+            f"got {type(value).__name__}"
+        )
     return value
 
 
 def _listed(value: Any, what: str) -> list:
     if not isinstance(value, list):
-        raise InputError(f"the schedule's streams: {what} must be a list, got {type(value).__name__}")
+        raise InputError(
+            f"the schedule's streams: {what} must be a list, got {type(value).__name__}"
+        )
     return value
 
 
 def _id(value: Any, key: str) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= _MAX_ID:
-        raise InputError(f"the schedule's {key} entries must be integers 0..{_MAX_ID:,}, got {excerpt(repr(value))}")
+        raise InputError(
+            f"the schedule's {key} entries must be integers 0..{_MAX_ID:,}, got {excerpt(repr(value))}"
+        )
     return value
 
 
 def _count(data: dict, key: str) -> int:
     value = _field(data, key, int)
     if value < 1 or value > _MAX_ID:
-        raise InputError(f"the schedule's {key} must be a positive integer up to {_MAX_ID:,}, got {excerpt(repr(value))}")
+        raise InputError(
+            f"the schedule's {key} must be a positive integer up to {_MAX_ID:,}, got {excerpt(repr(value))}"
+        )
     return value
 
 
 def _check_places(streams: list, stage_to_rank: list[int], buffers: list[int], mbs: int) -> None:
     """Every instruction sits on its stage's rank, with a micro-batch and a buffer that exist."""
     if len(streams) != max(stage_to_rank) + 1:
-        raise InputError(f"the schedule has {len(streams)} ranks of streams but stage_to_rank names "
-                         f"{max(stage_to_rank) + 1} ranks")
+        raise InputError(
+            f"the schedule has {len(streams)} ranks of streams but stage_to_rank names "
+            f"{max(stage_to_rank) + 1} ranks"
+        )
     for r, steps in enumerate(streams):
         for t, step in enumerate(steps):
             for ins in step:
                 if ins.stage >= len(stage_to_rank) or stage_to_rank[ins.stage] != r:
-                    raise InputError(f"rank {r} step {t}: instruction {str(ins)!r} names stage {ins.stage}, which "
-                                     f"is not on rank {r} (stage_to_rank {excerpt(str(stage_to_rank))})")
+                    raise InputError(
+                        f"rank {r} step {t}: instruction {str(ins)!r} names stage {ins.stage}, which "
+                        f"is not on rank {r} (stage_to_rank {excerpt(str(stage_to_rank))})"
+                    )
                 if ins.microbatch >= mbs or ins.buffer >= buffers[ins.stage]:
-                    raise InputError(f"rank {r} step {t}: instruction {str(ins)!r} is outside the schedule's "
-                                     f"{mbs} micro-batches or stage {ins.stage}'s {buffers[ins.stage]} buffers")
+                    raise InputError(
+                        f"rank {r} step {t}: instruction {str(ins)!r} is outside the schedule's "
+                        f"{mbs} micro-batches or stage {ins.stage}'s {buffers[ins.stage]} buffers"
+                    )
 
 
 def _instruction(token: Any):
     """One ``2RA2b0`` token, checked for type and size before it is parsed."""
     if not isinstance(token, str):
-        raise InputError(f"the schedule's streams hold {excerpt(repr(token))}: instructions are text like '2F0'")
+        raise InputError(
+            f"the schedule's streams hold {excerpt(repr(token))}: instructions are text like '2F0'"
+        )
     if len(token) > _MAX_TOKEN:
-        raise InputError(f"instruction {excerpt(token)} is longer than {_MAX_TOKEN} characters: write it like '2RA2b0'")
+        raise InputError(
+            f"instruction {excerpt(token)} is longer than {_MAX_TOKEN} characters: write it like '2RA2b0'"
+        )
     ins = parse_instruction(token)
     if max(ins.stage, ins.microbatch, ins.buffer) > _MAX_ID:
-        raise InputError(f"instruction {token!r}: stage, micro-batch and buffer are at most {_MAX_ID:,}")
+        raise InputError(
+            f"instruction {token!r}: stage, micro-batch and buffer are at most {_MAX_ID:,}"
+        )
     return ins
 
 
@@ -198,7 +252,18 @@ def to_csv(schedule: Schedule) -> str:
     for r, steps in enumerate(schedule.streams()):
         for t, instrs in enumerate(steps):
             for slot, ins in enumerate(instrs):
-                writer.writerow((r, t, slot, ins.stage, str(ins), ins.kind.deepspeed_name, ins.microbatch, ins.buffer))
+                writer.writerow(
+                    (
+                        r,
+                        t,
+                        slot,
+                        ins.stage,
+                        str(ins),
+                        ins.kind.deepspeed_name,
+                        ins.microbatch,
+                        ins.buffer,
+                    )
+                )
     return buf.getvalue()
 
 

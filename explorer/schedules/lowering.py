@@ -68,7 +68,9 @@ def lower(
     if placement not in PLACEMENTS:
         raise ValueError(f"placement must be one of {PLACEMENTS}, got {placement!r}")
     s2r = np.asarray(stage_to_rank, dtype=np.int64)
-    counts = np.asarray(buffers if buffers is not None else [num_microbatches] * num_stages, dtype=np.int64)
+    counts = np.asarray(
+        buffers if buffers is not None else [num_microbatches] * num_stages, dtype=np.int64
+    )
     last = num_stages - 1
     st, kd, mb, tt = plan.stage, plan.kind, plan.microbatch, plan.step
 
@@ -76,7 +78,12 @@ def lower(
 
     def add(rank, step, group, key, kind, stage, micro):
         n = len(stage)
-        cols.append(tuple(np.broadcast_to(np.asarray(x, dtype=np.int64), (n,)) for x in (rank, step, group, key, kind, stage, micro)))
+        cols.append(
+            tuple(
+                np.broadcast_to(np.asarray(x, dtype=np.int64), (n,))
+                for x in (rank, step, group, key, kind, stage, micro)
+            )
+        )
 
     fwd = kd == Kind.FORWARD
     grad = (kd == Kind.BACKWARD) | (kd == Kind.BACKWARD_INPUT)
@@ -96,7 +103,9 @@ def lower(
         # Data that is never produced: keep the send where it is needed, so the buffer
         # analysis reports the send reading an empty buffer at that step.
         missing = at < 0
-        return np.where(missing, consumer_step, at), np.where(missing, _GROUP_P2P, _GROUP_SEND_AFTER)
+        return np.where(missing, consumer_step, at), np.where(
+            missing, _GROUP_P2P, _GROUP_SEND_AFTER
+        )
 
     # Activation exchange for every forward after the first stage: link = lower stage id.
     sel = fwd & (st > 0)
@@ -128,13 +137,29 @@ def lower(
     span_step = int(step.max()) + 1 if len(step) else 1
     composite = (((rank * span_step + step) * 5 + group) * span_key + key) * 2 + is_recv
     order = np.argsort(composite, kind="stable")
-    rank, step, kind, stage, micro = rank[order], step[order], kind[order], stage[order], micro[order]
+    rank, step, kind, stage, micro = (
+        rank[order],
+        step[order],
+        kind[order],
+        stage[order],
+        micro[order],
+    )
     buf = np.where(micro >= 0, micro % counts[stage], -1)
     return from_columns(
-        name=name, num_stages=num_stages, num_microbatches=num_microbatches,
-        stage_to_rank=stage_to_rank, buffers=counts.tolist(), rank=rank, step=step,
-        kind=kind, stage=stage, microbatch=micro, buffer=buf, num_steps=final + 1,
-        params=params, presorted=True,
+        name=name,
+        num_stages=num_stages,
+        num_microbatches=num_microbatches,
+        stage_to_rank=stage_to_rank,
+        buffers=counts.tolist(),
+        rank=rank,
+        step=step,
+        kind=kind,
+        stage=stage,
+        microbatch=micro,
+        buffer=buf,
+        num_steps=final + 1,
+        params=params,
+        presorted=True,
     )
 
 

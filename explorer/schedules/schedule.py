@@ -57,9 +57,13 @@ class Schedule:
             if len(getattr(self, name)) != n:
                 raise ValueError(f"column {name} has {len(getattr(self, name))} rows, expected {n}")
         if len(self.buffers) != self.num_stages:
-            raise ValueError(f"buffers has {len(self.buffers)} entries for {self.num_stages} stages")
+            raise ValueError(
+                f"buffers has {len(self.buffers)} entries for {self.num_stages} stages"
+            )
         if len(self.stage_to_rank) != self.num_stages:
-            raise ValueError(f"stage_to_rank has {len(self.stage_to_rank)} entries for {self.num_stages} stages")
+            raise ValueError(
+                f"stage_to_rank has {len(self.stage_to_rank)} entries for {self.num_stages} stages"
+            )
 
     # -- shape -----------------------------------------------------------------------------
     @property
@@ -194,7 +198,9 @@ def from_streams(
         mapping: dict[int, int] = {}
         for r, _, _, s, _, _ in rows:
             if mapping.setdefault(s, r) != r:
-                raise InputError(f"stage {s} appears on ranks {mapping[s]} and {r}: give stage_to_rank explicitly")
+                raise InputError(
+                    f"stage {s} appears on ranks {mapping[s]} and {r}: give stage_to_rank explicitly"
+                )
         num_stages = (max(stages_seen) + 1) if stages_seen else len(streams)
         stage_to_rank = [mapping.get(s, s) for s in range(num_stages)]
     num_stages = len(stage_to_rank)

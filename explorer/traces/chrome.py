@@ -23,9 +23,14 @@ from explorer.traces.records import MeasuredTrace
 
 _TORCH_ACTION = re.compile(r"^(\d+)(F|I|B|W|SEND_F|RECV_F|SEND_B|RECV_B|UNSHARD|RESHARD)(\d*)$")
 _TORCH_KINDS = {
-    "F": Kind.FORWARD, "B": Kind.BACKWARD, "I": Kind.BACKWARD_INPUT, "W": Kind.BACKWARD_WEIGHT,
-    "SEND_F": Kind.SEND_ACTIVATION, "RECV_F": Kind.RECV_ACTIVATION,
-    "SEND_B": Kind.SEND_GRAD, "RECV_B": Kind.RECV_GRAD,
+    "F": Kind.FORWARD,
+    "B": Kind.BACKWARD,
+    "I": Kind.BACKWARD_INPUT,
+    "W": Kind.BACKWARD_WEIGHT,
+    "SEND_F": Kind.SEND_ACTIVATION,
+    "RECV_F": Kind.RECV_ACTIVATION,
+    "SEND_B": Kind.SEND_GRAD,
+    "RECV_B": Kind.RECV_GRAD,
 }
 _PREFIX = "PP:"
 
@@ -40,7 +45,9 @@ def read_chrome_trace(source: Source, rank: Optional[int] = None) -> MeasuredTra
     doc, name = _load(source)
     events = doc.get("traceEvents", []) if isinstance(doc, Mapping) else doc
     if not isinstance(events, list):
-        raise InputError(f"{name}: 'traceEvents' must be a list of events, got {type(events).__name__}")
+        raise InputError(
+            f"{name}: 'traceEvents' must be a list of events, got {type(events).__name__}"
+        )
     if rank is None and isinstance(doc, Mapping):
         info = doc.get("distributedInfo")
         if isinstance(info, Mapping) and "rank" in info:
@@ -52,14 +59,22 @@ def read_chrome_trace(source: Source, rank: Optional[int] = None) -> MeasuredTra
         label = str(ev.get("name", ""))
         if not label.startswith(_PREFIX):
             continue
-        parsed = _action(label[len(_PREFIX):])
+        parsed = _action(label[len(_PREFIX) :])
         if parsed is None:
             continue
         stage, kind, mb = parsed
         start = float(ev.get("ts", 0.0)) * 1e-6
         who = rank if rank is not None else _pid(ev.get("pid", 0))
-        records.append({"rank": who, "stage": stage, "kind": kind, "microbatch": mb,
-                        "start": start, "end": start + float(ev.get("dur", 0.0)) * 1e-6})
+        records.append(
+            {
+                "rank": who,
+                "stage": stage,
+                "kind": kind,
+                "microbatch": mb,
+                "start": start,
+                "end": start + float(ev.get("dur", 0.0)) * 1e-6,
+            }
+        )
     return MeasuredTrace.from_records(records, unit="s", source=name)
 
 
@@ -80,7 +95,9 @@ def _action(text: str) -> Optional[tuple[int, Kind, int]]:
     try:
         ins = parse_instruction(text)
     except InputError:
-        raise InputError(f"cannot read pipeline action {_PREFIX}{text!r}: expected PyTorch's form like 'PP:2F0' or 'PP:1SEND_F3', or the explorer's like 'PP:2RA2b0'") from None
+        raise InputError(
+            f"cannot read pipeline action {_PREFIX}{text!r}: expected PyTorch's form like 'PP:2F0' or 'PP:1SEND_F3', or the explorer's like 'PP:2RA2b0'"
+        ) from None
     return ins.stage, ins.kind, ins.microbatch
 
 
@@ -90,7 +107,11 @@ def _load(source: Source) -> tuple[object, str]:
         try:
             return json.loads(path.read_text()), str(path)
         except FileNotFoundError:
-            raise InputError(f"no Chrome trace at {path}: export one with prof.export_chrome_trace(path)") from None
+            raise InputError(
+                f"no Chrome trace at {path}: export one with prof.export_chrome_trace(path)"
+            ) from None
         except json.JSONDecodeError as exc:
-            raise InputError(f"{path} is not JSON ({exc.msg} at line {exc.lineno}): is it a Chrome trace?") from None
+            raise InputError(
+                f"{path} is not JSON ({exc.msg} at line {exc.lineno}): is it a Chrome trace?"
+            ) from None
     return source, "<trace>"

@@ -68,9 +68,18 @@ def _pid(value: Any) -> Optional[int]:
 def _events(doc: Any, where: str) -> list[dict[str, Any]]:
     events = doc.get("traceEvents") if isinstance(doc, dict) else None
     if not isinstance(events, list):
-        raise InputError(f"{where} has no 'traceEvents' list: is it a profiler trace (prof.export_chrome_trace)?")
-    return [e for e in events if isinstance(e, dict) and e.get("ph") == "X" and isinstance(e.get("name"), str)
-            and isinstance(e.get("ts"), (int, float)) and isinstance(e.get("dur", 0), (int, float))]
+        raise InputError(
+            f"{where} has no 'traceEvents' list: is it a profiler trace (prof.export_chrome_trace)?"
+        )
+    return [
+        e
+        for e in events
+        if isinstance(e, dict)
+        and e.get("ph") == "X"
+        and isinstance(e.get("name"), str)
+        and isinstance(e.get("ts"), (int, float))
+        and isinstance(e.get("dur", 0), (int, float))
+    ]
 
 
 def read_compile_profile(path: str | Path) -> list[CompileProfile]:
@@ -86,13 +95,16 @@ def read_compile_profile(path: str | Path) -> list[CompileProfile]:
     wall = isinstance(base, (int, float)) and not isinstance(base, bool) and base > 0
     offset = float(base) / 1000.0 if wall else 0.0
     info = doc.get("distributedInfo")
-    rank = info.get("rank") if isinstance(info, dict) and isinstance(info.get("rank"), int) else None
+    rank = (
+        info.get("rank") if isinstance(info, dict) and isinstance(info.get("rank"), int) else None
+    )
     steps: dict[Optional[int], list[ProfiledStep]] = {}
     for e in events:
         m = _STEP.match(e["name"])
         if m:
             steps.setdefault(_pid(e.get("pid")), []).append(
-                ProfiledStep(int(m.group(1)), float(e["ts"]) + offset, float(e.get("dur", 0.0))))
+                ProfiledStep(int(m.group(1)), float(e["ts"]) + offset, float(e.get("dur", 0.0)))
+            )
     profiles = []
     for pid, found in steps.items():
         found.sort(key=lambda s: s.start_us)
@@ -113,7 +125,7 @@ def _fill(steps: list[ProfiledStep], events: list[dict[str, Any]], offset: float
         if i < 0 or ts > steps[i].end_us:
             continue
         if name.startswith(_REGION):
-            steps[i].regions.append(name[len(_REGION):].strip())
+            steps[i].regions.append(name[len(_REGION) :].strip())
         elif name.startswith(_COMPILE):
             steps[i].compiles += 1
         else:

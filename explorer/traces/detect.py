@@ -47,13 +47,17 @@ def register(detector: Detector) -> None:
 def detect(path: Path) -> Detected:
     """The kind of ``path``, or an InputError naming every kind the explorer reads."""
     if not path.exists():
-        raise InputError(f"{excerpt(str(path))} does not exist: give a file or folder a job left behind")
+        raise InputError(
+            f"{excerpt(str(path))} does not exist: give a file or folder a job left behind"
+        )
     for d in DETECTORS:
         why = d.recognise(path)
         if why:
             return Detected(d.kind, why, d.reader)
     kinds = "; ".join(f"{d.kind} ({d.what})" for d in DETECTORS)
-    raise InputError(f"{excerpt(str(path))} is not an artifact the explorer reads; it reads: {kinds}")
+    raise InputError(
+        f"{excerpt(str(path))} is not an artifact the explorer reads; it reads: {kinds}"
+    )
 
 
 def _run_folder(path: Path) -> Optional[str]:
@@ -62,8 +66,14 @@ def _run_folder(path: Path) -> Optional[str]:
     return None
 
 
-register(Detector("pipeline-run", "a folder `explorer run --out DIR` wrote: spec.json and rank<R>.jsonl",
-                  _run_folder, "explorer.commands.read_run:read"))
+register(
+    Detector(
+        "pipeline-run",
+        "a folder `explorer run --out DIR` wrote: spec.json and rank<R>.jsonl",
+        _run_folder,
+        "explorer.commands.read_run:read",
+    )
+)
 
 
 import explorer.traces.torch_trace_detect  # noqa: E402,F401  (registers the torch-trace kind)

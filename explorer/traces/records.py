@@ -32,7 +32,9 @@ def as_kind(value: KindLike) -> Kind:
     name = "ForwardPass" if value == "Forward" else "BackwardPass" if value == "Backward" else value
     if name in KIND_BY_DEEPSPEED_NAME:
         return KIND_BY_DEEPSPEED_NAME[name]
-    raise InputError(f"unknown instruction kind {value!r}: use a code ({', '.join(KIND_BY_CODE)}) or a DeepSpeed name")
+    raise InputError(
+        f"unknown instruction kind {value!r}: use a code ({', '.join(KIND_BY_CODE)}) or a DeepSpeed name"
+    )
 
 
 @dataclass(frozen=True, eq=False)
@@ -53,18 +55,32 @@ class MeasuredTrace:
         return len(self.rank)
 
     @classmethod
-    def from_records(cls, records: Iterable[Mapping[str, object]], unit: str = "s", source: str = "") -> "MeasuredTrace":
+    def from_records(
+        cls, records: Iterable[Mapping[str, object]], unit: str = "s", source: str = ""
+    ) -> "MeasuredTrace":
         """From mappings with keys rank, stage, kind, microbatch, start, end and optionally step."""
         rows = []
         for i, rec in enumerate(records):
             try:
-                rows.append((int(rec["rank"]), int(rec["stage"]), int(rec.get("step", -1)),  # type: ignore[arg-type]
-                             int(as_kind(rec["kind"])), int(rec.get("microbatch", -1)),  # type: ignore[arg-type]
-                             float(rec["start"]), float(rec["end"])))  # type: ignore[arg-type]
+                rows.append(
+                    (
+                        int(rec["rank"]),
+                        int(rec["stage"]),
+                        int(rec.get("step", -1)),  # type: ignore[arg-type]
+                        int(as_kind(rec["kind"])),
+                        int(rec.get("microbatch", -1)),  # type: ignore[arg-type]
+                        float(rec["start"]),
+                        float(rec["end"]),
+                    )
+                )  # type: ignore[arg-type]
             except KeyError as exc:
-                raise InputError(f"measured record {i} has no {exc.args[0]!r}: each record needs {', '.join(_FIELDS)} (step optional)") from None
+                raise InputError(
+                    f"measured record {i} has no {exc.args[0]!r}: each record needs {', '.join(_FIELDS)} (step optional)"
+                ) from None
             if rows[-1][6] < rows[-1][5]:
-                raise InputError(f"measured record {i} ends ({rows[-1][6]}) before it starts ({rows[-1][5]})")
+                raise InputError(
+                    f"measured record {i} ends ({rows[-1][6]}) before it starts ({rows[-1][5]})"
+                )
         arr = np.array(rows, dtype=float).reshape(-1, 7)
         ints = [arr[:, j].astype(np.int64) for j in range(5)]
         return cls(*ints, start=arr[:, 5], end=arr[:, 6], unit=unit, source=source)
@@ -72,9 +88,18 @@ class MeasuredTrace:
     def to_records(self) -> list[dict]:
         """The rows as plain dicts (JSON-ready), kinds by code."""
         return [
-            {"rank": int(r), "stage": int(s), "step": int(t), "kind": Kind(int(k)).code, "microbatch": int(m),
-             "start": float(a), "end": float(b)}
-            for r, s, t, k, m, a, b in zip(self.rank, self.stage, self.step, self.kind, self.microbatch, self.start, self.end)
+            {
+                "rank": int(r),
+                "stage": int(s),
+                "step": int(t),
+                "kind": Kind(int(k)).code,
+                "microbatch": int(m),
+                "start": float(a),
+                "end": float(b),
+            }
+            for r, s, t, k, m, a, b in zip(
+                self.rank, self.stage, self.step, self.kind, self.microbatch, self.start, self.end
+            )
         ]
 
     @staticmethod
@@ -85,6 +110,10 @@ class MeasuredTrace:
             return MeasuredTrace.from_records([])
         units = {t.unit for t in traces}
         if len(units) > 1:
-            raise InputError(f"cannot join traces measured in different units {sorted(units)}: convert them first")
+            raise InputError(
+                f"cannot join traces measured in different units {sorted(units)}: convert them first"
+            )
         cols = {f: np.concatenate([getattr(t, f) for t in traces]) for f in _FIELDS}
-        return MeasuredTrace(**cols, unit=traces[0].unit, source="; ".join(t.source for t in traces if t.source))
+        return MeasuredTrace(
+            **cols, unit=traces[0].unit, source="; ".join(t.source for t in traces if t.source)
+        )

@@ -29,7 +29,15 @@ _PREFIX = re.compile(rb"^[IWEVDF]\d{4} [\d:.]+\s+(\d+) [^\]]*\] (\{.*)$")
 _RANK_IN_NAME = re.compile(r"_rank_(\d+)_")
 _CACHE = re.compile(r"^(fx_graph|aotautograd)_cache_(hit|miss|bypass)$")
 _GUARD_LINE = re.compile(r"\+- ([A-Z_]+): (.*)$")
-_META = {"rank", "frame_id", "frame_compile_id", "attempt", "compiled_autograd_id", "has_payload", "payload_filename"}
+_META = {
+    "rank",
+    "frame_id",
+    "frame_compile_id",
+    "attempt",
+    "compiled_autograd_id",
+    "has_payload",
+    "payload_filename",
+}
 #: Longest line kept; longer ones (inductor's output code in one payload line) are skipped whole.
 MAX_LINE = 64 * 2**20
 
@@ -122,7 +130,12 @@ class _Reader:
         value = env.get(key) if key else None
         if self.trace.rank is None and isinstance(env.get("rank"), int):
             self.trace.rank = env["rank"]
-        if key == "str" and isinstance(value, list) and len(value) == 2 and isinstance(value[1], int):
+        if (
+            key == "str"
+            and isinstance(value, list)
+            and len(value) == 2
+            and isinstance(value[1], int)
+        ):
             self.strings[value[1]] = str(value[0])
         elif key == "compilation_metrics" and isinstance(value, dict):
             self.metrics(value, cid)
@@ -130,7 +143,11 @@ class _Reader:
             return
         elif key == "dynamo_start":
             stack = value.get("stack") if isinstance(value, dict) else None
-            top = stack[-1] if isinstance(stack, list) and stack and isinstance(stack[-1], dict) else {}
+            top = (
+                stack[-1]
+                if isinstance(stack, list) and stack and isinstance(stack[-1], dict)
+                else {}
+            )
             self.compile(cid).function = self.compile(cid).function or top.get("name")
         elif key in ("dynamo_cpp_guards_str", "dynamo_guards"):
             self.compile(cid).guards = _guards(payload)
@@ -186,11 +203,27 @@ def _reasons(payload: str) -> list[str]:
 
 def _graph_break(cid: str, payload: str) -> TraceBreak:
     lines = [ln.rstrip() for ln in payload.splitlines()]
-    where = next((ln.split(" at ", 1)[1] for ln in lines if ln.startswith("Graph break") and " at " in ln), "")
-    reason = next((ln.split(":", 1)[1].strip() for ln in lines if ln.strip().startswith("Graph Break Reason:")), "")
+    where = next(
+        (ln.split(" at ", 1)[1] for ln in lines if ln.startswith("Graph break") and " at " in ln),
+        "",
+    )
+    reason = next(
+        (
+            ln.split(":", 1)[1].strip()
+            for ln in lines
+            if ln.strip().startswith("Graph Break Reason:")
+        ),
+        "",
+    )
     if not reason:
-        reason = next((ln.strip() for ln in lines if ln.strip()), "graph break (no reason recorded)")
-    detail = "\n".join(dict.fromkeys(ln.strip() for ln in lines if ln.strip().startswith(("Explanation:", "Hint:"))))
+        reason = next(
+            (ln.strip() for ln in lines if ln.strip()), "graph break (no reason recorded)"
+        )
+    detail = "\n".join(
+        dict.fromkeys(
+            ln.strip() for ln in lines if ln.strip().startswith(("Explanation:", "Hint:"))
+        )
+    )
     return TraceBreak(cid, reason, where, detail.strip())
 
 
@@ -237,6 +270,8 @@ def read_torch_trace(path: str | Path) -> TorchTrace:
         if pending is not None:
             reader.envelope(pending, "\n".join(payload))
     if trace.records == 0:
-        raise InputError(f"{excerpt(str(path))} holds no structured-trace record (a glog prefix then a JSON object "
-                         "per line): is it a file TORCH_TRACE=DIR wrote?")
+        raise InputError(
+            f"{excerpt(str(path))} holds no structured-trace record (a glog prefix then a JSON object "
+            "per line): is it a file TORCH_TRACE=DIR wrote?"
+        )
     return trace

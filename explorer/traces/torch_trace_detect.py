@@ -84,5 +84,12 @@ def recognise(path: Path) -> Optional[str]:
     return f"a TORCH_TRACE folder: {len(files)} structured-trace file(s) (dedicated_log_torch_trace_*.log)"
 
 
-register(Detector("torch-trace", "a TORCH_TRACE=DIR folder of dedicated_log_torch_trace_*.log, profiler traces beside it "
-                  "optional", recognise, "explorer.commands.read_compile:read"))
+register(
+    Detector(
+        "torch-trace",
+        "a TORCH_TRACE=DIR folder of dedicated_log_torch_trace_*.log, profiler traces beside it "
+        "optional",
+        recognise,
+        "explorer.commands.read_compile:read",
+    )
+)

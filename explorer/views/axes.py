@@ -20,7 +20,10 @@ def rank_labels(schedule: Schedule) -> list[str]:
     """One label per rank row (time lines are per process): ``stage 3`` or ``rank 1: stages 1, 5``."""
     if schedule.num_chunks == 1:
         return [f"stage {schedule.stages_of_rank(r)[0]}" for r in range(schedule.num_ranks)]
-    return [f"rank {r}: stages {', '.join(map(str, schedule.stages_of_rank(r)))}" for r in range(schedule.num_ranks)]
+    return [
+        f"rank {r}: stages {', '.join(map(str, schedule.stages_of_rank(r)))}"
+        for r in range(schedule.num_ranks)
+    ]
 
 
 def row_height(rows: int, per_row: float = 28.0, extra: float = 140.0, cap: float = 900.0) -> int:

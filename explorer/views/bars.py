@@ -38,11 +38,19 @@ def hbars(
     end = np.asarray(end, dtype=float)
     if len(y) <= max_bars:
         return go.Bar(
-            name=name, orientation="h", y=y, base=start, x=end - start, width=width,
-            marker=dict(color=colour, line=dict(width=0.5, color="white")), opacity=opacity,
+            name=name,
+            orientation="h",
+            y=y,
+            base=start,
+            x=end - start,
+            width=width,
+            marker=dict(color=colour, line=dict(width=0.5, color="white")),
+            opacity=opacity,
             hovertext=None if hover is None else list(hover),
             hovertemplate="%{hovertext}<extra></extra>" if hover is not None else None,
-            text=None if text is None else list(text), textposition="inside", insidetextanchor="middle",
+            text=None if text is None else list(text),
+            textposition="inside",
+            insidetextanchor="middle",
             showlegend=showlegend,
         )
     xs = np.column_stack([start, end, np.full(len(y), np.nan)]).reshape(-1)
@@ -51,13 +59,22 @@ def hbars(
     if hover is not None:
         hov = [h for item in hover for h in (item, item, "")]
     return go.Scattergl(
-        name=name, x=xs, y=ys, mode="lines", line=dict(color=colour, width=line_px), opacity=opacity,
-        hovertext=hov, hoverinfo="text" if hov is not None else "skip", connectgaps=False,
+        name=name,
+        x=xs,
+        y=ys,
+        mode="lines",
+        line=dict(color=colour, width=line_px),
+        opacity=opacity,
+        hovertext=hov,
+        hoverinfo="text" if hov is not None else "skip",
+        connectgaps=False,
         showlegend=showlegend,
     )
 
 
-def rectangles(x0: np.ndarray, x1: np.ndarray, y0: np.ndarray, y1: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def rectangles(
+    x0: np.ndarray, x1: np.ndarray, y0: np.ndarray, y1: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
     """Closed outlines of many rectangles as one ``None``-separated polyline (x, y)."""
     x0, x1, y0, y1 = (np.asarray(a, dtype=float) for a in (x0, x1, y0, y1))
     gap = np.full(len(x0), np.nan)

@@ -1,6 +1,6 @@
 """Figures for the torch.compile probe: per-iteration time by variant, compile events, guards.
 
-Pure functions of a :class:`~explorer.runtime.compile.records.ProbeResult` returning
+Pure functions of a :class:`~explorer.traces.compile.records.ProbeResult` returning
 ``go.Figure`` (never shown here), so tests read ``fig.to_dict()`` and the widget hands them to
 a ``LiveFigure``. Time is on a log axis: a compile costs seconds, a cached iteration
 milliseconds, and both must stay readable on one plot.
@@ -19,8 +19,7 @@ import re
 from typing import Any, Sequence
 
 from explorer.errors import require
-from explorer.runtime.compile.records import EAGER, ProbeResult, frame_of
-from explorer.runtime.compile.sources import LIMIT_FAILURE
+from explorer.traces.compile.records import EAGER, LIMIT_FAILURE, ProbeResult, frame_of
 from explorer.views.hlo import table_height
 
 _PALETTE = ("#1f77b4", "#2ca02c", "#9467bd", "#8c564b", "#e377c2", "#17becf", "#bcbd22", "#7f7f7f")
@@ -51,31 +50,60 @@ def iteration_figure(result: ProbeResult) -> Any:
     fig = go.Figure()
     for label in order:
         its = [it for it in result.iterations if (it.variant or "none") == label]
-        fig.add_trace(go.Bar(
-            x=[it.iteration for it in its], y=[it.ms for it in its], name=_bar_name(label), width=BAR_WIDTH,
-            marker_color=_colour(label, order),
-            hovertemplate="iteration %{x}<br>%{y:.3f} ms<br>variant " + html.escape(label) + "<extra></extra>",
-        ))
+        fig.add_trace(
+            go.Bar(
+                x=[it.iteration for it in its],
+                y=[it.ms for it in its],
+                name=_bar_name(label),
+                width=BAR_WIDTH,
+                marker_color=_colour(label, order),
+                hovertemplate="iteration %{x}<br>%{y:.3f} ms<br>variant "
+                + html.escape(label)
+                + "<extra></extra>",
+            )
+        )
     compiled = [it for it in result.iterations if it.compiled]
-    ids = {it.iteration: ", ".join(c.compile_id for c in result.compiles if c.iteration == it.iteration and not c.failed)
-           for it in compiled}
-    fig.add_trace(go.Scatter(
-        x=[it.iteration for it in compiled], y=[it.ms * 1.4 for it in compiled], mode="markers+text",
-        name="compile (its id above)", marker=dict(symbol="triangle-down", size=11, color="black"),
-        text=[ids[it.iteration] for it in compiled], textposition="top center", cliponaxis=False,
-        hovertemplate="compiled %{text} at iteration %{x}<extra></extra>",
-    ))
+    ids = {
+        it.iteration: ", ".join(
+            c.compile_id for c in result.compiles if c.iteration == it.iteration and not c.failed
+        )
+        for it in compiled
+    }
+    fig.add_trace(
+        go.Scatter(
+            x=[it.iteration for it in compiled],
+            y=[it.ms * 1.4 for it in compiled],
+            mode="markers+text",
+            name="compile (its id above)",
+            marker=dict(symbol="triangle-down", size=11, color="black"),
+            text=[ids[it.iteration] for it in compiled],
+            textposition="top center",
+            cliponaxis=False,
+            hovertemplate="compiled %{text} at iteration %{x}<extra></extra>",
+        )
+    )
     _mark_limit(fig, result)
     period = result.diagnosis.period if result.diagnosis else None
     cause = result.diagnosis.cause if result.diagnosis else ""
-    title = f"{result.label or 'probe'}: time per iteration" + (f" — period {period} ({cause})" if period else f" — {cause}")
+    title = f"{result.label or 'probe'}: time per iteration" + (
+        f" — period {period} ({cause})" if period else f" — {cause}"
+    )
     first = result.iterations[0].iteration if result.iterations else 0
     last = result.iterations[-1].iteration if result.iterations else 0
     fig.update_layout(
-        title=title, barmode="overlay", height=430, autosize=True, margin=dict(l=60, r=20, t=70, b=80),
-        xaxis=dict(title="iteration", range=[first - 0.5, last + 0.5], tick0=first,
-                   dtick=1 if last - first < 40 else None),
-        yaxis=dict(title="ms (log)", type="log"), legend=dict(orientation="h", yanchor="top", y=-0.2),
+        title=title,
+        barmode="overlay",
+        height=430,
+        autosize=True,
+        margin=dict(l=60, r=20, t=70, b=80),
+        xaxis=dict(
+            title="iteration",
+            range=[first - 0.5, last + 0.5],
+            tick0=first,
+            dtick=1 if last - first < 40 else None,
+        ),
+        yaxis=dict(title="ms (log)", type="log"),
+        legend=dict(orientation="h", yanchor="top", y=-0.2),
     )
     return fig
 
@@ -88,9 +116,16 @@ def _mark_limit(fig: Any, result: ProbeResult) -> None:
     at = hits[0].iteration
     limit = f" ({result.recompile_limit})" if result.recompile_limit is not None else ""
     fig.add_vline(x=at - 0.5, line=dict(color=_EAGER_COLOUR, width=1.5, dash="dot"))
-    fig.add_annotation(x=at - 0.5, y=1, yref="paper", xanchor="left", yanchor="bottom", showarrow=False,
-                       text=f"recompile limit{limit} hit: no new variants from here",
-                       font=dict(color=_EAGER_COLOUR, size=11))
+    fig.add_annotation(
+        x=at - 0.5,
+        y=1,
+        yref="paper",
+        xanchor="left",
+        yanchor="bottom",
+        showarrow=False,
+        text=f"recompile limit{limit} hit: no new variants from here",
+        font=dict(color=_EAGER_COLOUR, size=11),
+    )
 
 
 def _functions(result: ProbeResult) -> dict[str, str]:
@@ -104,12 +139,23 @@ def _functions(result: ProbeResult) -> dict[str, str]:
 
 def _table(header: list[str], columns: list[list[str]], weights: list[float], title: str) -> Any:
     go = _go()
-    fig = go.Figure(go.Table(
-        columnwidth=weights,
-        header=dict(values=[f"<b>{html.escape(h)}</b>" for h in header], align="left", fill_color="#e8eaf0"),
-        cells=dict(values=columns, align="left", height=24),
-    ))
-    fig.update_layout(title=title, height=table_height(columns, weights), autosize=True, margin=dict(l=10, r=10, t=40, b=10))
+    fig = go.Figure(
+        go.Table(
+            columnwidth=weights,
+            header=dict(
+                values=[f"<b>{html.escape(h)}</b>" for h in header],
+                align="left",
+                fill_color="#e8eaf0",
+            ),
+            cells=dict(values=columns, align="left", height=24),
+        )
+    )
+    fig.update_layout(
+        title=title,
+        height=table_height(columns, weights),
+        autosize=True,
+        margin=dict(l=10, r=10, t=40, b=10),
+    )
     return fig
 
 
@@ -118,26 +164,57 @@ def compile_table(result: ProbeResult) -> Any:
     rows = result.compiles
     names = _functions(result)
     if not rows:
-        columns = [["-"], ["-"], ["-"], ["nothing compiled: the step never reached torch.compile'd code"]]
+        columns = [
+            ["-"],
+            ["-"],
+            ["-"],
+            ["nothing compiled: the step never reached torch.compile'd code"],
+        ]
     else:
-        why = [c.failed + (f": {c.guard}" if c.guard else "") if c.failed else (c.guard or "first compile") for c in rows]
-        columns = [[c.compile_id for c in rows], [str(c.iteration) if c.iteration >= 0 else "?" for c in rows],
-                   [c.function or names.get(frame_of(c.compile_id), "?") for c in rows], [html.escape(w) for w in why]]
-    return _table(["compile id", "iteration", "function", "reason"], columns, [60, 60, 160, 420],
-                  f"{len(rows)} compile event(s)")
+        why = [
+            c.failed + (f": {c.guard}" if c.guard else "")
+            if c.failed
+            else (c.guard or "first compile")
+            for c in rows
+        ]
+        columns = [
+            [c.compile_id for c in rows],
+            [str(c.iteration) if c.iteration >= 0 else "?" for c in rows],
+            [c.function or names.get(frame_of(c.compile_id), "?") for c in rows],
+            [html.escape(w) for w in why],
+        ]
+    return _table(
+        ["compile id", "iteration", "function", "reason"],
+        columns,
+        [60, 60, 160, 420],
+        f"{len(rows)} compile event(s)",
+    )
 
 
 def guards_table(result: ProbeResult) -> Any:
     """For each variant of a frame with several: the guards that set it apart from its siblings."""
     rows = result.guards
     if not rows:
-        columns = [["-"], ["-"], ["no frame has more than one compiled variant: nothing to tell apart"]]
+        columns = [
+            ["-"],
+            ["-"],
+            ["no frame has more than one compiled variant: nothing to tell apart"],
+        ]
     else:
-        shown = [[g for g in v.only_here if not g.startswith("___")] or list(v.only_here) for v in rows]
-        columns = [[v.compile_id for v in rows], [v.function for v in rows],
-                   ["<br>".join(html.escape(g) for g in s[:4]) or "(no guard of its own)" for s in shown]]
-    return _table(["variant", "function", "guards only this variant has"], columns, [60, 160, 480],
-                  "guard differences between variants")
+        shown = [
+            [g for g in v.only_here if not g.startswith("___")] or list(v.only_here) for v in rows
+        ]
+        columns = [
+            [v.compile_id for v in rows],
+            [v.function for v in rows],
+            ["<br>".join(html.escape(g) for g in s[:4]) or "(no guard of its own)" for s in shown],
+        ]
+    return _table(
+        ["variant", "function", "guards only this variant has"],
+        columns,
+        [60, 160, 480],
+        "guard differences between variants",
+    )
 
 
 def diagnosis_html(result: ProbeResult) -> str:
@@ -147,11 +224,15 @@ def diagnosis_html(result: ProbeResult) -> str:
         d = result.diagnosis
         cls = "" if d.cause == "steady" else " class='finding'"
         period = f"period {d.period}" if d.period else "no period"
-        parts.append(f"<p{cls}><b>{html.escape(d.cause)}, {period}.</b> {html.escape(d.sentence)}</p>")
+        parts.append(
+            f"<p{cls}><b>{html.escape(d.cause)}, {period}.</b> {html.escape(d.sentence)}</p>"
+        )
     if result.error:
         parts.append(f"<p class='finding'>The step failed at {html.escape(result.error)}</p>")
-    parts.append(f"<p>backend <code>{html.escape(result.backend or '-')}</code>; compile records from "
-                 f"Dynamo's {html.escape(result.source)}; variants from the {html.escape(result.variant_source)}.</p>")
+    parts.append(
+        f"<p>backend <code>{html.escape(result.backend or '-')}</code>; compile records from "
+        f"Dynamo's {html.escape(result.source)}; variants from the {html.escape(result.variant_source)}.</p>"
+    )
     return "\n".join(parts)
 
 
@@ -165,12 +246,16 @@ def explain_torch_message(text: str) -> str:
     if limit:
         fn = _FUNCTION.search(text)
         where = f" on '{fn.group(1)}'" if fn else ""
-        return (f"Dynamo hit its {limit.group(1)} ({limit.group(2)}){where}: inputs that match no cached "
-                "variant now run eagerly (the diagnosis counts those iterations).")
+        return (
+            f"Dynamo hit its {limit.group(1)} ({limit.group(2)}){where}: inputs that match no cached "
+            "variant now run eagerly (the diagnosis counts those iterations)."
+        )
     if "No CUDA runtime is found" in text:
         home = re.search(r"CUDA_HOME='([^']*)'", text)
-        return (f"torch found no CUDA runtime{' (CUDA_HOME=' + home.group(1) + ')' if home else ''}; "
-                "harmless here: the probe runs on the CPU.")
+        return (
+            f"torch found no CUDA runtime{' (CUDA_HOME=' + home.group(1) + ')' if home else ''}; "
+            "harmless here: the probe runs on the CPU."
+        )
     first = next((ln.strip() for ln in text.splitlines() if ln.strip()), "")
     first = re.sub(r"^[WEI]\d{4} [\d:.]+ \d+ \S+\] (\[[^\]]*\] )?", "", first)
     return f"torch warned: {first[:300]}"
@@ -195,9 +280,14 @@ def ranks_html(result: ProbeResult) -> str:
     if len(result.ranks) > 1:
         rows = "".join(
             f"<li>rank {r['rank']}: {len(r['compiles'])} compiles, {r['iterations']} iterations; "
-            f"{html.escape(str(r['cause']))}" + (f", period {r['period']} ({r['confidence']})" if r["period"] else "")
-            + "</li>" for r in result.ranks)
-        parts.append(f"<p>{len(result.ranks)} ranks, merged: an iteration takes the slowest rank's time.</p><ul>{rows}</ul>")
+            f"{html.escape(str(r['cause']))}"
+            + (f", period {r['period']} ({r['confidence']})" if r["period"] else "")
+            + "</li>"
+            for r in result.ranks
+        )
+        parts.append(
+            f"<p>{len(result.ranks)} ranks, merged: an iteration takes the slowest rank's time.</p><ul>{rows}</ul>"
+        )
     if result.divergence:
         items = "".join(f"<li>{html.escape(d)}</li>" for d in result.divergence)
         parts.append(f"<p class='finding'><b>Ranks differ.</b></p><ul>{items}</ul>")

@@ -21,7 +21,14 @@ from explorer.schedules.instructions import COMPUTE_KINDS, Kind
 from explorer.views.axes import row_height, stage_labels
 from explorer.views.bars import rectangles
 from explorer.views.marks import findings_by_cell
-from explorer.views.palette import HAZARD, KIND_COLOURS, MOVED, SELECTED, discrete_colorscale, kind_label
+from explorer.views.palette import (
+    HAZARD,
+    KIND_COLOURS,
+    MOVED,
+    SELECTED,
+    discrete_colorscale,
+    kind_label,
+)
 from explorer.views.raster import OVERVIEW_BINS, dominant, window
 from explorer.views.words import described, short_texts
 
@@ -38,13 +45,21 @@ MAX_SVG_LINES = 2000
 #: Kept for callers that set it: an upper bound on cells with text, on top of TEXT_COLUMNS.
 MAX_TEXT_CELLS = 2500
 _COMPUTE = np.array(sorted(int(k) for k in COMPUTE_KINDS))
-_P2P = np.array([int(Kind.SEND_ACTIVATION), int(Kind.RECV_ACTIVATION), int(Kind.SEND_GRAD), int(Kind.RECV_GRAD)])
+_P2P = np.array(
+    [int(Kind.SEND_ACTIVATION), int(Kind.RECV_ACTIVATION), int(Kind.SEND_GRAD), int(Kind.RECV_GRAD)]
+)
 _INSET = 0.06
 
 
-def grid_figure(report: Report, *, arrows: bool = False, selected: Optional[tuple[int, int]] = None,
-                max_text_cells: int = MAX_TEXT_CELLS, x_range: Optional[tuple[float, float]] = None,
-                moved: Sequence[tuple[int, int]] = ()) -> go.Figure:
+def grid_figure(
+    report: Report,
+    *,
+    arrows: bool = False,
+    selected: Optional[tuple[int, int]] = None,
+    max_text_cells: int = MAX_TEXT_CELLS,
+    x_range: Optional[tuple[float, float]] = None,
+    moved: Sequence[tuple[int, int]] = (),
+) -> go.Figure:
     """The grid of ``report.schedule`` with its findings outlined; ``selected`` is a ``(stage, step)``;
     ``moved`` are the cells a fix's rules changed (outlined in purple).
 
@@ -66,31 +81,59 @@ def grid_figure(report: Report, *, arrows: bool = False, selected: Optional[tupl
         exact = columns <= OVERVIEW_BINS
     else:
         with_text = columns <= TEXT_COLUMNS and stages * columns <= max_text_cells and stages <= 48
-        heat, lines = _detail(report, cells, lo, hi, with_text=with_text, words=stages * columns <= WORDS_CELLS)
+        heat, lines = _detail(
+            report, cells, lo, hi, with_text=with_text, words=stages * columns <= WORDS_CELLS
+        )
         outlines = _outline("findings", [c for c in cells if lo <= c[1] <= hi], HAZARD, 3.0)
         note = "" if with_text else " · zoom in to read the cells"
-    traces: list = [heat, outlines, _outline("selected", [selected] if selected else [], SELECTED, 4.0),
-                    _outline("moved by the fix", [c for c in moved if lo <= c[1] <= hi], MOVED, 2.5)]
+    traces: list = [
+        heat,
+        outlines,
+        _outline("selected", [selected] if selected else [], SELECTED, 4.0),
+        _outline("moved by the fix", [c for c in moved if lo <= c[1] <= hi], MOVED, 2.5),
+    ]
     show_arrows = arrows and not overview
-    traces.append(_arrows(report, lo, hi) if show_arrows else go.Scatter(name="send -> receive", x=[], y=[], showlegend=False))
+    traces.append(
+        _arrows(report, lo, hi)
+        if show_arrows
+        else go.Scatter(name="send -> receive", x=[], y=[], showlegend=False)
+    )
     if arrows and overview:
         note += " · arrows appear once zoomed in"
     present = set(np.unique(s.kind).tolist())
     for kind in (k for k in Kind if int(k) in present):  # legend entries for the kinds present
-        traces.append(go.Scatter(name=kind_label(kind), x=[None], y=[None], mode="markers", legendgroup="kinds",
-                                 marker=dict(symbol="square", size=11, color=KIND_COLOURS[kind]),
-                                 hoverinfo="skip"))
+        traces.append(
+            go.Scatter(
+                name=kind_label(kind),
+                x=[None],
+                y=[None],
+                mode="markers",
+                legendgroup="kinds",
+                marker=dict(symbol="square", size=11, color=KIND_COLOURS[kind]),
+                hoverinfo="skip",
+            )
+        )
     fig = go.Figure(traces)
     n_findings = len(report.findings.all())
-    verdict = f"{n_findings} finding{'s' if n_findings != 1 else ''}" if n_findings else "no findings"
+    verdict = (
+        f"{n_findings} finding{'s' if n_findings != 1 else ''}" if n_findings else "no findings"
+    )
     fig.update_layout(
-        title=dict(text=f"Instruction grid · {s.name} · {stages} stages × {s.num_microbatches} micro-batches · {verdict}"
-                        f"<br><sup>{('overview: one column per step' if exact else 'overview: each column sums up several steps (its most common kind)') if overview else 'steps ' + str(lo) + '–' + str(hi)}{note}</sup>"),
+        title=dict(
+            text=f"Instruction grid · {s.name} · {stages} stages × {s.num_microbatches} micro-batches · {verdict}"
+            f"<br><sup>{('overview: one column per step' if exact else 'overview: each column sums up several steps (its most common kind)') if overview else 'steps ' + str(lo) + '–' + str(hi)}{note}</sup>"
+        ),
         height=row_height(stages, per_row=max(22.0, 13.0 * lines + 10.0), extra=120.0),
-        margin=dict(l=10, r=10, t=70, b=40), plot_bgcolor="white",
+        margin=dict(l=10, r=10, t=70, b=40),
+        plot_bgcolor="white",
         xaxis=dict(title="step", showgrid=False, zeroline=False, range=[lo_x, hi_x]),
-        yaxis=dict(tickvals=list(range(stages)), ticktext=stage_labels(s), autorange="reversed",
-                   showgrid=False, zeroline=False),
+        yaxis=dict(
+            tickvals=list(range(stages)),
+            ticktext=stage_labels(s),
+            autorange="reversed",
+            showgrid=False,
+            zeroline=False,
+        ),
         legend=dict(font=dict(size=10), tracegroupgap=2),
     )
     return fig
@@ -113,23 +156,54 @@ def _overview(report: Report, marks: dict, x_range: tuple[float, float]):
     cell, main = _main_rows(report, np.arange(len(s)))
     stage, step = np.divmod(cell, s.num_steps)
     bins = min(OVERVIEW_BINS, max(1, int(np.ceil(x_range[1] - x_range[0]))))
-    r = dominant(stage, step - 0.5, step + 0.5, s.kind[main], s.num_stages, x_range, bins=bins, num_categories=len(Kind))
+    r = dominant(
+        stage,
+        step - 0.5,
+        step + 0.5,
+        s.kind[main],
+        s.num_stages,
+        x_range,
+        bins=bins,
+        num_categories=len(Kind),
+    )
     z = r.z.astype(np.float32)
-    codes = np.array([k.code for k in Kind] + [""])  # fixed-width strings: copied in one piece, not item by item
+    codes = np.array(
+        [k.code for k in Kind] + [""]
+    )  # fixed-width strings: copied in one piece, not item by item
     hover = codes[np.where(np.isnan(z), len(Kind), z).astype(np.int64)]
-    heat = go.Heatmap(name="instructions", z=z, x=r.centres, y=np.arange(s.num_stages), zmin=-0.5, zmax=len(Kind) - 0.5,
-                      colorscale=discrete_colorscale(), showscale=False, hoverongaps=False, customdata=hover,
-                      hovertemplate="stage %{y} · steps around %{x:.0f}<br>mostly %{customdata}<extra></extra>")
+    heat = go.Heatmap(
+        name="instructions",
+        z=z,
+        x=r.centres,
+        y=np.arange(s.num_stages),
+        zmin=-0.5,
+        zmax=len(Kind) - 0.5,
+        colorscale=discrete_colorscale(),
+        showscale=False,
+        hoverongaps=False,
+        customdata=hover,
+        hovertemplate="stage %{y} · steps around %{x:.0f}<br>mostly %{customdata}<extra></extra>",
+    )
     # Findings per column as a red layer: one small heatmap, not an outline per cell.
-    marked = np.array([(st, t) for st, t in marks if x_range[0] <= t <= x_range[1]], dtype=float).reshape(-1, 2)
+    marked = np.array(
+        [(st, t) for st, t in marks if x_range[0] <= t <= x_range[1]], dtype=float
+    ).reshape(-1, 2)
     count = np.zeros(z.shape, dtype=np.float32)
     col = np.clip(np.floor((marked[:, 1] - r.x0) / r.width).astype(np.int64), 0, z.shape[1] - 1)
     np.add.at(count, (marked[:, 0].astype(np.int64), col), 1.0)
     binned = int((count > 0).sum())
     count[count == 0] = np.nan
-    outline = go.Heatmap(name="findings", z=count, x=r.centres, y=np.arange(s.num_stages), showscale=False,
-                         colorscale=[[0, HAZARD], [1, HAZARD]], hoverongaps=False, showlegend=bool(binned),
-                         hovertemplate="stage %{y} · steps around %{x:.0f}<br>%{z} finding(s): zoom in<extra></extra>")
+    outline = go.Heatmap(
+        name="findings",
+        z=count,
+        x=r.centres,
+        y=np.arange(s.num_stages),
+        showscale=False,
+        colorscale=[[0, HAZARD], [1, HAZARD]],
+        hoverongaps=False,
+        showlegend=bool(binned),
+        hovertemplate="stage %{y} · steps around %{x:.0f}<br>%{z} finding(s): zoom in<extra></extra>",
+    )
     return heat, outline, f" · {len(marks)} findings in {binned} red columns; zoom in for each cell"
 
 
@@ -143,13 +217,19 @@ def _detail(report: Report, marks: dict, lo: int, hi: int, *, with_text: bool, w
     z = np.full(stages * width, np.nan)
     st_main, t_main = np.divmod(cell, steps)
     z[st_main * width + (t_main - lo)] = s.kind[main]
-    z = z.reshape(stages, width).astype(np.float32)  # a typed array on the wire; NaN is an empty cell
+    z = z.reshape(stages, width).astype(
+        np.float32
+    )  # a typed array on the wire; NaN is an empty cell
 
     short = short_texts(s, rows)
     said = described(s, rows) if words else []
     rel = s.stage[rows].astype(np.int64) * width + (s.step[rows] - lo)
     by_cell = np.argsort(rel, kind="stable")
-    bounds = np.r_[0, np.nonzero(np.diff(rel[by_cell]))[0] + 1, len(rows)] if len(rows) else np.zeros(1, dtype=np.int64)
+    bounds = (
+        np.r_[0, np.nonzero(np.diff(rel[by_cell]))[0] + 1, len(rows)]
+        if len(rows)
+        else np.zeros(1, dtype=np.int64)
+    )
     text = np.full((stages, width), "", dtype=object) if with_text else None
     hover = np.full((stages, width), "", dtype=object)
     labels = stage_labels(s)
@@ -160,24 +240,41 @@ def _detail(report: Report, marks: dict, lo: int, hi: int, *, with_text: bool, w
         codes = [short[i] for i in mine]
         if with_text:  # one code per line (two side by side do not fit a cell), at most MAX_LINES
             per_line = -(-len(codes) // MAX_LINES)
-            text[st, t] = "<br>".join(" ".join(codes[i:i + per_line]) for i in range(0, len(codes), per_line))
+            text[st, t] = "<br>".join(
+                " ".join(codes[i : i + per_line]) for i in range(0, len(codes), per_line)
+            )
             lines = max(lines, min(MAX_LINES, len(codes)))
         if words:
             hover[st, t] = f"<b>{labels[st]} · step {t + lo}</b><br>" + "<br>".join(
-                f"{c}: {said[i]}" for c, i in zip(codes, mine.tolist()))
+                f"{c}: {said[i]}" for c, i in zip(codes, mine.tolist())
+            )
         else:  # many cells: the template adds the position, keep the payload small
             hover[st, t] = " ".join(codes)
     for (st, t), found in marks.items():
         if 0 <= st < stages and lo <= t <= hi:
             if not words:  # many cells: name the finding, the findings list has the words
                 found = [f"{found[0].split(':')[0]} ({len(found)}; see the findings list)"]
-            hover[st, t - lo] += "".join(f"<br><span style='color:{HAZARD}'>{_wrap(w)}</span>" for w in found)
+            hover[st, t - lo] += "".join(
+                f"<br><span style='color:{HAZARD}'>{_wrap(w)}</span>" for w in found
+            )
     heat = go.Heatmap(
-        name="instructions", z=z, x=np.arange(lo, hi + 1), y=np.arange(stages),
-        zmin=-0.5, zmax=len(Kind) - 0.5, colorscale=discrete_colorscale(), showscale=False,
-        text=text, texttemplate="%{text}" if text is not None else None, textfont=dict(size=9),
-        hovertext=hover, hoverongaps=False, xgap=1 if with_text else 0, ygap=1 if with_text else 0,
-        hovertemplate=("%{hovertext}" if words else "stage %{y} · step %{x}<br>%{hovertext}") + "<extra></extra>",
+        name="instructions",
+        z=z,
+        x=np.arange(lo, hi + 1),
+        y=np.arange(stages),
+        zmin=-0.5,
+        zmax=len(Kind) - 0.5,
+        colorscale=discrete_colorscale(),
+        showscale=False,
+        text=text,
+        texttemplate="%{text}" if text is not None else None,
+        textfont=dict(size=9),
+        hovertext=hover,
+        hoverongaps=False,
+        xgap=1 if with_text else 0,
+        ygap=1 if with_text else 0,
+        hovertemplate=("%{hovertext}" if words else "stage %{y} · step %{x}<br>%{hovertext}")
+        + "<extra></extra>",
     )
     return heat, lines
 
@@ -201,8 +298,16 @@ def _outline(name: str, cells: list, colour: str, width: float) -> go.Scatter | 
     t = np.array([c[1] for c in cells], dtype=float)
     xs, ys = rectangles(t - 0.5 + _INSET, t + 0.5 - _INSET, st - 0.5 + _INSET, st + 0.5 - _INSET)
     cls = go.Scattergl if len(cells) > MAX_SVG_LINES else go.Scatter
-    return cls(name=name, x=xs, y=ys, mode="lines", line=dict(color=colour, width=width),
-               hoverinfo="skip", showlegend=bool(len(cells)), connectgaps=False)
+    return cls(
+        name=name,
+        x=xs,
+        y=ys,
+        mode="lines",
+        line=dict(color=colour, width=width),
+        hoverinfo="skip",
+        showlegend=bool(len(cells)),
+        connectgaps=False,
+    )
 
 
 def _arrows(report: Report, lo: int = 0, hi: Optional[int] = None) -> go.Scatter | go.Scattergl:
@@ -210,8 +315,12 @@ def _arrows(report: Report, lo: int = 0, hi: Optional[int] = None) -> go.Scatter
     s = report.schedule
     hi = s.num_steps - 1 if hi is None else hi
     partner = report.matching.partner
-    sends = np.nonzero(np.isin(s.kind, [int(Kind.SEND_ACTIVATION), int(Kind.SEND_GRAD)]) & (partner >= 0)
-                       & (s.step >= lo) & (s.step <= hi))[0]
+    sends = np.nonzero(
+        np.isin(s.kind, [int(Kind.SEND_ACTIVATION), int(Kind.SEND_GRAD)])
+        & (partner >= 0)
+        & (s.step >= lo)
+        & (s.step <= hi)
+    )[0]
     recvs = partner[sends]
     x0, x1 = s.step[sends].astype(float), s.step[recvs].astype(float)
     y0, y1 = s.stage[sends].astype(float), s.stage[recvs].astype(float)
@@ -225,5 +334,14 @@ def _arrows(report: Report, lo: int = 0, hi: Optional[int] = None) -> go.Scatter
     marker = dict(size=size, color="#555555")
     if cls is go.Scatter:
         marker.update(symbol="arrow", angleref="previous")
-    return cls(name="send -> receive", x=xs, y=ys, mode="lines+markers", line=dict(color="#555555", width=1),
-               marker=marker, hoverinfo="skip", showlegend=bool(len(sends)), connectgaps=False)
+    return cls(
+        name="send -> receive",
+        x=xs,
+        y=ys,
+        mode="lines+markers",
+        line=dict(color="#555555", width=1),
+        marker=marker,
+        hoverinfo="skip",
+        showlegend=bool(len(sends)),
+        connectgaps=False,
+    )

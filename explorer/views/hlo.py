@@ -17,8 +17,15 @@ from explorer.hlo.model import Computation, Module
 from explorer.hlo.records import HloDiff
 from explorer.views.html import page
 
-_COLORS = {"added": "#2e7d32", "removed": "#c62828", "changed": "#ef6c00", "context": "#9e9e9e",
-           "parameter": "#1565c0", "moved": "#6a1b9a", "arity": "#ef6c00"}
+_COLORS = {
+    "added": "#2e7d32",
+    "removed": "#c62828",
+    "changed": "#ef6c00",
+    "context": "#9e9e9e",
+    "parameter": "#1565c0",
+    "moved": "#6a1b9a",
+    "arity": "#ef6c00",
+}
 
 
 #: Characters of table text across a whole row at about 1,000 px, to size tables without scrolling.
@@ -36,7 +43,9 @@ def short_paths(text: str) -> str:
     return _PATH.sub(lambda m: m.group(1), text)
 
 
-def table_height(columns: Sequence[Sequence[str]], weights: Sequence[float], base: int = 110) -> int:
+def table_height(
+    columns: Sequence[Sequence[str]], weights: Sequence[float], base: int = 110
+) -> int:
     """Room for every row of a plotly table, counting the lines its longest cell wraps to.
 
     plotly wraps cell text at spaces inside the column's share of the width; a table drawn
@@ -62,26 +71,71 @@ def _context(comp: Computation, name: str, limit: int = 3) -> str:
     return f"reads {ops}{more}" if ops else ""
 
 
-def diff_rows(d: HloDiff, a: Module, b: Module, limit: int = 400) -> list[tuple[str, str, str, str, str]]:
+def diff_rows(
+    d: HloDiff, a: Module, b: Module, limit: int = 400
+) -> list[tuple[str, str, str, str, str]]:
     """Rows (kind, in A, in B, origin, matched context) in the order the summary tells them."""
     rows: list[tuple[str, str, str, str, str]] = []
     for p in d.parameter_permutation:
-        rows.append(("parameter", f"parameter({p.index_a}) %{p.name_a}", f"parameter({p.index_b}) %{p.name_b}",
-                     p.op_name, p.shape))
+        rows.append(
+            (
+                "parameter",
+                f"parameter({p.index_a}) %{p.name_a}",
+                f"parameter({p.index_b}) %{p.name_b}",
+                p.op_name,
+                p.shape,
+            )
+        )
     for t in d.tuple_arity:
-        rows.append(("arity", f"%{t.name_a}: {t.arity_a} elements", f"%{t.name_b}: {t.arity_b} elements", t.opcode, ""))
+        rows.append(
+            (
+                "arity",
+                f"%{t.name_a}: {t.arity_a} elements",
+                f"%{t.name_b}: {t.arity_b} elements",
+                t.opcode,
+                "",
+            )
+        )
     for g in d.removed:
-        rows.append(("removed", f"{g.count}x " + ", ".join(f"{n} {o}" for o, n in g.opcodes), "", g.label,
-                     "lines " + ", ".join(map(str, g.lines[:6])) + (" ..." if len(g.lines) > 6 else "")))
+        rows.append(
+            (
+                "removed",
+                f"{g.count}x " + ", ".join(f"{n} {o}" for o, n in g.opcodes),
+                "",
+                g.label,
+                "lines " + ", ".join(map(str, g.lines[:6])) + (" ..." if len(g.lines) > 6 else ""),
+            )
+        )
     for g in d.added:
-        rows.append(("added", "", f"{g.count}x " + ", ".join(f"{n} {o}" for o, n in g.opcodes), g.label,
-                     "lines " + ", ".join(map(str, g.lines[:6])) + (" ..." if len(g.lines) > 6 else "")))
+        rows.append(
+            (
+                "added",
+                "",
+                f"{g.count}x " + ", ".join(f"{n} {o}" for o, n in g.opcodes),
+                g.label,
+                "lines " + ", ".join(map(str, g.lines[:6])) + (" ..." if len(g.lines) > 6 else ""),
+            )
+        )
     for c in d.changed:
-        rows.append(("changed", f"%{c.name_a} = {c.before}", f"%{c.name_b} = {c.after}",
-                     f"{c.op_type} ({'/'.join(c.kinds)})", _context(b.entry, c.name_b)))
+        rows.append(
+            (
+                "changed",
+                f"%{c.name_a} = {c.before}",
+                f"%{c.name_b} = {c.after}",
+                f"{c.op_type} ({'/'.join(c.kinds)})",
+                _context(b.entry, c.name_b),
+            )
+        )
     for m in d.moved_constants:
-        rows.append(("moved", f"%{m.name_a} (line {m.line_a})", f"%{m.name_b} (line {m.line_b})",
-                     m.op_type, f"{m.shape} constant({m.literal})" + ("; users changed" if m.users_changed else "")))
+        rows.append(
+            (
+                "moved",
+                f"%{m.name_a} (line {m.line_a})",
+                f"%{m.name_b} (line {m.line_b})",
+                m.op_type,
+                f"{m.shape} constant({m.literal})" + ("; users changed" if m.users_changed else ""),
+            )
+        )
     if len(rows) > limit:
         rest = len(rows) - limit
         rows = rows[:limit] + [("...", f"{rest} more rows", "", "", "")]
@@ -96,19 +150,26 @@ def diff_table(d: HloDiff, a: Module, b: Module, limit: int = 400) -> object:
     """
     go = _go()
     rows = diff_rows(d, a, b, limit)
-    shown = [tuple(_html.escape(short_paths(c)) if c else "-" for c in r) for r in rows] or \
-        [("none", "-", "-", "the two modules match instruction for instruction", "-")]
+    shown = [tuple(_html.escape(short_paths(c)) if c else "-" for c in r) for r in rows] or [
+        ("none", "-", "-", "the two modules match instruction for instruction", "-")
+    ]
     cols = [list(c) for c in zip(*shown)]
     fill = [[_COLORS.get(r[0], "#ffffff") + "22" for r in rows] or ["#ffffff"]] * 5
     header = ["kind", f"in {d.module_a}", f"in {d.module_b}", "origin", "context"]
     weights = [60, 260, 260, 160, 160]
-    fig = go.Figure(go.Table(
-        columnwidth=weights,
-        header=dict(values=[f"<b>{_html.escape(h)}</b>" for h in header], align="left"),
-        cells=dict(values=cols, align="left", fill_color=fill, height=24),
-    ))
-    fig.update_layout(title=f"{len(rows)} differences; {d.matched_count} instructions matched",
-                      height=table_height(cols, weights), autosize=True, margin=dict(l=10, r=10, t=40, b=10))
+    fig = go.Figure(
+        go.Table(
+            columnwidth=weights,
+            header=dict(values=[f"<b>{_html.escape(h)}</b>" for h in header], align="left"),
+            cells=dict(values=cols, align="left", fill_color=fill, height=24),
+        )
+    )
+    fig.update_layout(
+        title=f"{len(rows)} differences; {d.matched_count} instructions matched",
+        height=table_height(cols, weights),
+        autosize=True,
+        margin=dict(l=10, r=10, t=40, b=10),
+    )
     return fig
 
 
@@ -159,34 +220,70 @@ def changed_region(d: HloDiff, a: Module, b: Module, max_nodes: int = 40) -> obj
                 edge_x += [pos[o][0], pos[name][0], None]
                 edge_y += [pos[o][1], pos[name][1], None]
     fig = go.Figure()
-    fig.add_trace(go.Scatter(x=edge_x, y=edge_y, mode="lines", line=dict(color="#bbbbbb", width=1),
-                             hoverinfo="skip", name="operand edge"))
+    fig.add_trace(
+        go.Scatter(
+            x=edge_x,
+            y=edge_y,
+            mode="lines",
+            line=dict(color="#bbbbbb", width=1),
+            hoverinfo="skip",
+            name="operand edge",
+        )
+    )
     for kind in ("context", "parameter", "changed", "added"):
         names = [n for n in depth if region[n] == kind]
         if names:
-            fig.add_trace(go.Scatter(
-                x=[pos[n][0] for n in names], y=[pos[n][1] for n in names], mode="markers+text",
-                text=[comp.by_name[n].opcode for n in names], textposition="top center",
-                hovertext=[f"%{n} = {short(comp.by_name[n])}" for n in names], hoverinfo="text",
-                marker=dict(size=12, color=_COLORS[kind]), name=f"{kind} (in {d.module_b})"))
+            fig.add_trace(
+                go.Scatter(
+                    x=[pos[n][0] for n in names],
+                    y=[pos[n][1] for n in names],
+                    mode="markers+text",
+                    text=[comp.by_name[n].opcode for n in names],
+                    textposition="top center",
+                    hovertext=[f"%{n} = {short(comp.by_name[n])}" for n in names],
+                    hoverinfo="text",
+                    marker=dict(size=12, color=_COLORS[kind]),
+                    name=f"{kind} (in {d.module_b})",
+                )
+            )
     if removed:
         acomp = a.entry
-        fig.add_trace(go.Scatter(
-            x=[-1] * len(removed), y=list(range(len(removed))), mode="markers+text",
-            text=[acomp.by_name[n].opcode for n in removed], textposition="middle left",
-            hovertext=[f"%{n} = {short(acomp.by_name[n])}" for n in removed], hoverinfo="text",
-            marker=dict(size=12, color=_COLORS["removed"], symbol="x"), name=f"removed (only in {d.module_a})"))
-    fig.update_layout(title="Changed region (operands left of users)", showlegend=True,
-                      xaxis=dict(title="depth in region", zeroline=False), yaxis=dict(visible=False),
-                      height=520, margin=dict(l=10, r=10, t=40, b=10))
+        fig.add_trace(
+            go.Scatter(
+                x=[-1] * len(removed),
+                y=list(range(len(removed))),
+                mode="markers+text",
+                text=[acomp.by_name[n].opcode for n in removed],
+                textposition="middle left",
+                hovertext=[f"%{n} = {short(acomp.by_name[n])}" for n in removed],
+                hoverinfo="text",
+                marker=dict(size=12, color=_COLORS["removed"], symbol="x"),
+                name=f"removed (only in {d.module_a})",
+            )
+        )
+    fig.update_layout(
+        title="Changed region (operands left of users)",
+        showlegend=True,
+        xaxis=dict(title="depth in region", zeroline=False),
+        yaxis=dict(visible=False),
+        height=520,
+        margin=dict(l=10, r=10, t=40, b=10),
+    )
     return fig
 
 
 def report_html(d: HloDiff, a: Module, b: Module) -> str:
     """One self-contained page: the summary, the table and the changed-region picture."""
-    counts = (f"<p>{d.module_a}: {d.instructions_a} entry instructions, {d.parameters_a} parameters; "
-              f"{d.module_b}: {d.instructions_b} entry instructions, {d.parameters_b} parameters.</p>")
-    return page(f"HLO diff: {d.module_a} vs {d.module_b}", [
-        f"<p class='finding'>{_html.escape(d.summary)}</p>", counts,
-        diff_table(d, a, b), changed_region(d, a, b),
-    ])
+    counts = (
+        f"<p>{d.module_a}: {d.instructions_a} entry instructions, {d.parameters_a} parameters; "
+        f"{d.module_b}: {d.instructions_b} entry instructions, {d.parameters_b} parameters.</p>"
+    )
+    return page(
+        f"HLO diff: {d.module_a} vs {d.module_b}",
+        [
+            f"<p class='finding'>{_html.escape(d.summary)}</p>",
+            counts,
+            diff_table(d, a, b),
+            changed_region(d, a, b),
+        ],
+    )

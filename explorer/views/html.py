@@ -26,7 +26,9 @@ pre { background: #f6f6f6; padding: 0.6em; overflow-x: auto; }
 def figure_div(fig: object, include_plotlyjs: bool | str = False) -> str:
     """One figure as an HTML ``<div>``; plotly.js is included only when asked."""
     pio = require("plotly.io", "lab", "Rendering figures")
-    return pio.to_html(fig, full_html=False, include_plotlyjs=include_plotlyjs, config={"responsive": True})
+    return pio.to_html(
+        fig, full_html=False, include_plotlyjs=include_plotlyjs, config={"responsive": True}
+    )
 
 
 def page(title: str, sections: Iterable[Section]) -> str:

@@ -33,20 +33,42 @@ class Raster:
         return self.x0 + (np.arange(self.z.shape[1]) + 0.5) * self.width
 
 
-def dominant(row: np.ndarray, start: np.ndarray, end: np.ndarray, category: np.ndarray, num_rows: int,
-             x_range: tuple[float, float], bins: int = OVERVIEW_BINS, num_categories: Optional[int] = None) -> Raster:
+def dominant(
+    row: np.ndarray,
+    start: np.ndarray,
+    end: np.ndarray,
+    category: np.ndarray,
+    num_rows: int,
+    x_range: tuple[float, float],
+    bins: int = OVERVIEW_BINS,
+    num_categories: Optional[int] = None,
+) -> Raster:
     """Per row and bin of ``x_range``, the category whose intervals cover most of the bin."""
-    cats = int(num_categories if num_categories is not None else (int(np.max(category)) + 1 if len(category) else 1))
-    cover, x0, width = _cover(row, start, end, np.asarray(category), num_rows, max(cats, 1), x_range, bins)
+    cats = int(
+        num_categories
+        if num_categories is not None
+        else (int(np.max(category)) + 1 if len(category) else 1)
+    )
+    cover, x0, width = _cover(
+        row, start, end, np.asarray(category), num_rows, max(cats, 1), x_range, bins
+    )
     z = np.argmax(cover, axis=2).astype(float)
     z[cover.max(axis=2) <= 1e-9] = np.nan
     return Raster(z=z, x0=x0, width=width)
 
 
-def mean_count(row: np.ndarray, start: np.ndarray, end: np.ndarray, num_rows: int,
-               x_range: tuple[float, float], bins: int = OVERVIEW_BINS) -> Raster:
+def mean_count(
+    row: np.ndarray,
+    start: np.ndarray,
+    end: np.ndarray,
+    num_rows: int,
+    x_range: tuple[float, float],
+    bins: int = OVERVIEW_BINS,
+) -> Raster:
     """Per row and bin, how many intervals are open on average (e.g. buffers holding data)."""
-    cover, x0, width = _cover(row, start, end, np.zeros(len(row), dtype=np.int64), num_rows, 1, x_range, bins)
+    cover, x0, width = _cover(
+        row, start, end, np.zeros(len(row), dtype=np.int64), num_rows, 1, x_range, bins
+    )
     return Raster(z=cover[:, :, 0], x0=x0, width=width)
 
 

@@ -42,34 +42,83 @@ def sizes_figure(sweep: SizeSweep, title: str = "") -> go.Figure:
     for c in sweep.cells:
         v = verdict(c)
         z[row[c.stages], col[c.microbatches]] = v
-        words = c.skipped if c.skipped else (c.first_words or "clean: no hazard, mismatch or deadlock")
-        hover[row[c.stages], col[c.microbatches]] = _wrap(f"{c.stages} stages x {c.microbatches} micro-batches: {words}", 80)
+        words = (
+            c.skipped if c.skipped else (c.first_words or "clean: no hazard, mismatch or deadlock")
+        )
+        hover[row[c.stages], col[c.microbatches]] = _wrap(
+            f"{c.stages} stages x {c.microbatches} micro-batches: {words}", 80
+        )
     n = len(VERDICTS)
-    scale = [x for i, colour in enumerate(COLOURS) for x in ([i / n, colour], [(i + 1) / n, colour])]
-    fig = go.Figure(go.Heatmap(name="verdicts", z=z, x=mbs, y=stages, zmin=-0.5, zmax=n - 0.5, colorscale=scale,
-                               showscale=False, xgap=1, ygap=1, customdata=hover, hoverongaps=False,
-                               hovertemplate="%{customdata}<extra></extra>"))
+    scale = [
+        x for i, colour in enumerate(COLOURS) for x in ([i / n, colour], [(i + 1) / n, colour])
+    ]
+    fig = go.Figure(
+        go.Heatmap(
+            name="verdicts",
+            z=z,
+            x=mbs,
+            y=stages,
+            zmin=-0.5,
+            zmax=n - 0.5,
+            colorscale=scale,
+            showscale=False,
+            xgap=1,
+            ygap=1,
+            customdata=hover,
+            hoverongaps=False,
+            hovertemplate="%{customdata}<extra></extra>",
+        )
+    )
     present = {verdict(c) for c in sweep.cells}
     for i in sorted(present):  # legend entries for the verdicts on the map
-        fig.add_trace(go.Scatter(name=VERDICTS[i], x=[None], y=[None], mode="markers", hoverinfo="skip",
-                                 marker=dict(symbol="square", size=11, color=COLOURS[i])))
+        fig.add_trace(
+            go.Scatter(
+                name=VERDICTS[i],
+                x=[None],
+                y=[None],
+                mode="markers",
+                hoverinfo="skip",
+                marker=dict(symbol="square", size=11, color=COLOURS[i]),
+            )
+        )
     worst = sweep.smallest_failing
     if worst is not None:
         x0 = np.array([worst.microbatches - 0.5])
         y0 = np.array([worst.stages - 0.5])
         xs, ys = rectangles(x0, x0 + 1, y0, y0 + 1)
-        fig.add_trace(go.Scatter(name=f"smallest failing: {worst.stages}x{worst.microbatches}", x=xs, y=ys, mode="lines",
-                                 line=dict(color=SELECTED, width=3), hoverinfo="skip"))
+        fig.add_trace(
+            go.Scatter(
+                name=f"smallest failing: {worst.stages}x{worst.microbatches}",
+                x=xs,
+                y=ys,
+                mode="lines",
+                line=dict(color=SELECTED, width=3),
+                hoverinfo="skip",
+            )
+        )
     head = title or "Every size"
     fig.update_layout(
-        title=dict(text=f"{head} · {sweep.describe().splitlines()[0]}"
-                        + (f"<br><sup>smallest failing size {worst.stages}x{worst.microbatches} outlined; "
-                           "click a cell to load that size</sup>" if worst else "<br><sup>click a cell to load that size</sup>"),
-                   font=dict(size=13)),
-        height=int(min(700, max(280, 16 * len(stages) + 160))), margin=dict(l=10, r=10, t=70, b=40),
-        plot_bgcolor="white", legend=dict(font=dict(size=10)),
+        title=dict(
+            text=f"{head} · {sweep.describe().splitlines()[0]}"
+            + (
+                f"<br><sup>smallest failing size {worst.stages}x{worst.microbatches} outlined; "
+                "click a cell to load that size</sup>"
+                if worst
+                else "<br><sup>click a cell to load that size</sup>"
+            ),
+            font=dict(size=13),
+        ),
+        height=int(min(700, max(280, 16 * len(stages) + 160))),
+        margin=dict(l=10, r=10, t=70, b=40),
+        plot_bgcolor="white",
+        legend=dict(font=dict(size=10)),
         xaxis=dict(title="micro-batches", showgrid=False, zeroline=False),
-        yaxis=dict(title="stages", autorange="reversed", showgrid=False, zeroline=False,
-                   dtick=1 if len(stages) <= 24 else None),
+        yaxis=dict(
+            title="stages",
+            autorange="reversed",
+            showgrid=False,
+            zeroline=False,
+            dtick=1 if len(stages) <= 24 else None,
+        ),
     )
     return fig

@@ -27,8 +27,9 @@ _COMPUTE = np.array(sorted(int(k) for k in COMPUTE_KINDS))
 _TEXT_BARS = 400
 
 
-def timeline_figure(report: Report, *, max_bars: int = MAX_SVG_BARS,
-                    x_range: Optional[tuple[float, float]] = None) -> go.Figure:
+def timeline_figure(
+    report: Report, *, max_bars: int = MAX_SVG_BARS, x_range: Optional[tuple[float, float]] = None
+) -> go.Figure:
     """Bars per instruction kind on a tick axis, idle gaps shaded, bubble fraction in the title.
 
     ``x_range`` is the time range on screen: bars are sent for it only, and when more than
@@ -38,51 +39,138 @@ def timeline_figure(report: Report, *, max_bars: int = MAX_SVG_BARS,
     s, tl = report.schedule, report.timeline
     fig = go.Figure()
     if tl is None:
-        fig.update_layout(title=dict(text="Timeline · none: the schedule deadlocks (see the findings)"), height=220)
-        fig.add_annotation(text=report.findings.deadlock.describe() if report.findings.deadlock else "no timeline",
-                           showarrow=False, x=0.5, y=0.5, xref="paper", yref="paper")
+        fig.update_layout(
+            title=dict(text="Timeline · none: the schedule deadlocks (see the findings)"),
+            height=220,
+        )
+        fig.add_annotation(
+            text=report.findings.deadlock.describe() if report.findings.deadlock else "no timeline",
+            showarrow=False,
+            x=0.5,
+            y=0.5,
+            xref="paper",
+            yref="paper",
+        )
         return fig
     lo, hi = window(x_range, 0.0, max(tl.makespan, 1e-9))
     dur = tl.end - tl.start
     shown = (dur > 0) & (tl.end >= lo) & (tl.start <= hi)
     overview = int(shown.sum()) > max_bars
     if overview:
-        r = dominant(s.rank[shown], tl.start[shown], tl.end[shown], s.kind[shown], s.num_ranks, (lo, hi),
-                     num_categories=len(Kind))
+        r = dominant(
+            s.rank[shown],
+            tl.start[shown],
+            tl.end[shown],
+            s.kind[shown],
+            s.num_ranks,
+            (lo, hi),
+            num_categories=len(Kind),
+        )
         # No per-cell hover text here: each string costs plotly a copy, and the colours and the
         # legend already say the kind; zooming in gives exact bars with their words.
-        fig.add_trace(go.Heatmap(name="instructions", z=r.z.astype(np.float32), x=r.centres, y=np.arange(s.num_ranks),
-                                 zmin=-0.5, zmax=len(Kind) - 0.5, colorscale=discrete_colorscale(), showscale=False,
-                                 hoverongaps=False, hovertemplate="row %{y} · t ≈ %{x:.4g}: zoom in for each instruction<extra></extra>"))
-        for kind in (k for k in Kind if (s.kind[shown] == k).any()):  # the legend still names the kinds
-            fig.add_trace(go.Scatter(name=kind_label(kind), x=[None], y=[None], mode="markers",
-                                     marker=dict(symbol="square", size=11, color=KIND_COLOURS[kind]), hoverinfo="skip"))
+        fig.add_trace(
+            go.Heatmap(
+                name="instructions",
+                z=r.z.astype(np.float32),
+                x=r.centres,
+                y=np.arange(s.num_ranks),
+                zmin=-0.5,
+                zmax=len(Kind) - 0.5,
+                colorscale=discrete_colorscale(),
+                showscale=False,
+                hoverongaps=False,
+                hovertemplate="row %{y} · t ≈ %{x:.4g}: zoom in for each instruction<extra></extra>",
+            )
+        )
+        for kind in (
+            k for k in Kind if (s.kind[shown] == k).any()
+        ):  # the legend still names the kinds
+            fig.add_trace(
+                go.Scatter(
+                    name=kind_label(kind),
+                    x=[None],
+                    y=[None],
+                    mode="markers",
+                    marker=dict(symbol="square", size=11, color=KIND_COLOURS[kind]),
+                    hoverinfo="skip",
+                )
+            )
     else:
         idle_rank, idle_start, idle_end = idle_intervals(s, tl.start, tl.end, tl.makespan)
         near = (idle_end >= lo) & (idle_start <= hi)
         idle_rank, idle_start, idle_end = idle_rank[near], idle_start[near], idle_end[near]
-        fig.add_trace(hbars("idle (bubble)", idle_rank, idle_start, idle_end, IDLE, width=0.9, max_bars=max_bars,
-                            hover=[f"idle {a:g} → {b:g}" for a, b in zip(idle_start.tolist(), idle_end.tolist())]))
+        fig.add_trace(
+            hbars(
+                "idle (bubble)",
+                idle_rank,
+                idle_start,
+                idle_end,
+                IDLE,
+                width=0.9,
+                max_bars=max_bars,
+                hover=[
+                    f"idle {a:g} → {b:g}" for a, b in zip(idle_start.tolist(), idle_end.tolist())
+                ],
+            )
+        )
         many = int(shown.sum()) > _TEXT_BARS
         for kind in Kind:
             rows = np.nonzero(shown & (s.kind == kind))[0]
             if not len(rows):
                 continue  # one trace per kind present: fewer traces re-render faster
-            hover = [f"{c} · {d}<br>{a:g} → {b:g} ticks" for c, d, a, b in
-                     zip(short_texts(s, rows), described(s, rows), tl.start[rows].tolist(), tl.end[rows].tolist())]
-            text = None if many else [f"{kind.code}{m if m >= 0 else ''}" for m in s.microbatch[rows].tolist()]
-            fig.add_trace(hbars(kind_label(kind), s.rank[rows], tl.start[rows], tl.end[rows], KIND_COLOURS[kind],
-                                hover=hover, text=text, width=0.7, max_bars=max_bars, showlegend=bool(len(rows))))
+            hover = [
+                f"{c} · {d}<br>{a:g} → {b:g} ticks"
+                for c, d, a, b in zip(
+                    short_texts(s, rows),
+                    described(s, rows),
+                    tl.start[rows].tolist(),
+                    tl.end[rows].tolist(),
+                )
+            ]
+            text = (
+                None
+                if many
+                else [f"{kind.code}{m if m >= 0 else ''}" for m in s.microbatch[rows].tolist()]
+            )
+            fig.add_trace(
+                hbars(
+                    kind_label(kind),
+                    s.rank[rows],
+                    tl.start[rows],
+                    tl.end[rows],
+                    KIND_COLOURS[kind],
+                    hover=hover,
+                    text=text,
+                    width=0.7,
+                    max_bars=max_bars,
+                    showlegend=bool(len(rows)),
+                )
+            )
     b = tl.bubble
     fig.update_layout(
-        title=dict(text=f"Timeline · bubble {b.of_total:.1%} of total time ({b.of_ideal:.1%} of ideal compute) · "
-                        f"makespan {b.makespan:g} ticks"
-                        + ("<br><sup>overview: each column shows the kind that runs most of it, idle in grey; zoom in for each instruction</sup>"
-                           if overview else "")),
-        barmode="overlay", height=row_height(s.num_ranks), margin=dict(l=10, r=10, t=50, b=40),
-        plot_bgcolor=IDLE_SOLID if overview else "white", legend=dict(font=dict(size=10)),
-        xaxis=dict(title="simulated time (ticks)", range=[lo, hi], showgrid=not overview, gridcolor="#eee"),
-        yaxis=dict(tickvals=list(range(s.num_ranks)), ticktext=rank_labels(s), autorange="reversed", showgrid=False),
+        title=dict(
+            text=f"Timeline · bubble {b.of_total:.1%} of total time ({b.of_ideal:.1%} of ideal compute) · "
+            f"makespan {b.makespan:g} ticks"
+            + (
+                "<br><sup>overview: each column shows the kind that runs most of it, idle in grey; zoom in for each instruction</sup>"
+                if overview
+                else ""
+            )
+        ),
+        barmode="overlay",
+        height=row_height(s.num_ranks),
+        margin=dict(l=10, r=10, t=50, b=40),
+        plot_bgcolor=IDLE_SOLID if overview else "white",
+        legend=dict(font=dict(size=10)),
+        xaxis=dict(
+            title="simulated time (ticks)", range=[lo, hi], showgrid=not overview, gridcolor="#eee"
+        ),
+        yaxis=dict(
+            tickvals=list(range(s.num_ranks)),
+            ticktext=rank_labels(s),
+            autorange="reversed",
+            showgrid=False,
+        ),
     )
     return fig
 

@@ -22,16 +22,26 @@ _NAMES = [k.deepspeed_name for k in Kind]
 def short_texts(schedule: Schedule, rows: Sequence[int] | np.ndarray) -> list[str]:
     """``RA2b0``-style text of each row: code, micro-batch, ``b`` + buffer (stage left out)."""
     rows = np.asarray(rows, dtype=np.int64)
-    return [f"{_CODES[k]}{m if m >= 0 else ''}{f'b{b}' if b >= 0 else ''}"
-            for k, m, b in zip(schedule.kind[rows].tolist(), schedule.microbatch[rows].tolist(), schedule.buffer[rows].tolist())]
+    return [
+        f"{_CODES[k]}{m if m >= 0 else ''}{f'b{b}' if b >= 0 else ''}"
+        for k, m, b in zip(
+            schedule.kind[rows].tolist(),
+            schedule.microbatch[rows].tolist(),
+            schedule.buffer[rows].tolist(),
+        )
+    ]
 
 
 def described(schedule: Schedule, rows: Sequence[int] | np.ndarray) -> list[str]:
     """``SendGrad of micro-batch 0 (buffer 0) on stage 2`` for each row."""
     rows = np.asarray(rows, dtype=np.int64)
     out = []
-    for k, m, b, s in zip(schedule.kind[rows].tolist(), schedule.microbatch[rows].tolist(),
-                          schedule.buffer[rows].tolist(), schedule.stage[rows].tolist()):
+    for k, m, b, s in zip(
+        schedule.kind[rows].tolist(),
+        schedule.microbatch[rows].tolist(),
+        schedule.buffer[rows].tolist(),
+        schedule.stage[rows].tolist(),
+    ):
         text = _NAMES[k]
         if m >= 0:
             text += f" of micro-batch {m}"

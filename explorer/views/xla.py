@@ -1,6 +1,6 @@
 """Figures for an XLA run: the step timeline, the distinct graphs, and a diff between two graphs.
 
-Pure functions of :class:`~explorer.runtime.xla.records.XlaRun` returning ``go.Figure``; the
+Pure functions of :class:`~explorer.traces.xla.records.XlaRun` returning ``go.Figure``; the
 widget copies them into ``FigureWidget``s, the tests read ``fig.to_dict()``. Time is on a log
 axis because a compile costs seconds and a cached step milliseconds; a new graph is marked
 above its step, red when it is a recompile (a near-duplicate of an earlier graph), grey when it
@@ -17,7 +17,16 @@ from explorer.hlo import diff_modules
 from explorer.views.hlo import diff_table, short_paths, table_height
 
 COMPILE, EXECUTE, RECOMPILE, NEW = "#ff7f0e", "#1f77b4", "#d62728", "#7f7f7f"
-GROUP_FILLS = ("#e3f2fd", "#fff3e0", "#e8f5e9", "#f3e5f5", "#fffde7", "#e0f7fa", "#fbe9e7", "#eceff1")
+GROUP_FILLS = (
+    "#e3f2fd",
+    "#fff3e0",
+    "#e8f5e9",
+    "#f3e5f5",
+    "#fffde7",
+    "#e0f7fa",
+    "#fbe9e7",
+    "#eceff1",
+)
 
 
 def _go() -> Any:
@@ -30,28 +39,69 @@ def step_timeline(run: Any) -> Any:
     steps = run.steps
     x = [s.step for s in steps]
     fig = go.Figure()
-    fig.add_trace(go.Bar(x=x, y=[s.compile_ms or None for s in steps], name="compile", marker_color=COMPILE,
-                         hovertemplate="step %{x}<br>compile %{y:.1f} ms<extra></extra>"))
-    fig.add_trace(go.Bar(x=x, y=[s.execute_ms or None for s in steps], name="execute", marker_color=EXECUTE,
-                         hovertemplate="step %{x}<br>execute %{y:.3f} ms<extra></extra>"))
-    fig.add_trace(go.Scatter(x=x, y=[s.wall_ms for s in steps], name="step wall time", mode="lines+markers",
-                             line=dict(color="#444", width=1, dash="dot"),
-                             hovertemplate="step %{x}<br>wall %{y:.1f} ms<extra></extra>"))
+    fig.add_trace(
+        go.Bar(
+            x=x,
+            y=[s.compile_ms or None for s in steps],
+            name="compile",
+            marker_color=COMPILE,
+            hovertemplate="step %{x}<br>compile %{y:.1f} ms<extra></extra>",
+        )
+    )
+    fig.add_trace(
+        go.Bar(
+            x=x,
+            y=[s.execute_ms or None for s in steps],
+            name="execute",
+            marker_color=EXECUTE,
+            hovertemplate="step %{x}<br>execute %{y:.3f} ms<extra></extra>",
+        )
+    )
+    fig.add_trace(
+        go.Scatter(
+            x=x,
+            y=[s.wall_ms for s in steps],
+            name="step wall time",
+            mode="lines+markers",
+            line=dict(color="#444", width=1, dash="dot"),
+            hovertemplate="step %{x}<br>wall %{y:.1f} ms<extra></extra>",
+        )
+    )
     new = [s for s in steps if s.new_graphs]
     kinds = [_is_recompile(run, s) for s in new]
-    fig.add_trace(go.Scatter(
-        x=[s.step for s in new], y=[max(s.wall_ms, s.compile_ms, 1e-3) * 1.8 for s in new], mode="markers+text",
-        name="new graph", text=[s.new_graphs[-1][:8] for s in new], textposition="top center", cliponaxis=False,
-        customdata=[s.new_graphs[-1] for s in new],
-        marker=dict(symbol="triangle-down", size=13, color=[RECOMPILE if k else NEW for k in kinds]),
-        hovertext=[html.escape(s.cause) for s in new], hoverinfo="text"))
+    fig.add_trace(
+        go.Scatter(
+            x=[s.step for s in new],
+            y=[max(s.wall_ms, s.compile_ms, 1e-3) * 1.8 for s in new],
+            mode="markers+text",
+            name="new graph",
+            text=[s.new_graphs[-1][:8] for s in new],
+            textposition="top center",
+            cliponaxis=False,
+            customdata=[s.new_graphs[-1] for s in new],
+            marker=dict(
+                symbol="triangle-down", size=13, color=[RECOMPILE if k else NEW for k in kinds]
+            ),
+            hovertext=[html.escape(s.cause) for s in new],
+            hoverinfo="text",
+        )
+    )
     failed = run.failure.step if run.failure is not None else None
     title = f"{run.label}: {graph_counts(run)}"
     if run.failure is not None:
-        title += f" — failed ({run.failure.kind})" + (f" at step {failed}" if failed is not None else "")
-    fig.update_layout(title=title, barmode="group", height=410, autosize=True, margin=dict(l=60, r=20, t=50, b=80),
-                      xaxis=dict(title="step", dtick=1 if len(steps) <= 40 else None),
-                      yaxis=dict(title="ms (log)", type="log"), legend=dict(orientation="h", yanchor="top", y=-0.2))
+        title += f" — failed ({run.failure.kind})" + (
+            f" at step {failed}" if failed is not None else ""
+        )
+    fig.update_layout(
+        title=title,
+        barmode="group",
+        height=410,
+        autosize=True,
+        margin=dict(l=60, r=20, t=50, b=80),
+        xaxis=dict(title="step", dtick=1 if len(steps) <= 40 else None),
+        yaxis=dict(title="ms (log)", type="log"),
+        legend=dict(orientation="h", yanchor="top", y=-0.2),
+    )
     return fig
 
 
@@ -70,8 +120,10 @@ def graph_counts(run: Any) -> str:
     else:
         steps = f"step{'s' if len(at) > 1 else ''} {', '.join(map(str, at))}"
         near = sum(1 for g in by_steps if g.recompile)
-        text = (f"{steps} compiled {len(by_steps)} graph{'s' if len(by_steps) > 1 else ''}, "
-                f"{near} {'a near-duplicate' if near == 1 else 'near-duplicates'} of an earlier graph (red)")
+        text = (
+            f"{steps} compiled {len(by_steps)} graph{'s' if len(by_steps) > 1 else ''}, "
+            f"{near} {'a near-duplicate' if near == 1 else 'near-duplicates'} of an earlier graph (red)"
+        )
     if setup:
         text += f"; {setup} more at setup"
     return text
@@ -99,22 +151,48 @@ def graphs_table(run: Any) -> Any:
         [str(g.instructions or "-") for g in rows],
         [str(g.num_parameters if g.num_parameters is not None else "-") for g in rows],
         [(g.closest or "-")[:8] for g in rows],
-        [html.escape(_cut(short_paths(g.diff_summary), 300)) if g.diff_summary else "-" if g.closest else
-         "the run's first graph: nothing earlier to compare" for g in rows],
+        [
+            html.escape(_cut(short_paths(g.diff_summary), 300))
+            if g.diff_summary
+            else "-"
+            if g.closest
+            else "the run's first graph: nothing earlier to compare"
+            for g in rows
+        ],
     ]
     if not rows:
         cells = [["-"]] * 7 + [["no graph was recorded"]]
         fills = ["#ffffff"]
     weights = [70, 45, 60, 80, 80, 50, 65, 420]
-    fig = go.Figure(go.Table(
-        columnwidth=weights,
-        header=dict(values=[f"<b>{h}</b>" for h in ("graph", "group", "compiled at", "ran at steps", "instructions",
-                                                     "params", "closest", "difference from the closest earlier graph")],
-                    align="left"),
-        cells=dict(values=cells, align="left", fill_color=[fills] * len(cells), height=24)))
-    fig.update_layout(title=f"{len(rows)} distinct graph(s) in {len({g.group for g in rows if g.group >= 0})} "
-                            "near-duplicate group(s)",
-                      height=table_height(cells, weights, base=130), autosize=True, margin=dict(l=10, r=10, t=40, b=10))
+    fig = go.Figure(
+        go.Table(
+            columnwidth=weights,
+            header=dict(
+                values=[
+                    f"<b>{h}</b>"
+                    for h in (
+                        "graph",
+                        "group",
+                        "compiled at",
+                        "ran at steps",
+                        "instructions",
+                        "params",
+                        "closest",
+                        "difference from the closest earlier graph",
+                    )
+                ],
+                align="left",
+            ),
+            cells=dict(values=cells, align="left", fill_color=[fills] * len(cells), height=24),
+        )
+    )
+    fig.update_layout(
+        title=f"{len(rows)} distinct graph(s) in {len({g.group for g in rows if g.group >= 0})} "
+        "near-duplicate group(s)",
+        height=table_height(cells, weights, base=130),
+        autosize=True,
+        margin=dict(l=10, r=10, t=40, b=10),
+    )
     return fig
 
 
@@ -129,8 +207,13 @@ def graph_diff(run: Any, hash_a: str, hash_b: str) -> Any:
         go = _go()
         missing = [h[:8] for h in (hash_a, hash_b) if h not in modules]
         fig = go.Figure()
-        fig.update_layout(title=f"no HLO for graph(s) {', '.join(missing)}: nothing to diff", height=120, autosize=True,
-                          xaxis=dict(visible=False), yaxis=dict(visible=False))
+        fig.update_layout(
+            title=f"no HLO for graph(s) {', '.join(missing)}: nothing to diff",
+            height=120,
+            autosize=True,
+            xaxis=dict(visible=False),
+            yaxis=dict(visible=False),
+        )
         return fig
     a, b = modules[hash_a], modules[hash_b]
     d = diff_modules(a, b)
@@ -150,13 +233,17 @@ def default_pair(run: Any) -> Optional[tuple[str, str]]:
 def run_html(run: Any) -> str:
     """Device, workarounds, per-step explanations and any failure, as an HTML fragment."""
     dev = run.device
-    parts = [f"<p><b>{html.escape(run.label)}</b> on {html.escape(str(dev.get('pjrt_device', '?')))} "
-             f"x{dev.get('devices', '?')}: {html.escape(str(dev.get('wrapper', '')))}</p>"]
+    parts = [
+        f"<p><b>{html.escape(run.label)}</b> on {html.escape(str(dev.get('pjrt_device', '?')))} "
+        f"x{dev.get('devices', '?')}: {html.escape(str(dev.get('wrapper', '')))}</p>"
+    ]
     for w in dev.get("workarounds", []):
         parts.append(f"<p>CPU workaround applied: <code>{html.escape(w)}</code></p>")
     if run.failure is not None:
         f = run.failure
-        parts.append(f"<p class='finding'><b>The child failed ({html.escape(f.kind)}):</b> {html.escape(f.message)}</p>")
+        parts.append(
+            f"<p class='finding'><b>The child failed ({html.escape(f.kind)}):</b> {html.escape(f.message)}</p>"
+        )
     items = "".join(f"<li>step {s.step}: {html.escape(s.cause)}</li>" for s in run.steps)
     parts.append(f"<ul>{items}</ul>")
     return "\n".join(parts)

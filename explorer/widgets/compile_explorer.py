@@ -24,9 +24,9 @@ from typing import Any, Callable, Iterator, Optional
 import ipywidgets as w
 
 from explorer.runtime.compile.config import default_backend
-from explorer.runtime.compile.records import ProbeResult
 from explorer.runtime.compile.run import run_scenario
 from explorer.runtime.compile.scenarios import PRESETS
+from explorer.traces.compile.records import ProbeResult
 from explorer.views import compile as views
 from explorer.views.html import figure_div, page
 from explorer.widgets.guard import guarded
@@ -56,8 +56,14 @@ def torch_console_warnings() -> Iterator[list[str]]:
     import torch._dynamo  # noqa: F401 - its log handlers must exist before they are filtered
 
     collect = _Collect()
-    loggers = [logging.root, *(lg for name, lg in logging.root.manager.loggerDict.items()
-                               if name.startswith("torch") and isinstance(lg, logging.Logger))]
+    loggers = [
+        logging.root,
+        *(
+            lg
+            for name, lg in logging.root.manager.loggerDict.items()
+            if name.startswith("torch") and isinstance(lg, logging.Logger)
+        ),
+    ]
     handlers = list({id(h): h for lg in loggers for h in lg.handlers}.values())
     for handler in handlers:
         handler.addFilter(collect)
@@ -68,8 +74,12 @@ def torch_console_warnings() -> Iterator[list[str]]:
             handler.removeFilter(collect)
 
 
-def probe_scenario(name: str, iterations: Optional[int] = None, backend: Optional[str] = None,
-                   notes: Optional[list[str]] = None) -> ProbeResult:
+def probe_scenario(
+    name: str,
+    iterations: Optional[int] = None,
+    backend: Optional[str] = None,
+    notes: Optional[list[str]] = None,
+) -> ProbeResult:
     """:func:`~explorer.runtime.compile.run_scenario` with torch's console warnings kept off the page.
 
     The warnings' text is appended to ``notes`` when given (:func:`views.notes_html` says them
@@ -85,15 +95,33 @@ def probe_scenario(name: str, iterations: Optional[int] = None, backend: Optiona
 class CompileExplorer:
     """Scenario, backend and iterations in; time plot, compile table, guard table and diagnosis out."""
 
-    def __init__(self, scenario: str = "cycling", backend: Optional[str] = None, iterations: Optional[int] = None,
-                 result: Optional[ProbeResult] = None) -> None:
+    def __init__(
+        self,
+        scenario: str = "cycling",
+        backend: Optional[str] = None,
+        iterations: Optional[int] = None,
+        result: Optional[ProbeResult] = None,
+    ) -> None:
         style = {"description_width": "initial"}
-        self.scenario = w.Dropdown(options=list(PRESETS), value=scenario, description="scenario", style=style)
+        self.scenario = w.Dropdown(
+            options=list(PRESETS), value=scenario, description="scenario", style=style
+        )
         backends = list(dict.fromkeys([backend or default_backend(), *BACKENDS]))
-        self.backend = w.Dropdown(options=backends, value=backends[0], description="backend", style=style,
-                                  layout=w.Layout(width="14em"))
-        self.iterations = w.IntSlider(value=iterations or PRESETS[scenario].iterations, min=3, max=60,
-                                      description="iterations", style=style, continuous_update=False)
+        self.backend = w.Dropdown(
+            options=backends,
+            value=backends[0],
+            description="backend",
+            style=style,
+            layout=w.Layout(width="14em"),
+        )
+        self.iterations = w.IntSlider(
+            value=iterations or PRESETS[scenario].iterations,
+            min=3,
+            max=60,
+            description="iterations",
+            style=style,
+            continuous_update=False,
+        )
         self.run_button = w.Button(description="Run probe", icon="play", button_style="primary")
         self.status = w.HTML()
         self.summary = w.HTML()
@@ -103,11 +131,24 @@ class CompileExplorer:
         for live in (self.time_fig, self.compile_fig, self.guard_fig):
             live.on_error(self._say_problem)
         self.run_button.on_click(self._guarded("running the probe", lambda _b: self.run()))
-        self.scenario.observe(self._guarded("choosing a scenario", self._on_scenario), names="value")
-        controls = w.HBox([self.scenario, self.backend, self.iterations, self.run_button],
-                          layout=w.Layout(flex_flow="row wrap", align_items="center"))
-        self.widget = w.VBox([controls, self.status, self.summary, self.time_fig.widget, self.compile_fig.widget,
-                              self.guard_fig.widget], layout=w.Layout(width="100%"))
+        self.scenario.observe(
+            self._guarded("choosing a scenario", self._on_scenario), names="value"
+        )
+        controls = w.HBox(
+            [self.scenario, self.backend, self.iterations, self.run_button],
+            layout=w.Layout(flex_flow="row wrap", align_items="center"),
+        )
+        self.widget = w.VBox(
+            [
+                controls,
+                self.status,
+                self.summary,
+                self.time_fig.widget,
+                self.compile_fig.widget,
+                self.guard_fig.widget,
+            ],
+            layout=w.Layout(width="100%"),
+        )
         self.result: Optional[ProbeResult] = None
         if result is not None:
             self.show(result)
@@ -120,7 +161,7 @@ class CompileExplorer:
         it optional), read as ``explorer read PATH`` reads it, every rank merged."""
         from pathlib import Path
 
-        from explorer.runtime.compile.from_trace import read_job
+        from explorer.traces.compile.from_trace import read_job
 
         return cls(result=read_job(Path(path)))
 
@@ -139,12 +180,16 @@ class CompileExplorer:
 
     def run(self) -> ProbeResult:
         """Probe the selected scenario and show it (exceptions propagate; the Run button's are said)."""
-        self.status.value = (f"running {html.escape(self.scenario.value)}: {self.iterations.value} iterations under "
-                             f"<code>{html.escape(self.backend.value)}</code> (compiles take seconds) …")
+        self.status.value = (
+            f"running {html.escape(self.scenario.value)}: {self.iterations.value} iterations under "
+            f"<code>{html.escape(self.backend.value)}</code> (compiles take seconds) …"
+        )
         self.run_button.disabled = True
         notes: list[str] = []
         try:
-            result = probe_scenario(self.scenario.value, self.iterations.value, self.backend.value, notes)
+            result = probe_scenario(
+                self.scenario.value, self.iterations.value, self.backend.value, notes
+            )
         except Exception:
             self.status.value = ""
             raise
@@ -158,16 +203,24 @@ class CompileExplorer:
         """The current figures (plain ``go.Figure``), in page order."""
         if self.result is None:
             return []
-        return [views.iteration_figure(self.result), views.compile_table(self.result), views.guards_table(self.result)]
+        return [
+            views.iteration_figure(self.result),
+            views.compile_table(self.result),
+            views.guards_table(self.result),
+        ]
 
     def show(self, result: ProbeResult) -> None:
         """Display ``result``: its diagnosis, any torch notes, and its three figures."""
         self.result = result
-        self.summary.value = views.diagnosis_html(result) + views.ranks_html(result) + views.notes_html(self.notes)
+        self.summary.value = (
+            views.diagnosis_html(result) + views.ranks_html(result) + views.notes_html(self.notes)
+        )
         for live, fig in zip((self.time_fig, self.compile_fig, self.guard_fig), self.figures()):
             live.show(fig)
-        self.status.value = (f"{html.escape(result.label or 'probe')}: {len(result.iterations)} iterations, "
-                             f"{len(result.compiles)} compile event(s)")
+        self.status.value = (
+            f"{html.escape(result.label or 'probe')}: {len(result.iterations)} iterations, "
+            f"{len(result.compiles)} compile event(s)"
+        )
 
     # -- static copies -------------------------------------------------------------------------
     def _repr_mimebundle_(self, **kwargs: Any) -> Any:
@@ -179,13 +232,23 @@ class CompileExplorer:
             return "<p>no probe run yet</p>"
         figs = self.figures()
         divs = [figure_div(f, include_plotlyjs=(i == 0)) for i, f in enumerate(figs)]
-        return "<div>" + views.diagnosis_html(self.result) + views.ranks_html(self.result) + "".join(divs) + "</div>"
+        return (
+            "<div>"
+            + views.diagnosis_html(self.result)
+            + views.ranks_html(self.result)
+            + "".join(divs)
+            + "</div>"
+        )
 
     def to_html(self, path: Optional[str] = None) -> str:
         """A full offline page of the current state; written to ``path`` when given."""
         label = self.result.label if self.result else self.scenario.value
-        text = page(f"torch.compile probe: {label}", [views.diagnosis_html(self.result)] + self.figures()
-                    if self.result else ["<p>no probe run yet</p>"])
+        text = page(
+            f"torch.compile probe: {label}",
+            [views.diagnosis_html(self.result)] + self.figures()
+            if self.result
+            else ["<p>no probe run yet</p>"],
+        )
         if path:
             with open(path, "w", encoding="utf-8") as fh:
                 fh.write(text)

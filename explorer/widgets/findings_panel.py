@@ -25,7 +25,9 @@ class FindingsPanel:
         self.findings: list = []
         self.header = w.HTML()
         self.list = w.Select(options=[], rows=6, layout=w.Layout(width="100%"))
-        self.previous = w.Button(description="previous", icon="chevron-left", layout=w.Layout(width="8em"))
+        self.previous = w.Button(
+            description="previous", icon="chevron-left", layout=w.Layout(width="8em")
+        )
         self.next = w.Button(description="next", icon="chevron-right", layout=w.Layout(width="8em"))
         self.position = w.Label()
         self.previous.on_click(lambda _b: self.show_page(self.page - 1))
@@ -43,8 +45,11 @@ class FindingsPanel:
         self.findings = list(findings)
         n = len(self.findings)
         colour = HAZARD if n else "#2a7a2a"
-        text = (f"{n:,} finding{'s' if n != 1 else ''}: click one to outline it on the grid and zoom to it" if n else
-                "no findings: every buffer read sees its own micro-batch, every send meets its receive")
+        text = (
+            f"{n:,} finding{'s' if n != 1 else ''}: click one to outline it on the grid and zoom to it"
+            if n
+            else "no findings: every buffer read sees its own micro-batch, every send meets its receive"
+        )
         self.header.value = f"<b style='color:{colour}'>{text}</b>"
         self.show_page(0)
 
@@ -52,7 +57,7 @@ class FindingsPanel:
         """List page ``page`` (clamped to the pages there are)."""
         self.page = min(max(0, page), self.pages - 1)
         a = self.page * self.limit
-        shown = self.findings[a:a + self.limit]
+        shown = self.findings[a : a + self.limit]
         self.list.unobserve(self._changed, names="value")
         self.list.options = [(f"{a + i + 1}. {f.describe()}", a + i) for i, f in enumerate(shown)]
         self.list.value = None
@@ -63,7 +68,9 @@ class FindingsPanel:
         self.pager.layout.display = None if many else "none"
         self.previous.disabled = self.page == 0
         self.next.disabled = self.page >= self.pages - 1
-        self.position.value = f"findings {a + 1:,}–{a + len(shown):,} of {len(self.findings):,}" if shown else ""
+        self.position.value = (
+            f"findings {a + 1:,}–{a + len(shown):,} of {len(self.findings):,}" if shown else ""
+        )
 
     def select(self, index: int) -> None:
         """Select finding ``index`` (of all findings) as if clicked, turning to its page."""

@@ -11,10 +11,12 @@ from typing import Any, Callable
 
 def guarded(doing: str, fn: Callable[..., Any], say: Callable[[str], None]) -> Callable[..., Any]:
     """``fn`` with any exception turned into ``say("while <doing>: Type: message")``."""
+
     def call(*args: Any, **kwargs: Any) -> Any:
         try:
             return fn(*args, **kwargs)
         except Exception as exc:  # noqa: BLE001 - the point is to catch what a callback raises
             say(f"while {doing}: {type(exc).__name__}: {exc}")
             return None
+
     return call

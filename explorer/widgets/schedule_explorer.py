@@ -41,8 +41,8 @@ from explorer.views.overlay import overlay_figure
 from explorer.views.timeline import timeline_figure
 from explorer.widgets.controls import Controls, ScheduleSettings
 from explorer.widgets.findings_panel import FindingsPanel
-from explorer.widgets.sizes_panel import SizesPanel
 from explorer.widgets.guard import guarded
+from explorer.widgets.sizes_panel import SizesPanel
 from explorer.widgets.sync import LiveFigure
 
 #: Launches the real pipeline for a schedule and returns what it measured.
@@ -56,11 +56,24 @@ ERROR = "#b00020"
 class ScheduleExplorer:
     """The interactive schedule explorer (see the module docstring)."""
 
-    def __init__(self, kind: str = "1f1b", stages: int = 4, microbatches: int = 8, *, chunks: int = 1,
-                 buffers: Union[None, str] = None, order: Optional[str] = None, costs: Costs = Costs(),
-                 runner: Optional[Runner] = None, max_stages: int = 64, max_microbatches: int = 1024) -> None:
+    def __init__(
+        self,
+        kind: str = "1f1b",
+        stages: int = 4,
+        microbatches: int = 8,
+        *,
+        chunks: int = 1,
+        buffers: Union[None, str] = None,
+        order: Optional[str] = None,
+        costs: Costs = Costs(),
+        runner: Optional[Runner] = None,
+        max_stages: int = 64,
+        max_microbatches: int = 1024,
+    ) -> None:
         settings = ScheduleSettings(kind, stages, microbatches, chunks, buffers, order, costs)
-        self.report: Report = check(settings.build(), settings.simulated_costs())  # bad initial settings raise here, with the core's message
+        self.report: Report = check(
+            settings.build(), settings.simulated_costs()
+        )  # bad initial settings raise here, with the core's message
         self.settings = settings
         self.trace: Optional[MeasuredTrace] = None
         self.selected: Optional[object] = None
@@ -69,40 +82,77 @@ class ScheduleExplorer:
         self.runner = runner
         self.last_render_s = 0.0
         self.errors: list[str] = []
-        self.controls = Controls(settings, max_stages=max_stages, max_microbatches=max(max_microbatches, microbatches))
+        self.controls = Controls(
+            settings, max_stages=max_stages, max_microbatches=max(max_microbatches, microbatches)
+        )
         self.status = w.HTML()
         self.problem = w.HTML()
         self.findings = FindingsPanel(self._guarded("selecting a finding", self.select_finding))
         self.moved: list[tuple[int, int]] = []
-        self.sizes = SizesPanel(lambda: self._make_at_size, self._guarded("loading a size", self.load_size),
-                                self._guarded("applying a fix", self.apply_rules), self._guarded,
-                                default_range=f"2-{max(8, stages)}:1-{max(16, microbatches)}")
+        self.sizes = SizesPanel(
+            lambda: self._make_at_size,
+            self._guarded("loading a size", self.load_size),
+            self._guarded("applying a fix", self.apply_rules),
+            self._guarded,
+            default_range=f"2-{max(8, stages)}:1-{max(16, microbatches)}",
+        )
         self._live = {name: LiveFigure(fig) for name, fig in self._figures(VIEWS).items()}
         for name, live in self._live.items():
-            live.on_zoom(self._guarded(f"zooming the {name}", lambda x, _y, name=name: self._zoomed(name, x)))
+            live.on_zoom(
+                self._guarded(f"zooming the {name}", lambda x, _y, name=name: self._zoomed(name, x))
+            )
             live.on_error(lambda message: self._say_problem(message))
-        self.run_button = w.Button(description="Run" if runner else "Run (no runner)", icon="play",
-                                   disabled=runner is None, button_style="primary" if runner else "",
-                                   tooltip="launch the real pipeline and overlay its timings" if runner
-                                   else "pass runner=... to ScheduleExplorer to launch a real pipeline")
-        self.run_status = w.HTML("" if runner else "<i>pass runner=PipelineRunner() to run this schedule for real</i>")
+        self.run_button = w.Button(
+            description="Run" if runner else "Run (no runner)",
+            icon="play",
+            disabled=runner is None,
+            button_style="primary" if runner else "",
+            tooltip="launch the real pipeline and overlay its timings"
+            if runner
+            else "pass runner=... to ScheduleExplorer to launch a real pipeline",
+        )
+        self.run_status = w.HTML(
+            "" if runner else "<i>pass runner=PipelineRunner() to run this schedule for real</i>"
+        )
         self.run_button.on_click(self._guarded("running", lambda _b: self.run()))
         for control in self.controls.schedule_widgets:
-            control.observe(self._guarded("rebuilding the schedule", self._on_schedule_change), names="value")
-        self.controls.lifetimes_stage.observe(self._guarded("redrawing the lifetimes", self._on_lifetimes_change), names="value")
-        self.controls.arrows.observe(self._guarded("redrawing the grid", self._on_arrows_change), names="value")
-        self.controls.clear_rules.on_click(self._guarded("removing the rules", lambda _b: self.apply_rules(None)))
+            control.observe(
+                self._guarded("rebuilding the schedule", self._on_schedule_change), names="value"
+            )
+        self.controls.lifetimes_stage.observe(
+            self._guarded("redrawing the lifetimes", self._on_lifetimes_change), names="value"
+        )
+        self.controls.arrows.observe(
+            self._guarded("redrawing the grid", self._on_arrows_change), names="value"
+        )
+        self.controls.clear_rules.on_click(
+            self._guarded("removing the rules", lambda _b: self.apply_rules(None))
+        )
         self.findings.show(self.report.findings.all())
         self._show_status()
-        self.widget = w.VBox([
-            self.controls.box(), self.problem, self.status, self.findings.widget,
-            w.HTML("<b>Every size</b>: prove this schedule over a range of sizes, then search for a fix"), self.sizes.widget,
-            w.HBox([self.controls.arrows, self.controls.rules_label, self.controls.clear_rules],
-                   layout=w.Layout(align_items="center", flex_flow="row wrap")),
-            self._live["grid"].widget, self._live["timeline"].widget,
-            self.controls.lifetimes_stage, self._live["lifetimes"].widget,
-            w.HBox([self.run_button, self.run_status], layout=w.Layout(align_items="center")), self._live["overlay"].widget,
-        ], layout=w.Layout(width="100%"))
+        self.widget = w.VBox(
+            [
+                self.controls.box(),
+                self.problem,
+                self.status,
+                self.findings.widget,
+                w.HTML(
+                    "<b>Every size</b>: prove this schedule over a range of sizes, then search for a fix"
+                ),
+                self.sizes.widget,
+                w.HBox(
+                    [self.controls.arrows, self.controls.rules_label, self.controls.clear_rules],
+                    layout=w.Layout(align_items="center", flex_flow="row wrap"),
+                ),
+                self._live["grid"].widget,
+                self._live["timeline"].widget,
+                self.controls.lifetimes_stage,
+                self._live["lifetimes"].widget,
+                w.HBox([self.run_button, self.run_status], layout=w.Layout(align_items="center")),
+                self._live["overlay"].widget,
+            ],
+            layout=w.Layout(width="100%"),
+        )
 
     @property
     def figures(self) -> dict[str, go.Figure]:
@@ -124,12 +174,22 @@ class ScheduleExplorer:
         cell = finding_cell(self.selected) if self.selected is not None else self.failed_at
         arrows = bool(self.controls.arrows.value) if hasattr(self, "controls") else False
         build = {
-            "grid": lambda: grid_figure(self.report, arrows=arrows, selected=cell, x_range=self.ranges["grid"],
-                                        moved=getattr(self, "moved", [])),
+            "grid": lambda: grid_figure(
+                self.report,
+                arrows=arrows,
+                selected=cell,
+                x_range=self.ranges["grid"],
+                moved=getattr(self, "moved", []),
+            ),
             "timeline": lambda: timeline_figure(self.report, x_range=self.ranges["timeline"]),
-            "lifetimes": lambda: lifetimes_figure(self.report, None if stage is None or stage < 0 else stage,
-                                                  x_range=self.ranges["lifetimes"]),
-            "overlay": lambda: overlay_figure(self.report, self.trace, x_range=self.ranges["overlay"]),
+            "lifetimes": lambda: lifetimes_figure(
+                self.report,
+                None if stage is None or stage < 0 else stage,
+                x_range=self.ranges["lifetimes"],
+            ),
+            "overlay": lambda: overlay_figure(
+                self.report, self.trace, x_range=self.ranges["overlay"]
+            ),
         }
         return {name: build[name]() for name in names}
 
@@ -143,7 +203,13 @@ class ScheduleExplorer:
         except InputError as exc:
             self.status.value = f"<span style='color:{ERROR}'>⚠ {html.escape(str(exc))}</span> (the figures still show the last valid schedule)"
             return
-        self.settings, self.report, self.trace, self.selected, self.failed_at = settings, report, None, None, None
+        self.settings, self.report, self.trace, self.selected, self.failed_at = (
+            settings,
+            report,
+            None,
+            None,
+            None,
+        )
         self.moved = []
         self.ranges = {name: None for name in VIEWS}
         self.problem.value = ""
@@ -161,8 +227,10 @@ class ScheduleExplorer:
         lines = summary(self.report).splitlines()
         keep = [ln.lstrip("# ") for ln in lines if not ln.startswith("#   ")]
         if self.settings.simulated_costs() != self.settings.costs:
-            keep.append(f"costs: each of the {self.settings.chunks} chunks on a rank costs 1/{self.settings.chunks} "
-                        "of the forward and backward set above (a chunk holds that share of a stage's layers)")
+            keep.append(
+                f"costs: each of the {self.settings.chunks} chunks on a rank costs 1/{self.settings.chunks} "
+                "of the forward and backward set above (a chunk holds that share of a stage's layers)"
+            )
         self.status.value = "<br>".join(html.escape(ln) for ln in keep)
 
     def _on_schedule_change(self, change: dict) -> None:
@@ -193,12 +261,17 @@ class ScheduleExplorer:
     def load_size(self, stages: int, microbatches: int) -> None:
         """Show ``stages`` x ``microbatches`` (a click on the sizes map) with its first finding selected."""
         c = self.controls
-        c.stages.max, c.microbatches.max = max(c.stages.max, stages), max(c.microbatches.max, microbatches)
+        c.stages.max, c.microbatches.max = (
+            max(c.stages.max, stages),
+            max(c.microbatches.max, microbatches),
+        )
         for control in (c.stages, c.microbatches):
             control.unobserve_all("value")
         c.stages.value, c.microbatches.value = stages, microbatches
         for control in (c.stages, c.microbatches):
-            control.observe(self._guarded("rebuilding the schedule", self._on_schedule_change), names="value")
+            control.observe(
+                self._guarded("rebuilding the schedule", self._on_schedule_change), names="value"
+            )
         self.refresh()
         if self.findings.findings:
             self.findings.select(0)
@@ -206,7 +279,9 @@ class ScheduleExplorer:
     def apply_rules(self, rules: Optional[Sequence[Rule]]) -> None:
         """Add ``rules`` to the schedule (None: remove every rule) and mark the cells they changed."""
         before = self.report.schedule
-        self.controls.rules = () if rules is None else tuple(self.controls.rules) + tuple(r.name for r in rules)
+        self.controls.rules = (
+            () if rules is None else tuple(self.controls.rules) + tuple(r.name for r in rules)
+        )
         self.controls.show_rules()
         self.refresh()
         self.moved = [] if rules is None else changed_cells(before, self.report.schedule)
@@ -222,7 +297,9 @@ class ScheduleExplorer:
         lifetimes = self.controls.lifetimes_stage
         lifetimes.unobserve_all("value")
         lifetimes.value = stage
-        lifetimes.observe(self._guarded("redrawing the lifetimes", self._on_lifetimes_change), names="value")
+        lifetimes.observe(
+            self._guarded("redrawing the lifetimes", self._on_lifetimes_change), names="value"
+        )
         self._render(("grid", "lifetimes"))
 
     def show_trace(self, trace: Optional[MeasuredTrace]) -> None:
@@ -243,13 +320,17 @@ class ScheduleExplorer:
     def run(self) -> Optional[MeasuredTrace]:
         """Call the runner on the current schedule and overlay what it measured."""
         if self.runner is None:
-            self.report_run("no runner: pass runner=... to ScheduleExplorer to launch a real pipeline")
+            self.report_run(
+                "no runner: pass runner=... to ScheduleExplorer to launch a real pipeline"
+            )
             return None
         self.run_button.disabled = True
         self.report_progress([f"starting {self.report.schedule.num_ranks} processes…"])
         try:
             trace = self.runner(self.report.schedule, self.settings.costs)
-        except Exception as exc:  # a failed launch must not kill the app: say what happened, and where
+        except (
+            Exception
+        ) as exc:  # a failed launch must not kill the app: say what happened, and where
             self.run_status.value = f"<span style='color:{ERROR}'>run failed: {html.escape(f'{type(exc).__name__}: {exc}')}</span>"
             self._point_at_failure(getattr(getattr(exc, "result", None), "failure", None))
             return None
@@ -260,7 +341,11 @@ class ScheduleExplorer:
 
     def _point_at_failure(self, failure: Optional[dict]) -> None:
         """Select the finding the failed run ran into (same stage and step) and outline that cell."""
-        if not isinstance(failure, dict) or failure.get("stage") is None or failure.get("step") is None:
+        if (
+            not isinstance(failure, dict)
+            or failure.get("stage") is None
+            or failure.get("step") is None
+        ):
             return
         cell = (int(failure["stage"]), int(failure["step"]))
         self.failed_at = cell
@@ -279,25 +364,39 @@ class ScheduleExplorer:
     def _static_sections(self) -> list:
         s = self.report.schedule
         found = self.report.findings.all()
-        items = "".join(f"<li class='finding'>{html.escape(f.describe())}</li>" for f in found[:200])
-        more = f"<p>… and {len(found) - 200:,} more (explorer check --json lists them all)</p>" if len(found) > 200 else ""
-        head = (f"<p>{html.escape(s.name)}: {s.num_stages} stages, {s.num_microbatches} micro-batches. "
-                "Static copy: the figures without the live controls.</p>"
-                f"<pre>{html.escape(summary(self.report))}</pre><ul>{items}</ul>{more}")
+        items = "".join(
+            f"<li class='finding'>{html.escape(f.describe())}</li>" for f in found[:200]
+        )
+        more = (
+            f"<p>… and {len(found) - 200:,} more (explorer check --json lists them all)</p>"
+            if len(found) > 200
+            else ""
+        )
+        head = (
+            f"<p>{html.escape(s.name)}: {s.num_stages} stages, {s.num_microbatches} micro-batches. "
+            "Static copy: the figures without the live controls.</p>"
+            f"<pre>{html.escape(summary(self.report))}</pre><ul>{items}</ul>{more}"
+        )
         return [head, *(self._live[name].figure for name in VIEWS)]
 
     def _repr_html_(self) -> str:
         """A self-contained fragment (plotly.js inlined once) of the current figures."""
         parts = []
         for i, section in enumerate(self._static_sections()):
-            parts.append(section if isinstance(section, str) else figure_div(section, include_plotlyjs=i == 1))
+            parts.append(
+                section
+                if isinstance(section, str)
+                else figure_div(section, include_plotlyjs=i == 1)
+            )
         return "<div class='explorer-static'>" + "\n".join(parts) + "</div>"
 
     def to_html(self, path: Union[None, str, Path] = None) -> str:
         """The current figures as a complete offline page; written to ``path`` when given."""
         s = self.report.schedule
-        text = page(f"Schedule explorer: {s.name}, {s.num_stages} stages × {s.num_microbatches} micro-batches",
-                    self._static_sections())
+        text = page(
+            f"Schedule explorer: {s.name}, {s.num_stages} stages × {s.num_microbatches} micro-batches",
+            self._static_sections(),
+        )
         if path is not None:
             Path(path).write_text(text)
         return text

@@ -30,17 +30,30 @@ MAX_PANEL_SIZES = 5000
 class SizesPanel:
     """Range box, two buttons, the verdict map and the candidate list (see the module docstring)."""
 
-    def __init__(self, make: Callable[[], MakeSchedule], on_pick: Callable[[int, int], None],
-                 on_apply: Callable[[Sequence[Rule]], None], guard: Callable, default_range: str = "2-12:1-32") -> None:
+    def __init__(
+        self,
+        make: Callable[[], MakeSchedule],
+        on_pick: Callable[[int, int], None],
+        on_apply: Callable[[Sequence[Rule]], None],
+        guard: Callable,
+        default_range: str = "2-12:1-32",
+    ) -> None:
         self._make, self._on_pick, self._on_apply = make, on_pick, on_apply
         self.sweep: SizeSweep | None = None
         self.search: FixSearch | None = None
-        self.range = w.Text(value=default_range, description="sizes", style={"description_width": "4em"},
-                            layout=w.Layout(width="16em"), tooltip="STAGES:MICROBATCHES, e.g. 2-12:1-32 or 4,8:1-64")
+        self.range = w.Text(
+            value=default_range,
+            description="sizes",
+            style={"description_width": "4em"},
+            layout=w.Layout(width="16em"),
+            tooltip="STAGES:MICROBATCHES, e.g. 2-12:1-32 or 4,8:1-64",
+        )
         self.check_button = w.Button(description="Check every size", icon="th")
         self.fix_button = w.Button(description="Search for a fix", icon="wrench")
         self.status = w.HTML()
-        self.candidates = w.Select(options=[], rows=4, layout=w.Layout(width="100%", display="none"))
+        self.candidates = w.Select(
+            options=[], rows=4, layout=w.Layout(width="100%", display="none")
+        )
         self.figure = LiveFigure()
         self.figure.widget.layout.display = "none"
         self.check_button.on_click(guard("checking every size", lambda _b: self.check()))
@@ -48,14 +61,26 @@ class SizesPanel:
         self.figure.on_click(guard("loading a size", self._clicked))
         self._on_choice = guard("applying a fix", self._chosen)
         self.candidates.observe(self._on_choice, names="value")
-        self.widget = w.VBox([w.HBox([self.range, self.check_button, self.fix_button], layout=w.Layout(flex_flow="row wrap")),
-                              self.status, self.figure.widget, self.candidates], layout=w.Layout(width="100%"))
+        self.widget = w.VBox(
+            [
+                w.HBox(
+                    [self.range, self.check_button, self.fix_button],
+                    layout=w.Layout(flex_flow="row wrap"),
+                ),
+                self.status,
+                self.figure.widget,
+                self.candidates,
+            ],
+            layout=w.Layout(width="100%"),
+        )
 
     def _sizes(self) -> tuple[list[int], list[int]]:
         stages, mbs = parse_sizes(self.range.value)
         if len(stages) * len(mbs) > MAX_PANEL_SIZES:
-            raise ValueError(f"{len(stages) * len(mbs):,} sizes is more than {MAX_PANEL_SIZES:,} for the page; "
-                             f"narrow the range or run: explorer check --sweep {self.range.value}")
+            raise ValueError(
+                f"{len(stages) * len(mbs):,} sizes is more than {MAX_PANEL_SIZES:,} for the page; "
+                f"narrow the range or run: explorer check --sweep {self.range.value}"
+            )
         return stages, mbs
 
     def check(self) -> SizeSweep:
@@ -72,18 +97,32 @@ class SizesPanel:
         """Search rule combinations over the range; list the proven ones, best first."""
         stages, mbs = self._sizes()
         self.status.value = "searching: every combination of up to two rules, over every size…"
-        self.search = result = search_fixes(self._make(), stages, mbs, spec=self.range.value.replace(" ", ""))
+        self.search = result = search_fixes(
+            self._make(), stages, mbs, spec=self.range.value.replace(" ", "")
+        )
         self.sweep = result.baseline
         self.figure.show(sizes_figure(result.baseline))
         self.figure.widget.layout.display = None
-        rejected = "; ".join(f"{' + '.join(c.names)} fails at {c.sweep.smallest_failing.stages}x"
-                             f"{c.sweep.smallest_failing.microbatches}" for c in result.rejected if c.sweep.smallest_failing)
-        self.status.value = (f"{len(result.candidates)} proven fix(es) over {html.escape(result.baseline.spec)}; "
-                             f"choose one to apply it. Rejected: {html.escape(rejected) or 'none'}")
+        rejected = "; ".join(
+            f"{' + '.join(c.names)} fails at {c.sweep.smallest_failing.stages}x"
+            f"{c.sweep.smallest_failing.microbatches}"
+            for c in result.rejected
+            if c.sweep.smallest_failing
+        )
+        self.status.value = (
+            f"{len(result.candidates)} proven fix(es) over {html.escape(result.baseline.spec)}; "
+            f"choose one to apply it. Rejected: {html.escape(rejected) or 'none'}"
+        )
         self.candidates.unobserve_all("value")
-        self.candidates.options = [(f"{' + '.join(c.names)}: buffers at {result.reference[0]}x{result.reference[1]} "
-                                    f"{','.join(map(str, c.buffers))}, makespan {c.makespan:g} ticks — "
-                                    f"{'; '.join(r.description for r in c.rules)}", i) for i, c in enumerate(result.candidates)]
+        self.candidates.options = [
+            (
+                f"{' + '.join(c.names)}: buffers at {result.reference[0]}x{result.reference[1]} "
+                f"{','.join(map(str, c.buffers))}, makespan {c.makespan:g} ticks — "
+                f"{'; '.join(r.description for r in c.rules)}",
+                i,
+            )
+            for i, c in enumerate(result.candidates)
+        ]
         self.candidates.value = None
         self.candidates.layout.display = None if result.candidates else "none"
         self.candidates.observe(self._on_choice, names="value")

@@ -22,8 +22,8 @@ import ipywidgets as w
 
 from explorer.runtime.xla.config import RunConfig
 from explorer.runtime.xla.presets import PRESETS
-from explorer.runtime.xla.records import XlaRun
 from explorer.runtime.xla.run import run as run_config
+from explorer.traces.xla.records import XlaRun
 from explorer.views import xla as views
 from explorer.views.html import figure_div, page
 from explorer.widgets.guard import guarded
@@ -43,20 +43,46 @@ def print_progress(msg: dict[str, Any]) -> None:
 class XlaExplorer:
     """Scenario and options in; step timeline, graph groups and a graph-to-graph diff out."""
 
-    def __init__(self, scenario: str = "steady", steps: int = 0, run: Optional[XlaRun] = None,
-                 autorun: bool = False, **options: Any) -> None:
+    def __init__(
+        self,
+        scenario: str = "steady",
+        steps: int = 0,
+        run: Optional[XlaRun] = None,
+        autorun: bool = False,
+        **options: Any,
+    ) -> None:
         style = {"description_width": "initial"}
         preset = PRESETS[scenario]
         self.options = options
-        self.scenario = w.Dropdown(options=list(PRESETS), value=scenario, description="scenario", style=style)
-        self.steps = w.IntSlider(value=steps or preset.steps, min=2, max=30, description="steps", style=style)
-        self.layers = w.IntSlider(value=options.pop("layers", 1), min=1, max=4, description="layers", style=style)
-        self.bucket = w.BoundedFloatText(value=options.pop("bucket_mb", preset.bucket_mb or 0.0), min=0.0, max=1e4,
-                                         description="bucket MB", style=style, layout=w.Layout(width="12em"))
-        self.fsdp = w.Dropdown(options=[("FSDP v1 (world size 1)", "v1"), ("SPMD FSDPv2 (4 CPU devices)", "v2")],
-                               value=options.pop("fsdp", "v1"), description="FSDP", style=style)
-        self.run_button = w.Button(description="Run", icon="play", button_style="primary",
-                                   tooltip="run the steps in a child process (the kernel stays free)")
+        self.scenario = w.Dropdown(
+            options=list(PRESETS), value=scenario, description="scenario", style=style
+        )
+        self.steps = w.IntSlider(
+            value=steps or preset.steps, min=2, max=30, description="steps", style=style
+        )
+        self.layers = w.IntSlider(
+            value=options.pop("layers", 1), min=1, max=4, description="layers", style=style
+        )
+        self.bucket = w.BoundedFloatText(
+            value=options.pop("bucket_mb", preset.bucket_mb or 0.0),
+            min=0.0,
+            max=1e4,
+            description="bucket MB",
+            style=style,
+            layout=w.Layout(width="12em"),
+        )
+        self.fsdp = w.Dropdown(
+            options=[("FSDP v1 (world size 1)", "v1"), ("SPMD FSDPv2 (4 CPU devices)", "v2")],
+            value=options.pop("fsdp", "v1"),
+            description="FSDP",
+            style=style,
+        )
+        self.run_button = w.Button(
+            description="Run",
+            icon="play",
+            button_style="primary",
+            tooltip="run the steps in a child process (the kernel stays free)",
+        )
         self.progress = w.IntProgress(value=0, min=0, max=1, description="progress")
         self.status = w.HTML()
         self._said = ""
@@ -70,16 +96,37 @@ class XlaExplorer:
         for live in (self.timeline, self.graphs, self.diff):
             live.on_error(self._say_problem)
         self.timeline.on_click(self._guarded("diffing the clicked graph", self._on_marker))
-        self.run_button.on_click(self._guarded("starting the run", lambda _b: self.run(block=False)))
-        self.scenario.observe(self._guarded("choosing a scenario", self._on_scenario), names="value")
+        self.run_button.on_click(
+            self._guarded("starting the run", lambda _b: self.run(block=False))
+        )
+        self.scenario.observe(
+            self._guarded("choosing a scenario", self._on_scenario), names="value"
+        )
         for dd in (self.graph_a, self.graph_b):
-            dd.observe(self._guarded("diffing the chosen graphs", lambda _c: self._show_diff()), names="value")
+            dd.observe(
+                self._guarded("diffing the chosen graphs", lambda _c: self._show_diff()),
+                names="value",
+            )
         row = dict(flex_flow="row wrap", align_items="center")
-        controls = w.VBox([w.HBox([self.scenario, self.steps, self.layers], layout=w.Layout(**row)),
-                           w.HBox([self.fsdp, self.bucket, self.run_button, self.progress], layout=w.Layout(**row))])
-        self.widget = w.VBox([controls, self.status, self.timeline.widget, self.graphs.widget,
-                              w.HBox([self.graph_a, self.graph_b], layout=w.Layout(**row)), self.diff.widget],
-                             layout=w.Layout(width="100%"))
+        controls = w.VBox(
+            [
+                w.HBox([self.scenario, self.steps, self.layers], layout=w.Layout(**row)),
+                w.HBox(
+                    [self.fsdp, self.bucket, self.run_button, self.progress], layout=w.Layout(**row)
+                ),
+            ]
+        )
+        self.widget = w.VBox(
+            [
+                controls,
+                self.status,
+                self.timeline.widget,
+                self.graphs.widget,
+                w.HBox([self.graph_a, self.graph_b], layout=w.Layout(**row)),
+                self.diff.widget,
+            ],
+            layout=w.Layout(width="100%"),
+        )
         self.result: Optional[XlaRun] = None
         self._quiet = False
         self._thread: Optional[threading.Thread] = None
@@ -109,8 +156,14 @@ class XlaExplorer:
 
     def config(self) -> RunConfig:
         """The run the controls describe."""
-        return RunConfig(scenario=self.scenario.value, steps=self.steps.value, layers=self.layers.value,
-                         bucket_mb=self.bucket.value, fsdp=self.fsdp.value, **self.options)
+        return RunConfig(
+            scenario=self.scenario.value,
+            steps=self.steps.value,
+            layers=self.layers.value,
+            bucket_mb=self.bucket.value,
+            fsdp=self.fsdp.value,
+            **self.options,
+        )
 
     def _progress(self, msg: dict[str, Any]) -> None:
         if msg["event"] == "begin":
@@ -124,7 +177,7 @@ class XlaExplorer:
 
     def run(self, block: bool = True) -> Optional[XlaRun]:
         """Run the configured steps; with ``block=False`` in a background thread (returns None)."""
-        cfg = self.config().resolved()   # bad options raise here, with the config's message
+        cfg = self.config().resolved()  # bad options raise here, with the config's message
         self.progress.max, self.progress.value = cfg.steps, 0
         self._say(f"<p>starting a child process for {html.escape(cfg.label)} ...</p>")
         self.run_button.disabled = True
@@ -147,7 +200,9 @@ class XlaExplorer:
             doing = "showing the run"
             self.show(result)
             return result
-        except Exception as exc:  # shown in the page: a background thread has nowhere else to report
+        except (
+            Exception
+        ) as exc:  # shown in the page: a background thread has nowhere else to report
             self._say("")
             self._say_problem(f"while {doing}: {type(exc).__name__}: {exc}")
             return None
@@ -160,8 +215,14 @@ class XlaExplorer:
         self._say(views.run_html(result))
         self.timeline.show(views.step_timeline(result))
         self.graphs.show(views.graphs_table(result))
-        options = [(f"{g.graph_hash[:8]} ({'setup' if g.step < 0 else 'step ' + str(g.step)})", g.graph_hash)
-                   for g in result.graphs if g.graph_hash in result.modules]
+        options = [
+            (
+                f"{g.graph_hash[:8]} ({'setup' if g.step < 0 else 'step ' + str(g.step)})",
+                g.graph_hash,
+            )
+            for g in result.graphs
+            if g.graph_hash in result.modules
+        ]
         pair = views.default_pair(result)
         self._quiet = True
         try:
@@ -219,7 +280,11 @@ class XlaExplorer:
     def to_html(self, path: Optional[str] = None) -> str:
         """A full offline page of the current state; written to ``path`` when given."""
         label = self.result.label if self.result else self.scenario.value
-        sections = [views.run_html(self.result), *self.figures()] if self.result else ["<p>no XLA run yet</p>"]
+        sections = (
+            [views.run_html(self.result), *self.figures()]
+            if self.result
+            else ["<p>no XLA run yet</p>"]
+        )
         text = page(f"XLA recompilation explorer: {label}", sections)
         if path:
             with open(path, "w", encoding="utf-8") as fh:

@@ -9,9 +9,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-import pytest
-
 import lab_harness
+import pytest
 
 
 @pytest.fixture(scope="session")
@@ -31,6 +30,10 @@ def chromium():
 @pytest.fixture(scope="session")
 def shots(tmp_path_factory) -> Path:
     """Where screenshots go: ``$EXPLORER_SHOTS`` when set, else a pytest temporary folder."""
-    folder = Path(os.environ["EXPLORER_SHOTS"]) if os.environ.get("EXPLORER_SHOTS") else tmp_path_factory.mktemp("shots")
+    folder = (
+        Path(os.environ["EXPLORER_SHOTS"])
+        if os.environ.get("EXPLORER_SHOTS")
+        else tmp_path_factory.mktemp("shots")
+    )
     folder.mkdir(parents=True, exist_ok=True)
     return folder

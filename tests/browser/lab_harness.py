@@ -46,12 +46,20 @@ NOTEBOOKS = REPO / "notebooks"
 KERNELS = REPO / "kernels"
 WIDGET_MIME = "application/vnd.jupyter.widget-view+json"
 STDERR_MIME = "application/vnd.jupyter.stderr"
-CHROMIUM_FLAGS = ["--no-sandbox", "--disable-background-networking", "--disable-component-update",
-                  "--disable-default-apps", "--disable-sync", "--no-first-run", "--disable-dev-shm-usage"]
+CHROMIUM_FLAGS = [
+    "--no-sandbox",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-default-apps",
+    "--disable-sync",
+    "--no-first-run",
+    "--disable-dev-shm-usage",
+]
 LOOPBACK = ("127.0.0.1", "localhost", "::1", "[::1]")
 
 
 # -- kernels and JupyterLab -------------------------------------------------------------------
+
 
 def ensure_kernels(names: Iterable[str] = ("explorer", "explorer-xla")) -> None:
     """Install the kernel specs the notebooks name into this environment when missing (as ``make kernels``)."""
@@ -60,8 +68,20 @@ def ensure_kernels(names: Iterable[str] = ("explorer", "explorer-xla")) -> None:
     found = KernelSpecManager().find_kernel_specs()
     for name in names:
         if name not in found:
-            subprocess.run([sys.executable, "-m", "jupyter", "kernelspec", "install", "--sys-prefix", "--replace",
-                            str(KERNELS / name)], check=True, capture_output=True)
+            subprocess.run(
+                [
+                    sys.executable,
+                    "-m",
+                    "jupyter",
+                    "kernelspec",
+                    "install",
+                    "--sys-prefix",
+                    "--replace",
+                    str(KERNELS / name),
+                ],
+                check=True,
+                capture_output=True,
+            )
 
 
 def free_port() -> int:
@@ -73,7 +93,10 @@ def free_port() -> int:
 def write_settings(folder: Path) -> None:
     """No news popup, no update check, and every cell kept in the DOM (windowingMode none)."""
     files = {
-        "@jupyterlab/apputils-extension/notification.jupyterlab-settings": {"fetchNews": "false", "checkForUpdates": False},
+        "@jupyterlab/apputils-extension/notification.jupyterlab-settings": {
+            "fetchNews": "false",
+            "checkForUpdates": False,
+        },
         "@jupyterlab/notebook-extension/tracker.jupyterlab-settings": {"windowingMode": "none"},
     }
     for name, value in files.items():
@@ -89,7 +112,9 @@ class Lab:
     serve a committed notebook or one it generated. Use as a context manager.
     """
 
-    def __init__(self, workdir: Path, notebooks: dict[str, Union[Path, dict]], start_timeout_s: float = 120) -> None:
+    def __init__(
+        self, workdir: Path, notebooks: dict[str, Union[Path, dict]], start_timeout_s: float = 120
+    ) -> None:
         self.workdir = Path(workdir)
         self.root = self.workdir / "root"
         self.notebooks = notebooks
@@ -117,16 +142,29 @@ class Lab:
                 shutil.copy(source, self.root / name)
         settings = self.workdir / "settings"
         write_settings(settings)
-        env = {**os.environ, "JUPYTERLAB_SETTINGS_DIR": str(settings),
-               "JUPYTERLAB_WORKSPACES_DIR": str(self.workdir / "workspaces"),
-               "JUPYTER_RUNTIME_DIR": str(self.workdir / "runtime")}
-        cmd = [sys.executable, "-m", "jupyterlab", "--no-browser", "--ServerApp.ip=127.0.0.1",
-               f"--ServerApp.port={self.port}", "--ServerApp.port_retries=0",
-               f"--IdentityProvider.token={self.token}", f"--ServerApp.root_dir={self.root}"]
+        env = {
+            **os.environ,
+            "JUPYTERLAB_SETTINGS_DIR": str(settings),
+            "JUPYTERLAB_WORKSPACES_DIR": str(self.workdir / "workspaces"),
+            "JUPYTER_RUNTIME_DIR": str(self.workdir / "runtime"),
+        }
+        cmd = [
+            sys.executable,
+            "-m",
+            "jupyterlab",
+            "--no-browser",
+            "--ServerApp.ip=127.0.0.1",
+            f"--ServerApp.port={self.port}",
+            "--ServerApp.port_retries=0",
+            f"--IdentityProvider.token={self.token}",
+            f"--ServerApp.root_dir={self.root}",
+        ]
         if hasattr(os, "geteuid") and os.geteuid() == 0:
             cmd.append("--allow-root")
         self._log = open(self.log_path, "w")
-        self.proc = subprocess.Popen(cmd, env=env, stdout=self._log, stderr=subprocess.STDOUT, cwd=self.root)
+        self.proc = subprocess.Popen(
+            cmd, env=env, stdout=self._log, stderr=subprocess.STDOUT, cwd=self.root
+        )
         deadline = time.monotonic() + self.start_timeout_s
         while True:
             try:
@@ -135,8 +173,10 @@ class Lab:
             except OSError:
                 if self.proc.poll() is not None or time.monotonic() > deadline:
                     self.stop()
-                    raise AssertionError(f"JupyterLab did not start within {self.start_timeout_s:.0f} s:\n"
-                                         + self.log_tail())
+                    raise AssertionError(
+                        f"JupyterLab did not start within {self.start_timeout_s:.0f} s:\n"
+                        + self.log_tail()
+                    ) from None
                 time.sleep(0.3)
 
     def log_tail(self, chars: int = 3000) -> str:
@@ -152,10 +192,14 @@ class Lab:
     def shutdown_kernels(self) -> None:
         """Stop every kernel session of this server (frees memory between measurements)."""
         headers = {"Authorization": f"token {self.token}"}
-        with urllib.request.urlopen(urllib.request.Request(f"{self.base}/api/sessions", headers=headers), timeout=30) as r:
+        with urllib.request.urlopen(
+            urllib.request.Request(f"{self.base}/api/sessions", headers=headers), timeout=30
+        ) as r:
             sessions = json.load(r)
         for s in sessions:
-            req = urllib.request.Request(f"{self.base}/api/sessions/{s['id']}", headers=headers, method="DELETE")
+            req = urllib.request.Request(
+                f"{self.base}/api/sessions/{s['id']}", headers=headers, method="DELETE"
+            )
             urllib.request.urlopen(req, timeout=60).close()
 
     def stop(self) -> None:
@@ -173,10 +217,13 @@ class Lab:
 
 # -- the browser -----------------------------------------------------------------------------
 
+
 def chromium_path() -> str:
     path = shutil.which("chromium")
     if path is None:
-        raise AssertionError("Debian's chromium is not installed: run `make chromium` (apt-get install chromium)")
+        raise AssertionError(
+            "Debian's chromium is not installed: run `make chromium` (apt-get install chromium)"
+        )
     return path
 
 
@@ -192,7 +239,9 @@ class Browser:
         from playwright.sync_api import sync_playwright
 
         self._pw = sync_playwright().start()
-        self.browser = self._pw.chromium.launch(executable_path=chromium_path(), headless=True, args=CHROMIUM_FLAGS)
+        self.browser = self._pw.chromium.launch(
+            executable_path=chromium_path(), headless=True, args=CHROMIUM_FLAGS
+        )
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -212,19 +261,20 @@ class Browser:
 
 # -- the kernel's websocket ------------------------------------------------------------------
 
+
 @dataclass
 class WireMessage:
     """One kernel message as it crossed the page's websocket."""
 
-    direction: str            # "in" (kernel -> page) or "out" (page -> kernel)
+    direction: str  # "in" (kernel -> page) or "out" (page -> kernel)
     channel: str
     msg_type: str
     msg_id: str
     parent_type: str
     parent_id: str
     content: dict
-    size: int                 # bytes of the whole frame (JSON and binary buffers)
-    t: float                  # time.monotonic() when Playwright delivered it
+    size: int  # bytes of the whole frame (JSON and binary buffers)
+    t: float  # time.monotonic() when Playwright delivered it
 
 
 def _loads(part: Union[bytes, str]) -> dict:
@@ -235,7 +285,9 @@ def _loads(part: Union[bytes, str]) -> dict:
     return value if isinstance(value, dict) else {}
 
 
-def decode_frame(payload: Union[str, bytes], protocol_v1: Optional[bool] = None) -> Optional[tuple[str, dict, dict, dict]]:
+def decode_frame(
+    payload: Union[str, bytes], protocol_v1: Optional[bool] = None
+) -> Optional[tuple[str, dict, dict, dict]]:
     """``(channel, header, parent_header, content)`` of one websocket frame, or None.
 
     Text frames are the legacy JSON protocol. Binary frames are the ``v1`` protocol (first 8
@@ -246,15 +298,24 @@ def decode_frame(payload: Union[str, bytes], protocol_v1: Optional[bool] = None)
         msg = _loads(payload)
         if not msg:
             return None
-        return msg.get("channel", ""), msg.get("header") or {}, msg.get("parent_header") or {}, msg.get("content") or {}
+        return (
+            msg.get("channel", ""),
+            msg.get("header") or {},
+            msg.get("parent_header") or {},
+            msg.get("content") or {},
+        )
     data = bytes(payload)
     if protocol_v1 is not False and len(data) >= 16:
         n = int.from_bytes(data[:8], "little")
         if 3 <= n <= 4096 and len(data) >= 8 * (n + 1):
-            offsets = [int.from_bytes(data[8 * (i + 1): 8 * (i + 2)], "little") for i in range(n)]
-            if offsets[0] == 8 * (n + 1) and all(a <= b for a, b in zip(offsets, offsets[1:])) and offsets[-1] <= len(data):
-                channel = data[offsets[0]:offsets[1]].decode("utf-8", "replace")
-                parts = [data[offsets[i]:offsets[i + 1]] for i in range(1, n - 1)]
+            offsets = [int.from_bytes(data[8 * (i + 1) : 8 * (i + 2)], "little") for i in range(n)]
+            if (
+                offsets[0] == 8 * (n + 1)
+                and all(a <= b for a, b in zip(offsets, offsets[1:]))
+                and offsets[-1] <= len(data)
+            ):
+                channel = data[offsets[0] : offsets[1]].decode("utf-8", "replace")
+                parts = [data[offsets[i] : offsets[i + 1]] for i in range(1, n - 1)]
                 parts += [b"{}"] * (4 - len(parts))
                 return channel, _loads(parts[0]), _loads(parts[1]), _loads(parts[3])
     if len(data) >= 8:
@@ -264,7 +325,12 @@ def decode_frame(payload: Union[str, bytes], protocol_v1: Optional[bool] = None)
             end = int.from_bytes(data[8:12], "big") if nbufs > 1 else len(data)
             msg = _loads(data[start:end])
             if msg:
-                return msg.get("channel", ""), msg.get("header") or {}, msg.get("parent_header") or {}, msg.get("content") or {}
+                return (
+                    msg.get("channel", ""),
+                    msg.get("header") or {},
+                    msg.get("parent_header") or {},
+                    msg.get("content") or {},
+                )
     return None
 
 
@@ -272,8 +338,8 @@ def decode_frame(payload: Union[str, bytes], protocol_v1: Optional[bool] = None)
 class Problem:
     """Something a user would see as an error: an iopub error/stderr, a console error, a page error."""
 
-    source: str   # "iopub error", "iopub stderr", "console", "pageerror"
-    where: str    # "cell: <first line>", "widget callback (comm_msg ...)", a URL ...
+    source: str  # "iopub error", "iopub stderr", "console", "pageerror"
+    where: str  # "cell: <first line>", "widget callback (comm_msg ...)", a URL ...
     text: str
 
     def __str__(self) -> str:
@@ -292,11 +358,13 @@ class Wire:
     """Everything the page's kernel websockets carried, decoded."""
 
     messages: list[WireMessage] = field(default_factory=list)
-    requests: dict[str, str] = field(default_factory=dict)       # execute_request msg_id -> code
-    replies: dict[str, str] = field(default_factory=dict)        # execute_request msg_id -> reply status
-    sent_comm: dict[str, str] = field(default_factory=dict)      # page comm_msg msg_id -> short description
+    requests: dict[str, str] = field(default_factory=dict)  # execute_request msg_id -> code
+    replies: dict[str, str] = field(default_factory=dict)  # execute_request msg_id -> reply status
+    sent_comm: dict[str, str] = field(
+        default_factory=dict
+    )  # page comm_msg msg_id -> short description
     problems: list[Problem] = field(default_factory=list)
-    idle_for: set = field(default_factory=set)                  # msg_ids the kernel reported idle after
+    idle_for: set = field(default_factory=set)  # msg_ids the kernel reported idle after
     kernel_state: str = "unknown"
     last_frame: float = field(default_factory=time.monotonic)
     keep_content: Callable[[WireMessage], bool] = lambda m: False
@@ -308,8 +376,17 @@ class Wire:
         if decoded is None:
             return
         channel, header, parent, content = decoded
-        msg = WireMessage(direction, channel, header.get("msg_type", ""), header.get("msg_id", ""),
-                          parent.get("msg_type", ""), parent.get("msg_id", ""), {}, len(payload), now)
+        msg = WireMessage(
+            direction,
+            channel,
+            header.get("msg_type", ""),
+            header.get("msg_id", ""),
+            parent.get("msg_type", ""),
+            parent.get("msg_id", ""),
+            {},
+            len(payload),
+            now,
+        )
         if direction == "out":
             if msg.msg_type == "execute_request":
                 self.requests[msg.msg_id] = str(content.get("code", ""))
@@ -323,16 +400,25 @@ class Wire:
                 if self.kernel_state == "idle":
                     self.idle_for.add(msg.parent_id)
             elif msg.msg_type == "error":
-                text = strip_ansi("\n".join(content.get("traceback") or []) or
-                                  f"{content.get('ename')}: {content.get('evalue')}")
+                text = strip_ansi(
+                    "\n".join(content.get("traceback") or [])
+                    or f"{content.get('ename')}: {content.get('evalue')}"
+                )
                 self.problems.append(Problem("iopub error", self._where(msg), text))
             elif msg.msg_type == "stream" and content.get("name") == "stderr":
-                self.problems.append(Problem("iopub stderr", self._where(msg), strip_ansi(str(content.get("text", "")))))
+                self.problems.append(
+                    Problem(
+                        "iopub stderr", self._where(msg), strip_ansi(str(content.get("text", "")))
+                    )
+                )
             elif msg.msg_type in ("comm_msg", "comm_open"):
                 data = content.get("data") if isinstance(content.get("data"), dict) else {}
                 custom = data.get("content") if isinstance(data.get("content"), dict) else {}
-                msg.content = {"comm_id": content.get("comm_id", ""), "method": data.get("method", ""),
-                               "custom_type": custom.get("type", "")}
+                msg.content = {
+                    "comm_id": content.get("comm_id", ""),
+                    "method": data.get("method", ""),
+                    "custom_type": custom.get("type", ""),
+                }
         if self.keep_content(msg):
             msg.content = content
         self.messages.append(msg)
@@ -349,8 +435,11 @@ class Wire:
     def answered_since(self, first: int) -> bool:
         """True once the page sent a request or widget message after ``messages[first]`` and the
         kernel went idle after every such message (it finished handling them)."""
-        sent = [m.msg_id for m in self.messages[first:]
-                if m.direction == "out" and m.msg_type in ("execute_request", "comm_msg")]
+        sent = [
+            m.msg_id
+            for m in self.messages[first:]
+            if m.direction == "out" and m.msg_type in ("execute_request", "comm_msg")
+        ]
         return bool(sent) and all(mid in self.idle_for for mid in sent)
 
     def pending(self) -> list[str]:
@@ -362,7 +451,11 @@ class Wire:
         ``messages[first:last]``; the custom message that carries plotly.js into the page is left out."""
         out: dict[str, int] = {}
         for m in self.messages[first:last]:
-            if m.direction == "in" and m.msg_type in ("comm_msg", "comm_open") and m.content.get("custom_type") != "plotly":
+            if (
+                m.direction == "in"
+                and m.msg_type in ("comm_msg", "comm_open")
+                and m.content.get("custom_type") != "plotly"
+            ):
                 cid = m.content.get("comm_id", "?")
                 out[cid] = out.get(cid, 0) + m.size
         return out
@@ -372,8 +465,14 @@ def _describe_comm(content: dict) -> str:
     data = content.get("data") or {}
     state = data.get("state") if isinstance(data, dict) else None
     if isinstance(state, dict):
-        short = {k: (v if isinstance(v, (int, float, bool)) or (isinstance(v, str) and len(v) < 60) else "...")
-                 for k, v in list(state.items())[:4]}
+        short = {
+            k: (
+                v
+                if isinstance(v, (int, float, bool)) or (isinstance(v, str) and len(v) < 60)
+                else "..."
+            )
+            for k, v in list(state.items())[:4]
+        }
         return f"a comm_msg {data.get('method', '')} {json.dumps(short)}"
     if isinstance(data, dict) and data.get("method") == "custom":
         return f"a custom comm_msg {json.dumps(data.get('content'))[:120]}"
@@ -396,11 +495,16 @@ _JS_CELL_NAME = """
   };
 """
 
-JS_PLOTS = """() => {""" + _JS_CELL_NAME + """
+JS_PLOTS = (
+    """() => {"""
+    + _JS_CELL_NAME
+    + """
   const out = [];
   document.querySelectorAll('.jp-Notebook .jp-Cell').forEach((cell) => {
     cell.querySelectorAll('.jp-OutputArea-output').forEach((area) => {
-      const widget = area.getAttribute('data-mime-type') === '""" + WIDGET_MIME + """' || !!area.querySelector('.jupyter-widgets');
+      const widget = area.getAttribute('data-mime-type') === '"""
+    + WIDGET_MIME
+    + """' || !!area.querySelector('.jupyter-widgets');
       const cs = getComputedStyle(area);
       const areaWidth = area.clientWidth - parseFloat(cs.paddingLeft || 0) - parseFloat(cs.paddingRight || 0);
       const plots = area.matches('.js-plotly-plot') ? [area] : [...area.querySelectorAll('.js-plotly-plot')];
@@ -418,8 +522,12 @@ JS_PLOTS = """() => {""" + _JS_CELL_NAME + """
   });
   return out;
 }"""
+)
 
-JS_TABLES = """() => {""" + _JS_CELL_NAME + """
+JS_TABLES = (
+    """() => {"""
+    + _JS_CELL_NAME
+    + """
   const out = [];
   document.querySelectorAll('.jp-Notebook .jp-Cell').forEach((cell) => {
     cell.querySelectorAll('.js-plotly-plot').forEach((plot) => {
@@ -437,11 +545,18 @@ JS_TABLES = """() => {""" + _JS_CELL_NAME + """
   });
   return out;
 }"""
+)
 
-JS_STDERR = """() => {""" + _JS_CELL_NAME + """
+JS_STDERR = (
+    """() => {"""
+    + _JS_CELL_NAME
+    + """
   return [...document.querySelectorAll('.jp-Notebook .jp-Cell')].flatMap((cell) =>
-    [...cell.querySelectorAll('[data-mime-type=\"""" + STDERR_MIME + """\"]')].map((el) => ({cell: cellName(cell), text: el.textContent})));
+    [...cell.querySelectorAll('[data-mime-type=\""""
+    + STDERR_MIME
+    + """\"]')].map((el) => ({cell: cellName(cell), text: el.textContent})));
 }"""
+)
 
 JS_PROMPTS = """() => [...document.querySelectorAll('.jp-Notebook .jp-CodeCell')].map((cell) => {
   const p = cell.querySelector('.jp-InputArea-prompt');
@@ -464,11 +579,16 @@ class NotebookPage:
         self.aborted: list[str] = []
         self.console_errors: list[Problem] = []
         self.page_errors: list[Problem] = []
-        self._marks: Optional[tuple[int, int, int]] = None   # problem counts when Run All was first clicked
+        self._marks: Optional[tuple[int, int, int]] = (
+            None  # problem counts when Run All was first clicked
+        )
         page.route("**/*", self._route)
         page.on("websocket", self._websocket)
         page.on("console", self._console)
-        page.on("pageerror", lambda exc: self.page_errors.append(Problem("pageerror", self.notebook, str(exc))))
+        page.on(
+            "pageerror",
+            lambda exc: self.page_errors.append(Problem("pageerror", self.notebook, str(exc))),
+        )
 
     # event handlers (run on Playwright's dispatch, i.e. during our calls into the page)
     def _route(self, route: Any) -> None:
@@ -508,49 +628,69 @@ class NotebookPage:
         self.page.locator(".lm-MenuBar-itemLabel", has_text=re.compile(r"^Run$")).first.click()
         self.page.locator('[data-command="runmenu:run-all"]').click()
         deadline = time.monotonic() + timeout_s
-        self.wait_until(lambda: len(self.wire.requests) > before, deadline, "Run All to send its first cell")
+        self.wait_until(
+            lambda: len(self.wire.requests) > before, deadline, "Run All to send its first cell"
+        )
         self.wait_kernel_done(deadline, "Run All")
 
     def mark(self) -> None:
         """Count problems from now on (:meth:`run_all` marks itself the first time)."""
         self._marks = (len(self.wire.problems), len(self.page_errors), len(self.console_errors))
 
-    def wait_until(self, condition: Callable[[], bool], deadline: float, what: str, poll_ms: int = 200) -> None:
+    def wait_until(
+        self, condition: Callable[[], bool], deadline: float, what: str, poll_ms: int = 200
+    ) -> None:
         """Poll ``condition`` (while Playwright keeps delivering events) until it holds or ``deadline`` passes."""
         while not condition():
             if time.monotonic() > deadline:
-                raise AssertionError(f"{self.notebook}: timed out waiting for {what}; {self.state()}")
+                raise AssertionError(
+                    f"{self.notebook}: timed out waiting for {what}; {self.state()}"
+                )
             self.page.wait_for_timeout(poll_ms)
 
     def wait_kernel_done(self, deadline: float, what: str, quiet_s: float = 1.0) -> None:
         """Every execute request answered, kernel idle, no ``[*]`` prompt, and no frame for ``quiet_s``."""
+
         def done() -> bool:
             if self.wire.pending() or self.wire.kernel_state != "idle":
                 return False
             if any(p["prompt"] == "[*]:" for p in self.prompts()):
                 return False
             return time.monotonic() - self.wire.last_frame >= quiet_s
-        self.wait_until(done, deadline, f"{what} to finish (kernel idle, every cell answered)", poll_ms=300)
+
+        self.wait_until(
+            done, deadline, f"{what} to finish (kernel idle, every cell answered)", poll_ms=300
+        )
         self.settle(deadline)
 
     def settle(self, deadline: Optional[float] = None, quiet_s: float = 0.5) -> None:
         """Wait until no websocket frame arrived for ``quiet_s``, then for two animation frames."""
         deadline = deadline or time.monotonic() + 120
-        self.wait_until(lambda: time.monotonic() - self.wire.last_frame >= quiet_s, deadline, "the websocket to go quiet", 100)
+        self.wait_until(
+            lambda: time.monotonic() - self.wire.last_frame >= quiet_s,
+            deadline,
+            "the websocket to go quiet",
+            100,
+        )
         self.page.evaluate(JS_TWO_FRAMES)
 
     def state(self) -> str:
         prompts = self.prompts()
-        return (f"kernel {self.wire.kernel_state}, {len(self.wire.pending())} request(s) unanswered, "
-                f"prompts {[p['prompt'] for p in prompts]}")
+        return (
+            f"kernel {self.wire.kernel_state}, {len(self.wire.pending())} request(s) unanswered, "
+            f"prompts {[p['prompt'] for p in prompts]}"
+        )
 
     # what the page shows
     def prompts(self) -> list[dict]:
         return self.page.evaluate(JS_PROMPTS)
 
     def unexecuted_cells(self) -> list[str]:
-        return [f"{p['prompt'] or '[ ]:'} `{p['first']}`" for p in self.prompts()
-                if not re.fullmatch(r"\[\d+\]:", p["prompt"]) and p["first"]]
+        return [
+            f"{p['prompt'] or '[ ]:'} `{p['first']}`"
+            for p in self.prompts()
+            if not re.fullmatch(r"\[\d+\]:", p["prompt"]) and p["first"]
+        ]
 
     def plots(self) -> list[dict]:
         return self.page.evaluate(JS_PLOTS)
@@ -568,12 +708,19 @@ class NotebookPage:
 
     def problems_at_open(self) -> list[Problem]:
         """What arrived while the notebook opened, before Run All (JupyterLab's own start-up)."""
-        w, p, c = self._marks or (len(self.wire.problems), len(self.page_errors), len(self.console_errors))
+        w, p, c = self._marks or (
+            len(self.wire.problems),
+            len(self.page_errors),
+            len(self.console_errors),
+        )
         return [*self.wire.problems[:w], *self.page_errors[:p], *self.console_errors[:c]]
 
     def output_of(self, code: str) -> Any:
         """The output area of the (last) cell whose source contains ``code``."""
-        cell = self.page.locator(".jp-Notebook .jp-CodeCell", has=self.page.locator(".jp-InputArea-editor", has_text=code)).last
+        cell = self.page.locator(
+            ".jp-Notebook .jp-CodeCell",
+            has=self.page.locator(".jp-InputArea-editor", has_text=code),
+        ).last
         return cell.locator(".jp-OutputArea")
 
     def screenshot(self, path: Path, target: Any = None) -> Path:
@@ -581,26 +728,40 @@ class NotebookPage:
         try:
             if target is not None and target.count():
                 target.scroll_into_view_if_needed(timeout=30_000)
-            else:   # what is there instead (an error, an empty output): the last cell
-                self.page.locator(".jp-Notebook .jp-Cell").last.scroll_into_view_if_needed(timeout=30_000)
+            else:  # what is there instead (an error, an empty output): the last cell
+                self.page.locator(".jp-Notebook .jp-Cell").last.scroll_into_view_if_needed(
+                    timeout=30_000
+                )
         except Exception:
-            pass   # a screenshot of whatever is in view still helps
+            pass  # a screenshot of whatever is in view still helps
         self.page.screenshot(path=str(path))
         return path
 
 
 # -- checks shared by the tests ----------------------------------------------------------------
 
+
 def narrow_widget_plots(plots: list[dict], share: float = 0.9) -> list[dict]:
     """Figures inside widget outputs drawn narrower than ``share`` of their output area."""
-    return [p for p in plots if p["widget"] and p["areaWidth"] > 0
-            and min(p["plotWidth"], p["drawnWidth"]) < share * p["areaWidth"]]
+    return [
+        p
+        for p in plots
+        if p["widget"]
+        and p["areaWidth"] > 0
+        and min(p["plotWidth"], p["drawnWidth"]) < share * p["areaWidth"]
+    ]
 
 
 def describe_plot(p: dict) -> str:
-    name = f"'{p['title']}'" if p["title"] else (f"untitled figure with headers {p['headers']}" if p["headers"] else "untitled figure")
-    return (f"{p['cell']}: {name} drawn {p['drawnWidth']:.0f} px wide (plot element {p['plotWidth']:.0f} px) "
-            f"in an output area {p['areaWidth']:.0f} px wide ({p['drawnWidth'] / max(p['areaWidth'], 1):.0%})")
+    name = (
+        f"'{p['title']}'"
+        if p["title"]
+        else (f"untitled figure with headers {p['headers']}" if p["headers"] else "untitled figure")
+    )
+    return (
+        f"{p['cell']}: {name} drawn {p['drawnWidth']:.0f} px wide (plot element {p['plotWidth']:.0f} px) "
+        f"in an output area {p['areaWidth']:.0f} px wide ({p['drawnWidth'] / max(p['areaWidth'], 1):.0%})"
+    )
 
 
 def empty_table_columns(tables: list[dict]) -> list[str]:
@@ -616,11 +777,14 @@ def empty_table_columns(tables: list[dict]) -> list[str]:
             if not c["header"]:
                 out.append(f"{t['cell']}: {name} {label} has an empty header (headers: {headers})")
             if c["cells"] == 0:
-                out.append(f"{t['cell']}: {name} {label} has no text in any of its {c['rows']} drawn cell(s) (headers: {headers})")
+                out.append(
+                    f"{t['cell']}: {name} {label} has no text in any of its {c['rows']} drawn cell(s) (headers: {headers})"
+                )
     return out
 
 
 # -- driving ipywidgets the way a person does --------------------------------------------------
+
 
 class Explorer:
     """The live widget a cell shows, found by a snippet of that cell's source, and its controls.
@@ -634,11 +798,15 @@ class Explorer:
         self.page = nb.page
         self.code = code
         out = nb.output_of(code)
-        self.root = out.locator(".jp-OutputArea-output", has=self.page.locator(".jupyter-widgets")).last
+        self.root = out.locator(
+            ".jp-OutputArea-output", has=self.page.locator(".jupyter-widgets")
+        ).last
 
     def _labelled(self, kind: str, label: str) -> Any:
         exact = re.compile(rf"^\s*{re.escape(label)}\s*$")
-        return self.root.locator(f".widget-{kind}", has=self.page.locator(".widget-label", has_text=exact)).first
+        return self.root.locator(
+            f".widget-{kind}", has=self.page.locator(".widget-label", has_text=exact)
+        ).first
 
     def dropdown(self, label: str) -> Any:
         return self._labelled("dropdown", label).locator("select")
@@ -650,44 +818,74 @@ class Explorer:
         return self._labelled("slider", label).locator(".widget-readout")
 
     def checkbox(self, text: str) -> Any:
-        return self.root.locator(".widget-checkbox", has_text=text).locator("input[type=checkbox]").first
+        return (
+            self.root.locator(".widget-checkbox", has_text=text)
+            .locator("input[type=checkbox]")
+            .first
+        )
 
     def button(self, text: str) -> Any:
-        return self.root.locator("button.jupyter-button", has_text=re.compile(rf"^\s*{re.escape(text)}\b")).first
+        return self.root.locator(
+            "button.jupyter-button", has_text=re.compile(rf"^\s*{re.escape(text)}\b")
+        ).first
 
     def findings(self) -> Any:
         """The findings list (an ipywidgets ``Select``)."""
         return self.root.locator(".widget-select select").first
 
     def plot(self, title_part: str) -> Any:
-        return self.root.locator(".js-plotly-plot", has=self.page.locator(".gtitle", has_text=title_part)).first
+        return self.root.locator(
+            ".js-plotly-plot", has=self.page.locator(".gtitle", has_text=title_part)
+        ).first
 
     def texts(self) -> str:
         """Every HTML line of the explorer (status, headers, progress), as the page shows them."""
-        return "\n".join(t.strip() for t in self.root.locator(".widget-html-content").all_inner_texts())
+        return "\n".join(
+            t.strip() for t in self.root.locator(".widget-html-content").all_inner_texts()
+        )
 
-    def act(self, what: str, action: Callable[[], None], timeout_s: float = 120, quiet_s: float = 0.7) -> None:
+    def act(
+        self, what: str, action: Callable[[], None], timeout_s: float = 120, quiet_s: float = 0.7
+    ) -> None:
         """Do ``action`` and wait until the kernel answered it, went idle and the page went quiet."""
         start = len(self.nb.wire.messages)
         action()
         deadline = time.monotonic() + timeout_s
         wire = self.nb.wire
-        self.nb.wait_until(lambda: wire.answered_since(start) and time.monotonic() - wire.last_frame >= quiet_s,
-                           deadline, f"the kernel to handle: {what}", 150)
+        self.nb.wait_until(
+            lambda: wire.answered_since(start) and time.monotonic() - wire.last_frame >= quiet_s,
+            deadline,
+            f"the kernel to handle: {what}",
+            150,
+        )
         self.page.evaluate(JS_TWO_FRAMES)
 
-    def move_slider(self, label: str, key: str = "ArrowRight", times: int = 1, timeout_s: float = 120) -> None:
+    def move_slider(
+        self, label: str, key: str = "ArrowRight", times: int = 1, timeout_s: float = 120
+    ) -> None:
         handle = self.slider_handle(label)
         handle.scroll_into_view_if_needed()
         handle.focus()
-        self.act(f"slider '{label}' {key} x{times}", lambda: [handle.press(key) for _ in range(times)], timeout_s)
+        self.act(
+            f"slider '{label}' {key} x{times}",
+            lambda: [handle.press(key) for _ in range(times)],
+            timeout_s,
+        )
 
     def type_slider(self, label: str, value: int, timeout_s: float = 120) -> None:
         """Type ``value`` into the slider's text box and press Enter (as a person who knows the number)."""
         readout = self.slider_readout(label)
         readout.scroll_into_view_if_needed()
-        self.act(f"slider '{label}' typed {value}", lambda: (readout.click(), self.page.keyboard.press("Control+A"),
-                                                            self.page.keyboard.type(str(value)), readout.press("Enter")), timeout_s)
+        self.act(
+            f"slider '{label}' typed {value}",
+            lambda: (
+                readout.click(),
+                self.page.keyboard.press("Control+A"),
+                self.page.keyboard.type(str(value)),
+                readout.press("Enter"),
+            ),
+            timeout_s,
+        )
 
     def select(self, label: str, value: str, timeout_s: float = 120) -> None:
         dd = self.dropdown(label)

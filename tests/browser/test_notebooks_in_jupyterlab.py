@@ -22,21 +22,30 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Optional
 
-import pytest
-
 import lab_harness as lh
+import pytest
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
-NOTEBOOKS = ["01_pipeline_schedules.ipynb", "02_deepspeed_buffer_bug.ipynb", "03_run_pipeline.ipynb",
-             "04_xla_recompilation.ipynb", "05_compile_recompiles.ipynb"]
+NOTEBOOKS = [
+    "01_pipeline_schedules.ipynb",
+    "02_deepspeed_buffer_bug.ipynb",
+    "03_run_pipeline.ipynb",
+    "04_xla_recompilation.ipynb",
+    "05_compile_recompiles.ipynb",
+]
 #: Seconds for Run All (03–05 start real pipelines, XLA and torch.compile work on a 2-core machine).
 RUN_ALL_S = {"01": 300, "02": 300, "03": 600, "04": 600, "05": 600}
 #: Which cell holds each notebook's explorer (a snippet of its source).
-EXPLORER_CELL = {"01": "ScheduleExplorer(", "02": "ScheduleExplorer(", "03": "ScheduleExplorer(",
-                 "04": "XlaExplorer(", "05": "CompileExplorer("}
+EXPLORER_CELL = {
+    "01": "ScheduleExplorer(",
+    "02": "ScheduleExplorer(",
+    "03": "ScheduleExplorer(",
+    "04": "XlaExplorer(",
+    "05": "CompileExplorer(",
+}
 WIDE, NARROW, HEIGHT = 1500, 1200, 1000
-FIRST_DISPLAY_WAIT_S = 30   # how long the page may take to finish drawing once the kernel is idle
+FIRST_DISPLAY_WAIT_S = 30  # how long the page may take to finish drawing once the kernel is idle
 
 
 @dataclass
@@ -66,7 +75,9 @@ class NotebookRun:
         if self._interacted is None:
             self._interacted = []
             if self.explorer().root.count() == 0:
-                self._interacted.append(f"no explorer widget in the output of the cell with `{EXPLORER_CELL[self.key]}`")
+                self._interacted.append(
+                    f"no explorer widget in the output of the cell with `{EXPLORER_CELL[self.key]}`"
+                )
                 return self._interacted
             try:
                 INTERACTIONS[self.key](self, self._interacted)
@@ -87,8 +98,12 @@ def _first_display(nb: lh.NotebookPage) -> tuple[list, list]:
     while True:
         plots, tables = nb.plots(), nb.tables()
         widget_plots = [p for p in plots if p["widget"]]
-        settled = len(plots) == last_count and widget_plots and not lh.narrow_widget_plots(plots) \
+        settled = (
+            len(plots) == last_count
+            and widget_plots
+            and not lh.narrow_widget_plots(plots)
             and not lh.empty_table_columns(tables)
+        )
         if settled or time.monotonic() > deadline:
             return plots, tables
         last_count = len(plots)
@@ -116,21 +131,26 @@ def run(request, lab_kernels, chromium, shots, tmp_path_factory):
 
 
 def test_run_all_executes_every_cell(run):
-    assert run.unexecuted == [], (f"{run.where()}: cells without an execution count after Run All "
-                                  f"(a cell raised and the rest were aborted?): {run.unexecuted}; "
-                                  f"errors: {[str(p) for p in run.nb.problems() if p.source == 'iopub error']}")
+    assert run.unexecuted == [], (
+        f"{run.where()}: cells without an execution count after Run All "
+        f"(a cell raised and the rest were aborted?): {run.unexecuted}; "
+        f"errors: {[str(p) for p in run.nb.problems() if p.source == 'iopub error']}"
+    )
 
 
 def test_explorer_figures_fill_their_output_width(run):
     widget_plots = [p for p in run.first_plots if p["widget"]]
     assert widget_plots, f"{run.where()}: no plotly figure inside the explorer widget after Run All"
-    problems = [f"after Run All at {WIDE} px: {lh.describe_plot(p)}" for p in lh.narrow_widget_plots(run.first_plots)]
+    problems = [
+        f"after Run All at {WIDE} px: {lh.describe_plot(p)}"
+        for p in lh.narrow_widget_plots(run.first_plots)
+    ]
     page = run.nb.page
     for width in (NARROW, WIDE):
         before = {p["areaWidth"] for p in run.nb.plots() if p["widget"]}
         page.set_viewport_size({"width": width, "height": HEIGHT})
         deadline = time.monotonic() + FIRST_DISPLAY_WAIT_S
-        while True:   # the output area must change width, then every figure must follow it
+        while True:  # the output area must change width, then every figure must follow it
             plots = run.nb.plots()
             areas = {p["areaWidth"] for p in plots if p["widget"]}
             if areas and areas != before and not lh.narrow_widget_plots(plots):
@@ -140,15 +160,24 @@ def test_explorer_figures_fill_their_output_width(run):
             page.wait_for_timeout(250)
         if width == NARROW:
             run.shot(f"at_{width}px", run.explorer().root)
-        assert areas != before, f"{run.nb.notebook}: resizing the window to {width} px did not change the output width ({before})"
-        problems += [f"after resizing the window to {width} px: {lh.describe_plot(p)}" for p in lh.narrow_widget_plots(plots)]
-    assert not problems, (f"{run.where()}: explorer figures narrower than 90% of their output area:\n  "
-                          + "\n  ".join(problems))
+        assert areas != before, (
+            f"{run.nb.notebook}: resizing the window to {width} px did not change the output width ({before})"
+        )
+        problems += [
+            f"after resizing the window to {width} px: {lh.describe_plot(p)}"
+            for p in lh.narrow_widget_plots(plots)
+        ]
+    assert not problems, (
+        f"{run.where()}: explorer figures narrower than 90% of their output area:\n  "
+        + "\n  ".join(problems)
+    )
 
 
 def test_tables_have_no_empty_header_or_column_on_first_display(run):
     empty = lh.empty_table_columns(run.first_tables)
-    assert not empty, f"{run.where()}: plotly tables on first display (after Run All):\n  " + "\n  ".join(empty)
+    assert not empty, (
+        f"{run.where()}: plotly tables on first display (after Run All):\n  " + "\n  ".join(empty)
+    )
 
 
 def test_no_error_or_stderr_after_run_all_and_interactions(run):
@@ -156,14 +185,23 @@ def test_no_error_or_stderr_after_run_all_and_interactions(run):
     shown = run.nb.stderr_outputs()
     stderr = [f"{o['cell']}: {o['text'].strip()}" for o in shown]
     # a cell's stderr stream is also in that cell's output (listed above); keep the rest once
-    problems = [str(p) for p in run.nb.problems()
-                if not (p.source == "iopub stderr" and p.where.startswith("cell") and any(p.text.strip() in o["text"] for o in shown))]
+    problems = [
+        str(p)
+        for p in run.nb.problems()
+        if not (
+            p.source == "iopub stderr"
+            and p.where.startswith("cell")
+            and any(p.text.strip() in o["text"] for o in shown)
+        )
+    ]
     message = []
     if stderr:
         message.append("stderr outputs shown in cells:\n  " + "\n  ".join(stderr))
     if problems:
-        message.append("kernel errors/stderr (iopub; widget callbacks go only to the Log Console) and browser errors:\n  "
-                       + "\n  ".join(problems))
+        message.append(
+            "kernel errors/stderr (iopub; widget callbacks go only to the Log Console) and browser errors:\n  "
+            + "\n  ".join(problems)
+        )
     assert not message, f"{run.where()}:\n" + "\n".join(message)
 
 
@@ -175,7 +213,10 @@ def test_01_grid_follows_the_stage_slider_and_the_microbatch_box(run):
 
 # -- what a person does with each explorer ------------------------------------------------------
 
-def _grid_shows(app: lh.Explorer, title_part: str, stages: Optional[int], timeout_s: float = 60) -> Optional[str]:
+
+def _grid_shows(
+    app: lh.Explorer, title_part: str, stages: Optional[int], timeout_s: float = 60
+) -> Optional[str]:
     """None once the grid's title contains ``title_part`` (and its stage labels are exactly
     ``stage 0 .. stage stages-1``); else what the grid shows after ``timeout_s``."""
     js = """([part, labels]) => [...document.querySelectorAll('.js-plotly-plot')].some((p) =>
@@ -183,38 +224,58 @@ def _grid_shows(app: lh.Explorer, title_part: str, stages: Optional[int], timeou
          JSON.stringify([...p.querySelectorAll('.yaxislayer-above .ytick text')].map((t) => t.textContent.trim())) === JSON.stringify(labels)))"""
     labels = None if stages is None else [f"stage {s}" for s in range(stages)]
     try:
-        app.page.wait_for_function(js, arg=[title_part, labels], timeout=timeout_s * 1000, polling=250)
+        app.page.wait_for_function(
+            js, arg=[title_part, labels], timeout=timeout_s * 1000, polling=250
+        )
         return None
     except Exception:
         grid = app.plot("Instruction grid")
         title = grid.locator(".gtitle").text_content() if grid.count() else "(no grid)"
-        shown = [t.strip() for t in grid.locator(".yaxislayer-above .ytick text").all_text_contents()] if grid.count() else []
+        shown = (
+            [t.strip() for t in grid.locator(".yaxislayer-above .ytick text").all_text_contents()]
+            if grid.count()
+            else []
+        )
         return f"grid title {title!r}, stage labels {shown}"
 
 
-def _schedule_explorer_basics(run: NotebookRun, failures: list[str], stages: int, microbatches: int, kind: str) -> lh.Explorer:
+def _schedule_explorer_basics(
+    run: NotebookRun, failures: list[str], stages: int, microbatches: int, kind: str
+) -> lh.Explorer:
     """Stage slider right by one (keyboard), then micro-batches typed into its box: the grid follows."""
     app = run.explorer()
     shown = _grid_shows(app, f"{kind} · {stages} stages", stages, timeout_s=10)
     if shown:
-        failures.append(f"after Run All: expected the grid to say '{kind} · {stages} stages' with labels stage 0..{stages - 1}; it shows {shown}")
+        failures.append(
+            f"after Run All: expected the grid to say '{kind} · {stages} stages' with labels stage 0..{stages - 1}; it shows {shown}"
+        )
     app.move_slider("stages", "ArrowRight")
     shown = _grid_shows(app, f"{kind} · {stages + 1} stages", stages + 1)
     if shown:
-        failures.append(f"stages slider moved to {stages + 1} (keyboard): expected the grid to say '{kind} · {stages + 1} stages' "
-                        f"with labels stage 0..{stages}; it shows {shown}")
+        failures.append(
+            f"stages slider moved to {stages + 1} (keyboard): expected the grid to say '{kind} · {stages + 1} stages' "
+            f"with labels stage 0..{stages}; it shows {shown}"
+        )
     target = microbatches + 4
     app.type_slider("micro-batches", target)
     shown = _grid_shows(app, f"× {target} micro-batches", None)
     if shown:
-        failures.append(f"typed {target} into the micro-batches box: expected the grid to say '× {target} micro-batches'; it shows {shown}")
+        failures.append(
+            f"typed {target} into the micro-batches box: expected the grid to say '× {target} micro-batches'; it shows {shown}"
+        )
     return app
 
 
 def _click_a_finding(app: lh.Explorer, failures: list[str]) -> None:
     findings = app.findings()
-    if findings.count() == 0 or not findings.is_visible() or findings.locator("option").count() == 0:
-        failures.append("expected the findings list to show findings to click; it is empty or hidden")
+    if (
+        findings.count() == 0
+        or not findings.is_visible()
+        or findings.locator("option").count() == 0
+    ):
+        failures.append(
+            "expected the findings list to show findings to click; it is empty or hidden"
+        )
         return
     app.click_finding(min(1, findings.locator("option").count() - 1))
 
@@ -232,7 +293,7 @@ def _interact_02(run: NotebookRun, failures: list[str]) -> None:
     app = run.explorer()
     _click_a_finding(app, failures)
     app.act("arrows checkbox", lambda: app.checkbox("send → receive arrows").check())
-    app.select("P2P order", "fixed")   # issue 10 saw a ValueError in the Log Console here
+    app.select("P2P order", "fixed")  # issue 10 saw a ValueError in the Log Console here
     app.select("P2P order", "legacy")
     app.move_slider("stages", "ArrowRight")
 
@@ -250,9 +311,19 @@ def _press_run(run: NotebookRun, app: lh.Explorer, label: str, timeout_s: float)
     def finished() -> bool:
         enabled = button.is_enabled()
         seen["disabled"] |= not enabled
-        return (enabled and (seen["disabled"] or app.texts() != before) and run.nb.wire.kernel_state == "idle"
-                and time.monotonic() - run.nb.wire.last_frame >= 2.0)
-    run.nb.wait_until(finished, deadline, f"the run started by '{label}' to finish (status line changed, button enabled again)", 500)
+        return (
+            enabled
+            and (seen["disabled"] or app.texts() != before)
+            and run.nb.wire.kernel_state == "idle"
+            and time.monotonic() - run.nb.wire.last_frame >= 2.0
+        )
+
+    run.nb.wait_until(
+        finished,
+        deadline,
+        f"the run started by '{label}' to finish (status line changed, button enabled again)",
+        500,
+    )
     run.nb.page.evaluate(lh.JS_TWO_FRAMES)
 
 
@@ -298,13 +369,21 @@ def _click_a_marker(run: NotebookRun, app: lh.Explorer, title_part: str) -> None
     start = len(wire.messages)
     page.mouse.click(x, y)
     deadline = time.monotonic() + 60
-    try:   # a click that reaches the kernel is answered; one that plotly ignores sends nothing
-        run.nb.wait_until(lambda: any(m.direction == "out" and m.msg_type == "comm_msg" for m in wire.messages[start:]),
-                          time.monotonic() + 5, "a click message")
+    try:  # a click that reaches the kernel is answered; one that plotly ignores sends nothing
+        run.nb.wait_until(
+            lambda: any(
+                m.direction == "out" and m.msg_type == "comm_msg" for m in wire.messages[start:]
+            ),
+            time.monotonic() + 5,
+            "a click message",
+        )
     except AssertionError:
         return
-    run.nb.wait_until(lambda: wire.answered_since(start) and time.monotonic() - wire.last_frame >= 0.7,
-                      deadline, "the kernel to handle the marker click")
+    run.nb.wait_until(
+        lambda: wire.answered_since(start) and time.monotonic() - wire.last_frame >= 0.7,
+        deadline,
+        "the kernel to handle the marker click",
+    )
 
 
 def _interact_05(run: NotebookRun, failures: list[str]) -> None:
@@ -315,4 +394,9 @@ def _interact_05(run: NotebookRun, failures: list[str]) -> None:
 
 
 INTERACTIONS: dict[str, Callable[[NotebookRun, list[str]], None]] = {
-    "01": _interact_01, "02": _interact_02, "03": _interact_03, "04": _interact_04, "05": _interact_05}
+    "01": _interact_01,
+    "02": _interact_02,
+    "03": _interact_03,
+    "04": _interact_04,
+    "05": _interact_05,
+}

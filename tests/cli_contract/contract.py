@@ -53,25 +53,50 @@ class Ran:
     max_rss_mb: float
 
 
-def run_cli(argv: Sequence[str], cwd: str, timeout: float = 120.0, env: Optional[dict] = None) -> Ran:
+def run_cli(
+    argv: Sequence[str], cwd: str, timeout: float = 120.0, env: Optional[dict] = None
+) -> Ran:
     """``python -m explorer.cli ARGV``, with its wall time and peak resident memory (see measure.py)."""
     tag = f"{os.getpid()}.{threading.get_ident()}.{time.monotonic_ns()}"
     out_path, err_path, report = (Path(cwd) / f".{name}.{tag}" for name in ("out", "err", "rusage"))
     full_env = {**os.environ, "PYTHONPATH": os.pathsep.join([cwd, str(ROOT)]), **(env or {})}
     start = time.monotonic()
     with open(out_path, "wb") as out, open(err_path, "wb") as err:
-        proc = subprocess.Popen([sys.executable, str(MEASURE), str(report), sys.executable, "-m", "explorer.cli", *argv],
-                                cwd=cwd, env=full_env, stdin=subprocess.DEVNULL, stdout=out, stderr=err,
-                                start_new_session=True)
+        proc = subprocess.Popen(
+            [
+                sys.executable,
+                str(MEASURE),
+                str(report),
+                sys.executable,
+                "-m",
+                "explorer.cli",
+                *argv,
+            ],
+            cwd=cwd,
+            env=full_env,
+            stdin=subprocess.DEVNULL,
+            stdout=out,
+            stderr=err,
+            start_new_session=True,
+        )
         try:
             proc.wait(timeout)
         except subprocess.TimeoutExpired:
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()
     seconds = time.monotonic() - start
-    measured = json.loads(report.read_text()) if report.exists() else {"returncode": -9, "max_rss_mb": float("nan")}
-    ran = Ran(measured["returncode"], out_path.read_text(errors="replace"), err_path.read_text(errors="replace"),
-              seconds, measured["max_rss_mb"])
+    measured = (
+        json.loads(report.read_text())
+        if report.exists()
+        else {"returncode": -9, "max_rss_mb": float("nan")}
+    )
+    ran = Ran(
+        measured["returncode"],
+        out_path.read_text(errors="replace"),
+        err_path.read_text(errors="replace"),
+        seconds,
+        measured["max_rss_mb"],
+    )
     for path in (out_path, err_path, report):
         path.unlink(missing_ok=True)
     return ran
@@ -91,7 +116,7 @@ def assert_bad_input(case: Case, folder: Path) -> Ran:
     assert len(lines[0]) <= 700, f"a {len(lines[0])}-character line: quote a short excerpt"
     assert ran.stdout == "", f"stdout: {ran.stdout[:500]}"
     assert ran.seconds < case.seconds, f"took {ran.seconds:.1f} s (bound {case.seconds} s)"
-    assert ran.max_rss_mb < case.megabytes, f"peak {ran.max_rss_mb:.0f} MB (bound {case.megabytes} MB)"
+    assert ran.max_rss_mb < case.megabytes, (
+        f"peak {ran.max_rss_mb:.0f} MB (bound {case.megabytes} MB)"
+    )
     return ran
-
-

@@ -18,7 +18,9 @@ from .user_code import MODULES
 GOOD_HLO = (HLO_DATA / "order_a.hlo.txt").read_text()
 
 
-def _run_folder(folder: Path, spec: object, rank0: Optional[str] = None, result: Optional[str] = None) -> None:
+def _run_folder(
+    folder: Path, spec: object, rank0: Optional[str] = None, result: Optional[str] = None
+) -> None:
     folder.mkdir()
     if spec is not None:
         (folder / "spec.json").write_text(spec if isinstance(spec, str) else json.dumps(spec))
@@ -48,18 +50,28 @@ def make_bad_folder(d: Path) -> Path:
     (d / "empty_dir").mkdir()
     os.mkfifo(d / "fifo")
     # JSON documents that are not configs
-    for name, text in {"list.json": "[1, 2]", "string.json": '"compile"', "number.json": "3", "null.json": "null",
-                       "notjson.json": "{compile: yes}", "empty.json": "", "nan.json": '{"compile": {"kwargs": NaN}}',
-                       "inf.json": '{"x": Infinity}', "bigint.json": '{"x": ' + "9" * 5000 + "}",
-                       "deep.json": "[" * 100_000 + "]" * 100_000, "deep100.json": "[" * 100 + "]" * 100,
-                       "deep_obj.json": '{"a":' * 50_000 + "1" + "}" * 50_000,
-                       "section_list.json": '{"compile": [1]}', "unknown_key.json": '{"compile": {"enable": true}}',
-                       "backend_num.json": '{"compile": {"backend": 5}}',
-                       "backend_missing.json": '{"compile": {"backend": "no_such_pkg_xyz.fn"}}',
-                       "kwargs_list.json": '{"compile": {"kwargs": [1]}}',
-                       "kwargs_bad.json": '{"compile": {"kwargs": {"fullgraph": true, "bogus": 1}}}',
-                       "enabled_str.json": '{"compile": {"enabled": "yes"}}',
-                       "mode_options.json": '{"compile": {"kwargs": {"mode": "x", "options": {}}}}'}.items():
+    for name, text in {
+        "list.json": "[1, 2]",
+        "string.json": '"compile"',
+        "number.json": "3",
+        "null.json": "null",
+        "notjson.json": "{compile: yes}",
+        "empty.json": "",
+        "nan.json": '{"compile": {"kwargs": NaN}}',
+        "inf.json": '{"x": Infinity}',
+        "bigint.json": '{"x": ' + "9" * 5000 + "}",
+        "deep.json": "[" * 100_000 + "]" * 100_000,
+        "deep100.json": "[" * 100 + "]" * 100,
+        "deep_obj.json": '{"a":' * 50_000 + "1" + "}" * 50_000,
+        "section_list.json": '{"compile": [1]}',
+        "unknown_key.json": '{"compile": {"enable": true}}',
+        "backend_num.json": '{"compile": {"backend": 5}}',
+        "backend_missing.json": '{"compile": {"backend": "no_such_pkg_xyz.fn"}}',
+        "kwargs_list.json": '{"compile": {"kwargs": [1]}}',
+        "kwargs_bad.json": '{"compile": {"kwargs": {"fullgraph": true, "bogus": 1}}}',
+        "enabled_str.json": '{"compile": {"enabled": "yes"}}',
+        "mode_options.json": '{"compile": {"kwargs": {"mode": "x", "options": {}}}}',
+    }.items():
         (d / name).write_text(text)
     (d / "latin1.json").write_bytes('{"compile": {"backend": "caf\u00e9"}}'.encode("latin-1"))
     (d / "bom16.json").write_bytes('{"compile": {}}'.encode("utf-16"))
@@ -81,19 +93,32 @@ def make_bad_folder(d: Path) -> Path:
         "param_negative.hlo": _hlo("  ROOT %p = f32[] parameter(-1)"),
         "param_float.hlo": _hlo("  ROOT %p = f32[] parameter(1.5)"),
         "param_twice.hlo": _hlo("  %p = f32[] parameter(0)\n  ROOT %q = f32[] parameter(0)"),
-        "source_line_digits.hlo": _hlo('  %p = f32[] parameter(0)\n  ROOT %n = f32[] negate(%p), metadata={op_type="aten__neg" '
-                                       'source_file="x.py" source_line=' + "7" * 5000 + "}"),
+        "source_line_digits.hlo": _hlo(
+            '  %p = f32[] parameter(0)\n  ROOT %n = f32[] negate(%p), metadata={op_type="aten__neg" '
+            'source_file="x.py" source_line=' + "7" * 5000 + "}"
+        ),
         "spaces_header.hlo": "HloModule m\n\nENTRY %main" + " " * 60_000 + "x\n",
-        "spaces_header2.hlo": "HloModule m\n\n%c (x: f32[]) " + " " * 60_000 + "-> f32[] x {\n  ROOT %x = f32[] parameter(0)\n}\n",
-        "comments_operands.hlo": _hlo("  %p = f32[] parameter(0)\n  ROOT %a = f32[] add(" + "/* " * 40_000 + "%p, %p)"),
+        "spaces_header2.hlo": "HloModule m\n\n%c (x: f32[]) "
+        + " " * 60_000
+        + "-> f32[] x {\n  ROOT %x = f32[] parameter(0)\n}\n",
+        "comments_operands.hlo": _hlo(
+            "  %p = f32[] parameter(0)\n  ROOT %a = f32[] add(" + "/* " * 40_000 + "%p, %p)"
+        ),
         "parens.hlo": _hlo("  ROOT %a = f32[] add(" + "(" * 100_000 + ")"),
         "long_line.hlo": _hlo("  ROOT %a = f32[] add(%p, " + "%q" * 500_000 + ")"),
-        "spaces_attr.hlo": _hlo("  %p = f32[] parameter(0)\n  ROOT %a = f32[] negate(%p), foo=a" + " " * 60_000 + "{"),
+        "spaces_attr.hlo": _hlo(
+            "  %p = f32[] parameter(0)\n  ROOT %a = f32[] negate(%p), foo=a" + " " * 60_000 + "{"
+        ),
         "missing_operand.hlo": _hlo("  ROOT %a = f32[] negate(%nothere)"),
         "cycle.hlo": _hlo("  %a = f32[] negate(%b)\n  ROOT %b = f32[] negate(%a)"),
-        "two_roots.hlo": _hlo("  %p = f32[] parameter(0)\n  ROOT %a = f32[] negate(%p)\n  ROOT %b = f32[] negate(%p)"),
-        "two_entries.hlo": _hlo("  ROOT %p = f32[] parameter(0)") + "ENTRY %again () -> f32[] {\n  ROOT %c = f32[] constant(1)\n}\n",
-        "unknown_callee.hlo": _hlo("  %p = f32[] parameter(0)\n  ROOT %r = f32[] call(%p), to_apply=%nowhere"),
+        "two_roots.hlo": _hlo(
+            "  %p = f32[] parameter(0)\n  ROOT %a = f32[] negate(%p)\n  ROOT %b = f32[] negate(%p)"
+        ),
+        "two_entries.hlo": _hlo("  ROOT %p = f32[] parameter(0)")
+        + "ENTRY %again () -> f32[] {\n  ROOT %c = f32[] constant(1)\n}\n",
+        "unknown_callee.hlo": _hlo(
+            "  %p = f32[] parameter(0)\n  ROOT %r = f32[] call(%p), to_apply=%nowhere"
+        ),
         "dup_instr.hlo": _hlo("  %p = f32[] parameter(0)\n  ROOT %p = f32[] negate(%p)"),
         "no_equals.hlo": _hlo("  ROOT %p f32[] parameter(0)"),
         "bad_shape.hlo": _hlo("  ROOT %p = f99 parameter(0)"),
@@ -103,7 +128,9 @@ def make_bad_folder(d: Path) -> Path:
     }
     for name, text in hlo.items():
         (d / name).write_text(text)
-    (d / "latin1.hlo").write_bytes(GOOD_HLO.replace("SyncTensorsGraph", "Graph\u00e9").encode("latin-1"))
+    (d / "latin1.hlo").write_bytes(
+        GOOD_HLO.replace("SyncTensorsGraph", "Graph\u00e9").encode("latin-1")
+    )
     (d / "binary.hlo").write_bytes(bytes(range(256)) * 40)
     (d / "corrupt.hlo.gz").write_bytes(gzip.compress(GOOD_HLO.encode())[:12] + b"\xff" * 64)
     (d / "truncated.hlo.gz").write_bytes(gzip.compress(GOOD_HLO.encode())[:-20])
@@ -114,25 +141,38 @@ def make_bad_folder(d: Path) -> Path:
     _run_folder(d / "run_garbage", "}{ not json")
     _run_folder(d / "run_empty", "")
     _run_folder(d / "run_list", [1, 2, 3])
-    _run_folder(d / "run_string", "\"spec\"")
+    _run_folder(d / "run_string", '"spec"')
     _run_folder(d / "run_types", {**spec, "microbatch_size": "four"})
     _run_folder(d / "run_unknown_key", {**spec, "surprise": 1})
     _run_folder(d / "run_no_schedule", {k: v for k, v in spec.items() if k != "schedule"})
-    _run_folder(d / "run_bad_schedule", {**spec, "schedule": {"format": "explorer.schedule/1", "streams": 5}})
+    _run_folder(
+        d / "run_bad_schedule",
+        {**spec, "schedule": {"format": "explorer.schedule/1", "streams": 5}},
+    )
     _run_folder(d / "run_schedule_list", {**spec, "schedule": [1]})
-    _run_folder(d / "run_bad_instr", {**spec, "schedule": {**spec["schedule"], "streams": [[["0F" + "9" * 5000]]]}})
-    _run_folder(d / "run_big_stage", {**spec, "schedule": {**spec["schedule"], "stage_to_rank": [0, 10**30]}})
+    _run_folder(
+        d / "run_bad_instr",
+        {**spec, "schedule": {**spec["schedule"], "streams": [[["0F" + "9" * 5000]]]}},
+    )
+    _run_folder(
+        d / "run_big_stage",
+        {**spec, "schedule": {**spec["schedule"], "stage_to_rank": [0, 10**30]}},
+    )
     _run_folder(d / "run_model_type", {**spec, "model": "mlp"})
     _run_folder(d / "run_nan_timeout", json.dumps(spec)[:-1] + ', "stall_timeout_s": NaN}')
     _run_folder(d / "run_deep", "[" * 100_000 + "]" * 100_000)
     _run_folder(d / "run_latin1", None)
-    (d / "run_latin1" / "spec.json").write_bytes(json.dumps({**spec, "seed": 0}).replace('"gloo"', '"gl\u00f6o"').encode("latin-1"))
+    (d / "run_latin1" / "spec.json").write_bytes(
+        json.dumps({**spec, "seed": 0}).replace('"gloo"', '"gl\u00f6o"').encode("latin-1")
+    )
     _run_folder(d / "run_rank_garbage", spec, rank0="this is not json\n")
     _run_folder(d / "run_rank_list", spec, rank0="[1, 2]\n")
     _run_folder(d / "run_rank_norank", spec, rank0='{"type": "instr"}\n')
     _run_folder(d / "run_rank_badrank", spec, rank0='{"type": "start", "rank": "zero"}\n')
     _run_folder(d / "run_rank_latin1", spec, rank0=None)
-    (d / "run_rank_latin1" / "rank0.jsonl").write_bytes('{"type": "start", "rank": 0, "x": "\u00e9"}\n'.encode("latin-1"))
+    (d / "run_rank_latin1" / "rank0.jsonl").write_bytes(
+        '{"type": "start", "rank": 0, "x": "\u00e9"}\n'.encode("latin-1")
+    )
     _run_folder(d / "run_result_garbage", spec, rank0="", result="not json")
     _run_folder(d / "run_result_list", spec, rank0="", result="[1]")
     _run_folder(d / "run_spec_dir", None)

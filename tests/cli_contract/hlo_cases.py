@@ -30,7 +30,11 @@ BAD_FILES = [
     ("parameter-float", "{d}/param_float.hlo", "non-negative integer"),
     ("parameter-twice", "{d}/param_twice.hlo", "used twice"),
     ("header-60000-spaces", "{d}/spaces_header.hlo", "expected a computation header"),
-    ("header-params-60000-spaces", "{d}/spaces_header2.hlo", "unexpected text after the result shape"),
+    (
+        "header-params-60000-spaces",
+        "{d}/spaces_header2.hlo",
+        "unexpected text after the result shape",
+    ),
     ("operands-40000-comments", "{d}/comments_operands.hlo", "malformed operand"),
     ("operands-100000-parens", "{d}/parens.hlo", "unbalanced parentheses"),
     ("operands-1MB-line", "{d}/long_line.hlo", "malformed operand"),
@@ -51,4 +55,6 @@ BAD_FILES = [
 
 def file_cases(prefix: list[str], suffix: list[str] = ()) -> list[Case]:
     """One case per bad file, the file placed between ``prefix`` and ``suffix``."""
-    return [Case(f"file-{name}", [*prefix, path, *suffix], needle) for name, path, needle in BAD_FILES]
+    return [
+        Case(f"file-{name}", [*prefix, path, *suffix], needle) for name, path, needle in BAD_FILES
+    ]

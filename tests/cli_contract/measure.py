@@ -27,4 +27,6 @@ if pid == 0:
         os._exit(127)
 _, status, usage = os.wait4(pid, 0)
 with open(report, "w") as fh:
-    json.dump({"returncode": os.waitstatus_to_exitcode(status), "max_rss_mb": usage.ru_maxrss / 1024}, fh)
+    json.dump(
+        {"returncode": os.waitstatus_to_exitcode(status), "max_rss_mb": usage.ru_maxrss / 1024}, fh
+    )

@@ -29,8 +29,15 @@ from .test_run_bad_input import RUN_CASES
 from .test_schedule_bad_input import SCHEDULE_CASES
 from .test_xla_run_bad_input import XLA_RUN_CASES
 
-TABLES = {"check": CHECK_CASES, "schedule": SCHEDULE_CASES, "run": RUN_CASES, "xla-run": XLA_RUN_CASES,
-          "hlo-list": HLO_LIST_CASES, "hlo-diff": HLO_DIFF_CASES, "compile-probe": COMPILE_PROBE_CASES}
+TABLES = {
+    "check": CHECK_CASES,
+    "schedule": SCHEDULE_CASES,
+    "run": RUN_CASES,
+    "xla-run": XLA_RUN_CASES,
+    "hlo-list": HLO_LIST_CASES,
+    "hlo-diff": HLO_DIFF_CASES,
+    "compile-probe": COMPILE_PROBE_CASES,
+}
 
 
 def _verdict(command: str, case: Case, folder: Path, env: dict) -> tuple[str, str, Case, list[str]]:
@@ -38,16 +45,29 @@ def _verdict(command: str, case: Case, folder: Path, env: dict) -> tuple[str, st
     ran = run_cli(argv, str(folder), timeout=max(60.0, 4 * case.seconds), env=env)
     lines = ran.stderr.splitlines()
     misses = []
-    one_line = ran.returncode == 2 and len(lines) == 1 and "Traceback" not in ran.stderr and not ran.stdout
+    one_line = (
+        ran.returncode == 2 and len(lines) == 1 and "Traceback" not in ran.stderr and not ran.stdout
+    )
     if not one_line:
-        misses.append(f"exit {ran.returncode}, {len(lines)} stderr line(s), "
-                      f"{'traceback' if 'Traceback' in ran.stderr else 'no traceback'}: {ran.stderr[-200:]!r}")
+        misses.append(
+            f"exit {ran.returncode}, {len(lines)} stderr line(s), "
+            f"{'traceback' if 'Traceback' in ran.stderr else 'no traceback'}: {ran.stderr[-200:]!r}"
+        )
     elif case.needle.lower() not in lines[0].lower():
         misses.append(f"does not name {case.needle!r}: {lines[0][:200]!r}")
     if ran.seconds >= case.seconds or not ran.max_rss_mb < case.megabytes:
-        misses.append(f"{ran.seconds:.1f} s, {ran.max_rss_mb:.0f} MB (bounds {case.seconds} s, {case.megabytes} MB)")
-    kind = "ok" if not misses else "named" if one_line and len(misses) == 1 and "MB" in misses[0] else \
-        "one-line" if one_line else "broken"
+        misses.append(
+            f"{ran.seconds:.1f} s, {ran.max_rss_mb:.0f} MB (bounds {case.seconds} s, {case.megabytes} MB)"
+        )
+    kind = (
+        "ok"
+        if not misses
+        else "named"
+        if one_line and len(misses) == 1 and "MB" in misses[0]
+        else "one-line"
+        if one_line
+        else "broken"
+    )
     return command, kind, case, misses
 
 
@@ -55,9 +75,15 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--slow", action="store_true", help="include the cases marked slow")
     parser.add_argument("--jobs", type=int, default=2)
-    parser.add_argument("--only", action="append", default=[], help="one command's table (repeatable)")
-    parser.add_argument("--as-limit-mb", type=int, default=None,
-                        help="cap each command's address space (sweeping an old version that reads /dev/zero whole)")
+    parser.add_argument(
+        "--only", action="append", default=[], help="one command's table (repeatable)"
+    )
+    parser.add_argument(
+        "--as-limit-mb",
+        type=int,
+        default=None,
+        help="cap each command's address space (sweeping an old version that reads /dev/zero whole)",
+    )
     args = parser.parse_args(argv)
     env = {"PYTHONPATH": os.pathsep.join(p for p in (os.environ.get("PYTHONPATH", ""),) if p)}
     if args.as_limit_mb:
@@ -68,8 +94,13 @@ def main(argv: list[str] | None = None) -> int:
             env["PYTHONPATH"] = os.pathsep.join([env["PYTHONPATH"], str(folder)])
         else:
             env = {}
-        jobs = [(cmd, case) for cmd, cases in TABLES.items() if not args.only or cmd in args.only
-                for case in cases if args.slow or not case.marks]
+        jobs = [
+            (cmd, case)
+            for cmd, cases in TABLES.items()
+            if not args.only or cmd in args.only
+            for case in cases
+            if args.slow or not case.marks
+        ]
         with ThreadPoolExecutor(args.jobs) as pool:
             results = list(pool.map(lambda job: _verdict(job[0], job[1], folder, env), jobs))
     print(f"{'command':14} {'tried':>6} {'exit 2, one line':>17} {'names it':>9} {'in bounds':>10}")

@@ -24,9 +24,13 @@ def cfg(name: str) -> list[str]:
 
 COMPILE_PROBE_CASES = [
     Case("iterations-zero", [*S, "--iterations", "0"], "iterations must be a positive integer"),
-    Case("iterations-negative", [*S, "--iterations", "-5"], "iterations must be a positive integer"),
+    Case(
+        "iterations-negative", [*S, "--iterations", "-5"], "iterations must be a positive integer"
+    ),
     Case("iterations-100000000", [*S, "--iterations", "100000000"], "limit of 10,000"),
-    Case("iterations-beyond-int64", [*S, "--iterations", "99999999999999999999"], "limit of 10,000"),
+    Case(
+        "iterations-beyond-int64", [*S, "--iterations", "99999999999999999999"], "limit of 10,000"
+    ),
     Case("iterations-5000-digits", [*S, "--iterations", BIG], "limit of 10,000"),
     Case("iterations-word", [*S, "--iterations", "many"], "iterations must be a whole number"),
     Case("iterations-float", [*S, "--iterations", "1e3"], "iterations must be a whole number"),
@@ -66,15 +70,27 @@ COMPILE_PROBE_CASES = [
     Case("backend-5000-chars", [*S, "--backend", "b" * 5000 + "-"], "characters"),
     Case("scenario-unknown", ["--scenario", "zigzag"], "invalid choice"),
     Case("scenario-and-step", [*S, "--step", "m:f"], "not allowed with argument"),
-    Case("neither-scenario-nor-step", ["--iterations", "3"], "one of the arguments --scenario --step is required"),
+    Case(
+        "neither-scenario-nor-step",
+        ["--iterations", "3"],
+        "one of the arguments --scenario --step is required",
+    ),
     Case("source-unknown", [*S, "--source", "tea-leaves"], "invalid choice"),
     Case("step-no-colon", ["--step", "train"], "expected MODULE:"),
     Case("step-empty-module", ["--step", ":step"], "expected MODULE:"),
     Case("step-empty-function", ["--step", "train:"], "expected MODULE:"),
     Case("step-bad-function-name", ["--step", "train:1step"], "is not a Python name"),
     Case("step-5000-chars", ["--step", "m" * 5000 + ":step"], "characters"),
-    Case("step-with-backend", ["--step", "not_a_class:step", "--backend", "eager"], "apply to --scenario"),
-    Case("step-with-config", ["--step", "not_a_class:step", "--config", "{d}/list.json"], "apply to --scenario"),
+    Case(
+        "step-with-backend",
+        ["--step", "not_a_class:step", "--backend", "eager"],
+        "apply to --scenario",
+    ),
+    Case(
+        "step-with-config",
+        ["--step", "not_a_class:step", "--config", "{d}/list.json"],
+        "apply to --scenario",
+    ),
     Case("step-missing-file", ["--step", "{d}/no_such_train.py:step"], "does not exist", **TORCH),
     Case("step-missing-module", ["--step", "no_such_module:step"], "cannot import module", **TORCH),
     Case("step-import-raises", ["--step", "import_raises:step"], "broken at import", **TORCH),
@@ -83,15 +99,27 @@ COMPILE_PROBE_CASES = [
     Case("step-import-exit", ["--step", "import_exit:step"], "SystemExit", **TORCH),
     Case("step-not-callable", ["--step", "not_a_class:Sched"], "not a function", **TORCH),
     Case("step-no-argument", ["--step", "step_no_args:step"], "must accept one argument", **TORCH),
-    Case("step-missing-function", ["--step", "not_a_class:nothing"], "has no attribute 'nothing'", **TORCH),
-    Case("config-backend-missing-module", cfg("backend_missing.json"), "cannot import module", **TORCH),
+    Case(
+        "step-missing-function",
+        ["--step", "not_a_class:nothing"],
+        "has no attribute 'nothing'",
+        **TORCH,
+    ),
+    Case(
+        "config-backend-missing-module",
+        cfg("backend_missing.json"),
+        "cannot import module",
+        **TORCH,
+    ),
     Case("unknown-option", [*S, "--iterationz", "3"], "unrecognized arguments"),
 ]
 
 
 @pytest.mark.parametrize("case", [c.param() for c in COMPILE_PROBE_CASES])
 def test_compile_probe_bad_input(case: Case, bad) -> None:
-    assert_bad_input(Case(case.id, ["compile-probe", *case.argv], case.needle, case.seconds, case.megabytes), bad)
+    assert_bad_input(
+        Case(case.id, ["compile-probe", *case.argv], case.needle, case.seconds, case.megabytes), bad
+    )
 
 
 def test_the_table_is_large_enough() -> None:
@@ -99,20 +127,36 @@ def test_the_table_is_large_enough() -> None:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("module, words", [
-    ("step_exit", "exit code 3"),
-    ("step_os_exit", "exit code 3"),
-    ("step_keyboard", "KeyboardInterrupt"),
-    ("step_segfault", "SIGSEGV"),
-    ("step_sleeps", "did not finish within 20 s"),
-])
+@pytest.mark.parametrize(
+    "module, words",
+    [
+        ("step_exit", "exit code 3"),
+        ("step_os_exit", "exit code 3"),
+        ("step_keyboard", "KeyboardInterrupt"),
+        ("step_segfault", "SIGSEGV"),
+        ("step_sleeps", "did not finish within 20 s"),
+    ],
+)
 def test_a_step_that_ends_its_process_is_a_structured_failure(bad, module, words) -> None:
     """The input is valid, the user's code fails: exit 1, one line, and a JSON document that says so."""
-    ran = run_cli(["compile-probe", "--step", f"{module}:step", "--iterations", "3", "--timeout", "20", "--json"],
-                  str(bad))
+    ran = run_cli(
+        [
+            "compile-probe",
+            "--step",
+            f"{module}:step",
+            "--iterations",
+            "3",
+            "--timeout",
+            "20",
+            "--json",
+        ],
+        str(bad),
+    )
     assert ran.returncode == 1, ran.stderr[-2000:]
     lines = ran.stderr.splitlines()
-    assert len(lines) == 1 and words in lines[0] and "Traceback" not in ran.stderr, ran.stderr[-2000:]
+    assert len(lines) == 1 and words in lines[0] and "Traceback" not in ran.stderr, ran.stderr[
+        -2000:
+    ]
     doc = json.loads(ran.stdout)
     assert doc["ok"] is False and words in doc["failure"]["message"]
     assert ran.seconds < 120

@@ -50,12 +50,22 @@ def test_costs_refuse_non_finite_negative_and_huge(value):
 
 
 def test_costs_at_the_limit_keep_a_finite_bubble():
-    report = check(from_deepspeed(NoLoad, 1, 1).replace(), Costs(forward=Costs.MAX, backward=Costs.MAX))
+    report = check(
+        from_deepspeed(NoLoad, 1, 1).replace(), Costs(forward=Costs.MAX, backward=Costs.MAX)
+    )
     assert report.timeline is None or math.isfinite(report.timeline.bubble.makespan)
 
 
-@pytest.mark.parametrize("value, buffers", [(-1, "between 1 and"), ("2", "whole number"), (2.0, "whole number"),
-                                            (float("nan"), "whole number"), (10**30, "between 1 and")])
+@pytest.mark.parametrize(
+    "value, buffers",
+    [
+        (-1, "between 1 and"),
+        ("2", "whole number"),
+        (2.0, "whole number"),
+        (float("nan"), "whole number"),
+        (10**30, "between 1 and"),
+    ],
+)
 def test_num_pipe_buffers_must_be_a_positive_whole_number(value, buffers):
     cls = type("Odd", (NoLoad,), {"num_pipe_buffers": lambda self: value})
     with pytest.raises(InputError, match=buffers):
@@ -80,9 +90,12 @@ def test_excerpt_and_one_line_keep_messages_short():
 
 def test_import_user_module_turns_every_failure_into_one_input_error(tmp_path, monkeypatch):
     monkeypatch.syspath_prepend(str(tmp_path))
-    for name, text, words in [("m_syntax", "def (:\n", "syntax error"), ("m_raise", "1/0\n", "ZeroDivisionError"),
-                              ("m_exit", "raise SystemExit(2)\n", "SystemExit"),
-                              ("m_kbd", "raise KeyboardInterrupt\n", "KeyboardInterrupt")]:
+    for name, text, words in [
+        ("m_syntax", "def (:\n", "syntax error"),
+        ("m_raise", "1/0\n", "ZeroDivisionError"),
+        ("m_exit", "raise SystemExit(2)\n", "SystemExit"),
+        ("m_kbd", "raise KeyboardInterrupt\n", "KeyboardInterrupt"),
+    ]:
         (tmp_path / f"{name}.py").write_text(text)
         with pytest.raises(InputError, match=words):
             import_user_module(name, "--from")
@@ -90,22 +103,50 @@ def test_import_user_module_turns_every_failure_into_one_input_error(tmp_path, m
         import_user_module("", "--from")
 
 
-@pytest.mark.parametrize("doc, words", [
-    ([], "JSON object"), ({"format": "explorer.schedule/1"}, "lacks 'streams'"),
-    ({"format": "explorer.schedule/1", "streams": [[["0F" + "9" * 60]]]}, "longer than 40"),
-    ({"format": "explorer.schedule/1", "streams": [[[5]]]}, "instructions are text"),
-    ({"format": "explorer.schedule/1", "streams": [[["0F0b0"]]], "num_microbatches": 1, "stage_to_rank": [0],
-      "buffers": [10**30]}, "integers 0.."),
-    ({"format": "explorer.schedule/1", "streams": [[["3F0b0"]]], "num_microbatches": 1, "stage_to_rank": [0],
-      "buffers": [1]}, "not on rank 0"),
-])
+@pytest.mark.parametrize(
+    "doc, words",
+    [
+        ([], "JSON object"),
+        ({"format": "explorer.schedule/1"}, "lacks 'streams'"),
+        ({"format": "explorer.schedule/1", "streams": [[["0F" + "9" * 60]]]}, "longer than 40"),
+        ({"format": "explorer.schedule/1", "streams": [[[5]]]}, "instructions are text"),
+        (
+            {
+                "format": "explorer.schedule/1",
+                "streams": [[["0F0b0"]]],
+                "num_microbatches": 1,
+                "stage_to_rank": [0],
+                "buffers": [10**30],
+            },
+            "integers 0..",
+        ),
+        (
+            {
+                "format": "explorer.schedule/1",
+                "streams": [[["3F0b0"]]],
+                "num_microbatches": 1,
+                "stage_to_rank": [0],
+                "buffers": [1],
+            },
+            "not on rank 0",
+        ),
+    ],
+)
 def test_schedule_json_is_checked_field_by_field(doc, words):
     with pytest.raises(InputError, match=words):
         io.from_json(doc)
 
 
-@pytest.mark.parametrize("text, words", [("[" * 100_000, "levels deep"), ("[" * 80 + "]" * 80, "levels deep"),
-                                         ('{"a": NaN}', "NaN"), ('{"a": -Infinity}', "Infinity"), ("{", "not JSON")])
+@pytest.mark.parametrize(
+    "text, words",
+    [
+        ("[" * 100_000, "levels deep"),
+        ("[" * 80 + "]" * 80, "levels deep"),
+        ('{"a": NaN}', "NaN"),
+        ('{"a": -Infinity}', "Infinity"),
+        ("{", "not JSON"),
+    ],
+)
 def test_strict_json(text, words):
     with pytest.raises(InputError, match=words):
         loads_json(text, "x")

@@ -11,19 +11,32 @@ GOOD, TWO = "{d}/good.hlo", "{d}/two.hlo"
 BIG = "9" * 5000
 
 #: Bad files tried as B too (each side is read the same way).
-AS_B = {"file-missing", "file-dev-zero", "file-latin1-bytes", "file-corrupt-gzip", "file-parameter-5000-digits",
-        "file-operands-40000-comments", "file-cycle"}
+AS_B = {
+    "file-missing",
+    "file-dev-zero",
+    "file-latin1-bytes",
+    "file-corrupt-gzip",
+    "file-parameter-5000-digits",
+    "file-operands-40000-comments",
+    "file-cycle",
+}
 
 HLO_DIFF_CASES = [
     *file_cases([], [GOOD]),  # the bad file as A
     *[c for c in file_cases([GOOD]) if c.id in AS_B],  # the bad file as B
     Case("one-file-no-module", [GOOD], "needs two files"),
     Case("three-files", [GOOD, GOOD, GOOD], "needs two files"),
-    Case("three-modules", [TWO, "--module", "0", "--module", "1", "--module", "0"], "needs two files"),
+    Case(
+        "three-modules", [TWO, "--module", "0", "--module", "1", "--module", "0"], "needs two files"
+    ),
     Case("one-file-one-module", [TWO, "--module", "0"], "needs two files"),
     Case("several-modules-no-choice", [TWO, GOOD], "choose one with --module"),
     Case("module-index-out-of-range", [TWO, "--module", "9", "--module", "0"], "out of range"),
-    Case("module-index-beyond-int64", [TWO, "--module", "99999999999999999999", "--module", "0"], "out of range"),
+    Case(
+        "module-index-beyond-int64",
+        [TWO, "--module", "99999999999999999999", "--module", "0"],
+        "out of range",
+    ),
     Case("module-negative-out-of-range", [TWO, "--module", "-3", "--module", "0"], "out of range"),
     Case("module-5000-digits", [TWO, "--module", BIG, "--module", "0"], "characters"),
     Case("module-5000-chars-name", [TWO, "--module", "x" * 5000, "--module", "0"], "characters"),
@@ -42,7 +55,9 @@ HLO_DIFF_CASES = [
 
 @pytest.mark.parametrize("case", [c.param() for c in HLO_DIFF_CASES])
 def test_hlo_diff_bad_input(case: Case, bad) -> None:
-    assert_bad_input(Case(case.id, ["hlo-diff", *case.argv], case.needle, case.seconds, case.megabytes), bad)
+    assert_bad_input(
+        Case(case.id, ["hlo-diff", *case.argv], case.needle, case.seconds, case.megabytes), bad
+    )
 
 
 def test_the_table_is_large_enough() -> None:

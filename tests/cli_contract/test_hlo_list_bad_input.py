@@ -8,7 +8,13 @@ from .contract import Case, assert_bad_input
 from .hlo_cases import file_cases
 
 #: With --json the same refusals hold (the output format changes nothing about reading).
-JSON_TOO = {"file-missing", "file-fifo", "file-corrupt-gzip", "file-parameter-5000-digits", "file-header-60000-spaces"}
+JSON_TOO = {
+    "file-missing",
+    "file-fifo",
+    "file-corrupt-gzip",
+    "file-parameter-5000-digits",
+    "file-header-60000-spaces",
+}
 
 HLO_LIST_CASES = [
     *file_cases([]),
@@ -22,7 +28,9 @@ HLO_LIST_CASES = [
 
 @pytest.mark.parametrize("case", [c.param() for c in HLO_LIST_CASES])
 def test_hlo_list_bad_input(case: Case, bad) -> None:
-    assert_bad_input(Case(case.id, ["hlo-list", *case.argv], case.needle, case.seconds, case.megabytes), bad)
+    assert_bad_input(
+        Case(case.id, ["hlo-list", *case.argv], case.needle, case.seconds, case.megabytes), bad
+    )
 
 
 def test_the_table_is_large_enough() -> None:

@@ -16,7 +16,17 @@ REFUSALS = [
     ["schedule", "--kind", "1f1b", "--stages", "4", "--microbatches", "8", "--costs", "B=inf"],
     ["run", "--kind", "1f1b", "--stages", "2", "--microbatches", "100000"],
     ["run", "--kind", "1f1b", "--stages", "2", "--microbatches", "4", "--stall-timeout", "nan"],
-    ["run", "--kind", "1f1b", "--stages", "2", "--microbatches", "4", "--trace", "/no/such/folder/t.json"],
+    [
+        "run",
+        "--kind",
+        "1f1b",
+        "--stages",
+        "2",
+        "--microbatches",
+        "4",
+        "--trace",
+        "/no/such/folder/t.json",
+    ],
     ["run", "--collect", "/no/such/run"],
     ["xla-run", "--scenario", "steady", "--timeout", "inf"],
     ["xla-run", "--scenario", "steady", "--bucket-mb", "nan"],
@@ -31,9 +41,11 @@ REFUSALS = [
 
 @pytest.mark.parametrize("argv", REFUSALS, ids=lambda a: " ".join(a)[:60])
 def test_a_refusal_imports_no_heavy_package(argv):
-    code = ("import sys, json\nfrom explorer.cli import main\n"
-            f"try:\n    code = main({argv!r})\nexcept SystemExit as exc:\n    code = exc.code\n"
-            f"print(json.dumps([code, sorted(m for m in sys.modules if m.split('.')[0] in {HEAVY!r})]))")
+    code = (
+        "import sys, json\nfrom explorer.cli import main\n"
+        f"try:\n    code = main({argv!r})\nexcept SystemExit as exc:\n    code = exc.code\n"
+        f"print(json.dumps([code, sorted(m for m in sys.modules if m.split('.')[0] in {HEAVY!r})]))"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     code, heavy = json.loads(out.stdout.strip().splitlines()[-1])
     assert code == 2, out.stderr

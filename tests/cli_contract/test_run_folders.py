@@ -35,7 +35,11 @@ def _with_id(doc: dict) -> dict:
 
 
 def _runs_of(folder: Path) -> set:
-    return {json.loads(line).get("run") for p in folder.glob("rank*.jsonl") for line in p.read_text().splitlines()}
+    return {
+        json.loads(line).get("run")
+        for p in folder.glob("rank*.jsonl")
+        for line in p.read_text().splitlines()
+    }
 
 
 def test_a_reused_folder_sets_the_earlier_run_aside(tmp_path):
@@ -50,16 +54,26 @@ def test_a_reused_folder_sets_the_earlier_run_aside(tmp_path):
     assert json.loads((kept / "spec.json").read_text())["run_id"] == first["run_id"]
     assert json.loads((kept / "result.json").read_text())["run"] == first["run_id"]
     collected = run_cli(["run", "--collect", str(folder), "--json"], str(tmp_path))
-    assert collected.returncode == 0 and _with_id(json.loads(collected.stdout))["run_id"] == second["run_id"]
+    assert (
+        collected.returncode == 0
+        and _with_id(json.loads(collected.stdout))["run_id"] == second["run_id"]
+    )
 
 
 def test_two_runs_into_one_folder_at_once_one_is_refused(tmp_path):
     folder = tmp_path / "run"
     folder.mkdir()
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    procs = {kind: subprocess.Popen([sys.executable, "-m", "explorer.cli", *RUN, "--kind", kind, "--out", str(folder)],
-                                    stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
-             for kind in ("1f1b", "gpipe")}
+    procs = {
+        kind: subprocess.Popen(
+            [sys.executable, "-m", "explorer.cli", *RUN, "--kind", kind, "--out", str(folder)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=env,
+        )
+        for kind in ("1f1b", "gpipe")
+    }
     done = {kind: (p.wait(180), *p.communicate()) for kind, p in procs.items()}
     codes = sorted(code for code, _, _ in done.values())
     assert codes == [0, 2], {k: (c, e[-500:]) for k, (c, _, e) in done.items()}
@@ -76,10 +90,25 @@ def test_two_runs_into_one_folder_at_once_one_is_refused(tmp_path):
 def test_lines_of_another_run_are_not_read(tmp_path):
     folder = tmp_path / "run"
     result = _run(folder, "1f1b", tmp_path)
-    with open(folder / "rank0.jsonl", "a") as fh:  # a stray line of another run, e.g. a stale writer
-        fh.write(json.dumps({"type": "failure", "rank": 0, "run": "someone-else", "stage": 0, "step": 0,
-                             "instruction": "ForwardPass(buffer_id=0)", "cause": "error", "message": "not ours",
-                             "time": 0.0}) + "\n")
+    with open(
+        folder / "rank0.jsonl", "a"
+    ) as fh:  # a stray line of another run, e.g. a stale writer
+        fh.write(
+            json.dumps(
+                {
+                    "type": "failure",
+                    "rank": 0,
+                    "run": "someone-else",
+                    "stage": 0,
+                    "step": 0,
+                    "instruction": "ForwardPass(buffer_id=0)",
+                    "cause": "error",
+                    "message": "not ours",
+                    "time": 0.0,
+                }
+            )
+            + "\n"
+        )
     collected = run_cli(["run", "--collect", str(folder), "--json"], str(tmp_path))
     assert collected.returncode == 0, collected.stdout[-500:]
     doc = json.loads(collected.stdout)
@@ -92,7 +121,9 @@ def test_collect_names_the_failure_the_live_run_named(tmp_path):
     from explorer.runtime.pipeline import Fault, RunSpec, run_pipeline
 
     folder = tmp_path / "run"
-    live = run_pipeline(RunSpec.for_schedule(build("1f1b", 2, 4), fault=Fault(rank=1, step=3, how="kill")), folder)
+    live = run_pipeline(
+        RunSpec.for_schedule(build("1f1b", 2, 4), fault=Fault(rank=1, step=3, how="kill")), folder
+    )
     assert not live.ok and "killed" in live.failure["message"]
     collected = run_cli(["run", "--collect", str(folder), "--json"], str(tmp_path))
     assert collected.returncode == 1

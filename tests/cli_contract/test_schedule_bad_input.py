@@ -26,7 +26,9 @@ SCHEDULE_CASES = [
 
 @pytest.mark.parametrize("case", [c.param() for c in SCHEDULE_CASES])
 def test_schedule_bad_input(case: Case, bad) -> None:
-    assert_bad_input(Case(case.id, ["schedule", *case.argv], case.needle, case.seconds, case.megabytes), bad)
+    assert_bad_input(
+        Case(case.id, ["schedule", *case.argv], case.needle, case.seconds, case.megabytes), bad
+    )
 
 
 def test_the_table_is_large_enough() -> None:

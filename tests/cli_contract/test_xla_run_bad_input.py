@@ -34,23 +34,49 @@ XLA_RUN_CASES = [
     Case("width-zero", [*S, "--width", "0"], "width must be a positive integer"),
     Case("width-odd", [*S, "--width", "33"], "must be even"),
     Case("width-2048", [*S, "--width", "2048"], "limit of 1,024"),
-    Case("virtual-devices-zero", [*S, "--fsdp", "v2", "--virtual-devices", "0"], "virtual devices must be a positive"),
-    Case("virtual-devices-huge", [*S, "--fsdp", "v2", "--virtual-devices", "1" + "0" * 20], "limit of 64"),
-    Case("virtual-devices-not-dividing", [*S, "--fsdp", "v2", "--virtual-devices", "3"], "must be divisible"),
+    Case(
+        "virtual-devices-zero",
+        [*S, "--fsdp", "v2", "--virtual-devices", "0"],
+        "virtual devices must be a positive",
+    ),
+    Case(
+        "virtual-devices-huge",
+        [*S, "--fsdp", "v2", "--virtual-devices", "1" + "0" * 20],
+        "limit of 64",
+    ),
+    Case(
+        "virtual-devices-not-dividing",
+        [*S, "--fsdp", "v2", "--virtual-devices", "3"],
+        "must be divisible",
+    ),
     Case("fsdp-unknown", [*S, "--fsdp", "v3"], "invalid choice"),
-    Case("live-report-negative", [*S, "--live-report", "-1"], "live report threshold must be a node count of at least 0"),
+    Case(
+        "live-report-negative",
+        [*S, "--live-report", "-1"],
+        "live report threshold must be a node count of at least 0",
+    ),
     Case("live-report-huge", [*S, "--live-report", "1" + "0" * 30], "limit of 2,147,483,647"),
-    Case("lines-settle-negative", [*S, "--lines-settle", "-2"], "lines settle must be a number of steps of at least 0"),
+    Case(
+        "lines-settle-negative",
+        [*S, "--lines-settle", "-2"],
+        "lines settle must be a number of steps of at least 0",
+    ),
     Case("lines-settle-huge", [*S, "--lines-settle", "100000"], "limit of 500"),
     Case("fsdp-option-no-value", [*S, "--fsdp-option", "novalue"], "expected KEY=VALUE"),
     Case("fsdp-option-empty-key", [*S, "--fsdp-option", "=1"], "expected KEY=VALUE"),
     Case("fsdp-option-bad-key", [*S, "--fsdp-option", "a b=1"], "not a keyword argument name"),
     Case("fsdp-option-nan", [*S, "--fsdp-option", "x=NaN"], "NaN"),
-    Case("fsdp-option-deep", [*S, "--fsdp-option", "x=" + "[" * 30_000 + "]" * 30_000], "recursion"),
+    Case(
+        "fsdp-option-deep", [*S, "--fsdp-option", "x=" + "[" * 30_000 + "]" * 30_000], "recursion"
+    ),
     Case("model-unknown", [*S, "--model", "resnet"], "choose one of encoder"),
     Case("scenario-unknown", ["--scenario", "zigzag"], "invalid choice"),
     Case("scenario-and-step", [*S, "--step", "m:f"], "not allowed with argument"),
-    Case("neither-scenario-nor-step", ["--steps", "3"], "one of the arguments --scenario --step is required"),
+    Case(
+        "neither-scenario-nor-step",
+        ["--steps", "3"],
+        "one of the arguments --scenario --step is required",
+    ),
     Case("step-no-colon", ["--step", "nocolon"], "expected MODULE:"),
     Case("step-empty-module", ["--step", ":step"], "expected MODULE:"),
     Case("step-bad-name", ["--step", "train:-x"], "is not a Python name"),
@@ -60,14 +86,21 @@ XLA_RUN_CASES = [
     Case("out-under-a-file", [*S, "--out", "{d}/a_file/x"], "cannot be created"),
     Case("out-empty", [*S, "--out", ""], "path is empty"),
     Case("unknown-option", [*S, "--stepz", "3"], "unrecognized arguments"),
-    Case("step-missing-module", ["--step", "no_such_module:step", "--steps", "1"], "no_such_module", **XLA),
+    Case(
+        "step-missing-module",
+        ["--step", "no_such_module:step", "--steps", "1"],
+        "no_such_module",
+        **XLA,
+    ),
     Case("step-syntax-error", ["--step", "syntax_error:step", "--steps", "1"], "syntax", **XLA),
 ]
 
 
 @pytest.mark.parametrize("case", [c.param() for c in XLA_RUN_CASES])
 def test_xla_run_bad_input(case: Case, bad) -> None:
-    assert_bad_input(Case(case.id, ["xla-run", *case.argv], case.needle, case.seconds, case.megabytes), bad)
+    assert_bad_input(
+        Case(case.id, ["xla-run", *case.argv], case.needle, case.seconds, case.megabytes), bad
+    )
 
 
 def test_the_table_is_large_enough() -> None:

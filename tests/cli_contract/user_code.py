@@ -7,7 +7,7 @@ schedule classes follow DeepSpeed's shape (constructor ``(micro_batches, stages,
 
 from __future__ import annotations
 
-_INSTRUCTIONS = '''
+_INSTRUCTIONS = """
 class _Cmd:
     def __init__(self, buffer_id=None):
         self.buffer_id = buffer_id
@@ -16,11 +16,11 @@ class ForwardPass(_Cmd): pass
 class BackwardPass(_Cmd): pass
 class OptimizerStep(_Cmd): pass
 class Wobble(_Cmd): pass
-'''
+"""
 
 
 def _schedule(steps_body: str, buffers: str = "1", top: str = "", init: str = "") -> str:
-    return f'''{top}
+    return f"""{top}
 {_INSTRUCTIONS}
 class Sched:
     def __init__(self, micro_batches, stages, stage_id):
@@ -30,12 +30,12 @@ class Sched:
 {steps_body}
     def num_pipe_buffers(self):
         return {buffers}
-'''
+"""
 
 
-_GOOD_STEPS = '''        for _ in range(self.micro_batches):
+_GOOD_STEPS = """        for _ in range(self.micro_batches):
             yield [LoadMicroBatch(0), ForwardPass(0), BackwardPass(0)]
-        yield [OptimizerStep()]'''
+        yield [OptimizerStep()]"""
 
 MODULES: dict[str, str] = {
     "sched_ok": _schedule(_GOOD_STEPS),
@@ -53,11 +53,15 @@ MODULES: dict[str, str] = {
     "sched_nbuf_raises": _schedule(_GOOD_STEPS, buffers="1 // 0"),
     "sched_infinite": _schedule("        while True:\n            yield [ForwardPass(0)]"),
     "sched_infinite_empty": _schedule("        while True:\n            yield []"),
-    "sched_infinite_step": _schedule("        import itertools\n        yield (ForwardPass(0) for _ in itertools.count())"),
+    "sched_infinite_step": _schedule(
+        "        import itertools\n        yield (ForwardPass(0) for _ in itertools.count())"
+    ),
     "sched_exit": _schedule("        import sys\n        sys.exit(3)\n        yield []"),
     "sched_os_exit": _schedule("        import os\n        os._exit(3)\n        yield []"),
     "sched_keyboard": _schedule("        raise KeyboardInterrupt\n        yield []"),
-    "sched_segfault": _schedule("        import ctypes\n        ctypes.string_at(0)\n        yield []"),
+    "sched_segfault": _schedule(
+        "        import ctypes\n        ctypes.string_at(0)\n        yield []"
+    ),
     "sched_sleeps": _schedule("        import time\n        time.sleep(3600)\n        yield []"),
     "sched_raises": _schedule("        raise RuntimeError('bad schedule')\n        yield []"),
     "sched_not_iterable": _schedule("        return 5"),
@@ -66,7 +70,9 @@ MODULES: dict[str, str] = {
     "sched_init_raises": _schedule(_GOOD_STEPS, init="raise ValueError('no such stage')"),
     "sched_prints": _schedule("        print('hello from steps')\n" + _GOOD_STEPS),
     "sched_long_message": _schedule("        raise ValueError('x' * 100000)\n        yield []"),
-    "sched_newlines": _schedule("        raise ValueError('line one\\nline two\\nline three')\n        yield []"),
+    "sched_newlines": _schedule(
+        "        raise ValueError('line one\\nline two\\nline three')\n        yield []"
+    ),
     "import_raises": "raise RuntimeError('broken at import')\n",
     "import_exit": "import sys\nsys.exit(4)\n",
     "import_keyboard": "raise KeyboardInterrupt\n",

@@ -9,8 +9,13 @@ import textwrap
 
 
 def _cli(*args: str, cwd=None) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "explorer.cli", "compile-probe", *args],
-                          capture_output=True, text=True, cwd=cwd, timeout=300)
+    return subprocess.run(
+        [sys.executable, "-m", "explorer.cli", "compile-probe", *args],
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+        timeout=300,
+    )
 
 
 def test_json_document_for_the_period_three_scenario() -> None:
@@ -34,7 +39,10 @@ def test_steady_scenario_exits_zero_and_prints_a_report() -> None:
 def test_bad_input_is_one_line_and_exit_two(tmp_path) -> None:
     bad_backend = _cli("--scenario", "cycling", "--backend", "my_pkg_missing.backend")
     assert bad_backend.returncode == 2
-    assert "cannot import module 'my_pkg_missing'" in bad_backend.stderr and "Traceback" not in bad_backend.stderr
+    assert (
+        "cannot import module 'my_pkg_missing'" in bad_backend.stderr
+        and "Traceback" not in bad_backend.stderr
+    )
     cfg = tmp_path / "ds.json"
     cfg.write_text(json.dumps({"compile": {"enable": True}}))
     bad_key = _cli("--scenario", "cycling", "--config", str(cfg))
@@ -44,15 +52,21 @@ def test_bad_input_is_one_line_and_exit_two(tmp_path) -> None:
 
 
 def test_user_step_from_a_file_and_a_failing_step(tmp_path) -> None:
-    (tmp_path / "train_user.py").write_text(textwrap.dedent('''
+    (tmp_path / "train_user.py").write_text(
+        textwrap.dedent("""
         import torch
         model = torch.compile(torch.nn.Linear(8, 8), backend="aot_eager")
         def step(iteration):
             if iteration == 3:
                 raise ValueError("bad batch")
             model(torch.ones(2, 8)).sum().backward()
-    '''))
+    """)
+    )
     out = _cli("--step", "train_user:step", "--iterations", "5", "--json", cwd=tmp_path)
     assert out.returncode == 1 and "bad batch" in out.stderr
     doc = json.loads(out.stdout)
-    assert doc["ok"] is False and len(doc["iterations"]) == 3 and doc["compiles"][0]["compile_id"] == "0/0"
+    assert (
+        doc["ok"] is False
+        and len(doc["iterations"]) == 3
+        and doc["compiles"][0]["compile_id"] == "0/0"
+    )

@@ -12,7 +12,9 @@ from explorer.runtime.compile.config import default_backend, parse_config, resol
 
 
 def test_accepts_whole_deepspeed_config_or_section() -> None:
-    whole = parse_config({"compile": {"enabled": True, "backend": "aot_eager", "kwargs": {"dynamic": False}}})
+    whole = parse_config(
+        {"compile": {"enabled": True, "backend": "aot_eager", "kwargs": {"dynamic": False}}}
+    )
     section = parse_config({"backend": "aot_eager", "kwargs": {"dynamic": False}})
     assert whole == section
     assert whole.kwargs == {"dynamic": False} and whole.backend_name == "aot_eager"
@@ -46,18 +48,23 @@ def test_registered_and_unknown_backend_names() -> None:
 
 
 def test_dotted_path_backend_is_imported_and_used(tmp_path, monkeypatch) -> None:
-    (tmp_path / "my_backend_mod.py").write_text(textwrap.dedent('''
+    (tmp_path / "my_backend_mod.py").write_text(
+        textwrap.dedent("""
         CALLS = []
         def my_backend(gm, example_inputs):
             CALLS.append(len(gm.graph.nodes))
             return gm.forward
         NOT_CALLABLE = 3
-    '''))
+    """)
+    )
     monkeypatch.syspath_prepend(str(tmp_path))
     import torch
+
     from explorer.runtime.compile.wrapper import compile_model
 
-    model = compile_model(torch.nn.Linear(4, 4), parse_config({"backend": "my_backend_mod.my_backend"}))
+    model = compile_model(
+        torch.nn.Linear(4, 4), parse_config({"backend": "my_backend_mod.my_backend"})
+    )
     torch._dynamo.reset()
     model(torch.ones(2, 4))
     assert sys.modules["my_backend_mod"].CALLS, "the dotted-path backend was never called by Dynamo"
@@ -71,21 +78,25 @@ def test_dotted_path_backend_is_imported_and_used(tmp_path, monkeypatch) -> None
 
 def test_wrapper_reaches_user_methods_and_attributes() -> None:
     import torch
+
     from explorer.runtime.compile.models import ModeNet
     from explorer.runtime.compile.wrapper import compile_model
 
     net = ModeNet()
     model = compile_model(net, parse_config({"backend": "eager"}))
-    assert model.get_model_tflops_per_batch_per_gpu() == net.get_model_tflops_per_batch_per_gpu() > 0
+    assert (
+        model.get_model_tflops_per_batch_per_gpu() == net.get_model_tflops_per_batch_per_gpu() > 0
+    )
     model.mode = 2
     assert net.mode == 2 and model.module is net
     assert model(torch.ones(3, 256)).shape == (3, 256)
     with pytest.raises(AttributeError, match="ModeNet.*'no_such_thing'"):
-        model.no_such_thing
+        _ = model.no_such_thing
 
 
 def test_compiler_fn_and_disabled_compile() -> None:
     import torch
+
     from explorer.runtime.compile.wrapper import compile_model
 
     seen = []

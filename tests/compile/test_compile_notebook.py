@@ -19,8 +19,18 @@ def _kernel_name() -> str:
     from jupyter_client.kernelspec import KernelSpecManager
 
     if "explorer" not in KernelSpecManager().find_kernel_specs():
-        subprocess.run([sys.executable, "-m", "jupyter", "kernelspec", "install", "--sys-prefix",
-                        str(ROOT / "kernels" / "explorer")], capture_output=True)
+        subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "jupyter",
+                "kernelspec",
+                "install",
+                "--sys-prefix",
+                str(ROOT / "kernels" / "explorer"),
+            ],
+            capture_output=True,
+        )
     return "explorer" if "explorer" in KernelSpecManager().find_kernel_specs() else "python3"
 
 
@@ -30,7 +40,9 @@ def test_notebook_is_thin_and_committed_without_outputs() -> None:
     nb = nbformat.read(NOTEBOOK, as_version=4)
     assert nb.metadata["kernelspec"]["name"] == "explorer"
     text = "\n".join(c.source for c in nb.cells)
-    assert "reference/seeds" not in text, "cite the public thread, not a folder the repository lacks"
+    assert "reference/seeds" not in text, (
+        "cite the public thread, not a folder the repository lacks"
+    )
     assert "https://github.com/deepspeedai/DeepSpeed/pull/4878" in text
     for cell in nb.cells:
         if cell.cell_type == "code":
@@ -44,14 +56,36 @@ def test_notebook_executes_and_diagnoses_period_three(tmp_path) -> None:
     from nbclient import NotebookClient
 
     nb = nbformat.read(NOTEBOOK, as_version=4)
-    NotebookClient(nb, kernel_name=_kernel_name(), timeout=300, resources={"metadata": {"path": str(tmp_path)}},
-                   store_widget_state=False).execute()
-    text = "\n".join(str(o.get("data", {}).get("text/plain", "")) + o.get("text", "")
-                     for c in nb.cells if c.cell_type == "code" for o in c.outputs)
+    NotebookClient(
+        nb,
+        kernel_name=_kernel_name(),
+        timeout=300,
+        resources={"metadata": {"path": str(tmp_path)}},
+        store_widget_state=False,
+    ).execute()
+    text = "\n".join(
+        str(o.get("data", {}).get("text/plain", "")) + o.get("text", "")
+        for c in nb.cells
+        if c.cell_type == "code"
+        for o in c.outputs
+    )
     assert "Cycling among 3 cached variants every 3 iterations" in text
     assert "True recompiles every 3 iterations" in text and "Eager fallback" in text
-    assert "guards that failed before 0/3" in text and "size mismatch" in text, "the trace folder section ran"
-    kinds = {k for c in nb.cells if c.cell_type == "code" for o in c.outputs for k in o.get("data", {})}
-    assert "application/vnd.plotly.v1+json" in kinds and "application/vnd.jupyter.widget-view+json" in kinds
-    stderr = [o.text for c in nb.cells if c.cell_type == "code" for o in c.outputs if o.get("name") == "stderr"]
+    assert "guards that failed before 0/3" in text and "size mismatch" in text, (
+        "the trace folder section ran"
+    )
+    kinds = {
+        k for c in nb.cells if c.cell_type == "code" for o in c.outputs for k in o.get("data", {})
+    }
+    assert (
+        "application/vnd.plotly.v1+json" in kinds
+        and "application/vnd.jupyter.widget-view+json" in kinds
+    )
+    stderr = [
+        o.text
+        for c in nb.cells
+        if c.cell_type == "code"
+        for o in c.outputs
+        if o.get("name") == "stderr"
+    ]
     assert stderr == [], f"a teaching notebook prints no warnings: {stderr}"

@@ -7,9 +7,9 @@ import random
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from explorer.runtime.compile.diagnosis import diagnose, steady_iterations
-from explorer.runtime.compile.period import label_period, time_period
-from explorer.runtime.compile.records import CompileEvent, Iteration, ProbeResult
+from explorer.analysis.compile.diagnosis import diagnose, steady_iterations
+from explorer.analysis.compile.period import label_period, time_period
+from explorer.traces.compile.records import CompileEvent, Iteration, ProbeResult
 
 
 @given(k=st.integers(2, 6), cycles=st.integers(2, 6), offset=st.integers(0, 5))
@@ -46,13 +46,21 @@ def test_seed_throughput_is_period_three() -> None:
 
 
 def _its(ms, variants, compiled=(), fallback=()):
-    return [Iteration(i, m, i in compiled, (v,) if v else (), i in fallback) for i, (m, v) in enumerate(zip(ms, variants))]
+    return [
+        Iteration(i, m, i in compiled, (v,) if v else (), i in fallback)
+        for i, (m, v) in enumerate(zip(ms, variants))
+    ]
 
 
 def test_diagnose_cycling_names_the_variants() -> None:
     variants = [f"0/{i % 3}" for i in range(18)]
     ms = [500.0, 400.0, 400.0] + [1.0 if i % 3 != 2 else 2.0 for i in range(3, 18)]
-    compiles = [CompileEvent(f"0/{i}", i, "forward", None if i == 0 else f"0/{i-1}: L['s'].mode == {i-1}") for i in range(3)]
+    compiles = [
+        CompileEvent(
+            f"0/{i}", i, "forward", None if i == 0 else f"0/{i - 1}: L['s'].mode == {i - 1}"
+        )
+        for i in range(3)
+    ]
     d = diagnose(ProbeResult(_its(ms, variants, compiled={0, 1, 2}), compiles=compiles))
     assert (d.cause, d.period) == ("cycling", 3)
     assert "0/0 -> 0/1 -> 0/2" in d.sentence and "0/2 is the slowest" in d.sentence
@@ -62,8 +70,12 @@ def test_diagnose_recompiles_every_k() -> None:
     points = [0, 4, 8, 12]
     ms = [300.0 if i in points else 1.0 for i in range(15)]
     variants = [f"0/{i // 4}" for i in range(15)]
-    compiles = [CompileEvent(f"0/{n}", p, "forward", None if n == 0 else "0/0: tensor 'x' size mismatch at index 1")
-                for n, p in enumerate(points)]
+    compiles = [
+        CompileEvent(
+            f"0/{n}", p, "forward", None if n == 0 else "0/0: tensor 'x' size mismatch at index 1"
+        )
+        for n, p in enumerate(points)
+    ]
     d = diagnose(ProbeResult(_its(ms, variants, compiled=set(points)), compiles=compiles))
     assert (d.cause, d.period) == ("recompiles", 4)
     assert "dynamic" in d.sentence
@@ -72,22 +84,40 @@ def test_diagnose_recompiles_every_k() -> None:
 def test_diagnose_eager_fallback_after_limit() -> None:
     variants = ["0/0", "0/1", "eager"] * 6
     fell = {i for i in range(18) if i % 3 == 2}
-    compiles = [CompileEvent("0/0", 0, "forward"), CompileEvent("0/1", 1, "forward", "0/0: L['s'].mode == 0"),
-                CompileEvent("0/2", 2, None, "0/1: L['s'].mode == 1", "RecompileLimitExceeded")]
-    d = diagnose(ProbeResult(_its([1.0] * 18, variants, compiled={0, 1}, fallback=fell), compiles=compiles, recompile_limit=2))
+    compiles = [
+        CompileEvent("0/0", 0, "forward"),
+        CompileEvent("0/1", 1, "forward", "0/0: L['s'].mode == 0"),
+        CompileEvent("0/2", 2, None, "0/1: L['s'].mode == 1", "RecompileLimitExceeded"),
+    ]
+    d = diagnose(
+        ProbeResult(
+            _its([1.0] * 18, variants, compiled={0, 1}, fallback=fell),
+            compiles=compiles,
+            recompile_limit=2,
+        )
+    )
     assert (d.cause, d.period) == ("eager-fallback", 3)
     assert "'forward' hit config.recompile_limit (2) at iteration 2" in d.sentence
 
 
 def test_diagnose_unrelated_periodic_work() -> None:
     ms = [200.0] + [5.0 if i % 3 == 2 else 1.0 for i in range(1, 24)]
-    d = diagnose(ProbeResult(_its(ms, ["0/0"] * 24, compiled={0}), compiles=[CompileEvent("0/0", 0, "forward")]))
+    d = diagnose(
+        ProbeResult(
+            _its(ms, ["0/0"] * 24, compiled={0}), compiles=[CompileEvent("0/0", 0, "forward")]
+        )
+    )
     assert (d.cause, d.period) == ("unrelated", 3)
     assert "iteration % 3 == 2" in d.sentence
 
 
 def test_diagnose_steady_when_nothing_repeats() -> None:
-    d = diagnose(ProbeResult(_its([200.0] + [1.0] * 11, ["0/0"] * 12, compiled={0}), compiles=[CompileEvent("0/0", 0, "f")]))
+    d = diagnose(
+        ProbeResult(
+            _its([200.0] + [1.0] * 11, ["0/0"] * 12, compiled={0}),
+            compiles=[CompileEvent("0/0", 0, "f")],
+        )
+    )
     assert d.cause == "steady" and d.period is None
 
 

@@ -36,7 +36,7 @@ def _user_module(tmp_path, body: str) -> str:
     return str(path)
 
 
-CYCLING_USER = '''
+CYCLING_USER = """
     import torch
     class Net(torch.nn.Module):
         def __init__(self):
@@ -53,7 +53,7 @@ CYCLING_USER = '''
         model(x).sum().backward()
         if iteration == 7:
             raise RuntimeError("loss is nan")
-'''
+"""
 
 
 def test_user_step_variants_come_from_dynamos_cache_and_errors_are_kept(tmp_path) -> None:

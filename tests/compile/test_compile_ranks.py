@@ -15,38 +15,63 @@ from pathlib import Path
 
 import pytest
 
-from explorer.runtime.compile.ranks import merge_ranks
-from explorer.runtime.compile.records import CompileEvent, Iteration, ProbeResult
+from explorer.traces.compile.ranks import merge_ranks
+from explorer.traces.compile.records import CompileEvent, Iteration, ProbeResult
 from tests.cli_contract.contract import Case, assert_bad_input
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
 def _rank(ms: list[float], compiles: list[CompileEvent]) -> ProbeResult:
-    its = [Iteration(i, m, any(c.iteration == i for c in compiles), (f"0/{sum(c.iteration <= i for c in compiles) - 1}",))
-           for i, m in enumerate(ms)]
+    its = [
+        Iteration(
+            i,
+            m,
+            any(c.iteration == i for c in compiles),
+            (f"0/{sum(c.iteration <= i for c in compiles) - 1}",),
+        )
+        for i, m in enumerate(ms)
+    ]
     return ProbeResult(its, compiles=compiles)
 
 
 def test_merge_takes_the_slowest_rank_and_says_who_compiled_what() -> None:
     base = [CompileEvent("0/0", 0, "forward")]
-    late = CompileEvent("0/1", 3, "forward", "0/0: tensor 'x' size mismatch at index 0. expected 4, actual 6")
-    per_rank = {0: _rank([900, 1, 1, 1, 1], base), 1: _rank([800, 1, 1, 400, 2], base + [late]),
-                2: _rank([950, 1, 1, 1, 1], base), 3: _rank([700, 1, 1, 1, 1], base)}
+    late = CompileEvent(
+        "0/1", 3, "forward", "0/0: tensor 'x' size mismatch at index 0. expected 4, actual 6"
+    )
+    per_rank = {
+        0: _rank([900, 1, 1, 1, 1], base),
+        1: _rank([800, 1, 1, 400, 2], base + [late]),
+        2: _rank([950, 1, 1, 1, 1], base),
+        3: _rank([700, 1, 1, 1, 1], base),
+    }
     merged = merge_ranks(per_rank, "job")
     assert [it.ms for it in merged.iterations] == [950, 1, 1, 400, 2]
     assert [it.compiled for it in merged.iterations] == [True, False, False, True, False]
     assert merged.iterations[3].variants == ("0/0", "0/1")
-    assert [(c.compile_id, c.ranks) for c in merged.compiles] == [("0/0", (0, 1, 2, 3)), ("0/1", (1,))]
+    assert [(c.compile_id, c.ranks) for c in merged.compiles] == [
+        ("0/0", (0, 1, 2, 3)),
+        ("0/1", (1,)),
+    ]
     assert merged.divergence[0] == "rank 1 compiled 0/1 at iteration 3; ranks 0, 2, 3 did not"
-    assert "Ranks differ: rank 1 compiled 0/1 at iteration 3; ranks 0, 2, 3 did not" in merged.diagnosis.sentence
+    assert (
+        "Ranks differ: rank 1 compiled 0/1 at iteration 3; ranks 0, 2, 3 did not"
+        in merged.diagnosis.sentence
+    )
     doc = merged.to_json()
     assert [r["rank"] for r in doc["ranks"]] == [0, 1, 2, 3] and doc["compiles"][1]["ranks"] == [1]
 
 
 def _cli(*args: str, cwd: Path = ROOT, timeout: float = 900) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "explorer.cli", "compile-probe", *args], capture_output=True,
-                          text=True, cwd=cwd, timeout=timeout, env={"PYTHONPATH": str(ROOT), **_base_env()})
+    return subprocess.run(
+        [sys.executable, "-m", "explorer.cli", "compile-probe", *args],
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+        timeout=timeout,
+        env={"PYTHONPATH": str(ROOT), **_base_env()},
+    )
 
 
 def _base_env() -> dict[str, str]:
@@ -55,69 +80,134 @@ def _base_env() -> dict[str, str]:
     return {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
 
 
-@pytest.mark.parametrize("case", [c.param() for c in (
-    Case("nproc-zero", ["compile-probe", "--scenario", "cycling", "--nproc", "0"], "nproc must be a positive integer"),
-    Case("nproc-65", ["compile-probe", "--scenario", "cycling", "--nproc", "65"], "limit of 64"),
-    Case("nproc-word", ["compile-probe", "--scenario", "cycling", "--nproc", "two"], "nproc must be a whole number"),
-)])
+@pytest.mark.parametrize(
+    "case",
+    [
+        c.param()
+        for c in (
+            Case(
+                "nproc-zero",
+                ["compile-probe", "--scenario", "cycling", "--nproc", "0"],
+                "nproc must be a positive integer",
+            ),
+            Case(
+                "nproc-65",
+                ["compile-probe", "--scenario", "cycling", "--nproc", "65"],
+                "limit of 64",
+            ),
+            Case(
+                "nproc-word",
+                ["compile-probe", "--scenario", "cycling", "--nproc", "two"],
+                "nproc must be a whole number",
+            ),
+        )
+    ],
+)
 def test_bad_nproc_is_one_line(case: Case, tmp_path: Path) -> None:
     assert_bad_input(case, tmp_path)
 
 
 @pytest.mark.slow
 def test_two_ranks_of_a_preset_merge_into_one_report() -> None:
-    out = _cli("--scenario", "cycling", "--iterations", "9", "--backend", "aot_eager", "--nproc", "2", "--json")
+    out = _cli(
+        "--scenario",
+        "cycling",
+        "--iterations",
+        "9",
+        "--backend",
+        "aot_eager",
+        "--nproc",
+        "2",
+        "--json",
+    )
     assert out.returncode == 1, out.stderr[-2000:]
     doc = json.loads(out.stdout)
-    assert doc["kind"] == "compile" and (doc["period"], doc["cause"]) == (3, "cycling"), doc["diagnosis"]
-    assert [r["rank"] for r in doc["ranks"]] == [0, 1] and all(r["cause"] == "cycling" for r in doc["ranks"])
-    assert [(c["compile_id"], c["ranks"]) for c in doc["compiles"]] == [("0/0", [0, 1]), ("0/1", [0, 1]), ("0/2", [0, 1])]
+    assert doc["kind"] == "compile" and (doc["period"], doc["cause"]) == (3, "cycling"), doc[
+        "diagnosis"
+    ]
+    assert [r["rank"] for r in doc["ranks"]] == [0, 1] and all(
+        r["cause"] == "cycling" for r in doc["ranks"]
+    )
+    assert [(c["compile_id"], c["ranks"]) for c in doc["compiles"]] == [
+        ("0/0", [0, 1]),
+        ("0/1", [0, 1]),
+        ("0/2", [0, 1]),
+    ]
     assert doc["divergence"] == []
 
 
 @pytest.mark.slow
 def test_a_users_step_on_two_ranks_names_the_rank_that_recompiled(tmp_path: Path) -> None:
-    (tmp_path / "ranked_step.py").write_text(textwrap.dedent('''
+    (tmp_path / "ranked_step.py").write_text(
+        textwrap.dedent("""
         import torch, torch.distributed as dist
         model = torch.compile(torch.nn.Linear(8, 8), backend="aot_eager")
         def step(iteration):
             rows = 6 if dist.get_rank() == 1 and iteration >= 4 else 4
             model(torch.ones(rows, 8)).sum().backward()
-    '''))
-    out = _cli("--step", "ranked_step:step", "--iterations", "8", "--nproc", "2", "--json", cwd=tmp_path)
+    """)
+    )
+    out = _cli(
+        "--step", "ranked_step:step", "--iterations", "8", "--nproc", "2", "--json", cwd=tmp_path
+    )
     doc = json.loads(out.stdout)
     assert [r["rank"] for r in doc["ranks"]] == [0, 1], out.stderr[-2000:]
-    assert "rank 1 compiled 0/1 at iteration 4; rank 0 did not" in doc["divergence"], doc["divergence"]
+    assert "rank 1 compiled 0/1 at iteration 4; rank 0 did not" in doc["divergence"], doc[
+        "divergence"
+    ]
     bad = _cli("--step", "no_such_module:step", "--nproc", "2", cwd=tmp_path)
-    assert bad.returncode == 2 and len(bad.stderr.splitlines()) == 1 and "no_such_module" in bad.stderr
+    assert (
+        bad.returncode == 2 and len(bad.stderr.splitlines()) == 1 and "no_such_module" in bad.stderr
+    )
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(importlib.util.find_spec("deepspeed") is None, reason="deepspeed is not installed")
+@pytest.mark.skipif(
+    importlib.util.find_spec("deepspeed") is None, reason="deepspeed is not installed"
+)
 def test_deepspeed_zero1_against_zero3_at_world_size_two() -> None:
     """ZeRO-3's hooks gather and release parameters around every module: many more frames, graph breaks, the limit."""
     docs = {}
     for preset in ("deepspeed", "deepspeed-zero3"):
-        out = _cli("--scenario", preset, "--iterations", "9", "--backend", "aot_eager", "--nproc", "2", "--json")
+        out = _cli(
+            "--scenario",
+            preset,
+            "--iterations",
+            "9",
+            "--backend",
+            "aot_eager",
+            "--nproc",
+            "2",
+            "--json",
+        )
         docs[preset] = doc = json.loads(out.stdout)
         assert doc["ok"], (doc["error"], out.stderr[-2000:])
         assert [r["rank"] for r in doc["ranks"]] == [0, 1]
     one, three = docs["deepspeed"], docs["deepspeed-zero3"]
     assert (one["cause"], one["period"]) == ("cycling", 3), one["diagnosis"]
-    frames = {name: {c["compile_id"].split("/")[0] for c in d["compiles"]} for name, d in docs.items()}
+    frames = {
+        name: {c["compile_id"].split("/")[0] for c in d["compiles"]} for name, d in docs.items()
+    }
     assert len(frames["deepspeed-zero3"]) > 2 * len(frames["deepspeed"]), frames
     limit = [c for c in three["compiles"] if c["failed"] == "RecompileLimitExceeded"]
     assert limit and all(c["ranks"] == [0, 1] for c in limit)
-    hooks = [c for c in three["compiles"] if c["function"] == "apply_to_tensors_only" and c["reason"]]
-    assert hooks and any("deallocated" in c["reason"] for c in hooks), "ZeRO-3's hook closures are freed, so their guards fail"
+    hooks = [
+        c for c in three["compiles"] if c["function"] == "apply_to_tensors_only" and c["reason"]
+    ]
+    assert hooks and any("deallocated" in c["reason"] for c in hooks), (
+        "ZeRO-3's hook closures are freed, so their guards fail"
+    )
     assert three["cause"] == "eager-fallback", three["diagnosis"]
-    assert any("disable" in g["reason"] or "skip" in g["reason"].lower() for g in three["graph_breaks"])
+    assert any(
+        "disable" in g["reason"] or "skip" in g["reason"].lower() for g in three["graph_breaks"]
+    )
 
 
 @pytest.mark.slow
 def test_the_probe_as_one_rank_of_a_users_torchrun_job(tmp_path: Path) -> None:
     """The user's own job, started by the real torchrun: every rank calls probe_rank, rank 0 gets the merge."""
-    (tmp_path / "train.py").write_text(textwrap.dedent('''
+    (tmp_path / "train.py").write_text(
+        textwrap.dedent("""
         import json, torch, torch.distributed as dist
         from explorer.runtime.compile.distributed import probe_rank
         dist.init_process_group("gloo")
@@ -129,11 +219,19 @@ def test_the_probe_as_one_rank_of_a_users_torchrun_job(tmp_path: Path) -> None:
         if dist.get_rank() == 0:
             print("RESULT " + json.dumps(result.to_json()))
         dist.destroy_process_group()
-    '''))
-    out = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2", "train.py"],
-                         cwd=tmp_path, capture_output=True, text=True, timeout=900,
-                         env={"PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1", **_base_env()})
+    """)
+    )
+    out = subprocess.run(
+        [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2", "train.py"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=900,
+        env={"PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1", **_base_env()},
+    )
     assert out.returncode == 0, out.stderr[-2000:]
-    doc = json.loads(next(ln for ln in out.stdout.splitlines() if ln.startswith("RESULT "))[len("RESULT "):])
+    doc = json.loads(
+        next(ln for ln in out.stdout.splitlines() if ln.startswith("RESULT "))[len("RESULT ") :]
+    )
     assert [r["rank"] for r in doc["ranks"]] == [0, 1] and doc["label"] == "train"
     assert "rank 1 compiled 0/1 at iteration 3; rank 0 did not" in doc["divergence"]

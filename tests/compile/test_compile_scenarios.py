@@ -11,7 +11,7 @@ import importlib.util
 import pytest
 
 from explorer.runtime.compile import default_backend, run_scenario
-from explorer.runtime.compile.records import EAGER
+from explorer.traces.compile.records import EAGER
 
 pytestmark = pytest.mark.slow
 
@@ -38,7 +38,9 @@ def test_cycling_is_period_three_cycling_not_recompiles(results) -> None:
     assert [it.variant for it in r.iterations] == [f"0/{i % 3}" for i in range(len(r.iterations))]
     assert not any(it.compiled for it in r.iterations[3:])
     guards = {v.compile_id: v.only_here for v in r.guards}
-    assert any("mode == 2" in g for g in guards["0/2"]) and not any("mode == 2" in g for g in guards["0/0"])
+    assert any("mode == 2" in g for g in guards["0/2"]) and not any(
+        "mode == 2" in g for g in guards["0/0"]
+    )
 
 
 def test_shapes_recompiles_every_three_on_the_size_guard(results) -> None:
@@ -92,7 +94,9 @@ def test_probe_leaves_dynamo_config_as_it_found_it(results) -> None:
     assert torch._dynamo.config.recompile_limit == before
 
 
-@pytest.mark.skipif(importlib.util.find_spec("deepspeed") is None, reason="deepspeed is not installed")
+@pytest.mark.skipif(
+    importlib.util.find_spec("deepspeed") is None, reason="deepspeed is not installed"
+)
 def test_deepspeed_engine_compile_cycles_with_period_three() -> None:
     r = run_scenario("deepspeed", backend="aot_eager")
     assert r.error is None, r.traceback

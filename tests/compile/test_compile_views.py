@@ -12,7 +12,7 @@ import logging
 
 import pytest
 
-from explorer.runtime.compile.records import CompileEvent, Iteration, ProbeResult
+from explorer.traces.compile.records import CompileEvent, Iteration, ProbeResult
 from explorer.views import compile as views
 from explorer.widgets.compile_explorer import probe_scenario
 
@@ -38,8 +38,11 @@ def empty_columns(table: dict) -> list[str]:
     headers = table["header"]["values"]
     columns = table["cells"]["values"]
     out = [f"column {i} has an empty header" for i, h in enumerate(headers) if not str(h).strip()]
-    out += [f"column {i} ({headers[i]!r}) has no text" for i, col in enumerate(columns)
-            if not any(str(v).strip() for v in col)]
+    out += [
+        f"column {i} ({headers[i]!r}) has no text"
+        for i, col in enumerate(columns)
+        if not any(str(v).strip() for v in col)
+    ]
     if len(columns) != len(headers):
         out.append(f"{len(headers)} headers for {len(columns)} columns")
     return out
@@ -53,7 +56,13 @@ def sent(live) -> dict:
 def test_iteration_figure_colours_by_variant_and_marks_compiles(limit_result) -> None:
     fig = views.iteration_figure(limit_result).to_dict()
     bars = {t["name"]: t for t in fig["data"] if t["type"] == "bar"}
-    assert set(bars) == {"variant 0/0", "variant 0/1", "variant 0/2", "variant 0/3", "ran eagerly (no variant matched)"}
+    assert set(bars) == {
+        "variant 0/0",
+        "variant 0/1",
+        "variant 0/2",
+        "variant 0/3",
+        "ran eagerly (no variant matched)",
+    }
     assert sorted(x for t in bars.values() for x in t["x"]) == list(range(18))
     assert list(bars["ran eagerly (no variant matched)"]["x"]) == [4, 5, 10, 11, 16, 17]
     marks = next(t for t in fig["data"] if t["name"].startswith("compile"))
@@ -93,7 +102,9 @@ def test_tables_with_nothing_to_list_still_fill_every_column() -> None:
     bare = ProbeResult(iterations=[Iteration(0, 1.0, False)], label="eager")
     for fig in (views.compile_table(bare), views.guards_table(bare)):
         assert empty_columns(fig.to_dict()["data"][0]) == []
-    one = ProbeResult(iterations=[Iteration(0, 9.0, True, ("0/0",))], compiles=[CompileEvent("0/0", 0, "forward")])
+    one = ProbeResult(
+        iterations=[Iteration(0, 9.0, True, ("0/0",))], compiles=[CompileEvent("0/0", 0, "forward")]
+    )
     assert empty_columns(views.compile_table(one).to_dict()["data"][0]) == []
 
 
@@ -107,7 +118,9 @@ def test_torch_warnings_are_said_in_the_explorers_words() -> None:
     assert limit.startswith("Dynamo hit its recompile_limit (4) on 'forward'") and "\n" not in limit
     cuda = views.explain_torch_message("No CUDA runtime is found, using CUDA_HOME='/usr/local'")
     assert "CUDA_HOME=/usr/local" in cuda and "CPU" in cuda
-    other = views.explain_torch_message("W1124 09:51:15.891000 1955 torch/x.py:1] [0/0] something odd\nmore")
+    other = views.explain_torch_message(
+        "W1124 09:51:15.891000 1955 torch/x.py:1] [0/0] something odd\nmore"
+    )
     assert other == "torch warned: something odd"
     assert views.notes_html([]) == ""
     assert views.notes_html([LIMIT_BLOCK, LIMIT_BLOCK]).count("<li>") == 1
@@ -185,5 +198,7 @@ def test_callback_errors_are_said_in_the_status_line(limit_result, monkeypatch) 
     monkeypatch.setattr(compile_explorer, "PRESETS", {})
     app.scenario.value = "cycling"
     assert "while choosing a scenario: KeyError" in app.status.value
-    app.time_fig.widget._message(None, {"type": "error", "where": "drawing the figure", "message": "bad trace"}, [])
+    app.time_fig.widget._message(
+        None, {"type": "error", "where": "drawing the figure", "message": "bad trace"}, []
+    )
     assert "bad trace" in app.status.value

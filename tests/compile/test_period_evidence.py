@@ -16,7 +16,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from explorer.runtime.compile.period import find_time_period
+from explorer.analysis.compile.period import find_time_period
 
 #: Most false periods tolerated per noise-only series (measured: about 0.1 %).
 FALSE_PERIOD_RATE = 0.01
@@ -68,7 +68,9 @@ def test_false_periods_stay_rare_over_long_series() -> None:
 
 @settings(deadline=None, max_examples=80)
 @given(seed=st.integers(0, 10**6), first=st.integers(0, 3), effect=st.floats(3.0, 200.0))
-def test_a_huge_effect_seen_three_times_is_a_tentative_period(seed: int, first: int, effect: float) -> None:
+def test_a_huge_effect_seen_three_times_is_a_tentative_period(
+    seed: int, first: int, effect: float
+) -> None:
     """16 iterations, warm-up left out: phases of period 4 are seen 3 or 4 times."""
     rng = random.Random(seed)
     idx = list(range(2 + first % 2, 16))
@@ -82,9 +84,16 @@ def test_a_huge_effect_seen_three_times_is_a_tentative_period(seed: int, first: 
 def test_a_two_percent_dip_needs_more_cycles() -> None:
     rng = random.Random(3)
     thin = list(range(2, 16))
-    assert find_time_period(thin, [(1.02 if i % 4 == 3 else 1.0) * (1 + rng.gauss(0, 0.003)) for i in thin]) is None
+    assert (
+        find_time_period(
+            thin, [(1.02 if i % 4 == 3 else 1.0) * (1 + rng.gauss(0, 0.003)) for i in thin]
+        )
+        is None
+    )
     many = list(range(2, 50))
-    found = find_time_period(many, [(1.02 if i % 4 == 3 else 1.0) * (1 + rng.gauss(0, 0.003)) for i in many])
+    found = find_time_period(
+        many, [(1.02 if i % 4 == 3 else 1.0) * (1 + rng.gauss(0, 0.003)) for i in many]
+    )
     assert found is not None and (found.period, found.confirmed) == (4, True)
     assert found.describe().startswith("period 4, confirmed over 12 cycles")
 
@@ -107,11 +116,18 @@ def test_the_probe_finds_a_thin_period_four_in_a_real_sixteen_iteration_loop() -
 
     result = run_step(step, 16, label="sleepy")
     d = result.diagnosis
-    assert (d.cause, d.period, d.confidence, d.cycles) == ("unrelated", 4, "tentative", 3), d.sentence
+    assert (d.cause, d.period, d.confidence, d.cycles) == ("unrelated", 4, "tentative", 3), (
+        d.sentence
+    )
     assert "iteration % 4 == 3" in d.sentence
     assert "period 4, seen over 3 cycles; run more iterations to confirm" in d.sentence
     doc = result.to_json()
-    assert (doc["period"], doc["confidence"], doc["cycles"], doc["kind"]) == (4, "tentative", 3, "compile")
+    assert (doc["period"], doc["confidence"], doc["cycles"], doc["kind"]) == (
+        4,
+        "tentative",
+        3,
+        "compile",
+    )
 
 
 def test_a_long_period_four_is_not_reported_as_half_of_it() -> None:

@@ -25,8 +25,14 @@ def folder(tmp_path_factory) -> Path:
     profile = next((job / "profiler").iterdir())
     d = tmp_path_factory.mktemp("bad")
     for name, files in {
-        "same_rank": {"dedicated_log_torch_trace_rank_0_a.log": trace, "dedicated_log_torch_trace_rank_0_b.log": trace},
-        "no_rank": {"dedicated_log_torch_trace_a.log": trace, "dedicated_log_torch_trace_b.log": trace},
+        "same_rank": {
+            "dedicated_log_torch_trace_rank_0_a.log": trace,
+            "dedicated_log_torch_trace_rank_0_b.log": trace,
+        },
+        "no_rank": {
+            "dedicated_log_torch_trace_a.log": trace,
+            "dedicated_log_torch_trace_b.log": trace,
+        },
         "cut_profile": {"dedicated_log_torch_trace_a.log": trace},
         "latin1_profile": {"dedicated_log_torch_trace_a.log": trace},
     }.items():
@@ -35,10 +41,15 @@ def folder(tmp_path_factory) -> Path:
             shutil.copy(source, d / name / target)
     text = profile.read_text()
     (d / "cut_profile" / "worker.pt.trace.json").write_text(text[: len(text) // 2])
-    (d / "latin1_profile" / "worker.pt.trace.json").write_bytes(text[:200].encode() + b"\xe9\xff" + text[200:].encode())
+    (d / "latin1_profile" / "worker.pt.trace.json").write_bytes(
+        text[:200].encode() + b"\xe9\xff" + text[200:].encode()
+    )
     (d / "no_records").mkdir()
     (d / "no_records" / "dedicated_log_torch_trace_x.log").write_text(
-        "".join(line.split("] ", 1)[0] + "] {not json\n" for line in trace.read_text().splitlines()[:5]))
+        "".join(
+            line.split("] ", 1)[0] + "] {not json\n" for line in trace.read_text().splitlines()[:5]
+        )
+    )
     (d / "empty").mkdir()
     (d / "empty" / "dedicated_log_torch_trace_x.log").write_text("")
     return d
@@ -50,7 +61,11 @@ CASES = [
     Case("profiler-trace-cut-short", ["read", "{d}/cut_profile"], "is not JSON"),
     Case("profiler-trace-not-utf8", ["read", "{d}/latin1_profile"], "not UTF-8"),
     Case("glog-lines-without-json", ["read", "{d}/no_records"], "holds no structured-trace record"),
-    Case("empty-trace-file", ["read", "{d}/empty/dedicated_log_torch_trace_x.log"], "holds no structured-trace record"),
+    Case(
+        "empty-trace-file",
+        ["read", "{d}/empty/dedicated_log_torch_trace_x.log"],
+        "holds no structured-trace record",
+    ),
     Case("missing-path", ["read", "{d}/nothing_here"], "does not exist"),
 ]
 

@@ -10,8 +10,6 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import pytest
-
 from explorer.errors import InputError
 from explorer.traces.detect import detect
 from explorer.traces.torch_trace_detect import MAX_ENTRIES, recognise, trace_files
@@ -40,7 +38,9 @@ def test_other_kinds_are_not_claimed(tmp_path: Path) -> None:
     (xla / "module_0001.SyncTensorsGraph.1.before_optimizations.txt").write_text("HloModule m\n")
     profiles = tmp_path / "profiles"
     profiles.mkdir()
-    (profiles / "host_1.pt.trace.json").write_text(json.dumps({"schemaVersion": 1, "traceEvents": []}))
+    (profiles / "host_1.pt.trace.json").write_text(
+        json.dumps({"schemaVersion": 1, "traceEvents": []})
+    )
     named = tmp_path / "named"
     named.mkdir()
     (named / "dedicated_log_torch_trace_x.log").write_bytes(b"\x00\x01PK binary, not a trace")

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from explorer.runtime.compile.example_job import record
-from explorer.runtime.compile.from_trace import read_job
+from explorer.traces.compile.from_trace import read_job
 from explorer.traces.detect import detect
 
 pytestmark = pytest.mark.slow
@@ -29,15 +29,21 @@ def jobs(tmp_path_factory):
 
     def get(name: str) -> Path:
         if name not in cache:
-            cache[name] = record(name, tmp_path_factory.mktemp(name), iterations=16 if name == "period4" else 12)
+            cache[name] = record(
+                name, tmp_path_factory.mktemp(name), iterations=16 if name == "period4" else 12
+            )
         return cache[name]
 
     return get
 
 
 def _read(folder: Path, *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "explorer.cli", "read", str(folder), *args],
-                          capture_output=True, text=True, timeout=300)
+    return subprocess.run(
+        [sys.executable, "-m", "explorer.cli", "read", str(folder), *args],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
 
 
 def test_cycling_job_reads_back_as_the_probe_would_report_it(jobs) -> None:
@@ -47,34 +53,57 @@ def test_cycling_job_reads_back_as_the_probe_would_report_it(jobs) -> None:
     assert out.returncode == 1, out.stderr  # a finding: a period
     doc = json.loads(out.stdout)
     assert doc["kind"] == "compile" and doc["source"] == "TORCH_TRACE"
-    assert (doc["period"], doc["cause"], doc["confidence"]) == (3, "cycling", "confirmed"), doc["diagnosis"]
+    assert (doc["period"], doc["cause"], doc["confidence"]) == (3, "cycling", "confirmed"), doc[
+        "diagnosis"
+    ]
     forward = [c for c in doc["compiles"] if c["function"] == "forward"]
-    assert [(c["compile_id"], c["iteration"]) for c in forward] == [("0/0", 0), ("0/1", 1), ("0/2", 2)]
+    assert [(c["compile_id"], c["iteration"]) for c in forward] == [
+        ("0/0", 0),
+        ("0/1", 1),
+        ("0/2", 2),
+    ]
     assert forward[0]["reasons"] == [] and "self.mode == 0" in forward[1]["reason"]
-    assert [r.split("#")[0].strip() for r in forward[2]["reasons"]] == ["0/1: self.mode == 1", "0/0: self.mode == 0"]
+    assert [r.split("#")[0].strip() for r in forward[2]["reasons"]] == [
+        "0/1: self.mode == 1",
+        "0/0: self.mode == 0",
+    ]
     assert all(c["seconds"] > 0 for c in doc["compiles"])
     assert [it["iteration"] for it in doc["iterations"]] == list(range(12))
     assert [it["compiled"] for it in doc["iterations"]] == [True] * 3 + [False] * 9
-    assert [it["variant"].split("+")[0] for it in doc["iterations"]] == [f"0/{i % 3}" for i in range(12)]
+    assert [it["variant"].split("+")[0] for it in doc["iterations"]] == [
+        f"0/{i % 3}" for i in range(12)
+    ]
     breaks = doc["graph_breaks"]
     assert len(breaks) == 1 and "graph_break()" in breaks[0]["reason"], breaks
     assert breaks[0]["compile_ids"] == ["0/0", "0/1", "0/2"]  # logged at every compile, kept once
     assert [r["rank"] for r in doc["ranks"]] == [0] and doc["ranks"][0]["profiles"]
     text = _read(folder)
-    assert text.returncode == 1 and "Cycling among 3 cached variants every 3 iterations" in text.stdout
+    assert (
+        text.returncode == 1 and "Cycling among 3 cached variants every 3 iterations" in text.stdout
+    )
     assert "compile 0/1 at iteration 1 (forward): self.mode == 0" in text.stdout
 
 
 def test_recompile_limit_every_failed_guard_and_the_eager_fallback(jobs) -> None:
     doc = json.loads(_read(jobs("limit"), "--json").stdout)
     limit = [c for c in doc["compiles"] if c["failed"]]
-    assert len(limit) == 1 and limit[0]["failed"] == "RecompileLimitExceeded" and limit[0]["iteration"] == 8
+    assert (
+        len(limit) == 1
+        and limit[0]["failed"] == "RecompileLimitExceeded"
+        and limit[0]["iteration"] == 8
+    )
     guards = [r.split("#")[0].strip() for r in limit[0]["reasons"]]
-    assert len(guards) == 3 and any("size mismatch at index 0. expected 4, actual 6" in g for g in guards), guards
+    assert len(guards) == 3 and any(
+        "size mismatch at index 0. expected 4, actual 6" in g for g in guards
+    ), guards
     assert doc["cause"] == "eager-fallback", doc["diagnosis"]
-    assert "size mismatch" in doc["diagnosis"], "the fallback names every guard that failed, not just the first"
+    assert "size mismatch" in doc["diagnosis"], (
+        "the fallback names every guard that failed, not just the first"
+    )
     fell = [it["iteration"] for it in doc["iterations"] if it["fallback"]]
-    assert fell == list(range(8, 12)) and all(it["variant"] == "eager" for it in doc["iterations"][8:])
+    assert fell == list(range(8, 12)) and all(
+        it["variant"] == "eager" for it in doc["iterations"][8:]
+    )
     assert doc["iterations"][3]["variant"] == "0/0" and doc["iterations"][3]["compiled"] is False
 
 
@@ -85,15 +114,24 @@ def test_a_trace_without_a_profiler_says_what_cannot_be_known(jobs, tmp_path) ->
     doc = json.loads(out.stdout)
     assert out.returncode == 1 and doc["iterations"] == [] and doc["period"] is None
     assert doc["cause"] == "eager-fallback" and all(c["iteration"] == -1 for c in doc["compiles"])
-    assert any("cannot be known" in n and "torch.profiler.schedule(" in n for n in doc["notes"]), doc["notes"]
+    assert any("cannot be known" in n and "torch.profiler.schedule(" in n for n in doc["notes"]), (
+        doc["notes"]
+    )
     text = _read(only).stdout
-    assert "at an unknown iteration" in text and "note: TORCH_TRACE has no iteration records" in text
+    assert (
+        "at an unknown iteration" in text and "note: TORCH_TRACE has no iteration records" in text
+    )
 
 
 def test_period_four_from_sixteen_profiled_iterations_is_tentative(jobs) -> None:
     doc = json.loads(_read(jobs("period4"), "--json").stdout)
-    assert (doc["cause"], doc["period"], doc["confidence"]) == ("unrelated", 4, "tentative"), doc["diagnosis"]
-    assert "iteration % 4 == 3" in doc["diagnosis"] and "run more iterations to confirm" in doc["diagnosis"]
+    assert (doc["cause"], doc["period"], doc["confidence"]) == ("unrelated", 4, "tentative"), doc[
+        "diagnosis"
+    ]
+    assert (
+        "iteration % 4 == 3" in doc["diagnosis"]
+        and "run more iterations to confirm" in doc["diagnosis"]
+    )
     assert len(doc["iterations"]) == 16
 
 
@@ -105,7 +143,9 @@ def test_two_ranks_merge_and_say_which_rank_recompiled(jobs) -> None:
     recompile = [c for c in doc["compiles"] if c["compile_id"] == "0/1"]
     assert recompile and recompile[0]["ranks"] == [1] and recompile[0]["iteration"] == 5
     assert "size mismatch" in recompile[0]["reason"]
-    assert "rank 1 compiled 0/1 at iteration 5; rank 0 did not" in doc["divergence"], doc["divergence"]
+    assert "rank 1 compiled 0/1 at iteration 5; rank 0 did not" in doc["divergence"], doc[
+        "divergence"
+    ]
     assert "Ranks differ: rank 1 compiled 0/1 at iteration 5; rank 0 did not" in doc["diagnosis"]
     it5 = doc["iterations"][5]
     assert it5["compiled"] is True and set(it5["variant"].split("+")) == {"0/0", "0/1"}
@@ -125,7 +165,10 @@ def test_compile_explorer_opens_a_trace_folder(jobs) -> None:
 
     app = CompileExplorer.open(jobs("diverge"))
     assert app.result is not None and [r["rank"] for r in app.result.ranks] == [0, 1]
-    assert "Ranks differ." in app.summary.value and "rank 1 compiled 0/1 at iteration 5" in app.summary.value
+    assert (
+        "Ranks differ." in app.summary.value
+        and "rank 1 compiled 0/1 at iteration 5" in app.summary.value
+    )
     bars = [t for t in app.figures()[0].to_dict()["data"] if t["type"] == "bar"]
     assert sorted(x for t in bars for x in t["x"]) == list(range(12))
     table = app.figures()[1].to_dict()["data"][0]["cells"]["values"]
@@ -142,4 +185,6 @@ def test_a_profiler_trace_recorded_without_a_schedule_is_named_and_not_used(jobs
     prof.export_chrome_trace(str(folder / "no_schedule.json"))
     doc = json.loads(_read(folder, "--json").stdout)
     assert doc["iterations"] == [] and doc["cause"] == "recompiles"
-    assert any("no_schedule.json" in n and "without schedule=" in n for n in doc["notes"]), doc["notes"]
+    assert any("no_schedule.json" in n and "without schedule=" in n for n in doc["notes"]), doc[
+        "notes"
+    ]

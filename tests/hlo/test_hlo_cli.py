@@ -15,15 +15,27 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 
 
 def _cli(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "explorer.cli", *args], capture_output=True, text=True, cwd=ROOT,
-                          timeout=120)
+    return subprocess.run(
+        [sys.executable, "-m", "explorer.cli", *args],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=120,
+    )
 
 
 def test_diff_json_has_the_issue_keys(data_dir):
     r = _cli("hlo-diff", f"{data_dir}/order_a.hlo.txt", f"{data_dir}/order_b.hlo.txt", "--json")
     assert r.returncode == 1, r.stderr  # a difference is a finding
     out = json.loads(r.stdout)
-    assert {"summary", "parameter_permutation", "added", "removed", "changed", "matched_count"} <= set(out)
+    assert {
+        "summary",
+        "parameter_permutation",
+        "added",
+        "removed",
+        "changed",
+        "matched_count",
+    } <= set(out)
     assert sorted(out["parameter_permutation"]) == [[0, 2], [1, 3], [2, 0], [3, 1]]
     assert out["matched_count"] == 12
 
@@ -36,8 +48,18 @@ def test_same_module_twice_exits_0(data_dir, capsys):
 
 def test_one_file_two_modules_with_html(data_dir, tmp_path, capsys):
     out = tmp_path / "r.html"
-    code = main(["hlo-diff", f"{data_dir}/added_save.hlo.txt", "--module", "IrToHlo.91", "--module", "3",
-                 "--html", str(out)])
+    code = main(
+        [
+            "hlo-diff",
+            f"{data_dir}/added_save.hlo.txt",
+            "--module",
+            "IrToHlo.91",
+            "--module",
+            "3",
+            "--html",
+            str(out),
+        ]
+    )
     assert code == 1
     text = out.read_text()
     assert "<html>" in text and "aten__stack" in text and "plotly" in text
@@ -53,15 +75,21 @@ def test_list_json(data_dir):
     assert rows[0]["group"] == rows[1]["group"]
 
 
-@pytest.mark.parametrize("args, needle", [
-    (["hlo-diff", "nope.hlo", "nope2.hlo"], "no such file"),
-    (["hlo-diff", "{d}/make_fixtures.py", "{d}/order_a.hlo.txt"], "no 'HloModule' line"),
-    (["hlo-diff", "{d}/added_save.hlo.txt", "{d}/order_a.hlo.txt"], "choose one with --module"),
-    (["hlo-diff", "{d}/added_save.hlo.txt", "--module", "9", "--module", "0"], "out of range"),
-    (["hlo-diff", "{d}/added_save.hlo.txt", "--module", "nope", "--module", "0"], "no module named"),
-    (["hlo-diff", "{d}/order_a.hlo.txt"], "needs two files"),
-    (["hlo-list", "{d}"], "is a directory"),
-])
+@pytest.mark.parametrize(
+    "args, needle",
+    [
+        (["hlo-diff", "nope.hlo", "nope2.hlo"], "no such file"),
+        (["hlo-diff", "{d}/make_fixtures.py", "{d}/order_a.hlo.txt"], "no 'HloModule' line"),
+        (["hlo-diff", "{d}/added_save.hlo.txt", "{d}/order_a.hlo.txt"], "choose one with --module"),
+        (["hlo-diff", "{d}/added_save.hlo.txt", "--module", "9", "--module", "0"], "out of range"),
+        (
+            ["hlo-diff", "{d}/added_save.hlo.txt", "--module", "nope", "--module", "0"],
+            "no module named",
+        ),
+        (["hlo-diff", "{d}/order_a.hlo.txt"], "needs two files"),
+        (["hlo-list", "{d}"], "is a directory"),
+    ],
+)
 def test_bad_input_exits_2_without_traceback(data_dir, args, needle):
     r = _cli(*[a.format(d=data_dir) for a in args])
     assert r.returncode == 2

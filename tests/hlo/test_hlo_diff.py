@@ -9,7 +9,11 @@ from explorer.hlo.synthetic import planted_pair
 
 
 def _renumber_params(text: str, mapping: dict[int, int]) -> str:
-    return re.sub(r"parameter\((\d+)\)", lambda m: f"parameter({mapping.get(int(m.group(1)), int(m.group(1)))})", text)
+    return re.sub(
+        r"parameter\((\d+)\)",
+        lambda m: f"parameter({mapping.get(int(m.group(1)), int(m.group(1)))})",
+        text,
+    )
 
 
 def test_same_module_is_identical(load):
@@ -49,8 +53,11 @@ def test_added_computation_is_grouped_by_aten_op_and_line(load):
     d = diff_modules(mods[1], mods[3])
     assert not d.removed and d.added
     assert d.instructions_b - d.instructions_a == sum(g.count for g in d.added)
-    assert any(g.op_type == "aten__stack" and g.source.endswith("make_fixtures.py:" + g.source.rsplit(":", 1)[1])
-               for g in d.added)
+    assert any(
+        g.op_type == "aten__stack"
+        and g.source.endswith("make_fixtures.py:" + g.source.rsplit(":", 1)[1])
+        for g in d.added
+    )
     assert [(t.arity_a, t.arity_b) for t in d.tuple_arity] == [(13, 14)]
 
 

@@ -20,18 +20,58 @@ DATA = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
 def fixture_path(name: str) -> str:
     return os.path.join(DATA, name)
 
+
 SCALE = float(os.environ.get("EXPLORER_FUZZ_SCALE", "1"))
-SOURCES = [read_text(fixture_path(n)) for n in
-           ("order_a.hlo.txt", "order_b.hlo.txt", "order_a.after_opt.hlo.txt", "scalar_save.hlo.txt")]
+SOURCES = [
+    read_text(fixture_path(n))
+    for n in (
+        "order_a.hlo.txt",
+        "order_b.hlo.txt",
+        "order_a.after_opt.hlo.txt",
+        "scalar_save.hlo.txt",
+    )
+]
 SOURCES.append("\n".join(read_text(fixture_path("added_save.hlo.txt")).split("\n")[:140]))
-TOKENS = ["(", ")", "{", "}", "[", "]", ",", "=", "%", '"', "/*", "*/", "ROOT ", "ENTRY ", "HloModule x",
-          "f32[2]{0}", "token[]", "(f32[], s32[])", "parameter(0)", "\n", "}\n", "metadata={", "to_apply=%x",
-          "-", ".", "0", "<=", "?", " "]
+TOKENS = [
+    "(",
+    ")",
+    "{",
+    "}",
+    "[",
+    "]",
+    ",",
+    "=",
+    "%",
+    '"',
+    "/*",
+    "*/",
+    "ROOT ",
+    "ENTRY ",
+    "HloModule x",
+    "f32[2]{0}",
+    "token[]",
+    "(f32[], s32[])",
+    "parameter(0)",
+    "\n",
+    "}\n",
+    "metadata={",
+    "to_apply=%x",
+    "-",
+    ".",
+    "0",
+    "<=",
+    "?",
+    " ",
+]
 
 
 def _settings(n: int) -> settings:
-    return settings(max_examples=int(n * SCALE), deadline=None, database=None,
-                    suppress_health_check=list(HealthCheck))
+    return settings(
+        max_examples=int(n * SCALE),
+        deadline=None,
+        database=None,
+        suppress_health_check=list(HealthCheck),
+    )
 
 
 def _check(text: str) -> None:
@@ -78,4 +118,4 @@ def test_swapped_lines_and_chars(source, data):
     text = "\n".join(lines)
     k = data.draw(st.integers(0, len(text)))
     ch = data.draw(st.characters(codec="utf-8"))
-    _check(text[:k] + ch + text[k + 1:])
+    _check(text[:k] + ch + text[k + 1 :])

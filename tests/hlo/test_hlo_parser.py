@@ -27,7 +27,9 @@ ENTRY %main.9 (p0.1: f32[2], p1.2: (f32[], /*index=1*/s32[])) -> (f32[2], s32[])
 
 def test_small_module_fields():
     m = parse_module(SMALL)
-    assert m.name == "m.1" and m.entry.name == "main.9" and set(m.computations) == {"add_c", "main.9"}
+    assert (
+        m.name == "m.1" and m.entry.name == "main.9" and set(m.computations) == {"add_c", "main.9"}
+    )
     add_c = m.computations["add_c"]
     assert [p.name for p in add_c.parameters] == ["x", "y"]  # implicit, from the header
     e = m.entry.by_name
@@ -35,7 +37,12 @@ def test_small_module_fields():
     assert e["p1.2"].shape == "(f32[], s32[])" and tuple_arity(e["p1.2"].shape) == 2
     assert e["c.4"].literal == "{ {1, 2}, {3, 4} }" and e["c.4"].shape == "f32[<=4,?]{1,0}"
     md = e["c.4"].metadata
-    assert (md.op_type, md.op_name, md.source_file, md.source_line) == ("aten__sum", "aten__sum.7/aten__sum", "a, {b}.py", 12)
+    assert (md.op_type, md.op_name, md.source_file, md.source_line) == (
+        "aten__sum",
+        "aten__sum.7/aten__sum",
+        "a, {b}.py",
+        12,
+    )
     assert e["tok.5"].shape == "token[]" and e["tok.5"].operands == ()
     assert e["red.6"].operands == ("p0.1", "c.4") and e["red.6"].called == ("add_c",)
     assert e["red.6"].attr("replica_groups") == "{{0,1},{2,3}}"
@@ -67,18 +74,29 @@ def test_large_real_module(load):
     assert tuple_arity(m.entry.root.shape) == len(m.entry.root.operands)
 
 
-@pytest.mark.parametrize("bad, line, needle", [
-    ("", 1, "no 'HloModule'"),
-    ("HloModule m\n", 1, "no computations"),
-    ("HloModule m\nENTRY %e {\n  %a = f32[] constant(1)\n", 2, "not closed"),
-    ("HloModule m\nENTRY %e {\n  %a = f32[ constant(1)\n}\n", 3, "expected a shape"),
-    ("HloModule m\nENTRY %e {\n  %a = f32[] add(%b, %c)\n}\n", 3, "not defined"),
-    ("HloModule m\nENTRY %e {\n  %a = f32[] add(%a, %a)\n}\n", 3, "cycle"),
-    ("HloModule m\nENTRY %e {\n  %a = f32[] parameter(x)\n}\n", 3, "parameter number"),
-    ("HloModule m\nENTRY %e {\n  %a = f32[] constant(1), metadata={op_name=\"x}\n}\n", 3, "unterminated"),
-    ("HloModule m\nENTRY %e {\n  %a = f32[] reduce(), to_apply=%nope\n}\n", 3, "not in module"),
-    ("HloModule m\nENTRY %e {\n  %a = f32[] constant(1)\n  %a = f32[] constant(2)\n}\n", 4, "defined twice"),
-])
+@pytest.mark.parametrize(
+    "bad, line, needle",
+    [
+        ("", 1, "no 'HloModule'"),
+        ("HloModule m\n", 1, "no computations"),
+        ("HloModule m\nENTRY %e {\n  %a = f32[] constant(1)\n", 2, "not closed"),
+        ("HloModule m\nENTRY %e {\n  %a = f32[ constant(1)\n}\n", 3, "expected a shape"),
+        ("HloModule m\nENTRY %e {\n  %a = f32[] add(%b, %c)\n}\n", 3, "not defined"),
+        ("HloModule m\nENTRY %e {\n  %a = f32[] add(%a, %a)\n}\n", 3, "cycle"),
+        ("HloModule m\nENTRY %e {\n  %a = f32[] parameter(x)\n}\n", 3, "parameter number"),
+        (
+            'HloModule m\nENTRY %e {\n  %a = f32[] constant(1), metadata={op_name="x}\n}\n',
+            3,
+            "unterminated",
+        ),
+        ("HloModule m\nENTRY %e {\n  %a = f32[] reduce(), to_apply=%nope\n}\n", 3, "not in module"),
+        (
+            "HloModule m\nENTRY %e {\n  %a = f32[] constant(1)\n  %a = f32[] constant(2)\n}\n",
+            4,
+            "defined twice",
+        ),
+    ],
+)
 def test_malformed_input_names_line_and_text(bad, line, needle):
     with pytest.raises(HloParseError) as err:
         parse_modules(bad, "x.hlo")

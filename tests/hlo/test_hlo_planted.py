@@ -15,7 +15,9 @@ SCALE = float(os.environ.get("EXPLORER_FUZZ_SCALE", "1"))
 
 
 def _assert_exact(seed: int, n: int, permuted: int, moved: int, inserted: int) -> None:
-    a, b, planted = planted_pair(seed, instructions=n, permuted=permuted, moved=moved, inserted=inserted)
+    a, b, planted = planted_pair(
+        seed, instructions=n, permuted=permuted, moved=moved, inserted=inserted
+    )
     ma, mb = parse_module(a), parse_module(b)
     assert ma.instruction_count >= n
     d = diff_modules(ma, mb)
@@ -25,7 +27,9 @@ def _assert_exact(seed: int, n: int, permuted: int, moved: int, inserted: int) -
     assert sum(g.count for g in d.added) == planted.inserted
     assert all(g.op_type == planted.inserted_op_type for g in d.added)
     if inserted:
-        assert [(t.arity_a, t.arity_b) for t in d.tuple_arity] == [(planted.outputs_a, planted.outputs_a + 1)]
+        assert [(t.arity_a, t.arity_b) for t in d.tuple_arity] == [
+            (planted.outputs_a, planted.outputs_a + 1)
+        ]
         assert [c.name_a for c in d.changed] == [ma.entry.root.name]
     else:
         assert not d.changed and not d.tuple_arity
@@ -33,8 +37,13 @@ def _assert_exact(seed: int, n: int, permuted: int, moved: int, inserted: int) -
 
 
 @settings(max_examples=int(12 * SCALE), deadline=None, database=None)
-@given(seed=st.integers(0, 10**6), n=st.integers(300, 3000), permuted=st.integers(0, 12),
-       moved=st.integers(0, 8), inserted=st.integers(0, 5))
+@given(
+    seed=st.integers(0, 10**6),
+    n=st.integers(300, 3000),
+    permuted=st.integers(0, 12),
+    moved=st.integers(0, 8),
+    inserted=st.integers(0, 5),
+)
 def test_planted_small(seed, n, permuted, moved, inserted):
     _assert_exact(seed, n, permuted, moved, inserted)
 

@@ -29,8 +29,12 @@ SCALE = float(os.environ.get("EXPLORER_FUZZ_SCALE", "1"))
 
 
 def _settings(n: int) -> settings:
-    return settings(max_examples=int(n * SCALE), deadline=None, database=None,
-                    suppress_health_check=list(HealthCheck))
+    return settings(
+        max_examples=int(n * SCALE),
+        deadline=None,
+        database=None,
+        suppress_health_check=list(HealthCheck),
+    )
 
 
 def _check(text: str) -> None:
@@ -49,11 +53,25 @@ def _check(text: str) -> None:
 
 NUMBERS = st.one_of(
     st.integers(0, 2**70).map(str),
-    st.sampled_from(["-1", "2147483648", "9223372036854775808", "1" + "0" * 30, "0" * 5000 + "1", "1.5", "1e400"]),
+    st.sampled_from(
+        [
+            "-1",
+            "2147483648",
+            "9223372036854775808",
+            "1" + "0" * 30,
+            "0" * 5000 + "1",
+            "1.5",
+            "1e400",
+        ]
+    ),
     st.integers(4000, 6000).map(lambda n: "9" * n),  # beyond int()'s 4,300 digits
 )
-RUNS = st.tuples(st.sampled_from([" ", "\t", "/* ", "(", ")", "{", ",", "%", "[", "a", "9", " ,", "( ", "*/", '"']),
-                 st.integers(1, 70_000)).map(lambda t: t[0] * (t[1] // len(t[0]) or 1))
+RUNS = st.tuples(
+    st.sampled_from(
+        [" ", "\t", "/* ", "(", ")", "{", ",", "%", "[", "a", "9", " ,", "( ", "*/", '"']
+    ),
+    st.integers(1, 70_000),
+).map(lambda t: t[0] * (t[1] // len(t[0]) or 1))
 
 
 @_settings(300)
@@ -85,14 +103,40 @@ def test_every_space_of_a_line_widened(source, data, run):
     _check("\n".join(lines))
 
 
-@pytest.mark.parametrize("name, text", [
-    ("header with 60,000 spaces", "HloModule m\n\nENTRY %main" + " " * 60_000 + "x\n"),
-    ("parameters with 60,000 spaces", "HloModule m\n\n%c (x: f32[]" + " " * 60_000 + ") -> f32[] {\n"),
-    ("40,000 unclosed comments", "HloModule m\n\nENTRY %e () -> f32[] {\n  ROOT %a = f32[] add(" + "/* " * 40_000 + ")\n}\n"),
-    ("a letter run in a tuple shape", "HloModule m\n\nENTRY %e () -> f32[] {\n  ROOT %t = (f32[" + "a" * 100_000 + "]) tuple()\n}\n"),
-    ("100,000 open parens", "HloModule m\n\nENTRY %e () -> f32[] {\n  ROOT %a = f32[] add(f32[] " + "(" * 100_000 + ")\n}\n"),
-    ("an attribute then 60,000 spaces", "HloModule m\n\nENTRY %e () -> f32[] {\n  ROOT %a = f32[] constant(1), x=a" + " " * 60_000 + "{\n}\n"),
-])
+@pytest.mark.parametrize(
+    "name, text",
+    [
+        ("header with 60,000 spaces", "HloModule m\n\nENTRY %main" + " " * 60_000 + "x\n"),
+        (
+            "parameters with 60,000 spaces",
+            "HloModule m\n\n%c (x: f32[]" + " " * 60_000 + ") -> f32[] {\n",
+        ),
+        (
+            "40,000 unclosed comments",
+            "HloModule m\n\nENTRY %e () -> f32[] {\n  ROOT %a = f32[] add("
+            + "/* " * 40_000
+            + ")\n}\n",
+        ),
+        (
+            "a letter run in a tuple shape",
+            "HloModule m\n\nENTRY %e () -> f32[] {\n  ROOT %t = (f32["
+            + "a" * 100_000
+            + "]) tuple()\n}\n",
+        ),
+        (
+            "100,000 open parens",
+            "HloModule m\n\nENTRY %e () -> f32[] {\n  ROOT %a = f32[] add(f32[] "
+            + "(" * 100_000
+            + ")\n}\n",
+        ),
+        (
+            "an attribute then 60,000 spaces",
+            "HloModule m\n\nENTRY %e () -> f32[] {\n  ROOT %a = f32[] constant(1), x=a"
+            + " " * 60_000
+            + "{\n}\n",
+        ),
+    ],
+)
 def test_pathological_lines_of_the_issue_parse_in_linear_time(name, text):
     start = time.perf_counter()
     with pytest.raises(HloParseError) as caught:
@@ -102,13 +146,20 @@ def test_pathological_lines_of_the_issue_parse_in_linear_time(name, text):
 
 
 def _fake(profile: Counter) -> SimpleNamespace:
-    instructions = [SimpleNamespace(opcode=op, shape=shape) for (op, shape), n in profile.items() for _ in range(n)]
+    instructions = [
+        SimpleNamespace(opcode=op, shape=shape)
+        for (op, shape), n in profile.items()
+        for _ in range(n)
+    ]
     return SimpleNamespace(computations={"c": SimpleNamespace(instructions=instructions)})
 
 
 def _all_pairs(modules, threshold):
     """The definition: components of 'similarity >= threshold' over every pair, numbered by first member."""
-    profiles = [Counter((i.opcode, i.shape) for c in m.computations.values() for i in c.instructions) for m in modules]
+    profiles = [
+        Counter((i.opcode, i.shape) for c in m.computations.values() for i in c.instructions)
+        for m in modules
+    ]
     parent = list(range(len(modules)))
 
     def find(i):
@@ -124,12 +175,20 @@ def _all_pairs(modules, threshold):
     return [numbers.setdefault(find(i), len(numbers)) for i in range(len(modules))]
 
 
-ITEMS = [("add", "f32[]"), ("multiply", "f32[]"), ("add", "f32[2]"), ("parameter", "f32[]"), ("constant", "s32[]")]
+ITEMS = [
+    ("add", "f32[]"),
+    ("multiply", "f32[]"),
+    ("add", "f32[2]"),
+    ("parameter", "f32[]"),
+    ("constant", "s32[]"),
+]
 
 
 @_settings(400)
-@given(st.lists(st.dictionaries(st.sampled_from(ITEMS), st.integers(1, 6), max_size=5), max_size=30),
-       st.sampled_from([0.0, 0.3, 0.5, 0.7, 0.8, 0.9, 1.0, 1.5]))
+@given(
+    st.lists(st.dictionaries(st.sampled_from(ITEMS), st.integers(1, 6), max_size=5), max_size=30),
+    st.sampled_from([0.0, 0.3, 0.5, 0.7, 0.8, 0.9, 1.0, 1.5]),
+)
 def test_grouping_equals_the_all_pairs_definition(profiles, threshold):
     modules = [_fake(Counter(p)) for p in profiles]
     assert near_duplicate_groups(modules, threshold) == _all_pairs(modules, threshold)
@@ -155,8 +214,10 @@ def test_listing_20000_tiny_modules_is_near_linear():
 
 def test_grouping_20000_similar_modules_does_not_rescan_each_component():
     """Every module shares most items with every other: one component, found without all pairs."""
-    modules = [_fake(Counter({("c", "f32[]"): 45, **{(f"u{i}_{k}", "f32[]"): 1 for k in range(5)}}))
-               for i in range(20_000)]
+    modules = [
+        _fake(Counter({("c", "f32[]"): 45, **{(f"u{i}_{k}", "f32[]"): 1 for k in range(5)}}))
+        for i in range(20_000)
+    ]
     start = time.perf_counter()
     assert set(near_duplicate_groups(modules)) == {0}
     assert time.perf_counter() - start < 10.0

@@ -53,8 +53,11 @@ def test_report_is_offline_html(load):
 def _empty_columns(table: dict) -> list[str]:
     headers, columns = table["header"]["values"], table["cells"]["values"]
     out = [f"column {i} has an empty header" for i, h in enumerate(headers) if not str(h).strip()]
-    return out + [f"column {i} ({headers[i]!r}) has no text" for i, col in enumerate(columns)
-                  if not any(str(v).strip() for v in col)]
+    return out + [
+        f"column {i} ({headers[i]!r}) has no text"
+        for i, col in enumerate(columns)
+        if not any(str(v).strip() for v in col)
+    ]
 
 
 def test_table_fills_every_header_and_column(load):

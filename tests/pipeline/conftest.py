@@ -8,8 +8,11 @@ from explorer.analysis import build
 from explorer.runtime.pipeline import RunSpec, run_pipeline
 
 #: (name, kind, buffers, order): DeepSpeed 0.8 (legacy), today's DeepSpeed (fixed), and PyTorch-style 1F1B.
-CORRECT = (("legacy", "deepspeed-train", "legacy", "legacy"), ("fixed", "deepspeed-train", "fixed", "fixed"),
-           ("1f1b", "1f1b", None, None))
+CORRECT = (
+    ("legacy", "deepspeed-train", "legacy", "legacy"),
+    ("fixed", "deepspeed-train", "fixed", "fixed"),
+    ("1f1b", "1f1b", None, None),
+)
 
 
 @pytest.fixture(scope="session")
@@ -28,7 +31,9 @@ def correct_runs(tmp_path_factory):
 def seed_bug_run(tmp_path_factory):
     """The seed's schedule: DeepSpeed's buffers without the +1, with the old send/recv order."""
     schedule = build("deepspeed-train", 4, 8, buffers="fixed", order="legacy")
-    return schedule, run_pipeline(RunSpec.for_schedule(schedule), tmp_path_factory.mktemp("seed-bug"))
+    return schedule, run_pipeline(
+        RunSpec.for_schedule(schedule), tmp_path_factory.mktemp("seed-bug")
+    )
 
 
 def alive(pid: int) -> bool:

@@ -14,40 +14,98 @@ REPO = Path(__file__).resolve().parents[2]
 
 
 def _cli(*args: str, cwd: Path = REPO, env: dict | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "explorer.cli", "run", *args], capture_output=True, text=True,
-                          cwd=cwd, env=env, timeout=240)
+    return subprocess.run(
+        [sys.executable, "-m", "explorer.cli", "run", *args],
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+        env=env,
+        timeout=240,
+    )
 
 
 @pytest.mark.slow
 def test_json_has_exactly_the_issue_keys_and_the_trace_is_written(tmp_path):
-    out = _cli("--kind", "1f1b", "--stages", "2", "--microbatches", "4", "--trace", str(tmp_path / "t.json"),
-               "--out", str(tmp_path / "run"), "--json")
+    out = _cli(
+        "--kind",
+        "1f1b",
+        "--stages",
+        "2",
+        "--microbatches",
+        "4",
+        "--trace",
+        str(tmp_path / "t.json"),
+        "--out",
+        str(tmp_path / "run"),
+        "--json",
+    )
     assert out.returncode == 0, out.stderr
     data = json.loads(out.stdout)
     assert list(data) == ["ok", "losses", "bitwise_equal_to_reference", "failure", "instructions"]
-    assert data["ok"] is True and data["bitwise_equal_to_reference"] is True and data["failure"] is None
+    assert (
+        data["ok"] is True
+        and data["bitwise_equal_to_reference"] is True
+        and data["failure"] is None
+    )
     assert len(data["losses"]) == 4 and len(data["instructions"]) > 0
-    assert {"rank", "stage", "step", "instruction", "microbatch", "buffer", "start", "end"} <= set(data["instructions"][0])
-    assert len(json.loads((tmp_path / "t.json").read_text())["traceEvents"]) > len(data["instructions"])
+    assert {"rank", "stage", "step", "instruction", "microbatch", "buffer", "start", "end"} <= set(
+        data["instructions"][0]
+    )
+    assert len(json.loads((tmp_path / "t.json").read_text())["traceEvents"]) > len(
+        data["instructions"]
+    )
 
 
 @pytest.mark.slow
 def test_seed_schedule_exits_1_with_the_failure(tmp_path):
-    out = _cli("--kind", "deepspeed-train", "--stages", "4", "--microbatches", "8", "--buffers", "fixed",
-               "--order", "legacy", "--out", str(tmp_path), "--json")
+    out = _cli(
+        "--kind",
+        "deepspeed-train",
+        "--stages",
+        "4",
+        "--microbatches",
+        "8",
+        "--buffers",
+        "fixed",
+        "--order",
+        "legacy",
+        "--out",
+        str(tmp_path),
+        "--json",
+    )
     assert out.returncode == 1
     failure = json.loads(out.stdout)["failure"]
-    assert (failure["rank"], failure["stage"], failure["step"], failure["instruction"]) == (2, 2, 6, "SendGrad(buffer_id=0)")
+    assert (failure["rank"], failure["stage"], failure["step"], failure["instruction"]) == (
+        2,
+        2,
+        6,
+        "SendGrad(buffer_id=0)",
+    )
     collected = _cli("--collect", str(tmp_path), "--json")  # the folder alone tells the same story
     assert collected.returncode == 1 and json.loads(collected.stdout)["failure"] == failure
 
 
-@pytest.mark.parametrize("args, words", [
-    (["--kind", "1f1b", "--stages", "12", "--microbatches", "4"], "8 layers for 12 stages"),
-    (["--kind", "1f1b", "--stages", "2", "--microbatches", "4", "--model", "no_such_module:fn"], "cannot import"),
-    (["--kind", "1f1b", "--stages", "2", "--microbatches", "4", "--cuts", "x"], "--cuts"),
-    (["--stages", "2", "--microbatches", "4"], "--kind"),
-])
+@pytest.mark.parametrize(
+    "args, words",
+    [
+        (["--kind", "1f1b", "--stages", "12", "--microbatches", "4"], "8 layers for 12 stages"),
+        (
+            [
+                "--kind",
+                "1f1b",
+                "--stages",
+                "2",
+                "--microbatches",
+                "4",
+                "--model",
+                "no_such_module:fn",
+            ],
+            "cannot import",
+        ),
+        (["--kind", "1f1b", "--stages", "2", "--microbatches", "4", "--cuts", "x"], "--cuts"),
+        (["--stages", "2", "--microbatches", "4"], "--kind"),
+    ],
+)
 def test_bad_input_is_one_line_and_exit_2(args, words):
     out = _cli(*args)
     assert out.returncode == 2 and words in out.stderr
@@ -72,10 +130,24 @@ def test_user_model_through_module_function(tmp_path):
         "    def data(i):\n"
         "        g = torch.Generator().manual_seed(i)\n"
         "        return torch.randn(3, 6, generator=g), torch.randn(3, 1, generator=g)\n"
-        "    return layers, nn.functional.mse_loss, data\n")
+        "    return layers, nn.functional.mse_loss, data\n"
+    )
     env = {**os.environ, "PYTHONPATH": str(tmp_path)}
-    out = _cli("--kind", "deepspeed-train", "--stages", "2", "--microbatches", "4", "--model", "my_model:build",
-               "--cuts", "4", "--json", cwd=tmp_path, env=env)
+    out = _cli(
+        "--kind",
+        "deepspeed-train",
+        "--stages",
+        "2",
+        "--microbatches",
+        "4",
+        "--model",
+        "my_model:build",
+        "--cuts",
+        "4",
+        "--json",
+        cwd=tmp_path,
+        env=env,
+    )
     assert out.returncode == 0, out.stderr
     assert json.loads(out.stdout)["bitwise_equal_to_reference"] is True
 
@@ -87,10 +159,35 @@ def test_torchrun_runs_the_same_command_as_its_ranks(tmp_path):
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    out = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2", "--master-addr",
-                          "127.0.0.1", "--master-port", str(port), "-m", "explorer.cli", "run", "--kind",
-                          "deepspeed-train", "--stages", "2", "--microbatches", "4", "--out", str(tmp_path), "--json"],
-                         capture_output=True, text=True, cwd=REPO, timeout=240)
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "torch.distributed.run",
+            "--nproc-per-node",
+            "2",
+            "--master-addr",
+            "127.0.0.1",
+            "--master-port",
+            str(port),
+            "-m",
+            "explorer.cli",
+            "run",
+            "--kind",
+            "deepspeed-train",
+            "--stages",
+            "2",
+            "--microbatches",
+            "4",
+            "--out",
+            str(tmp_path),
+            "--json",
+        ],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        timeout=240,
+    )
     assert out.returncode == 0, out.stderr[-2000:]
     data = json.loads(out.stdout.strip().splitlines()[-1])
     assert data["ok"] and data["bitwise_equal_to_reference"] is True

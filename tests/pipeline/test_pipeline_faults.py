@@ -21,7 +21,9 @@ def _timed(spec, folder, **kw):
 @pytest.mark.parametrize("how", ["kill", "raise"])
 def test_a_dying_rank_is_named_and_the_run_ends(tmp_path, how):
     schedule = build("deepspeed-train", 4, 8)
-    result, took = _timed(RunSpec.for_schedule(schedule, fault=Fault(rank=1, step=5, how=how)), tmp_path)
+    result, took = _timed(
+        RunSpec.for_schedule(schedule, fault=Fault(rank=1, step=5, how=how)), tmp_path
+    )
     assert took < 30
     assert not result.ok and result.failure["rank"] == 1 and result.failure["stage"] == 1
     assert result.failure["step"] == 5
@@ -35,21 +37,32 @@ def test_a_dying_rank_is_named_and_the_run_ends(tmp_path, how):
 @pytest.mark.slow
 def test_a_hanging_rank_ends_by_timeout_naming_the_waiting_stages(tmp_path):
     schedule = build("deepspeed-train", 4, 8)
-    spec = RunSpec.for_schedule(schedule, fault=Fault(rank=1, step=5, how="hang"), stall_timeout_s=3)
+    spec = RunSpec.for_schedule(
+        schedule, fault=Fault(rank=1, step=5, how="hang"), stall_timeout_s=3
+    )
     result, took = _timed(spec, tmp_path)
     assert took < 30
     message = result.failure["message"]
-    assert message.startswith("stalled") and "stage 0 (rank 0) waited" in message and "stage 2 (rank 2) waited" in message
+    assert (
+        message.startswith("stalled")
+        and "stage 0 (rank 0) waited" in message
+        and "stage 2 (rank 2) waited" in message
+    )
     assert "rank 1 made no progress after step 4" in message
     assert not any(alive(pid) for pid in result.pids.values())
 
 
 def test_a_deadlocking_schedule_is_refused_before_launch(tmp_path):
     s = build("1f1b", 2, 4)
-    blocking = s.replace(params={**s.params, "p2p": "blocking"})  # PyTorch's order under DeepSpeed's blocking P2P
+    blocking = s.replace(
+        params={**s.params, "p2p": "blocking"}
+    )  # PyTorch's order under DeepSpeed's blocking P2P
     result = run_pipeline(RunSpec.for_schedule(blocking), tmp_path)
     assert not result.launched and not result.ok and result.pids == {}
-    assert result.failure["message"].startswith("refused before launch") and "deadlock" in result.failure["message"]
+    assert (
+        result.failure["message"].startswith("refused before launch")
+        and "deadlock" in result.failure["message"]
+    )
     assert (result.failure["stage"], result.failure["step"]) == (0, 1)
     assert not (tmp_path / "spec.json").exists()
 
@@ -58,8 +71,13 @@ def test_a_deadlocking_schedule_is_refused_before_launch(tmp_path):
 def test_a_deadlock_launched_anyway_stalls_and_times_out(tmp_path):
     s = build("1f1b", 2, 4)
     blocking = s.replace(params={**s.params, "p2p": "blocking"})
-    result, took = _timed(RunSpec.for_schedule(blocking, stall_timeout_s=3), tmp_path, check_first=False)
+    result, took = _timed(
+        RunSpec.for_schedule(blocking, stall_timeout_s=3), tmp_path, check_first=False
+    )
     assert took < 30 and not result.ok
     message = result.failure["message"]
-    assert "stalled" in message and "stage 0 (rank 0) waited in SendActivation(buffer_id=1) at step 1" in message
+    assert (
+        "stalled" in message
+        and "stage 0 (rank 0) waited in SendActivation(buffer_id=1) at step 1" in message
+    )
     assert "stage 1 (rank 1) waited in SendGrad(buffer_id=0) at step 2" in message

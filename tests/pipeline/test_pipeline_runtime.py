@@ -21,7 +21,12 @@ def test_correct_schedule_matches_reference_bitwise(correct_runs, stages, name):
     assert result.losses == result.details["result"]["reference_losses"]
     # Every instruction of every rank ran exactly once, and was timed.
     ran = Counter((r["rank"], r["step"], r["text"]) for r in result.records)
-    expected = Counter((r, t, str(i)) for r in range(schedule.num_ranks) for t, step in enumerate(schedule.stream(r)) for i in step)
+    expected = Counter(
+        (r, t, str(i))
+        for r in range(schedule.num_ranks)
+        for t, step in enumerate(schedule.stream(r))
+        for i in step
+    )
     assert ran == expected
     assert all(r["end"] >= r["start"] >= 0 for r in result.records)
 
@@ -39,7 +44,11 @@ def test_seed_schedule_fails_at_the_predicted_stage_and_step(seed_bug_run):
     predicted = min(check(schedule).findings.hazards, key=lambda h: (h.step, h.stage))
     assert not result.ok and result.losses == [] and result.bitwise_equal_to_reference is None
     failure = result.failure
-    assert (failure["stage"], failure["step"], failure["instruction"]) == (predicted.stage, predicted.step, predicted.at.name)
+    assert (failure["stage"], failure["step"], failure["instruction"]) == (
+        predicted.stage,
+        predicted.step,
+        predicted.at.name,
+    )
     assert failure["rank"] == schedule.stage_to_rank[predicted.stage]
     assert "inputs[0].grad is None" in failure["message"]
     # The partial trace is kept: the failing rank's steps before the failure are on disk.
@@ -53,7 +62,10 @@ def test_transformer_matches_reference_bitwise(tmp_path):
     from explorer.analysis import build
     from explorer.runtime.pipeline import ModelSpec, RunSpec, run_pipeline
 
-    result = run_pipeline(RunSpec.for_schedule(build("deepspeed-train", 2, 4), model=ModelSpec("transformer")), tmp_path)
+    result = run_pipeline(
+        RunSpec.for_schedule(build("deepspeed-train", 2, 4), model=ModelSpec("transformer")),
+        tmp_path,
+    )
     assert result.ok and result.bitwise_equal_to_reference is True
     assert len(result.losses) == 4 and all(loss > 0 for loss in result.losses)
 
@@ -68,14 +80,17 @@ def test_silent_wrong_read_is_a_finding_at_the_predicted_step(tmp_path):
     predicted = min(check(schedule).findings.hazards, key=lambda h: (h.step, h.stage))
     result = run_pipeline(RunSpec.for_schedule(schedule), tmp_path)
     assert not result.ok
-    assert (result.failure["stage"], result.failure["step"], result.failure["instruction"]) == \
-           (predicted.stage, predicted.step, predicted.at.name)
+    assert (result.failure["stage"], result.failure["step"], result.failure["instruction"]) == (
+        predicted.stage,
+        predicted.step,
+        predicted.at.name,
+    )
     assert "silently" in result.failure["message"]
 
 
 def test_a_crash_while_tearing_down_after_done_does_not_fail_a_finished_run(correct_runs):
     """A rank that recorded "done" had handed in its results; a signal at interpreter exit is noted, not blamed."""
-    from explorer.runtime.pipeline.result import collect
+    from explorer.traces.pipeline.result import collect
 
     schedule, result = correct_runs[4, "fixed"]
     codes = {0: 0, 1: -11, 2: 0, 3: 0}

@@ -18,13 +18,17 @@ def test_pytorch_1f1b_order_is_replaced_by_ours_and_says_why():
     choice = choose_order(schedule)
     assert choice.source == "explorer" and choice.torch_schedule == "Schedule1F1B"
     assert choice.actions == explorer_order(schedule)
-    assert "stage 1 micro-batch 0: F missing" in choice.problem and "1F4 is outside" in choice.problem
+    assert (
+        "stage 1 micro-batch 0: F missing" in choice.problem and "1F4 is outside" in choice.problem
+    )
     strict = choose_order(schedule, "torch")
     assert strict.actions is None and strict.problem.startswith("PyTorch ")
 
 
-@pytest.mark.parametrize("kind,stages,chunks,cls", [("gpipe", 2, 1, "ScheduleGPipe"),
-                                                     ("interleaved-1f1b", 2, 2, "ScheduleInterleaved1F1B")])
+@pytest.mark.parametrize(
+    "kind,stages,chunks,cls",
+    [("gpipe", 2, 1, "ScheduleGPipe"), ("interleaved-1f1b", 2, 2, "ScheduleInterleaved1F1B")],
+)
 def test_whole_pytorch_orders_are_run_as_they_are(kind, stages, chunks, cls):
     schedule = build(kind, stages, 4, chunks=chunks)
     choice = choose_order(schedule)
@@ -33,8 +37,13 @@ def test_whole_pytorch_orders_are_run_as_they_are(kind, stages, chunks, cls):
 
 
 def test_order_problem_names_what_is_wrong():
-    assert order_problem({0: ["0F0", "0B0", "0B0"]}, 1, 1, (0,)) == "stage 0 micro-batch 0: B (or I+W) 2 times"
-    assert "1F0 computes stage 1, which rank 1 holds" in order_problem({0: ["1F0"], 1: []}, 2, 1, (0, 1))
+    assert (
+        order_problem({0: ["0F0", "0B0", "0B0"]}, 1, 1, (0,))
+        == "stage 0 micro-batch 0: B (or I+W) 2 times"
+    )
+    assert "1F0 computes stage 1, which rank 1 holds" in order_problem(
+        {0: ["1F0"], 1: []}, 2, 1, (0, 1)
+    )
 
 
 @pytest.mark.slow
@@ -53,12 +62,19 @@ def test_both_engines_side_by_side_on_1f1b(tmp_path):
     assert {r["iteration"] for r in last} == {1}
     ran = Counter((r["rank"], r["action"]) for r in last if r["kind"] in ("F", "B"))
     assert ran == Counter((rank, a) for rank, acts in theirs.order.actions.items() for a in acts)
-    assert Counter(r["kind"] for r in last if r["kind"] not in ("F", "B")) == {"SA": 4, "RA": 4, "SG": 4, "RG": 4}
+    assert Counter(r["kind"] for r in last if r["kind"] not in ("F", "B")) == {
+        "SA": 4,
+        "RA": 4,
+        "SG": 4,
+        "RG": 4,
+    }
     rows = {r["kind"]: r for r in both.kind_times()}
     assert rows["F"]["explorer_n"] == rows["F"]["torch_n"] == 8 and rows["B"]["torch_mean_ms"] > 0
     assert 0 <= rows["F"]["torch_wait_mean_ms"] <= rows["F"]["torch_mean_ms"]
     spans = both.makespans_ms()
-    busy = {rank: sum(r["end"] - r["start"] for r in last if r["rank"] == rank) * 1e3 for rank in (0, 1)}
+    busy = {
+        rank: sum(r["end"] - r["start"] for r in last if r["rank"] == rank) * 1e3 for rank in (0, 1)
+    }
     assert spans["explorer"] > 0 and spans["torch"] >= max(busy.values())
     assert "makespan: explorer" in both.table()
 
@@ -77,17 +93,55 @@ def test_non_power_of_two_microbatches_agree_within_tolerance_not_bitwise(tmp_pa
 def test_cli_engine_torch_keeps_the_contract_and_reports_unsupported_orders(tmp_path, capsys):
     from explorer.cli import main
 
-    code = main(["run", "--kind", "interleaved-1f1b", "--stages", "2", "--chunks", "2", "--microbatches", "4",
-                 "--engine", "torch", "--out", str(tmp_path), "--json"])
+    code = main(
+        [
+            "run",
+            "--kind",
+            "interleaved-1f1b",
+            "--stages",
+            "2",
+            "--chunks",
+            "2",
+            "--microbatches",
+            "4",
+            "--engine",
+            "torch",
+            "--out",
+            str(tmp_path),
+            "--json",
+        ]
+    )
     doc = json.loads(capsys.readouterr().out)
     assert code == 0 and doc["ok"] and doc["engine"] == "torch"
     assert {"losses", "bitwise_equal_to_reference", "failure", "instructions"} <= set(doc)
-    assert doc["torch_engine"]["torch_schedule"] == "ScheduleInterleaved1F1B" and len(doc["losses"]) == 4
+    assert (
+        doc["torch_engine"]["torch_schedule"] == "ScheduleInterleaved1F1B"
+        and len(doc["losses"]) == 4
+    )
     assert {i["stage"] for i in doc["instructions"]} == {0, 1, 2, 3}
-    assert sorted(p.name for p in tmp_path.glob("torch_rank*.json")) == ["torch_rank0.json", "torch_rank1.json"]
+    assert sorted(p.name for p in tmp_path.glob("torch_rank*.json")) == [
+        "torch_rank0.json",
+        "torch_rank1.json",
+    ]
 
-    code = main(["run", "--kind", "1f1b", "--stages", "2", "--microbatches", "4", "--engine", "torch",
-                 "--torch-order", "torch", "--json"])
+    code = main(
+        [
+            "run",
+            "--kind",
+            "1f1b",
+            "--stages",
+            "2",
+            "--microbatches",
+            "4",
+            "--engine",
+            "torch",
+            "--torch-order",
+            "torch",
+            "--json",
+        ]
+    )
     doc = json.loads(capsys.readouterr().out)
-    assert code == 1 and doc["torch_engine"]["status"] == "unsupported" and doc["instructions"] == []
+    assert (
+        code == 1 and doc["torch_engine"]["status"] == "unsupported" and doc["instructions"] == []
+    )
     assert "Schedule1F1B.pipeline_order is not one whole step" in doc["failure"]["message"]

@@ -9,9 +9,9 @@ from dataclasses import replace
 import pytest
 
 from explorer.analysis import Costs, check
-from explorer.runtime.pipeline.follow import Follower
-from explorer.runtime.pipeline.trace import last_iteration, makespan, measured_costs
 from explorer.traces import read_chrome_trace
+from explorer.traces.pipeline.follow import Follower
+from explorer.traces.pipeline.trace import last_iteration, makespan, measured_costs
 
 
 @pytest.mark.slow
@@ -23,14 +23,21 @@ def test_chrome_trace_is_valid_trace_event_json(correct_runs, tmp_path):
     complete = [e for e in events if e["ph"] == "X"]
     assert len(complete) == len(schedule)
     for e in complete:  # the fields the Trace Event Format requires of complete events
-        assert isinstance(e["name"], str) and isinstance(e["pid"], int) and isinstance(e["tid"], int)
-        assert isinstance(e["ts"], numbers.Real) and isinstance(e["dur"], numbers.Real) and e["dur"] >= 0
+        assert (
+            isinstance(e["name"], str) and isinstance(e["pid"], int) and isinstance(e["tid"], int)
+        )
+        assert (
+            isinstance(e["ts"], numbers.Real)
+            and isinstance(e["dur"], numbers.Real)
+            and e["dur"] >= 0
+        )
     names = {e["args"]["name"] for e in events if e["ph"] == "M"}
     assert {f"rank {r}" for r in range(4)} <= names and {f"stage {s}" for s in range(4)} <= names
     back = read_chrome_trace(path)
     assert len(back) == len(schedule)
-    assert sorted(zip(back.stage.tolist(), back.kind.tolist(), back.microbatch.tolist())) == \
-           sorted(zip(schedule.stage.tolist(), schedule.kind.tolist(), schedule.microbatch.tolist()))
+    assert sorted(zip(back.stage.tolist(), back.kind.tolist(), back.microbatch.tolist())) == sorted(
+        zip(schedule.stage.tolist(), schedule.kind.tolist(), schedule.microbatch.tolist())
+    )
 
 
 @pytest.mark.slow
@@ -59,7 +66,9 @@ def test_measured_costs_feed_the_simulator(correct_runs):
     assert isinstance(costs, Costs) and costs.forward > 0 and costs.backward > 0 and costs.send > 0
     simulated = check(schedule, costs).timeline.makespan  # ms, from the measured costs
     free_exchanges = replace(costs, send=0.0, recv=0.0, p2p=0.0, rank_overrides=())
-    assert simulated > check(schedule, free_exchanges).timeline.makespan  # time in send/recv calls is counted
+    assert (
+        simulated > check(schedule, free_exchanges).timeline.makespan
+    )  # time in send/recv calls is counted
     measured = makespan(records) * 1e3
     assert simulated > 0 and measured > 0
     # A rank runs its instructions one after another: their durations fit inside the makespan.
@@ -69,13 +78,34 @@ def test_measured_costs_feed_the_simulator(correct_runs):
 
 def test_follower_reads_only_complete_lines(tmp_path):
     path = tmp_path / "rank0.jsonl"
-    line = {"type": "instr", "iteration": 0, "rank": 0, "stage": 0, "step": 3, "instruction": "ForwardPass(buffer_id=0)",
-            "text": "0F0b0", "microbatch": 0, "buffer": 0, "start": 0.5, "end": 0.75}
-    path.write_text(json.dumps({"type": "start", "rank": 0, "pid": 1, "stages": [0]}) + "\n" + json.dumps(line) + "\n"
-                    + json.dumps(line)[:20])
+    line = {
+        "type": "instr",
+        "iteration": 0,
+        "rank": 0,
+        "stage": 0,
+        "step": 3,
+        "instruction": "ForwardPass(buffer_id=0)",
+        "text": "0F0b0",
+        "microbatch": 0,
+        "buffer": 0,
+        "start": 0.5,
+        "end": 0.75,
+    }
+    path.write_text(
+        json.dumps({"type": "start", "rank": 0, "pid": 1, "stages": [0]})
+        + "\n"
+        + json.dumps(line)
+        + "\n"
+        + json.dumps(line)[:20]
+    )
     follower = Follower(tmp_path)
     assert len(follower.poll()) == 1 and follower.ranks[0].last_step == 3
     with open(path, "a") as fh:
-        fh.write(json.dumps(line)[20:] + "\n" + json.dumps({"type": "failure", "rank": 0, "message": "x"}) + "\n")
+        fh.write(
+            json.dumps(line)[20:]
+            + "\n"
+            + json.dumps({"type": "failure", "rank": 0, "message": "x"})
+            + "\n"
+        )
     assert len(follower.poll()) == 1 and follower.ranks[0].state == "failed"
     assert follower.poll() == [] and len(follower.trace()) == 2

@@ -29,26 +29,48 @@ def ds081_path(tmp_path_factory) -> Path:
     tarball = cache / "deepspeed-0.8.1.tar.gz"
     if not tarball.exists():
         cache.mkdir(parents=True, exist_ok=True)
-        subprocess.run([sys.executable, "-m", "pip", "download", "--quiet", "--no-deps", "--no-binary", ":all:",
-                        "deepspeed==0.8.1", "-d", str(cache)], check=True)
+        subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "pip",
+                "download",
+                "--quiet",
+                "--no-deps",
+                "--no-binary",
+                ":all:",
+                "deepspeed==0.8.1",
+                "-d",
+                str(cache),
+            ],
+            check=True,
+        )
     root = tmp_path_factory.mktemp("ds081")
     pipe = root / "ds081" / "runtime" / "pipe"
     pipe.mkdir(parents=True)
     for folder in (root / "ds081", root / "ds081" / "runtime", pipe):
         (folder / "__init__.py").write_text("")
-    (root / "ds081" / "runtime" / "utils.py").write_text("from deepspeed.runtime.utils import call_to_str  # noqa: F401\n")
+    (root / "ds081" / "runtime" / "utils.py").write_text(
+        "from deepspeed.runtime.utils import call_to_str  # noqa: F401\n"
+    )
     with tarfile.open(tarball) as tf:
-        (pipe / "schedule.py").write_bytes(tf.extractfile("deepspeed-0.8.1/deepspeed/runtime/pipe/schedule.py").read())
+        (pipe / "schedule.py").write_bytes(
+            tf.extractfile("deepspeed-0.8.1/deepspeed/runtime/pipe/schedule.py").read()
+        )
     (root / "seedfix.py").write_text(
         "from ds081.runtime.pipe.schedule import TrainSchedule\n\n\n"
         "class FixBufferTrainSchedule(TrainSchedule):\n"
         "    def num_pipe_buffers(self):\n"
-        "        return max(2, min(self.stages - self.stage_id, self.micro_batches))\n")
+        "        return max(2, min(self.stages - self.stage_id, self.micro_batches))\n"
+    )
     return root
 
 
 @pytest.fixture
 def with_ds081(ds081_path, monkeypatch) -> dict:
     """An environment whose PYTHONPATH finds ``ds081`` and ``seedfix``."""
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ds081_path), os.environ.get("PYTHONPATH", "")])}
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(ds081_path), os.environ.get("PYTHONPATH", "")]),
+    }
     return env

@@ -19,37 +19,55 @@ def seed(p: int, m: int):
     return build("deepspeed-train", p, m, buffers="fixed", order="legacy")
 
 
-@pytest.mark.parametrize("text, stages, mbs", [
-    ("2-4:1-3", [2, 3, 4], [1, 2, 3]),
-    ("4,8,16:1-2", [4, 8, 16], [1, 2]),
-    ("3:5", [3], [5]),
-    (" 2 - 3 : 7,1 ", [2, 3], [1, 7]),
-])
+@pytest.mark.parametrize(
+    "text, stages, mbs",
+    [
+        ("2-4:1-3", [2, 3, 4], [1, 2, 3]),
+        ("4,8,16:1-2", [4, 8, 16], [1, 2]),
+        ("3:5", [3], [5]),
+        (" 2 - 3 : 7,1 ", [2, 3], [1, 7]),
+    ],
+)
 def test_sizes_parse_ranges_and_lists(text, stages, mbs):
     assert parse_sizes(text) == (stages, mbs)
 
 
-@pytest.mark.parametrize("text, words", [
-    ("4-2:1-8", "reversed"), ("2-4", "STAGES:MICROBATCHES"), ("0-4:1-8", "between 1 and"),
-    ("2-4:1-99999", "between 1 and"), ("1-256:1-4096", "more than"), ("a:1", "not a count"), ("2:", "not a count"),
-    ("99999999999999999999:1", "not a count"),
-])
+@pytest.mark.parametrize(
+    "text, words",
+    [
+        ("4-2:1-8", "reversed"),
+        ("2-4", "STAGES:MICROBATCHES"),
+        ("0-4:1-8", "between 1 and"),
+        ("2-4:1-99999", "between 1 and"),
+        ("1-256:1-4096", "more than"),
+        ("a:1", "not a count"),
+        ("2:", "not a count"),
+        ("99999999999999999999:1", "not a count"),
+    ],
+)
 def test_bad_sizes_say_the_constraint(text, words):
     with pytest.raises(InputError, match=words):
         parse_sizes(text)
 
 
 @settings(max_examples=25, deadline=None)
-@given(kind=st.sampled_from(["1f1b", "gpipe", "zb-h1", "deepspeed-train", "interleaved-1f1b"]),
-       legacy=st.booleans(), p0=st.integers(1, 6), m0=st.integers(1, 10))
+@given(
+    kind=st.sampled_from(["1f1b", "gpipe", "zb-h1", "deepspeed-train", "interleaved-1f1b"]),
+    legacy=st.booleans(),
+    p0=st.integers(1, 6),
+    m0=st.integers(1, 10),
+)
 def test_sweep_verdicts_agree_with_single_checks(kind, legacy, p0, m0):
     def make(p, m):
         if kind == "deepspeed-train":
             return build(kind, p, m, buffers="fixed", order="legacy" if legacy else "fixed")
         return build(kind, p, m, chunks=2 if kind == "interleaved-1f1b" else 1)
+
     stages, mbs = list(range(p0, p0 + 2)), list(range(m0, m0 + 3))
     sweep = check_sizes(make, stages, mbs)
-    assert [(c.stages, c.microbatches) for c in sweep.cells] == [(p, m) for p in stages for m in mbs]
+    assert [(c.stages, c.microbatches) for c in sweep.cells] == [
+        (p, m) for p in stages for m in mbs
+    ]
     for cell in sweep.cells:
         try:
             report = check(make(cell.stages, cell.microbatches))
@@ -66,10 +84,17 @@ def test_the_seeds_smallest_failing_size_is_3_by_3_and_the_fix_is_clean():
     stages, mbs = parse_sizes("2-12:1-32")
     broken = check_sizes(seed, stages, mbs)
     worst = broken.smallest_failing
-    assert (worst.stages, worst.microbatches) == (3, 3) and "SendGrad(buffer_id=0)" in worst.first_words
+    assert (worst.stages, worst.microbatches) == (
+        3,
+        3,
+    ) and "SendGrad(buffer_id=0)" in worst.first_words
     assert "smallest failing size: 3 stages x 3 micro-batches" in broken.describe()
-    fixed = check_sizes(lambda p, m: build("deepspeed-train", p, m, buffers="fixed", order="fixed"), stages, mbs)
-    assert fixed.smallest_failing is None and fixed.describe().startswith("no hazard, mismatch or deadlock at any of 352 sizes")
+    fixed = check_sizes(
+        lambda p, m: build("deepspeed-train", p, m, buffers="fixed", order="fixed"), stages, mbs
+    )
+    assert fixed.smallest_failing is None and fixed.describe().startswith(
+        "no hazard, mismatch or deadlock at any of 352 sizes"
+    )
 
 
 @pytest.mark.parametrize("p, m", [(2, 1), (3, 3), (4, 8), (7, 5), (9, 16)])
@@ -86,10 +111,22 @@ def test_reordering_rules_keep_each_step_s_instructions(name):
     """A rule may reorder within a step or renumber buffers; it never moves work across steps."""
     before = seed(5, 7)
     after = apply_rules(before, [RULES[name]])
+
     def per_step(s):  # noqa: E306
-        return sorted(zip(s.rank.tolist(), s.step.tolist(), s.kind.tolist(), s.stage.tolist(), s.microbatch.tolist()))
+        return sorted(
+            zip(
+                s.rank.tolist(),
+                s.step.tolist(),
+                s.kind.tolist(),
+                s.stage.tolist(),
+                s.microbatch.tolist(),
+            )
+        )
+
     assert per_step(before) == per_step(after)
-    assert (after.step[1:] >= after.step[:-1])[after.rank[1:] == after.rank[:-1]].all()  # still sorted by step
+    assert (after.step[1:] >= after.step[:-1])[
+        after.rank[1:] == after.rank[:-1]
+    ].all()  # still sorted by step
 
 
 def test_a_reorder_that_breaks_pairing_is_rejected_with_its_deadlock():
@@ -106,11 +143,23 @@ def test_the_fix_search_ranks_deepspeeds_fix_first_with_the_smaller_buffers():
     result = search_fixes(seed, stages, mbs)
     best = result.candidates[0]
     assert best.names == ["grads-first"] and best.proven and best.buffers == (4, 3, 2, 2)
-    assert [c.names for c in result.candidates] == [["grads-first"], ["buffers+1"]]  # supersets are not new fixes
+    assert [c.names for c in result.candidates] == [
+        ["grads-first"],
+        ["buffers+1"],
+    ]  # supersets are not new fixes
     text = result.describe()
-    assert "+ [2, SendGrad(buffer_id=0), RecvActivation(buffer_id=0), ForwardPass(buffer_id=0)]" in text
-    assert "- [2, RecvActivation(buffer_id=0), SendGrad(buffer_id=0), ForwardPass(buffer_id=0)]" in text
-    assert "proof: no finding at any of 112 sizes in 2-8:1-16; buffers per stage at 4x8: 4,3,2,2" in text
+    assert (
+        "+ [2, SendGrad(buffer_id=0), RecvActivation(buffer_id=0), ForwardPass(buffer_id=0)]"
+        in text
+    )
+    assert (
+        "- [2, RecvActivation(buffer_id=0), SendGrad(buffer_id=0), ForwardPass(buffer_id=0)]"
+        in text
+    )
+    assert (
+        "proof: no finding at any of 112 sizes in 2-8:1-16; buffers per stage at 4x8: 4,3,2,2"
+        in text
+    )
     # Proven over a wider range than the search used.
     wider = check_sizes(lambda p, m: apply_rules(seed(p, m), best.rules), *parse_sizes("2-16:1-48"))
     assert wider.smallest_failing is None and len(wider.checked) == 15 * 48

@@ -10,15 +10,19 @@ import sys
 import time
 
 import pytest
-
 from conftest import SEED_CLASS, TODAY_CLASS
 
 SEED = ["--kind", "deepspeed-train", "--buffers", "fixed", "--order", "legacy"]
 
 
 def cli(*args: str, env: dict | None = None, timeout: float = 300) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "explorer.cli", *args], capture_output=True, text=True,
-                          env=env, timeout=timeout)
+    return subprocess.run(
+        [sys.executable, "-m", "explorer.cli", *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=timeout,
+    )
 
 
 def test_a_clean_schedule_says_so_for_every_size():
@@ -41,29 +45,65 @@ def test_the_seed_fails_first_at_3_by_3_and_json_has_every_cell():
 
 def test_rules_fix_the_seed_over_every_size_and_in_one_check():
     out = cli("check", *SEED, "--rules", "grads-first", "--sweep", "2-16:1-40")
-    assert out.returncode == 0 and "at any of 600 sizes in 2-16:1-40" in out.stdout, out.stdout + out.stderr
-    one = cli("schedule", *SEED, "--rules", "grads-first", "--stages", "4", "--microbatches", "8", "--stage", "2")
-    assert one.returncode == 0 and "[2, SendGrad(buffer_id=0), RecvActivation(buffer_id=0), ForwardPass(buffer_id=0)]" in one.stdout
+    assert out.returncode == 0 and "at any of 600 sizes in 2-16:1-40" in out.stdout, (
+        out.stdout + out.stderr
+    )
+    one = cli(
+        "schedule",
+        *SEED,
+        "--rules",
+        "grads-first",
+        "--stages",
+        "4",
+        "--microbatches",
+        "8",
+        "--stage",
+        "2",
+    )
+    assert (
+        one.returncode == 0
+        and "[2, SendGrad(buffer_id=0), RecvActivation(buffer_id=0), ForwardPass(buffer_id=0)]"
+        in one.stdout
+    )
 
 
-@pytest.mark.parametrize("args, words", [
-    (["--sweep", "8-2:1-4"], "reversed"),
-    (["--sweep", "2-8"], "STAGES:MICROBATCHES"),
-    (["--sweep", "1-256:1-4096"], "more than"),
-    (["--sweep", "2-4:1-4", "--stages", "4"], "leave out --stages"),
-    (["--sweep", "2-4:1-4", "--rules", "grads-first,bogus"], "unknown rule 'bogus'"),
-    (["--sweep", "2-4:0-4"], "between 1 and"),
-    (["--sweep", "2-4:1-4", "--workers", "0"], "--workers"),
-])
+@pytest.mark.parametrize(
+    "args, words",
+    [
+        (["--sweep", "8-2:1-4"], "reversed"),
+        (["--sweep", "2-8"], "STAGES:MICROBATCHES"),
+        (["--sweep", "1-256:1-4096"], "more than"),
+        (["--sweep", "2-4:1-4", "--stages", "4"], "leave out --stages"),
+        (["--sweep", "2-4:1-4", "--rules", "grads-first,bogus"], "unknown rule 'bogus'"),
+        (["--sweep", "2-4:0-4"], "between 1 and"),
+        (["--sweep", "2-4:1-4", "--workers", "0"], "--workers"),
+    ],
+)
 def test_bad_sweeps_give_one_line_and_exit_2(args, words):
     out = cli("check", "--kind", "1f1b", *args)
-    assert out.returncode == 2 and out.stdout == "" and len(out.stderr.strip().splitlines()) == 1, out.stderr
+    assert out.returncode == 2 and out.stdout == "" and len(out.stderr.strip().splitlines()) == 1, (
+        out.stderr
+    )
     assert words in out.stderr and "Traceback" not in out.stderr
 
 
 def test_ctrl_c_keeps_what_was_checked():
-    proc = subprocess.Popen([sys.executable, "-m", "explorer.cli", "check", "--kind", "1f1b", "--sweep", "2-64:1-256",
-                             "--json"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "explorer.cli",
+            "check",
+            "--kind",
+            "1f1b",
+            "--sweep",
+            "2-64:1-256",
+            "--json",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     time.sleep(6)
     proc.send_signal(signal.SIGINT)
     out, err = proc.communicate(timeout=60)
@@ -77,9 +117,14 @@ def test_ctrl_c_keeps_what_was_checked():
 def test_deepspeed_081_without_plus_one_fails_the_sweep_and_todays_class_passes(with_ds081):
     broken = cli("check", "--from", SEED_CLASS, "--sweep", "2-8:1-16", env=with_ds081)
     assert broken.returncode == 1, broken.stderr
-    assert "smallest failing size: 3 stages x 3 micro-batches: stage 1 step 5: SendGrad(buffer_id=0)" in broken.stdout
+    assert (
+        "smallest failing size: 3 stages x 3 micro-batches: stage 1 step 5: SendGrad(buffer_id=0)"
+        in broken.stdout
+    )
     today = cli("check", "--from", TODAY_CLASS, "--sweep", "2-8:1-16", env=with_ds081)
-    assert today.returncode == 0 and "at any of 112 sizes in 2-8:1-16" in today.stdout, today.stdout + today.stderr
+    assert today.returncode == 0 and "at any of 112 sizes in 2-8:1-16" in today.stdout, (
+        today.stdout + today.stderr
+    )
 
 
 @pytest.mark.slow
@@ -89,12 +134,30 @@ def test_fix_on_the_seeds_class_keeps_the_smaller_buffers_and_holds_wider(with_d
     doc = json.loads(out.stdout)
     assert doc["kind"] == "fix"
     best = doc["candidates"][0]
-    assert best["rules"] == ["grads-first"] and best["proven_over"] == "2-6:1-12" and best["buffers"] == [4, 3, 2, 2]
-    assert "+ [2, SendGrad(buffer_id=0), RecvActivation(buffer_id=0), ForwardPass(buffer_id=0)]" in best["diff"]
+    assert (
+        best["rules"] == ["grads-first"]
+        and best["proven_over"] == "2-6:1-12"
+        and best["buffers"] == [4, 3, 2, 2]
+    )
+    assert (
+        "+ [2, SendGrad(buffer_id=0), RecvActivation(buffer_id=0), ForwardPass(buffer_id=0)]"
+        in best["diff"]
+    )
     rejected = {tuple(c["rules"]): c for c in doc["rejected"]}
     assert rejected[("defer-recv",)]["fails_at"]["deadlocks"] == 1
-    wider = cli("check", "--from", SEED_CLASS, "--rules", "grads-first", "--sweep", "2-12:1-32", env=with_ds081)
-    assert wider.returncode == 0 and "at any of 352 sizes in 2-12:1-32" in wider.stdout, wider.stdout + wider.stderr
+    wider = cli(
+        "check",
+        "--from",
+        SEED_CLASS,
+        "--rules",
+        "grads-first",
+        "--sweep",
+        "2-12:1-32",
+        env=with_ds081,
+    )
+    assert wider.returncode == 0 and "at any of 352 sizes in 2-12:1-32" in wider.stdout, (
+        wider.stdout + wider.stderr
+    )
 
 
 @pytest.mark.slow
@@ -106,17 +169,36 @@ def test_a_class_that_hangs_or_exits_is_named_not_obeyed(tmp_path):
         "        self.micro_batches, self.stages, self.stage_id = micro_batches, stages, stage_id\n"
         "    def num_pipe_buffers(self):\n        return 2\n"
         "class Sleeps(Base):\n    def steps(self):\n        time.sleep(600)\n        yield []\n"
-        "class Exits(Base):\n    def steps(self):\n        sys.exit(3)\n        yield []\n")
+        "class Exits(Base):\n    def steps(self):\n        sys.exit(3)\n        yield []\n"
+    )
     env = {**os.environ, "PYTHONPATH": str(tmp_path)}
-    slow = cli("check", "--from", "badclasses:Sleeps", "--sweep", "2-3:1-2", "--timeout", "3", env=env, timeout=120)
-    assert slow.returncode == 2 and "took longer than 3 s" in slow.stderr and "2x1" in slow.stderr, slow.stderr
+    slow = cli(
+        "check",
+        "--from",
+        "badclasses:Sleeps",
+        "--sweep",
+        "2-3:1-2",
+        "--timeout",
+        "3",
+        env=env,
+        timeout=120,
+    )
+    assert (
+        slow.returncode == 2 and "took longer than 3 s" in slow.stderr and "2x1" in slow.stderr
+    ), slow.stderr
     gone = cli("check", "--from", "badclasses:Exits", "--sweep", "2-3:1-2", env=env, timeout=120)
-    assert gone.returncode == 2 and len(gone.stderr.strip().splitlines()) == 1 and "Traceback" not in gone.stderr, gone.stderr
+    assert (
+        gone.returncode == 2
+        and len(gone.stderr.strip().splitlines()) == 1
+        and "Traceback" not in gone.stderr
+    ), gone.stderr
 
 
 @pytest.mark.slow
 def test_run_with_the_found_rule_is_bitwise_equal_to_the_reference():
-    out = cli("run", *SEED, "--stages", "4", "--microbatches", "8", "--rules", "grads-first", "--json")
+    out = cli(
+        "run", *SEED, "--stages", "4", "--microbatches", "8", "--rules", "grads-first", "--json"
+    )
     assert out.returncode == 0, out.stderr
     doc = json.loads(out.stdout)
     assert doc["ok"] and doc["bitwise_equal_to_reference"] is True
@@ -124,12 +206,37 @@ def test_run_with_the_found_rule_is_bitwise_equal_to_the_reference():
 
 @pytest.mark.slow
 def test_the_seeds_class_fails_for_real_and_runs_bitwise_equal_with_the_found_rule(with_ds081):
-    broken = cli("run", "--from", SEED_CLASS, "--stages", "4", "--microbatches", "8", "--json", env=with_ds081)
+    broken = cli(
+        "run",
+        "--from",
+        SEED_CLASS,
+        "--stages",
+        "4",
+        "--microbatches",
+        "8",
+        "--json",
+        env=with_ds081,
+    )
     assert broken.returncode == 1, broken.stderr
-    failure = json.loads(broken.stdout)["failure"]  # the real run fails where the sweep said, as DeepSpeed did
-    assert (failure["stage"], failure["step"]) == (2, 6) and "inputs[0].grad is None" in failure["message"]
-    fixed = cli("run", "--from", SEED_CLASS, "--stages", "4", "--microbatches", "8", "--rules", "grads-first", "--json",
-                env=with_ds081)
+    failure = json.loads(broken.stdout)[
+        "failure"
+    ]  # the real run fails where the sweep said, as DeepSpeed did
+    assert (failure["stage"], failure["step"]) == (2, 6) and "inputs[0].grad is None" in failure[
+        "message"
+    ]
+    fixed = cli(
+        "run",
+        "--from",
+        SEED_CLASS,
+        "--stages",
+        "4",
+        "--microbatches",
+        "8",
+        "--rules",
+        "grads-first",
+        "--json",
+        env=with_ds081,
+    )
     assert fixed.returncode == 0, fixed.stderr
     doc = json.loads(fixed.stdout)
     assert doc["ok"] and doc["bitwise_equal_to_reference"] is True

@@ -11,7 +11,18 @@ import pytest
 
 from explorer.schedules import io
 
-SEED = ["--kind", "deepspeed-train", "--stages", "4", "--microbatches", "8", "--buffers", "fixed", "--order", "legacy"]
+SEED = [
+    "--kind",
+    "deepspeed-train",
+    "--stages",
+    "4",
+    "--microbatches",
+    "8",
+    "--buffers",
+    "fixed",
+    "--order",
+    "legacy",
+]
 
 
 def cli(*args: str, env_path: str | None = None) -> subprocess.CompletedProcess:
@@ -20,7 +31,9 @@ def cli(*args: str, env_path: str | None = None) -> subprocess.CompletedProcess:
         import os
 
         env = {**os.environ, "PYTHONPATH": env_path}
-    return subprocess.run([sys.executable, "-m", "explorer.cli", *args], capture_output=True, text=True, env=env)
+    return subprocess.run(
+        [sys.executable, "-m", "explorer.cli", *args], capture_output=True, text=True, env=env
+    )
 
 
 def test_check_json_contract_for_the_seed_case():
@@ -29,35 +42,100 @@ def test_check_json_contract_for_the_seed_case():
     out = json.loads(res.stdout)
     assert out["ok"] is False and out["deadlock"] is None and out["unmatched"] == []
     h = next(h for h in out["hazards"] if h["stage"] == 2)
-    assert {k: h[k] for k in ("stage", "step", "instruction", "buffer", "expected_microbatch", "found_microbatch")} == {
-        "stage": 2, "step": 6, "instruction": "SendGrad(buffer_id=0)", "buffer": 0,
-        "expected_microbatch": 0, "found_microbatch": 2}
-    assert h["overwritten_by"]["instruction"] == "RecvActivation(buffer_id=0)" and h["overwritten_by"]["step"] == 6
+    assert {
+        k: h[k]
+        for k in (
+            "stage",
+            "step",
+            "instruction",
+            "buffer",
+            "expected_microbatch",
+            "found_microbatch",
+        )
+    } == {
+        "stage": 2,
+        "step": 6,
+        "instruction": "SendGrad(buffer_id=0)",
+        "buffer": 0,
+        "expected_microbatch": 0,
+        "found_microbatch": 2,
+    }
+    assert (
+        h["overwritten_by"]["instruction"] == "RecvActivation(buffer_id=0)"
+        and h["overwritten_by"]["step"] == 6
+    )
     assert out["buffers"] == {"allocated": [4, 3, 2, 2], "needed": [4, 4, 3, 2]}
     assert set(out["bubble"]) >= {"fraction_of_total", "fraction_of_ideal", "makespan"}
 
 
 def test_check_exits_0_for_a_valid_schedule_and_reports_the_bubble():
-    res = cli("check", "--kind", "1f1b", "--stages", "4", "--microbatches", "8", "--costs", "F=1,B=1", "--json")
+    res = cli(
+        "check",
+        "--kind",
+        "1f1b",
+        "--stages",
+        "4",
+        "--microbatches",
+        "8",
+        "--costs",
+        "F=1,B=1",
+        "--json",
+    )
     assert res.returncode == 0, res.stderr
     out = json.loads(res.stdout)
     assert out["ok"] and out["bubble"]["fraction_of_total"] == pytest.approx(3 / 11)
 
 
-@pytest.mark.parametrize("args,needle", [
-    (["--kind", "1f1b", "--stages", "0", "--microbatches", "8"], "stages must be a positive integer"),
-    (["--kind", "1f1b", "--stages", "-3", "--microbatches", "8"], "stages must be a positive integer"),
-    (["--kind", "interleaved-1f1b", "--stages", "4", "--microbatches", "6", "--chunks", "2"], "multiple of stages"),
-    (["--kind", "gpipe", "--stages", "4", "--microbatches", "8", "--chunks", "2"], "applies only to interleaved-1f1b"),
-    (["--kind", "gpipe", "--stages", "4", "--microbatches", "8", "--buffers", "legacy"], "applies only to deepspeed-train"),
-    (["--kind", "gpipe", "--stages", "4", "--microbatches", "8", "--buffers", "zero"], "--buffers 'zero'"),
-    (["--kind", "gpipe", "--stages", "4", "--microbatches", "8", "--costs", "F=-1"], "non-negative"),
-    (["--kind", "gpipe", "--stages", "4", "--microbatches", "8", "--stage", "9"], "outside stages 0..3"),
-    (["--from", "json:dumps", "--stages", "4", "--microbatches", "8"], "is not a pipeline schedule class"),
-    (["--from", "no_such_module:X", "--stages", "4", "--microbatches", "8"], "cannot import module"),
-    (["--stages", "4", "--microbatches", "8"], "--kind is required"),
-    (["--kind", "dualpipev", "--stages", "4", "--microbatches", "6"], "needs at least that many micro-batches"),
-])
+@pytest.mark.parametrize(
+    "args,needle",
+    [
+        (
+            ["--kind", "1f1b", "--stages", "0", "--microbatches", "8"],
+            "stages must be a positive integer",
+        ),
+        (
+            ["--kind", "1f1b", "--stages", "-3", "--microbatches", "8"],
+            "stages must be a positive integer",
+        ),
+        (
+            ["--kind", "interleaved-1f1b", "--stages", "4", "--microbatches", "6", "--chunks", "2"],
+            "multiple of stages",
+        ),
+        (
+            ["--kind", "gpipe", "--stages", "4", "--microbatches", "8", "--chunks", "2"],
+            "applies only to interleaved-1f1b",
+        ),
+        (
+            ["--kind", "gpipe", "--stages", "4", "--microbatches", "8", "--buffers", "legacy"],
+            "applies only to deepspeed-train",
+        ),
+        (
+            ["--kind", "gpipe", "--stages", "4", "--microbatches", "8", "--buffers", "zero"],
+            "--buffers 'zero'",
+        ),
+        (
+            ["--kind", "gpipe", "--stages", "4", "--microbatches", "8", "--costs", "F=-1"],
+            "non-negative",
+        ),
+        (
+            ["--kind", "gpipe", "--stages", "4", "--microbatches", "8", "--stage", "9"],
+            "outside stages 0..3",
+        ),
+        (
+            ["--from", "json:dumps", "--stages", "4", "--microbatches", "8"],
+            "is not a pipeline schedule class",
+        ),
+        (
+            ["--from", "no_such_module:X", "--stages", "4", "--microbatches", "8"],
+            "cannot import module",
+        ),
+        (["--stages", "4", "--microbatches", "8"], "--kind is required"),
+        (
+            ["--kind", "dualpipev", "--stages", "4", "--microbatches", "6"],
+            "needs at least that many micro-batches",
+        ),
+    ],
+)
 def test_bad_input_is_one_line_and_exit_2(args, needle):
     res = cli("check", *args)
     assert res.returncode == 2
@@ -71,7 +149,8 @@ def test_unknown_kind_is_rejected_by_the_parser_with_exit_2():
 
 
 def test_from_class_on_pythonpath(tmp_path):
-    (tmp_path / "my_schedules.py").write_text(textwrap.dedent("""
+    (tmp_path / "my_schedules.py").write_text(
+        textwrap.dedent("""
         class ForwardPass:
             def __init__(self, buffer_id): self.buffer_id = buffer_id
         class BackwardPass(ForwardPass): pass
@@ -85,17 +164,32 @@ def test_from_class_on_pythonpath(tmp_path):
                     yield [LoadMicroBatch(0), ForwardPass(0), BackwardPass(0)]
             def num_pipe_buffers(self):
                 return 1
-    """))
-    res = cli("check", "--from", "my_schedules:OneStage", "--stages", "1", "--microbatches", "3", "--json", env_path=str(tmp_path))
+    """)
+    )
+    res = cli(
+        "check",
+        "--from",
+        "my_schedules:OneStage",
+        "--stages",
+        "1",
+        "--microbatches",
+        "3",
+        "--json",
+        env_path=str(tmp_path),
+    )
     assert res.returncode == 0, res.stderr
     assert json.loads(res.stdout)["buffers"] == {"allocated": [1], "needed": [1]}
 
 
-@pytest.mark.parametrize("fmt,reader", [("json", lambda t: io.from_json(json.loads(t))), ("csv", io.from_csv)])
+@pytest.mark.parametrize(
+    "fmt,reader", [("json", lambda t: io.from_json(json.loads(t))), ("csv", io.from_csv)]
+)
 def test_schedule_exports_read_back(fmt, reader):
     from explorer.analysis import build
 
-    res = cli("schedule", "--kind", "zb-h1", "--stages", "3", "--microbatches", "5", "--format", fmt)
+    res = cli(
+        "schedule", "--kind", "zb-h1", "--stages", "3", "--microbatches", "5", "--format", fmt
+    )
     assert res.returncode == 0, res.stderr
     assert reader(res.stdout).same_instructions(build("zb-h1", 3, 5))
 

@@ -43,17 +43,28 @@ def test_crossed_pairs_deadlock_under_blocking_but_not_batched_p2p():
 
 def test_missing_send_is_unmatched_and_stalls_the_receiver():
     streams = generate("1f1b", 3, 4).streams()
-    streams[0] = [[i for i in step if not (i.kind == Kind.SEND_ACTIVATION and i.microbatch == 2)] for step in streams[0]]
+    streams[0] = [
+        [i for i in step if not (i.kind == Kind.SEND_ACTIVATION and i.microbatch == 2)]
+        for step in streams[0]
+    ]
     report = check(from_streams(streams, num_microbatches=4))
-    assert [(u.stage, u.at.name) for u in report.findings.unmatched] == [(1, "RecvActivation(buffer_id=3)")]  # FIFO: the last receive is left over
+    assert [(u.stage, u.at.name) for u in report.findings.unmatched] == [
+        (1, "RecvActivation(buffer_id=3)")
+    ]  # FIFO: the last receive is left over
     # FIFO: the next send now meets the receive that expected micro-batch 2.
-    assert any(m.expected_microbatch == 2 and m.sent_microbatch == 3 for m in report.findings.mismatched)
+    assert any(
+        m.expected_microbatch == 2 and m.sent_microbatch == 3 for m in report.findings.mismatched
+    )
     dl = report.findings.deadlocks["batched"]
     assert dl is not None and any(w.at.stage == 1 for w in dl.stuck)
 
 
 @settings(max_examples=80, deadline=None)
-@given(schedule_args(max_stages=5, max_microbatches=10), st.sampled_from(["blocking", "batched"]), st.data())
+@given(
+    schedule_args(max_stages=5, max_microbatches=10),
+    st.sampled_from(["blocking", "batched"]),
+    st.data(),
+)
 def test_fast_search_agrees_with_the_step_by_step_engine_on_perturbed_schedules(args, model, data):
     kind, p, m, v = args
     s = build(kind, p, m, chunks=v)

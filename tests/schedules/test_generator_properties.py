@@ -11,7 +11,7 @@ from explorer.analysis import Costs, build, check, find_deadlock, match
 from explorer.analysis.reference import run
 from explorer.analysis.timeline import simulate
 from explorer.schedules import Kind, generate
-from explorer.schedules.generators.pipelines import interleaved_orders, one_f_one_b_plan, gpipe_plan
+from explorer.schedules.generators.pipelines import gpipe_plan, interleaved_orders, one_f_one_b_plan
 from explorer.schedules.lowering import asap_steps
 from tests.schedules.strategies import schedule_args
 
@@ -40,23 +40,46 @@ def test_each_stage_computes_each_microbatch_once_per_pass(args):
         stages = 2 * p if kind == "dualpipev" else p * v
         assert len(pairs) == rows.sum()
         # every micro-batch passes every stage once; split and full backwards share the work
-        assert rows.sum() == stages * m or k in (Kind.BACKWARD, Kind.BACKWARD_INPUT, Kind.BACKWARD_WEIGHT)
+        assert rows.sum() == stages * m or k in (
+            Kind.BACKWARD,
+            Kind.BACKWARD_INPUT,
+            Kind.BACKWARD_WEIGHT,
+        )
     if kind == "deepspeed-inference":
         return
     grads = np.isin(s.kind, (Kind.BACKWARD, Kind.BACKWARD_INPUT))
-    assert len(set(zip(s.stage[grads].tolist(), s.microbatch[grads].tolist()))) == grads.sum() == s.num_stages * m
+    assert (
+        len(set(zip(s.stage[grads].tolist(), s.microbatch[grads].tolist())))
+        == grads.sum()
+        == s.num_stages * m
+    )
     assert (s.kind == Kind.BACKWARD_WEIGHT).sum() == (s.kind == Kind.BACKWARD_INPUT).sum()
     if kind != "deepspeed-inference":
         assert ((s.kind == Kind.OPTIMIZER_STEP).sum()) == s.num_ranks
 
 
 @FAST
-@given(schedule_args(), st.sampled_from(["blocking", "batched"]),
-       st.floats(0.1, 3), st.floats(0.1, 3), st.floats(0, 0.5), st.floats(0, 0.3), st.floats(0, 0.3))
+@given(
+    schedule_args(),
+    st.sampled_from(["blocking", "batched"]),
+    st.floats(0.1, 3),
+    st.floats(0.1, 3),
+    st.floats(0, 0.5),
+    st.floats(0, 0.3),
+    st.floats(0, 0.3),
+)
 def test_fast_timeline_equals_the_reference_simulator(args, model, f, b, lat, send, recv):
     kind, p, m, v = args
     s = build(kind, p, m, chunks=v)
-    costs = Costs(forward=f, backward=b, backward_input=b / 2, backward_weight=b / 2, p2p=lat, send=send, recv=recv)
+    costs = Costs(
+        forward=f,
+        backward=b,
+        backward_input=b / 2,
+        backward_weight=b / 2,
+        p2p=lat,
+        send=send,
+        recv=recv,
+    )
     matching = match(s)
     ref = run(s, matching.partner, costs.by_kind()[s.kind.astype(np.int64)], lat, model)
     # PyTorch-style schedules post each send right after its compute; with blocking sends
@@ -71,7 +94,9 @@ def test_fast_timeline_equals_the_reference_simulator(args, model, f, b, lat, se
 
 
 @FAST
-@given(st.sampled_from(["gpipe", "1f1b", "deepspeed-train"]), st.integers(1, 10), st.integers(1, 40))
+@given(
+    st.sampled_from(["gpipe", "1f1b", "deepspeed-train"]), st.integers(1, 10), st.integers(1, 40)
+)
 def test_bubble_closed_forms_with_equal_forward_and_backward(kind, p, m):
     tl = check(build(kind, p, m), Costs(forward=1, backward=1)).timeline
     assert tl.bubble.of_total == pytest.approx((p - 1) / (m + p - 1))
@@ -82,7 +107,9 @@ def test_bubble_closed_forms_with_equal_forward_and_backward(kind, p, m):
 @given(st.integers(1, 6), st.integers(1, 6), st.integers(1, 3))
 def test_interleaved_bubble_closed_form(p, groups, v):
     m = p * groups
-    tl = check(build("interleaved-1f1b", p, m, chunks=v), Costs(forward=1 / v, backward=1 / v)).timeline
+    tl = check(
+        build("interleaved-1f1b", p, m, chunks=v), Costs(forward=1 / v, backward=1 / v)
+    ).timeline
     assert tl.bubble.of_total == pytest.approx((p - 1) / (v * m + p - 1))
 
 
@@ -111,7 +138,9 @@ def test_closed_form_steps_are_the_unit_time_schedule_of_their_order(p, m):
     for plan in (one_f_one_b_plan(p, m), gpipe_plan(p, m)):
         orders = [[] for _ in range(p)]
         for idx in np.lexsort((plan.step, plan.stage)):
-            orders[plan.stage[idx]].append((int(plan.kind[idx]), int(plan.stage[idx]), int(plan.microbatch[idx])))
+            orders[plan.stage[idx]].append(
+                (int(plan.kind[idx]), int(plan.stage[idx]), int(plan.microbatch[idx]))
+            )
         steps = asap_steps(orders, p)
         got = [sorted(plan.step[plan.stage == s].tolist()) for s in range(p)]
         assert got == steps
@@ -137,7 +166,12 @@ def test_interleaved_order_matches_megatron_warmup():
 
 
 @FAST
-@given(st.integers(2, 6), st.integers(2, 16), st.floats(0.01, 3), st.sampled_from(["1f1b", "deepspeed-train", "zb-h1"]))
+@given(
+    st.integers(2, 6),
+    st.integers(2, 16),
+    st.floats(0.01, 3),
+    st.sampled_from(["1f1b", "deepspeed-train", "zb-h1"]),
+)
 def test_per_rank_costs_slow_only_that_rank_and_agree_with_the_reference(p, m, slow_send, kind):
     s = build(kind, p, m)
     model = str(s.params["p2p"])

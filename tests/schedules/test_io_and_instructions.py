@@ -14,7 +14,9 @@ from tests.schedules.strategies import schedule_args
 
 @given(st.integers(0, 500), st.sampled_from(list(Kind)), st.integers(0, 5000), st.integers(-1, 64))
 def test_instruction_text_round_trip(stage, kind, mb, buf):
-    ins = Instruction(stage=stage, kind=kind, microbatch=mb if kind.has_microbatch else -1, buffer=buf)
+    ins = Instruction(
+        stage=stage, kind=kind, microbatch=mb if kind.has_microbatch else -1, buffer=buf
+    )
     assert parse_instruction(str(ins)) == ins
 
 
@@ -34,8 +36,9 @@ def test_schedule_round_trips_through_text_json_and_csv(args):
     assert back.same_instructions(s) and dict(back.params) == dict(s.params)
     csv_back = io.from_csv(io.to_csv(s))
     assert csv_back.num_stages == s.num_stages and len(csv_back) == len(s)
-    assert [str(i) for r in range(s.num_ranks) for step in csv_back.stream(r) for i in step] == \
-        [str(i) for r in range(s.num_ranks) for step in s.stream(r) for i in step]
+    assert [str(i) for r in range(s.num_ranks) for step in csv_back.stream(r) for i in step] == [
+        str(i) for r in range(s.num_ranks) for step in s.stream(r) for i in step
+    ]
 
 
 def test_malformed_schedule_text_says_what_is_wrong():

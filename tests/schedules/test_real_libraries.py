@@ -19,7 +19,9 @@ import pytest
 from explorer.analysis import build, check
 from explorer.schedules.adapters import from_deepspeed, from_torch_pipelining
 
-deepspeed_schedule = pytest.importorskip("deepspeed.runtime.pipe.schedule", reason="make install provides deepspeed")
+deepspeed_schedule = pytest.importorskip(
+    "deepspeed.runtime.pipe.schedule", reason="make install provides deepspeed"
+)
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -30,14 +32,29 @@ def deepspeed_081_schedule(tmp_path_factory):
     tarball = cache / "deepspeed-0.8.1.tar.gz"
     if not tarball.exists():
         cache.mkdir(parents=True, exist_ok=True)
-        subprocess.run([sys.executable, "-m", "pip", "download", "--quiet", "--no-deps", "--no-binary", ":all:",
-                        "deepspeed==0.8.1", "-d", str(cache)], check=True)
+        subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "pip",
+                "download",
+                "--quiet",
+                "--no-deps",
+                "--no-binary",
+                ":all:",
+                "deepspeed==0.8.1",
+                "-d",
+                str(cache),
+            ],
+            check=True,
+        )
     with tarfile.open(tarball) as tf:
         source = tf.extractfile("deepspeed-0.8.1/deepspeed/runtime/pipe/schedule.py").read()
     path = tmp_path_factory.mktemp("ds081") / "schedule_081.py"
     path.write_bytes(source)
-    spec = importlib.util.spec_from_file_location("deepspeed.runtime.pipe.schedule_081", path,
-                                                  submodule_search_locations=None)
+    spec = importlib.util.spec_from_file_location(
+        "deepspeed.runtime.pipe.schedule_081", path, submodule_search_locations=None
+    )
     module = importlib.util.module_from_spec(spec)
     module.__package__ = "deepspeed.runtime.pipe"
     spec.loader.exec_module(module)
@@ -66,7 +83,11 @@ def test_deepspeed_081_without_plus_one_has_the_seed_hazard(deepspeed_081_schedu
     report = check(from_deepspeed(without_plus_one(deepspeed_081_schedule.TrainSchedule), 4, 8))
     assert not report.ok
     first = min((h for h in report.findings.hazards if h.stage == 2), key=lambda h: h.step)
-    assert (first.step, first.at.name, first.overwritten_by.name) == (6, "SendGrad(buffer_id=0)", "RecvActivation(buffer_id=0)")
+    assert (first.step, first.at.name, first.overwritten_by.name) == (
+        6,
+        "SendGrad(buffer_id=0)",
+        "RecvActivation(buffer_id=0)",
+    )
     assert report.buffers.allocated[2] == 2 and report.buffers.needed[2] == 3
 
 
@@ -121,13 +142,23 @@ def test_our_dualpipev_is_pytorchs_order_and_both_time_alike(p, m):
     from explorer.analysis.reference import run
     from explorer.runtime.pipelining_orders import pipeline_order
 
-    theirs = from_torch_pipelining(pipeline_order("ScheduleDualPipeV", p, m, chunks=2), num_microbatches=m)
+    theirs = from_torch_pipelining(
+        pipeline_order("ScheduleDualPipeV", p, m, chunks=2), num_microbatches=m
+    )
     ours = build("dualpipev", p, m)
 
     def compute(s):
         rows = np.isin(s.kind, [1, 2, 3, 4])
-        return [list(zip(s.kind[rows & (s.rank == r)].tolist(), s.stage[rows & (s.rank == r)].tolist(),
-                         s.microbatch[rows & (s.rank == r)].tolist())) for r in range(s.num_ranks)]
+        return [
+            list(
+                zip(
+                    s.kind[rows & (s.rank == r)].tolist(),
+                    s.stage[rows & (s.rank == r)].tolist(),
+                    s.microbatch[rows & (s.rank == r)].tolist(),
+                )
+            )
+            for r in range(s.num_ranks)
+        ]
 
     assert compute(theirs) == compute(ours)
     assert theirs.stage_to_rank == ours.stage_to_rank
@@ -136,5 +167,11 @@ def test_our_dualpipev_is_pytorchs_order_and_both_time_alike(p, m):
     costs = Costs(p2p=0.25)
     report = check(theirs, costs)
     assert report.ok
-    ref = run(theirs, match(theirs).partner, costs.by_kind()[theirs.kind.astype(np.int64)], 0.25, "batched")
+    ref = run(
+        theirs,
+        match(theirs).partner,
+        costs.by_kind()[theirs.kind.astype(np.int64)],
+        0.25,
+        "batched",
+    )
     np.testing.assert_allclose(report.timeline.end, ref.end)

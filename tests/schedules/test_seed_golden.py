@@ -19,13 +19,24 @@ GOLDEN = Path(__file__).parent.parent / "golden"
 
 def seed_lines() -> tuple[list[str], int]:
     """The seed's 22 step lines as ``[...]`` and the index of the line marked ``# WRONG!``."""
-    raw = [l for l in (GOLDEN / "seed_001_fixbuffer_stage2.txt").read_text().splitlines() if not l.startswith("#")]
+    raw = [
+        line
+        for line in (GOLDEN / "seed_001_fixbuffer_stage2.txt").read_text().splitlines()
+        if not line.startswith("#")
+    ]
     lines, wrong = [], None
     for i, line in enumerate(raw):
         body, _, comment = line.partition("  #")
         if "WRONG" in comment:
             wrong = i
-        body = body.strip().removeprefix("[[").removeprefix("[").removesuffix("]]").removesuffix("],").removesuffix("]")
+        body = (
+            body.strip()
+            .removeprefix("[[")
+            .removeprefix("[")
+            .removesuffix("]]")
+            .removesuffix("],")
+            .removesuffix("]")
+        )
         lines.append(f"[{body}]")
     assert wrong is not None
     return lines, wrong
@@ -41,9 +52,18 @@ def test_seed_listing_and_hazard_reproduced_exactly():
     assert marked[0] == wrong == 6
     first = [h for h in report.findings.hazards if h.stage == 2][0]
     d = first.to_dict()
-    assert (d["stage"], d["step"], d["instruction"], d["buffer"]) == (2, 6, "SendGrad(buffer_id=0)", 0)
+    assert (d["stage"], d["step"], d["instruction"], d["buffer"]) == (
+        2,
+        6,
+        "SendGrad(buffer_id=0)",
+        0,
+    )
     assert (d["expected_microbatch"], d["found_microbatch"]) == (0, 2)
-    assert d["overwritten_by"] == {"step": 6, "instruction": "RecvActivation(buffer_id=0)", "stage": 2}
+    assert d["overwritten_by"] == {
+        "step": 6,
+        "instruction": "RecvActivation(buffer_id=0)",
+        "stage": 2,
+    }
 
 
 def test_legacy_and_fixed_deepspeed_are_clean_and_need_what_they_allocate():
@@ -57,8 +77,26 @@ def test_legacy_and_fixed_deepspeed_are_clean_and_need_what_they_allocate():
 
 def test_cli_listing_matches_committed_golden():
     out = subprocess.run(
-        [sys.executable, "-m", "explorer.cli", "schedule", "--kind", "deepspeed-train", "--stages", "4",
-         "--microbatches", "8", "--buffers", "fixed", "--order", "legacy", "--stage", "2"],
-        capture_output=True, text=True, check=True,
+        [
+            sys.executable,
+            "-m",
+            "explorer.cli",
+            "schedule",
+            "--kind",
+            "deepspeed-train",
+            "--stages",
+            "4",
+            "--microbatches",
+            "8",
+            "--buffers",
+            "fixed",
+            "--order",
+            "legacy",
+            "--stage",
+            "2",
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
     ).stdout
     assert out == (GOLDEN / "cli_seed_stage2.txt").read_text()

@@ -35,6 +35,18 @@ def explorer_kernel() -> str:
     from jupyter_client.kernelspec import KernelSpecManager
 
     if KERNEL not in KernelSpecManager().find_kernel_specs():
-        subprocess.run([sys.executable, "-m", "jupyter", "kernelspec", "install", "--sys-prefix", "--replace",
-                        str(REPO / "kernels" / KERNEL)], check=True, capture_output=True)
+        subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "jupyter",
+                "kernelspec",
+                "install",
+                "--sys-prefix",
+                "--replace",
+                str(REPO / "kernels" / KERNEL),
+            ],
+            check=True,
+            capture_output=True,
+        )
     return KERNEL

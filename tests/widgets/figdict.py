@@ -38,5 +38,7 @@ def figure_dict(fig: Any) -> dict:
 def trace(fig_dict: dict, name: str) -> dict:
     """The one trace called ``name`` (fails loudly if missing or duplicated)."""
     found = [t for t in fig_dict["data"] if t.get("name") == name]
-    assert len(found) == 1, f"expected one trace named {name!r}, found {[t.get('name') for t in fig_dict['data']]}"
+    assert len(found) == 1, (
+        f"expected one trace named {name!r}, found {[t.get('name') for t in fig_dict['data']]}"
+    )
     return found[0]

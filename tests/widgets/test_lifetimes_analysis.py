@@ -13,7 +13,10 @@ from explorer.schedules import KINDS
 
 def _slot(occ, stage, buffer):
     keep = (occ.stage == stage) & (occ.buffer == buffer)
-    return {int(m): (a, s, e) for m, a, s, e in zip(occ.microbatch[keep], occ.start[keep], occ.split[keep], occ.end[keep])}
+    return {
+        int(m): (a, s, e)
+        for m, a, s, e in zip(occ.microbatch[keep], occ.start[keep], occ.split[keep], occ.end[keep])
+    }
 
 
 def test_legacy_order_overlaps_in_step_6_and_fixed_order_only_touches():
@@ -53,7 +56,11 @@ def test_core_helpers_stay_light():
     import subprocess
     import sys
 
-    code = ("import sys, explorer.analysis.lifetimes, explorer.traces; "
-            "print(sorted(m for m in ('plotly', 'ipywidgets', 'torch') if m in sys.modules))")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    code = (
+        "import sys, explorer.analysis.lifetimes, explorer.traces; "
+        "print(sorted(m for m in ('plotly', 'ipywidgets', 'torch') if m in sys.modules))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True
+    ).stdout
     assert out.strip() == "[]"

@@ -11,13 +11,13 @@ import re
 
 import numpy as np
 import pytest
+from figdict import figure_dict
 
 from explorer.analysis import check
 from explorer.schedules import Kind
 from explorer.traces import MeasuredTrace
 from explorer.views.palette import SELECTED
 from explorer.widgets.schedule_explorer import ScheduleExplorer
-from figdict import figure_dict
 
 
 def grid_of(app: ScheduleExplorer) -> dict:
@@ -26,7 +26,10 @@ def grid_of(app: ScheduleExplorer) -> dict:
 
 def test_stage_slider_rebuilds_every_figure():
     app = ScheduleExplorer("1f1b", 4, 8)
-    assert np.array(grid_of(app)["data"][0]["z"], dtype=float).shape == (4, app.report.schedule.num_steps)
+    assert np.array(grid_of(app)["data"][0]["z"], dtype=float).shape == (
+        4,
+        app.report.schedule.num_steps,
+    )
     app.controls.stages.value = 5
     z = np.array(grid_of(app)["data"][0]["z"], dtype=float)
     assert z.shape == (5, app.report.schedule.num_steps) and app.report.schedule.num_stages == 5
@@ -42,7 +45,9 @@ def test_seed_story_through_the_controls_and_a_findings_click():
     app.controls.buffers.value = "fixed"  # remove the +1: the hazard appears
     assert not app.report.ok and "INVALID" in app.status.value
     first = app.findings.findings[0]
-    assert (first.stage, first.step) == (2, 6) and app.findings.list.options[0][0] == f"1. {first.describe()}"
+    assert (first.stage, first.step) == (2, 6) and app.findings.list.options[0][
+        0
+    ] == f"1. {first.describe()}"
     app.findings.select(0)
     selected = next(t for t in grid_of(app)["data"] if t["name"] == "selected")
     assert selected["line"]["color"] == SELECTED
@@ -67,15 +72,26 @@ def test_costs_change_the_timeline():
     makespan = app.report.timeline.makespan
     app.controls.costs["backward"].value = 4.0
     assert app.report.timeline.makespan > makespan
-    assert f"makespan {app.report.timeline.makespan:g} ticks" in app.figures["timeline"].layout.title.text
+    assert (
+        f"makespan {app.report.timeline.makespan:g} ticks"
+        in app.figures["timeline"].layout.title.text
+    )
 
 
 def _replay(schedule, costs) -> MeasuredTrace:
     """A stand-in runner: replays the simulation at 10 ms per tick (the seam, not a pipeline)."""
     tl = check(schedule, costs).timeline
     keep = tl.end > tl.start
-    return MeasuredTrace(schedule.rank[keep], schedule.stage[keep], schedule.step[keep], schedule.kind[keep],
-                         schedule.microbatch[keep], tl.start[keep] * 0.01, tl.end[keep] * 0.01, source="replay")
+    return MeasuredTrace(
+        schedule.rank[keep],
+        schedule.stage[keep],
+        schedule.step[keep],
+        schedule.kind[keep],
+        schedule.microbatch[keep],
+        tl.start[keep] * 0.01,
+        tl.end[keep] * 0.01,
+        source="replay",
+    )
 
 
 def test_run_seam_calls_the_runner_and_overlays_its_trace():
@@ -85,8 +101,14 @@ def test_run_seam_calls_the_runner_and_overlays_its_trace():
     title = app.figures["overlay"].layout.title.text
     assert "replay" in title and "re-costed from this measurement" in title
     # The replay is the simulation at 10 ms per tick: re-costed from it, the simulation must agree.
-    simulated, measured = (float(v) for v in re.findall(r"makespan simulated ([0-9.e-]+) s, measured ([0-9.e-]+) s", title)[0])
-    assert abs(simulated - measured) <= 0.01 * measured and abs(measured - app.report.timeline.makespan * 0.01) < 1e-9
+    simulated, measured = (
+        float(v)
+        for v in re.findall(r"makespan simulated ([0-9.e-]+) s, measured ([0-9.e-]+) s", title)[0]
+    )
+    assert (
+        abs(simulated - measured) <= 0.01 * measured
+        and abs(measured - app.report.timeline.makespan * 0.01) < 1e-9
+    )
     names = [t.name for t in app.figures["overlay"].data]
     assert f"measured {Kind.FORWARD.code}" in names
     app.controls.microbatches.value = 6  # a new schedule: the old measurement no longer applies
@@ -121,12 +143,15 @@ def test_widget_state_is_strict_json_after_an_update():
     app = ScheduleExplorer("deepspeed-train", 4, 8, buffers="fixed", order="legacy")
     app.controls.arrows.value = True
     app.controls.stages.value = 5
+
     def refuse(name):  # noqa: E306
         raise ValueError(f"{name} in a figure's JSON")
+
     for name, live in app._live.items():
         fig = json.loads(live.widget.spec, parse_constant=refuse)
         assert fig["layout"]["title"]["text"] == live.figure.layout.title.text, name
         assert live.widget.revision >= 2 and live.last_bytes == len(live.widget.spec)
+
 
 def test_an_exception_in_a_callback_is_said_in_the_status_line():
     app = ScheduleExplorer("1f1b", 4, 8)
@@ -134,8 +159,12 @@ def test_an_exception_in_a_callback_is_said_in_the_status_line():
     assert app.problem.value == ""  # a huge range is clipped to the schedule, not an error
     broken = app._guarded("testing", lambda: [][1])
     broken()
-    assert "while testing: IndexError" in app.problem.value and app.errors[-1].startswith("while testing")
-    app._live["grid"].widget._message(None, {"type": "error", "where": "drawing the figure", "message": "boom"}, [])
+    assert "while testing: IndexError" in app.problem.value and app.errors[-1].startswith(
+        "while testing"
+    )
+    app._live["grid"].widget._message(
+        None, {"type": "error", "where": "drawing the figure", "message": "boom"}, []
+    )
     assert "could not finish drawing the figure: boom" in app.problem.value
 
 
@@ -169,7 +198,11 @@ def test_every_change_sends_at_most_a_megabyte_per_figure_at_64_by_512():
 
 def test_a_failed_run_selects_the_finding_it_ran_into():
     class Failed(RuntimeError):
-        result = type("R", (), {"failure": {"rank": 2, "stage": 2, "step": 6, "message": "inputs[0].grad is None"}})()
+        result = type(
+            "R",
+            (),
+            {"failure": {"rank": 2, "stage": 2, "step": 6, "message": "inputs[0].grad is None"}},
+        )()
 
     def runner(schedule, costs):
         raise Failed("rank 2, stage 2, step 6, SendGrad(buffer_id=0): inputs[0].grad is None")

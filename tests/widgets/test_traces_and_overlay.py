@@ -6,13 +6,13 @@ import json
 
 import numpy as np
 import pytest
+from figdict import figure_dict
 
 from explorer.analysis import build, check
 from explorer.errors import InputError
 from explorer.schedules import Kind
 from explorer.traces import MeasuredTrace, read_chrome_trace
 from explorer.views.overlay import EMPTY_NOTE, overlay_figure
-from figdict import figure_dict
 
 
 def test_reads_pp_actions_from_a_real_profiler_export(tmp_path):
@@ -34,14 +34,26 @@ def test_reads_pp_actions_from_a_real_profiler_export(tmp_path):
 
 
 def test_rank_from_distributed_info_and_explorer_form():
-    doc = {"distributedInfo": {"rank": 3}, "traceEvents": [
-        {"ph": "X", "name": "PP:3RA2b0", "ts": 10.0, "dur": 5.0, "pid": 9},
-        {"ph": "X", "name": "aten::mm", "ts": 11.0, "dur": 1.0},
-        {"ph": "i", "name": "PP:3F2", "ts": 12.0},
-    ]}
+    doc = {
+        "distributedInfo": {"rank": 3},
+        "traceEvents": [
+            {"ph": "X", "name": "PP:3RA2b0", "ts": 10.0, "dur": 5.0, "pid": 9},
+            {"ph": "X", "name": "aten::mm", "ts": 11.0, "dur": 1.0},
+            {"ph": "i", "name": "PP:3F2", "ts": 12.0},
+        ],
+    }
     trace = read_chrome_trace(doc)
-    assert trace.to_records() == [{"rank": 3, "stage": 3, "step": -1, "kind": "RA", "microbatch": 2,
-                                   "start": pytest.approx(10e-6), "end": pytest.approx(15e-6)}]
+    assert trace.to_records() == [
+        {
+            "rank": 3,
+            "stage": 3,
+            "step": -1,
+            "kind": "RA",
+            "microbatch": 2,
+            "start": pytest.approx(10e-6),
+            "end": pytest.approx(15e-6),
+        }
+    ]
 
 
 def test_bad_inputs_say_what_to_do(tmp_path):
@@ -56,7 +68,9 @@ def test_bad_inputs_say_what_to_do(tmp_path):
         MeasuredTrace.from_records([{"rank": 0}])
 
 
-def _measured_from_simulation(report, factor: float, slow_kind: Kind, extra: float) -> MeasuredTrace:
+def _measured_from_simulation(
+    report, factor: float, slow_kind: Kind, extra: float
+) -> MeasuredTrace:
     """A trace whose times are the simulation's, scaled, with one kind slower: known answers."""
     s, tl = report.schedule, report.timeline
     recs = []
@@ -64,8 +78,16 @@ def _measured_from_simulation(report, factor: float, slow_kind: Kind, extra: flo
         if tl.end[i] <= tl.start[i]:
             continue
         end = tl.end[i] * factor + (extra if s.kind[i] == slow_kind else 0.0)
-        recs.append({"rank": int(s.rank[i]), "stage": int(s.stage[i]), "kind": int(s.kind[i]),
-                     "microbatch": int(s.microbatch[i]), "start": 5.0 + tl.start[i] * factor, "end": 5.0 + end})
+        recs.append(
+            {
+                "rank": int(s.rank[i]),
+                "stage": int(s.stage[i]),
+                "kind": int(s.kind[i]),
+                "microbatch": int(s.microbatch[i]),
+                "start": 5.0 + tl.start[i] * factor,
+                "end": 5.0 + end,
+            }
+        )
     return MeasuredTrace.from_records(recs, source="scaled simulation")
 
 
@@ -83,14 +105,24 @@ def test_overlay_recosts_the_simulation_from_the_trace_and_aligns_start():
     sim = dict(zip(simulated["x"], simulated["y"]))
     meas = dict(zip(measured["x"], measured["y"]))
     # Re-costed per kind: forwards 10 ms, backwards 25 ms (20 + the 5 ms the trace added), in seconds.
-    assert sim["F ForwardPass"] == pytest.approx(0.01) and meas["F ForwardPass"] == pytest.approx(0.01)
-    assert sim["B BackwardPass"] == pytest.approx(0.025) and meas["B BackwardPass"] == pytest.approx(0.025)
-    kinds = [t["name"] for t in d["data"] if t.get("legendgroup") in ("F", "B") and t.get("showlegend") is not False]
+    assert sim["F ForwardPass"] == pytest.approx(0.01) and meas["F ForwardPass"] == pytest.approx(
+        0.01
+    )
+    assert sim["B BackwardPass"] == pytest.approx(0.025) and meas[
+        "B BackwardPass"
+    ] == pytest.approx(0.025)
+    kinds = [
+        t["name"]
+        for t in d["data"]
+        if t.get("legendgroup") in ("F", "B") and t.get("showlegend") is not False
+    ]
     assert "F ForwardPass" in kinds and "B BackwardPass" in kinds  # the legend names the kinds
     shares = [t for t in d["data"] if t.get("xaxis") == "x2"]
     assert [t["name"] for t in shares] == ["compute", "transfer", "waiting", "other", "idle"]
     total = np.sum([t["x"] for t in shares], axis=0)
-    assert total == pytest.approx(np.ones(len(total)), abs=1e-6)  # each rank's iteration, all accounted for
+    assert total == pytest.approx(
+        np.ones(len(total)), abs=1e-6
+    )  # each rank's iteration, all accounted for
 
 
 def test_receives_are_split_into_waiting_and_transfer():
@@ -100,17 +132,31 @@ def test_receives_are_split_into_waiting_and_transfer():
     for i in range(len(s)):
         if tl.end[i] > tl.start[i] or s.kind[i] in (Kind.RECV_ACTIVATION, Kind.SEND_ACTIVATION):
             start, end = tl.start[i] * 0.01, tl.end[i] * 0.01
-            if s.kind[i] == Kind.RECV_ACTIVATION:  # the receive is posted 30 ms before its send starts
+            if (
+                s.kind[i] == Kind.RECV_ACTIVATION
+            ):  # the receive is posted 30 ms before its send starts
                 end = max(end, start + 0.001)
                 start = start - 0.03
-            recs.append({"rank": int(s.rank[i]), "stage": int(s.stage[i]), "kind": int(s.kind[i]),
-                         "microbatch": int(s.microbatch[i]), "start": start, "end": end})
+            recs.append(
+                {
+                    "rank": int(s.rank[i]),
+                    "stage": int(s.stage[i]),
+                    "kind": int(s.kind[i]),
+                    "microbatch": int(s.microbatch[i]),
+                    "start": start,
+                    "end": end,
+                }
+            )
     trace = MeasuredTrace.from_records(recs, source="waits")
     d = figure_dict(overlay_figure(report, trace))
     waiting = next(t for t in d["data"] if t["name"] == "measured waiting")
-    assert min(waiting["x"]) >= 0.0299  # each receive's wait for its send, drawn apart from its transfer
+    assert (
+        min(waiting["x"]) >= 0.0299
+    )  # each receive's wait for its send, drawn apart from its transfer
     share = next(t for t in d["data"] if t["name"] == "waiting" and t.get("xaxis") == "x2")
-    assert max(share["x"]) > 0.1 and "waiting" in " ".join(a["text"] for a in d["layout"]["annotations"])
+    assert max(share["x"]) > 0.1 and "waiting" in " ".join(
+        a["text"] for a in d["layout"]["annotations"]
+    )
 
 
 def test_without_a_trace_the_overlay_is_the_empty_hook():

@@ -2,19 +2,18 @@
 
 from __future__ import annotations
 
-import math
-
 import json
+import math
 
 import numpy as np
 import pytest
+from figdict import figure_dict, trace
 
 from explorer.analysis import build, check
 from explorer.schedules import Kind
-from explorer.views.marks import findings_by_cell
 from explorer.views.grid import grid_figure
+from explorer.views.marks import findings_by_cell
 from explorer.views.palette import HAZARD, KIND_COLOURS, SELECTED
-from figdict import figure_dict, trace
 
 
 def colour_of(heat: dict, value: float) -> str:
@@ -32,8 +31,8 @@ def outlined_cells(outline: dict) -> set[tuple[int, int]]:
     xs, ys = outline["x"], outline["y"]
     cells = set()
     for i in range(0, len(xs), 6):
-        cx = (min(xs[i:i + 5]) + max(xs[i:i + 5])) / 2
-        cy = (min(ys[i:i + 5]) + max(ys[i:i + 5])) / 2
+        cx = (min(xs[i : i + 5]) + max(xs[i : i + 5])) / 2
+        cy = (min(ys[i : i + 5]) + max(ys[i : i + 5])) / 2
         cells.add((round(cy), round(cx)))
     return cells
 
@@ -43,7 +42,9 @@ def test_seed_hazard_cell_text_colour_outline_and_words(seed_bug):
     heat = trace(d, "instructions")
     text = heat["text"][2][6].replace("<br>", " ").split()
     assert text == ["RA2b0", "SG0b0", "F2b0"]  # the seed's "# WRONG!" line, in order
-    assert colour_of(heat, heat["z"][2][6]) == KIND_COLOURS[Kind.FORWARD]  # the compute colours the cell
+    assert (
+        colour_of(heat, heat["z"][2][6]) == KIND_COLOURS[Kind.FORWARD]
+    )  # the compute colours the cell
     outline = trace(d, "findings")
     assert outline["line"]["color"] == HAZARD
     hazard_cells = {(h.stage, h.step) for h in seed_bug.findings.hazards}
@@ -62,9 +63,11 @@ def test_every_cell_matches_the_schedule(seed_fixed):
         for step, instrs in enumerate(stream):
             mine = [i for i in instrs if i.stage == stage]
             cell = heat["text"][stage][step].replace("<br>", " ").split()
-            assert cell == [str(i)[len(str(stage)):] for i in mine]
+            assert cell == [str(i)[len(str(stage)) :] for i in mine]
             if not mine:
-                assert math.isnan(heat["z"][stage][step])  # an empty, unpainted cell (NaN in a typed array)
+                assert math.isnan(
+                    heat["z"][stage][step]
+                )  # an empty, unpainted cell (NaN in a typed array)
                 continue
             compute = [i for i in mine if i.kind.is_compute]
             main = (compute or [i for i in mine if i.kind.is_p2p] or mine)[0]
@@ -75,7 +78,10 @@ def test_every_cell_matches_the_schedule(seed_fixed):
 
 def test_selected_cell_and_arrows(seed_bug):
     d = figure_dict(grid_figure(seed_bug, selected=(2, 6), arrows=True))
-    assert outlined_cells(trace(d, "selected")) == {(2, 6)} and trace(d, "selected")["line"]["color"] == SELECTED
+    assert (
+        outlined_cells(trace(d, "selected")) == {(2, 6)}
+        and trace(d, "selected")["line"]["color"] == SELECTED
+    )
     arrows = trace(d, "send -> receive")
     pairs = int((seed_bug.matching.partner >= 0).sum() // 2)
     assert len(arrows["x"]) == 3 * pairs
@@ -83,7 +89,11 @@ def test_selected_cell_and_arrows(seed_bug):
     send = next(i for i in range(len(s)) if s.kind[i] == Kind.SEND_ACTIVATION and s.stage[i] == 0)
     recv = int(seed_bug.matching.partner[send])
     segments = list(zip(arrows["x"][0::3], arrows["y"][0::3], arrows["x"][1::3], arrows["y"][1::3]))
-    assert any(x0 == s.step[send] and x1 == s.step[recv] and y0 < y1 for x0, y0, x1, y1 in segments if y0 < 1)
+    assert any(
+        x0 == s.step[send] and x1 == s.step[recv] and y0 < y1
+        for x0, y0, x1, y1 in segments
+        if y0 < 1
+    )
 
 
 @pytest.mark.slow
@@ -94,7 +104,9 @@ def test_64_stages_512_microbatches_is_one_heatmap_not_a_shape_per_cell():
     assert d["data"][0]["type"] == "heatmap" and "text" not in d["data"][0]  # no unreadable text
     assert len(d["data"]) < 20 and not d["layout"].get("shapes")
     marked = next(t for t in d["data"] if t.get("name") == "findings")
-    assert marked["type"] == "heatmap"  # tens of thousands of hazards: one red layer, a count per column
+    assert (
+        marked["type"] == "heatmap"
+    )  # tens of thousands of hazards: one red layer, a count per column
     red = next(t for t in fig.data if t.name == "findings")
     assert int(np.nansum(red.z)) == len(findings_by_cell(report))  # every marked cell counted once
     assert len(fig.to_json()) < 1e6  # what the page receives, at any size

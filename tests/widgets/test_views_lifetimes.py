@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import pytest
+from figdict import figure_dict, trace
 
 from explorer.errors import InputError
 from explorer.views.lifetimes import lifetimes_figure
 from explorer.views.palette import ACTIVATION, GRADIENT, HAZARD
-from figdict import figure_dict, trace
 
 OVERWRITE = "overwritten while needed (hazard)"
 
@@ -28,8 +28,16 @@ def test_seed_stage_2_marks_the_overwrite_at_step_6(seed_bug):
     act, grad = trace(d, "activation held"), trace(d, "gradient held")
     assert act["marker"]["color"] == ACTIVATION and grad["marker"]["color"] == GRADIENT
     # Micro-batch 0's gradient phase on buffer 0 overlaps micro-batch 2's activation phase.
-    g0 = next((b, b + w) for y, b, w, t in zip(grad["y"], grad["base"], grad["x"], grad["text"]) if y == 0 and t == "mb0")
-    a2 = next((b, b + w) for y, b, w, t in zip(act["y"], act["base"], act["x"], act["text"]) if y == 0 and t == "mb2")
+    g0 = next(
+        (b, b + w)
+        for y, b, w, t in zip(grad["y"], grad["base"], grad["x"], grad["text"])
+        if y == 0 and t == "mb0"
+    )
+    a2 = next(
+        (b, b + w)
+        for y, b, w, t in zip(act["y"], act["base"], act["x"], act["text"])
+        if y == 0 and t == "mb2"
+    )
     assert a2[0] < g0[1]
 
 
@@ -37,13 +45,20 @@ def test_fixed_schedule_has_no_overwrites_and_enough_buffers(seed_fixed):
     d = figure_dict(lifetimes_figure(seed_fixed))
     assert trace(d, OVERWRITE)["y"] == []
     alloc, need = list(seed_fixed.buffers.allocated), list(seed_fixed.buffers.needed)
-    assert f"allocated {alloc} · needed {need}" in d["layout"]["title"]["text"] and "too few" not in d["layout"]["title"]["text"]
+    assert (
+        f"allocated {alloc} · needed {need}" in d["layout"]["title"]["text"]
+        and "too few" not in d["layout"]["title"]["text"]
+    )
     assert len(d["layout"]["yaxis"]["ticktext"]) == sum(alloc)
 
 
 def test_all_stages_names_the_short_ones(seed_bug):
     title = figure_dict(lifetimes_figure(seed_bug))["layout"]["title"]["text"]
-    short = [s for s, (a, n) in enumerate(zip(seed_bug.buffers.allocated, seed_bug.buffers.needed)) if n > a]
+    short = [
+        s
+        for s, (a, n) in enumerate(zip(seed_bug.buffers.allocated, seed_bug.buffers.needed))
+        if n > a
+    ]
     assert short and f"too few on stages {', '.join(map(str, short))}" in title
 
 

@@ -4,15 +4,17 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from figdict import figure_dict, trace
 
 from explorer.analysis import build, check
 from explorer.schedules import Kind
 from explorer.views.palette import IDLE, KIND_COLOURS, kind_label
 from explorer.views.timeline import timeline_figure
-from figdict import figure_dict, trace
 
 
-@pytest.mark.parametrize("kind,chunks", [("gpipe", 1), ("1f1b", 1), ("zb-h1", 1), ("interleaved-1f1b", 2)])
+@pytest.mark.parametrize(
+    "kind,chunks", [("gpipe", 1), ("1f1b", 1), ("zb-h1", 1), ("interleaved-1f1b", 2)]
+)
 def test_bars_are_the_simulated_intervals_and_idle_is_the_bubble(kind, chunks):
     report = check(build(kind, 4, 8, chunks=chunks))
     s, tl = report.schedule, report.timeline
@@ -60,10 +62,16 @@ def test_large_schedules_switch_to_an_overview_that_agrees_with_the_bars():
                 if piece > 0:
                     cover[int(s.kind[i])] = cover.get(int(s.kind[i]), 0.0) + piece
             expected = max(cover, key=cover.get) if cover else None
-            assert (np.isnan(z[rank, col]) if expected is None else z[rank, col] == expected), (rank, col, cover)
+            assert np.isnan(z[rank, col]) if expected is None else z[rank, col] == expected, (
+                rank,
+                col,
+                cover,
+            )
     zoomed = figure_dict(timeline_figure(report, max_bars=100, x_range=(40.0, 44.0)))
     fwd = trace(zoomed, kind_label(Kind.FORWARD))
-    assert fwd["type"] == "bar" and all(b + w >= 40.0 and b <= 44.0 for b, w in zip(fwd["base"], fwd["x"]))
+    assert fwd["type"] == "bar" and all(
+        b + w >= 40.0 and b <= 44.0 for b, w in zip(fwd["base"], fwd["x"])
+    )
 
 
 def test_comparison_shows_each_schedules_bubble_and_peak_memory():

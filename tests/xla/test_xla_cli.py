@@ -15,16 +15,27 @@ pytestmark = pytest.mark.slow
 
 
 def _cli(*args: str, cwd: str | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "explorer.cli", "xla-run", *args], capture_output=True, text=True,
-                          cwd=cwd, timeout=400)
+    return subprocess.run(
+        [sys.executable, "-m", "explorer.cli", "xla-run", *args],
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+        timeout=400,
+    )
 
 
 def test_shape_change_json_and_exit_code(tmp_path) -> None:
     out = tmp_path / "run"
-    proc = _cli("--scenario", "shape-change", "--steps", "4", "--layers", "1", "--out", str(out), "--json")
+    proc = _cli(
+        "--scenario", "shape-change", "--steps", "4", "--layers", "1", "--out", str(out), "--json"
+    )
     assert proc.returncode == 1, proc.stderr  # a new graph after warm-up is a finding
     doc = json.loads(proc.stdout)
-    assert list(doc) == ["ok", "device", "steps", "graphs", "failure"] and doc["ok"] and doc["failure"] is None
+    assert (
+        list(doc) == ["ok", "device", "steps", "graphs", "failure"]
+        and doc["ok"]
+        and doc["failure"] is None
+    )
     assert [tuple(s) for s in doc["steps"]] == [STEP_KEYS] * 4
     step3 = doc["steps"][3]
     assert step3["compiled"] and "changed shape" in step3["cause"] and "s64[4,12]" in step3["cause"]
@@ -33,15 +44,22 @@ def test_shape_change_json_and_exit_code(tmp_path) -> None:
     assert any(name.endswith("before_optimizations.txt") for name in os.listdir(out / "hlo_dump"))
 
 
-@pytest.mark.parametrize("args, words", [
-    (["--scenario", "steady", "--layers", "0"], "layers must be a positive integer"),
-    (["--step", "nocolon"], "expected MODULE:FUNCTION"),
-    (["--scenario", "steady", "--fsdp-option", "novalue"], "expected KEY=VALUE"),
-])
+@pytest.mark.parametrize(
+    "args, words",
+    [
+        (["--scenario", "steady", "--layers", "0"], "layers must be a positive integer"),
+        (["--step", "nocolon"], "expected MODULE:FUNCTION"),
+        (["--scenario", "steady", "--fsdp-option", "novalue"], "expected KEY=VALUE"),
+    ],
+)
 def test_bad_input_is_one_line_and_exit_2(args, words) -> None:
     proc = _cli(*args)
     assert proc.returncode == 2
-    assert words in proc.stderr and len(proc.stderr.strip().splitlines()) == 1 and "Traceback" not in proc.stderr
+    assert (
+        words in proc.stderr
+        and len(proc.stderr.strip().splitlines()) == 1
+        and "Traceback" not in proc.stderr
+    )
 
 
 def test_missing_user_function_is_bad_input_from_the_child(tmp_path) -> None:

@@ -24,7 +24,9 @@ def test_steady_loop_settles_to_a_fixed_set_of_graphs(steady_run) -> None:
     assert all(s.cause.startswith("new graph: no, because graph") for s in later)
     assert all(s.cached >= 1 and s.compile_ms == 0 for s in later)
     steady = run.graph(later[0].graph_hash)
-    assert steady.steps_ran == [s for s in range(1, 5) if run.steps[s].graph_hash == steady.graph_hash]
+    assert steady.steps_ran == [
+        s for s in range(1, 5) if run.steps[s].graph_hash == steady.graph_hash
+    ]
     assert run.steps[0].compile_ms > 0 and all(s.execute_ms > 0 for s in run.steps)
 
 
@@ -88,8 +90,12 @@ def _write_step(tmp_path, body: str) -> str:
     return str(path)
 
 
-def test_user_step_runs_with_the_same_capture_and_an_exception_keeps_earlier_steps(tmp_path) -> None:
-    path = _write_step(tmp_path, """
+def test_user_step_runs_with_the_same_capture_and_an_exception_keeps_earlier_steps(
+    tmp_path,
+) -> None:
+    path = _write_step(
+        tmp_path,
+        """
         import torch, torch_xla
         w = torch.ones(4, 4).to(torch_xla.device())
 
@@ -98,12 +104,18 @@ def test_user_step_runs_with_the_same_capture_and_an_exception_keeps_earlier_ste
             if i == 3:
                 raise ValueError("diverged at step 3")
             w = w @ w * 0.5 if i == 0 else w @ w * 0.25 + w
-    """)
+    """,
+    )
     run = run_step(f"{path}:step", steps=5, live_report=0)
     assert [s.step for s in run.steps] == [0, 1, 2]
-    assert "aten::add" in run.steps[1].live_report and "location=step@user_train.py" in run.steps[1].live_report
+    assert (
+        "aten::add" in run.steps[1].live_report
+        and "location=step@user_train.py" in run.steps[1].live_report
+    )
     assert run.steps[0].compiled and run.steps[1].compiled and not run.steps[2].compiled
-    assert run.failure.kind == "exception" and "ValueError: diverged at step 3" in run.failure.message
+    assert (
+        run.failure.kind == "exception" and "ValueError: diverged at step 3" in run.failure.message
+    )
     assert run.failure.step == 3
 
 

@@ -56,7 +56,9 @@ def test_explorer_shows_a_run_and_renders_offline(logging_run, tmp_path) -> None
     app = XlaExplorer("logging", run=logging_run)
     a, b = views.default_pair(logging_run)
     assert (app.graph_a.value, app.graph_b.value) == (a, b)
-    assert app.timeline.figure.data[-1].x == tuple(s.step for s in logging_run.steps if s.new_graphs)
+    assert app.timeline.figure.data[-1].x == tuple(
+        s.step for s in logging_run.steps if s.new_graphs
+    )
     assert "application/vnd.jupyter.widget-view+json" in app._repr_mimebundle_()
     page = app.to_html(str(tmp_path / "xla.html"))
     assert "new graph: yes, because" in page and "plotly" in page
@@ -79,8 +81,11 @@ def test_run_control_does_not_block_and_follows_each_step() -> None:
 def _empty_columns(table: dict) -> list[str]:
     headers, columns = table["header"]["values"], table["cells"]["values"]
     out = [f"column {i} has an empty header" for i, h in enumerate(headers) if not str(h).strip()]
-    return out + [f"column {i} ({headers[i]!r}) has no text" for i, col in enumerate(columns)
-                  if not any(str(v).strip() for v in col)]
+    return out + [
+        f"column {i} ({headers[i]!r}) has no text"
+        for i, col in enumerate(columns)
+        if not any(str(v).strip() for v in col)
+    ]
 
 
 def _graph(step: int, recompile: bool = False) -> SimpleNamespace:
@@ -91,17 +96,21 @@ def test_title_counts_what_the_text_counts() -> None:
     """The seed's run: 2 graphs compiled by the steps (the second a near-duplicate of the first),
     2 small ones at setup. The title used to say "4 distinct graph(s), 1 recompile(s)"."""
     seed = SimpleNamespace(graphs=[_graph(-1), _graph(-1), _graph(0), _graph(1, True)])
-    assert views.graph_counts(seed) == ("steps 0, 1 compiled 2 graphs, 1 a near-duplicate of an earlier graph (red); "
-                                        "2 more at setup")
-    assert views.graph_counts(SimpleNamespace(graphs=[_graph(0)])) == \
-        "step 0 compiled 1 graph, 0 near-duplicates of an earlier graph (red)"
+    assert views.graph_counts(seed) == (
+        "steps 0, 1 compiled 2 graphs, 1 a near-duplicate of an earlier graph (red); "
+        "2 more at setup"
+    )
+    assert (
+        views.graph_counts(SimpleNamespace(graphs=[_graph(0)]))
+        == "step 0 compiled 1 graph, 0 near-duplicates of an earlier graph (red)"
+    )
     assert views.graph_counts(SimpleNamespace(graphs=[])) == "the steps compiled no graph"
 
 
 def test_timeline_title_matches_the_run(logging_run) -> None:
     title = views.step_timeline(logging_run).to_dict()["layout"]["title"]["text"]
     by_steps = [g for g in logging_run.graphs if g.step >= 0]
-    assert title.startswith(f"logging: steps ") and f"compiled {len(by_steps)} graphs" in title
+    assert title.startswith("logging: steps ") and f"compiled {len(by_steps)} graphs" in title
     assert f"{len(logging_run.graphs) - len(by_steps)} more at setup" in title
 
 
@@ -114,8 +123,11 @@ def test_progress_lines_for_a_notebook_cell(capsys) -> None:
     print_progress({"event": "step", "step": 1, "wall_ms": 15.1, "uncached": 0})
     print_progress({"event": "error", "message": "RuntimeError: Check failed: has_layout()"})
     assert capsys.readouterr().out.splitlines() == [
-        "model ready on CPU in 1.5 s; stepping ...", "step 0: 2.26 s (compiled)", "step 1: 0.02 s (from the compile cache)",
-        "the child failed: RuntimeError: Check failed: has_layout()"]
+        "model ready on CPU in 1.5 s; stepping ...",
+        "step 0: 2.26 s (compiled)",
+        "step 1: 0.02 s (from the compile cache)",
+        "the child failed: RuntimeError: Check failed: has_layout()",
+    ]
 
 
 def test_tables_are_complete_on_first_display(logging_run) -> None:
@@ -146,7 +158,9 @@ def test_callback_errors_are_said_in_the_status_line(logging_run, monkeypatch) -
     monkeypatch.setattr(views, "graph_diff", broken)
     app.graph_a.value = next(v for _, v in app.graph_a.options if v != app.graph_a.value)
     assert "while diffing the chosen graphs: ValueError: no such pair" in app.status.value
-    app.diff.widget._message(None, {"type": "error", "where": "drawing the figure", "message": "bad table"}, [])
+    app.diff.widget._message(
+        None, {"type": "error", "where": "drawing the figure", "message": "bad table"}, []
+    )
     assert "bad table" in app.status.value and len(app.errors) == 3
     app.steps.value = 2
     app.options["no_such_option"] = 1

@@ -11,10 +11,13 @@ Typical use::
     result.diagnosis.sentence   # 'Cycling among 3 cached variants every 3 iterations: ...'
 """
 
+from explorer.analysis.compile.diagnosis import diagnose
+from explorer.analysis.compile.period import label_period, time_period
 from explorer.runtime.compile.config import CompileConfig, default_backend, parse_config
-from explorer.runtime.compile.diagnosis import diagnose
-from explorer.runtime.compile.period import label_period, time_period
-from explorer.runtime.compile.records import (
+from explorer.runtime.compile.run import run_scenario, run_step
+from explorer.runtime.compile.scenarios import PRESETS
+from explorer.runtime.compile.user_step import load_step
+from explorer.traces.compile.records import (
     CompileEvent,
     Diagnosis,
     GraphBreak,
@@ -22,9 +25,6 @@ from explorer.runtime.compile.records import (
     ProbeResult,
     VariantGuards,
 )
-from explorer.runtime.compile.run import run_scenario, run_step
-from explorer.runtime.compile.scenarios import PRESETS
-from explorer.runtime.compile.user_step import load_step
 
 __all__ = [
     "CompileConfig",

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any, Iterator
 
-from explorer.runtime.compile.records import VariantGuards, frame_of
+from explorer.traces.compile.records import VariantGuards, frame_of
 
 
 def _codes() -> Iterator[Any]:
@@ -41,7 +41,9 @@ def supported() -> bool:
         from torch._dynamo import convert_frame, eval_frame
     except ImportError:  # pragma: no cover
         return False
-    return hasattr(convert_frame, "input_codes") and hasattr(eval_frame, "_debug_get_cache_entry_list")
+    return hasattr(convert_frame, "input_codes") and hasattr(
+        eval_frame, "_debug_get_cache_entry_list"
+    )
 
 
 def front_variants() -> dict[str, str]:
@@ -62,7 +64,10 @@ def guard_differences() -> list[VariantGuards]:
         entries = _entries(code)
         if len(entries) < 2:
             continue
-        parts = {str(e.compile_id): list(getattr(e.guard_manager, "code_parts", []) or []) for e in entries}
+        parts = {
+            str(e.compile_id): list(getattr(e.guard_manager, "code_parts", []) or [])
+            for e in entries
+        }
         shared = set.intersection(*(set(p) for p in parts.values()))
         for cid in sorted(parts, key=_order):
             only = tuple(p for p in parts[cid] if p not in shared)

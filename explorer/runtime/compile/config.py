@@ -12,8 +12,8 @@ backend name has to be resolved.
 from __future__ import annotations
 
 import importlib
-import shutil
 import os
+import shutil
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Optional, Union
 
@@ -96,7 +96,9 @@ def parse_config(
         raise InputError(f"compile.enabled must be true or false, got {enabled!r}")
     kwargs = section.get("kwargs", {}) or {}
     if not isinstance(kwargs, Mapping):
-        raise InputError(f"compile.kwargs must be a mapping of torch.compile arguments, got {kwargs!r}")
+        raise InputError(
+            f"compile.kwargs must be a mapping of torch.compile arguments, got {kwargs!r}"
+        )
     bad = sorted(set(kwargs) - set(COMPILE_KWARGS))
     if bad:
         raise InputError(
@@ -104,16 +106,24 @@ def parse_config(
             f"here: allowed are {', '.join(COMPILE_KWARGS)} (the backend goes in compile.backend)"
         )
     if "mode" in kwargs and "options" in kwargs:
-        raise InputError("compile.kwargs may set 'mode' or 'options', not both (torch.compile refuses both)")
-    backend = section["backend"] if "backend" in section else default_backend()  # torch only when needed
+        raise InputError(
+            "compile.kwargs may set 'mode' or 'options', not both (torch.compile refuses both)"
+        )
+    backend = (
+        section["backend"] if "backend" in section else default_backend()
+    )  # torch only when needed
     if not (isinstance(backend, str) and backend.strip()) and not callable(backend):
         raise InputError(
             f"compile.backend must be a registered name, a dotted path 'module.function' or a "
             f"callable, got {backend!r}"
         )
     if compiler_fn is not None and not callable(compiler_fn):
-        raise InputError(f"compiler_fn must be callable (model -> compiled model), got {compiler_fn!r}")
-    return CompileConfig(enabled=enabled, backend=backend, kwargs=dict(kwargs), compiler_fn=compiler_fn)
+        raise InputError(
+            f"compiler_fn must be callable (model -> compiled model), got {compiler_fn!r}"
+        )
+    return CompileConfig(
+        enabled=enabled, backend=backend, kwargs=dict(kwargs), compiler_fn=compiler_fn
+    )
 
 
 def resolve_backend(backend: Backend) -> Callable[..., Any]:
@@ -148,5 +158,7 @@ def resolve_backend(backend: Backend) -> Callable[..., Any]:
     if fn is None:
         raise InputError(f"backend {name!r}: module {module_name!r} has no attribute {attr!r}")
     if not callable(fn):
-        raise InputError(f"backend {name!r} is a {type(fn).__name__}, not a callable (gm, example_inputs) -> callable")
+        raise InputError(
+            f"backend {name!r} is a {type(fn).__name__}, not a callable (gm, example_inputs) -> callable"
+        )
     return fn

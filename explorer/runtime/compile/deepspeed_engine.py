@@ -40,8 +40,9 @@ def _init_single_process() -> None:
     dist.init_process_group("gloo", rank=0, world_size=1)
 
 
-def build_engine_step(model: Any, config: CompileConfig, tracker: Optional[VariantTracker],
-                      stage: int = 1) -> tuple[Any, Callable[[int], None]]:
+def build_engine_step(
+    model: Any, config: CompileConfig, tracker: Optional[VariantTracker], stage: int = 1
+) -> tuple[Any, Callable[[int], None]]:
     """A DeepSpeed engine around ``model`` (ZeRO ``stage``, SGD), compiled, and its training step."""
     os.environ.setdefault("DS_ACCELERATOR", "cpu")
     deepspeed = require("deepspeed", "all", "The deepspeed scenario")
@@ -50,9 +51,15 @@ def build_engine_step(model: Any, config: CompileConfig, tracker: Optional[Varia
     # Else deepspeed builds its shared-memory op with g++ (over a minute), which gloo does not use.
     getattr(deepspeed.ops, "__compatible_ops__", {})["deepspeed_shm_comm"] = False
     _init_single_process()
-    ds_config = {"train_micro_batch_size_per_gpu": 64, "zero_optimization": {"stage": stage}, "zero_allow_untested_optimizer": True,
-                 "optimizer": {"type": "SGD", "params": {"lr": 1e-3}}}
-    engine, *_ = deepspeed.initialize(model=model, model_parameters=model.parameters(), config=ds_config)
+    ds_config = {
+        "train_micro_batch_size_per_gpu": 64,
+        "zero_optimization": {"stage": stage},
+        "zero_allow_untested_optimizer": True,
+        "optimizer": {"type": "SGD", "params": {"lr": 1e-3}},
+    }
+    engine, *_ = deepspeed.initialize(
+        model=model, model_parameters=model.parameters(), config=ds_config
+    )
     backend: Any = resolve_backend(config.backend)
     if tracker is not None:
         backend = tracker.wrap(backend)

@@ -3,7 +3,7 @@
 Inside the user's own ``torchrun`` job (or the ranks ``compile-probe --nproc N`` starts),
 :func:`probe_rank` runs the probe on this rank's step, then gathers every rank's records to
 rank 0 over the job's default process group (``gather_object``), where they merge into one
-report (:func:`~explorer.runtime.compile.ranks.merge_ranks`). Other ranks get their own
+report (:func:`~explorer.traces.compile.ranks.merge_ranks`). Other ranks get their own
 records back. Outside an initialised group it is the plain probe. torch is imported when called.
 """
 
@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-from explorer.runtime.compile.ranks import merge_ranks
-from explorer.runtime.compile.records import ProbeResult
+from explorer.traces.compile.ranks import merge_ranks
+from explorer.traces.compile.records import ProbeResult
 
 
 def world() -> tuple[int, int]:
@@ -59,7 +59,9 @@ def gather(result: ProbeResult, label: str = "") -> ProbeResult:
     dist.gather_object(result, results if rank == 0 else None, dst=0)
     if rank != 0:
         return result
-    return merge_ranks({r: res for r, res in enumerate(results)}, label or f"{result.label} on {size} ranks")
+    return merge_ranks(
+        {r: res for r, res in enumerate(results)}, label or f"{result.label} on {size} ranks"
+    )
 
 
 def probe_rank(step: Callable[[int], Any], iterations: int, **probe_kwargs: Any) -> ProbeResult:

@@ -30,8 +30,13 @@ from typing import Any, Optional
 JOBS = ("cycling", "limit", "period4", "diverge")
 
 
-def record(job: str = "limit", folder: Optional[str | Path] = None, iterations: int = 12, at: int = 5,
-           timeout_s: float = 600.0) -> Path:
+def record(
+    job: str = "limit",
+    folder: Optional[str | Path] = None,
+    iterations: int = 12,
+    at: int = 5,
+    timeout_s: float = 600.0,
+) -> Path:
     """Run ``job`` (two ranks for ``diverge``) and return the folder holding its traces."""
     from explorer.errors import InputError
     from explorer.runtime.pipeline.launch import free_port
@@ -44,15 +49,43 @@ def record(job: str = "limit", folder: Optional[str | Path] = None, iterations: 
     root = str(Path(__file__).resolve().parents[3])
     procs = []
     for rank in range(ranks):
-        env = {**os.environ, "TORCH_TRACE": str(out / "torch_trace"), "OMP_NUM_THREADS": "1",
-               "PYTHONPATH": os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH", "")) if p)}
+        env = {
+            **os.environ,
+            "TORCH_TRACE": str(out / "torch_trace"),
+            "OMP_NUM_THREADS": "1",
+            "PYTHONPATH": os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH", "")) if p),
+        }
         if job == "diverge":
-            env.update(RANK=str(rank), WORLD_SIZE=str(ranks), LOCAL_RANK=str(rank), MASTER_ADDR="127.0.0.1",
-                       MASTER_PORT=str(port))
-        argv = [sys.executable, "-m", "explorer.runtime.compile.example_job", "--job", job, "--out", str(out),
-                "--iterations", str(iterations), "--at", str(at)]
-        procs.append(subprocess.Popen(argv, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                                      stderr=subprocess.PIPE, text=True))
+            env.update(
+                RANK=str(rank),
+                WORLD_SIZE=str(ranks),
+                LOCAL_RANK=str(rank),
+                MASTER_ADDR="127.0.0.1",
+                MASTER_PORT=str(port),
+            )
+        argv = [
+            sys.executable,
+            "-m",
+            "explorer.runtime.compile.example_job",
+            "--job",
+            job,
+            "--out",
+            str(out),
+            "--iterations",
+            str(iterations),
+            "--at",
+            str(at),
+        ]
+        procs.append(
+            subprocess.Popen(
+                argv,
+                env=env,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.PIPE,
+                text=True,
+            )
+        )
     errors = [p.communicate(timeout=timeout_s)[1] for p in procs]
     bad = [(p.returncode, e) for p, e in zip(procs, errors) if p.returncode != 0]
     if bad:
@@ -104,10 +137,15 @@ def run(job: str, out: str, iterations: int, at: int) -> None:
     opt = torch.optim.SGD(net.parameters(), lr=1e-3)
     schedule = torch.profiler.schedule(wait=0, warmup=0, active=iterations, repeat=1)
     handler = torch.profiler.tensorboard_trace_handler(os.path.join(out, "profiler"))
-    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU], schedule=schedule,
-                                on_trace_ready=handler) as prof:
+    with torch.profiler.profile(
+        activities=[torch.profiler.ProfilerActivity.CPU], schedule=schedule, on_trace_ready=handler
+    ) as prof:
         for i in range(iterations):
-            rows = 6 if (job == "limit" and i >= 8) or (job == "diverge" and rank == 1 and i >= at) else 4
+            rows = (
+                6
+                if (job == "limit" and i >= 8) or (job == "diverge" and rank == 1 and i >= at)
+                else 4
+            )
             net.mode = i % 3 if job in ("cycling", "limit") else 0
             model(torch.randn(rows, 16)).backward()
             opt.step()

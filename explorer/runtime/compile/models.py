@@ -43,8 +43,14 @@ class ModeNet(nn.Module):
         return 2.0 * sum(p.numel() for p in self.parameters()) * 64 / 1e12
 
 
-def _train_step(model: Any, batch: Callable[[int], torch.Tensor], before: Callable[[int], None]) -> Callable[[int], None]:
-    params = list(model.module.parameters()) if isinstance(model, CompiledModel) else list(model.parameters())
+def _train_step(
+    model: Any, batch: Callable[[int], torch.Tensor], before: Callable[[int], None]
+) -> Callable[[int], None]:
+    params = (
+        list(model.module.parameters())
+        if isinstance(model, CompiledModel)
+        else list(model.parameters())
+    )
     opt = torch.optim.SGD(params, lr=1e-3)
 
     def step(iteration: int) -> None:

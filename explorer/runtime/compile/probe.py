@@ -14,12 +14,20 @@ import time
 import traceback
 from typing import Any, Callable, Mapping, Optional
 
+from explorer.analysis.compile.diagnosis import diagnose
 from explorer.errors import InputError
 from explorer.runtime.compile import cache
-from explorer.runtime.compile.diagnosis import diagnose
-from explorer.runtime.compile.records import EAGER, CompileEvent, GraphBreak, Iteration, ProbeResult, frame_of
-from explorer.runtime.compile.sources import LIMIT_FAILURE, make_source
+from explorer.runtime.compile.sources import make_source
 from explorer.runtime.compile.tracking import VariantTracker
+from explorer.traces.compile.records import (
+    EAGER,
+    LIMIT_FAILURE,
+    CompileEvent,
+    GraphBreak,
+    Iteration,
+    ProbeResult,
+    frame_of,
+)
 
 Step = Callable[[int], Any]
 
@@ -87,7 +95,9 @@ def probe(
     limited: set[str] = set()
     with torch._dynamo.config.patch(**patch), src:
         result.recompile_limit = getattr(
-            torch._dynamo.config, "recompile_limit", getattr(torch._dynamo.config, "cache_size_limit", None)
+            torch._dynamo.config,
+            "recompile_limit",
+            getattr(torch._dynamo.config, "cache_size_limit", None),
         )
         for i in range(iterations):
             before = tracker.snapshot() if tracker is not None else None

@@ -15,8 +15,8 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Sequence
 
-from explorer.runtime.isolate import INPUT_ERROR, MARKER
 from explorer.errors import InputError, one_line
+from explorer.runtime.isolate import INPUT_ERROR, MARKER
 
 
 def _probe(spec: dict) -> object:
@@ -24,10 +24,22 @@ def _probe(spec: dict) -> object:
     from explorer.runtime.compile.user_step import load_step
 
     if spec.get("scenario"):
-        return run_scenario(spec["scenario"], spec.get("iterations"), spec.get("backend"), spec.get("config") or {},
-                            spec.get("source", "auto"), ranked=True)
+        return run_scenario(
+            spec["scenario"],
+            spec.get("iterations"),
+            spec.get("backend"),
+            spec.get("config") or {},
+            spec.get("source", "auto"),
+            ranked=True,
+        )
     step = load_step(spec["step"])
-    return run_step(step, spec.get("iterations") or 20, spec.get("source", "auto"), label=spec["step"], ranked=True)
+    return run_step(
+        step,
+        spec.get("iterations") or 20,
+        spec.get("source", "auto"),
+        label=spec["step"],
+        ranked=True,
+    )
 
 
 def main(argv: Sequence[str]) -> int:

@@ -8,9 +8,9 @@ from __future__ import annotations
 from typing import Any, Callable, Mapping, Optional
 
 from explorer.runtime.compile.config import parse_config
-from explorer.runtime.compile.records import ProbeResult
 from explorer.runtime.compile.scenarios import build
 from explorer.runtime.compile.tracking import VariantTracker
+from explorer.traces.compile.records import ProbeResult
 
 
 def run_scenario(
@@ -51,8 +51,13 @@ def run_scenario(
     return gather(result, name) if ranked else result
 
 
-def run_step(step: Callable[[int], Any], iterations: int, source: str = "auto", label: str = "",
-             ranked: bool = False) -> ProbeResult:
+def run_step(
+    step: Callable[[int], Any],
+    iterations: int,
+    source: str = "auto",
+    label: str = "",
+    ranked: bool = False,
+) -> ProbeResult:
     """Probe a user's own step; variants come from Dynamo's cache (the probe does not own the backend).
 
     ``ranked`` as for :func:`run_scenario`.
@@ -61,5 +66,7 @@ def run_step(step: Callable[[int], Any], iterations: int, source: str = "auto", 
     from explorer.runtime.compile.probe import probe
 
     label = label or getattr(step, "__name__", "step")
-    result = probe(synchronised(step) if ranked else step, iterations, source=source, reset=False, label=label)
+    result = probe(
+        synchronised(step) if ranked else step, iterations, source=source, reset=False, label=label
+    )
     return gather(result, label) if ranked else result

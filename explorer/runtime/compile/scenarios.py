@@ -46,23 +46,64 @@ class Scenario:
 PRESETS: dict[str, Preset] = {
     p.name: p
     for p in (
-        Preset("cycling", "a module attribute cycles through 3 values, one of them doing more work "
-               "(the seed: 196, 196, 192 TFLOPS)", 24, "cycling"),
-        Preset("shapes", "the sequence length grows every 3 iterations with dynamic=False "
-               "(curriculum learning): a new shape each time", 18, "recompiles",
-               compile_kwargs={"dynamic": False}),
-        Preset("graph-break", "a loss value is read with .item() inside forward for logging", 12, "steady"),
-        Preset("zero3-hooks", "ZeRO-3-style forward pre/post hooks gather and release parameters, "
-               "wrapped in torch.compiler.disable", 12, "steady"),
-        Preset("limit", "a value cycles through 6 states with recompile_limit=4: two states never "
-               "get a compiled variant", 24, "eager-fallback", dynamo_config={"recompile_limit": 4}),
-        Preset("accumulation", "gradient accumulation over 3 iterations: the optimizer step runs "
-               "every 3rd iteration, outside the compiled model", 45, "unrelated"),
-        Preset("deepspeed", "DeepSpeed's own engine with engine.compile() and a value cycling "
-               "through 3 states (needs the deepspeed package)", 18, "cycling"),
-        Preset("deepspeed-zero3", "the same engine with ZeRO stage 3: its hooks gather and release parameters "
-               "around every module, and Dynamo compiles, guards and gives up on them (needs deepspeed; "
-               "run it with --nproc 2)", 9, "eager-fallback"),
+        Preset(
+            "cycling",
+            "a module attribute cycles through 3 values, one of them doing more work "
+            "(the seed: 196, 196, 192 TFLOPS)",
+            24,
+            "cycling",
+        ),
+        Preset(
+            "shapes",
+            "the sequence length grows every 3 iterations with dynamic=False "
+            "(curriculum learning): a new shape each time",
+            18,
+            "recompiles",
+            compile_kwargs={"dynamic": False},
+        ),
+        Preset(
+            "graph-break",
+            "a loss value is read with .item() inside forward for logging",
+            12,
+            "steady",
+        ),
+        Preset(
+            "zero3-hooks",
+            "ZeRO-3-style forward pre/post hooks gather and release parameters, "
+            "wrapped in torch.compiler.disable",
+            12,
+            "steady",
+        ),
+        Preset(
+            "limit",
+            "a value cycles through 6 states with recompile_limit=4: two states never "
+            "get a compiled variant",
+            24,
+            "eager-fallback",
+            dynamo_config={"recompile_limit": 4},
+        ),
+        Preset(
+            "accumulation",
+            "gradient accumulation over 3 iterations: the optimizer step runs "
+            "every 3rd iteration, outside the compiled model",
+            45,
+            "unrelated",
+        ),
+        Preset(
+            "deepspeed",
+            "DeepSpeed's own engine with engine.compile() and a value cycling "
+            "through 3 states (needs the deepspeed package)",
+            18,
+            "cycling",
+        ),
+        Preset(
+            "deepspeed-zero3",
+            "the same engine with ZeRO stage 3: its hooks gather and release parameters "
+            "around every module, and Dynamo compiles, guards and gives up on them (needs deepspeed; "
+            "run it with --nproc 2)",
+            9,
+            "eager-fallback",
+        ),
     )
 }
 

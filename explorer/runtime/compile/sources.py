@@ -12,12 +12,11 @@ Both hand back records for the iteration that just ran.
 from __future__ import annotations
 
 import logging
-from typing import Any, Optional
+from typing import Any
 
-from explorer.runtime.compile.records import CompileEvent, GraphBreak
+from explorer.traces.compile.records import LIMIT_FAILURE, CompileEvent, GraphBreak, limit_failure
 
 _NEEDED_FIELDS = ("compile_id", "co_name", "recompile_reason", "fail_type", "restart_reasons")
-LIMIT_FAILURE = "RecompileLimitExceeded"
 
 
 def torch_version() -> tuple[int, int]:
@@ -39,14 +38,6 @@ def metrics_supported() -> bool:
     cls = getattr(utils, "CompilationMetrics", None)
     fields = getattr(cls, "__dataclass_fields__", {})
     return hasattr(utils, "get_compilation_metrics") and all(f in fields for f in _NEEDED_FIELDS)
-
-
-def _limit(failed: Optional[str], detail: Optional[str]) -> Optional[str]:
-    """Name every flavour of 'gave up recompiling' the same way."""
-    text = f"{failed or ''} {detail or ''}".lower()
-    if "limit" in text and ("recompile" in text or "cache" in text):
-        return LIMIT_FAILURE
-    return failed
 
 
 def _split_reason(text: str) -> tuple[str, str]:
@@ -104,12 +95,18 @@ class MetricsSource:
         events: list[CompileEvent] = []
         breaks: list[GraphBreak] = []
         for r in get_compilation_metrics():
-            key = (r.compile_id, getattr(r, "start_time_us", None) or r.start_time, getattr(r, "is_forward", None))
+            key = (
+                r.compile_id,
+                getattr(r, "start_time_us", None) or r.start_time,
+                getattr(r, "is_forward", None),
+            )
             if key in self._seen:
                 continue
             self._seen.add(key)
             # Backward graphs (compiled lazily by AOTAutograd) log their own record: not a compile of a frame.
-            if getattr(r, "is_forward", None) is False or (r.co_name is None and r.fail_type is None):
+            if getattr(r, "is_forward", None) is False or (
+                r.co_name is None and r.fail_type is None
+            ):
                 continue
             events.append(
                 CompileEvent(
@@ -117,7 +114,7 @@ class MetricsSource:
                     iteration=iteration,
                     function=r.co_name,
                     reason=r.recompile_reason,
-                    failed=_limit(r.fail_type, r.fail_reason),
+                    failed=limit_failure(r.fail_type, r.fail_reason),
                     seconds=r.entire_frame_compile_time_s,
                 )
             )
@@ -144,15 +141,26 @@ class _Capture(logging.Handler):
         event = self.events.get(cid) or CompileEvent(cid, -1)
         if "torchdynamo start tracing" in msg:
             parts = msg.split("torchdynamo start tracing", 1)[1].split()
-            self.events[cid] = CompileEvent(cid, -1, parts[0] if parts else None, event.reason, event.failed)
+            self.events[cid] = CompileEvent(
+                cid, -1, parts[0] if parts else None, event.reason, event.failed
+            )
         elif msg.startswith("Recompiling function"):
             failures = [ln.strip()[2:] for ln in msg.splitlines() if ln.strip().startswith("- ")]
             name = msg.split()[2] if len(msg.split()) > 2 else None
-            self.events[cid] = CompileEvent(cid, -1, event.function or name, failures[0] if failures else None, event.failed)
+            self.events[cid] = CompileEvent(
+                cid, -1, event.function or name, failures[0] if failures else None, event.failed
+            )
         elif "hit config." in msg and "limit" in msg:
             self.events[cid] = CompileEvent(cid, -1, event.function, event.reason, LIMIT_FAILURE)
         elif msg.startswith("Graph break"):
-            reason = next((ln.split(":", 1)[1] for ln in msg.splitlines() if ln.startswith("Graph Break Reason:")), msg)
+            reason = next(
+                (
+                    ln.split(":", 1)[1]
+                    for ln in msg.splitlines()
+                    if ln.startswith("Graph Break Reason:")
+                ),
+                msg,
+            )
             first, detail = _split_reason(reason)
             self.breaks.append(GraphBreak(cid, -1, first, detail))
 
@@ -206,5 +214,7 @@ def make_source(kind: str = "auto") -> Any:
     if kind == "log" or (kind == "auto" and not metrics_supported()):
         return LogSource()
     if kind == "metrics" and not metrics_supported():
-        raise InputError(f"torch {torch_version()} keeps no usable compilation metrics: use --source log")
+        raise InputError(
+            f"torch {torch_version()} keeps no usable compilation metrics: use --source log"
+        )
     return MetricsSource()

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any, Callable, Mapping
 
-from explorer.runtime.compile.records import frame_of
+from explorer.traces.compile.records import frame_of
 
 
 class VariantTracker:

@@ -60,11 +60,15 @@ def _inductor_with_options(kwargs: dict[str, Any]) -> Any:
 
     wrapper = getattr(torch, "_TorchCompileInductorWrapper", None)
     if wrapper is None:  # pragma: no cover - present in every torch 2.x
-        raise InputError("this torch has no inductor wrapper: drop 'mode'/'options' from compile.kwargs")
+        raise InputError(
+            "this torch has no inductor wrapper: drop 'mode'/'options' from compile.kwargs"
+        )
     return wrapper(kwargs.pop("mode", None), kwargs.pop("options", None), kwargs.get("dynamic"))
 
 
-def compile_model(model: Any, config: CompileConfig, tracker: Optional[VariantTracker] = None) -> CompiledModel:
+def compile_model(
+    model: Any, config: CompileConfig, tracker: Optional[VariantTracker] = None
+) -> CompiledModel:
     """Compile ``model`` as ``config`` says; with a ``tracker``, every graph call is counted.
 
     ``compiler_fn`` is called as is (the tracker cannot see inside it; the probe then reads

@@ -40,28 +40,44 @@ from typing import Any
 
 from explorer.runtime.pipeline.spec import Fault, ModelSpec, RunSpec
 
-__all__ = ["Fault", "ModelSpec", "RunSpec", "RunResult", "run_pipeline", "Launch", "Follower", "PipelineRunner",
-           "run_torch_engine", "compare_engines"]
+__all__ = [
+    "Fault",
+    "ModelSpec",
+    "RunSpec",
+    "RunResult",
+    "run_pipeline",
+    "Launch",
+    "Follower",
+    "PipelineRunner",
+    "run_torch_engine",
+    "compare_engines",
+]
 
 
 def __getattr__(name: str) -> Any:
     """Lazy exports: importing the package stays light (no torch until a run starts)."""
     if name in ("run_pipeline", "Launch", "preflight"):
         from explorer.runtime.pipeline import launch
+
         return getattr(launch, name)
     if name == "RunResult":
-        from explorer.runtime.pipeline.result import RunResult
+        from explorer.traces.pipeline.result import RunResult
+
         return RunResult
     if name == "Follower":
-        from explorer.runtime.pipeline.follow import Follower
+        from explorer.traces.pipeline.follow import Follower
+
         return Follower
     if name == "run_torch_engine":
         from explorer.runtime.pipeline.torch_engine import run_torch_engine
+
         return run_torch_engine
     if name == "compare_engines":
         from explorer.runtime.pipeline.engines import compare_engines
+
         return compare_engines
     if name == "PipelineRunner":
         from explorer.runtime.pipeline.runner import PipelineRunner
+
         return PipelineRunner
     raise AttributeError(name)

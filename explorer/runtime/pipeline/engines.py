@@ -15,17 +15,29 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional, Union
 
-from explorer.runtime.pipeline.result import RunResult
 from explorer.runtime.pipeline.spec import RunSpec
 from explorer.runtime.pipeline.torch_engine import ACTION_NAMES, TorchRunResult, run_torch_engine
-from explorer.runtime.pipeline.trace import last_iteration, makespan, record_kind
 from explorer.schedules.instructions import KIND_BY_CODE, Kind
+from explorer.traces.pipeline.result import RunResult
+from explorer.traces.pipeline.trace import last_iteration, makespan, record_kind
 
-_ORDER = [Kind.LOAD, Kind.FORWARD, Kind.BACKWARD, Kind.BACKWARD_INPUT, Kind.BACKWARD_WEIGHT, Kind.SEND_ACTIVATION,
-          Kind.RECV_ACTIVATION, Kind.SEND_GRAD, Kind.RECV_GRAD, Kind.OPTIMIZER_STEP]
+_ORDER = [
+    Kind.LOAD,
+    Kind.FORWARD,
+    Kind.BACKWARD,
+    Kind.BACKWARD_INPUT,
+    Kind.BACKWARD_WEIGHT,
+    Kind.SEND_ACTIVATION,
+    Kind.RECV_ACTIVATION,
+    Kind.SEND_GRAD,
+    Kind.RECV_GRAD,
+    Kind.OPTIMIZER_STEP,
+]
 # PyTorch's receives only post an irecv; the wait happens inside the compute that needs the data.
-_TORCH_NAMES = {kind: name + (" (posts irecv)" if kind in (Kind.RECV_ACTIVATION, Kind.RECV_GRAD) else "")
-                for kind, name in ACTION_NAMES.items()}
+_TORCH_NAMES = {
+    kind: name + (" (posts irecv)" if kind in (Kind.RECV_ACTIVATION, Kind.RECV_GRAD) else "")
+    for kind, name in ACTION_NAMES.items()
+}
 
 
 @dataclass
@@ -43,7 +55,10 @@ class EngineComparison:
         return self.explorer.digest == self.torch.digest
 
     def makespans_ms(self) -> dict[str, float]:
-        return {"explorer": makespan(last_iteration(self.explorer.records)) * 1e3, "torch": self.torch.makespan() * 1e3}
+        return {
+            "explorer": makespan(last_iteration(self.explorer.records)) * 1e3,
+            "torch": self.torch.makespan() * 1e3,
+        }
 
     def kind_times(self) -> list[dict]:
         """Per instruction kind: count, mean and median milliseconds on each engine (last iteration)."""
@@ -59,34 +74,58 @@ class EngineComparison:
                 continue
             a, b = ours.get(kind, []), [(r["end"] - r["start"]) * 1e3 for r in theirs.get(kind, [])]
             waits = [r["wait"] * 1e3 for r in theirs.get(kind, [])]
-            rows.append({"kind": kind.code, "explorer": kind.deepspeed_name, "torch": _TORCH_NAMES.get(kind),
-                         "explorer_n": len(a), "explorer_mean_ms": _mean(a), "explorer_median_ms": _median(a),
-                         "torch_n": len(b), "torch_mean_ms": _mean(b), "torch_median_ms": _median(b),
-                         "torch_wait_mean_ms": _mean(waits) if kind.is_compute else None})
+            rows.append(
+                {
+                    "kind": kind.code,
+                    "explorer": kind.deepspeed_name,
+                    "torch": _TORCH_NAMES.get(kind),
+                    "explorer_n": len(a),
+                    "explorer_mean_ms": _mean(a),
+                    "explorer_median_ms": _median(a),
+                    "torch_n": len(b),
+                    "torch_mean_ms": _mean(b),
+                    "torch_median_ms": _median(b),
+                    "torch_wait_mean_ms": _mean(waits) if kind.is_compute else None,
+                }
+            )
         return rows
 
     def to_dict(self) -> dict:
-        return {"losses_bitwise_equal_between_engines": self.losses_bitwise_equal,
-                "explorer_losses": self.explorer.losses, "torch_losses": self.torch.losses,
-                "makespan_ms": self.makespans_ms(), "kinds": self.kind_times()}
+        return {
+            "losses_bitwise_equal_between_engines": self.losses_bitwise_equal,
+            "explorer_losses": self.explorer.losses,
+            "torch_losses": self.torch.losses,
+            "makespan_ms": self.makespans_ms(),
+            "kinds": self.kind_times(),
+        }
 
     def table(self) -> str:
         """A text table of :meth:`kind_times` and the makespans."""
-        head = (f"{'kind':<5} {'explorer':<16} {'n':>3} {'mean ms':>8} {'median':>7}  {'torch':<21} {'n':>3} "
-                f"{'mean ms':>8} {'median':>7} {'wait':>7}")
+        head = (
+            f"{'kind':<5} {'explorer':<16} {'n':>3} {'mean ms':>8} {'median':>7}  {'torch':<21} {'n':>3} "
+            f"{'mean ms':>8} {'median':>7} {'wait':>7}"
+        )
         lines = [head]
         for r in self.kind_times():
-            lines.append(f"{r['kind']:<5} {r['explorer']:<16} {r['explorer_n']:>3} {_ms(r['explorer_mean_ms']):>8} "
-                         f"{_ms(r['explorer_median_ms']):>7}  {r['torch'] or '-':<21} {r['torch_n']:>3} "
-                         f"{_ms(r['torch_mean_ms']):>8} {_ms(r['torch_median_ms']):>7} {_ms(r['torch_wait_mean_ms']):>7}")
+            lines.append(
+                f"{r['kind']:<5} {r['explorer']:<16} {r['explorer_n']:>3} {_ms(r['explorer_mean_ms']):>8} "
+                f"{_ms(r['explorer_median_ms']):>7}  {r['torch'] or '-':<21} {r['torch_n']:>3} "
+                f"{_ms(r['torch_mean_ms']):>8} {_ms(r['torch_median_ms']):>7} {_ms(r['torch_wait_mean_ms']):>7}"
+            )
         spans = self.makespans_ms()
-        lines.append(f"makespan: explorer {spans['explorer']:.2f} ms, torch {spans['torch']:.2f} ms "
-                     f"(first instruction start to last end, last iteration, all ranks)")
-        lines.append(f"losses and gradients bitwise equal between engines: {self.losses_bitwise_equal}")
+        lines.append(
+            f"makespan: explorer {spans['explorer']:.2f} ms, torch {spans['torch']:.2f} ms "
+            f"(first instruction start to last end, last iteration, all ranks)"
+        )
+        lines.append(
+            f"losses and gradients bitwise equal between engines: {self.losses_bitwise_equal}"
+        )
         return "\n".join(lines)
 
 
-def compare_engines(spec: RunSpec, folder: Union[None, str, Path] = None, *, order: str = "auto") -> EngineComparison:
+def compare_engines(
+    spec: RunSpec, folder: Union[None, str, Path] = None, *, order: str = "auto"
+) -> EngineComparison:
     """Run ``spec`` on our engine, then on PyTorch's; ``folder`` gets ``explorer/`` and ``torch/`` run folders."""
     from explorer.runtime.pipeline.launch import run_pipeline
 

@@ -24,7 +24,14 @@ from explorer.runtime.pipeline.stage_state import BufferFault, StageState
 from explorer.schedules.instructions import Instruction, Kind
 from explorer.schedules.schedule import Schedule
 
-_PEER_WORDS = ("connection closed", "connection reset", "broken pipe", "end of file", "peer", "socket closed")
+_PEER_WORDS = (
+    "connection closed",
+    "connection reset",
+    "broken pipe",
+    "end of file",
+    "peer",
+    "socket closed",
+)
 
 
 class InstructionFailed(RuntimeError):
@@ -50,9 +57,17 @@ def classify(exc: BaseException) -> str:
 class RankExecutor:
     """One rank's stages, channels and stream (see the module docstring)."""
 
-    def __init__(self, rank: int, schedule: Schedule, states: dict[int, StageState], channels: Channels,
-                 data_fn: Callable[[int], tuple[torch.Tensor, torch.Tensor]], device: torch.device,
-                 recorder: Optional[Recorder] = None, fault: Optional[Fault] = None) -> None:
+    def __init__(
+        self,
+        rank: int,
+        schedule: Schedule,
+        states: dict[int, StageState],
+        channels: Channels,
+        data_fn: Callable[[int], tuple[torch.Tensor, torch.Tensor]],
+        device: torch.device,
+        recorder: Optional[Recorder] = None,
+        fault: Optional[Fault] = None,
+    ) -> None:
         self.rank, self.schedule, self.states, self.channels = rank, schedule, states, channels
         self.data_fn, self.device, self.recorder = data_fn, device, recorder
         self.fault = fault if fault is not None and fault.rank == rank else None
@@ -60,7 +75,9 @@ class RankExecutor:
         own = {ins.stage for step in self.stream for ins in step if ins.kind == Kind.OPTIMIZER_STEP}
         # An OptimizerStep steps its own stage plus any stage of the rank that has none of its own
         # (interleaved schedules list one per rank, on the rank's first stage).
-        self.step_owners = {s: [s] + [t for t in states if t not in own] if s == min(own) else [s] for s in own}
+        self.step_owners = {
+            s: [s] + [t for t in states if t not in own] if s == min(own) else [s] for s in own
+        }
 
     def run(self, iteration: int, *, clock: Optional[Any] = None) -> None:
         """One iteration; ``clock`` (``now()`` marks) times every instruction when given."""
@@ -74,14 +91,24 @@ class RankExecutor:
                 try:
                     self.execute(ins, iteration)
                 except Exception as exc:  # every failure leaves with its step and instruction
-                    raise InstructionFailed(step, ins, classify(exc), f"{type(exc).__name__}: {exc}") from exc
+                    raise InstructionFailed(
+                        step, ins, classify(exc), f"{type(exc).__name__}: {exc}"
+                    ) from exc
                 if clock:
                     self.recorder.add(iteration, step, ins, start, clock.now())
                 state = self.states[ins.stage]
                 if state.observations and self.recorder is not None:
                     for message in state.observations:
-                        self.recorder.event("hazard", stage=ins.stage, step=step, instruction=ins.deepspeed_repr(),
-                                            text=str(ins), iteration=iteration, message=message, time=time.time())
+                        self.recorder.event(
+                            "hazard",
+                            stage=ins.stage,
+                            step=step,
+                            instruction=ins.deepspeed_repr(),
+                            text=str(ins),
+                            iteration=iteration,
+                            message=message,
+                            time=time.time(),
+                        )
                     state.observations.clear()
             if clock and instructions and not getattr(clock, "deferred", False):
                 self.recorder.flush()
@@ -89,8 +116,13 @@ class RankExecutor:
         try:
             self.channels.drain()
         except Exception as exc:
-            ins = next((i for i in reversed(self.stream[last]) if i.kind.is_send), Instruction(min(self.states), Kind.SEND_GRAD))
-            raise InstructionFailed(last, ins, classify(exc), f"waiting for posted sends: {type(exc).__name__}: {exc}") from exc
+            ins = next(
+                (i for i in reversed(self.stream[last]) if i.kind.is_send),
+                Instruction(min(self.states), Kind.SEND_GRAD),
+            )
+            raise InstructionFailed(
+                last, ins, classify(exc), f"waiting for posted sends: {type(exc).__name__}: {exc}"
+            ) from exc
 
     def execute(self, ins: Instruction, iteration: int) -> None:
         state, kind = self.states[ins.stage], ins.kind
@@ -127,4 +159,6 @@ class RankExecutor:
         if self.fault.how == "hang":
             time.sleep(3600)
         ins = instructions[0] if instructions else Instruction(min(self.states), Kind.FORWARD, 0, 0)
-        raise InstructionFailed(step, ins, "error", f"RuntimeError: fault injected on rank {self.rank} at step {step}")
+        raise InstructionFailed(
+            step, ins, "error", f"RuntimeError: fault injected on rank {self.rank} at step {step}"
+        )

@@ -26,11 +26,11 @@ from pathlib import Path
 from typing import Callable, Optional, Union
 
 from explorer.analysis import check
-from explorer.runtime.pipeline.follow import Follower
-from explorer.runtime.pipeline.folder import RunFolderLock, new_run_id
-from explorer.runtime.pipeline.result import RunResult, collect, refused, write_exit_codes
 from explorer.runtime.pipeline.spec import BUILTIN_MODELS, RunSpec
 from explorer.schedules.schedule import Schedule
+from explorer.traces.pipeline.folder import RunFolderLock, new_run_id
+from explorer.traces.pipeline.follow import Follower
+from explorer.traces.pipeline.result import RunResult, collect, refused, write_exit_codes
 
 GRACE_S = 1.5  # after the first failure, time for the other ranks to write their own account
 POLL_S = 0.05
@@ -51,12 +51,21 @@ def preflight(schedule: Schedule) -> Optional[RunResult]:
     if findings.deadlock is not None:
         d = findings.deadlock
         waiting = (d.cycle or d.stuck)[0].at
-        return refused(f"the analysis finds a deadlock: {d.describe()}",
-                       {"rank": waiting.rank, "stage": waiting.stage, "step": waiting.step, "instruction": waiting.name})
+        return refused(
+            f"the analysis finds a deadlock: {d.describe()}",
+            {
+                "rank": waiting.rank,
+                "stage": waiting.stage,
+                "step": waiting.step,
+                "instruction": waiting.name,
+            },
+        )
     if findings.unmatched:
         u = findings.unmatched[0]
-        return refused(f"the analysis finds an exchange without a partner: {u.describe()}",
-                       {"rank": u.at.rank, "stage": u.at.stage, "step": u.at.step, "instruction": u.at.name})
+        return refused(
+            f"the analysis finds an exchange without a partner: {u.describe()}",
+            {"rank": u.at.rank, "stage": u.at.stage, "step": u.at.step, "instruction": u.at.name},
+        )
     return None
 
 
@@ -74,17 +83,34 @@ class Launch:
         self._lock: Optional[RunFolderLock] = None
 
     def start(self) -> "Launch":
-        self._lock = RunFolderLock.claim(self.folder, self.spec.run_id)  # refused if another run writes there
+        self._lock = RunFolderLock.claim(
+            self.folder, self.spec.run_id
+        )  # refused if another run writes there
         self.spec.write(self.folder)
         world, port = self.spec.world_size, free_port()
-        path = os.pathsep.join(p for p in [os.getcwd(), *sys.path, os.environ.get("PYTHONPATH", "")] if p)
+        path = os.pathsep.join(
+            p for p in [os.getcwd(), *sys.path, os.environ.get("PYTHONPATH", "")] if p
+        )
         for rank in range(world):
-            env = {**os.environ, "RANK": str(rank), "WORLD_SIZE": str(world), "LOCAL_RANK": str(rank),
-                   "LOCAL_WORLD_SIZE": str(world), "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port),
-                   "PYTHONPATH": path, "OMP_NUM_THREADS": str(self.spec.threads)}
+            env = {
+                **os.environ,
+                "RANK": str(rank),
+                "WORLD_SIZE": str(world),
+                "LOCAL_RANK": str(rank),
+                "LOCAL_WORLD_SIZE": str(world),
+                "MASTER_ADDR": "127.0.0.1",
+                "MASTER_PORT": str(port),
+                "PYTHONPATH": path,
+                "OMP_NUM_THREADS": str(self.spec.threads),
+            }
             log = open(self.folder / f"rank{rank}.log", "wb")
-            self.procs[rank] = subprocess.Popen([sys.executable, "-m", "explorer.runtime.pipeline.worker", str(self.folder)],
-                                                env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+            self.procs[rank] = subprocess.Popen(
+                [sys.executable, "-m", "explorer.runtime.pipeline.worker", str(self.folder)],
+                env=env,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
             log.close()
         return self
 
@@ -92,7 +118,9 @@ class Launch:
         """True while any rank runs."""
         return any(p.poll() is None for p in self.procs.values())
 
-    def wait(self, progress: Optional[Progress] = None, timeout_s: Optional[float] = None) -> RunResult:
+    def wait(
+        self, progress: Optional[Progress] = None, timeout_s: Optional[float] = None
+    ) -> RunResult:
         """Watch until every rank ended (killing the rest after a failure); collect the folder."""
         first_bad: Optional[float] = None
         last_change, seen = time.monotonic(), 0
@@ -107,10 +135,15 @@ class Launch:
                     last_change, seen = now, len(self.follower.events)
                     if progress:
                         progress(self.follower)
-                if first_bad is None and any(p.poll() not in (None, 0) for p in self.procs.values()):
+                if first_bad is None and any(
+                    p.poll() not in (None, 0) for p in self.procs.values()
+                ):
                     first_bad = now
-                if (first_bad is not None and now - first_bad > self._grace()) or now - last_change > backstop \
-                        or (deadline is not None and now > deadline):
+                if (
+                    (first_bad is not None and now - first_bad > self._grace())
+                    or now - last_change > backstop
+                    or (deadline is not None and now > deadline)
+                ):
                     self.stop()
         finally:
             self.stop()
@@ -118,11 +151,19 @@ class Launch:
         if progress:
             progress(self.follower)
         codes = {r: p.returncode for r, p in self.procs.items()}
-        write_exit_codes(self.folder, self.spec.run_id, codes, frozenset(self.stopped), self.spec.stall_timeout_s)
+        write_exit_codes(
+            self.folder, self.spec.run_id, codes, frozenset(self.stopped), self.spec.stall_timeout_s
+        )
         if self._lock is not None:
             self._lock.release()
-        return collect(self.folder, self.schedule, codes, frozenset(self.stopped), self.spec.stall_timeout_s,
-                       run_id=self.spec.run_id)
+        return collect(
+            self.folder,
+            self.schedule,
+            codes,
+            frozenset(self.stopped),
+            self.spec.stall_timeout_s,
+            run_id=self.spec.run_id,
+        )
 
     def _grace(self) -> float:
         """How long the other ranks get to write their own account after the first one failed.
@@ -131,7 +172,9 @@ class Launch:
         clock, a little later when the machine is busy: wait for them (up to the stall timeout
         again), so the failure names every waiting stage, not just the first.
         """
-        if any(e["type"] == "failure" and e.get("cause") == "timeout" for e in self.follower.events):
+        if any(
+            e["type"] == "failure" and e.get("cause") == "timeout" for e in self.follower.events
+        ):
             return max(GRACE_S, self.spec.stall_timeout_s + 2.0)
         return GRACE_S
 
@@ -148,8 +191,14 @@ class Launch:
             proc.wait()
 
 
-def run_pipeline(spec: RunSpec, folder: Union[None, str, Path] = None, *, progress: Optional[Progress] = None,
-                 check_first: bool = True, timeout_s: Optional[float] = None) -> RunResult:
+def run_pipeline(
+    spec: RunSpec,
+    folder: Union[None, str, Path] = None,
+    *,
+    progress: Optional[Progress] = None,
+    check_first: bool = True,
+    timeout_s: Optional[float] = None,
+) -> RunResult:
     """Run ``spec`` for real and return its :class:`RunResult` (refused when the analysis says it cannot run)."""
     if check_first:
         verdict = preflight(spec.build_schedule())

@@ -19,13 +19,25 @@ from explorer.runtime.isolate import MARKER, run_child
 TIMEOUT_S = 300.0
 
 
-def check_user_model(model: dict, stages: int, microbatch_size: int, seed: int, timeout_s: float = TIMEOUT_S) -> None:
+def check_user_model(
+    model: dict, stages: int, microbatch_size: int, seed: int, timeout_s: float = TIMEOUT_S
+) -> None:
     """Build ``model`` (a ModelSpec's JSON form) for ``stages`` stages in a child; raise InputError if it fails."""
-    doc = {"model": model, "stages": stages, "microbatch_size": microbatch_size, "seed": seed, "path": sys.path}
-    outcome = run_child([sys.executable, "-m", "explorer.runtime.pipeline.model_check", json.dumps(doc)], timeout_s)
+    doc = {
+        "model": model,
+        "stages": stages,
+        "microbatch_size": microbatch_size,
+        "seed": seed,
+        "path": sys.path,
+    }
+    outcome = run_child(
+        [sys.executable, "-m", "explorer.runtime.pipeline.model_check", json.dumps(doc)], timeout_s
+    )
     if outcome.returncode == 0 and not outcome.timed_out:
         return
-    raise InputError(outcome.input_error or outcome.ending(f"--model {model.get('name')}", timeout_s))
+    raise InputError(
+        outcome.input_error or outcome.ending(f"--model {model.get('name')}", timeout_s)
+    )
 
 
 def main(argv: list[str]) -> int:
@@ -44,8 +56,14 @@ def main(argv: list[str]) -> int:
         print(MARKER + one_line(str(exc)), file=sys.stderr)
         return 2
     except (KeyboardInterrupt, SystemExit, Exception) as exc:
-        print(MARKER + one_line(f"--model {doc['model'].get('name')} raised {type(exc).__name__} "
-                                f"({str(exc)[:200]}) while it was built; fix the function"), file=sys.stderr)
+        print(
+            MARKER
+            + one_line(
+                f"--model {doc['model'].get('name')} raised {type(exc).__name__} "
+                f"({str(exc)[:200]}) while it was built; fix the function"
+            ),
+            file=sys.stderr,
+        )
         return 2
     return 0
 

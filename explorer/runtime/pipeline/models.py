@@ -34,13 +34,19 @@ class PipelineModel:
     data_fn: DataFn
 
 
-def mlp(width: int = 32, layers: int = 8, microbatch_size: int = 4) -> tuple[list[nn.Module], LossFn, DataFn]:
+def mlp(
+    width: int = 32, layers: int = 8, microbatch_size: int = 4
+) -> tuple[list[nn.Module], LossFn, DataFn]:
     """``layers`` Linear+Tanh blocks, regression to random targets (a built-in example)."""
-    blocks: list[nn.Module] = [nn.Sequential(nn.Linear(width, width), nn.Tanh()) for _ in range(layers)]
+    blocks: list[nn.Module] = [
+        nn.Sequential(nn.Linear(width, width), nn.Tanh()) for _ in range(layers)
+    ]
 
     def data(index: int) -> tuple[torch.Tensor, torch.Tensor]:
         g = torch.Generator().manual_seed(1_000_003 * (index + 1))
-        return torch.randn(microbatch_size, width, generator=g), torch.randn(microbatch_size, width, generator=g)
+        return torch.randn(microbatch_size, width, generator=g), torch.randn(
+            microbatch_size, width, generator=g
+        )
 
     return blocks, nn.functional.mse_loss, data
 
@@ -71,10 +77,20 @@ class _Head(nn.Module):
         return self.proj(self.norm(x)).flatten(0, 1)
 
 
-def transformer(dim: int = 32, blocks: int = 6, heads: int = 2, vocab: int = 64, seq: int = 8,
-                microbatch_size: int = 4) -> tuple[list[nn.Module], LossFn, DataFn]:
+def transformer(
+    dim: int = 32,
+    blocks: int = 6,
+    heads: int = 2,
+    vocab: int = 64,
+    seq: int = 8,
+    microbatch_size: int = 4,
+) -> tuple[list[nn.Module], LossFn, DataFn]:
     """Embedding, ``blocks`` transformer blocks, head; next-token prediction (a built-in example)."""
-    layers: list[nn.Module] = [nn.Embedding(vocab, dim), *(_Block(dim, heads) for _ in range(blocks)), _Head(dim, vocab)]
+    layers: list[nn.Module] = [
+        nn.Embedding(vocab, dim),
+        *(_Block(dim, heads) for _ in range(blocks)),
+        _Head(dim, vocab),
+    ]
 
     def data(index: int) -> tuple[torch.Tensor, torch.Tensor]:
         g = torch.Generator().manual_seed(2_000_003 * (index + 1))
@@ -92,7 +108,9 @@ def resolve(name: str) -> Callable[..., Any]:
     if name in BUILTINS:
         return BUILTINS[name]
     module_name, _, attr = name.partition(":")
-    module = import_user_module(module_name, f"--model {name}")  # any failure at import: one InputError
+    module = import_user_module(
+        module_name, f"--model {name}"
+    )  # any failure at import: one InputError
     fn = getattr(module, attr, None)
     if not callable(fn):
         raise InputError(f"--model {name}: module {module_name!r} has no function {attr!r}")
@@ -109,27 +127,45 @@ def build_model(spec: ModelSpec, num_stages: int, microbatch_size: int, seed: in
     try:
         made = fn(**options)
     except (Exception, SystemExit) as exc:  # the user's function: a message, never a silent exit
-        raise InputError(f"--model {spec.name} raised {type(exc).__name__}: {str(exc)[:200]}") from None
+        raise InputError(
+            f"--model {spec.name} raised {type(exc).__name__}: {str(exc)[:200]}"
+        ) from None
     if not (isinstance(made, tuple) and len(made) == 3):
-        raise InputError(f"--model {spec.name} returned {type(made).__name__}: it must return (layers, loss_fn, data_fn)")
+        raise InputError(
+            f"--model {spec.name} returned {type(made).__name__}: it must return (layers, loss_fn, data_fn)"
+        )
     layers, loss_fn, data_fn = made
     layers = list(layers.children()) if isinstance(layers, nn.Sequential) else list(layers)
     if not all(isinstance(layer, nn.Module) for layer in layers):
-        raise InputError(f"--model {spec.name}: layers must be an nn.Sequential or a list of nn.Module")
-    return PipelineModel([nn.Sequential(*part) for part in split(layers, num_stages, spec.cuts)], loss_fn, data_fn)
+        raise InputError(
+            f"--model {spec.name}: layers must be an nn.Sequential or a list of nn.Module"
+        )
+    return PipelineModel(
+        [nn.Sequential(*part) for part in split(layers, num_stages, spec.cuts)], loss_fn, data_fn
+    )
 
 
-def split(layers: Sequence[nn.Module], num_stages: int, cuts: Sequence[int] | None = None) -> list[list[nn.Module]]:
+def split(
+    layers: Sequence[nn.Module], num_stages: int, cuts: Sequence[int] | None = None
+) -> list[list[nn.Module]]:
     """Layers per stage: at ``cuts`` (where stages 1.. begin) or as evenly as the count allows."""
     n = len(layers)
     if cuts is None:
         if n < num_stages:
-            raise InputError(f"the model has {n} layers for {num_stages} stages: every stage needs at least one "
-                             f"layer; use at most {n} stages or a deeper model")
+            raise InputError(
+                f"the model has {n} layers for {num_stages} stages: every stage needs at least one "
+                f"layer; use at most {n} stages or a deeper model"
+            )
         cuts = [round(s * n / num_stages) for s in range(1, num_stages)]
     cuts = list(cuts)
-    if len(cuts) != num_stages - 1 or cuts != sorted(set(cuts)) or (cuts and not 0 < cuts[0] <= cuts[-1] < n):
-        raise InputError(f"cut points {cuts} must be {num_stages - 1} increasing layer indices between 1 and {n - 1} "
-                         f"(where stages 1..{num_stages - 1} begin)")
+    if (
+        len(cuts) != num_stages - 1
+        or cuts != sorted(set(cuts))
+        or (cuts and not 0 < cuts[0] <= cuts[-1] < n)
+    ):
+        raise InputError(
+            f"cut points {cuts} must be {num_stages - 1} increasing layer indices between 1 and {n - 1} "
+            f"(where stages 1..{num_stages - 1} begin)"
+        )
     bounds = [0, *cuts, n]
     return [list(layers[a:b]) for a, b in zip(bounds, bounds[1:])]

@@ -27,8 +27,16 @@ from explorer.schedules.instructions import Instruction, Kind
 class Channels:
     """Sends and receives for one rank (see the module docstring)."""
 
-    def __init__(self, rank: int, stage_to_rank: tuple[int, ...], boundaries: list[tuple[torch.Size, torch.dtype]],
-                 *, blocking: bool, device: torch.device, via_host: bool) -> None:
+    def __init__(
+        self,
+        rank: int,
+        stage_to_rank: tuple[int, ...],
+        boundaries: list[tuple[torch.Size, torch.dtype]],
+        *,
+        blocking: bool,
+        device: torch.device,
+        via_host: bool,
+    ) -> None:
         self.rank, self.stage_to_rank, self.boundaries = rank, stage_to_rank, boundaries
         self.blocking, self.device, self.via_host = blocking, device, via_host
         self.pending: list[tuple[dist.Work, torch.Tensor]] = []
@@ -37,7 +45,9 @@ class Channels:
     @staticmethod
     def peer_stage(ins: Instruction) -> int:
         """The stage on the other end of a P2P instruction."""
-        return ins.stage + 1 if ins.kind in (Kind.SEND_ACTIVATION, Kind.RECV_GRAD) else ins.stage - 1
+        return (
+            ins.stage + 1 if ins.kind in (Kind.SEND_ACTIVATION, Kind.RECV_GRAD) else ins.stage - 1
+        )
 
     @staticmethod
     def tag(sender_stage: int, kind: Kind) -> int:
@@ -62,7 +72,9 @@ class Channels:
             return self.local[tag].popleft()
         # An activation entering stage s has the shape of boundary s; a gradient coming back
         # into stage s has the shape of stage s's output, boundary s + 1.
-        shape, dtype = self.boundaries[ins.stage if ins.kind == Kind.RECV_ACTIVATION else ins.stage + 1]
+        shape, dtype = self.boundaries[
+            ins.stage if ins.kind == Kind.RECV_ACTIVATION else ins.stage + 1
+        ]
         wire = torch.empty(shape, dtype=dtype, device="cpu" if self.via_host else self.device)
         dist.recv(wire, src, tag=tag)
         return wire.to(self.device) if self.via_host else wire

@@ -1,7 +1,7 @@
 """Per-rank live trace: one JSON line per event, appended to ``rank<R>.jsonl`` as the run goes.
 
 Each rank owns its file, so nothing is shared between processes and a follower (the notebook,
-``explorer.runtime.pipeline.follow``) can tail the folder while the job runs. Lines are written
+``explorer.traces.pipeline.follow``) can tail the folder while the job runs. Lines are written
 at the end of every step, so a rank that is killed leaves every step it finished on disk: the
 partial trace of a failed run is never lost.
 
@@ -39,7 +39,9 @@ class Recorder:
 
     def event(self, kind: str, **fields: Any) -> None:
         """Write one non-instruction line and push it to disk at once (they are rare)."""
-        self._fh.write(json.dumps({"type": kind, "rank": self.rank, "run": self.run_id, **fields}) + "\n")
+        self._fh.write(
+            json.dumps({"type": kind, "rank": self.rank, "run": self.run_id, **fields}) + "\n"
+        )
         self._fh.flush()
 
     def start(self, stages: list[int], t0_ns: int, **fields: Any) -> None:
@@ -58,11 +60,24 @@ class Recorder:
         ns = resolve(marks) if resolve else marks
         t0, lines = self.t0_ns, []
         for i, (it, step, ins, _, _) in enumerate(self._pending):
-            lines.append(json.dumps({
-                "type": "instr", "iteration": it, "rank": self.rank, "run": self.run_id, "stage": ins.stage, "step": step,
-                "instruction": ins.deepspeed_repr(), "text": str(ins), "microbatch": ins.microbatch,
-                "buffer": ins.buffer, "start": (ns[2 * i] - t0) * 1e-9, "end": (ns[2 * i + 1] - t0) * 1e-9,
-            }))
+            lines.append(
+                json.dumps(
+                    {
+                        "type": "instr",
+                        "iteration": it,
+                        "rank": self.rank,
+                        "run": self.run_id,
+                        "stage": ins.stage,
+                        "step": step,
+                        "instruction": ins.deepspeed_repr(),
+                        "text": str(ins),
+                        "microbatch": ins.microbatch,
+                        "buffer": ins.buffer,
+                        "start": (ns[2 * i] - t0) * 1e-9,
+                        "end": (ns[2 * i + 1] - t0) * 1e-9,
+                    }
+                )
+            )
         self._fh.write("\n".join(lines) + "\n")
         self._fh.flush()
         self._pending.clear()

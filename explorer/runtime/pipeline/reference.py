@@ -28,12 +28,16 @@ class Outcome:
     def digest(self) -> str:
         """SHA-256 of every bit of the losses and gradients: equal digests, bitwise equal runs."""
         h = hashlib.sha256()
-        for t in [x for row in self.losses for x in row] + [g for stage in self.grads for g in stage]:
+        for t in [x for row in self.losses for x in row] + [
+            g for stage in self.grads for g in stage
+        ]:
             h.update(t.detach().cpu().contiguous().numpy().tobytes())
         return h.hexdigest()
 
 
-def train_reference(model: PipelineModel, iterations: int, microbatches: int, lr: float = 0.1) -> Outcome:
+def train_reference(
+    model: PipelineModel, iterations: int, microbatches: int, lr: float = 0.1
+) -> Outcome:
     """Train ``model`` (freshly built, all stages) without a pipeline."""
     full = torch.nn.Sequential(*model.stages)
     opt = torch.optim.SGD(full.parameters(), lr=lr)

@@ -16,11 +16,11 @@ from __future__ import annotations
 from typing import Any, Optional
 
 from explorer.analysis import Costs
-from explorer.runtime.pipeline.follow import Follower
 from explorer.runtime.pipeline.launch import run_pipeline
-from explorer.runtime.pipeline.result import RunResult
 from explorer.runtime.pipeline.spec import ModelSpec, RunSpec
 from explorer.schedules.schedule import Schedule
+from explorer.traces.pipeline.follow import Follower
+from explorer.traces.pipeline.result import RunResult
 from explorer.traces.records import MeasuredTrace
 
 
@@ -29,8 +29,11 @@ class RunFailed(RuntimeError):
 
     def __init__(self, result: RunResult) -> None:
         f = result.failure or {}
-        where = f"rank {f.get('rank')}, stage {f.get('stage')}, step {f.get('step')}, {f.get('instruction')}: " \
-            if f.get("rank") is not None else ""
+        where = (
+            f"rank {f.get('rank')}, stage {f.get('stage')}, step {f.get('step')}, {f.get('instruction')}: "
+            if f.get("rank") is not None
+            else ""
+        )
         super().__init__(f"{where}{f.get('message', 'the run failed')}")
         self.result = result
 
@@ -38,8 +41,20 @@ class RunFailed(RuntimeError):
 class PipelineRunner:
     """Launches the real pipeline for the explorer (see the module docstring)."""
 
-    def __init__(self, model: str = "mlp", *, iterations: int = 2, stall_timeout_s: float = 20.0, **options: Any) -> None:
-        self.model, self.iterations, self.stall_timeout_s, self.options = model, iterations, stall_timeout_s, options
+    def __init__(
+        self,
+        model: str = "mlp",
+        *,
+        iterations: int = 2,
+        stall_timeout_s: float = 20.0,
+        **options: Any,
+    ) -> None:
+        self.model, self.iterations, self.stall_timeout_s, self.options = (
+            model,
+            iterations,
+            stall_timeout_s,
+            options,
+        )
         self.last: Optional[RunResult] = None
         self.app: Any = None
 
@@ -49,8 +64,13 @@ class PipelineRunner:
         return app
 
     def __call__(self, schedule: Schedule, costs: Costs = Costs()) -> MeasuredTrace:
-        spec = RunSpec.for_schedule(schedule, model=ModelSpec(self.model), iterations=self.iterations,
-                                    stall_timeout_s=self.stall_timeout_s, **self.options)
+        spec = RunSpec.for_schedule(
+            schedule,
+            model=ModelSpec(self.model),
+            iterations=self.iterations,
+            stall_timeout_s=self.stall_timeout_s,
+            **self.options,
+        )
         self.last = result = run_pipeline(spec, progress=self._progress)
         if result.failure is not None:
             if self.app is not None and result.records:
@@ -58,13 +78,17 @@ class PipelineRunner:
             raise RunFailed(result)
         if self.app is not None:
             verdict = "bitwise equal to" if result.bitwise_equal_to_reference else "DIFFERENT FROM"
-            self.app.report_run(f"ran {schedule.name} on {schedule.num_ranks} processes: losses and gradients "
-                                f"{verdict} the reference (run folder {result.folder.name})")
+            self.app.report_run(
+                f"ran {schedule.name} on {schedule.num_ranks} processes: losses and gradients "
+                f"{verdict} the reference (run folder {result.folder.name})"
+            )
         return result.trace()
 
     def _progress(self, follower: Follower) -> None:
         if self.app is None:
             return
-        rows = [f"rank {r}: {p.state}, iteration {max(p.iteration, 0)}, step {p.last_step}"
-                for r, p in sorted(follower.ranks.items())]
+        rows = [
+            f"rank {r}: {p.state}, iteration {max(p.iteration, 0)}, step {p.last_step}"
+            for r, p in sorted(follower.ranks.items())
+        ]
         self.app.report_progress(["running the real pipeline…", *rows])

@@ -38,8 +38,10 @@ class ModelSpec:
 
     def __post_init__(self) -> None:
         if self.name not in BUILTIN_MODELS and ":" not in self.name:
-            raise InputError(f"--model {self.name!r}: use one of {', '.join(BUILTIN_MODELS)} "
-                             "or MODULE:FUNCTION naming a function that returns (layers, loss_fn, data_fn)")
+            raise InputError(
+                f"--model {self.name!r}: use one of {', '.join(BUILTIN_MODELS)} "
+                "or MODULE:FUNCTION naming a function that returns (layers, loss_fn, data_fn)"
+            )
 
 
 @dataclass(frozen=True)
@@ -83,11 +85,15 @@ class RunSpec:
 
     def __post_init__(self) -> None:
         if self.backend not in BACKENDS:
-            raise InputError(f"--backend {self.backend!r}: choose gloo (CPU, or a GPU shared by several ranks) or nccl (one GPU per rank)")
+            raise InputError(
+                f"--backend {self.backend!r}: choose gloo (CPU, or a GPU shared by several ranks) or nccl (one GPU per rank)"
+            )
         if self.device not in ("cpu", "cuda"):
             raise InputError(f"device {self.device!r}: choose cpu or cuda")
         if self.backend == "nccl" and self.device != "cuda":
-            raise InputError("--backend nccl moves tensors between GPUs: it needs device='cuda' (use gloo on CPU)")
+            raise InputError(
+                "--backend nccl moves tensors between GPUs: it needs device='cuda' (use gloo on CPU)"
+            )
         for name in ("microbatch_size", "iterations", "threads"):
             if getattr(self, name) < 1:
                 raise InputError(f"{name} must be at least 1, got {getattr(self, name)}")
@@ -131,4 +137,6 @@ class RunSpec:
         try:
             return RunSpec.from_json(json.loads(path.read_text()))
         except FileNotFoundError:
-            raise InputError(f"{folder} holds no spec.json: is it a run folder written by `explorer run`?") from None
+            raise InputError(
+                f"{folder} holds no spec.json: is it a run folder written by `explorer run`?"
+            ) from None

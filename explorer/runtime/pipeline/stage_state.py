@@ -35,8 +35,18 @@ class BufferFault(RuntimeError):
 class StageState:
     """Buffers, module and optimizer of one stage (see the module docstring)."""
 
-    def __init__(self, stage: int, module: nn.Sequential, num_buffers: int, *, first: bool, last: bool,
-                 loss_fn: LossFn, num_microbatches: int, lr: float = 0.1) -> None:
+    def __init__(
+        self,
+        stage: int,
+        module: nn.Sequential,
+        num_buffers: int,
+        *,
+        first: bool,
+        last: bool,
+        loss_fn: LossFn,
+        num_microbatches: int,
+        lr: float = 0.1,
+    ) -> None:
         self.stage, self.module, self.first, self.last = stage, module, first, last
         self.loss_fn = loss_fn
         self.scale = 1.0 / num_microbatches
@@ -45,12 +55,22 @@ class StageState:
         self.outputs: list[Optional[torch.Tensor]] = [None] * n
         self.labels: list[Optional[torch.Tensor]] = [None] * n
         self.output_grads: list[Optional[torch.Tensor]] = [None] * n  # kept for BackwardWeight
-        self.forward_inputs: list[Optional[torch.Tensor]] = [None] * n  # the graph's leaf, for BackwardInput
+        self.forward_inputs: list[Optional[torch.Tensor]] = [
+            None
+        ] * n  # the graph's leaf, for BackwardInput
         self.grad_layer: Optional[torch.Tensor] = None
-        self.holds = {"input": [-1] * n, "output": [-1] * n, "labels": [-1] * n}  # micro-batch per slot
+        self.holds = {
+            "input": [-1] * n,
+            "output": [-1] * n,
+            "labels": [-1] * n,
+        }  # micro-batch per slot
         self.observations: list[str] = []  # silent wrong reads, in order
         self.losses: dict[int, torch.Tensor] = {}
-        self.optimizer = torch.optim.SGD(module.parameters(), lr=lr) if any(True for _ in module.parameters()) else None
+        self.optimizer = (
+            torch.optim.SGD(module.parameters(), lr=lr)
+            if any(True for _ in module.parameters())
+            else None
+        )
 
     # -- loads and compute ---------------------------------------------------------------------
     def load(self, ins: Instruction, sample: torch.Tensor, target: torch.Tensor) -> None:
@@ -63,11 +83,15 @@ class StageState:
 
     def forward(self, ins: Instruction) -> None:
         b = ins.buffer
-        x = self._need(self.inputs[b], ins, f"inputs[{b}] is empty: nothing was loaded or received into it")
+        x = self._need(
+            self.inputs[b], ins, f"inputs[{b}] is empty: nothing was loaded or received into it"
+        )
         self._observe("input", "inputs", ins)
         out = self.module(x)
         if self.last:
-            label = self._need(self.labels[b], ins, f"labels[{b}] is empty: LoadMicroBatch never filled it")
+            label = self._need(
+                self.labels[b], ins, f"labels[{b}] is empty: LoadMicroBatch never filled it"
+            )
             self._observe("labels", "labels", ins)
             out = self.loss_fn(out, label)
             self.losses[ins.microbatch] = out.detach().clone()
@@ -83,17 +107,29 @@ class StageState:
         if self.last:
             out, grad = out * self.scale, None
         elif not inputs:  # BackwardWeight: the output gradient saved by BackwardInput
-            grad = self._need(self.output_grads[b], ins, f"no output gradient kept for buffer {b}: BackwardInput did not run")
+            grad = self._need(
+                self.output_grads[b],
+                ins,
+                f"no output gradient kept for buffer {b}: BackwardInput did not run",
+            )
         else:
-            grad = self._need(self.grad_layer, ins, "grad_layer is empty: no RecvGrad before this backward")
+            grad = self._need(
+                self.grad_layer, ins, "grad_layer is empty: no RecvGrad before this backward"
+            )
         if weights and inputs:  # BackwardPass: the gradient lands on whatever the graph's input was
             torch.autograd.backward(out, grad_tensors=grad)
             self.outputs[b], self.output_grads[b] = None, None
             return
         leaf = self.forward_inputs[b]
-        targets = list(self.module.parameters()) if weights else ([leaf] if leaf is not None and leaf.requires_grad else [])
+        targets = (
+            list(self.module.parameters())
+            if weights
+            else ([leaf] if leaf is not None and leaf.requires_grad else [])
+        )
         if targets:
-            torch.autograd.backward(out, grad_tensors=grad, inputs=targets, retain_graph=not weights)
+            torch.autograd.backward(
+                out, grad_tensors=grad, inputs=targets, retain_graph=not weights
+            )
         self.output_grads[b] = None if weights else grad
         if weights:
             self.outputs[b] = None
@@ -104,16 +140,23 @@ class StageState:
         x = self.inputs[b]
         if x is None or x.grad is None:
             holder = self.holds["input"][b]
-            why = (f"inputs[{b}] now holds micro-batch {holder}'s input, received after the backward of micro-batch "
-                   f"{ins.microbatch}, so the tensor that carried the gradient is gone" if holder != ins.microbatch
-                   else f"inputs[{b}] has no gradient: no backward ran for micro-batch {ins.microbatch}")
-            raise BufferFault(f"{ins.deepspeed_repr()} on stage {self.stage}: inputs[{b}].grad is None "
-                              f"(DeepSpeed asserts inputs.grad is not None here); {why}")
+            why = (
+                f"inputs[{b}] now holds micro-batch {holder}'s input, received after the backward of micro-batch "
+                f"{ins.microbatch}, so the tensor that carried the gradient is gone"
+                if holder != ins.microbatch
+                else f"inputs[{b}] has no gradient: no backward ran for micro-batch {ins.microbatch}"
+            )
+            raise BufferFault(
+                f"{ins.deepspeed_repr()} on stage {self.stage}: inputs[{b}].grad is None "
+                f"(DeepSpeed asserts inputs.grad is not None here); {why}"
+            )
         return x.grad
 
     def send_activation(self, ins: Instruction) -> torch.Tensor:
         b = ins.buffer
-        return self._need(self.outputs[b], ins, f"outputs[{b}] is empty: no ForwardPass wrote it").detach()
+        return self._need(
+            self.outputs[b], ins, f"outputs[{b}] is empty: no ForwardPass wrote it"
+        ).detach()
 
     def recv_activation(self, ins: Instruction, tensor: torch.Tensor) -> None:
         self.inputs[ins.buffer] = tensor.requires_grad_(tensor.is_floating_point())
@@ -137,7 +180,8 @@ class StageState:
         if held != ins.microbatch:
             self.observations.append(
                 f"{ins.deepspeed_repr()} on stage {self.stage} read {name}[{ins.buffer}] holding micro-batch {held} "
-                f"instead of micro-batch {ins.microbatch}: the engine goes on with the wrong data, silently")
+                f"instead of micro-batch {ins.microbatch}: the engine goes on with the wrong data, silently"
+            )
 
     def _need(self, value: Optional[torch.Tensor], ins: Instruction, message: str) -> torch.Tensor:
         if value is None:

@@ -48,9 +48,16 @@ from explorer.traces import MeasuredTrace, read_chrome_trace
 
 GRACE_S = 1.5
 #: PyTorch's action name for each instruction kind (``_ComputationType``'s text).
-ACTION_NAMES = {Kind.FORWARD: "F", Kind.BACKWARD: "B", Kind.BACKWARD_INPUT: "I", Kind.BACKWARD_WEIGHT: "W",
-                 Kind.SEND_ACTIVATION: "SEND_F", Kind.RECV_ACTIVATION: "RECV_F",
-                 Kind.SEND_GRAD: "SEND_B", Kind.RECV_GRAD: "RECV_B"}
+ACTION_NAMES = {
+    Kind.FORWARD: "F",
+    Kind.BACKWARD: "B",
+    Kind.BACKWARD_INPUT: "I",
+    Kind.BACKWARD_WEIGHT: "W",
+    Kind.SEND_ACTIVATION: "SEND_F",
+    Kind.RECV_ACTIVATION: "RECV_F",
+    Kind.SEND_GRAD: "SEND_B",
+    Kind.RECV_GRAD: "RECV_B",
+}
 
 
 @dataclass
@@ -90,7 +97,9 @@ class TorchRunResult:
 
     def trace(self, iteration: Optional[int] = None) -> MeasuredTrace:
         """The overlay's :class:`MeasuredTrace` of one iteration (seconds, ``step`` unknown: -1)."""
-        return MeasuredTrace.from_records(self.iteration_records(iteration), unit="s", source=f"PyTorch {self.torch_version}")
+        return MeasuredTrace.from_records(
+            self.iteration_records(iteration), unit="s", source=f"PyTorch {self.torch_version}"
+        )
 
     def makespan(self, iteration: Optional[int] = None) -> float:
         """Seconds from the first action's start to the last one's end, over all ranks."""
@@ -98,19 +107,35 @@ class TorchRunResult:
         return max(r["end"] for r in rows) - min(r["start"] for r in rows) if rows else 0.0
 
     def to_dict(self) -> dict:
-        return {"ok": self.ok, "status": self.status, "torch_version": self.torch_version,
-                "order_source": self.order.source, "torch_schedule": self.order.torch_schedule,
-                "order_note": self.order.problem, "order": self.order.actions,
-                "losses": self.losses, "losses_by_iteration": self.losses_by_iteration,
-                "bitwise_equal_to_reference": self.bitwise_equal_to_reference,
-                "within_tolerance": self.within_tolerance, "max_abs_diff_to_reference": self.max_abs_diff_to_reference,
-                "grad_scale_to_reference": self.grad_scale_to_reference,
-                "digest": self.digest, "failure": self.failure, "workarounds": self.workarounds,
-                "makespan_ms": self.makespan() * 1e3, "instructions": self.records}
+        return {
+            "ok": self.ok,
+            "status": self.status,
+            "torch_version": self.torch_version,
+            "order_source": self.order.source,
+            "torch_schedule": self.order.torch_schedule,
+            "order_note": self.order.problem,
+            "order": self.order.actions,
+            "losses": self.losses,
+            "losses_by_iteration": self.losses_by_iteration,
+            "bitwise_equal_to_reference": self.bitwise_equal_to_reference,
+            "within_tolerance": self.within_tolerance,
+            "max_abs_diff_to_reference": self.max_abs_diff_to_reference,
+            "grad_scale_to_reference": self.grad_scale_to_reference,
+            "digest": self.digest,
+            "failure": self.failure,
+            "workarounds": self.workarounds,
+            "makespan_ms": self.makespan() * 1e3,
+            "instructions": self.records,
+        }
 
 
-def run_torch_engine(spec: RunSpec, folder: Union[None, str, Path] = None, *, order: str = "auto",
-                     timeout_s: Optional[float] = None) -> TorchRunResult:
+def run_torch_engine(
+    spec: RunSpec,
+    folder: Union[None, str, Path] = None,
+    *,
+    order: str = "auto",
+    timeout_s: Optional[float] = None,
+) -> TorchRunResult:
     """Run ``spec``'s model and micro-batches on PyTorch's engine (see the module docstring)."""
     import torch
 
@@ -119,29 +144,55 @@ def run_torch_engine(spec: RunSpec, folder: Union[None, str, Path] = None, *, or
     choice = choose_order(spec.build_schedule(), order)
     version = torch.__version__
     if choice.actions is None:
-        return TorchRunResult("unsupported", choice, failure=_failure(None, choice.problem), torch_version=version)
+        return TorchRunResult(
+            "unsupported", choice, failure=_failure(None, choice.problem), torch_version=version
+        )
     if spec.backend != "gloo" or spec.device != "cpu":
-        return TorchRunResult("unsupported", choice, torch_version=version, failure=_failure(
-            None, f"the PyTorch cross-check runs on gloo/CPU only; got backend {spec.backend}, device {spec.device}"))
+        return TorchRunResult(
+            "unsupported",
+            choice,
+            torch_version=version,
+            failure=_failure(
+                None,
+                f"the PyTorch cross-check runs on gloo/CPU only; got backend {spec.backend}, device {spec.device}",
+            ),
+        )
     path = Path(folder) if folder else Path(tempfile.mkdtemp(prefix="explorer-torch-"))
     path.mkdir(parents=True, exist_ok=True)
     spec.write(path)
     (path / "actions.json").write_text(json.dumps({str(r): a for r, a in choice.actions.items()}))
-    codes = _launch(path, spec.world_size, timeout_s if timeout_s is not None else spec.stall_timeout_s + 60.0)
+    codes = _launch(
+        path, spec.world_size, timeout_s if timeout_s is not None else spec.stall_timeout_s + 60.0
+    )
     return _collect(path, choice, codes, version, [WORKAROUND])
 
 
 def _launch(folder: Path, world: int, timeout_s: float) -> dict[int, Optional[int]]:
     """Start every rank like torchrun would, wait, and kill the rest after a failure or the timeout."""
     port = free_port()
-    path = os.pathsep.join(p for p in [os.getcwd(), *sys.path, os.environ.get("PYTHONPATH", "")] if p)
+    path = os.pathsep.join(
+        p for p in [os.getcwd(), *sys.path, os.environ.get("PYTHONPATH", "")] if p
+    )
     procs = {}
     for rank in range(world):
-        env = {**os.environ, "RANK": str(rank), "WORLD_SIZE": str(world), "LOCAL_RANK": str(rank),
-               "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port), "PYTHONPATH": path, "OMP_NUM_THREADS": "1"}
+        env = {
+            **os.environ,
+            "RANK": str(rank),
+            "WORLD_SIZE": str(world),
+            "LOCAL_RANK": str(rank),
+            "MASTER_ADDR": "127.0.0.1",
+            "MASTER_PORT": str(port),
+            "PYTHONPATH": path,
+            "OMP_NUM_THREADS": "1",
+        }
         with open(folder / f"torch_rank{rank}.log", "wb") as log:
-            procs[rank] = subprocess.Popen([sys.executable, "-m", "explorer.runtime.pipeline.torch_worker", str(folder)],
-                                           env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+            procs[rank] = subprocess.Popen(
+                [sys.executable, "-m", "explorer.runtime.pipeline.torch_worker", str(folder)],
+                env=env,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
     deadline, first_bad = time.monotonic() + timeout_s, None
     try:
         while any(p.poll() is None for p in procs.values()):
@@ -162,15 +213,31 @@ def _launch(folder: Path, world: int, timeout_s: float) -> dict[int, Optional[in
     return {r: p.returncode for r, p in procs.items()}
 
 
-def _collect(folder: Path, choice: OrderChoice, codes: dict[int, Optional[int]], version: str,
-             workarounds: list[str]) -> TorchRunResult:
-    result = TorchRunResult("ran", choice, torch_version=version, folder=folder, workarounds=workarounds)
-    failures = sorted((json.loads(p.read_text()) for p in folder.glob("torch_failure*.json")), key=lambda f: f["rank"])
+def _collect(
+    folder: Path,
+    choice: OrderChoice,
+    codes: dict[int, Optional[int]],
+    version: str,
+    workarounds: list[str],
+) -> TorchRunResult:
+    result = TorchRunResult(
+        "ran", choice, torch_version=version, folder=folder, workarounds=workarounds
+    )
+    failures = sorted(
+        (json.loads(p.read_text()) for p in folder.glob("torch_failure*.json")),
+        key=lambda f: f["rank"],
+    )
     final = folder / "torch_result.json"
     if final.exists():
         data = json.loads(final.read_text())
-        for key in ("losses_by_iteration", "bitwise_equal_to_reference", "within_tolerance", "max_abs_diff_to_reference",
-                    "grad_scale_to_reference", "digest"):
+        for key in (
+            "losses_by_iteration",
+            "bitwise_equal_to_reference",
+            "within_tolerance",
+            "max_abs_diff_to_reference",
+            "grad_scale_to_reference",
+            "digest",
+        ):
             setattr(result, key, data[key])
     if failures or not final.exists() or any(c != 0 for c in codes.values()):
         result.status = "failed"
@@ -179,14 +246,23 @@ def _collect(folder: Path, choice: OrderChoice, codes: dict[int, Optional[int]],
             result.failure = _failure(own["rank"], own["message"])
         else:
             bad = [r for r, c in sorted(codes.items()) if c != 0]
-            result.failure = _failure(bad[0] if bad else None, f"ranks {bad} ended with codes {[codes[r] for r in bad]} "
-                                      f"without a word (killed, or stalled past the timeout); see torch_rank<R>.log in {folder}")
+            result.failure = _failure(
+                bad[0] if bad else None,
+                f"ranks {bad} ended with codes {[codes[r] for r in bad]} "
+                f"without a word (killed, or stalled past the timeout); see torch_rank<R>.log in {folder}",
+            )
     result.records = _records(folder, sorted(codes))
     return result
 
 
 def _failure(rank: Optional[int], message: Optional[str]) -> dict:
-    return {"rank": rank, "stage": None, "step": None, "instruction": None, "message": message or "unknown"}
+    return {
+        "rank": rank,
+        "stage": None,
+        "step": None,
+        "instruction": None,
+        "message": message or "unknown",
+    }
 
 
 def _records(folder: Path, ranks: list[int]) -> list[dict]:
@@ -208,9 +284,19 @@ def _records(folder: Path, ranks: list[int]) -> list[dict]:
             if kind in (Kind.FORWARD, Kind.BACKWARD, Kind.BACKWARD_INPUT):
                 i = int(np.searchsorted(op_starts, start))
                 wait = float(min(op_starts[i], end) - start) if i < len(op_starts) else 0.0
-            rows.append({"rank": rank, "stage": rec["stage"], "action": f"{rec['stage']}{ACTION_NAMES[kind]}{rec['microbatch']}",
-                         "kind": rec["kind"], "microbatch": rec["microbatch"], "iteration": spans[it][1] if it >= 0 else -1,
-                         "start": start, "end": end, "wait": wait})
+            rows.append(
+                {
+                    "rank": rank,
+                    "stage": rec["stage"],
+                    "action": f"{rec['stage']}{ACTION_NAMES[kind]}{rec['microbatch']}",
+                    "kind": rec["kind"],
+                    "microbatch": rec["microbatch"],
+                    "iteration": spans[it][1] if it >= 0 else -1,
+                    "start": start,
+                    "end": end,
+                    "wait": wait,
+                }
+            )
     t0 = min((r["start"] for r in rows), default=0.0)
     for r in rows:
         r["start"], r["end"] = r["start"] - t0, r["end"] - t0

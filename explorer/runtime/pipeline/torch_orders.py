@@ -31,9 +31,18 @@ from explorer.schedules.instructions import Kind
 from explorer.schedules.schedule import Schedule
 
 #: Schedule kind -> PyTorch schedule class computing the same kind of order.
-TORCH_CLASSES = {"gpipe": "ScheduleGPipe", "1f1b": "Schedule1F1B", "interleaved-1f1b": "ScheduleInterleaved1F1B"}
+TORCH_CLASSES = {
+    "gpipe": "ScheduleGPipe",
+    "1f1b": "Schedule1F1B",
+    "interleaved-1f1b": "ScheduleInterleaved1F1B",
+}
 ORDERS = ("auto", "torch", "explorer")
-_CODES = {Kind.FORWARD: "F", Kind.BACKWARD: "B", Kind.BACKWARD_INPUT: "I", Kind.BACKWARD_WEIGHT: "W"}
+_CODES = {
+    Kind.FORWARD: "F",
+    Kind.BACKWARD: "B",
+    Kind.BACKWARD_INPUT: "I",
+    Kind.BACKWARD_WEIGHT: "W",
+}
 
 Actions = dict[int, list[str]]
 
@@ -52,8 +61,12 @@ def explorer_order(schedule: Schedule) -> Actions:
     """Each rank's compute rows (F, B, I, W) in stream order, as PyTorch action text."""
     out: Actions = {}
     for rank in range(schedule.num_ranks):
-        out[rank] = [f"{ins.stage}{_CODES[ins.kind]}{ins.microbatch}"
-                     for step in schedule.stream(rank) for ins in step if ins.kind in _CODES]
+        out[rank] = [
+            f"{ins.stage}{_CODES[ins.kind]}{ins.microbatch}"
+            for step in schedule.stream(rank)
+            for ins in step
+            if ins.kind in _CODES
+        ]
     return out
 
 
@@ -64,13 +77,19 @@ def torch_order(schedule: Schedule) -> tuple[str, Actions]:
     kind = str(schedule.params.get("kind", schedule.name))
     name = TORCH_CLASSES.get(kind)
     if name is None:
-        raise InputError(f"{kind} has no torch.distributed.pipelining class; PyTorch's engine can run it only "
-                         f"with order='explorer' (kinds with a class: {', '.join(TORCH_CLASSES)})")
+        raise InputError(
+            f"{kind} has no torch.distributed.pipelining class; PyTorch's engine can run it only "
+            f"with order='explorer' (kinds with a class: {', '.join(TORCH_CLASSES)})"
+        )
     order = pipeline_order(name, schedule.num_ranks, schedule.num_microbatches, schedule.num_chunks)
-    return name, {int(r): [str(a) for a in acts if a is not None] for r, acts in sorted(order.items())}
+    return name, {
+        int(r): [str(a) for a in acts if a is not None] for r, acts in sorted(order.items())
+    }
 
 
-def order_problem(actions: Actions, num_stages: int, num_microbatches: int, stage_to_rank: tuple[int, ...]) -> Optional[str]:
+def order_problem(
+    actions: Actions, num_stages: int, num_microbatches: int, stage_to_rank: tuple[int, ...]
+) -> Optional[str]:
     """What keeps ``actions`` from being one whole training step, or None when nothing does."""
     done: Counter = Counter()
     problems: list[str] = []
@@ -79,11 +98,15 @@ def order_problem(actions: Actions, num_stages: int, num_microbatches: int, stag
         for i, text in enumerate(acts):
             stage, code, mb = _parse(text)
             if not 0 <= stage < num_stages or not 0 <= mb < num_microbatches:
-                problems.append(f"rank {rank} position {i}: {text} is outside stages 0..{num_stages - 1} "
-                                f"x micro-batches 0..{num_microbatches - 1}")
+                problems.append(
+                    f"rank {rank} position {i}: {text} is outside stages 0..{num_stages - 1} "
+                    f"x micro-batches 0..{num_microbatches - 1}"
+                )
                 continue
             if stage_to_rank[stage] != rank:
-                problems.append(f"rank {rank} position {i}: {text} computes stage {stage}, which rank {stage_to_rank[stage]} holds")
+                problems.append(
+                    f"rank {rank} position {i}: {text} computes stage {stage}, which rank {stage_to_rank[stage]} holds"
+                )
             if code == "F":
                 forwarded.add((stage, mb))
             elif code in ("B", "I") and (stage, mb) not in forwarded:
@@ -94,7 +117,9 @@ def order_problem(actions: Actions, num_stages: int, num_microbatches: int, stag
             backward = done[stage, "B", mb] + min(done[stage, "I", mb], done[stage, "W", mb])
             for what, count in (("F", done[stage, "F", mb]), ("B (or I+W)", backward)):
                 if count != 1:
-                    problems.append(f"stage {stage} micro-batch {mb}: {what} {'missing' if count == 0 else f'{count} times'}")
+                    problems.append(
+                        f"stage {stage} micro-batch {mb}: {what} {'missing' if count == 0 else f'{count} times'}"
+                    )
     if not problems:
         return None
     more = f" (and {len(problems) - 3} more)" if len(problems) > 3 else ""
@@ -104,14 +129,19 @@ def order_problem(actions: Actions, num_stages: int, num_microbatches: int, stag
 def choose_order(schedule: Schedule, order: str = "auto") -> OrderChoice:
     """The order PyTorch's engine should run for ``schedule`` (see the module docstring)."""
     if order not in ORDERS:
-        raise InputError(f"order {order!r}: choose auto (PyTorch's own order when whole), torch or explorer")
+        raise InputError(
+            f"order {order!r}: choose auto (PyTorch's own order when whole), torch or explorer"
+        )
     shape = (schedule.num_stages, schedule.num_microbatches, schedule.stage_to_rank)
     kind = str(schedule.params.get("kind", schedule.name))
     name = TORCH_CLASSES.get(kind)
     if order == "explorer" or (order == "auto" and name is None):
         actions = explorer_order(schedule)
         problem = order_problem(actions, *shape)
-        why = problem and f"the explorer's {kind} order is not one whole training step for PyTorch's engine: {problem}"
+        why = (
+            problem
+            and f"the explorer's {kind} order is not one whole training step for PyTorch's engine: {problem}"
+        )
         return OrderChoice(None if problem else actions, "explorer", None, why)
     try:
         name, actions = torch_order(schedule)
@@ -127,7 +157,12 @@ def choose_order(schedule: Schedule, order: str = "auto") -> OrderChoice:
     why = f"PyTorch {torch.__version__}'s {name}.pipeline_order is not one whole step: {problem}"
     if order == "torch":
         return OrderChoice(None, "torch", name, why)
-    return OrderChoice(explorer_order(schedule), "explorer", name, why + "; ran the explorer's order of the same kind instead")
+    return OrderChoice(
+        explorer_order(schedule),
+        "explorer",
+        name,
+        why + "; ran the explorer's order of the same kind instead",
+    )
 
 
 def _parse(text: str) -> tuple[int, str, int]:

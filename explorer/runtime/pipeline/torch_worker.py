@@ -35,9 +35,11 @@ from explorer.runtime.pipeline.reference import Outcome, bitwise_equal, train_re
 from explorer.runtime.pipeline.spec import RunSpec
 
 #: The one change made to PyTorch's engine (torch 2.9): see :func:`_skip_neighbour_handshake`.
-WORKAROUND = ("PipelineStage._get_init_p2p_neighbors_ops skipped: in torch 2.9 its handshake sends an int64 "
-              "tensor into a float32 receive, which gloo rejects ('8 vs 4' bytes); it only warms up NCCL "
-              "communicators, and every real exchange is unchanged")
+WORKAROUND = (
+    "PipelineStage._get_init_p2p_neighbors_ops skipped: in torch 2.9 its handshake sends an int64 "
+    "tensor into a float32 receive, which gloo rejects ('8 vs 4' bytes); it only warms up NCCL "
+    "communicators, and every real exchange is unchanged"
+)
 
 
 def main(folder: Path) -> int:
@@ -45,8 +47,15 @@ def main(folder: Path) -> int:
     try:
         return _run(rank, int(os.environ["WORLD_SIZE"]), folder)
     except BaseException as exc:
-        (folder / f"torch_failure{rank}.json").write_text(json.dumps({
-            "rank": rank, "message": f"{type(exc).__name__}: {exc}".strip(), "traceback": traceback.format_exc()}))
+        (folder / f"torch_failure{rank}.json").write_text(
+            json.dumps(
+                {
+                    "rank": rank,
+                    "message": f"{type(exc).__name__}: {exc}".strip(),
+                    "traceback": traceback.format_exc(),
+                }
+            )
+        )
         sys.stdout.flush()
         os._exit(1)
 
@@ -57,12 +66,20 @@ def _run(rank: int, world: int, folder: Path) -> int:
     from torch.profiler import ProfilerActivity, profile, record_function
 
     spec = RunSpec.read(folder)
-    actions = {int(r): [_Action.from_str(a) for a in acts] for r, acts in json.loads((folder / "actions.json").read_text()).items()}
+    actions = {
+        int(r): [_Action.from_str(a) for a in acts]
+        for r, acts in json.loads((folder / "actions.json").read_text()).items()
+    }
     torch.set_num_threads(spec.threads)
     torch.use_deterministic_algorithms(True)
     stage_to_rank = spec.schedule["stage_to_rank"]
     num_stages, m = len(stage_to_rank), spec.schedule["num_microbatches"]
-    dist.init_process_group("gloo", rank=rank, world_size=world, timeout=datetime.timedelta(seconds=spec.stall_timeout_s))
+    dist.init_process_group(
+        "gloo",
+        rank=rank,
+        world_size=world,
+        timeout=datetime.timedelta(seconds=spec.stall_timeout_s),
+    )
     model = build_model(spec.model, num_stages, spec.microbatch_size, spec.seed)
     mine = [s for s, r in enumerate(stage_to_rank) if r == rank]
     stages = [PipelineStage(model.stages[s], s, num_stages, torch.device("cpu")) for s in mine]
@@ -94,7 +111,9 @@ def _run(rank: int, world: int, folder: Path) -> int:
     prof.export_chrome_trace(str(folder / f"torch_rank{rank}.json"))
     grads = {s: [_grad(p) for p in model.stages[s].parameters()] for s in mine}
     gathered: list = [None] * world if rank == 0 else None
-    dist.gather_object({"losses": losses if num_stages - 1 in mine else [], "grads": grads}, gathered, dst=0)
+    dist.gather_object(
+        {"losses": losses if num_stages - 1 in mine else [], "grads": grads}, gathered, dst=0
+    )
     if rank == 0:
         _write_result(folder, spec, num_stages, m, gathered)
     dist.destroy_process_group()
@@ -114,17 +133,30 @@ def _write_result(folder: Path, spec: RunSpec, stages: int, m: int, gathered: li
     losses = next(g["losses"] for g in gathered if g["losses"])
     grads = [part["grads"][s] for s in range(stages) for part in gathered if s in part["grads"]]
     run = Outcome(losses, grads)
-    reference = train_reference(build_model(spec.model, stages, spec.microbatch_size, spec.seed), spec.iterations, m)
-    pairs = list(zip([x for row in losses for x in row] + [g for st in grads for g in st],
-                     [x for row in reference.losses for x in row] + [g for st in reference.grads for g in st]))
+    reference = train_reference(
+        build_model(spec.model, stages, spec.microbatch_size, spec.seed), spec.iterations, m
+    )
+    pairs = list(
+        zip(
+            [x for row in losses for x in row] + [g for st in grads for g in st],
+            [x for row in reference.losses for x in row]
+            + [g for st in reference.grads for g in st],
+        )
+    )
     diff = max((float((a - b).abs().max()) for a, b in pairs if a.numel()), default=0.0)
     close = all(torch.allclose(a, b, rtol=1e-5, atol=1e-6) for a, b in pairs)
     ref_size = sum(float(g.abs().sum()) for st in reference.grads for g in st)
     # Exactly M when the engine summed micro-batch gradients without averaging them.
     scale = sum(float(g.abs().sum()) for st in grads for g in st) / ref_size if ref_size else None
-    result = {"losses_by_iteration": [[float(x) for x in row] for row in losses],
-              "bitwise_equal_to_reference": bitwise_equal(run, reference), "max_abs_diff_to_reference": diff,
-              "within_tolerance": close, "grad_scale_to_reference": scale, "digest": run.digest(), "reference_digest": reference.digest()}
+    result = {
+        "losses_by_iteration": [[float(x) for x in row] for row in losses],
+        "bitwise_equal_to_reference": bitwise_equal(run, reference),
+        "max_abs_diff_to_reference": diff,
+        "within_tolerance": close,
+        "grad_scale_to_reference": scale,
+        "digest": run.digest(),
+        "reference_digest": reference.digest(),
+    }
     tmp = folder / "torch_result.json.tmp"
     tmp.write_text(json.dumps(result, indent=1))
     tmp.replace(folder / "torch_result.json")

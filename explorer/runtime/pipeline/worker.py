@@ -42,11 +42,27 @@ def main(folder: Path) -> int:
         return _run(rank, world, spec, folder, recorder)
     except InstructionFailed as exc:
         recorder.flush()
-        recorder.event("failure", stage=exc.instruction.stage, step=exc.step, instruction=exc.instruction.deepspeed_repr(),
-                       text=str(exc.instruction), cause=exc.cause, message=str(exc), time=time.time())
+        recorder.event(
+            "failure",
+            stage=exc.instruction.stage,
+            step=exc.step,
+            instruction=exc.instruction.deepspeed_repr(),
+            text=str(exc.instruction),
+            cause=exc.cause,
+            message=str(exc),
+            time=time.time(),
+        )
     except BaseException as exc:  # setup failures (model, rendezvous) are still this rank's story
-        recorder.event("failure", stage=None, step=None, instruction=None, text=None, cause="error",
-                       message=f"{type(exc).__name__}: {exc}", time=time.time())
+        recorder.event(
+            "failure",
+            stage=None,
+            step=None,
+            instruction=None,
+            text=None,
+            cause="error",
+            message=f"{type(exc).__name__}: {exc}",
+            time=time.time(),
+        )
     recorder.close()
     sys.stdout.flush()
     os._exit(1)
@@ -68,21 +84,44 @@ def _run(rank: int, world: int, spec: RunSpec, folder: Path, recorder: Recorder)
     schedule = spec.build_schedule()
     if world != schedule.num_ranks:
         raise RuntimeError(f"the schedule has {schedule.num_ranks} ranks but WORLD_SIZE is {world}")
-    dist.init_process_group(spec.backend, rank=rank, world_size=world,
-                            timeout=datetime.timedelta(seconds=spec.stall_timeout_s),
-                            device_id=device if spec.backend == "nccl" else None)
+    dist.init_process_group(
+        spec.backend,
+        rank=rank,
+        world_size=world,
+        timeout=datetime.timedelta(seconds=spec.stall_timeout_s),
+        device_id=device if spec.backend == "nccl" else None,
+    )
     model = build_model(spec.model, schedule.num_stages, spec.microbatch_size, spec.seed)
     boundaries = _boundaries(model)
     mine = schedule.stages_of_rank(rank)
-    states = {s: StageState(s, model.stages[s].to(device), schedule.buffers[s], first=s == 0,
-                            last=s == schedule.num_stages - 1, loss_fn=model.loss_fn,
-                            num_microbatches=schedule.num_microbatches) for s in mine}
-    channels = Channels(rank, schedule.stage_to_rank, boundaries, blocking=schedule.params.get("p2p") == "blocking",
-                        device=device, via_host=spec.backend == "gloo" and device.type == "cuda")
-    executor = RankExecutor(rank, schedule, states, channels, model.data_fn, device, recorder, spec.fault)
+    states = {
+        s: StageState(
+            s,
+            model.stages[s].to(device),
+            schedule.buffers[s],
+            first=s == 0,
+            last=s == schedule.num_stages - 1,
+            loss_fn=model.loss_fn,
+            num_microbatches=schedule.num_microbatches,
+        )
+        for s in mine
+    }
+    channels = Channels(
+        rank,
+        schedule.stage_to_rank,
+        boundaries,
+        blocking=schedule.params.get("p2p") == "blocking",
+        device=device,
+        via_host=spec.backend == "gloo" and device.type == "cuda",
+    )
+    executor = RankExecutor(
+        rank, schedule, states, channels, model.data_fn, device, recorder, spec.fault
+    )
     dist.barrier()
     clock = CudaClock() if device.type == "cuda" else CpuClock()
-    recorder.start(mine, time.perf_counter_ns(), device=str(device), backend=spec.backend, unix=time.time())
+    recorder.start(
+        mine, time.perf_counter_ns(), device=str(device), backend=spec.backend, unix=time.time()
+    )
     losses: list[list[torch.Tensor]] = []
     for it, timed in enumerate(_pattern(spec)):
         dist.barrier()
@@ -92,8 +131,13 @@ def _run(rank: int, world: int, spec: RunSpec, folder: Path, recorder: Recorder)
             recorder.flush(clock.resolve)
         if device.type == "cuda":
             torch.cuda.synchronize()
-        recorder.event("iteration", iteration=it, timed=timed, start=recorder.seconds(start),
-                       end=recorder.seconds(time.perf_counter_ns()))
+        recorder.event(
+            "iteration",
+            iteration=it,
+            timed=timed,
+            start=recorder.seconds(start),
+            end=recorder.seconds(time.perf_counter_ns()),
+        )
         last = states.get(schedule.num_stages - 1)
         if last is not None:
             losses.append([last.losses[m].cpu() for m in sorted(last.losses)])
@@ -101,7 +145,14 @@ def _run(rank: int, world: int, spec: RunSpec, folder: Path, recorder: Recorder)
     gathered: list = [None] * world if rank == 0 else None
     dist.gather_object({"losses": losses, "grads": grads}, gathered, dst=0)
     if rank == 0:
-        _write_result(folder, spec, schedule.num_stages, schedule.num_microbatches, gathered, len(_pattern(spec)))
+        _write_result(
+            folder,
+            spec,
+            schedule.num_stages,
+            schedule.num_microbatches,
+            gathered,
+            len(_pattern(spec)),
+        )
     recorder.event("done")
     recorder.close()
     dist.destroy_process_group()
@@ -127,20 +178,34 @@ def _boundaries(model) -> list[tuple[torch.Size, torch.dtype]]:
         for stage in model.stages:
             x = stage(x)
             if not isinstance(x, torch.Tensor):
-                raise TypeError(f"a stage returned {type(x).__name__}: stages must pass one tensor to the next")
+                raise TypeError(
+                    f"a stage returned {type(x).__name__}: stages must pass one tensor to the next"
+                )
             out.append((x.shape, x.dtype))
     return out
 
 
 def _cpu_grad(p: torch.Tensor) -> torch.Tensor:
-    return p.grad.detach().cpu().clone() if p.grad is not None else torch.zeros_like(p, device="cpu")
+    return (
+        p.grad.detach().cpu().clone() if p.grad is not None else torch.zeros_like(p, device="cpu")
+    )
 
 
-def _write_result(folder: Path, spec: RunSpec, stages: int, microbatches: int, gathered: list, iterations: int) -> None:
+def _write_result(
+    folder: Path, spec: RunSpec, stages: int, microbatches: int, gathered: list, iterations: int
+) -> None:
     losses = next(g["losses"] for g in gathered if g["losses"])
-    grads = [g for s in range(stages) for part in gathered if s in part["grads"] for g in [part["grads"][s]]]
+    grads = [
+        g
+        for s in range(stages)
+        for part in gathered
+        if s in part["grads"]
+        for g in [part["grads"][s]]
+    ]
     run = Outcome(losses, grads)
-    reference = train_reference(build_model(spec.model, stages, spec.microbatch_size, spec.seed), iterations, microbatches)
+    reference = train_reference(
+        build_model(spec.model, stages, spec.microbatch_size, spec.seed), iterations, microbatches
+    )
     result = {
         "run": spec.run_id,
         "ok": True,

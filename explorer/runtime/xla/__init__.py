@@ -16,8 +16,20 @@ Typical use::
 
 from explorer.runtime.xla.config import RunConfig, parse_fsdp_options
 from explorer.runtime.xla.presets import PRESETS, Preset
-from explorer.runtime.xla.records import STEP_KEYS, Failure, Graph, Step, XlaRun
 from explorer.runtime.xla.run import run, run_scenario, run_step
+from explorer.traces.xla.records import STEP_KEYS, Failure, Graph, Step, XlaRun
 
-__all__ = ["PRESETS", "Preset", "RunConfig", "STEP_KEYS", "Failure", "Graph", "Step", "XlaRun",
-           "parse_fsdp_options", "run", "run_scenario", "run_step"]
+__all__ = [
+    "PRESETS",
+    "Preset",
+    "RunConfig",
+    "STEP_KEYS",
+    "Failure",
+    "Graph",
+    "Step",
+    "XlaRun",
+    "parse_fsdp_options",
+    "run",
+    "run_scenario",
+    "run_step",
+]

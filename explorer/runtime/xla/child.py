@@ -17,7 +17,7 @@ from typing import Any, Optional
 
 from explorer.errors import InputError
 from explorer.runtime.xla.config import RunConfig
-from explorer.runtime.xla.protocol import encode
+from explorer.traces.xla.protocol import encode
 
 
 def _emit(event: str, **fields: Any) -> None:
@@ -37,8 +37,12 @@ class _Counters:
         met = self.met
         compile_t = met.metric_data("CompileTime")
         execute_t = met.metric_data("ExecuteTime")
-        return (met.counter_value("UncachedCompile") or 0, met.counter_value("CachedCompile") or 0,
-                compile_t[1] if compile_t else 0.0, execute_t[1] if execute_t else 0.0)
+        return (
+            met.counter_value("UncachedCompile") or 0,
+            met.counter_value("CachedCompile") or 0,
+            compile_t[1] if compile_t else 0.0,
+            execute_t[1] if execute_t else 0.0,
+        )
 
 
 def _debug_size(path: str) -> int:
@@ -83,15 +87,27 @@ def run(cfg: RunConfig) -> None:
     step_fn, info = build(cfg)
     torch_xla.sync()
     xm.wait_device_ops()
-    device = {"pjrt_device": xr.device_type(), "devices": xr.global_runtime_device_count(),
-              "world_size": xr.world_size(), "spmd": bool(cfg.fsdp == "v2" and not cfg.step),
-              "torch_xla": torch_xla.__version__, **info}
-    _emit("setup", device=device, setup_ms=(time.perf_counter() - start) * 1e3,
-          debug_offset=_debug_size(debug_file) if cfg.capture else 0)
+    device = {
+        "pjrt_device": xr.device_type(),
+        "devices": xr.global_runtime_device_count(),
+        "world_size": xr.world_size(),
+        "spmd": bool(cfg.fsdp == "v2" and not cfg.step),
+        "torch_xla": torch_xla.__version__,
+        **info,
+    }
+    _emit(
+        "setup",
+        device=device,
+        setup_ms=(time.perf_counter() - start) * 1e3,
+        debug_offset=_debug_size(debug_file) if cfg.capture else 0,
+    )
     counters = _Counters() if cfg.capture else None
     xla_device = str(torch_xla.device())
-    lines = _LineSwitch(torch_xla._XLAC, cfg.lines_settle if cfg.capture and cfg.source_lines else 0,
-                        on=bool(cfg.capture and cfg.source_lines))
+    lines = _LineSwitch(
+        torch_xla._XLAC,
+        cfg.lines_settle if cfg.capture and cfg.source_lines else 0,
+        on=bool(cfg.capture and cfg.source_lines),
+    )
     for i in range(cfg.steps):
         _emit("begin", step=i)
         before = counters.read() if counters else None
@@ -106,9 +122,14 @@ def run(cfg: RunConfig) -> None:
         record: dict[str, Any] = {"step": i, "wall_ms": wall}
         if counters and before:
             after = counters.read()
-            record.update(uncached=after[0] - before[0], cached=after[1] - before[1],
-                          compile_ms=(after[2] - before[2]) / 1e6, execute_ms=(after[3] - before[3]) / 1e6,
-                          debug_offset=_debug_size(debug_file), source_lines=lines.on)
+            record.update(
+                uncached=after[0] - before[0],
+                cached=after[1] - before[1],
+                compile_ms=(after[2] - before[2]) / 1e6,
+                execute_ms=(after[3] - before[3]) / 1e6,
+                debug_offset=_debug_size(debug_file),
+                source_lines=lines.on,
+            )
             lines.after_step(compiled=after[0] > before[0])
         if report:
             record["live_report"] = report

@@ -76,14 +76,21 @@ class RunConfig:
         cfg = self
         if cfg.step is None:
             if cfg.scenario not in PRESETS:
-                raise InputError(f"unknown scenario {cfg.scenario!r}: choose one of {', '.join(PRESETS)}")
+                raise InputError(
+                    f"unknown scenario {cfg.scenario!r}: choose one of {', '.join(PRESETS)}"
+                )
             preset = PRESETS[cfg.scenario]
-            cfg = replace(cfg, steps=cfg.steps or preset.steps,
-                          bucket_mb=preset.bucket_mb if cfg.bucket_mb is None else cfg.bucket_mb)
+            cfg = replace(
+                cfg,
+                steps=cfg.steps or preset.steps,
+                bucket_mb=preset.bucket_mb if cfg.bucket_mb is None else cfg.bucket_mb,
+            )
         else:
             module, sep, func = cfg.step.rpartition(":")
             if not sep or not module or not func:
-                raise InputError(f"--step {cfg.step!r}: expected MODULE:FUNCTION, e.g. my_train:step or train.py:step")
+                raise InputError(
+                    f"--step {cfg.step!r}: expected MODULE:FUNCTION, e.g. my_train:step or train.py:step"
+                )
             if module.endswith(".py") and not os.path.isfile(module):
                 raise InputError(f"--step {cfg.step!r}: file {module!r} does not exist")
             cfg = replace(cfg, scenario=None, steps=cfg.steps or 6)
@@ -92,34 +99,60 @@ class RunConfig:
         return cfg
 
     def _check(self) -> None:
-        positive = {"steps": self.steps, "layers": self.layers, "width": self.width, "batch": self.batch,
-                    "seq": self.seq, "virtual_devices": self.virtual_devices}
+        positive = {
+            "steps": self.steps,
+            "layers": self.layers,
+            "width": self.width,
+            "batch": self.batch,
+            "seq": self.seq,
+            "virtual_devices": self.virtual_devices,
+        }
         for name, value in positive.items():
             if not isinstance(value, int) or value < 1:
                 raise InputError(f"{name} must be a positive integer, got {value!r}")
         if self.steps > 500:
-            raise InputError(f"steps={self.steps} is more than 500: each step is a real XLA step, ask for fewer")
+            raise InputError(
+                f"steps={self.steps} is more than 500: each step is a real XLA step, ask for fewer"
+            )
         if self.layers > 12 or self.width > 1024:
-            raise InputError(f"layers={self.layers}, width={self.width}: keep the model small (layers <= 12, "
-                             "width <= 1024); large graphs take many GB to compile on XLA:CPU")
+            raise InputError(
+                f"layers={self.layers}, width={self.width}: keep the model small (layers <= 12, "
+                "width <= 1024); large graphs take many GB to compile on XLA:CPU"
+            )
         if self.width % 2:
-            raise InputError(f"width={self.width} must be even (the encoder uses 2 attention heads)")
-        if self.bucket_mb is not None and not (math.isfinite(self.bucket_mb) and self.bucket_mb >= 0):
-            raise InputError(f"bucket_mb must be >= 0 (0 turns reduce-scatter bucketing off), got {self.bucket_mb}")
+            raise InputError(
+                f"width={self.width} must be even (the encoder uses 2 attention heads)"
+            )
+        if self.bucket_mb is not None and not (
+            math.isfinite(self.bucket_mb) and self.bucket_mb >= 0
+        ):
+            raise InputError(
+                f"bucket_mb must be >= 0 (0 turns reduce-scatter bucketing off), got {self.bucket_mb}"
+            )
         if self.fsdp not in FSDP_KINDS:
-            raise InputError(f"fsdp={self.fsdp!r}: choose v1 (XlaFullyShardedDataParallel) or v2 (SPMD)")
+            raise InputError(
+                f"fsdp={self.fsdp!r}: choose v1 (XlaFullyShardedDataParallel) or v2 (SPMD)"
+            )
         if self.model not in MODELS:
             raise InputError(f"model={self.model!r}: choose one of {', '.join(MODELS)}")
         if self.fsdp == "v2" and self.batch % self.virtual_devices:
-            raise InputError(f"batch={self.batch} must be divisible by virtual_devices={self.virtual_devices} "
-                             "for SPMD FSDPv2 (the batch is sharded over the devices)")
+            raise InputError(
+                f"batch={self.batch} must be divisible by virtual_devices={self.virtual_devices} "
+                "for SPMD FSDPv2 (the batch is sharded over the devices)"
+            )
         if not isinstance(self.lines_settle, int) or self.lines_settle < 0:
-            raise InputError(f"lines_settle must be an integer >= 0 (0 keeps source lines on), got {self.lines_settle!r}")
+            raise InputError(
+                f"lines_settle must be an integer >= 0 (0 keeps source lines on), got {self.lines_settle!r}"
+            )
         if not (math.isfinite(self.timeout_s) and 0 < self.timeout_s <= 86400):
-            raise InputError(f"timeout_s must be a finite number of seconds, more than 0 and at most a day (86400), "
-                             f"got {self.timeout_s}")
+            raise InputError(
+                f"timeout_s must be a finite number of seconds, more than 0 and at most a day (86400), "
+                f"got {self.timeout_s}"
+            )
         if self.live_report is not None and self.live_report < 0:
-            raise InputError(f"live_report is a threshold of pending IR nodes, >= 0; got {self.live_report}")
+            raise InputError(
+                f"live_report is a threshold of pending IR nodes, >= 0; got {self.live_report}"
+            )
 
     def to_json(self) -> str:
         """The record as JSON, for the child."""
@@ -144,9 +177,13 @@ def parse_fsdp_options(items: list[str]) -> dict[str, Any]:
     for item in items:
         key, sep, value = item.partition("=")
         if not sep or not key:
-            raise InputError(f"--fsdp-option {item!r}: expected KEY=VALUE, e.g. flatten_parameters=false")
+            raise InputError(
+                f"--fsdp-option {item!r}: expected KEY=VALUE, e.g. flatten_parameters=false"
+            )
         if not key.isidentifier():
-            raise InputError(f"--fsdp-option {item[:60]!r}: {key[:60]!r} is not a keyword argument name")
+            raise InputError(
+                f"--fsdp-option {item[:60]!r}: {key[:60]!r} is not a keyword argument name"
+            )
         try:
             out[key] = json.loads(value, parse_constant=_no_constant)
         except json.JSONDecodeError:

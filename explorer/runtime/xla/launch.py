@@ -15,42 +15,29 @@ import subprocess
 import sys
 import tempfile
 import threading
-from dataclasses import dataclass, field
 from typing import Any, Callable, Optional
 
 from explorer.errors import InputError
-from explorer.runtime.xla import failure as failures
 from explorer.runtime.xla.config import RunConfig
-from explorer.runtime.xla.protocol import decode
-from explorer.runtime.xla.records import Failure
+from explorer.traces.xla import failure as failures
+from explorer.traces.xla.protocol import decode
+from explorer.traces.xla.records import DEBUG_FILE, DUMP_DIR, ChildResult, Failure
 
 Progress = Callable[[dict[str, Any]], None]
 
-DEBUG_FILE, DUMP_DIR, CONFIG_FILE, STDERR_FILE = "pt_xla_debug.txt", "hlo_dump", "config.json", "stderr.txt"
-
-
-@dataclass
-class ChildResult:
-    """The raw material of a run: messages, the debug text, the dump folder, and any failure."""
-
-    out_dir: str
-    messages: list[dict[str, Any]] = field(default_factory=list)
-    failure: Optional[Failure] = None
-    output: str = ""
-
-    @property
-    def debug_path(self) -> str:
-        return os.path.join(self.out_dir, DEBUG_FILE)
-
-    @property
-    def dump_dir(self) -> str:
-        return os.path.join(self.out_dir, DUMP_DIR)
+CONFIG_FILE, STDERR_FILE = "config.json", "stderr.txt"
 
 
 def child_env(cfg: RunConfig, out_dir: str) -> dict[str, str]:
     """The child's environment: the PJRT device plus, with capture, torch_xla's debug outputs."""
     env = dict(os.environ)
-    for key in ("PT_XLA_DEBUG_LEVEL", "PT_XLA_DEBUG_FILE", "XLA_SAVE_TENSORS_FILE", "XLA_IR_DEBUG", "XLA_HLO_DEBUG"):
+    for key in (
+        "PT_XLA_DEBUG_LEVEL",
+        "PT_XLA_DEBUG_FILE",
+        "XLA_SAVE_TENSORS_FILE",
+        "XLA_IR_DEBUG",
+        "XLA_HLO_DEBUG",
+    ):
         env.pop(key, None)
     env["PJRT_DEVICE"] = cfg.pjrt_device
     if cfg.fsdp == "v2" and cfg.pjrt_device == "CPU":
@@ -60,14 +47,19 @@ def child_env(cfg: RunConfig, out_dir: str) -> dict[str, str]:
         env.update(PT_XLA_DEBUG_LEVEL="2", PT_XLA_DEBUG_FILE=os.path.join(out_dir, DEBUG_FILE))
         if cfg.source_lines:
             env.update(XLA_IR_DEBUG="1", XLA_HLO_DEBUG="1")
-        flags += [f"--xla_dump_to={os.path.join(out_dir, DUMP_DIR)}", "--xla_dump_hlo_module_re=SyncTensorsGraph"]
+        flags += [
+            f"--xla_dump_to={os.path.join(out_dir, DUMP_DIR)}",
+            "--xla_dump_hlo_module_re=SyncTensorsGraph",
+        ]
     env["XLA_FLAGS"] = " ".join(flags)
     env.setdefault("TF_CPP_MIN_LOG_LEVEL", "1")
     env["PYTHONUNBUFFERED"] = "1"
     return env
 
 
-def launch(cfg: RunConfig, out_dir: Optional[str] = None, progress: Optional[Progress] = None) -> ChildResult:
+def launch(
+    cfg: RunConfig, out_dir: Optional[str] = None, progress: Optional[Progress] = None
+) -> ChildResult:
     """Run ``cfg`` (already :meth:`~RunConfig.resolved`) in a child process and wait for it."""
     out_dir = out_dir or tempfile.mkdtemp(prefix="explorer-xla-")
     os.makedirs(out_dir, exist_ok=True)
@@ -80,9 +72,15 @@ def launch(cfg: RunConfig, out_dir: Optional[str] = None, progress: Optional[Pro
     result = ChildResult(out_dir)
     stderr_path = os.path.join(out_dir, STDERR_FILE)
     with open(stderr_path, "w+", encoding="utf-8", errors="replace") as err:
-        proc = subprocess.Popen([sys.executable, "-m", "explorer.runtime.xla.child", config_path],
-                                stdout=subprocess.PIPE, stderr=err, env=child_env(cfg, out_dir), text=True,
-                                errors="replace", start_new_session=True)
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "explorer.runtime.xla.child", config_path],
+            stdout=subprocess.PIPE,
+            stderr=err,
+            env=child_env(cfg, out_dir),
+            text=True,
+            errors="replace",
+            start_new_session=True,
+        )
         timer = threading.Timer(cfg.timeout_s, _kill, (proc,))
         timer.start()
         other: list[str] = []
@@ -130,21 +128,42 @@ def _running_step(messages: list[dict[str, Any]]) -> Optional[int]:
     return begun[-1] if begun and begun[-1] not in done else None
 
 
-def _ending(messages: list[dict[str, Any]], returncode: int, stderr: str, timed_out: bool,
-            timeout_s: float, several_devices: bool = False) -> Optional[Failure]:
+def _ending(
+    messages: list[dict[str, Any]],
+    returncode: int,
+    stderr: str,
+    timed_out: bool,
+    timeout_s: float,
+    several_devices: bool = False,
+) -> Optional[Failure]:
     events = {m["event"]: m for m in messages}
     step = _running_step(messages)
     if "input_error" in events:
         raise InputError(events["input_error"]["message"])
     if timed_out:
         where = f"step {step}" if step is not None else "setup"
-        why = ("; collectives across several CPU devices deadlock upstream" if several_devices
-               else "; the step itself did not finish: a loop, a sleep, or a step too large for the timeout")
-        return Failure("timeout", f"no result after {timeout_s:g} s (stopped during {where}{why})", step, returncode,
-                       failures.signal_name(returncode), failures.tail(stderr))
+        why = (
+            "; collectives across several CPU devices deadlock upstream"
+            if several_devices
+            else "; the step itself did not finish: a loop, a sleep, or a step too large for the timeout"
+        )
+        return Failure(
+            "timeout",
+            f"no result after {timeout_s:g} s (stopped during {where}{why})",
+            step,
+            returncode,
+            failures.signal_name(returncode),
+            failures.tail(stderr),
+        )
     if "error" in events:
-        return Failure("exception", events["error"]["message"], step, returncode, None,
-                       failures.tail(events["error"].get("traceback", "") or stderr))
+        return Failure(
+            "exception",
+            events["error"]["message"],
+            step,
+            returncode,
+            None,
+            failures.tail(events["error"].get("traceback", "") or stderr),
+        )
     if "done" in events and returncode == 0:
         return None
     return failures.from_exit(returncode, stderr, step)

@@ -16,8 +16,10 @@ VOCAB = 64
 
 #: Applied on CPU unless ``cpu_workarounds=False``; each says what breaks without it.
 CPU_WORKAROUNDS = {
-    "pin_layout_in_collective_ops": (False, "reduce-scatter bucketing aborts with 'Check failed: has_layout()' "
-                                            "on PJRT CPU otherwise"),
+    "pin_layout_in_collective_ops": (
+        False,
+        "reduce-scatter bucketing aborts with 'Check failed: has_layout()' on PJRT CPU otherwise",
+    ),
 }
 
 
@@ -30,7 +32,9 @@ def build_encoder(torch: Any, cfg: RunConfig) -> Any:
             super().__init__()
             self.attn = nn.MultiheadAttention(width, 2, batch_first=True)
             self.norm1 = nn.LayerNorm(width)
-            self.ff = nn.Sequential(nn.Linear(width, 2 * width), nn.GELU(), nn.Linear(2 * width, width))
+            self.ff = nn.Sequential(
+                nn.Linear(width, 2 * width), nn.GELU(), nn.Linear(2 * width, width)
+            )
             self.norm2 = nn.LayerNorm(width)
 
         def forward(self, x: Any) -> Any:
@@ -82,7 +86,9 @@ def wrap_v2(model: Any, cfg: RunConfig, device: Any) -> tuple[Any, Any]:
     import numpy as np
     import torch_xla.distributed.spmd as xs
     import torch_xla.runtime as xr
-    from torch_xla.experimental.spmd_fully_sharded_data_parallel import SpmdFullyShardedDataParallel as FSDPv2
+    from torch_xla.experimental.spmd_fully_sharded_data_parallel import (
+        SpmdFullyShardedDataParallel as FSDPv2,
+    )
 
     n = xr.global_runtime_device_count()
     mesh = xs.Mesh(np.arange(n), (n, 1), ("fsdp", "model"))

@@ -26,14 +26,40 @@ class Preset:
 PRESETS: dict[str, Preset] = {
     p.name: p
     for p in (
-        Preset("steady", "a plain FSDP loop (SGD with momentum): the first step compiles the graph without "
-               "momentum buffers, the second the steady graph, then nothing compiles", 6, "settles"),
-        Preset("bucketed-nested", "reduce-scatter bucketing with nested FSDP (each encoder layer wrapped, then "
-               "the whole), the mechanism of the seed thread", 6, "settles", bucket_mb=1.0),
-        Preset("logging", "every third step keeps a gradient-norm tensor for logging: that step's graph carries "
-               "the extra ops, so the program changes from step to step", 8, "recompiles"),
-        Preset("scalar", "a Python loss weight that equals another scalar on odd steps: torch_xla shares equal "
-               "scalars, so only the parameter count changes", 6, "recompiles"),
-        Preset("shape-change", "the sequence length grows at step 3 (an input shape change)", 6, "recompiles"),
+        Preset(
+            "steady",
+            "a plain FSDP loop (SGD with momentum): the first step compiles the graph without "
+            "momentum buffers, the second the steady graph, then nothing compiles",
+            6,
+            "settles",
+        ),
+        Preset(
+            "bucketed-nested",
+            "reduce-scatter bucketing with nested FSDP (each encoder layer wrapped, then "
+            "the whole), the mechanism of the seed thread",
+            6,
+            "settles",
+            bucket_mb=1.0,
+        ),
+        Preset(
+            "logging",
+            "every third step keeps a gradient-norm tensor for logging: that step's graph carries "
+            "the extra ops, so the program changes from step to step",
+            8,
+            "recompiles",
+        ),
+        Preset(
+            "scalar",
+            "a Python loss weight that equals another scalar on odd steps: torch_xla shares equal "
+            "scalars, so only the parameter count changes",
+            6,
+            "recompiles",
+        ),
+        Preset(
+            "shape-change",
+            "the sequence length grows at step 3 (an input shape change)",
+            6,
+            "recompiles",
+        ),
     )
 }

@@ -11,30 +11,44 @@ from typing import Any, Optional
 
 from explorer.runtime.xla.config import RunConfig
 from explorer.runtime.xla.launch import Progress, launch
-from explorer.runtime.xla.records import XlaRun
+from explorer.traces.xla.records import XlaRun
 
 
-def run(cfg: RunConfig, out_dir: Optional[str] = None, progress: Optional[Progress] = None) -> XlaRun:
+def run(
+    cfg: RunConfig, out_dir: Optional[str] = None, progress: Optional[Progress] = None
+) -> XlaRun:
     """Validate ``cfg``, run it in a child process, and return its steps, graphs and explanations.
 
     ``progress`` is called with each message of the child (``setup``, ``begin``, ``step``,
     ``done``) as it arrives. ``out_dir`` keeps the debug file and HLO dumps (a temporary folder
     otherwise). A child that aborts or raises gives a run whose ``failure`` says why.
     """
-    from explorer.runtime.xla.assemble import assemble
+    from explorer.analysis.xla.assemble import assemble
 
     cfg = cfg.resolved()
     child = launch(cfg, out_dir, progress)
     return assemble(child, cfg.label)
 
 
-def run_scenario(name: str = "steady", steps: int = 0, out_dir: Optional[str] = None,
-                 progress: Optional[Progress] = None, **options: Any) -> XlaRun:
+def run_scenario(
+    name: str = "steady",
+    steps: int = 0,
+    out_dir: Optional[str] = None,
+    progress: Optional[Progress] = None,
+    **options: Any,
+) -> XlaRun:
     """Run the preset ``name``; ``options`` are :class:`RunConfig` fields (``bucket_mb=1``, ``fsdp="v2"``)."""
     return run(replace(RunConfig(scenario=name, steps=steps), **options), out_dir, progress)
 
 
-def run_step(spec: str, steps: int = 6, out_dir: Optional[str] = None, progress: Optional[Progress] = None,
-             **options: Any) -> XlaRun:
+def run_step(
+    spec: str,
+    steps: int = 6,
+    out_dir: Optional[str] = None,
+    progress: Optional[Progress] = None,
+    **options: Any,
+) -> XlaRun:
     """Run a user's ``step(step_index)`` named ``MODULE:FUNCTION`` (or ``file.py:FUNCTION``) in the child."""
-    return run(replace(RunConfig(scenario=None, step=spec, steps=steps), **options), out_dir, progress)
+    return run(
+        replace(RunConfig(scenario=None, step=spec, steps=steps), **options), out_dir, progress
+    )

@@ -45,10 +45,13 @@ class Trainer:
             wrapper = f"XlaFullyShardedDataParallel (nested), world size {xr.world_size()}"
         self.optimizer = torch.optim.SGD(self.model.parameters(), lr=0.05, momentum=0.9)
         self.cfg = cfg
-        self.info = {"wrapper": wrapper, "workarounds": workarounds,
-                     "reduce_scatter_bucket_size_mb": cfg.bucket_mb if cfg.fsdp == "v1" else None,
-                     "model": f"encoder, {cfg.layers} layers, width {cfg.width}, batch {cfg.batch}x{cfg.seq}",
-                     "parameters": sum(p.numel() for p in model.parameters())}
+        self.info = {
+            "wrapper": wrapper,
+            "workarounds": workarounds,
+            "reduce_scatter_bucket_size_mb": cfg.bucket_mb if cfg.fsdp == "v1" else None,
+            "model": f"encoder, {cfg.layers} layers, width {cfg.width}, batch {cfg.batch}x{cfg.seq}",
+            "parameters": sum(p.numel() for p in model.parameters()),
+        }
         self._batches: dict[int, Any] = {}
 
     def batch(self, seq: int) -> Any:
@@ -88,6 +91,7 @@ def build(cfg: RunConfig) -> tuple[StepFn, dict[str, Any]]:
     name = cfg.scenario
 
     if name in ("steady", "bucketed-nested"):
+
         def step(i: int) -> None:
             trainer.train(seq)
     elif name == "logging":
@@ -100,9 +104,11 @@ def build(cfg: RunConfig) -> tuple[StepFn, dict[str, Any]]:
                 norms = trainer.torch.stack([trainer.torch.linalg.vector_norm(g) for g in grads])
                 logged.append(trainer.torch.linalg.vector_norm(norms))
     elif name == "scalar":
+
         def step(i: int) -> None:
             trainer.train(seq, aux_weight=AUX_WEIGHTS[i % 2])
     elif name == "shape-change":
+
         def step(i: int) -> None:
             trainer.train(seq + (SHAPE_GROWTH if i >= SHAPE_CHANGE_AT else 0))
     else:  # RunConfig.resolved() rejects unknown names first

@@ -5,7 +5,11 @@ from __future__ import annotations
 from typing import Sequence, Union
 
 from explorer.errors import InputError
-from explorer.schedules.generators.deepspeed import deepspeed_buffers, deepspeed_inference, deepspeed_train
+from explorer.schedules.generators.deepspeed import (
+    deepspeed_buffers,
+    deepspeed_inference,
+    deepspeed_train,
+)
 from explorer.schedules.generators.dualpipe import dualpipev
 from explorer.schedules.generators.pipelines import gpipe, interleaved, one_f_one_b
 from explorer.schedules.generators.zero_bubble import zb_h1
@@ -48,22 +52,38 @@ def generate(
         raise InputError(f"unknown schedule kind {kind!r}: choose one of {', '.join(KINDS)}")
     if kind == "dualpipev":
         if chunks not in (1, 2):
-            raise InputError(f"dualpipev always holds 2 stages per rank (a V); drop --chunks {chunks}")
+            raise InputError(
+                f"dualpipev always holds 2 stages per rank (a V); drop --chunks {chunks}"
+            )
     elif chunks != 1 and kind != "interleaved-1f1b":
-        raise InputError(f"--chunks {chunks} applies only to interleaved-1f1b; {kind} has one stage per rank (use --chunks 1)")
+        raise InputError(
+            f"--chunks {chunks} applies only to interleaved-1f1b; {kind} has one stage per rank (use --chunks 1)"
+        )
     if order is not None and kind != "deepspeed-train":
-        raise InputError(f"--order applies only to deepspeed-train; {kind} orders its exchanges itself (drop --order)")
+        raise InputError(
+            f"--order applies only to deepspeed-train; {kind} orders its exchanges itself (drop --order)"
+        )
     if isinstance(buffers, str) and buffers in ("legacy", "fixed") and kind != "deepspeed-train":
-        raise InputError(f"--buffers {buffers} is DeepSpeed's formula and applies only to deepspeed-train; use a number or minimal for {kind}")
+        raise InputError(
+            f"--buffers {buffers} is DeepSpeed's formula and applies only to deepspeed-train; use a number or minimal for {kind}"
+        )
 
     if kind == "deepspeed-train":
-        return deepspeed_train(stages, microbatches, buffers=buffers if buffers is not None else "fixed",
-                               order=order or "fixed")
+        return deepspeed_train(
+            stages,
+            microbatches,
+            buffers=buffers if buffers is not None else "fixed",
+            order=order or "fixed",
+        )
     if kind == "deepspeed-inference":
         if buffers not in (None, 2) and buffers != [2] * stages:
             raise InputError("deepspeed-inference always alternates two buffers; drop --buffers")
         return deepspeed_inference(stages, microbatches)
-    counts = None if buffers is None or kind == "dualpipev" else deepspeed_buffers(buffers, stages * chunks, microbatches)
+    counts = (
+        None
+        if buffers is None or kind == "dualpipev"
+        else deepspeed_buffers(buffers, stages * chunks, microbatches)
+    )
     if kind == "gpipe":
         return gpipe(stages, microbatches, counts)
     if kind == "1f1b":
@@ -91,4 +111,3 @@ def generate(
 def _check_positive(name: str, value: object, why: str) -> None:
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
         raise InputError(f"{name} must be a positive integer ({why}); got {value!r}")
-

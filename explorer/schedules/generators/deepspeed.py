@@ -34,7 +34,9 @@ def deepspeed_buffers(policy: BufferSpec, stages: int, microbatches: int) -> lis
     """Buffer count per stage for a DeepSpeed ``TrainSchedule`` buffer policy."""
     if isinstance(policy, str):
         if policy not in ("legacy", "fixed"):
-            raise InputError(f"unknown buffer policy {policy!r}: use legacy, fixed, minimal or a number")
+            raise InputError(
+                f"unknown buffer policy {policy!r}: use legacy, fixed, minimal or a number"
+            )
         extra = 1 if policy == "legacy" else 0
         return [max(2, min(stages - s + extra, microbatches)) for s in range(stages)]
     if isinstance(policy, (int, np.integer)):
@@ -42,13 +44,19 @@ def deepspeed_buffers(policy: BufferSpec, stages: int, microbatches: int) -> lis
     else:
         counts = [int(c) for c in policy]
         if len(counts) != stages:
-            raise InputError(f"got {len(counts)} buffer counts for {stages} stages: give one per stage or a single number")
+            raise InputError(
+                f"got {len(counts)} buffer counts for {stages} stages: give one per stage or a single number"
+            )
     if min(counts) < 1:
-        raise InputError(f"buffer counts must be at least 1 (got {counts}): every stage needs a buffer to receive into")
+        raise InputError(
+            f"buffer counts must be at least 1 (got {counts}): every stage needs a buffer to receive into"
+        )
     return counts
 
 
-def _step_to_microbatch(steps: np.ndarray, stage: int, stages: int) -> tuple[np.ndarray, np.ndarray]:
+def _step_to_microbatch(
+    steps: np.ndarray, stage: int, stages: int
+) -> tuple[np.ndarray, np.ndarray]:
     """DeepSpeed's ``_step_to_micro_batch`` for one stage, over all steps at once."""
     even_step = steps % 2 == 0
     even_stage = stage % 2 == 0
@@ -74,7 +82,9 @@ def deepspeed_train(
 ) -> Schedule:
     """DeepSpeed ``TrainSchedule`` for every stage, with selectable buffers and send/recv order."""
     if order not in ORDERS:
-        raise InputError(f"unknown order {order!r}: use legacy (DeepSpeed <= 0.8.2) or fixed (today)")
+        raise InputError(
+            f"unknown order {order!r}: use legacy (DeepSpeed <= 0.8.2) or fixed (today)"
+        )
     counts = deepspeed_buffers(buffers, stages, microbatches)
     p, m = stages, microbatches
     total = 2 * (m + p - 1)
@@ -111,14 +121,27 @@ def deepspeed_train(
         kind[s, :, 3] = np.where(fwd, int(Kind.FORWARD), int(Kind.BACKWARD))
         mbs[s, :, 3] = curr
         mask[s, :, 3] = vc
-        for slot, k in zip((4, 5, 6), (Kind.REDUCE_TIED_GRADS, Kind.REDUCE_GRADS, Kind.OPTIMIZER_STEP)):
+        for slot, k in zip(
+            (4, 5, 6), (Kind.REDUCE_TIED_GRADS, Kind.REDUCE_GRADS, Kind.OPTIMIZER_STEP)
+        ):
             kind[s, -1, slot] = k
             mask[s, -1, slot] = True
         labels[s] = curr
     return _from_grid(
-        "deepspeed-train", p, m, counts, kind, mbs, mask, labels,
-        params={"kind": "deepspeed-train", "buffers": buffers if isinstance(buffers, str) else counts,
-                "order": order, "p2p": "blocking"},
+        "deepspeed-train",
+        p,
+        m,
+        counts,
+        kind,
+        mbs,
+        mask,
+        labels,
+        params={
+            "kind": "deepspeed-train",
+            "buffers": buffers if isinstance(buffers, str) else counts,
+            "order": order,
+            "p2p": "blocking",
+        },
     )
 
 
@@ -144,12 +167,25 @@ def deepspeed_inference(stages: int, microbatches: int) -> Schedule:
         send = (Kind.SEND_ACTIVATION, mb - 1, send_buf, vp & (s < p - 1))
         recv = (Kind.RECV_ACTIVATION, mb, recv_buf, vc & (s > 0))
         for slot, (k, mbv, buf, cond) in zip((1, 2), (send, recv) if even else (recv, send)):
-            kind[s, :, slot], mbs[s, :, slot], bufs[s, :, slot], mask[s, :, slot] = k, mbv, buf, cond
+            kind[s, :, slot], mbs[s, :, slot], bufs[s, :, slot], mask[s, :, slot] = (
+                k,
+                mbv,
+                buf,
+                cond,
+            )
         kind[s, :, 3], mbs[s, :, 3], bufs[s, :, 3], mask[s, :, 3] = Kind.FORWARD, mb, recv_buf, vc
         labels[s] = mb
     return _from_grid(
-        "deepspeed-inference", p, m, [2] * p, kind, mbs, mask, labels,
-        params={"kind": "deepspeed-inference", "p2p": "blocking"}, explicit_buffers=bufs,
+        "deepspeed-inference",
+        p,
+        m,
+        [2] * p,
+        kind,
+        mbs,
+        mask,
+        labels,
+        params={"kind": "deepspeed-inference", "p2p": "blocking"},
+        explicit_buffers=bufs,
     )
 
 
@@ -177,7 +213,19 @@ def _from_grid(
     mb = np.where(no_mb, -1, mb)
     buf = np.where(no_mb, -1, buf)
     return from_columns(
-        name=name, num_stages=p, num_microbatches=m, stage_to_rank=range(p), buffers=counts,
-        rank=s_idx, step=t_idx, kind=k, stage=s_idx, microbatch=mb, buffer=buf,
-        num_steps=kind.shape[1], params=params, step_labels=labels, presorted=True,
+        name=name,
+        num_stages=p,
+        num_microbatches=m,
+        stage_to_rank=range(p),
+        buffers=counts,
+        rank=s_idx,
+        step=t_idx,
+        kind=k,
+        stage=s_idx,
+        microbatch=mb,
+        buffer=buf,
+        num_steps=kind.shape[1],
+        params=params,
+        step_labels=labels,
+        presorted=True,
     )

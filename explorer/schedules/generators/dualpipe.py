@@ -93,6 +93,13 @@ def dualpipev(p: int, m: int, buffers: Sequence[int] | None = None) -> Schedule:
     orders = dualpipev_orders(p, m)
     steps = asap_steps(orders, 2 * p)
     rows = [(st, k, mb, t) for order, ts in zip(orders, steps) for (k, st, mb), t in zip(order, ts)]
-    return lower(ComputePlan.from_rows(rows), name="dualpipev", num_stages=2 * p, num_microbatches=m,
-                 stage_to_rank=v_stage_to_rank(p), buffers=buffers,
-                 params={"kind": "dualpipev", "chunks": 2, "p2p": "batched"}, placement="producer")
+    return lower(
+        ComputePlan.from_rows(rows),
+        name="dualpipev",
+        num_stages=2 * p,
+        num_microbatches=m,
+        stage_to_rank=v_stage_to_rank(p),
+        buffers=buffers,
+        params={"kind": "dualpipev", "chunks": 2, "p2p": "batched"},
+        placement="producer",
+    )

@@ -26,7 +26,9 @@ def _grid(p: int, m: int) -> tuple[np.ndarray, np.ndarray]:
 def _plan(s: np.ndarray, i: np.ndarray, f_step: np.ndarray, b_step: np.ndarray) -> ComputePlan:
     return ComputePlan(
         stage=np.concatenate([s, s]),
-        kind=np.concatenate([np.full(len(s), int(Kind.FORWARD)), np.full(len(s), int(Kind.BACKWARD))]),
+        kind=np.concatenate(
+            [np.full(len(s), int(Kind.FORWARD)), np.full(len(s), int(Kind.BACKWARD))]
+        ),
         microbatch=np.concatenate([i, i]),
         step=np.concatenate([f_step, b_step]),
     )
@@ -47,13 +49,29 @@ def one_f_one_b_plan(p: int, m: int) -> ComputePlan:
 
 
 def gpipe(p: int, m: int, buffers: Sequence[int] | None = None) -> Schedule:
-    return lower(gpipe_plan(p, m), name="gpipe", num_stages=p, num_microbatches=m,
-                 stage_to_rank=range(p), buffers=buffers, params={"kind": "gpipe", "p2p": "batched"}, placement="producer")
+    return lower(
+        gpipe_plan(p, m),
+        name="gpipe",
+        num_stages=p,
+        num_microbatches=m,
+        stage_to_rank=range(p),
+        buffers=buffers,
+        params={"kind": "gpipe", "p2p": "batched"},
+        placement="producer",
+    )
 
 
 def one_f_one_b(p: int, m: int, buffers: Sequence[int] | None = None) -> Schedule:
-    return lower(one_f_one_b_plan(p, m), name="1f1b", num_stages=p, num_microbatches=m,
-                 stage_to_rank=range(p), buffers=buffers, params={"kind": "1f1b", "p2p": "batched"}, placement="producer")
+    return lower(
+        one_f_one_b_plan(p, m),
+        name="1f1b",
+        num_stages=p,
+        num_microbatches=m,
+        stage_to_rank=range(p),
+        buffers=buffers,
+        params={"kind": "1f1b", "p2p": "batched"},
+        placement="producer",
+    )
 
 
 def interleaved_orders(p: int, m: int, v: int) -> list[list[tuple[int, int, int]]]:
@@ -66,6 +84,7 @@ def interleaved_orders(p: int, m: int, v: int) -> list[list[tuple[int, int, int]
     total = m * v
     orders: list[list[tuple[int, int, int]]] = []
     for r in range(p):
+
         def op(k: int, forward: bool) -> tuple[int, int, int]:
             in_group = k % (p * v)
             chunk = in_group // p
@@ -88,6 +107,13 @@ def interleaved(p: int, m: int, v: int, buffers: Sequence[int] | None = None) ->
     orders = interleaved_orders(p, m, v)
     steps = asap_steps(orders, p * v)
     rows = [(st, k, mb, t) for order, ts in zip(orders, steps) for (k, st, mb), t in zip(order, ts)]
-    return lower(ComputePlan.from_rows(rows), name="interleaved-1f1b", num_stages=p * v,
-                 num_microbatches=m, stage_to_rank=[s % p for s in range(p * v)], buffers=buffers,
-                 params={"kind": "interleaved-1f1b", "chunks": v, "p2p": "batched"}, placement="producer")
+    return lower(
+        ComputePlan.from_rows(rows),
+        name="interleaved-1f1b",
+        num_stages=p * v,
+        num_microbatches=m,
+        stage_to_rank=[s % p for s in range(p * v)],
+        buffers=buffers,
+        params={"kind": "interleaved-1f1b", "chunks": v, "p2p": "batched"},
+        placement="producer",
+    )

@@ -37,7 +37,9 @@ def zb_h1_plan(p: int, m: int) -> ComputePlan:
     while len(rows) < total:
         for s in range(p):
             b = next_i[s]
-            grad_ready = b < m and 0 <= f_done[s][b] < t and (s == p - 1 or 0 <= i_done[s + 1][b] < t)
+            grad_ready = (
+                b < m and 0 <= f_done[s][b] < t and (s == p - 1 or 0 <= i_done[s + 1][b] < t)
+            )
             f = next_f[s]
             inflight = f - w_done[s]
             fwd_ready = f < m and (s == 0 or 0 <= f_done[s - 1][f] < t) and inflight < p
@@ -59,5 +61,13 @@ def zb_h1_plan(p: int, m: int) -> ComputePlan:
 
 
 def zb_h1(p: int, m: int, buffers: Sequence[int] | None = None) -> Schedule:
-    return lower(zb_h1_plan(p, m), name="zb-h1", num_stages=p, num_microbatches=m,
-                 stage_to_rank=range(p), buffers=buffers, params={"kind": "zb-h1", "p2p": "batched"}, placement="producer")
+    return lower(
+        zb_h1_plan(p, m),
+        name="zb-h1",
+        num_stages=p,
+        num_microbatches=m,
+        stage_to_rank=range(p),
+        buffers=buffers,
+        params={"kind": "zb-h1", "p2p": "batched"},
+        placement="producer",
+    )

@@ -66,7 +66,8 @@ def _order() -> None:
     del u, v
     v = (b * 1.5).sum(dim=0)
     u = a * 2.5
-    torch_xla.sync()
+    torch_xla.sync()  # the same two results, created in the other order: live while it syncs
+    del u, v
 
 
 def _mlp(extra_norm: bool) -> None:
@@ -75,7 +76,9 @@ def _mlp(extra_norm: bool) -> None:
 
     torch.manual_seed(0)
     dev = torch_xla.device()
-    model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(), torch.nn.Linear(16, 4)).to(dev)
+    model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(), torch.nn.Linear(16, 4)).to(
+        dev
+    )
     opt = torch.optim.SGD(model.parameters(), lr=0.1)
     x = torch.randn(5, 8).to(dev)
     y = torch.randn(5, 4).to(dev)
@@ -102,8 +105,12 @@ def _encoder(layers: int) -> None:
 
     torch.manual_seed(0)
     dev = torch_xla.device()
-    layer = torch.nn.TransformerEncoderLayer(d_model=32, nhead=4, dim_feedforward=64, dropout=0.0, batch_first=True)
-    model = torch.nn.TransformerEncoder(layer, num_layers=layers, enable_nested_tensor=False).to(dev)
+    layer = torch.nn.TransformerEncoderLayer(
+        d_model=32, nhead=4, dim_feedforward=64, dropout=0.0, batch_first=True
+    )
+    model = torch.nn.TransformerEncoder(layer, num_layers=layers, enable_nested_tensor=False).to(
+        dev
+    )
     opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
     x = torch.randn(2, 8, 32).to(dev)
     torch_xla.sync()
@@ -127,7 +134,9 @@ def _encoder_hlo(layers: int) -> None:
 
     torch.manual_seed(0)
     dev = torch_xla.device()
-    layer = torch.nn.TransformerEncoderLayer(d_model=32, nhead=4, dim_feedforward=64, dropout=0.0, batch_first=True)
+    layer = torch.nn.TransformerEncoderLayer(
+        d_model=32, nhead=4, dim_feedforward=64, dropout=0.0, batch_first=True
+    )
     cpu_model = torch.nn.TransformerEncoder(layer, num_layers=layers, enable_nested_tensor=False)
     x = torch.randn(2, 8, 32)
     texts = []
@@ -144,7 +153,9 @@ def _encoder_hlo(layers: int) -> None:
         live += [opt.state[p]["momentum_buffer"] for p in model.parameters()]
         texts.append(torch_xla._XLAC._get_xla_tensors_hlo(live))
     for name, text in zip(("step1", "step2"), texts):
-        with gzip.open(os.path.join(HERE, f"encoder_large_{name}.hlo.txt.gz"), "wt", compresslevel=9) as fh:
+        with gzip.open(
+            os.path.join(HERE, f"encoder_large_{name}.hlo.txt.gz"), "wt", compresslevel=9
+        ) as fh:
             fh.write(text)
 
 
@@ -173,8 +184,16 @@ def _save_file(scenario: str, dest: str, layers: int = 2) -> str:
     """Run a scenario with XLA_SAVE_TENSORS_FILE and return the text it wrote."""
     with tempfile.TemporaryDirectory() as tmp:
         target = os.path.join(tmp, "save.txt")
-        _run(scenario, {"XLA_SAVE_TENSORS_FILE": target, "XLA_SAVE_TENSORS_FMT": "hlo",
-                        "XLA_IR_DEBUG": "1", "XLA_HLO_DEBUG": "1"}, layers)
+        _run(
+            scenario,
+            {
+                "XLA_SAVE_TENSORS_FILE": target,
+                "XLA_SAVE_TENSORS_FMT": "hlo",
+                "XLA_IR_DEBUG": "1",
+                "XLA_HLO_DEBUG": "1",
+            },
+            layers,
+        )
         # torch_xla appends the device ordinal to the file name.
         (written,) = glob.glob(target + "*")
         with open(written) as fh:
@@ -219,8 +238,13 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--child")
     parser.add_argument("--layers", type=int, default=2)
-    parser.add_argument("--large", type=int, default=0, metavar="LAYERS",
-                        help="also make the benchmark pair with this many layers (64 gives ~35k instructions)")
+    parser.add_argument(
+        "--large",
+        type=int,
+        default=0,
+        metavar="LAYERS",
+        help="also make the benchmark pair with this many layers (64 gives ~35k instructions)",
+    )
     args = parser.parse_args()
     if args.child:
         _child(args.child, args.layers)

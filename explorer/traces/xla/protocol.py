@@ -23,7 +23,7 @@ def decode(line: str) -> Optional[dict[str, Any]]:
     if at < 0:
         return None
     try:
-        msg = json.loads(line[at + len(MARK):])
+        msg = json.loads(line[at + len(MARK) :])
     except json.JSONDecodeError:
         return None
     return msg if isinstance(msg, dict) and "event" in msg else None

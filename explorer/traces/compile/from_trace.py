@@ -19,22 +19,32 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Optional, Sequence
 
+from explorer.analysis.compile.diagnosis import diagnose
 from explorer.errors import InputError, excerpt
-from explorer.runtime.compile.compiles_only import diagnose_compiles_only
-from explorer.runtime.compile.diagnosis import diagnose
-from explorer.runtime.compile.ranks import merge_ranks
-from explorer.runtime.compile.records import (
-    EAGER, UNKNOWN, CompileEvent, GraphBreak, Iteration, ProbeResult, VariantGuards, frame_of,
+from explorer.traces.compile.compiles_only import diagnose_compiles_only
+from explorer.traces.compile.ranks import merge_ranks
+from explorer.traces.compile.records import (
+    EAGER,
+    LIMIT_FAILURE,
+    UNKNOWN,
+    CompileEvent,
+    GraphBreak,
+    Iteration,
+    ProbeResult,
+    VariantGuards,
+    frame_of,
+    limit_failure,
 )
-from explorer.runtime.compile.sources import LIMIT_FAILURE, _limit
 from explorer.traces.compile_profile import CompileProfile, ProfiledStep, read_compile_profile
 from explorer.traces.torch_trace import TorchTrace, read_torch_trace
 from explorer.traces.torch_trace_detect import profile_files, trace_files
 
 #: How to record what the structured trace lacks, said wherever it is missing.
-HOW_TO_PROFILE = ("record a profiler trace beside it: torch.profiler.profile(schedule=torch.profiler.schedule("
-                  "wait=1, warmup=1, active=20), on_trace_ready=torch.profiler.tensorboard_trace_handler(DIR)) "
-                  "with prof.step() at the end of every iteration")
+HOW_TO_PROFILE = (
+    "record a profiler trace beside it: torch.profiler.profile(schedule=torch.profiler.schedule("
+    "wait=1, warmup=1, active=20), on_trace_ready=torch.profiler.tensorboard_trace_handler(DIR)) "
+    "with prof.step() at the end of every iteration"
+)
 #: Slack when placing a compile's start inside a profiled step (two clocks read microseconds apart).
 SLACK_US = 1000.0
 
@@ -55,16 +65,25 @@ def _compiles(trace: TorchTrace, steps: Sequence[ProfiledStep], wall: bool) -> l
     for c in trace.compiles:
         if not (c.metrics or c.function):
             continue  # a cache answer or guard dump without its compile: nothing to report
-        failed = _limit(c.failed, c.fail_reason)
-        out.append(CompileEvent(
-            compile_id=c.compile_id, iteration=_step_of(c.start_us, steps) if wall else UNKNOWN,
-            function=c.function or names.get(frame_of(c.compile_id)), reason=c.reasons[0] if c.reasons else None,
-            failed=failed, seconds=c.seconds, reasons=tuple(c.reasons), cache=tuple(c.cache)))
+        failed = limit_failure(c.failed, c.fail_reason)
+        out.append(
+            CompileEvent(
+                compile_id=c.compile_id,
+                iteration=_step_of(c.start_us, steps) if wall else UNKNOWN,
+                function=c.function or names.get(frame_of(c.compile_id)),
+                reason=c.reasons[0] if c.reasons else None,
+                failed=failed,
+                seconds=c.seconds,
+                reasons=tuple(c.reasons),
+                cache=tuple(c.cache),
+            )
+        )
     return out
 
 
-def _iterations(trace: TorchTrace, steps: Sequence[ProfiledStep], compiles: Sequence[CompileEvent],
-                wall: bool) -> list[Iteration]:
+def _iterations(
+    trace: TorchTrace, steps: Sequence[ProfiledStep], compiles: Sequence[CompileEvent], wall: bool
+) -> list[Iteration]:
     """One record per profiled step: its time, whether it compiled, the variants that ran, eager fallback."""
     starts = {c.compile_id: c.start_us for c in trace.compiles}
     limits = [c for c in compiles if c.failed == LIMIT_FAILURE]
@@ -73,9 +92,21 @@ def _iterations(trace: TorchTrace, steps: Sequence[ProfiledStep], compiles: Sequ
         ran: dict[str, str] = {}
         for region in s.regions:
             ran[frame_of(region)] = region
-        compiled = any(c.iteration == s.step and not c.failed for c in compiles) if wall else s.compiles > 0
-        limited = {c.frame for c in limits if 0 <= c.iteration <= s.step
-                   or (wall and starts.get(c.compile_id) is not None and starts[c.compile_id] <= s.end_us + SLACK_US)}
+        compiled = (
+            any(c.iteration == s.step and not c.failed for c in compiles)
+            if wall
+            else s.compiles > 0
+        )
+        limited = {
+            c.frame
+            for c in limits
+            if 0 <= c.iteration <= s.step
+            or (
+                wall
+                and starts.get(c.compile_id) is not None
+                and starts[c.compile_id] <= s.end_us + SLACK_US
+            )
+        }
         fell = limited - set(ran)
         labels = {**ran, **{f: EAGER for f in fell}}
         variants = tuple(labels[f] for f in sorted(labels, key=lambda f: (len(f), f)))
@@ -95,8 +126,12 @@ def _breaks(trace: TorchTrace, compiles: Sequence[CompileEvent]) -> list[GraphBr
             seen.setdefault((text.splitlines()[0], ""), [None, []])[1].append(c.compile_id)
     out = []
     for (reason, where), (first, ids) in seen.items():
-        detail = "\n".join(x for x in (f"at {where}" if where else "", first.detail if first else "") if x)
-        out.append(GraphBreak(ids[0], when.get(ids[0], UNKNOWN), reason, detail, tuple(dict.fromkeys(ids))))
+        detail = "\n".join(
+            x for x in (f"at {where}" if where else "", first.detail if first else "") if x
+        )
+        out.append(
+            GraphBreak(ids[0], when.get(ids[0], UNKNOWN), reason, detail, tuple(dict.fromkeys(ids)))
+        )
     return out
 
 
@@ -111,12 +146,18 @@ def _guards(trace: TorchTrace) -> list[VariantGuards]:
         if len(variants) < 2:
             continue
         shared = set.intersection(*(set(v.guards) for v in variants))
-        out += [VariantGuards(v.compile_id, v.function or "?", tuple(g for g in v.guards if g not in shared))
-                for v in variants]
+        out += [
+            VariantGuards(
+                v.compile_id, v.function or "?", tuple(g for g in v.guards if g not in shared)
+            )
+            for v in variants
+        ]
     return out
 
 
-def rank_result(trace: TorchTrace, profiles: Sequence[CompileProfile], label: str = "") -> ProbeResult:
+def rank_result(
+    trace: TorchTrace, profiles: Sequence[CompileProfile], label: str = ""
+) -> ProbeResult:
     """One process's records: compiles from its trace, iterations from its profiler steps (if any)."""
     by_step: dict[int, ProfiledStep] = {}
     for p in profiles:
@@ -125,36 +166,59 @@ def rank_result(trace: TorchTrace, profiles: Sequence[CompileProfile], label: st
     steps = [by_step[k] for k in sorted(by_step)]
     wall = bool(profiles) and all(p.wall_clock for p in profiles)
     compiles = _compiles(trace, steps, wall)
-    result = ProbeResult(iterations=_iterations(trace, steps, compiles, wall), compiles=compiles,
-                         graph_breaks=_breaks(trace, compiles), guards=_guards(trace), source="TORCH_TRACE",
-                         variant_source="profiler trace's compiled regions" if steps else "nothing (no profiler steps)",
-                         label=label or Path(trace.path).name)
+    result = ProbeResult(
+        iterations=_iterations(trace, steps, compiles, wall),
+        compiles=compiles,
+        graph_breaks=_breaks(trace, compiles),
+        guards=_guards(trace),
+        source="TORCH_TRACE",
+        variant_source="profiler trace's compiled regions"
+        if steps
+        else "nothing (no profiler steps)",
+        label=label or Path(trace.path).name,
+    )
     result.notes = _notes(trace, profiles, steps, compiles, wall)
     result.diagnosis = diagnose(result) if result.iterations else diagnose_compiles_only(result)
     return result
 
 
-def _notes(trace: TorchTrace, profiles: Sequence[CompileProfile], steps: Sequence[ProfiledStep],
-           compiles: Sequence[CompileEvent], wall: bool) -> list[str]:
+def _notes(
+    trace: TorchTrace,
+    profiles: Sequence[CompileProfile],
+    steps: Sequence[ProfiledStep],
+    compiles: Sequence[CompileEvent],
+    wall: bool,
+) -> list[str]:
     notes = []
     if not profiles:
-        notes.append("TORCH_TRACE has no iteration records and never logs that a cached variant ran: which iteration "
-                      "compiled, iteration times, the variant each ran and any period cannot be known from it alone; "
-                      + HOW_TO_PROFILE + ".")
+        notes.append(
+            "TORCH_TRACE has no iteration records and never logs that a cached variant ran: which iteration "
+            "compiled, iteration times, the variant each ran and any period cannot be known from it alone; "
+            + HOW_TO_PROFILE
+            + "."
+        )
     elif not steps:
-        notes.append("the profiler trace has no ProfilerStep#N events (it was recorded without schedule=), so "
-                     "iterations cannot be told apart; " + HOW_TO_PROFILE + ".")
+        notes.append(
+            "the profiler trace has no ProfilerStep#N events (it was recorded without schedule=), so "
+            "iterations cannot be told apart; " + HOW_TO_PROFILE + "."
+        )
     elif not wall:
-        notes.append("the profiler trace has no baseTimeNanoseconds, so compiles cannot be placed in iterations by "
-                     "time: iterations are marked compiled from the profiler's own compile events.")
+        notes.append(
+            "the profiler trace has no baseTimeNanoseconds, so compiles cannot be placed in iterations by "
+            "time: iterations are marked compiled from the profiler's own compile events."
+        )
     outside = [c for c in compiles if c.iteration == UNKNOWN]
     if steps and wall and outside:
-        notes.append(f"{len(outside)} of {len(compiles)} compiles ({', '.join(c.compile_id for c in outside[:6])}"
-                     f"{', ...' if len(outside) > 6 else ''}) happened outside the profiled steps "
-                     f"{steps[0].step}-{steps[-1].step}: their iteration is unknown.")
+        notes.append(
+            f"{len(outside)} of {len(compiles)} compiles ({', '.join(c.compile_id for c in outside[:6])}"
+            f"{', ...' if len(outside) > 6 else ''}) happened outside the profiled steps "
+            f"{steps[0].step}-{steps[-1].step}: their iteration is unknown."
+        )
     if trace.truncated:
-        notes.append(f"{Path(trace.path).name} ends in a cut line (the job was stopped while writing?): "
-                     "the records before it are read.")
+        notes.append(
+            f"{Path(trace.path).name} ends in a cut line (the job was stopped while writing?): "
+            "the records before it are read."
+        )
     return notes
 
 
@@ -164,15 +228,19 @@ def _key(trace: TorchTrace, traces: Sequence[TorchTrace], folder: Path) -> int:
         return trace.rank if trace.rank is not None else 0
     if trace.rank is None:
         pids = ", ".join(str(t.pid) for t in traces if t.rank is None)
-        raise InputError(f"{excerpt(str(folder))} holds {len(traces)} structured traces and "
-                         f"{Path(trace.path).name} (pid {trace.pid}) names no rank (pids without one: {pids}): "
-                         "several processes outside torch.distributed, or several runs; read one file, or move the "
-                         "others aside")
+        raise InputError(
+            f"{excerpt(str(folder))} holds {len(traces)} structured traces and "
+            f"{Path(trace.path).name} (pid {trace.pid}) names no rank (pids without one: {pids}): "
+            "several processes outside torch.distributed, or several runs; read one file, or move the "
+            "others aside"
+        )
     twins = [t for t in traces if t.rank == trace.rank]
     if len(twins) > 1:
-        raise InputError(f"{excerpt(str(folder))} holds {len(twins)} structured traces for rank {trace.rank} "
-                         f"({', '.join(Path(t.path).name for t in twins[:3])}): two runs in one folder; move the "
-                         "older one aside (TORCH_TRACE appends a new file per run)")
+        raise InputError(
+            f"{excerpt(str(folder))} holds {len(twins)} structured traces for rank {trace.rank} "
+            f"({', '.join(Path(t.path).name for t in twins[:3])}): two runs in one folder; move the "
+            "older one aside (TORCH_TRACE appends a new file per run)"
+        )
     return trace.rank
 
 
@@ -180,7 +248,9 @@ def read_job(path: Path) -> ProbeResult:
     """Every rank's records in ``path`` (a TORCH_TRACE folder or file), merged into one report."""
     traces = [read_torch_trace(f) for f in trace_files(path)]
     if not traces:
-        raise InputError(f"{excerpt(str(path))} holds no dedicated_log_torch_trace_*.log: run the job with TORCH_TRACE=DIR")
+        raise InputError(
+            f"{excerpt(str(path))} holds no dedicated_log_torch_trace_*.log: run the job with TORCH_TRACE=DIR"
+        )
     profiles, stepless = [], []
     for f in profile_files(path):
         found = read_compile_profile(f)
@@ -193,14 +263,20 @@ def read_job(path: Path) -> ProbeResult:
         mine = [p for p in profiles if p.pid is not None and p.pid == t.pid]
         used |= {id(p) for p in mine}
         per_rank[rank] = rank_result(t, mine, f"rank {rank}")
-        per_rank[rank].ranks = [{"file": t.path, "pid": t.pid, "profiles": sorted({p.path for p in mine})}]
+        per_rank[rank].ranks = [
+            {"file": t.path, "pid": t.pid, "profiles": sorted({p.path for p in mine})}
+        ]
     merged = merge_ranks(per_rank, label=str(path))
     if stepless:
-        merged.notes.append(f"{len(stepless)} profiler trace(s) without ProfilerStep#N events were not used "
-                            f"({', '.join(stepless[:3])}{', ...' if len(stepless) > 3 else ''}): they were recorded "
-                            "without schedule=, so they cannot tell iterations apart.")
+        merged.notes.append(
+            f"{len(stepless)} profiler trace(s) without ProfilerStep#N events were not used "
+            f"({', '.join(stepless[:3])}{', ...' if len(stepless) > 3 else ''}): they were recorded "
+            "without schedule=, so they cannot tell iterations apart."
+        )
     strays = sorted({f"{Path(p.path).name} (pid {p.pid})" for p in profiles if id(p) not in used})
     if strays:
-        merged.notes.append(f"profiler traces from processes that left no structured trace here were not used: "
-                            f"{', '.join(strays[:4])}{', ...' if len(strays) > 4 else ''}.")
+        merged.notes.append(
+            f"profiler traces from processes that left no structured trace here were not used: "
+            f"{', '.join(strays[:4])}{', ...' if len(strays) > 4 else ''}."
+        )
     return merged

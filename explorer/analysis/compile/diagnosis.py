@@ -21,10 +21,14 @@ from collections import Counter
 from statistics import median
 from typing import Optional, Sequence
 
-from explorer.runtime.compile.period import (
-    CONFIRMED_CYCLES, describe_period, find_time_period, label_period, phase_medians,
+from explorer.analysis.compile.period import (
+    CONFIRMED_CYCLES,
+    describe_period,
+    find_time_period,
+    label_period,
+    phase_medians,
 )
-from explorer.runtime.compile.records import CompileEvent, Diagnosis, Iteration, ProbeResult
+from explorer.traces.compile.records import CompileEvent, Diagnosis, Iteration, ProbeResult
 
 #: Exact repeats of the variant sequence needed to call a cycle confirmed (labels carry no noise).
 LABEL_CONFIRMED_CYCLES = 3
@@ -94,7 +98,9 @@ def _regular_spacing(points: Sequence[int]) -> Optional[int]:
 def _all_guards(c: CompileEvent) -> list[str]:
     """Every failed guard of a compile (a trace keeps one per cached variant tried; the probe the first)."""
     reasons = c.reasons or ((c.reason,) if c.reason else ())
-    return [g for g in (CompileEvent(c.compile_id, c.iteration, reason=r).guard for r in reasons) if g]
+    return [
+        g for g in (CompileEvent(c.compile_id, c.iteration, reason=r).guard for r in reasons) if g
+    ]
 
 
 def _functions(events: Sequence[CompileEvent]) -> str:
@@ -109,13 +115,19 @@ def _fallback(result: ProbeResult, limits: list[CompileEvent]) -> Optional[Diagn
     if not limits or not fell or not known:
         return None
     first = min(known)
-    tail = [it.variant or "?" for it in _contiguous_tail([it for it in its if it.iteration >= first])]
+    tail = [
+        it.variant or "?" for it in _contiguous_tail([it for it in its if it.iteration >= first])
+    ]
     k = label_period(tail)
     cycles, confirmed = _label_cycles(tail, k) if k else (None, None)
     limit = f" ({result.recompile_limit})" if result.recompile_limit is not None else ""
     every = f", repeating every {k} iterations{_confidence(k, cycles, confirmed)}" if k else ""
     guards = list(dict.fromkeys(g for c in limits for g in _all_guards(c)))
-    last = f" The guards that failed there: {', '.join(f'`{g}`' for g in guards[:4])}." if guards else ""
+    last = (
+        f" The guards that failed there: {', '.join(f'`{g}`' for g in guards[:4])}."
+        if guards
+        else ""
+    )
     sentence = (
         f"Eager fallback after the recompile limit: "
         f"{_functions([c for c in result.compiles if c.frame in {x.frame for x in limits}])} hit "
@@ -176,7 +188,12 @@ def _cycling(result: ProbeResult, compiled: list[CompileEvent]) -> Optional[Diag
             f"{_ms(speeds[fast])} for {fast})"
         )
     differ = sorted(
-        {g for v in result.guards if v.compile_id in {x for label in cycle for x in label.split("+")} for g in v.only_here},
+        {
+            g
+            for v in result.guards
+            if v.compile_id in {x for label in cycle for x in label.split("+")}
+            for g in v.only_here
+        },
         key=lambda g: (g.startswith("___"), g),
     )
     guards = f" They differ on guards {', '.join(f'`{g}`' for g in differ[:3])}." if differ else ""
@@ -230,7 +247,9 @@ def diagnose(result: ProbeResult) -> Diagnosis:
     breaks = sorted({g.reason for g in result.graph_breaks})
     named = f" ({'; '.join(breaks[:2])})" if breaks else ""
     eager = ""
-    if result.variant_source == "tracking backend" and not any(it.variants for it in result.iterations):
+    if result.variant_source == "tracking backend" and not any(
+        it.variants for it in result.iterations
+    ):
         eager = " No compiled graph ran in any iteration: the graph breaks left nothing to compile, so the model ran eagerly."
     sentence = (
         f"No period: {len(compiled)} compile{'s' if len(compiled) != 1 else ''}{when}, "

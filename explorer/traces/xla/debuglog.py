@@ -80,6 +80,10 @@ def slice_events(text: str, offsets: list[int]) -> tuple[list[DebugEvent], list[
     """Split the file at byte offsets: events before ``offsets[0]`` (setup), then one list per step."""
     data = text.encode("utf-8")
     bounds = [0, *offsets]
-    setup = parse_debug(data[: bounds[1]].decode("utf-8", "replace")) if offsets else parse_debug(text)
-    per_step = [parse_debug(data[a:b].decode("utf-8", "replace")) for a, b in zip(bounds[1:], bounds[2:])]
+    setup = (
+        parse_debug(data[: bounds[1]].decode("utf-8", "replace")) if offsets else parse_debug(text)
+    )
+    per_step = [
+        parse_debug(data[a:b].decode("utf-8", "replace")) for a, b in zip(bounds[1:], bounds[2:])
+    ]
     return setup, per_step

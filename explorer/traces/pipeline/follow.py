@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional
 
-from explorer.runtime.pipeline.trace import to_measured
+from explorer.traces.pipeline.trace import to_measured
 from explorer.traces.records import MeasuredTrace
 
 

@@ -23,10 +23,26 @@ from explorer.errors import InputError
 from explorer.schedules.instructions import Kind, parse_instruction
 from explorer.traces.records import MeasuredTrace
 
-_COLUMNS = ("iteration", "rank", "stage", "step", "instruction", "microbatch", "buffer", "start", "end")
-_COST_FIELDS = {Kind.FORWARD: "forward", Kind.BACKWARD: "backward", Kind.BACKWARD_INPUT: "backward_input",
-                Kind.BACKWARD_WEIGHT: "backward_weight", Kind.LOAD: "load", Kind.REDUCE_GRADS: "reduce",
-                Kind.OPTIMIZER_STEP: "optimizer"}
+_COLUMNS = (
+    "iteration",
+    "rank",
+    "stage",
+    "step",
+    "instruction",
+    "microbatch",
+    "buffer",
+    "start",
+    "end",
+)
+_COST_FIELDS = {
+    Kind.FORWARD: "forward",
+    Kind.BACKWARD: "backward",
+    Kind.BACKWARD_INPUT: "backward_input",
+    Kind.BACKWARD_WEIGHT: "backward_weight",
+    Kind.LOAD: "load",
+    Kind.REDUCE_GRADS: "reduce",
+    Kind.OPTIMIZER_STEP: "optimizer",
+}
 
 
 def record_kind(record: dict) -> Kind:
@@ -36,9 +52,21 @@ def record_kind(record: dict) -> Kind:
 def to_measured(records: Iterable[dict], source: str = "") -> MeasuredTrace:
     """The records as the overlay's generic :class:`MeasuredTrace` (seconds)."""
     return MeasuredTrace.from_records(
-        [{"rank": r["rank"], "stage": r["stage"], "step": r["step"], "kind": record_kind(r),
-          "microbatch": r["microbatch"], "start": r["start"], "end": r["end"]} for r in records],
-        unit="s", source=source)
+        [
+            {
+                "rank": r["rank"],
+                "stage": r["stage"],
+                "step": r["step"],
+                "kind": record_kind(r),
+                "microbatch": r["microbatch"],
+                "start": r["start"],
+                "end": r["end"],
+            }
+            for r in records
+        ],
+        unit="s",
+        source=source,
+    )
 
 
 def last_iteration(records: Sequence[dict]) -> list[dict]:
@@ -49,22 +77,63 @@ def last_iteration(records: Sequence[dict]) -> list[dict]:
     return [r for r in records if r["iteration"] == it]
 
 
-def chrome_trace(records: Sequence[dict], failure: Optional[dict] = None, name: str = "explorer pipeline") -> dict:
+def chrome_trace(
+    records: Sequence[dict], failure: Optional[dict] = None, name: str = "explorer pipeline"
+) -> dict:
     """A Chrome trace-event JSON object (``chrome://tracing``, ui.perfetto.dev)."""
     events: list[dict] = []
     for rank in sorted({r["rank"] for r in records} | ({failure["rank"]} if failure else set())):
-        events.append({"ph": "M", "name": "process_name", "pid": rank, "tid": 0, "args": {"name": f"rank {rank}"}})
+        events.append(
+            {
+                "ph": "M",
+                "name": "process_name",
+                "pid": rank,
+                "tid": 0,
+                "args": {"name": f"rank {rank}"},
+            }
+        )
     for rank, stage in sorted({(r["rank"], r["stage"]) for r in records}):
-        events.append({"ph": "M", "name": "thread_name", "pid": rank, "tid": stage, "args": {"name": f"stage {stage}"}})
+        events.append(
+            {
+                "ph": "M",
+                "name": "thread_name",
+                "pid": rank,
+                "tid": stage,
+                "args": {"name": f"stage {stage}"},
+            }
+        )
     for r in records:
-        events.append({"name": f"PP:{r['text']}", "cat": "pipeline", "ph": "X", "pid": r["rank"], "tid": r["stage"],
-                       "ts": r["start"] * 1e6, "dur": max(r["end"] - r["start"], 0.0) * 1e6,
-                       "args": {"iteration": r["iteration"], "step": r["step"], "instruction": r["instruction"],
-                                "microbatch": r["microbatch"], "buffer": r["buffer"]}})
+        events.append(
+            {
+                "name": f"PP:{r['text']}",
+                "cat": "pipeline",
+                "ph": "X",
+                "pid": r["rank"],
+                "tid": r["stage"],
+                "ts": r["start"] * 1e6,
+                "dur": max(r["end"] - r["start"], 0.0) * 1e6,
+                "args": {
+                    "iteration": r["iteration"],
+                    "step": r["step"],
+                    "instruction": r["instruction"],
+                    "microbatch": r["microbatch"],
+                    "buffer": r["buffer"],
+                },
+            }
+        )
     if failure:
         end = max((r["end"] for r in records if r["rank"] == failure["rank"]), default=0.0)
-        events.append({"name": f"failure: {failure['message']}", "cat": "failure", "ph": "i", "s": "p",
-                       "pid": failure["rank"], "tid": failure.get("stage") or 0, "ts": end * 1e6})
+        events.append(
+            {
+                "name": f"failure: {failure['message']}",
+                "cat": "failure",
+                "ph": "i",
+                "s": "p",
+                "pid": failure["rank"],
+                "tid": failure.get("stage") or 0,
+                "ts": end * 1e6,
+            }
+        )
     return {"traceEvents": events, "displayTimeUnit": "ms", "otherData": {"source": name}}
 
 
@@ -74,7 +143,8 @@ def table(records: Sequence[dict]) -> str:
     rows = [head] + [
         f"{r['iteration']:>3} {r['rank']:>4} {r['stage']:>5} {r['step']:>4}  {r['instruction']:<26} {r['microbatch']:>3} "
         f"{r['buffer']:>3} {r['start'] * 1e3:>10.3f} {r['end'] * 1e3:>10.3f} {(r['end'] - r['start']) * 1e3:>8.3f}"
-        for r in sorted(records, key=lambda r: (r["iteration"], r["start"], r["rank"]))]
+        for r in sorted(records, key=lambda r: (r["iteration"], r["start"], r["rank"]))
+    ]
     return "\n".join(rows)
 
 
@@ -114,11 +184,15 @@ def measured_costs(records: Sequence[dict], model: str = "batched") -> Costs:
     slow on one rank (the one whose ``isend`` wakes a waiting peer) and fast on the other.
     """
     if model not in ("batched", "blocking"):
-        raise InputError(f"model {model!r}: use the schedule's P2P model, batched or blocking (schedule.params['p2p'])")
+        raise InputError(
+            f"model {model!r}: use the schedule's P2P model, batched or blocking (schedule.params['p2p'])"
+        )
     by_kind: dict[Kind, list[float]] = {}
     for r in records:
         by_kind.setdefault(record_kind(r), []).append((r["end"] - r["start"]) * 1e3)
-    values = {field: float(np.median(by_kind[k])) for k, field in _COST_FIELDS.items() if k in by_kind}
+    values = {
+        field: float(np.median(by_kind[k])) for k, field in _COST_FIELDS.items() if k in by_kind
+    }
     pairs = p2p_pairs(records)
     if model == "blocking":
         both = [max(snd["start"], rcv["start"]) for snd, rcv in pairs]
@@ -126,9 +200,16 @@ def measured_costs(records: Sequence[dict], model: str = "batched") -> Costs:
         send_times = [(snd["rank"], max(snd["end"] - t, 0.0)) for (snd, _), t in zip(pairs, both)]
         recv_times = [(rcv["rank"], max(rcv["end"] - t, 0.0)) for (_, rcv), t in zip(pairs, both)]
     else:
-        send_times = [(r["rank"], r["end"] - r["start"]) for r in records
-                      if record_kind(r) in (Kind.SEND_ACTIVATION, Kind.SEND_GRAD)]
-        recv_times = [(rcv["rank"], rcv["end"] - rcv["start"]) for snd, rcv in pairs if rcv["start"] >= snd["end"]]
+        send_times = [
+            (r["rank"], r["end"] - r["start"])
+            for r in records
+            if record_kind(r) in (Kind.SEND_ACTIVATION, Kind.SEND_GRAD)
+        ]
+        recv_times = [
+            (rcv["rank"], rcv["end"] - rcv["start"])
+            for snd, rcv in pairs
+            if rcv["start"] >= snd["end"]
+        ]
     values["send"] = _mean_ms([t for _, t in send_times])
     values["recv"] = _mean_ms([t for _, t in recv_times])
     if model == "batched":
@@ -171,7 +252,10 @@ def p2p_pairs(records: Sequence[dict]) -> list[tuple[dict, dict]]:
 
 def p2p_latencies(records: Sequence[dict]) -> list[float]:
     """Milliseconds from "both ends ready" to "received", per matched send/receive."""
-    return [max(rcv["end"] - max(rcv["start"], snd["start"]), 0.0) * 1e3 for snd, rcv in p2p_pairs(records)]
+    return [
+        max(rcv["end"] - max(rcv["start"], snd["start"]), 0.0) * 1e3
+        for snd, rcv in p2p_pairs(records)
+    ]
 
 
 def measured_bubble(records: Sequence[dict]) -> float:

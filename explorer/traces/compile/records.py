@@ -14,6 +14,16 @@ from typing import Any, Optional
 EAGER = "eager"
 #: The iteration of a record whose iteration is not known (a TORCH_TRACE read without a profiler trace).
 UNKNOWN = -1
+#: The failure type of a frame that gave up recompiling and runs eagerly from then on.
+LIMIT_FAILURE = "RecompileLimitExceeded"
+
+
+def limit_failure(failed: Optional[str], detail: Optional[str]) -> Optional[str]:
+    """Name every flavour of 'gave up recompiling' the same way (Dynamo's wording varies by release)."""
+    text = f"{failed or ''} {detail or ''}".lower()
+    if "limit" in text and ("recompile" in text or "cache" in text):
+        return LIMIT_FAILURE
+    return failed
 
 
 def frame_of(compile_id: str) -> str:
@@ -189,8 +199,13 @@ class ProbeResult:
                 for c in self.compiles
             ],
             "graph_breaks": [
-                {"compile_id": g.compile_id, "iteration": g.iteration, "reason": g.reason,
-                 "compile_ids": list(g.compile_ids or ([g.compile_id] if g.compile_id else [])), "ranks": list(g.ranks)}
+                {
+                    "compile_id": g.compile_id,
+                    "iteration": g.iteration,
+                    "reason": g.reason,
+                    "compile_ids": list(g.compile_ids or ([g.compile_id] if g.compile_id else [])),
+                    "ranks": list(g.ranks),
+                }
                 for g in self.graph_breaks
             ],
             "guards": [

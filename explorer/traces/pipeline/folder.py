@@ -26,7 +26,9 @@ from explorer.errors import InputError
 
 LOCK = "run.lock"
 #: Names a run writes into its folder (moved aside together when the folder is reused).
-_RUN_FILE = re.compile(r"(spec\.json(\.\d+)?|result\.json(\.tmp)?|exit_codes\.json(\.tmp)?|rank\d+\.(jsonl|log))")
+_RUN_FILE = re.compile(
+    r"(spec\.json(\.\d+)?|result\.json(\.tmp)?|exit_codes\.json(\.tmp)?|rank\d+\.(jsonl|log))"
+)
 
 
 def new_run_id() -> str:
@@ -51,8 +53,10 @@ class RunFolderLock:
             fh.seek(0)
             holder = fh.read().strip() or "another run"
             fh.close()
-            raise InputError(f"{folder} is in use by another run ({holder}): give another --out folder, or wait "
-                             "for that run to end") from None
+            raise InputError(
+                f"{folder} is in use by another run ({holder}): give another --out folder, or wait "
+                "for that run to end"
+            ) from None
         fh.seek(0)
         fh.truncate()
         fh.write(f"run {run_id}, pid {os.getpid()}")
@@ -76,8 +80,9 @@ def set_aside(folder: Path) -> Optional[Path]:
         old = json.loads((folder / "spec.json").read_text()).get("run_id") or ""
     except (OSError, ValueError, AttributeError):
         old = ""
-    name = re.sub(r"[^\w.\-]", "_", old)[:64] or time.strftime("run-%Y%m%d-%H%M%S", time.localtime(
-        max(p.stat().st_mtime for p in stale)))
+    name = re.sub(r"[^\w.\-]", "_", old)[:64] or time.strftime(
+        "run-%Y%m%d-%H%M%S", time.localtime(max(p.stat().st_mtime for p in stale))
+    )
     dest = folder / "previous" / name
     while dest.exists():
         dest = dest.with_name(dest.name + "+")

@@ -11,11 +11,12 @@ from __future__ import annotations
 
 from collections import Counter
 
-from explorer.runtime.compile.records import CompileEvent, Diagnosis, ProbeResult
-from explorer.runtime.compile.sources import LIMIT_FAILURE
+from explorer.traces.compile.records import LIMIT_FAILURE, CompileEvent, Diagnosis, ProbeResult
 
-UNKNOWABLE = (" Which iterations compiled, which cached variant ran in each, and any period cannot be known "
-              "without iteration records (see the notes).")
+UNKNOWABLE = (
+    " Which iterations compiled, which cached variant ran in each, and any period cannot be known "
+    "without iteration records (see the notes)."
+)
 
 
 def _guard_text(c: CompileEvent) -> list[str]:
@@ -42,19 +43,25 @@ def diagnose_compiles_only(result: ProbeResult) -> Diagnosis:
         variants = [c for c in result.compiles if c.frame in frames and not c.failed]
         guards = list(dict.fromkeys(g for c in limits for g in _guard_text(c)))
         shown = ", ".join(f"`{g}`" for g in guards[:4]) + (", ..." if len(guards) > 4 else "")
-        sentence = (f"Eager fallback after the recompile limit: {_names(variants)} compiled {len(variants)} variants, "
-                    f"then {limits[0].compile_id} hit config.recompile_limit; from then on inputs that match no "
-                    f"cached variant run uncompiled. The guards that failed there: {shown or 'not recorded'}. "
-                    "Raise torch._dynamo.config.recompile_limit or stop the guarded value from changing.")
+        sentence = (
+            f"Eager fallback after the recompile limit: {_names(variants)} compiled {len(variants)} variants, "
+            f"then {limits[0].compile_id} hit config.recompile_limit; from then on inputs that match no "
+            f"cached variant run uncompiled. The guards that failed there: {shown or 'not recorded'}. "
+            "Raise torch._dynamo.config.recompile_limit or stop the guarded value from changing."
+        )
         return Diagnosis("eager-fallback", None, sentence + UNKNOWABLE)
     if recompiles:
         guards = Counter(g for c in recompiles for g in _guard_text(c)[:1])
         top = ", ".join(f"`{g}`" for g, _ in guards.most_common(3))
-        sentence = (f"{len(recompiles)} recompile{'s' if len(recompiles) != 1 else ''} of {_names(recompiles)} "
-                    f"({', '.join(c.compile_id for c in recompiles[:8])}{', ...' if len(recompiles) > 8 else ''}), "
-                    f"each because a guard failed, e.g. {top}.")
+        sentence = (
+            f"{len(recompiles)} recompile{'s' if len(recompiles) != 1 else ''} of {_names(recompiles)} "
+            f"({', '.join(c.compile_id for c in recompiles[:8])}{', ...' if len(recompiles) > 8 else ''}), "
+            f"each because a guard failed, e.g. {top}."
+        )
         return Diagnosis("recompiles", None, sentence + UNKNOWABLE)
     named = f" ({'; '.join(breaks[:2])})" if breaks else ""
-    sentence = (f"No recompile: {len(result.compiles)} compile{'s' if len(result.compiles) != 1 else ''}, "
-                f"{len(breaks)} distinct graph break{'s' if len(breaks) != 1 else ''}{named}.")
+    sentence = (
+        f"No recompile: {len(result.compiles)} compile{'s' if len(result.compiles) != 1 else ''}, "
+        f"{len(breaks)} distinct graph break{'s' if len(breaks) != 1 else ''}{named}."
+    )
     return Diagnosis("steady", None, sentence + UNKNOWABLE)

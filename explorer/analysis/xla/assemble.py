@@ -14,11 +14,10 @@ import os
 import re
 from typing import Any, Optional
 
+from explorer.analysis.xla.explain import cached_sentence, closest, new_graph_sentence, profile
 from explorer.hlo import Module, diff_modules, near_duplicate_groups, read_modules
-from explorer.runtime.xla.debuglog import DebugEvent, slice_events
-from explorer.runtime.xla.explain import cached_sentence, closest, new_graph_sentence, profile
-from explorer.runtime.xla.launch import ChildResult
-from explorer.runtime.xla.records import Graph, Step, XlaRun
+from explorer.traces.xla.debuglog import DebugEvent, slice_events
+from explorer.traces.xla.records import ChildResult, Graph, Step, XlaRun
 
 _MODULE_NUMBER = re.compile(r"module_(\d+)\.")
 
@@ -42,16 +41,24 @@ def assemble(child: ChildResult, label: str, threshold: float = 0.8) -> XlaRun:
     msgs = child.messages
     setup = next((m for m in msgs if m["event"] == "setup"), {})
     step_msgs = [m for m in msgs if m["event"] == "step"]
-    run = XlaRun(label=label, device=setup.get("device", {}), failure=child.failure, out_dir=child.out_dir,
-                 setup_ms=setup.get("setup_ms", 0.0), child_output=child.output)
+    run = XlaRun(
+        label=label,
+        device=setup.get("device", {}),
+        failure=child.failure,
+        out_dir=child.out_dir,
+        setup_ms=setup.get("setup_ms", 0.0),
+        child_output=child.output,
+    )
     text = _read_debug(child.debug_path)
-    offsets = [setup["debug_offset"]] + [m.get("debug_offset", 0) for m in step_msgs] if setup else []
+    offsets = (
+        [setup["debug_offset"]] + [m.get("debug_offset", 0) for m in step_msgs] if setup else []
+    )
     if text and setup:
         setup_events, per_step = slice_events(text, offsets)
         if child.failure is not None:  # what the failing step managed to log
-            from explorer.runtime.xla.debuglog import parse_debug
+            from explorer.traces.xla.debuglog import parse_debug
 
-            tail = text.encode("utf-8")[offsets[-1]:].decode("utf-8", "replace")
+            tail = text.encode("utf-8")[offsets[-1] :].decode("utf-8", "replace")
             per_step.append(parse_debug(tail))
     else:
         setup_events, per_step = [], []
@@ -63,7 +70,9 @@ def assemble(child: ChildResult, label: str, threshold: float = 0.8) -> XlaRun:
     return run
 
 
-def _graphs(run: XlaRun, setup: list[DebugEvent], per_step: list[list[DebugEvent]], dump_dir: str) -> dict[str, Module]:
+def _graphs(
+    run: XlaRun, setup: list[DebugEvent], per_step: list[list[DebugEvent]], dump_dir: str
+) -> dict[str, Module]:
     files = dumped_modules(dump_dir)
     compiles = [(-1, e) for e in setup if e.kind == "compile"]
     compiles += [(i, e) for i, events in enumerate(per_step) for e in events if e.kind == "compile"]
@@ -71,13 +80,23 @@ def _graphs(run: XlaRun, setup: list[DebugEvent], per_step: list[list[DebugEvent
     for k, (step, event) in enumerate(compiles):
         if run.graph(event.graph_hash) is not None:
             continue
-        g = Graph(event.graph_hash, step, xla_cause=event.cause, frames=event.frames,
-                  num_parameters=event.inputs, num_outputs=event.outputs)
+        g = Graph(
+            event.graph_hash,
+            step,
+            xla_cause=event.cause,
+            frames=event.frames,
+            num_parameters=event.inputs,
+            num_outputs=event.outputs,
+        )
         if k < len(files):
             module = _module(files[k], event)
             if module is not None:
                 modules[g.graph_hash] = module
-                g.module_name, g.hlo_path, g.instructions = module.name, files[k], module.instruction_count
+                g.module_name, g.hlo_path, g.instructions = (
+                    module.name,
+                    files[k],
+                    module.instruction_count,
+                )
                 g.parameter_shapes = [p.shape for p in module.entry.parameters]
         run.graphs.append(g)
     for i, events in enumerate(per_step):
@@ -108,29 +127,50 @@ def _steps(run: XlaRun, step_msgs: list[dict[str, Any]], per_step: list[list[Deb
         new = [e.graph_hash for e in events if e.kind == "compile" and e.graph_hash not in seen]
         seen.update(e.graph_hash for e in events)
         last = executed[-1] if executed else None
-        run.steps.append(Step(
-            step=i, compiled=m.get("uncached", 0) > 0, graph_hash=last.graph_hash if last else None,
-            compile_ms=m.get("compile_ms", 0.0), execute_ms=m.get("execute_ms", 0.0), wall_ms=m["wall_ms"],
-            num_parameters=last.inputs if last else None, graph_hashes=[e.graph_hash for e in executed],
-            new_graphs=new, uncached=m.get("uncached", 0), cached=m.get("cached", 0),
-            live_report=m.get("live_report", ""), source_lines=m.get("source_lines")))
+        run.steps.append(
+            Step(
+                step=i,
+                compiled=m.get("uncached", 0) > 0,
+                graph_hash=last.graph_hash if last else None,
+                compile_ms=m.get("compile_ms", 0.0),
+                execute_ms=m.get("execute_ms", 0.0),
+                wall_ms=m["wall_ms"],
+                num_parameters=last.inputs if last else None,
+                graph_hashes=[e.graph_hash for e in executed],
+                new_graphs=new,
+                uncached=m.get("uncached", 0),
+                cached=m.get("cached", 0),
+                live_report=m.get("live_report", ""),
+                source_lines=m.get("source_lines"),
+            )
+        )
 
 
 def _explain(run: XlaRun, modules: dict[str, Module], threshold: float) -> None:
     with_hlo = [g for g in run.graphs if g.graph_hash in modules]
-    groups = near_duplicate_groups([modules[g.graph_hash] for g in with_hlo], threshold) if with_hlo else []
+    groups = (
+        near_duplicate_groups([modules[g.graph_hash] for g in with_hlo], threshold)
+        if with_hlo
+        else []
+    )
     for g, number in zip(with_hlo, groups):
         g.group = number
     profiles = {h: profile(m) for h, m in modules.items()}
     op_profiles = {h: profile(m, shapes=False) for h, m in modules.items()}
     sentences: dict[str, str] = {}
     for k, g in enumerate(run.graphs):
-        earlier = [(e.graph_hash, profiles[e.graph_hash]) for e in run.graphs[:k] if e.graph_hash in profiles]
+        earlier = [
+            (e.graph_hash, profiles[e.graph_hash])
+            for e in run.graphs[:k]
+            if e.graph_hash in profiles
+        ]
         diff, against, score = None, None, 0.0
         if g.graph_hash in profiles and earlier:
             against, score = closest(profiles[g.graph_hash], earlier)
             if score < threshold:  # the same program with other shapes is still a recompile of it
-                by_ops = closest(op_profiles[g.graph_hash], [(h, op_profiles[h]) for h, _ in earlier])
+                by_ops = closest(
+                    op_profiles[g.graph_hash], [(h, op_profiles[h]) for h, _ in earlier]
+                )
                 if by_ops[1] >= threshold:
                     against, score = by_ops
             diff = diff_modules(modules[against], modules[g.graph_hash])
@@ -139,14 +179,23 @@ def _explain(run: XlaRun, modules: dict[str, Module], threshold: float) -> None:
         elif k > 0 and g.graph_hash not in profiles:
             against = run.graphs[k - 1].graph_hash
         prior = run.graph(against) if against else None
-        sentences[g.graph_hash] = new_graph_sentence(g.graph_hash, against, prior.step if prior else None, score,
-                                                     diff, g.xla_cause, threshold)
+        sentences[g.graph_hash] = new_graph_sentence(
+            g.graph_hash,
+            against,
+            prior.step if prior else None,
+            score,
+            diff,
+            g.xla_cause,
+            threshold,
+        )
     for s in run.steps:
         if s.new_graphs:
             s.cause = sentences.get(s.new_graphs[-1], "")
             if s.source_lines is False and s.cause:
-                s.cause += (" (source lines were off for this step because the run had settled; they are on "
-                            "again from the next step, so a repeat of this graph will name its lines)")
+                s.cause += (
+                    " (source lines were off for this step because the run had settled; they are on "
+                    "again from the next step, so a repeat of this graph will name its lines)"
+                )
             g = run.graph(s.new_graphs[-1])
             s.diff_summary = (g.diff_summary or None) if g.recompile else None
         elif s.graph_hash is not None or not s.compiled:

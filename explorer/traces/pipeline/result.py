@@ -21,9 +21,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Mapping, Optional
 
-from explorer.runtime.pipeline.follow import Follower
-from explorer.runtime.pipeline.trace import chrome_trace, last_iteration, table, to_measured
 from explorer.schedules.schedule import Schedule
+from explorer.traces.pipeline.follow import Follower
+from explorer.traces.pipeline.trace import chrome_trace, last_iteration, table, to_measured
 from explorer.traces.records import MeasuredTrace
 
 _OWN_FAULT = ("buffer", "error")
@@ -47,13 +47,23 @@ class RunResult:
 
     def to_dict(self) -> dict:
         # The issue's keys exactly; the run's id is on every instruction record ("run").
-        return {"ok": self.ok, "losses": self.losses, "bitwise_equal_to_reference": self.bitwise_equal_to_reference,
-                "failure": self.failure, "instructions": self.records}
+        return {
+            "ok": self.ok,
+            "losses": self.losses,
+            "bitwise_equal_to_reference": self.bitwise_equal_to_reference,
+            "failure": self.failure,
+            "instructions": self.records,
+        }
 
     def trace(self, iteration: Optional[int] = None) -> MeasuredTrace:
         """Measured instructions (the last iteration by default, all with ``iteration=-1``)."""
-        rows = self.records if iteration == -1 else last_iteration(self.records) if iteration is None \
+        rows = (
+            self.records
+            if iteration == -1
+            else last_iteration(self.records)
+            if iteration is None
             else [r for r in self.records if r["iteration"] == iteration]
+        )
         return to_measured(rows, source=str(self.folder or "run"))
 
     def chrome_trace(self) -> dict:
@@ -73,14 +83,25 @@ class RunResult:
 
 def refused(message: str, where: Optional[dict] = None) -> RunResult:
     """A run the analysis stopped before launch (a deadlock, an unmatched exchange)."""
-    failure = {"rank": None, "stage": None, "step": None, "instruction": None, **(where or {}),
-               "message": f"refused before launch: {message}"}
+    failure = {
+        "rank": None,
+        "stage": None,
+        "step": None,
+        "instruction": None,
+        **(where or {}),
+        "message": f"refused before launch: {message}",
+    }
     return RunResult(False, [], None, failure, [], launched=False)
 
 
-def collect(folder: Path, schedule: Schedule, returncodes: Optional[Mapping[int, Optional[int]]] = None,
-            stopped: frozenset[int] = frozenset(), stall_timeout_s: Optional[float] = None,
-            run_id: Optional[str] = None) -> RunResult:
+def collect(
+    folder: Path,
+    schedule: Schedule,
+    returncodes: Optional[Mapping[int, Optional[int]]] = None,
+    stopped: frozenset[int] = frozenset(),
+    stall_timeout_s: Optional[float] = None,
+    run_id: Optional[str] = None,
+) -> RunResult:
     """Read a finished (or abandoned) run folder; ``stopped`` are ranks the launcher had to kill.
 
     With ``run_id`` only that run's lines and result count (a folder never mixes two runs).
@@ -96,29 +117,54 @@ def collect(folder: Path, schedule: Schedule, returncodes: Optional[Mapping[int,
     if returncodes is None:
         saved = read_exit_codes(folder, run_id)
         returncodes, stopped = saved["returncodes"], frozenset(saved["stopped"]) | stopped
-        stall_timeout_s = stall_timeout_s if stall_timeout_s is not None else saved.get("stall_timeout_s")
+        stall_timeout_s = (
+            stall_timeout_s if stall_timeout_s is not None else saved.get("stall_timeout_s")
+        )
     failure = _diagnose(follower, schedule, dict(returncodes), stopped, stall_timeout_s)
     ok = final is not None and failure is None  # a hazard line makes a finished run fail too
     pids = {r: p.pid for r, p in follower.ranks.items() if p.pid}
-    return RunResult(ok=ok, losses=final["losses"] if final else [],
-                     bitwise_equal_to_reference=final["bitwise_equal_to_reference"] if final else None,
-                     failure=failure, records=follower.records, folder=Path(folder),
-                     digest=final["digest"] if final else None, returncodes=dict(returncodes), pids=pids,
-                     details={"run_id": run_id or None, "result": final, "failures": [e for e in follower.events if e["type"] == "failure"],
-                              "hazards": [e for e in follower.events if e["type"] == "hazard"],
-                              "iterations": [e for e in follower.events if e["type"] == "iteration"],
-                              "teardown_exit_codes": {r: c for r, c in returncodes.items()
-                                                      if c not in (0, None) and r in _finished(follower)}})
+    return RunResult(
+        ok=ok,
+        losses=final["losses"] if final else [],
+        bitwise_equal_to_reference=final["bitwise_equal_to_reference"] if final else None,
+        failure=failure,
+        records=follower.records,
+        folder=Path(folder),
+        digest=final["digest"] if final else None,
+        returncodes=dict(returncodes),
+        pids=pids,
+        details={
+            "run_id": run_id or None,
+            "result": final,
+            "failures": [e for e in follower.events if e["type"] == "failure"],
+            "hazards": [e for e in follower.events if e["type"] == "hazard"],
+            "iterations": [e for e in follower.events if e["type"] == "iteration"],
+            "teardown_exit_codes": {
+                r: c
+                for r, c in returncodes.items()
+                if c not in (0, None) and r in _finished(follower)
+            },
+        },
+    )
 
 
 EXIT_CODES = "exit_codes.json"
 
 
-def write_exit_codes(folder: Path, run_id: str, returncodes: Mapping[int, Optional[int]], stopped: frozenset[int],
-                     stall_timeout_s: Optional[float]) -> None:
+def write_exit_codes(
+    folder: Path,
+    run_id: str,
+    returncodes: Mapping[int, Optional[int]],
+    stopped: frozenset[int],
+    stall_timeout_s: Optional[float],
+) -> None:
     """Keep how every rank ended in the folder, so ``run --collect`` names the same failure later."""
-    doc = {"run": run_id, "returncodes": {str(r): c for r, c in returncodes.items()}, "stopped": sorted(stopped),
-           "stall_timeout_s": stall_timeout_s}
+    doc = {
+        "run": run_id,
+        "returncodes": {str(r): c for r, c in returncodes.items()},
+        "stopped": sorted(stopped),
+        "stall_timeout_s": stall_timeout_s,
+    }
     tmp = Path(folder) / (EXIT_CODES + ".tmp")
     tmp.write_text(json.dumps(doc))
     tmp.replace(Path(folder) / EXIT_CODES)
@@ -133,17 +179,28 @@ def read_exit_codes(folder: Path, run_id: Optional[str]) -> dict:
         if not isinstance(doc, dict) or (run_id and doc.get("run") != run_id):
             return empty
         codes = {int(r): (None if c is None else int(c)) for r, c in doc["returncodes"].items()}
-        return {"returncodes": codes, "stopped": [int(r) for r in doc["stopped"]],
-                "stall_timeout_s": doc.get("stall_timeout_s")}
+        return {
+            "returncodes": codes,
+            "stopped": [int(r) for r in doc["stopped"]],
+            "stall_timeout_s": doc.get("stall_timeout_s"),
+        }
     except (OSError, ValueError, KeyError, TypeError, AttributeError):
         return empty
 
 
-def _diagnose(follower: Follower, schedule: Schedule, codes: dict, stopped: frozenset[int],
-              stall_timeout_s: Optional[float]) -> Optional[dict]:
+def _diagnose(
+    follower: Follower,
+    schedule: Schedule,
+    codes: dict,
+    stopped: frozenset[int],
+    stall_timeout_s: Optional[float],
+) -> Optional[dict]:
     failures = {e["rank"]: e for e in follower.events if e["type"] == "failure"}
     hazards = [e for e in follower.events if e["type"] == "hazard"]
-    own = sorted([e for e in failures.values() if e["cause"] in _OWN_FAULT] + hazards, key=lambda e: e["time"])
+    own = sorted(
+        [e for e in failures.values() if e["cause"] in _OWN_FAULT] + hazards,
+        key=lambda e: e["time"],
+    )
     if own:
         later = [e for e in own[1:] if e["type"] == "failure"]
         then = f" (then: {later[0]['message']})" if later else ""
@@ -152,31 +209,62 @@ def _diagnose(follower: Follower, schedule: Schedule, codes: dict, stopped: froz
     # code after that comes from tearing down (gloo's threads at interpreter exit) and is kept
     # in ``details["teardown_exit_codes"]``, not blamed on the run.
     finished = _finished(follower)
-    killed = [r for r, c in sorted(codes.items())
-              if c is not None and c < 0 and r not in stopped and r not in failures and r not in finished]
+    killed = [
+        r
+        for r, c in sorted(codes.items())
+        if c is not None and c < 0 and r not in stopped and r not in failures and r not in finished
+    ]
     if killed:
         rank = killed[0]
         where = _next_instruction(follower, schedule, rank)
-        name = signal.Signals(-codes[rank]).name if -codes[rank] in signal.Signals._value2member_map_ else str(-codes[rank])
-        return {**where, "message": f"rank {rank} was killed by {name} before {where['instruction']} at step {where['step']}; "
-                                    f"the run was stopped and its trace up to there kept"}
+        name = (
+            signal.Signals(-codes[rank]).name
+            if -codes[rank] in signal.Signals._value2member_map_
+            else str(-codes[rank])
+        )
+        return {
+            **where,
+            "message": f"rank {rank} was killed by {name} before {where['instruction']} at step {where['step']}; "
+            f"the run was stopped and its trace up to there kept",
+        }
     timeouts = [e for e in failures.values() if e["cause"] == "timeout"]
     if timeouts:
-        waits = "; ".join(f"stage {e['stage']} (rank {e['rank']}) waited in {e['instruction']} at step {e['step']}" for e in timeouts)
+        waits = "; ".join(
+            f"stage {e['stage']} (rank {e['rank']}) waited in {e['instruction']} at step {e['step']}"
+            for e in timeouts
+        )
         silent = [r for r in sorted(stopped) if r not in failures]
-        tail = "".join(f"; rank {r} made no progress after step {follower.ranks[r].last_step if r in follower.ranks else -1} "
-                       f"and was stopped" for r in silent)
+        tail = "".join(
+            f"; rank {r} made no progress after step {follower.ranks[r].last_step if r in follower.ranks else -1} "
+            f"and was stopped"
+            for r in silent
+        )
         limit = f" more than {stall_timeout_s:g} s" if stall_timeout_s else ""
-        return _entry(timeouts[0], f"stalled:{limit}: {waits}{tail}".replace("stalled::", "stalled:"))
+        return _entry(
+            timeouts[0], f"stalled:{limit}: {waits}{tail}".replace("stalled::", "stalled:")
+        )
     if failures:
         first = min(failures.values(), key=lambda e: e["time"])
         return _entry(first, first["message"])
-    exited = [r for r, c in sorted(codes.items()) if c not in (0, None) and r not in stopped and r not in finished]
+    exited = [
+        r
+        for r, c in sorted(codes.items())
+        if c not in (0, None) and r not in stopped and r not in finished
+    ]
     if exited:
         where = _next_instruction(follower, schedule, exited[0])
-        return {**where, "message": f"rank {exited[0]} exited with code {codes[exited[0]]} (see rank{exited[0]}.log)"}
+        return {
+            **where,
+            "message": f"rank {exited[0]} exited with code {codes[exited[0]]} (see rank{exited[0]}.log)",
+        }
     if codes and any(c is None for c in codes.values()):
-        return {"rank": None, "stage": None, "step": None, "instruction": None, "message": "the run did not finish"}
+        return {
+            "rank": None,
+            "stage": None,
+            "step": None,
+            "instruction": None,
+            "message": "the run did not finish",
+        }
     return None
 
 
@@ -185,8 +273,13 @@ def _finished(follower: Follower) -> set[int]:
 
 
 def _entry(event: dict, message: str) -> dict:
-    return {"rank": event["rank"], "stage": event["stage"], "step": event["step"], "instruction": event["instruction"],
-            "message": message}
+    return {
+        "rank": event["rank"],
+        "stage": event["stage"],
+        "step": event["step"],
+        "instruction": event["instruction"],
+        "message": message,
+    }
 
 
 def _next_instruction(follower: Follower, schedule: Schedule, rank: int) -> dict:
@@ -197,7 +290,12 @@ def _next_instruction(follower: Follower, schedule: Schedule, rank: int) -> dict
     for step, instrs in enumerate(schedule.stream(rank)):
         for ins in instrs:
             if count == 0:
-                return {"rank": rank, "stage": ins.stage, "step": step, "instruction": ins.deepspeed_repr()}
+                return {
+                    "rank": rank,
+                    "stage": ins.stage,
+                    "step": step,
+                    "instruction": ins.deepspeed_repr(),
+                }
             count -= 1
     stage = schedule.stages_of_rank(rank)[0]
     return {"rank": rank, "stage": stage, "step": schedule.num_steps - 1, "instruction": None}

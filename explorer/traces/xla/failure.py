@@ -12,16 +12,24 @@ import re
 import signal as _signal
 from typing import Optional
 
-from explorer.runtime.xla.records import Failure
+from explorer.traces.xla.records import Failure
 
 _GLOG_FATAL = re.compile(r"^F\d{4} [\d:. ]+\s*\d+\s+([\w./-]+:\d+)\]\s*(.*)$")
-_MARKERS = ("Check failed", "terminate called", "Fatal Python error", "Aborted", "RuntimeError:",
-            "INTERNAL:", "UNAVAILABLE:", "DEADLINE_EXCEEDED")
+_MARKERS = (
+    "Check failed",
+    "terminate called",
+    "Fatal Python error",
+    "Aborted",
+    "RuntimeError:",
+    "INTERNAL:",
+    "UNAVAILABLE:",
+    "DEADLINE_EXCEEDED",
+)
 
 
 def fatal_line(stderr: str) -> str:
     """The line of ``stderr`` that says why the process died ('' when none stands out)."""
-    lines = [l.strip() for l in stderr.splitlines() if l.strip()]
+    lines = [line.strip() for line in stderr.splitlines() if line.strip()]
     for line in lines:
         m = _GLOG_FATAL.match(line)
         if m:
@@ -49,12 +57,22 @@ def from_exit(returncode: Optional[int], stderr: str, step: Optional[int]) -> Fa
     line = fatal_line(stderr)
     kind = "abort" if sig in ("SIGABRT", "SIGSEGV", "SIGBUS", "SIGILL") else "exit"
     if not line:
-        line = f"the XLA child process was killed by {sig}" if sig else f"the XLA child process exited with status {returncode}"
+        line = (
+            f"the XLA child process was killed by {sig}"
+            if sig
+            else f"the XLA child process exited with status {returncode}"
+        )
         if sig == "SIGKILL":
             line += " (out of memory? keep the model small)"
     where = f" during step {step}" if step is not None else " during setup"
-    return Failure(kind=kind, message=line + where, step=step, returncode=returncode, signal=sig,
-                   stderr_tail=tail(stderr))
+    return Failure(
+        kind=kind,
+        message=line + where,
+        step=step,
+        returncode=returncode,
+        signal=sig,
+        stderr_tail=tail(stderr),
+    )
 
 
 def tail(text: str, lines: int = 25, chars: int = 4000) -> str:

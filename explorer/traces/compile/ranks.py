@@ -14,10 +14,16 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any, Mapping, Optional, Sequence
 
-from explorer.runtime.compile.compiles_only import diagnose_compiles_only
-from explorer.runtime.compile.diagnosis import diagnose
-from explorer.runtime.compile.records import UNKNOWN, CompileEvent, GraphBreak, Iteration, ProbeResult
-from explorer.runtime.compile.sources import LIMIT_FAILURE
+from explorer.analysis.compile.diagnosis import diagnose
+from explorer.traces.compile.compiles_only import diagnose_compiles_only
+from explorer.traces.compile.records import (
+    LIMIT_FAILURE,
+    UNKNOWN,
+    CompileEvent,
+    GraphBreak,
+    Iteration,
+    ProbeResult,
+)
 
 
 def _who(ranks: Sequence[int]) -> str:
@@ -30,12 +36,20 @@ def summary(rank: int, result: ProbeResult) -> dict[str, Any]:
     d = result.diagnosis
     extra = result.ranks[0] if result.ranks else {}
     return {
-        "rank": rank, **extra, "ok": result.error is None, "error": result.error,
+        "rank": rank,
+        **extra,
+        "ok": result.error is None,
+        "error": result.error,
         "iterations": len(result.iterations),
-        "compiles": [{"compile_id": c.compile_id, "iteration": c.iteration, "failed": c.failed} for c in result.compiles],
+        "compiles": [
+            {"compile_id": c.compile_id, "iteration": c.iteration, "failed": c.failed}
+            for c in result.compiles
+        ],
         "graph_breaks": len(result.graph_breaks),
-        "period": d.period if d else None, "confidence": d.confidence if d else None,
-        "cause": d.cause if d else None, "diagnosis": d.sentence if d else "",
+        "period": d.period if d else None,
+        "confidence": d.confidence if d else None,
+        "cause": d.cause if d else None,
+        "diagnosis": d.sentence if d else "",
     }
 
 
@@ -47,20 +61,33 @@ def divergence(per_rank: Mapping[int, ProbeResult]) -> list[str]:
     for rank in sorted(per_rank):
         for c in per_rank[rank].compiles:
             at.setdefault(c.compile_id, {}).setdefault(c.iteration, set()).add(rank)
-            verb.setdefault(c.compile_id, "hit the recompile limit as" if c.failed == LIMIT_FAILURE else "compiled")
+            verb.setdefault(
+                c.compile_id,
+                "hit the recompile limit as" if c.failed == LIMIT_FAILURE else "compiled",
+            )
     out = []
     for cid, when in at.items():
         who = set().union(*when.values())
         if len(when) == 1 and who == everyone:
             continue
-        parts = [f"{_who(rs)} {verb[cid]} {cid} " + (f"at iteration {it}" if it >= 0 else "(iteration unknown)")
-                 for it, rs in sorted(when.items())]
+        parts = [
+            f"{_who(rs)} {verb[cid]} {cid} "
+            + (f"at iteration {it}" if it >= 0 else "(iteration unknown)")
+            for it, rs in sorted(when.items())
+        ]
         missing = everyone - who
         out.append("; ".join(parts) + (f"; {_who(missing)} did not" if missing else ""))
-    verdicts = {r: (p.diagnosis.cause, p.diagnosis.period) for r, p in per_rank.items() if p.diagnosis}
+    verdicts = {
+        r: (p.diagnosis.cause, p.diagnosis.period) for r, p in per_rank.items() if p.diagnosis
+    }
     if len(set(verdicts.values())) > 1:
-        out.append("the ranks' own verdicts differ: " + "; ".join(
-            f"rank {r} {cause}" + (f", period {k}" if k else "") for r, (cause, k) in sorted(verdicts.items())))
+        out.append(
+            "the ranks' own verdicts differ: "
+            + "; ".join(
+                f"rank {r} {cause}" + (f", period {k}" if k else "")
+                for r, (cause, k) in sorted(verdicts.items())
+            )
+        )
     return out
 
 
@@ -72,10 +99,17 @@ def _iterations(per_rank: Mapping[int, ProbeResult]) -> list[Iteration]:
     out = []
     for i in sorted(by_it):
         its = by_it[i]
-        fallback: Optional[bool] = True if any(it.fallback for it in its) else (
-            None if any(it.fallback is None for it in its) else False)
+        fallback: Optional[bool] = (
+            True
+            if any(it.fallback for it in its)
+            else (None if any(it.fallback is None for it in its) else False)
+        )
         variants = tuple(dict.fromkeys(v for it in its for v in it.variants))
-        out.append(Iteration(i, max(it.ms for it in its), any(it.compiled for it in its), variants, fallback))
+        out.append(
+            Iteration(
+                i, max(it.ms for it in its), any(it.compiled for it in its), variants, fallback
+            )
+        )
     return out
 
 
@@ -85,8 +119,12 @@ def _compiles(per_rank: Mapping[int, ProbeResult]) -> list[CompileEvent]:
         for c in per_rank[r].compiles:
             key = (c.compile_id, c.iteration, c.failed)
             seen = merged.get(key)
-            merged[key] = replace(c, ranks=(r,)) if seen is None else replace(seen, ranks=seen.ranks + (r,))
-    return sorted(merged.values(), key=lambda c: c.iteration if c.iteration != UNKNOWN else float("inf"))
+            merged[key] = (
+                replace(c, ranks=(r,)) if seen is None else replace(seen, ranks=seen.ranks + (r,))
+            )
+    return sorted(
+        merged.values(), key=lambda c: c.iteration if c.iteration != UNKNOWN else float("inf")
+    )
 
 
 def _breaks(per_rank: Mapping[int, ProbeResult]) -> list[GraphBreak]:
@@ -96,9 +134,15 @@ def _breaks(per_rank: Mapping[int, ProbeResult]) -> list[GraphBreak]:
             key = (g.reason, g.detail)
             seen = merged.get(key)
             ids = g.compile_ids or ((g.compile_id,) if g.compile_id else ())
-            merged[key] = (replace(g, ranks=(r,), compile_ids=ids) if seen is None else
-                           replace(seen, ranks=tuple(sorted(set(seen.ranks) | {r})),
-                                   compile_ids=tuple(dict.fromkeys(seen.compile_ids + ids))))
+            merged[key] = (
+                replace(g, ranks=(r,), compile_ids=ids)
+                if seen is None
+                else replace(
+                    seen,
+                    ranks=tuple(sorted(set(seen.ranks) | {r})),
+                    compile_ids=tuple(dict.fromkeys(seen.compile_ids + ids)),
+                )
+            )
     return list(merged.values())
 
 
@@ -109,8 +153,14 @@ def merge_ranks(per_rank: Mapping[int, ProbeResult], label: str = "") -> ProbeRe
     first = per_rank[min(per_rank)]
     if len(per_rank) == 1:
         rank = min(per_rank)
-        return replace(first, compiles=[replace(c, ranks=(rank,)) for c in first.compiles], label=label or first.label,
-                       ranks=[summary(rank, first)], divergence=[], notes=list(first.notes))
+        return replace(
+            first,
+            compiles=[replace(c, ranks=(rank,)) for c in first.compiles],
+            label=label or first.label,
+            ranks=[summary(rank, first)],
+            divergence=[],
+            notes=list(first.notes),
+        )
     guards, seen = [], set()
     for r in sorted(per_rank):
         for v in per_rank[r].guards:
@@ -120,14 +170,27 @@ def merge_ranks(per_rank: Mapping[int, ProbeResult], label: str = "") -> ProbeRe
     errors = [f"rank {r}: {p.error}" for r, p in sorted(per_rank.items()) if p.error]
     notes = list(dict.fromkeys(n for r in sorted(per_rank) for n in per_rank[r].notes))
     merged = ProbeResult(
-        iterations=_iterations(per_rank), compiles=_compiles(per_rank), graph_breaks=_breaks(per_rank), guards=guards,
-        backend=first.backend, source=first.source, variant_source=first.variant_source,
-        recompile_limit=next((p.recompile_limit for p in per_rank.values() if p.recompile_limit is not None), None),
-        label=label or f"{len(per_rank)} ranks", error=errors[0] if errors else None,
-        ranks=[summary(r, per_rank[r]) for r in sorted(per_rank)], divergence=divergence(per_rank), notes=notes)
+        iterations=_iterations(per_rank),
+        compiles=_compiles(per_rank),
+        graph_breaks=_breaks(per_rank),
+        guards=guards,
+        backend=first.backend,
+        source=first.source,
+        variant_source=first.variant_source,
+        recompile_limit=next(
+            (p.recompile_limit for p in per_rank.values() if p.recompile_limit is not None), None
+        ),
+        label=label or f"{len(per_rank)} ranks",
+        error=errors[0] if errors else None,
+        ranks=[summary(r, per_rank[r]) for r in sorted(per_rank)],
+        divergence=divergence(per_rank),
+        notes=notes,
+    )
     if merged.iterations:
-        merged.notes.append("an iteration's time is the slowest rank's: data-parallel ranks wait for each other every "
-                            "iteration, so one rank's recompile or slow step stalls them all.")
+        merged.notes.append(
+            "an iteration's time is the slowest rank's: data-parallel ranks wait for each other every "
+            "iteration, so one rank's recompile or slow step stalls them all."
+        )
     d = diagnose(merged) if merged.iterations else diagnose_compiles_only(merged)
     if merged.divergence:
         more = f" (and {len(merged.divergence) - 1} more)" if len(merged.divergence) > 1 else ""

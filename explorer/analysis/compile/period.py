@@ -117,17 +117,21 @@ def _chance(n: int, slow_total: int, size: int, hits: int) -> float:
     busy neighbour) pile up in one phase by chance. Multiplied by the number of phases tried
     so far, it bounds the false periods found among many candidate periods.
     """
+
     def log_comb(a: int, b: int) -> float:
         return lgamma(a + 1) - lgamma(b + 1) - lgamma(a - b + 1) if 0 <= b <= a else float("-inf")
 
     total = log_comb(n, size)
-    terms = [log_comb(slow_total, x) + log_comb(n - slow_total, size - x) - total
-             for x in range(hits, min(size, slow_total) + 1)]
+    terms = [
+        log_comb(slow_total, x) + log_comb(n - slow_total, size - x) - total
+        for x in range(hits, min(size, slow_total) + 1)
+    ]
     return sum(exp(t) for t in terms if t > -700)
 
 
-def _evidence(k: int, groups: dict[int, list[float]], overall: float, params: dict[str, float],
-              tested: int) -> Optional[PeriodEvidence]:
+def _evidence(
+    k: int, groups: dict[int, list[float]], overall: float, params: dict[str, float], tested: int
+) -> Optional[PeriodEvidence]:
     medians = {p: median(g) for p, g in groups.items()}
     slow = max(medians, key=medians.get)
     others = [medians[p] for p in medians if p != slow]
@@ -146,17 +150,36 @@ def _evidence(k: int, groups: dict[int, list[float]], overall: float, params: di
     if cycles >= CONFIRMED_CYCLES and strength >= params["min_ratio"] and tight:
         bar = max(others) + (medians[slow] - max(others)) / 3
         above = sum(t > bar for t in groups[slow])
-        chance = _chance(len(rest_values) + len(groups[slow]), above + sum(t > bar for t in rest_values),
-                         len(groups[slow]), above) * tested
-        if above >= 0.75 * len(groups[slow]) and _share_above(rest_values, bar) <= 0.25 and chance <= params["alpha"]:
+        chance = (
+            _chance(
+                len(rest_values) + len(groups[slow]),
+                above + sum(t > bar for t in rest_values),
+                len(groups[slow]),
+                above,
+            )
+            * tested
+        )
+        if (
+            above >= 0.75 * len(groups[slow])
+            and _share_above(rest_values, bar) <= 0.25
+            and chance <= params["alpha"]
+        ):
             return PeriodEvidence(k, slow, cycles, effect, strength, True)
     upper = sorted(rest_values)[(3 * len(rest_values)) // 4]
-    if cycles >= CONFIRMED_CYCLES and _rank_z(groups[slow], rest_values) >= params["rank_z"] \
-            and _share_above(groups[slow], upper) >= 0.75:  # slow in most cycles: not a mix of two phases
+    if (
+        cycles >= CONFIRMED_CYCLES
+        and _rank_z(groups[slow], rest_values) >= params["rank_z"]
+        and _share_above(groups[slow], upper) >= 0.75
+    ):  # slow in most cycles: not a mix of two phases
         return PeriodEvidence(k, slow, cycles, effect, strength, True)
     separated = min(groups[slow]) > max(rest_values)
     gap = (min(groups[slow]) - max(rest_values)) / sigma
-    if cycles >= THIN_CYCLES and separated and effect >= params["thin_effect"] and gap >= params["thin_ratio"]:
+    if (
+        cycles >= THIN_CYCLES
+        and separated
+        and effect >= params["thin_effect"]
+        and gap >= params["thin_ratio"]
+    ):
         return PeriodEvidence(k, slow, cycles, effect, strength, cycles >= CONFIRMED_CYCLES)
     return None
 
@@ -183,8 +206,14 @@ def find_time_period(
     if n < 2 * THIN_CYCLES:
         return None
     overall = median(times)
-    params = {"min_effect": min_effect, "min_ratio": min_ratio, "thin_effect": thin_effect, "thin_ratio": thin_ratio,
-              "rank_z": rank_z, "alpha": alpha}
+    params = {
+        "min_effect": min_effect,
+        "min_ratio": min_ratio,
+        "thin_effect": thin_effect,
+        "thin_ratio": thin_ratio,
+        "rank_z": rank_z,
+        "alpha": alpha,
+    }
     tested = 0
     for k in range(2, min(n // THIN_CYCLES, max_period) + 1):
         groups: dict[int, list[float]] = {}

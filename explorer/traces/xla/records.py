@@ -8,12 +8,21 @@ Pure python: no torch here.
 
 from __future__ import annotations
 
+import os
 from dataclasses import asdict, dataclass, field
 from typing import Any, Optional
 
 #: The keys of one step in the CLI's JSON document (issue 6 fixes them).
-STEP_KEYS = ("step", "compiled", "graph_hash", "compile_ms", "execute_ms", "num_parameters", "cause",
-             "diff_summary")
+STEP_KEYS = (
+    "step",
+    "compiled",
+    "graph_hash",
+    "compile_ms",
+    "execute_ms",
+    "num_parameters",
+    "cause",
+    "diff_summary",
+)
 
 
 @dataclass
@@ -144,3 +153,25 @@ class XlaRun:
             "graphs": [g.to_json() for g in self.graphs],
             "failure": self.failure.to_json() if self.failure else None,
         }
+
+
+#: Where the child asks torch_xla to write its debug log and HLO dumps, inside a run folder.
+DEBUG_FILE, DUMP_DIR = "pt_xla_debug.txt", "hlo_dump"
+
+
+@dataclass
+class ChildResult:
+    """The raw material of a run: messages, the debug text, the dump folder, and any failure."""
+
+    out_dir: str
+    messages: list[dict[str, Any]] = field(default_factory=list)
+    failure: Optional[Failure] = None
+    output: str = ""
+
+    @property
+    def debug_path(self) -> str:
+        return os.path.join(self.out_dir, DEBUG_FILE)
+
+    @property
+    def dump_dir(self) -> str:
+        return os.path.join(self.out_dir, DUMP_DIR)

@@ -1,0 +1,1 @@
+"""Why torch.compile recompiled and with what period, from compile records."""

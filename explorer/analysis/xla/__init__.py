@@ -1,0 +1,1 @@
+"""Why an XLA step compiled a new graph, from the run's records."""

@@ -1,0 +1,1 @@
+"""What a pipeline run left behind: rank records, the run's result, its Chrome trace and measured costs."""
