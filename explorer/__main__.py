@@ -1,0 +1,6 @@
+"""``python -m explorer`` is the ``explorer`` command, for environments without the script on PATH."""
+
+from explorer.cli import main
+
+if __name__ == "__main__":
+    raise SystemExit(main())
