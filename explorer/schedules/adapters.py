@@ -23,6 +23,7 @@ import numpy as np
 from explorer.errors import InputError, excerpt, import_user_module, one_line
 from explorer.schedules.instructions import (
     BUFFER_KINDS,
+    COMPUTE_KINDS,
     KIND_BY_DEEPSPEED_NAME,
     Instruction,
     Kind,
@@ -30,6 +31,7 @@ from explorer.schedules.instructions import (
 )
 from explorer.schedules.lowering import ComputePlan, lower
 from explorer.schedules.schedule import Schedule, from_streams
+from explorer.schedules.torch_actions import to_action
 
 #: Largest value a stage, micro-batch or buffer id may take (the columns are 32-bit).
 MAX_ID = 2**31 - 1
@@ -241,14 +243,6 @@ def _label(schedule_class: Any, stage: int, step: int, step_fn: Any) -> int:
     return label if -MAX_ID <= label <= MAX_ID else -1
 
 
-_TORCH_COMPUTE = {
-    "F": Kind.FORWARD,
-    "B": Kind.BACKWARD,
-    "I": Kind.BACKWARD_INPUT,
-    "W": Kind.BACKWARD_WEIGHT,
-}
-
-
 def from_torch_pipelining(
     pipeline_order: Mapping[int, Sequence[Any]],
     *,
@@ -268,20 +262,22 @@ def from_torch_pipelining(
     stage_to_rank: dict[int, int] = {}
     for rank, actions in sorted(pipeline_order.items()):
         t = 0
-        for action in actions:
-            if action is None or action == "":
+        for item in actions:
+            action = to_action(item)
+            if action is None:
                 t += 1
                 continue
             # An overlapped forward+backward (DualPipeV) runs its parts one after the other here.
-            for part in getattr(action, "sub_actions", None) or (action,):
-                stage, ctype, mb = _torch_action(part)
-                if ctype not in _TORCH_COMPUTE:
+            for part in action.parts:
+                if part.kind not in COMPUTE_KINDS:
                     continue
+                stage = part.stage
                 if stage_to_rank.setdefault(stage, rank) != rank:
                     raise InputError(
                         f"stage {stage} appears on ranks {stage_to_rank[stage]} and {rank}"
                     )
-                rows.append((stage, int(_TORCH_COMPUTE[ctype]), mb, t))
+                mb = -1 if part.microbatch is None else part.microbatch
+                rows.append((stage, int(part.kind), mb, t))
                 t += 1
     if not rows:
         raise InputError("the pipeline order holds no compute action (F, B, I or W)")
@@ -301,25 +297,6 @@ def from_torch_pipelining(
         params={"kind": name, "p2p": "batched"},
         placement="producer",
     )
-
-
-def _torch_action(action: Any) -> tuple[int, str, int]:
-    if isinstance(action, str):
-        text = action.strip()
-        import re
-
-        m = re.fullmatch(r"(\d+)([A-Z_]+)(\d*)", text)
-        if not m:
-            raise InputError(f"cannot read pipelining action {action!r}; expected text like '2F0'")
-        return int(m[1]), m[2], int(m[3]) if m[3] else -1
-    stage = getattr(action, "stage_index", None)
-    ctype = getattr(action, "computation_type", None)
-    if stage is None or ctype is None:
-        raise InputError(
-            f"{action!r} is not a pipelining action (needs stage_index and computation_type)"
-        )
-    mb = getattr(action, "microbatch_index", None)
-    return int(stage), str(ctype), -1 if mb is None else int(mb)
 
 
 __all__ = ["from_deepspeed", "from_torch_pipelining", "load_class", "parse_instruction"]

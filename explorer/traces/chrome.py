@@ -13,25 +13,14 @@ Written from the format, not from torch's code: no torch import.
 from __future__ import annotations
 
 import json
-import re
 from pathlib import Path
 from typing import Mapping, Optional, Union
 
 from explorer.errors import InputError
 from explorer.schedules.instructions import Kind, parse_instruction
+from explorer.schedules.torch_actions import parse_action
 from explorer.traces.records import MeasuredTrace
 
-_TORCH_ACTION = re.compile(r"^(\d+)(F|I|B|W|SEND_F|RECV_F|SEND_B|RECV_B|UNSHARD|RESHARD)(\d*)$")
-_TORCH_KINDS = {
-    "F": Kind.FORWARD,
-    "B": Kind.BACKWARD,
-    "I": Kind.BACKWARD_INPUT,
-    "W": Kind.BACKWARD_WEIGHT,
-    "SEND_F": Kind.SEND_ACTIVATION,
-    "RECV_F": Kind.RECV_ACTIVATION,
-    "SEND_B": Kind.SEND_GRAD,
-    "RECV_B": Kind.RECV_GRAD,
-}
 _PREFIX = "PP:"
 
 Source = Union[str, Path, Mapping[str, object], list]
@@ -87,11 +76,15 @@ def _pid(value: object) -> int:
 
 def _action(text: str) -> Optional[tuple[int, Kind, int]]:
     """``(stage, kind, micro-batch)`` of one action text, or None for actions without a counterpart."""
-    m = _TORCH_ACTION.match(text)
-    if m:
-        if m[2] not in _TORCH_KINDS:
+    try:
+        action = parse_action(text)
+    except InputError:
+        action = None  # not PyTorch's form: perhaps the explorer's
+    if action is not None:
+        if action.kind is None:  # UNSHARD, RESHARD, an overlapped pair: no single instruction
             return None
-        return int(m[1]), _TORCH_KINDS[m[2]], int(m[3]) if m[3] else -1
+        mb = -1 if action.microbatch is None else action.microbatch
+        return action.stage, action.kind, mb
     try:
         ins = parse_instruction(text)
     except InputError:

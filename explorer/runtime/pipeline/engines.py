@@ -16,8 +16,9 @@ from pathlib import Path
 from typing import Optional, Union
 
 from explorer.runtime.pipeline.spec import RunSpec
-from explorer.runtime.pipeline.torch_engine import ACTION_NAMES, TorchRunResult, run_torch_engine
+from explorer.runtime.pipeline.torch_engine import TorchRunResult, run_torch_engine
 from explorer.schedules.instructions import KIND_BY_CODE, Kind
+from explorer.schedules.torch_actions import TYPE_BY_KIND
 from explorer.traces.pipeline.result import RunResult
 from explorer.traces.pipeline.trace import last_iteration, makespan, record_kind
 
@@ -35,8 +36,8 @@ _ORDER = [
 ]
 # PyTorch's receives only post an irecv; the wait happens inside the compute that needs the data.
 _TORCH_NAMES = {
-    kind: name + (" (posts irecv)" if kind in (Kind.RECV_ACTIVATION, Kind.RECV_GRAD) else "")
-    for kind, name in ACTION_NAMES.items()
+    kind: t.value + (" (posts irecv)" if kind in (Kind.RECV_ACTIVATION, Kind.RECV_GRAD) else "")
+    for kind, t in TYPE_BY_KIND.items()
 }
 
 

@@ -44,20 +44,10 @@ from explorer.runtime.pipeline.launch import free_port
 from explorer.runtime.pipeline.spec import RunSpec
 from explorer.runtime.pipeline.torch_orders import OrderChoice, choose_order
 from explorer.schedules.instructions import KIND_BY_CODE, Kind
+from explorer.schedules.torch_actions import TorchAction, format_action
 from explorer.traces import MeasuredTrace, read_chrome_trace
 
 GRACE_S = 1.5
-#: PyTorch's action name for each instruction kind (``_ComputationType``'s text).
-ACTION_NAMES = {
-    Kind.FORWARD: "F",
-    Kind.BACKWARD: "B",
-    Kind.BACKWARD_INPUT: "I",
-    Kind.BACKWARD_WEIGHT: "W",
-    Kind.SEND_ACTIVATION: "SEND_F",
-    Kind.RECV_ACTIVATION: "RECV_F",
-    Kind.SEND_GRAD: "SEND_B",
-    Kind.RECV_GRAD: "RECV_B",
-}
 
 
 @dataclass
@@ -288,7 +278,7 @@ def _records(folder: Path, ranks: list[int]) -> list[dict]:
                 {
                     "rank": rank,
                     "stage": rec["stage"],
-                    "action": f"{rec['stage']}{ACTION_NAMES[kind]}{rec['microbatch']}",
+                    "action": format_action(TorchAction.of(rec["stage"], kind, rec["microbatch"])),
                     "kind": rec["kind"],
                     "microbatch": rec["microbatch"],
                     "iteration": spans[it][1] if it >= 0 else -1,

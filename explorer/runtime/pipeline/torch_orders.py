@@ -27,8 +27,9 @@ from dataclasses import dataclass
 from typing import Optional
 
 from explorer.errors import InputError
-from explorer.schedules.instructions import Kind
+from explorer.schedules.instructions import COMPUTE_KINDS
 from explorer.schedules.schedule import Schedule
+from explorer.schedules.torch_actions import TorchAction, format_action, parse_action
 
 #: Schedule kind -> PyTorch schedule class computing the same kind of order.
 TORCH_CLASSES = {
@@ -37,13 +38,6 @@ TORCH_CLASSES = {
     "interleaved-1f1b": "ScheduleInterleaved1F1B",
 }
 ORDERS = ("auto", "torch", "explorer")
-_CODES = {
-    Kind.FORWARD: "F",
-    Kind.BACKWARD: "B",
-    Kind.BACKWARD_INPUT: "I",
-    Kind.BACKWARD_WEIGHT: "W",
-}
-
 Actions = dict[int, list[str]]
 
 
@@ -62,10 +56,10 @@ def explorer_order(schedule: Schedule) -> Actions:
     out: Actions = {}
     for rank in range(schedule.num_ranks):
         out[rank] = [
-            f"{ins.stage}{_CODES[ins.kind]}{ins.microbatch}"
+            format_action(TorchAction.of(ins.stage, ins.kind, ins.microbatch))
             for step in schedule.stream(rank)
             for ins in step
-            if ins.kind in _CODES
+            if ins.kind in COMPUTE_KINDS
         ]
     return out
 
@@ -166,12 +160,8 @@ def choose_order(schedule: Schedule, order: str = "auto") -> OrderChoice:
 
 
 def _parse(text: str) -> tuple[int, str, int]:
-    i = 0
-    while i < len(text) and text[i].isdigit():
-        i += 1
-    j = i
-    while j < len(text) and text[j].isalpha():
-        j += 1
-    if i == 0 or j == i or j == len(text) or not text[j:].isdigit():
+    """``(stage, type, micro-batch)`` of one compute action's text; InputError for anything else."""
+    action = parse_action(text)
+    if action is None or action.microbatch is None or action.sub_actions is not None:
         raise InputError(f"cannot read compute action {text!r}: expected text like '2F0'")
-    return int(text[:i]), text[i:j], int(text[j:])
+    return action.stage, action.type.value, action.microbatch

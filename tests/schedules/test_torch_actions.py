@@ -1,0 +1,96 @@
+"""PyTorch's action vocabulary: one parse and one format, round-tripped, and agreeing with PyTorch's own."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from explorer.errors import InputError
+from explorer.schedules.instructions import Kind
+from explorer.schedules.torch_actions import (
+    KIND_BY_TYPE,
+    ActionType,
+    TorchAction,
+    format_action,
+    parse_action,
+    to_action,
+)
+
+singles = st.builds(
+    TorchAction,
+    st.integers(0, 10_000),
+    st.sampled_from([t for t in ActionType if t is not ActionType.OVERLAP_F_B]),
+    st.one_of(st.none(), st.integers(0, 10_000)),
+    st.none(),
+)
+
+
+@given(singles)
+def test_single_actions_round_trip(action: TorchAction) -> None:
+    text = format_action(action)
+    assert parse_action(text) == action
+    assert str(action) == text
+
+
+@given(st.lists(singles, min_size=1, max_size=3))
+def test_overlapped_pairs_round_trip(parts: list[TorchAction]) -> None:
+    pair = TorchAction(-1, ActionType.OVERLAP_F_B, None, tuple(parts))
+    text = format_action(pair)
+    assert text.startswith("(") and text.endswith(")OVERLAP_F_B")
+    assert parse_action(text) == pair
+    assert pair.parts == tuple(parts)
+
+
+@pytest.mark.parametrize(
+    ("text", "stage", "kind", "mb"),
+    [
+        ("2F0", 2, Kind.FORWARD, 0),
+        ("1SEND_F3", 1, Kind.SEND_ACTIVATION, 3),
+        ("0RECV_B12", 0, Kind.RECV_GRAD, 12),
+        ("3W7", 3, Kind.BACKWARD_WEIGHT, 7),
+        (" 0B1 ", 0, Kind.BACKWARD, 1),
+    ],
+)
+def test_kinds(text: str, stage: int, kind: Kind, mb: int) -> None:
+    action = parse_action(text)
+    assert action is not None
+    assert (action.stage, action.kind, action.microbatch) == (stage, kind, mb)
+    assert TorchAction.of(stage, kind, mb) == action
+
+
+def test_unshard_has_no_microbatch_and_no_kind() -> None:
+    action = parse_action("0UNSHARD")
+    assert action == TorchAction(0, ActionType.UNSHARD, None)
+    assert action.kind is None and not action.type.is_compute
+
+
+def test_empty_cell_is_idle() -> None:
+    assert parse_action("") is None and parse_action("  ") is None and to_action(None) is None
+
+
+@pytest.mark.parametrize("bad", ["2F0x", "F0", "2X0", "2f0", "-1F0", "(0F1;1B0)", "2SEND0"])
+def test_a_whole_string_must_match(bad: str) -> None:
+    with pytest.raises(InputError, match="cannot read pipelining action"):
+        parse_action(bad)
+
+
+def test_every_explorer_kind_with_a_counterpart_maps_back() -> None:
+    for t, kind in KIND_BY_TYPE.items():
+        assert TorchAction.of(4, kind, 2).type is t
+    with pytest.raises(InputError, match="LOAD has no torch.distributed.pipelining action"):
+        TorchAction.of(0, Kind.LOAD, 0)
+
+
+@pytest.mark.slow
+def test_agrees_with_pytorchs_own_action() -> None:
+    """Every text our format writes, PyTorch's ``_Action.from_str`` reads back to the same text, and vice versa."""
+    from torch.distributed.pipelining.schedules import _Action
+
+    texts = ["2F0", "1SEND_F3", "0RECV_B1", "3I4", "3W4", "0B2", "1UNSHARD", "1RESHARD"]
+    texts.append("(0F1;1B0)OVERLAP_F_B")
+    for text in texts:
+        theirs = _Action.from_str(text)
+        assert str(theirs) == text
+        ours = to_action(theirs)
+        assert format_action(ours) == text == format_action(parse_action(text))
