@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import inspect
 from pathlib import Path
 
+from explorer.errors import InputError
 from explorer.traces.detect import detect
 
 
@@ -22,10 +24,24 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     p.add_argument("path", metavar="PATH", help="a file or folder a job wrote")
     p.add_argument("--json", action="store_true", help="print the report as JSON (with kind: ...)")
+    p.add_argument(
+        "--html",
+        metavar="FILE",
+        help="also write the views as one self-contained page (profiler traces of a pipeline job)",
+    )
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
     found = detect(Path(args.path))
     module, function = found.reader.split(":")
-    return int(getattr(importlib.import_module(module), function)(Path(args.path), args.json))
+    reader = getattr(importlib.import_module(module), function)
+    extra = {}
+    if getattr(args, "html", None):
+        if "html" not in inspect.signature(reader).parameters:
+            raise InputError(
+                f"--html is not available for {found.kind} ({found.why}); drop it, or point "
+                "explorer read at a pipeline job's profiler traces"
+            )
+        extra["html"] = args.html
+    return int(reader(Path(args.path), args.json, **extra))

@@ -1,0 +1,59 @@
+"""The views of ``explorer read`` on profiler traces: planned vs measured, critical path, bubble; and their page."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Optional
+
+from explorer.analysis.check import check
+from explorer.analysis.measured import bubble, critical_path, waits
+from explorer.schedules.adapters import from_torch_pipelining
+from explorer.schedules.schedule import Schedule
+from explorer.traces.profiler.job import ProfiledJob
+from explorer.traces.records import MeasuredTrace
+
+
+def measured_trace(rows: list[dict], source: str = "profiler traces") -> MeasuredTrace:
+    return MeasuredTrace.from_records(rows, unit="s", source=source)
+
+
+def planned_schedule(rows: list[dict]) -> Schedule:
+    """The compute order the measured actions show, as a schedule (exchanges added as PyTorch adds them)."""
+    from explorer.commands.read_profile import planned_order
+
+    return from_torch_pipelining(planned_order(rows), name="measured order")
+
+
+def figures(job: ProfiledJob, planned: Optional[Schedule] = None) -> dict:
+    """``planned_vs_measured``, ``critical_path`` and ``bubble`` figures of the job's last iteration."""
+    from explorer.views.measured import bubble_figure, critical_path_figure
+    from explorer.views.overlay import overlay_figure
+
+    rows = job.iteration()
+    schedule = planned or planned_schedule(rows)
+    return {
+        "planned_vs_measured": overlay_figure(check(schedule), measured_trace(rows)),
+        "critical_path": critical_path_figure(rows, critical_path(rows), waits(rows)),
+        "bubble": bubble_figure(bubble(rows)),
+    }
+
+
+def write_html(job: ProfiledJob, path: str, planned: Optional[Schedule] = None) -> Path:
+    """A self-contained page with the three figures."""
+    from explorer import inputs
+    from explorer.views.html import page
+
+    figs = figures(job, planned)
+    doc = page(
+        f"Pipeline job: {job.path}",
+        [
+            "<h2>Planned vs measured</h2>",
+            figs["planned_vs_measured"],
+            "<h2>Critical path across ranks</h2>",
+            figs["critical_path"],
+            "<h2>Bubble per rank</h2>",
+            figs["bubble"],
+        ],
+    )
+    inputs.write_text(path, doc, "HTML report")
+    return Path(path)

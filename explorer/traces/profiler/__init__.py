@@ -1,0 +1,1 @@
+"""A real ``torch.distributed.pipelining`` job's profiler traces: one Chrome trace per rank, read back as placed actions."""

@@ -1,0 +1,122 @@
+"""One rank's PyTorch profiler trace, reduced to what placing pipeline actions needs.
+
+A profiler trace (``prof.export_chrome_trace``) holds complete events (``"ph": "X"``) with
+microsecond ``ts``/``dur`` counted from ``baseTimeNanoseconds``; adding the base puts every
+rank of a host on one clock, which is what lets a send on one rank be compared with the
+receive on another. The rank is the file's ``distributedInfo.rank`` (Kineto writes it for
+every process of a process group), never a guess from the file name.
+
+Kept per event: name, category, start and end in seconds (on the shared clock, before the
+job's first event is subtracted) and the autograd ``Sequence number``. That number is what
+ties a backward to its forward when nothing is labelled: the forward op that builds an autograd
+node takes the next number, and the engine's ``autograd::engine::evaluate_function: ...``
+event that runs the node's backward carries the same number. Pure: json and the standard
+library; no torch.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Optional
+
+from explorer import inputs
+from explorer.errors import InputError, excerpt
+
+#: Largest trace read (it is parsed whole; a few profiled iterations are a few MB).
+MAX_TRACE_BYTES = 512 * 2**20
+#: Asynchronous communication spans: they outlive the call that posted them.
+ASYNC_PREFIXES = ("gloo:", "nccl:")
+#: Operators that post a point-to-point exchange.
+SEND_OPS = ("c10d::send", "c10d::isend")
+RECV_OPS = ("c10d::recv_", "c10d::irecv", "c10d::recv")
+BACKWARD_PREFIX = "autograd::engine::evaluate_function"
+#: Categories of the host's own events (the profiler's whole-trace span and Python frames set aside).
+_NESTING = ("cpu_op", "user_annotation")
+
+
+@dataclass(frozen=True)
+class Event:
+    """One complete event: ``start``/``end`` in seconds on the shared clock; ``seq`` autograd's number."""
+
+    name: str
+    cat: str
+    start: float
+    end: float
+    seq: Optional[int] = None
+
+    @property
+    def is_async(self) -> bool:
+        return self.name.startswith(ASYNC_PREFIXES)
+
+
+@dataclass
+class RankTrace:
+    """Every complete event of one rank's trace, sorted by start (longest first on ties)."""
+
+    rank: int
+    world_size: Optional[int]
+    path: str
+    events: list[Event] = field(default_factory=list)
+
+    def within(self, span: Event) -> list[Event]:
+        """Events that start inside ``span`` (itself excluded)."""
+        return [e for e in self.events if span.start <= e.start <= span.end and e is not span]
+
+    def top_level(self) -> list[Event]:
+        """Events nested in no other (asynchronous communication spans set aside: they overlap everything)."""
+        out: list[Event] = []
+        open_end = float("-inf")
+        for e in self.events:
+            if e.is_async or e.cat not in _NESTING:
+                continue
+            if e.start >= open_end:
+                out.append(e)
+                open_end = e.end
+        return out
+
+
+def read_rank_trace(path: Path) -> RankTrace:
+    """One profiler trace; InputError (one line, what to change) when it is not one rank's trace."""
+    where = f"profiler trace {excerpt(str(path))}"
+    doc = inputs.loads_json(inputs.read_text(str(path), "profiler trace", MAX_TRACE_BYTES), where)
+    if not isinstance(doc, dict) or not isinstance(doc.get("traceEvents"), list):
+        raise InputError(
+            f"{where} has no 'traceEvents' list: export it with prof.export_chrome_trace"
+        )
+    info = doc.get("distributedInfo")
+    rank = info.get("rank") if isinstance(info, dict) else None
+    if not isinstance(rank, int) or isinstance(rank, bool) or rank < 0:
+        raise InputError(
+            f"{where} has no distributedInfo.rank: profile after init_process_group, so the "
+            "profiler records which rank wrote the file"
+        )
+    world = info.get("world_size") if isinstance(info.get("world_size"), int) else None
+    base = doc.get("baseTimeNanoseconds")
+    base_us = float(base) / 1000.0 if isinstance(base, (int, float)) and base > 0 else 0.0
+    events = [ev for ev in (_event(e, base_us) for e in doc["traceEvents"]) if ev is not None]
+    events.sort(key=lambda e: (e.start, -e.end))
+    return RankTrace(rank, world, str(path), events)
+
+
+def _event(raw: Any, base_us: float) -> Optional[Event]:
+    if not isinstance(raw, dict) or raw.get("ph") != "X":
+        return None
+    name, ts, dur = raw.get("name"), raw.get("ts"), raw.get("dur", 0.0)
+    if not isinstance(name, str) or not isinstance(ts, (int, float)):
+        return None
+    if not isinstance(dur, (int, float)) or dur < 0:
+        dur = 0.0
+    args = raw.get("args")
+    seq = args.get("Sequence number") if isinstance(args, dict) else None
+    start = (base_us + float(ts)) * 1e-6
+    return Event(
+        name,
+        str(raw.get("cat", "")),
+        start,
+        start + float(dur) * 1e-6,
+        seq if isinstance(seq, int) and not isinstance(seq, bool) else None,
+    )
+
+
+__all__ = ["Event", "RankTrace", "read_rank_trace"]
