@@ -165,7 +165,10 @@ def buffer_hazards(schedule: Schedule) -> list[Hazard]:
     rows, slot, is_write, is_probe = _events(schedule)
     st = schedule.stage[rows]
     mb = schedule.microbatch[rows]
-    buf = np.where(slot == _GRAD_LAYER, 0, schedule.buffer[rows])
+    # DeepSpeed keeps one received gradient per stage; PyTorch one per micro-batch (its order
+    # may post several gradient receives before their backwards), said by the schedule's params.
+    one_grad = schedule.params.get("grad_receive") != "per-microbatch"
+    buf = np.where((slot == _GRAD_LAYER) & one_grad, 0, schedule.buffer[rows])
     nbuf = int(max(schedule.buffers + (1,)))
     nbuf = max(nbuf, int(buf.max()) + 1 if len(buf) else 1)
     if schedule.num_stages * 5 * nbuf >= 2**31:  # keys below stay in int32 unless they cannot

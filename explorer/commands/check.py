@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import json
 
+from explorer.analysis.torch_words import cycle_words
 from explorer.commands.schedule_options import add_schedule_options, emit, report_from_args
 from explorer.commands.sweeping import add_sweep_options, sweep_from_args
 from explorer.report.listing import summary
@@ -35,7 +36,12 @@ def run(args: argparse.Namespace) -> int:
         )
         return 130 if sweep.interrupted else (0 if sweep.smallest_failing is None else 1)
     report = report_from_args(args)
-    emit(
-        json.dumps(report.to_dict(), indent=1) + "\n" if args.json else summary(report) + "\n", None
-    )
+    words = cycle_words(report.schedule, report.findings.deadlock, report.matching.partner)
+    if args.json:
+        doc = report.to_dict()
+        if words:
+            doc["deadlock_in_pytorch_words"] = words
+        emit(json.dumps(doc, indent=1) + "\n", None)
+    else:
+        emit(summary(report) + (f"\n{words}" if words else "") + "\n", None)
     return 0 if report.ok else 1

@@ -35,9 +35,10 @@ def add_schedule_options(parser: argparse.ArgumentParser) -> None:
     g.add_argument(
         "--from",
         dest="from_class",
-        metavar="MODULE:CLASS",
-        type=validate.user_ref("--from", "my_schedules:FixBufferTrainSchedule", "MODULE:CLASS"),
-        help="a DeepSpeed-style PipeSchedule class on PYTHONPATH instead of --kind (run in a child process)",
+        metavar="MODULE:CLASS|FILE.csv",
+        type=_class_or_csv,
+        help="a DeepSpeed-style PipeSchedule class on PYTHONPATH instead of --kind (run in a child "
+        "process), or a PyTorch schedule CSV (_dump_csv, torchtitan's pipeline_parallel_schedule_csv)",
     )
     g.add_argument(
         "--timeout",
@@ -183,7 +184,24 @@ def require_size(args: argparse.Namespace) -> None:
         )
 
 
+def _class_or_csv(text: str) -> str:
+    """``--from``: a ``.csv`` file is PyTorch's schedule CSV; anything else names a class."""
+    if text.lower().endswith(".csv"):
+        return text
+    return validate.user_ref("--from", "my_schedules:FixBufferTrainSchedule", "MODULE:CLASS")(text)
+
+
+def from_csv(args: argparse.Namespace) -> bool:
+    return bool(getattr(args, "from_class", None)) and args.from_class.lower().endswith(".csv")
+
+
 def _named_schedule(args: argparse.Namespace) -> Schedule:
+    if from_csv(args):
+        if args.kind:
+            raise InputError("give either --kind or --from, not both")
+        from explorer.schedules.torch_csv import read_schedule_csv
+
+        return read_schedule_csv(args.from_class)
     require_size(args)
     if args.from_class:
         if args.kind:

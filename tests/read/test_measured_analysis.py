@@ -1,0 +1,60 @@
+"""The cross-rank analyses on records made by hand: pure logic, so a fake measurement is enough here."""
+
+from __future__ import annotations
+
+import pytest
+
+from explorer.analysis.measured import bubble, critical_path, summary, waits
+
+
+def _rec(rank, stage, kind, mb, start, end, wait=0.0, action=None):
+    code = {"F": "F", "B": "B", "SA": "SEND_F", "SG": "SEND_B"}[kind]
+    return {
+        "rank": rank,
+        "stage": stage,
+        "kind": kind,
+        "microbatch": mb,
+        "action": action or f"{stage}{code}{mb}",
+        "start": start,
+        "end": end,
+        "wait": wait,
+        "arrived": start + wait if wait else None,
+    }
+
+
+# Two ranks, one micro-batch: rank 1's forward waits 2 ms, 0.5 of it after rank 0 sent.
+ROWS = [
+    _rec(0, 0, "F", 0, 0.000, 0.0015),
+    _rec(0, 0, "SA", 0, 0.0015, 0.0016),
+    _rec(1, 1, "F", 0, 0.0000, 0.0030, wait=0.0020),
+    _rec(1, 1, "B", 0, 0.0030, 0.0040),
+    _rec(1, 1, "SG", 0, 0.0040, 0.0041),
+    _rec(0, 0, "B", 0, 0.0016, 0.0060, wait=0.0030),
+]
+
+
+def test_waits_split_into_waiting_and_transfer():
+    w = {x["action"]: x for x in waits(ROWS)}
+    f = w["1F0"]
+    assert f["from_rank"] == 0 and f["from_action"] == "0SEND_F0"
+    assert f["waiting"] == pytest.approx(0.0015) and f["transfer"] == pytest.approx(0.0005)
+    b = w["0B0"]  # needed at 1.6 ms, sent at 4.0 ms, arrived at 4.6 ms
+    assert b["waiting"] == pytest.approx(0.0024) and b["transfer"] == pytest.approx(0.0006)
+
+
+def test_critical_path_crosses_ranks_and_says_so():
+    path = critical_path(ROWS)
+    assert [s["action"] for s in path["steps"]] == ["0F0", "1F0", "1B0", "0B0"]
+    assert [s["via"] for s in path["steps"]] == ["start", "receive", "rank", "receive"]
+    assert path["sentences"] == [
+        "rank 1's 1F0 waited 2 ms for rank 0's send of micro-batch 0 (0SEND_F0)",
+        "rank 0's 0B0 waited 3 ms for rank 1's send of micro-batch 0 (1SEND_B0)",
+    ]
+    assert summary(path).startswith("critical path: 4 computes, 6 ms, ranks 0 -> 1 -> 0")
+
+
+def test_bubble_both_denominators():
+    b = {x["rank"]: x for x in bubble(ROWS)}
+    assert b[0]["compute_s"] == pytest.approx(0.0015 + 0.0014)
+    assert b[0]["share_of_iteration"] == pytest.approx((0.006 - 0.0029) / 0.006)
+    assert b[1]["share_of_compute"] == pytest.approx((0.006 - 0.002) / 0.002)
