@@ -9,6 +9,8 @@ from __future__ import annotations
 import argparse
 import json
 
+from explorer.analysis.gradients import gradients_report
+from explorer.analysis.memory import memory_over_time
 from explorer.analysis.torch_words import cycle_words
 from explorer.commands.schedule_options import add_schedule_options, emit, report_from_args
 from explorer.commands.sweeping import add_sweep_options, sweep_from_args
@@ -37,11 +39,47 @@ def run(args: argparse.Namespace) -> int:
         return 130 if sweep.interrupted else (0 if sweep.smallest_failing is None else 1)
     report = report_from_args(args)
     words = cycle_words(report.schedule, report.findings.deadlock, report.matching.partner)
+    memory = memory_over_time(report.schedule, report.timeline) if report.timeline else None
+    grads = gradients_report(report.schedule)
+    ok = report.ok and grads["ok"]
     if args.json:
         doc = report.to_dict()
+        doc["ok"] = ok
         if words:
             doc["deadlock_in_pytorch_words"] = words
+        doc["memory"] = _memory_doc(memory)
+        doc["gradients"] = grads
         emit(json.dumps(doc, indent=1) + "\n", None)
     else:
-        emit(summary(report) + (f"\n{words}" if words else "") + "\n", None)
-    return 0 if report.ok else 1
+        lines = [summary(report)] + ([words] if words else [])
+        lines += [f"# {m.describe()}" for m in _peaks(memory)]
+        lines += [f"#   {w['description']}" for w in grads["not_exactly_once"][:20]]
+        lines.append(
+            "# every weight gradient reaches the optimizer step exactly once"
+            if grads["ok"]
+            else f"# {len(grads['not_exactly_once'])} (stage, micro-batch) weight gradients not exactly once"
+        )
+        emit("\n".join(lines) + "\n", None)
+    return 0 if ok else 1
+
+
+def _peaks(memory) -> list:
+    """The rank with the highest peak first; at most four lines."""
+    return sorted(memory or [], key=lambda m: (-m.peak, m.rank))[:4]
+
+
+def _memory_doc(memory) -> dict | None:
+    if memory is None:
+        return None
+    top = max(memory, key=lambda m: (m.peak, -m.rank))
+    return {
+        "unit": "micro-batches (activations held + receive buffers in use)",
+        "time_unit": "ticks of the simulation",
+        "peak": {
+            "rank": top.rank,
+            "value": top.peak,
+            "time": top.peak_time,
+            "after": top.peak_instruction,
+        },
+        "ranks": [m.to_dict() for m in memory],
+    }
