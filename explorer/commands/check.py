@@ -12,7 +12,12 @@ import json
 from explorer.analysis.gradients import gradients_report
 from explorer.analysis.memory import memory_over_time
 from explorer.analysis.torch_words import cycle_words
-from explorer.commands.schedule_options import add_schedule_options, emit, report_from_args
+from explorer.commands.schedule_options import (
+    add_p2p_convention_options,
+    add_schedule_options,
+    emit,
+    report_from_args,
+)
 from explorer.commands.sweeping import add_sweep_options, sweep_from_args
 from explorer.report.listing import summary
 
@@ -24,6 +29,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         description="Check a schedule. Exit 0 when valid, 1 with findings, 2 on bad input.",
     )
     add_schedule_options(p)
+    add_p2p_convention_options(p)
     add_sweep_options(p)
     p.add_argument("--json", action="store_true", help="print the report as JSON")
     p.set_defaults(func=run)
@@ -41,7 +47,12 @@ def run(args: argparse.Namespace) -> int:
     words = cycle_words(report.schedule, report.findings.deadlock, report.matching.partner)
     memory = memory_over_time(report.schedule, report.timeline) if report.timeline else None
     grads = gradients_report(report.schedule)
-    ok = report.ok and grads["ok"]
+    lazy = None
+    if getattr(args, "communicators", "eager") == "lazy":
+        from explorer.analysis.communicators import lazy_communicator_deadlock
+
+        lazy = lazy_communicator_deadlock(report.schedule)
+    ok = report.ok and grads["ok"] and lazy is None
     if args.json:
         doc = report.to_dict()
         doc["ok"] = ok
@@ -49,9 +60,11 @@ def run(args: argparse.Namespace) -> int:
             doc["deadlock_in_pytorch_words"] = words
         doc["memory"] = _memory_doc(memory)
         doc["gradients"] = grads
+        if getattr(args, "communicators", "eager") == "lazy":
+            doc["lazy_communicators"] = {"deadlock": lazy}
         emit(json.dumps(doc, indent=1) + "\n", None)
     else:
-        lines = [summary(report)] + ([words] if words else [])
+        lines = [summary(report)] + ([words] if words else []) + ([f"# {lazy}"] if lazy else [])
         lines += [f"# {m.describe()}" for m in _peaks(memory)]
         lines += [f"#   {w['description']}" for w in grads["not_exactly_once"][:20]]
         lines.append(

@@ -173,7 +173,60 @@ def schedule_from_args(args: argparse.Namespace) -> Schedule:
     from explorer.analysis.rules import apply_rules, parse_rules
 
     rules = parse_rules(getattr(args, "rules", "") or "")
-    return apply_rules(_named_schedule(args), rules)
+    return apply_rules(_with_p2p_conventions(args, _named_schedule(args)), rules)
+
+
+def add_p2p_convention_options(parser: argparse.ArgumentParser) -> None:
+    """Where exchanges sit and how they are grouped (explorer.schedules.torch_p2p); check only."""
+    g = parser.add_argument_group("P2P conventions (rewrite the order before the search)")
+    g.add_argument(
+        "--receives",
+        choices=["as-given", "deferred"],
+        default="as-given",
+        help="deferred: each receive just before the compute that consumes it (pytorch #172668)",
+    )
+    g.add_argument(
+        "--parity",
+        action="store_true",
+        help="Megatron's even/odd order: in each run of adjacent exchanges even ranks send first, odd ranks receive first",
+    )
+    g.add_argument(
+        "--batching",
+        choices=["none", "adjacent", "per-peer"],
+        default="none",
+        help="exchanges one batch_isend_irecv posts together: none (PyTorch's runtime), every "
+        "adjacent run, or one batch per peer in peer order (_sorted_batch_p2p)",
+    )
+    g.add_argument(
+        "--communicators",
+        choices=["eager", "lazy"],
+        default="eager",
+        help="lazy: two-rank communicators are created at a pair's first exchange (NCCL); "
+        "ranks meeting peers in different orders deadlock (Megatron-LM #5240)",
+    )
+
+
+def _with_p2p_conventions(args: argparse.Namespace, schedule: Schedule) -> Schedule:
+    receives = getattr(args, "receives", "as-given")
+    parity = getattr(args, "parity", False)
+    batching = getattr(args, "batching", "none")
+    if receives == "as-given" and not parity and batching == "none":
+        return schedule
+    from explorer.schedules.torch_csv import order_from_schedule, schedule_from_order
+    from explorer.schedules.torch_p2p import defer_receives, parity_order
+
+    order = order_from_schedule(schedule, comms=True)
+    if receives == "deferred":
+        order = defer_receives(order)
+    if parity:
+        order = parity_order(order)
+    name = "+".join(
+        [schedule.name]
+        + (["deferred receives"] if receives == "deferred" else [])
+        + (["even/odd"] if parity else [])
+        + ([f"{batching} batches"] if batching != "none" else [])
+    )
+    return schedule_from_order(order, name=name, batching=batching)
 
 
 def require_size(args: argparse.Namespace) -> None:

@@ -21,6 +21,7 @@ from explorer.schedules.adapters import from_torch_pipelining
 from explorer.schedules.instructions import COMPUTE_KINDS, Instruction, Kind
 from explorer.schedules.schedule import Schedule, from_streams
 from explorer.schedules.torch_actions import TorchAction, format_action, parse_action
+from explorer.schedules.torch_p2p import batches, peer_function
 
 Order = dict[int, list[Optional[TorchAction]]]
 #: Largest CSV read (a 64-stage, 1024-micro-batch order is about 2 MB).
@@ -66,8 +67,13 @@ def has_comms(order: Order) -> bool:
     )
 
 
-def schedule_from_order(order: Order, name: str = "torch-csv") -> Schedule:
-    """A schedule from a CSV's order: lowered when compute-only, exchanges kept in place otherwise."""
+def schedule_from_order(order: Order, name: str = "torch-csv", batching: str = "none") -> Schedule:
+    """A schedule from a CSV's order: lowered when compute-only, exchanges kept in place otherwise.
+
+    ``batching`` (compute+comms orders) says which adjacent exchanges one ``batch_isend_irecv``
+    posts together (:func:`explorer.schedules.torch_p2p.batches`): each on its own (``none``,
+    PyTorch's runtime), every adjacent run (``adjacent``), or one batch per peer (``per-peer``).
+    """
     if not has_comms(order):
         return from_torch_pipelining(
             {
@@ -76,25 +82,42 @@ def schedule_from_order(order: Order, name: str = "torch-csv") -> Schedule:
             },
             name=name,
         )
-    last = max(a.stage for acts in order.values() for a in acts if a is not None and a.kind)
+    flat = {r: [p for a in acts if a is not None for p in a.parts] for r, acts in order.items()}
+    stage_to_rank: dict[int, int] = {}
+    for rank, acts in sorted(flat.items()):
+        for a in acts:
+            if a.type.is_compute:
+                stage_to_rank.setdefault(a.stage, rank)
+    last = max(a.stage for acts in flat.values() for a in acts if a.kind)
+    for rank, acts in flat.items():
+        for a in acts:
+            if a.kind is not None and a.microbatch is None:
+                raise InputError(
+                    f"rank {rank}: {format_action(a)} has no micro-batch; exchanges and "
+                    "computes need one (e.g. 1SEND_F0)"
+                )
+            if a.kind is not None and a.kind.is_p2p and not _peer_known(a, stage_to_rank):
+                raise InputError(
+                    f"rank {rank}: {format_action(a)} exchanges with a stage no rank computes; "
+                    "complete the order"
+                )
+    steps_of = batches(
+        {r: [a for a in acts if a.kind is not None] for r, acts in flat.items()},
+        peer_function(stage_to_rank),
+        batching,
+    )
     streams: list[list[list[Instruction]]] = []
-    for rank in range(max(order) + 1):
+    for rank in range(max(flat) + 1):
         steps: list[list[Instruction]] = []
-        for a in order.get(rank, []):
-            for part in () if a is None else a.parts:
-                if part.kind is None:
-                    continue
-                if part.microbatch is None:
-                    raise InputError(
-                        f"rank {rank}: {format_action(part)} has no micro-batch; exchanges and "
-                        "computes need one (e.g. 1SEND_F0)"
-                    )
-                mb = part.microbatch
-                step = [Instruction(part.stage, part.kind, mb, buffer=mb)]
-                if part.kind is Kind.FORWARD and part.stage in (0, last):
-                    step.insert(0, Instruction(part.stage, Kind.LOAD, mb, buffer=mb))
-                steps.append(step)
-        own = [a.stage for a in order.get(rank, []) if a is not None and a.kind]
+        for group in steps_of.get(rank, []):
+            step: list[Instruction] = []
+            for a in group:
+                mb = int(a.microbatch)  # type: ignore[arg-type]
+                if a.kind is Kind.FORWARD and a.stage in (0, last):
+                    step.append(Instruction(a.stage, Kind.LOAD, mb, buffer=mb))
+                step.append(Instruction(a.stage, a.kind, mb, buffer=mb))  # type: ignore[arg-type]
+            steps.append(step)
+        own = [a.stage for a in flat.get(rank, []) if a.kind]
         if own:  # PyTorch steps every stage's optimizer after its last backward, as lowering does
             first = min(own)
             steps.append(
@@ -111,9 +134,15 @@ def schedule_from_order(order: Order, name: str = "torch-csv") -> Schedule:
             "kind": name,
             "p2p": "batched",
             "format": "compute_comms",
+            "batching": batching,
             "grad_receive": "per-microbatch",
         },
     )
+
+
+def _peer_known(a: TorchAction, stage_to_rank: dict[int, int]) -> bool:
+    step = -1 if a.type.value in ("RECV_F", "SEND_B") else 1
+    return a.stage + step in stage_to_rank
 
 
 def order_from_schedule(schedule: Schedule, comms: bool = False) -> Order:
