@@ -29,6 +29,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         metavar="FILE",
         help="also write the views as one self-contained page (profiler traces of a pipeline job)",
     )
+    p.add_argument(
+        "--from",
+        dest="plan",
+        metavar="FILE.csv",
+        help="the planned schedule (PyTorch's CSV) to compare a pipeline job's measured order with",
+    )
     p.set_defaults(func=run)
 
 
@@ -37,11 +43,12 @@ def run(args: argparse.Namespace) -> int:
     module, function = found.reader.split(":")
     reader = getattr(importlib.import_module(module), function)
     extra = {}
-    if getattr(args, "html", None):
-        if "html" not in inspect.signature(reader).parameters:
-            raise InputError(
-                f"--html is not available for {found.kind} ({found.why}); drop it, or point "
-                "explorer read at a pipeline job's profiler traces"
-            )
-        extra["html"] = args.html
+    for option, name in (("--html", "html"), ("--from", "plan")):
+        if getattr(args, name, None):
+            if name not in inspect.signature(reader).parameters:
+                raise InputError(
+                    f"{option} is not available for {found.kind} ({found.why}); drop it, or point "
+                    "explorer read at a pipeline job's profiler traces"
+                )
+            extra[name] = getattr(args, name)
     return int(reader(Path(args.path), args.json, **extra))

@@ -5,7 +5,8 @@ The document (``--json``) has ``kind: "pipeline"`` and the keys of ``explorer ru
 measurement across ranks says, for the last iteration (the first pays for warm-up):
 ``ranks`` (how each rank's actions were placed), ``bubble`` per rank with both denominators,
 ``critical_path`` (steps and sentences), ``waits`` (each receive split into waiting and
-transfer), ``planned`` (the compute order the actions show, or the one given with ``--from``),
+transfer), ``planned`` (the compute order the actions show, or the one given with ``--from FILE.csv``
+and where the measured order leaves it),
 ``unplaced`` (what could not be placed, and why) and ``notes``. Exit 0 when every action was
 placed, 1 when something could not be, 2 on bad input. ``--html FILE`` writes the views.
 """
@@ -40,9 +41,52 @@ def planned_order(rows: list[dict]) -> dict[int, list[str]]:
     return out
 
 
-def document(job: ProfiledJob, path: Optional[Path] = None) -> dict:
+def order_differences(measured: dict[int, list[str]], planned: dict[int, list[str]]) -> list[str]:
+    """Per rank, where the measured compute order leaves the plan, said in one line each."""
+    out = []
+    for rank in sorted(set(measured) | set(planned)):
+        got, want = measured.get(rank, []), planned.get(rank, [])
+        if got == want:
+            continue
+        i = next((k for k, (a, b) in enumerate(zip(got, want)) if a != b), min(len(got), len(want)))
+        ran = got[i] if i < len(got) else "nothing more"
+        plan = want[i] if i < len(want) else "nothing more"
+        missing = sorted(set(want) - set(got))
+        extra = sorted(set(got) - set(want))
+        line = f"rank {rank}: action {i} ran {ran} where the plan has {plan}"
+        if missing:
+            line += f"; never ran {', '.join(missing[:8])}"
+        if extra:
+            line += f"; ran unplanned {', '.join(extra[:8])}"
+        out.append(line)
+    return out
+
+
+def plan_order(plan: str) -> dict[int, list[str]]:
+    """Each rank's compute actions of a PyTorch schedule CSV, in order."""
+    from explorer import inputs
+    from explorer.errors import InputError, excerpt
+    from explorer.schedules.torch_csv import read_torch_csv
+
+    try:
+        order = read_torch_csv(inputs.read_text(plan, "schedule CSV"))
+    except InputError as exc:
+        raise InputError(f"--from {excerpt(plan)}: {exc}") from None
+    return {
+        r: [str(p) for a in acts if a is not None for p in a.parts if p.type.is_compute]
+        for r, acts in order.items()
+    }
+
+
+def document(job: ProfiledJob, path: Optional[Path] = None, plan: Optional[str] = None) -> dict:
     """The ``--json`` document (see the module docstring)."""
     rows = job.iteration()
+    measured = planned_order(rows)
+    if plan:
+        planned = {"source": plan, "order": plan_order(plan)}
+        planned["differences"] = order_differences(measured, planned["order"])
+    else:
+        planned = {"source": "the measured actions", "order": measured, "differences": []}
     stages: dict[int, set] = {}
     for r in job.records:
         stages.setdefault(r["rank"], set()).add(r["stage"])
@@ -66,7 +110,7 @@ def document(job: ProfiledJob, path: Optional[Path] = None) -> dict:
         "bubble": bubble(rows),
         "critical_path": critical_path(rows),
         "waits": waits(rows),
-        "planned": {"source": "the measured actions", "order": planned_order(rows)},
+        "planned": planned,
         "unplaced": job.unplaced,
         "notes": job.notes,
     }
@@ -101,18 +145,21 @@ def text(doc: dict) -> str:
                 f"{w['blocked'] * 1e3:.3g} ms = {w['waiting'] * 1e3:.3g} waiting + "
                 f"{w['transfer'] * 1e3:.3g} transfer"
             )
+    lines += [f"differs from the plan: {d}" for d in doc["planned"]["differences"]]
     lines += [f"note: {n}" for n in doc["notes"]]
     lines += [f"not placed: {u}" for u in doc["unplaced"]]
     return "\n".join(lines)
 
 
-def read(path: Path, json_out: bool, html: Optional[str] = None) -> int:
-    """Read the job's traces at ``path``; print the report or JSON; exit 1 when something was not placed."""
+def read(path: Path, json_out: bool, html: Optional[str] = None, plan: Optional[str] = None) -> int:
+    """Read the job's traces at ``path``; print the report or JSON; exit 1 when something was not
+    placed or the measured order differs from the ``--from`` plan."""
     job = load(path)
-    doc = document(job, path)
+    doc = document(job, path, plan)
     print(json.dumps(doc) if json_out else text(doc), flush=True)
     if html:
         from explorer.commands.read_profile_views import write_html
+        from explorer.schedules.torch_csv import read_schedule_csv
 
-        write_html(job, html)
-    return 0 if doc["ok"] else 1
+        write_html(job, html, read_schedule_csv(plan) if plan else None)
+    return 0 if doc["ok"] and not doc["planned"]["differences"] else 1

@@ -246,3 +246,28 @@ def test_hostile_folders(jobs, tmp_path):
     assert (
         code == 2 and "is not an artifact the explorer reads" in out and "pipeline-profile" in out
     )
+
+
+@pytest.mark.slow
+def test_measured_order_against_a_planned_csv(jobs, tmp_path):
+    from explorer.runtime.pipelining_orders import pipeline_order
+    from explorer.schedules.torch_actions import to_action
+    from explorer.schedules.torch_csv import write_torch_csv
+
+    theirs = pipeline_order("ScheduleInterleaved1F1B", 2, M, 2)
+    order = {int(r): [to_action(a) for a in acts if a is not None] for r, acts in theirs.items()}
+    plan = tmp_path / "plan.csv"
+    plan.write_text(write_torch_csv(order))
+    code, out = _read(jobs["interleaved"], "--json", "--from", str(plan))
+    doc = json.loads(out)
+    assert (
+        code == 0 and doc["planned"]["source"] == str(plan) and doc["planned"]["differences"] == []
+    )
+    order[1] = order[1][1:] + order[1][:1]  # rank 1 plans its first forward last
+    plan.write_text(write_torch_csv(order))
+    code, out = _read(jobs["interleaved"], "--from", str(plan))
+    first = str(theirs[1][0])
+    assert (
+        code == 1
+        and f"differs from the plan: rank 1: action 0 ran {first} where the plan has" in out
+    )
