@@ -266,7 +266,7 @@ def test_measured_order_against_a_planned_csv(jobs, tmp_path):
     order[1] = order[1][1:] + order[1][:1]  # rank 1 plans its first forward last
     plan.write_text(write_torch_csv(order))
     code, out = _read(jobs["interleaved"], "--from", str(plan))
-    first = str(theirs[1][0])
+    first = str(order[1][-1])  # what rank 1 really ran first
     assert (
         code == 1
         and f"differs from the plan: rank 1: action 0 ran {first} where the plan has" in out
