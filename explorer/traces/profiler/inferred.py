@@ -23,6 +23,7 @@ sends places them; when none does, the blocks are counted and the report says so
 
 from __future__ import annotations
 
+import bisect
 from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Callable, Optional
@@ -99,17 +100,22 @@ def blocks(trace: RankTrace) -> list[Block]:
     for i, b in zip(keep, out):
         if b.forward:
             b.seqs = owned[i]
+    ends = [b.end for b in out]  # blocks do not overlap, so their ends rise
     for e in sends:  # a send goes out after the block whose output it carries
-        before = [b for b in out if b.end <= e.start]
-        if before and before[-1].send is None:
-            before[-1].send = e
-    recvs = [e for e in trace.events if e.is_async and e.name.endswith(":recv")]
+        i = bisect.bisect_right(ends, e.start) - 1
+        if i >= 0 and out[i].send is None:
+            out[i].send = e
+    recvs = sorted(
+        (e for e in trace.events if e.is_async and e.name.endswith(":recv")), key=lambda e: e.end
+    )
+    recv_ends = [e.end for e in recvs]
     owner = {s: i for i, b in enumerate(out) if b.forward for s in b.seqs}
     groups = _groups(bounds, [b.first_op for b in out])
     for b in out:
         b.iteration = sum(1 for t in groups if t < b.first_op)
-        arrived = [r for r in recvs if b.free - 1e-9 <= r.end <= b.first_op + 1e-6]
-        b.recv = max(arrived, key=lambda r: r.end) if arrived else None
+        lo = bisect.bisect_left(recv_ends, b.free - 1e-9)
+        hi = bisect.bisect_right(recv_ends, b.first_op + 1e-6)
+        b.recv = recvs[hi - 1] if hi > lo else None  # the last data to arrive before it
         if not b.forward:
             hits = sorted(owner[s] for s in b.seqs if s in owner)
             b.link = hits[0] if hits else None

@@ -108,7 +108,7 @@ def read_job(path: Path, orders: Optional[Orders] = None) -> ProfiledJob:
     for rank, t in sorted(traces.items()):
         if has_pp_labels(t):
             methods[rank] = "PP:<action> labels (_PipelineScheduleRuntime)"
-            records += place_pp(t, unplaced)
+            records += place_pp(t, unplaced, notes)
         elif has_single_labels(t):
             methods[rank] = "Forward i / Backward i labels (single-stage schedule)"
             records += place_single(t, notes)

@@ -66,7 +66,7 @@ def _arrival(trace: RankTrace, span: Event) -> Optional[float]:
     return None
 
 
-def place_pp(trace: RankTrace, unplaced: list[str]) -> list[dict]:
+def place_pp(trace: RankTrace, unplaced: list[str], notes: list[str]) -> list[dict]:
     """Every ``PP:`` action of one rank; what has no single instruction goes to ``unplaced``."""
     seen: Counter = Counter()
     out: list[dict] = []
@@ -95,6 +95,11 @@ def place_pp(trace: RankTrace, unplaced: list[str]) -> list[dict]:
         if action.kind in (Kind.RECV_ACTIVATION, Kind.RECV_GRAD):
             rec["arrived"] = _arrival(trace, e)
         out.append(rec)
+    if skipped:
+        said = ", ".join(f"{n} {t}" for t, n in sorted(skipped.items()))
+        notes.append(
+            f"rank {trace.rank}: {said} (FSDP's parameter gathering) have no schedule instruction"
+        )
     _feed_computes(out)
     return out
 
