@@ -43,6 +43,7 @@ def test_missing_and_doubled_gradients_are_named() -> None:
     assert wrong == {(0, 3): 2, (2, 1): 0}
 
 
+@pytest.mark.slow
 def test_check_json_carries_memory_and_gradients(tmp_path) -> None:
     path = tmp_path / "broken.csv"
     path.write_text(write_torch_csv(_broken_order()))

@@ -62,6 +62,7 @@ def test_pytorch_172668_reordering_and_its_cycle() -> None:
     assert check(schedule, model="batched").ok  # sends that never wait: the same order runs
 
 
+@pytest.mark.slow
 def test_check_from_csv_cli(tmp_path) -> None:
     path = tmp_path / "edited.csv"
     path.write_text(write_torch_csv(_consumer_placed_interleaved()))

@@ -121,6 +121,7 @@ def test_lazy_communicators():
     )
 
 
+@pytest.mark.slow
 def test_check_options_on_the_cli(tmp_path):
     order = order_from_schedule(build("interleaved-1f1b", 3, 6, chunks=2), comms=True)
     early = next(a for a in order[0] if str(a) == "3RECV_F0")
