@@ -271,3 +271,26 @@ def test_measured_order_against_a_planned_csv(jobs, tmp_path):
         code == 1
         and f"differs from the plan: rank 1: action 0 ran {first} where the plan has" in out
     )
+
+
+_NOT_A_PIPELINE = """
+import os, sys, torch, torch.distributed as dist
+os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=sys.argv[2], RANK="0", WORLD_SIZE="1")
+dist.init_process_group("gloo")
+model = torch.nn.Linear(8, 8)
+with torch.profiler.profile() as prof:
+    model(torch.randn(4, 8)).sum().backward()
+prof.export_chrome_trace(os.path.join(sys.argv[1], "rank0.json"))
+dist.destroy_process_group()
+"""
+
+
+@pytest.mark.slow
+def test_a_profiled_job_without_a_pipeline_is_refused(tmp_path):
+    from explorer.runtime.pipeline.launch import free_port
+
+    cmd = [sys.executable, "-c", _NOT_A_PIPELINE, str(tmp_path), str(free_port())]
+    subprocess.run(cmd, check=True, capture_output=True, timeout=120, env=_env())
+    code, out = _read(tmp_path)
+    assert code == 2 and "not a torch.distributed.pipelining job's traces" in out
+    assert "Traceback" not in out

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Optional
 
 from explorer.errors import InputError, excerpt
-from explorer.traces.profiler.events import RankTrace, read_rank_trace
+from explorer.traces.profiler.events import RECV_OPS, SEND_OPS, RankTrace, read_rank_trace
 from explorer.traces.profiler.inferred import Orders, place_inferred
 from explorer.traces.profiler.labelled import (
     has_pp_labels,
@@ -100,6 +100,12 @@ def read_job(path: Path, orders: Optional[Orders] = None) -> ProfiledJob:
                 "keep one trace per rank (one job, one iteration window) in the folder"
             )
         traces[t.rank] = t
+    if not any(_pipelined(t) for t in traces.values()):
+        raise InputError(
+            f"{excerpt(str(path))}: the profiler traces hold no pipeline action label (PP:..., "
+            "Forward i) and no point-to-point send or receive: not a torch.distributed.pipelining "
+            "job's traces"
+        )
     unplaced: list[str] = []
     notes: list[str] = []
     methods: dict[int, str] = {}
@@ -133,6 +139,14 @@ def read_job(path: Path, orders: Optional[Orders] = None) -> ProfiledJob:
                 r["arrived"] -= t0
     records.sort(key=lambda r: (r["iteration"], r["start"], r["rank"]))
     return ProfiledJob(str(path), sorted(traces), methods, records, unplaced, notes, world)
+
+
+def _pipelined(trace: RankTrace) -> bool:
+    return (
+        has_pp_labels(trace)
+        or has_single_labels(trace)
+        or any(e.name in SEND_OPS or e.name in RECV_OPS for e in trace.events)
+    )
 
 
 def looks_like_job(path: Path) -> Optional[str]:
