@@ -8,7 +8,9 @@ measurement across ranks says, for the last iteration (the first pays for warm-u
 transfer), ``planned`` (the compute order the actions show, or the one given with ``--from FILE.csv``
 and where the measured order leaves it),
 ``unplaced`` (what could not be placed, and why) and ``notes``. Exit 0 when every action was
-placed, 1 when something could not be, 2 on bad input. ``--html FILE`` writes the views.
+placed (and the order matches ``--from``), 1 otherwise, 2 on bad input. ``--html FILE`` writes
+the views. Times in ``instructions`` are seconds from the job's first placed action; those in
+``critical_path``, ``waits`` and ``bubble`` from the analysed iteration's first action.
 """
 
 from __future__ import annotations
