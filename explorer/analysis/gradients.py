@@ -42,25 +42,21 @@ class GradientCount:
 
 def gradient_counts(schedule: Schedule) -> list[GradientCount]:
     """Every (stage, micro-batch) whose weight gradient does not reach the optimizer step exactly once."""
-    kind = schedule.kind.astype(np.int64)
-    rank, step = schedule.rank.astype(np.int64), schedule.step.astype(np.int64)
-    position = step * (len(kind) + 1) + np.arange(len(kind))  # stream order within a rank
-    opt_at = {
-        int(r): int(p)
-        for r, p in zip(rank[kind == Kind.OPTIMIZER_STEP], position[kind == Kind.OPTIMIZER_STEP])
-    }
-    grads = np.nonzero(np.isin(kind, [int(Kind.BACKWARD), int(Kind.BACKWARD_WEIGHT)]))[0]
+    kind = schedule.kind
+    # Rows are in stream order within each rank, so a row index is a position in the stream.
+    opt_rows = np.nonzero(kind == Kind.OPTIMIZER_STEP)[0]
+    limit = np.full(schedule.num_ranks, np.iinfo(np.int64).max, dtype=np.int64)
+    limit[schedule.rank[opt_rows[::-1]].astype(np.int64)] = opt_rows[::-1]  # each rank's first
+    grads = np.nonzero((kind == Kind.BACKWARD) | (kind == Kind.BACKWARD_WEIGHT))[0]
     s_, m_ = schedule.stage[grads].astype(np.int64), schedule.microbatch[grads].astype(np.int64)
     inside = (s_ >= 0) & (s_ < schedule.num_stages) & (m_ >= 0) & (m_ < schedule.num_microbatches)
     grads, s_, m_ = grads[inside], s_[inside], m_[inside]
-    limit = np.full(schedule.num_ranks, np.iinfo(np.int64).max, dtype=np.int64)
-    for r, p in opt_at.items():
-        limit[r] = p
-    is_late = position[grads] > limit[rank[grads]]
-    counted = np.zeros((schedule.num_stages, schedule.num_microbatches), dtype=np.int64)
-    late = np.zeros_like(counted)
-    np.add.at(counted, (s_[~is_late], m_[~is_late]), 1)
-    np.add.at(late, (s_[is_late], m_[is_late]), 1)
+    is_late = grads > limit[schedule.rank[grads].astype(np.int64)]
+    size = schedule.num_stages * schedule.num_microbatches
+    cell = s_ * schedule.num_microbatches + m_
+    shape = (schedule.num_stages, schedule.num_microbatches)
+    counted = np.bincount(cell[~is_late], minlength=size).reshape(shape)
+    late = np.bincount(cell[is_late], minlength=size).reshape(shape)
     bad = np.argwhere(counted != 1)
     return [GradientCount(int(s), int(m), int(counted[s, m]), int(late[s, m])) for s, m in bad]
 

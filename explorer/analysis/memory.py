@@ -54,7 +54,7 @@ class RankMemory:
 
 
 #: Points per rank kept in the series, evenly spaced (the peak is always exact).
-MAX_POINTS = 256
+MAX_POINTS = 128
 
 
 def memory_over_time(schedule: Schedule, timeline: Timeline) -> list[RankMemory]:
