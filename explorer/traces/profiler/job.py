@@ -119,7 +119,7 @@ def read_job(path: Path, orders: Optional[Orders] = None) -> ProfiledJob:
             methods[rank] = "Forward i / Backward i labels (single-stage schedule)"
             records += place_single(t, notes)
         else:
-            methods[rank] = "inferred from operators and exchanges (no labels)"
+            methods[rank] = "operators, autograd sequence numbers and sends (no labels)"
             plain.append(t)
     if plain:
         records += place_inferred(plain, orders, unplaced, notes)
