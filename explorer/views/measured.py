@@ -108,7 +108,7 @@ def critical_path_figure(rows: Sequence[dict], path: dict, waits: Sequence[dict]
             title="rank",
         ),
         height=max(260, 90 * len(ranks) + 120),
-        legend=dict(orientation="h", y=-0.25),
+        legend=dict(orientation="h", y=-0.4),
     )
     return fig
 

@@ -63,7 +63,7 @@ def memory_figure(memory: Sequence[RankMemory], unit: str = "ticks") -> go.Figur
                 y=[m.peak],
                 mode="markers+text",
                 text=[f"peak {m.peak} after {m.peak_instruction}"],
-                textposition="top right",
+                textposition="middle right",
                 marker=dict(color=HAZARD, size=9),
                 legendgroup="peak",
                 showlegend=first,
