@@ -32,7 +32,7 @@ def register(subparsers: Any) -> None:
     what.add_argument(
         "--step",
         metavar="MODULE:FUNCTION",
-        type=validate.user_ref("--step", "my_train:step"),
+        type=validate.user_ref("--step", "my_train:step or train.py:step", files=True),
         help="your own step(iteration) function (run in a child process, see --timeout)",
     )
     p.add_argument(

@@ -19,6 +19,7 @@ from typing import Callable, Optional
 
 from explorer.errors import InputError, excerpt
 from explorer.inputs import check_input_file, check_output_dir, check_output_file
+from explorer.loading import split_ref
 
 _INTEGER = re.compile(r"\s*[+-]?\d+\s*")
 
@@ -163,25 +164,19 @@ def output_dir(option: str) -> Callable[[str], str]:
     return parse
 
 
-def user_ref(option: str, example: str, what: str = "MODULE:FUNCTION") -> Callable[[str], str]:
-    """An argparse type: ``MODULE:NAME`` (or ``path/file.py:NAME``) with both parts present and sane."""
+def user_ref(
+    option: str, example: str, what: str = "MODULE:FUNCTION", *, files: bool = False
+) -> Callable[[str], str]:
+    """An argparse type: ``MODULE:NAME`` (or, with ``files``, ``path/file.py:NAME``) with sane parts.
+
+    Only the shape is checked (:func:`explorer.loading.split_ref`); nothing is imported here.
+    """
 
     def parse(text: str) -> str:
-        module, sep, attr = text.rpartition(":")
-        if not sep or not module.strip() or not attr.strip():
-            raise argparse.ArgumentTypeError(
-                f"{option} {excerpt(text)}: expected {what}, e.g. {example}"
-            )
-        if not attr.isidentifier():
-            raise argparse.ArgumentTypeError(
-                f"{option} {excerpt(text)}: {excerpt(attr)} is not a Python name; "
-                f"expected {what}, e.g. {example}"
-            )
-        if not module.endswith(".py") and not all(p.isidentifier() for p in module.split(".")):
-            raise argparse.ArgumentTypeError(
-                f"{option} {excerpt(text)}: {excerpt(module)} is not a module name; "
-                f"expected {what}, e.g. {example}"
-            )
+        try:
+            split_ref(text, option, example, what, files=files)
+        except InputError as exc:
+            raise argparse.ArgumentTypeError(str(exc)) from None
         return text
 
     parse.__name__ = what

@@ -37,7 +37,7 @@ def register(subparsers: Any) -> None:
     what.add_argument(
         "--step",
         metavar="MODULE:FUNCTION",
-        type=validate.user_ref("--step", "my_train:step"),
+        type=validate.user_ref("--step", "my_train:step or train.py:step", files=True),
         help="your own step(step_index) on the XLA device",
     )
     p.add_argument(

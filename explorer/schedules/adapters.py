@@ -20,7 +20,8 @@ from typing import Any, Mapping, Optional, Sequence
 
 import numpy as np
 
-from explorer.errors import InputError, excerpt, import_user_module, one_line
+from explorer.errors import InputError, excerpt, one_line
+from explorer.loading import load_ref
 from explorer.schedules.instructions import (
     BUFFER_KINDS,
     COMPUTE_KINDS,
@@ -49,16 +50,7 @@ def instruction_limit(stages: int, microbatches: int) -> int:
 
 def load_class(spec: str) -> type:
     """Import ``MODULE:CLASS`` (the module must be on ``PYTHONPATH``)."""
-    module_name, sep, attr = spec.rpartition(":")
-    if not sep or not module_name or not attr:
-        raise InputError(
-            f"--from expects MODULE:CLASS, e.g. my_schedules:FixBufferTrainSchedule; got {excerpt(spec)}"
-        )
-    module = import_user_module(module_name, f"--from {excerpt(spec)}")
-    try:
-        return getattr(module, attr)
-    except AttributeError:
-        raise InputError(f"module {module_name!r} has no attribute {excerpt(attr)}") from None
+    return load_ref(spec, "--from", "my_schedules:FixBufferTrainSchedule", "MODULE:CLASS")
 
 
 def _user_call(schedule_class: Any, stage: int, what: str, fn: Any, *args: Any) -> Any:

@@ -9,8 +9,9 @@ import threading
 import pytest
 
 from explorer.analysis import Costs, check
-from explorer.errors import InputError, excerpt, import_user_module, one_line
+from explorer.errors import InputError, excerpt, one_line
 from explorer.inputs import loads_json, read_text, write_text
+from explorer.loading import import_user_module
 from explorer.schedules import io
 from explorer.schedules.adapters import from_deepspeed
 

@@ -11,13 +11,13 @@ backend name has to be resolved.
 
 from __future__ import annotations
 
-import importlib
 import os
 import shutil
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Optional, Union
 
 from explorer.errors import InputError
+from explorer.loading import load_ref
 
 #: Keys of the compile section.
 SECTION_KEYS = ("enabled", "backend", "kwargs")
@@ -146,19 +146,6 @@ def resolve_backend(backend: Backend) -> Callable[..., Any]:
                 "or give the dotted path of a backend function, like 'my_pkg.my_backend'"
             )
         return torch._dynamo.lookup_backend(name)
-    module_name, _, attr = name.rpartition(".")
-    try:
-        module = importlib.import_module(module_name)
-    except ImportError as exc:
-        raise InputError(
-            f"backend {name!r}: cannot import module {module_name!r} ({exc}); put it on PYTHONPATH "
-            "or use a registered backend name such as inductor or aot_eager"
-        ) from exc
-    fn = getattr(module, attr, None)
-    if fn is None:
-        raise InputError(f"backend {name!r}: module {module_name!r} has no attribute {attr!r}")
-    if not callable(fn):
-        raise InputError(
-            f"backend {name!r} is a {type(fn).__name__}, not a callable (gm, example_inputs) -> callable"
-        )
-    return fn
+    return load_ref(
+        name, "backend", "my_pkg.my_backend", "a dotted path", dotted=True, expect="callable"
+    )

@@ -18,7 +18,8 @@ from typing import Any, Callable, Sequence
 import torch
 from torch import nn
 
-from explorer.errors import InputError, import_user_module
+from explorer.errors import InputError
+from explorer.loading import load_ref
 from explorer.runtime.pipeline.spec import ModelSpec
 
 DataFn = Callable[[int], tuple[torch.Tensor, torch.Tensor]]
@@ -107,14 +108,7 @@ def resolve(name: str) -> Callable[..., Any]:
     """The model function named ``mlp``, ``transformer`` or ``MODULE:FUNCTION``."""
     if name in BUILTINS:
         return BUILTINS[name]
-    module_name, _, attr = name.partition(":")
-    module = import_user_module(
-        module_name, f"--model {name}"
-    )  # any failure at import: one InputError
-    fn = getattr(module, attr, None)
-    if not callable(fn):
-        raise InputError(f"--model {name}: module {module_name!r} has no function {attr!r}")
-    return fn
+    return load_ref(name, "--model", "my_models:build", expect="callable")
 
 
 def build_model(spec: ModelSpec, num_stages: int, microbatch_size: int, seed: int) -> PipelineModel:

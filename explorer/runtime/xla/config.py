@@ -14,10 +14,13 @@ from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Any, Mapping, Optional
 
 from explorer.errors import InputError
+from explorer.loading import split_ref
 from explorer.runtime.xla.presets import PRESETS
 
 FSDP_KINDS = ("v1", "v2")
 MODELS = ("encoder",)
+#: The ``--step`` example every message quotes.
+STEP_EXAMPLE = "my_train:step or train.py:step"
 
 
 @dataclass(frozen=True)
@@ -86,13 +89,7 @@ class RunConfig:
                 bucket_mb=preset.bucket_mb if cfg.bucket_mb is None else cfg.bucket_mb,
             )
         else:
-            module, sep, func = cfg.step.rpartition(":")
-            if not sep or not module or not func:
-                raise InputError(
-                    f"--step {cfg.step!r}: expected MODULE:FUNCTION, e.g. my_train:step or train.py:step"
-                )
-            if module.endswith(".py") and not os.path.isfile(module):
-                raise InputError(f"--step {cfg.step!r}: file {module!r} does not exist")
+            split_ref(cfg.step, "--step", STEP_EXAMPLE, files=True)  # shape only, no import
             cfg = replace(cfg, scenario=None, steps=cfg.steps or 6)
         cfg = replace(cfg, bucket_mb=0.0 if cfg.bucket_mb is None else float(cfg.bucket_mb))
         cfg._check()
