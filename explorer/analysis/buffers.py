@@ -269,7 +269,7 @@ def _hazard(schedule, row, slot, expected, *, src, src_row, src_val, src_slot) -
             expected_microbatch=expected,
             found_microbatch=None,
             overwritten_by=None,
-            cause=f"stage {at.stage} step {at.step}: {at.name} reads {where} for micro-batch {expected}, but nothing was written there before",
+            cause=f"stage {at.stage} step {at.step}: {at.deepspeed_repr} reads {where} for micro-batch {expected}, but nothing was written there before",
         )
     writer = ref(schedule, int(src_row[src]))
     val = int(src_val[src])
@@ -284,14 +284,14 @@ def _hazard(schedule, row, slot, expected, *, src, src_row, src_val, src_slot) -
         else:
             what = f"holds micro-batch {holder}'s input without a gradient"
         cause = (
-            f"stage {at.stage} step {at.step}: {at.name} must send micro-batch {expected}'s input gradient, "
-            f"but {where} {what}: {writer.name} at step {writer.step} replaced the tensor that carried it"
+            f"stage {at.stage} step {at.step}: {at.deepspeed_repr} must send micro-batch {expected}'s input gradient, "
+            f"but {where} {what}: {writer.deepspeed_repr} at step {writer.step} replaced the tensor that carried it"
         )
     else:
         found = val
         cause = (
-            f"stage {at.stage} step {at.step}: {at.name} expects micro-batch {expected} in {where}, "
-            f"but it holds micro-batch {val}, written by {writer.name} at step {writer.step}"
+            f"stage {at.stage} step {at.step}: {at.deepspeed_repr} expects micro-batch {expected} in {where}, "
+            f"but it holds micro-batch {val}, written by {writer.deepspeed_repr} at step {writer.step}"
         )
     return Hazard(
         at=at,

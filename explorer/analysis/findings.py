@@ -14,22 +14,27 @@ from typing import Optional
 
 @dataclass(frozen=True)
 class Ref:
-    """One instruction in a schedule: where it is and what it is."""
+    """One instruction in a schedule: where it is and what it is, in both spellings.
+
+    ``text`` is the compact form the schedule files use (``"2SG0b0"``); ``deepspeed_repr`` is
+    how DeepSpeed prints the instruction (``"SendGrad(buffer_id=0)"``), which is what messages
+    and the JSON's ``instruction`` key show because that is what a DeepSpeed user recognises.
+    """
 
     index: int  # row in the schedule's columns
     rank: int
     stage: int
     step: int
-    instruction: str  # compact text, e.g. "2SG0b0"
-    name: str  # DeepSpeed-style, e.g. "SendGrad(buffer_id=0)"
+    text: str
+    deepspeed_repr: str
 
     def to_dict(self) -> dict:
         return {
             "rank": self.rank,
             "stage": self.stage,
             "step": self.step,
-            "instruction": self.name,
-            "text": self.instruction,
+            "instruction": self.deepspeed_repr,
+            "text": self.text,
         }
 
 
@@ -67,7 +72,7 @@ class Hazard(_PinnedAt):
             "stage": self.at.stage,
             "rank": self.at.rank,
             "step": self.at.step,
-            "instruction": self.at.name,
+            "instruction": self.at.deepspeed_repr,
             "buffer": self.buffer,
             "slot": self.slot,
             "expected_microbatch": self.expected_microbatch,
@@ -76,7 +81,7 @@ class Hazard(_PinnedAt):
             if self.overwritten_by is None
             else {
                 "step": self.overwritten_by.step,
-                "instruction": self.overwritten_by.name,
+                "instruction": self.overwritten_by.deepspeed_repr,
                 "stage": self.overwritten_by.stage,
             },
             "cause": self.cause,
@@ -117,8 +122,8 @@ class Mismatch:
 
     def describe(self) -> str:
         return (
-            f"stage {self.recv.stage} step {self.recv.step}: {self.recv.name} expects micro-batch "
-            f"{self.expected_microbatch} but the matching {self.send.name} on stage {self.send.stage} "
+            f"stage {self.recv.stage} step {self.recv.step}: {self.recv.deepspeed_repr} expects micro-batch "
+            f"{self.expected_microbatch} but the matching {self.send.deepspeed_repr} on stage {self.send.stage} "
             f"(step {self.send.step}) sends micro-batch {self.sent_microbatch}"
         )
 
@@ -145,7 +150,7 @@ class Waiting:
             if self.waits_for_rank is None
             else f"stage {self.waits_for_stage} (rank {self.waits_for_rank})"
         )
-        return f"stage {self.at.stage} (rank {self.at.rank}) is stuck at step {self.at.step} in {self.at.name}, waiting for {who}"
+        return f"stage {self.at.stage} (rank {self.at.rank}) is stuck at step {self.at.step} in {self.at.deepspeed_repr}, waiting for {who}"
 
     def to_dict(self) -> dict:
         return {
@@ -174,7 +179,7 @@ class Deadlock:
     def describe(self) -> str:
         if self.cycle:
             loop = " -> ".join(
-                f"stage {w.at.stage} step {w.at.step} {w.at.name}" for w in self.cycle
+                f"stage {w.at.stage} step {w.at.step} {w.at.deepspeed_repr}" for w in self.cycle
             )
             return (
                 f"deadlock under {self.model} P2P: {loop} -> back to stage {self.cycle[0].at.stage}"

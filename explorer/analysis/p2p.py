@@ -55,10 +55,10 @@ def match(schedule: Schedule) -> Matching:
         peer = s + 1 if k in (Kind.SEND_ACTIVATION, Kind.RECV_GRAD) else s - 1
         r = ref(schedule, row)
         if peer < 0 or peer > last:
-            why = f"stage {s} step {r.step}: {r.name} has no stage {peer} to talk to (stages are 0..{last})"
+            why = f"stage {s} step {r.step}: {r.deepspeed_repr} has no stage {peer} to talk to (stages are 0..{last})"
         else:
             verb = "receive" if k.is_send else "send"
-            why = f"stage {s} step {r.step}: {r.name} has no matching {verb} on stage {peer}"
+            why = f"stage {s} step {r.step}: {r.deepspeed_repr} has no matching {verb} on stage {peer}"
         unmatched.append(Unmatched(at=r, peer_stage=peer, reason=why))
 
     mb = schedule.microbatch

@@ -13,6 +13,6 @@ def ref(schedule: Schedule, index: int) -> Ref:
         rank=int(schedule.rank[index]),
         stage=ins.stage,
         step=int(schedule.step[index]),
-        instruction=str(ins),
-        name=ins.deepspeed_repr(),
+        text=str(ins),
+        deepspeed_repr=ins.deepspeed_repr(),
     )

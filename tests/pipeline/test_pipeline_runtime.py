@@ -47,7 +47,7 @@ def test_seed_schedule_fails_at_the_predicted_stage_and_step(seed_bug_run):
     assert (failure["stage"], failure["step"], failure["instruction"]) == (
         predicted.stage,
         predicted.step,
-        predicted.at.name,
+        predicted.at.deepspeed_repr,
     )
     assert failure["rank"] == schedule.stage_to_rank[predicted.stage]
     assert "inputs[0].grad is None" in failure["message"]
@@ -83,7 +83,7 @@ def test_silent_wrong_read_is_a_finding_at_the_predicted_step(tmp_path):
     assert (result.failure["stage"], result.failure["step"], result.failure["instruction"]) == (
         predicted.stage,
         predicted.step,
-        predicted.at.name,
+        predicted.at.deepspeed_repr,
     )
     assert "silently" in result.failure["message"]
 

@@ -31,8 +31,8 @@ def test_crossed_pairs_deadlock_under_blocking_but_not_batched_p2p():
     # stage 2 (fixed order) first sends the gradient back. Each waits for the other.
     by_stage = {w.at.stage: w for w in dl.cycle}
     assert by_stage[1].at.step == by_stage[2].at.step == 6
-    assert by_stage[1].at.name == "SendActivation(buffer_id=2)"
-    assert by_stage[2].at.name == "SendGrad(buffer_id=0)"
+    assert by_stage[1].at.deepspeed_repr == "SendActivation(buffer_id=2)"
+    assert by_stage[2].at.deepspeed_repr == "SendGrad(buffer_id=0)"
     # The neighbours stop one step later, waiting on the stages inside the cycle.
     stuck = {w.at.stage: (w.at.step, w.waits_for_stage) for w in dl.stuck}
     assert stuck[0] == (7, 1) and stuck[3] == (7, 2)
@@ -48,7 +48,7 @@ def test_missing_send_is_unmatched_and_stalls_the_receiver():
         for step in streams[0]
     ]
     report = check(from_streams(streams, num_microbatches=4))
-    assert [(u.stage, u.at.name) for u in report.findings.unmatched] == [
+    assert [(u.stage, u.at.deepspeed_repr) for u in report.findings.unmatched] == [
         (1, "RecvActivation(buffer_id=3)")
     ]  # FIFO: the last receive is left over
     # FIFO: the next send now meets the receive that expected micro-batch 2.

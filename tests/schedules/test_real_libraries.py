@@ -83,7 +83,7 @@ def test_deepspeed_081_without_plus_one_has_the_seed_hazard(deepspeed_081_schedu
     report = check(from_deepspeed(without_plus_one(deepspeed_081_schedule.TrainSchedule), 4, 8))
     assert not report.ok
     first = min((h for h in report.findings.hazards if h.stage == 2), key=lambda h: h.step)
-    assert (first.step, first.at.name, first.overwritten_by.name) == (
+    assert (first.step, first.at.deepspeed_repr, first.overwritten_by.deepspeed_repr) == (
         6,
         "SendGrad(buffer_id=0)",
         "RecvActivation(buffer_id=0)",

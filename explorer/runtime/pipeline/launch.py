@@ -57,14 +57,19 @@ def preflight(schedule: Schedule) -> Optional[RunResult]:
                 "rank": waiting.rank,
                 "stage": waiting.stage,
                 "step": waiting.step,
-                "instruction": waiting.name,
+                "instruction": waiting.deepspeed_repr,
             },
         )
     if findings.unmatched:
         u = findings.unmatched[0]
         return refused(
             f"the analysis finds an exchange without a partner: {u.describe()}",
-            {"rank": u.at.rank, "stage": u.at.stage, "step": u.at.step, "instruction": u.at.name},
+            {
+                "rank": u.at.rank,
+                "stage": u.at.stage,
+                "step": u.at.step,
+                "instruction": u.at.deepspeed_repr,
+            },
         )
     return None
 
