@@ -22,7 +22,13 @@ from explorer.schedules.schedule import Schedule
 
 
 @dataclass(frozen=True)
-class RunResult:
+class SimulatedRun:
+    """What the simulator saw: when each instruction started and ended, and where ranks stuck.
+
+    Named apart from :class:`explorer.traces.pipeline.result.RunResult`, which records a real
+    run of processes; this one never left the analysis.
+    """
+
     start: np.ndarray  # per row; nan where never reached
     end: np.ndarray
     heads: dict[int, int]  # rank -> first row it is stuck at (empty when everything ran)
@@ -30,7 +36,7 @@ class RunResult:
 
 def run(
     schedule: Schedule, partner: np.ndarray, cost: np.ndarray, p2p_latency: float, model: str
-) -> RunResult:
+) -> SimulatedRun:
     """Execute all streams under ``model`` with per-row costs; report where ranks get stuck."""
     order = execution_order(schedule, model)
     rank_of = schedule.rank[order]
@@ -88,4 +94,4 @@ def run(
                 pos[r] += 1
                 active = True
     heads = {r: head(r) for r in range(schedule.num_ranks) if head(r) >= 0}
-    return RunResult(start=start, end=end, heads=heads)
+    return SimulatedRun(start=start, end=end, heads=heads)
