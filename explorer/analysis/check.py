@@ -13,9 +13,9 @@ from typing import Optional, Sequence, Union
 
 from explorer.analysis.buffers import buffer_hazards, needed_buffers, with_minimal_buffers
 from explorer.analysis.deadlock import find_deadlock
-from explorer.analysis.execution import MODELS, check_model
 from explorer.analysis.findings import BufferUse, Findings
 from explorer.analysis.p2p import Matching, match
+from explorer.analysis.p2p_models import MODELS, check_model
 from explorer.analysis.timeline import Costs, Timeline, simulate
 from explorer.schedules.generators import generate
 from explorer.schedules.schedule import Schedule

@@ -18,14 +18,14 @@ from typing import Optional
 
 import numpy as np
 
-from explorer.analysis.execution import (
+from explorer.analysis.findings import Deadlock
+from explorer.analysis.p2p import Matching
+from explorer.analysis.p2p_models import (
     check_model,
     deadlock_from_heads,
     dependency_steps_ok,
     execution_order,
 )
-from explorer.analysis.findings import Deadlock
-from explorer.analysis.p2p import Matching
 from explorer.analysis.reference import run
 from explorer.schedules.instructions import Kind
 from explorer.schedules.schedule import Schedule

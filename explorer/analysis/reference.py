@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from explorer.analysis.execution import execution_order
+from explorer.analysis.p2p_models import execution_order
 from explorer.schedules.instructions import Kind
 from explorer.schedules.schedule import Schedule
 

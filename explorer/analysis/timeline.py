@@ -21,9 +21,9 @@ from typing import ClassVar
 
 import numpy as np
 
-from explorer.analysis.execution import check_model, dependency_steps_ok, execution_order
 from explorer.analysis.findings import Bubble
 from explorer.analysis.p2p import Matching
+from explorer.analysis.p2p_models import check_model, dependency_steps_ok, execution_order
 from explorer.analysis.peaks import peak_per_group
 from explorer.analysis.reference import run
 from explorer.errors import InputError
