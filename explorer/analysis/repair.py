@@ -20,7 +20,7 @@ from typing import Callable, Optional, Sequence
 from explorer.analysis.check import check
 from explorer.analysis.rules import RULES, Rule, apply_rules
 from explorer.analysis.sizes import MakeSchedule, SizeSweep, check_sizes
-from explorer.report.listing import rank_listing
+from explorer.printout.listing import rank_listing
 from explorer.schedules.schedule import Schedule
 
 

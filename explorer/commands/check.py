@@ -19,7 +19,7 @@ from explorer.commands.schedule_options import (
     report_from_args,
 )
 from explorer.commands.sweeping import add_sweep_options, sweep_from_args
-from explorer.report.listing import summary
+from explorer.printout.listing import summary
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:

@@ -12,8 +12,8 @@ from explorer.commands.schedule_options import (
     report_from_args,
     selected_ranks,
 )
-from explorer.report.html import schedule_page
-from explorer.report.listing import listing
+from explorer.printout.html import schedule_page
+from explorer.printout.listing import listing
 from explorer.schedules import io
 
 

@@ -8,7 +8,7 @@ this one table, so a hazard is never outlined in one figure and missing from ano
 from __future__ import annotations
 
 from explorer.analysis.check import Report
-from explorer.report.listing import findings_by_cell as _by_cell
+from explorer.printout.listing import findings_by_cell as _by_cell
 
 
 def findings_by_cell(report: Report) -> dict[tuple[int, int], list[str]]:

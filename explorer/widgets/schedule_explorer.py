@@ -30,7 +30,7 @@ import plotly.graph_objects as go
 from explorer.analysis import Costs, Report, check
 from explorer.analysis.rules import Rule, changed_cells
 from explorer.errors import InputError
-from explorer.report.listing import summary
+from explorer.printout.listing import summary
 from explorer.schedules import Schedule
 from explorer.traces.records import MeasuredTrace
 from explorer.views.grid import grid_figure

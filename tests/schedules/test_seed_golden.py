@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 
 from explorer.analysis import build, check
-from explorer.report.listing import MARK, rank_listing
+from explorer.printout.listing import MARK, rank_listing
 
 GOLDEN = Path(__file__).parent.parent / "golden"
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import html
 
 from explorer.analysis.check import Report
-from explorer.report.listing import findings_by_cell, summary
+from explorer.printout.listing import findings_by_cell, summary
 
 _CSS = """
 body{font-family:system-ui,sans-serif;margin:1.2em;color:#222}
