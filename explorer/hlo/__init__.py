@@ -10,7 +10,7 @@ from explorer.hlo.diff import diff_modules
 from explorer.hlo.errors import HloParseError
 from explorer.hlo.fingerprint import module_fingerprint
 from explorer.hlo.listing import ModuleInfo, list_modules, near_duplicate_groups, select_module
-from explorer.hlo.model import Computation, Instruction, Metadata, Module
+from explorer.hlo.model import Computation, HloInstruction, Metadata, Module
 from explorer.hlo.reader import parse_module, parse_modules, read_modules, read_text
 from explorer.hlo.records import (
     ChangedInstruction,
@@ -26,7 +26,7 @@ __all__ = [
     "Computation",
     "HloDiff",
     "HloParseError",
-    "Instruction",
+    "HloInstruction",
     "InstructionGroup",
     "Metadata",
     "Module",

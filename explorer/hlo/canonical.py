@@ -12,16 +12,16 @@ out. The benchmark runs ``difflib`` on this text as the baseline the structural 
 from __future__ import annotations
 
 from explorer.hlo.fingerprint import computation_hashes, computation_prints, structural_attrs
-from explorer.hlo.model import Computation, Instruction, Module
+from explorer.hlo.model import Computation, HloInstruction, Module
 
 
-def canonical_order(comp: Computation, subgraph_print: dict[str, str]) -> list[Instruction]:
+def canonical_order(comp: Computation, subgraph_print: dict[str, str]) -> list[HloInstruction]:
     """Post-order from the root, then each unreachable instruction's own post-order."""
     by_name = comp.by_name
     seen: set[str] = set()
-    out: list[Instruction] = []
+    out: list[HloInstruction] = []
 
-    def walk(start: Instruction) -> None:
+    def walk(start: HloInstruction) -> None:
         stack = [(start, 0)]
         seen.add(start.name)
         while stack:
@@ -77,7 +77,7 @@ def canonical_text(module: Module) -> str:
 
 
 def _line(
-    inst: Instruction, names: dict[str, str], comp_names: dict[str, str], is_root: bool
+    inst: HloInstruction, names: dict[str, str], comp_names: dict[str, str], is_root: bool
 ) -> str:
     if inst.opcode in ("constant", "parameter"):
         args = inst.literal

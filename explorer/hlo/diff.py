@@ -15,7 +15,7 @@ from explorer.hlo.fingerprint import Interner
 from explorer.hlo.gcpause import paused_gc
 from explorer.hlo.graph import Graph, entry_graph
 from explorer.hlo.matcher import match
-from explorer.hlo.model import Instruction, Module, tuple_arity
+from explorer.hlo.model import HloInstruction, Module, tuple_arity
 from explorer.hlo.records import (
     ChangedInstruction,
     HloDiff,
@@ -84,7 +84,7 @@ _NODE_ID = re.compile(r"\.\d+(?=/|$)")
 
 
 def _groups(side: str, g: Graph, idx: list[int]) -> list[InstructionGroup]:
-    buckets: dict[tuple[str, str, str], list[Instruction]] = {}
+    buckets: dict[tuple[str, str, str], list[HloInstruction]] = {}
     for k in sorted(idx, key=lambda k: g.file_pos[k]):
         inst = g.insts[k]
         md = inst.metadata
@@ -108,7 +108,7 @@ def _groups(side: str, g: Graph, idx: list[int]) -> list[InstructionGroup]:
     return sorted(groups, key=lambda gr: (-gr.count, gr.op_type, gr.source))
 
 
-def short(inst: Instruction) -> str:
+def short(inst: HloInstruction) -> str:
     """A one-line description without names: ``f32[4]{0} multiply(2 operands), dims...``."""
     inner = (
         inst.literal

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from hashlib import blake2b
 from typing import Callable
 
-from explorer.hlo.model import CALL_KEYS, NON_STRUCTURAL_KEYS, Computation, Instruction, Module
+from explorer.hlo.model import CALL_KEYS, NON_STRUCTURAL_KEYS, Computation, HloInstruction, Module
 
 _CALL_NAME = re.compile(r"%?([A-Za-z_][\w.\-]*)")
 
@@ -43,7 +43,7 @@ class Interner:
         return got
 
 
-def structural_attrs(inst: Instruction, comp_names: dict[str, str], marker: str) -> list[str]:
+def structural_attrs(inst: HloInstruction, comp_names: dict[str, str], marker: str) -> list[str]:
     """``key=value`` for the attributes that define the computation (no metadata), with each
     called computation (``to_apply=``, ``calls=``...) named ``marker + comp_names[name]``, so
     renumbered computations compare equal. The canonical text and the fingerprints share it."""
@@ -57,7 +57,7 @@ def structural_attrs(inst: Instruction, comp_names: dict[str, str], marker: str)
     return out
 
 
-def self_key(inst: Instruction, comp_hashes: dict[str, str], with_number: bool) -> str:
+def self_key(inst: HloInstruction, comp_hashes: dict[str, str], with_number: bool) -> str:
     """The text an instruction's self fingerprint is the hash of."""
     parts = [inst.opcode, inst.shape]
     if inst.opcode != "parameter" or with_number:

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from explorer.hlo.fingerprint import Interner, computation_hashes, computation_prints
-from explorer.hlo.model import Computation, Instruction, Module
+from explorer.hlo.model import Computation, HloInstruction, Module
 
 
 @dataclass
@@ -18,7 +18,7 @@ class Graph:
     """Parallel lists indexed by an instruction's position in topological order."""
 
     comp: Computation
-    insts: list[Instruction]
+    insts: list[HloInstruction]
     index: dict[str, int]
     operands: list[list[int]]
     users: list[list[int]]

@@ -14,7 +14,7 @@ from typing import Optional
 
 from explorer.errors import excerpt
 from explorer.hlo.errors import HloParseError
-from explorer.hlo.model import CALL_KEYS, NO_METADATA, Instruction, Metadata, strip_comments
+from explorer.hlo.model import CALL_KEYS, NO_METADATA, HloInstruction, Metadata, strip_comments
 
 NAME = r"[A-Za-z_][\w.\-]*"
 _HEAD = re.compile(rf"\s*(ROOT\s+)?%?({NAME})\s*=\s*")
@@ -182,7 +182,7 @@ def _metadata(value: str) -> Metadata:
     return meta
 
 
-def parse_instruction(line: str, lineno: int) -> Instruction:
+def parse_hlo_line(line: str, lineno: int) -> HloInstruction:
     """One instruction line: ``[ROOT] %name = shape opcode(operands), attr=value, ...``."""
     m = _HEAD.match(line)
     if not m:
@@ -232,7 +232,7 @@ def parse_instruction(line: str, lineno: int) -> Instruction:
         if key in CALL_KEYS:
             called.extend(_CALLED.findall(value))
         kept.append((key, value))
-    return Instruction(
+    return HloInstruction(
         name=m.group(2),
         shape=shape,
         opcode=opcode,

@@ -52,8 +52,12 @@ NO_METADATA = Metadata()
 
 
 @dataclass(slots=True)
-class Instruction:
-    """One HLO instruction; ``line`` is 1-based in the file it came from (0 if implicit)."""
+class HloInstruction:
+    """One HLO instruction; ``line`` is 1-based in the file it came from (0 if implicit).
+
+    Named apart from the schedule vocabulary's :class:`explorer.schedules.instructions.Instruction`
+    (a pipeline action): this is one line of an XLA graph.
+    """
 
     name: str
     shape: str
@@ -82,13 +86,13 @@ class Computation:
     name: str
     is_entry: bool
     line: int
-    instructions: list[Instruction] = field(default_factory=list)
-    by_name: dict[str, Instruction] = field(default_factory=dict)
-    root: Optional[Instruction] = None
-    order: list[Instruction] = field(default_factory=list)
+    instructions: list[HloInstruction] = field(default_factory=list)
+    by_name: dict[str, HloInstruction] = field(default_factory=dict)
+    root: Optional[HloInstruction] = None
+    order: list[HloInstruction] = field(default_factory=list)
 
     @property
-    def parameters(self) -> list[Instruction]:
+    def parameters(self) -> list[HloInstruction]:
         """Parameters sorted by number."""
         params = [i for i in self.instructions if i.parameter_number is not None]
         return sorted(params, key=lambda i: i.parameter_number)

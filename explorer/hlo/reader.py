@@ -17,8 +17,8 @@ from explorer import inputs
 from explorer.errors import InputError
 from explorer.hlo.errors import HloParseError
 from explorer.hlo.gcpause import paused_gc
-from explorer.hlo.lines import parse_computation_header, parse_instruction
-from explorer.hlo.model import NO_METADATA, Computation, Instruction, Module
+from explorer.hlo.lines import parse_computation_header, parse_hlo_line
+from explorer.hlo.model import NO_METADATA, Computation, HloInstruction, Module
 
 _MODULE = re.compile(r"HloModule\s+%?([A-Za-z_][\w.\-]*)\s*(?:,\s*(.*))?$")
 _GRAPH_HASH = re.compile(r"Graph Hash:\s*(\S+)")
@@ -29,7 +29,7 @@ def _implicit_params(comp: Computation, params: list[tuple[str, str]]) -> None:
     """torch_xla prints called computations' parameters only in the header: add them."""
     for number, (name, shape) in enumerate(params):
         if name not in comp.by_name:
-            inst = Instruction(
+            inst = HloInstruction(
                 name=name,
                 shape=shape,
                 opcode="parameter",
@@ -46,7 +46,7 @@ def _implicit_params(comp: Computation, params: list[tuple[str, str]]) -> None:
 
 def _check_computation(comp: Computation, source: str) -> None:
     """Operands exist, parameter numbers are unique, no cycles; set root and ``order``."""
-    numbers: dict[int, Instruction] = {}
+    numbers: dict[int, HloInstruction] = {}
     for inst in comp.instructions:
         if inst.parameter_number is not None:
             if inst.parameter_number in numbers:
@@ -84,16 +84,16 @@ def _check_computation(comp: Computation, source: str) -> None:
     comp.order = _topological(comp, source)
 
 
-def _topological(comp: Computation, source: str) -> list[Instruction]:
+def _topological(comp: Computation, source: str) -> list[HloInstruction]:
     """Operands before users, keeping file order where the graph allows (Kahn's algorithm)."""
     by_name = comp.by_name
     pending = {i.name: len(set(i.operands)) for i in comp.instructions}
-    users: dict[str, list[Instruction]] = {}
+    users: dict[str, list[HloInstruction]] = {}
     for inst in comp.instructions:
         for op in set(inst.operands):
             users.setdefault(op, []).append(inst)
     ready = [i for i in reversed(comp.instructions) if pending[i.name] == 0]
-    order: list[Instruction] = []
+    order: list[HloInstruction] = []
     while ready:
         inst = ready.pop()
         order.append(inst)
@@ -272,7 +272,7 @@ def _read_computation(lines: list[str], i: int, header: tuple, comps: dict, sour
             break
         if stripped:
             try:
-                inst = parse_instruction(line, i + 1)
+                inst = parse_hlo_line(line, i + 1)
             except HloParseError as exc:
                 raise exc.with_source(source) from None
             if inst.name in by_name:
