@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 
 from explorer.hlo import canonical_text, diff_modules, module_fingerprint, parse_module
-from explorer.hlo.synthetic import planted_pair
+from tests.hlo.synthetic import planted_pair
 
 
 def _renumber_params(text: str, mapping: dict[int, int]) -> str:

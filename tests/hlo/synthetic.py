@@ -1,4 +1,4 @@
-"""Large synthetic modules with planted differences, for property tests and the benchmark.
+"""Large synthetic modules with planted differences, for the HLO property tests (test support).
 
 Real modules tell whether the parser copes with what torch_xla prints; they cannot tell
 whether the diff finds *exactly* what changed, because nobody knows the true answer for a
