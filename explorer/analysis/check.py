@@ -15,9 +15,10 @@ from explorer.analysis.buffers import buffer_hazards, needed_buffers, with_minim
 from explorer.analysis.deadlock import find_deadlock
 from explorer.analysis.findings import BufferUse, Findings
 from explorer.analysis.p2p import Matching, match
-from explorer.analysis.p2p_models import MODELS, check_model
+from explorer.analysis.p2p_models import MODELS, P2PModel, check_model
 from explorer.analysis.timeline import Costs, Timeline, simulate
-from explorer.schedules.generators import generate
+from explorer.schedules.generators import ScheduleKind, generate
+from explorer.schedules.generators.deepspeed import ExchangeOrder
 from explorer.schedules.schedule import Schedule
 
 
@@ -30,7 +31,7 @@ class Report:
     findings: Findings
     buffers: BufferUse
     timeline: Optional[Timeline]  # None when the schedule deadlocks
-    model: str
+    model: P2PModel
 
     @property
     def ok(self) -> bool:
@@ -66,7 +67,7 @@ class Report:
 def check(
     schedule: Schedule,
     costs: Costs = Costs(),
-    model: Optional[str] = None,
+    model: Optional[P2PModel] = None,
     other_model: bool = True,
 ) -> Report:
     """Run every analysis. ``model`` defaults to the schedule's own (``params['p2p']``).
@@ -101,13 +102,13 @@ BufferArg = Union[None, str, int, Sequence[int]]
 
 
 def build(
-    kind: str,
+    kind: ScheduleKind,
     stages: int,
     microbatches: int,
     *,
     chunks: int = 1,
     buffers: BufferArg = None,
-    order: Optional[str] = None,
+    order: Optional[ExchangeOrder] = None,
 ) -> Schedule:
     """:func:`explorer.schedules.generate` plus the ``minimal`` buffer policy.
 

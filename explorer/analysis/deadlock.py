@@ -21,6 +21,7 @@ import numpy as np
 from explorer.analysis.findings import Deadlock
 from explorer.analysis.p2p import Matching
 from explorer.analysis.p2p_models import (
+    P2PModel,
     check_model,
     deadlock_from_heads,
     dependency_steps_ok,
@@ -32,7 +33,7 @@ from explorer.schedules.schedule import Schedule
 
 
 def find_deadlock(
-    schedule: Schedule, matching: Matching, model: str = "blocking"
+    schedule: Schedule, matching: Matching, model: P2PModel = "blocking"
 ) -> Optional[Deadlock]:
     """The deadlock under ``model``, or None when every rank finishes its stream."""
     check_model(model)
@@ -51,7 +52,7 @@ def find_deadlock(
     )
 
 
-def _stuck_rows(schedule: Schedule, partner: np.ndarray, model: str) -> np.ndarray:
+def _stuck_rows(schedule: Schedule, partner: np.ndarray, model: P2PModel) -> np.ndarray:
     """Rows that can never run, from within-step edges only (see the module docstring)."""
     n = len(schedule)
     kind = schedule.kind

@@ -9,7 +9,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Optional
+from typing import TYPE_CHECKING, Optional
+
+if TYPE_CHECKING:  # p2p_models imports this module
+    from explorer.analysis.p2p_models import P2PModel
 
 
 @dataclass(frozen=True)
@@ -164,7 +167,7 @@ class Waiting:
 class Deadlock:
     """Ranks that can never progress under a P2P model, with the cycle of waits that explains it."""
 
-    model: str  # "blocking" (DeepSpeed) or "batched" (PyTorch)
+    model: P2PModel  # "blocking" (DeepSpeed) or "batched" (PyTorch)
     cycle: tuple[Waiting, ...]  # empty when the chain ends at an unmatched exchange
     stuck: tuple[Waiting, ...]  # every stuck rank's first blocked instruction
 

@@ -14,6 +14,7 @@ of waiting stages that explains a deadlock.
 from __future__ import annotations
 
 import weakref
+from typing import Literal, cast, get_args
 
 import numpy as np
 
@@ -23,21 +24,24 @@ from explorer.errors import InputError
 from explorer.schedules.instructions import Kind
 from explorer.schedules.schedule import Schedule
 
-MODELS = ("blocking", "batched")
+#: How a send meets its receive: ``blocking`` (DeepSpeed) or ``batched`` (PyTorch), see above.
+P2PModel = Literal["blocking", "batched"]
+MODELS: tuple[P2PModel, ...] = get_args(P2PModel)
 
 
-def check_model(model: str) -> str:
+def check_model(model: str) -> P2PModel:
+    """``model`` as a :data:`P2PModel`, or an :class:`InputError` naming the two."""
     if model not in MODELS:
         raise InputError(
             f"unknown P2P model {model!r}: use blocking (DeepSpeed) or batched (PyTorch)"
         )
-    return model
+    return cast(P2PModel, model)
 
 
 _ORDERS: "weakref.WeakKeyDictionary[Schedule, dict[str, np.ndarray]]" = weakref.WeakKeyDictionary()
 
 
-def execution_order(schedule: Schedule, model: str) -> np.ndarray:
+def execution_order(schedule: Schedule, model: P2PModel) -> np.ndarray:
     """Row indices in the order ranks perform them (a permutation of the rows).
 
     Under ``batched``, each run of consecutive exchanges inside a (rank, step) is one batch:
@@ -51,7 +55,7 @@ def execution_order(schedule: Schedule, model: str) -> np.ndarray:
     return per_model[model]
 
 
-def _execution_order(schedule: Schedule, model: str) -> np.ndarray:
+def _execution_order(schedule: Schedule, model: P2PModel) -> np.ndarray:
     n = len(schedule)
     if model == "blocking":
         return np.arange(n)
@@ -64,7 +68,7 @@ def _execution_order(schedule: Schedule, model: str) -> np.ndarray:
     return np.lexsort((np.arange(n), cls, run, schedule.step, schedule.rank))
 
 
-def dependency_steps_ok(schedule: Schedule, partner: np.ndarray, model: str) -> bool:
+def dependency_steps_ok(schedule: Schedule, partner: np.ndarray, model: P2PModel) -> bool:
     """True when every cross-rank wait points to the same or an earlier step.
 
     Rendezvous pairs (blocking, different ranks) wait both ways, so they must share a step;
@@ -86,7 +90,7 @@ def dependency_steps_ok(schedule: Schedule, partner: np.ndarray, model: str) -> 
 
 
 def deadlock_from_heads(
-    schedule: Schedule, partner: np.ndarray, heads: dict[int, int], model: str
+    schedule: Schedule, partner: np.ndarray, heads: dict[int, int], model: P2PModel
 ) -> Deadlock:
     """Build the :class:`Deadlock` record from each stuck rank's first blocked row."""
     waiting: dict[int, Waiting] = {}

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from explorer.analysis.p2p_models import execution_order
+from explorer.analysis.p2p_models import P2PModel, execution_order
 from explorer.schedules.instructions import Kind
 from explorer.schedules.schedule import Schedule
 
@@ -35,7 +35,7 @@ class SimulatedRun:
 
 
 def run(
-    schedule: Schedule, partner: np.ndarray, cost: np.ndarray, p2p_latency: float, model: str
+    schedule: Schedule, partner: np.ndarray, cost: np.ndarray, p2p_latency: float, model: P2PModel
 ) -> SimulatedRun:
     """Execute all streams under ``model`` with per-row costs; report where ranks get stuck."""
     order = execution_order(schedule, model)

@@ -23,7 +23,12 @@ import numpy as np
 
 from explorer.analysis.findings import Bubble
 from explorer.analysis.p2p import Matching
-from explorer.analysis.p2p_models import check_model, dependency_steps_ok, execution_order
+from explorer.analysis.p2p_models import (
+    P2PModel,
+    check_model,
+    dependency_steps_ok,
+    execution_order,
+)
 from explorer.analysis.peaks import peak_per_group
 from explorer.analysis.reference import run
 from explorer.errors import InputError
@@ -117,7 +122,7 @@ class Timeline:
 
     start: np.ndarray
     end: np.ndarray
-    model: str
+    model: P2PModel
     costs: Costs
     bubble: Bubble
     #: Per stage, the most micro-batches holding activations at once (forward to last backward).
@@ -129,7 +134,7 @@ class Timeline:
 
 
 def simulate(
-    schedule: Schedule, matching: Matching, costs: Costs = Costs(), model: str = "blocking"
+    schedule: Schedule, matching: Matching, costs: Costs = Costs(), model: P2PModel = "blocking"
 ) -> Timeline:
     """Simulate ``schedule``; raises ``ValueError`` if it deadlocks (check first)."""
     check_model(model)
@@ -156,7 +161,7 @@ def simulate(
 
 
 def _per_step(
-    schedule: Schedule, partner: np.ndarray, row_cost: np.ndarray, latency: float, model: str
+    schedule: Schedule, partner: np.ndarray, row_cost: np.ndarray, latency: float, model: P2PModel
 ):
     n = len(schedule)
     order = execution_order(schedule, model)

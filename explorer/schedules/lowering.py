@@ -24,7 +24,7 @@ rules for all of them, so it lives here once:
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Mapping, Sequence
+from typing import Literal, Mapping, Sequence, get_args
 
 import numpy as np
 
@@ -50,7 +50,9 @@ class ComputePlan:
 
 # Order groups inside a step: exchanges, loads, compute, end of batch.
 _GROUP_P2P, _GROUP_LOAD, _GROUP_COMPUTE, _GROUP_SEND_AFTER, _GROUP_END = 0, 1, 2, 3, 4
-PLACEMENTS = ("consumer", "producer")
+#: Where a send sits: in the consumer's receive step (DeepSpeed) or right after its compute (PyTorch).
+Placement = Literal["consumer", "producer"]
+PLACEMENTS: tuple[Placement, ...] = get_args(Placement)
 
 
 def lower(
@@ -62,7 +64,7 @@ def lower(
     stage_to_rank: Sequence[int],
     buffers: Sequence[int] | None = None,
     params: Mapping[str, object] | None = None,
-    placement: str = "consumer",
+    placement: Placement = "consumer",
 ) -> Schedule:
     """Add exchanges, loads, buffers and the optimizer step to a compute plan."""
     if placement not in PLACEMENTS:

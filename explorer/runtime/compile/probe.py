@@ -17,7 +17,7 @@ from typing import Any, Callable, Mapping, Optional
 from explorer.analysis.compile.diagnosis import diagnose
 from explorer.errors import InputError
 from explorer.runtime.compile import cache
-from explorer.runtime.compile.sources import make_source
+from explorer.runtime.compile.sources import SourceKind, make_source
 from explorer.runtime.compile.tracking import VariantTracker
 from explorer.traces.compile.records import (
     EAGER,
@@ -65,7 +65,7 @@ def probe(
     iterations: int,
     *,
     tracker: Optional[VariantTracker] = None,
-    source: str = "auto",
+    source: SourceKind = "auto",
     reset: bool = True,
     dynamo_config: Optional[Mapping[str, Any]] = None,
     backend: str = "",

@@ -9,6 +9,7 @@ from typing import Any, Callable, Mapping, Optional
 
 from explorer.runtime.compile.config import parse_config
 from explorer.runtime.compile.scenarios import build
+from explorer.runtime.compile.sources import SourceKind
 from explorer.runtime.compile.tracking import VariantTracker
 from explorer.traces.compile.records import ProbeResult
 
@@ -18,7 +19,7 @@ def run_scenario(
     iterations: Optional[int] = None,
     backend: Optional[str] = None,
     config: Optional[Mapping[str, Any]] = None,
-    source: str = "auto",
+    source: SourceKind = "auto",
     ranked: bool = False,
 ) -> ProbeResult:
     """Build the preset ``name`` and probe it; ``backend`` overrides the config's backend.
@@ -54,7 +55,7 @@ def run_scenario(
 def run_step(
     step: Callable[[int], Any],
     iterations: int,
-    source: str = "auto",
+    source: SourceKind = "auto",
     label: str = "",
     ranked: bool = False,
 ) -> ProbeResult:

@@ -12,7 +12,7 @@ Both hand back records for the iteration that just ran.
 from __future__ import annotations
 
 import logging
-from typing import Any
+from typing import Any, Literal, get_args
 
 from explorer.traces.compile.records import LIMIT_FAILURE, CompileEvent, GraphBreak, limit_failure
 
@@ -205,11 +205,15 @@ class LogSource:
         return events, breaks
 
 
-def make_source(kind: str = "auto") -> Any:
+#: Where compile records come from: Dynamo's metrics, its log, or metrics when this torch has them.
+SourceKind = Literal["auto", "metrics", "log"]
+
+
+def make_source(kind: SourceKind = "auto") -> Any:
     """``metrics`` (Dynamo's records), ``log`` (log parsing) or ``auto`` (metrics when supported)."""
     from explorer.errors import InputError
 
-    if kind not in ("auto", "metrics", "log"):
+    if kind not in get_args(SourceKind):
         raise InputError(f"unknown record source {kind!r}: use auto, metrics or log")
     if kind == "log" or (kind == "auto" and not metrics_supported()):
         return LogSource()

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from typing import Sequence, Union
+from typing import Literal, Sequence, Union
 
 from explorer.errors import InputError
 from explorer.schedules.generators.deepspeed import (
+    ExchangeOrder,
     deepspeed_buffers,
     deepspeed_inference,
     deepspeed_train,
@@ -17,8 +18,19 @@ from explorer.schedules.schedule import Schedule
 
 BufferSpec = Union[None, str, int, Sequence[int]]
 
+#: The schedule kinds the generators build.
+ScheduleKind = Literal[
+    "deepspeed-train",
+    "deepspeed-inference",
+    "gpipe",
+    "1f1b",
+    "interleaved-1f1b",
+    "zb-h1",
+    "dualpipev",
+]
+
 #: Every schedule kind, with a line for ``--help`` and the notebooks.
-KINDS: dict[str, str] = {
+KINDS: dict[ScheduleKind, str] = {
     "deepspeed-train": "DeepSpeed TrainSchedule (synchronous 1F1B, blocking P2P); --buffers/--order legacy or fixed",
     "deepspeed-inference": "DeepSpeed InferenceSchedule (forward only, two buffers)",
     "gpipe": "GPipe: all forwards, then all backwards",
@@ -30,13 +42,13 @@ KINDS: dict[str, str] = {
 
 
 def generate(
-    kind: str,
+    kind: ScheduleKind,
     stages: int,
     microbatches: int,
     *,
     chunks: int = 1,
     buffers: BufferSpec = None,
-    order: str | None = None,
+    order: ExchangeOrder | None = None,
 ) -> Schedule:
     """Build a schedule of ``kind``; every bad input raises :class:`InputError` saying what to change.
 

@@ -18,7 +18,7 @@ in milliseconds.
 
 from __future__ import annotations
 
-from typing import Sequence, Union
+from typing import Literal, Sequence, Union, get_args
 
 import numpy as np
 
@@ -26,14 +26,19 @@ from explorer.errors import InputError
 from explorer.schedules.instructions import Kind
 from explorer.schedules.schedule import Schedule, from_columns
 
-BufferSpec = Union[str, int, Sequence[int]]
-ORDERS = ("legacy", "fixed")
+#: DeepSpeed's send/receive order inside a step: before 0.8.3 (``legacy``) and since (``fixed``).
+ExchangeOrder = Literal["legacy", "fixed"]
+#: DeepSpeed's ``num_pipe_buffers`` formula: before 0.8.3 (``legacy``) and since (``fixed``).
+BufferFormula = Literal["legacy", "fixed"]
+ORDERS: tuple[ExchangeOrder, ...] = get_args(ExchangeOrder)
+BUFFER_FORMULAS: tuple[BufferFormula, ...] = get_args(BufferFormula)
+BufferSpec = Union[BufferFormula, int, Sequence[int]]
 
 
 def deepspeed_buffers(policy: BufferSpec, stages: int, microbatches: int) -> list[int]:
     """Buffer count per stage for a DeepSpeed ``TrainSchedule`` buffer policy."""
     if isinstance(policy, str):
-        if policy not in ("legacy", "fixed"):
+        if policy not in BUFFER_FORMULAS:
             raise InputError(
                 f"unknown buffer policy {policy!r}: use legacy, fixed, minimal or a number"
             )
@@ -78,7 +83,7 @@ def deepspeed_train(
     stages: int,
     microbatches: int,
     buffers: BufferSpec = "fixed",
-    order: str = "fixed",
+    order: ExchangeOrder = "fixed",
 ) -> Schedule:
     """DeepSpeed ``TrainSchedule`` for every stage, with selectable buffers and send/recv order."""
     if order not in ORDERS:

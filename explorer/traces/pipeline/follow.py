@@ -10,10 +10,13 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Optional
+from typing import Literal, Optional
 
 from explorer.traces.pipeline.trace import to_measured
 from explorer.traces.records import MeasuredTrace
+
+#: Where a rank is, as its lines tell: no line yet, instructions coming, finished, failed.
+FollowerState = Literal["starting", "running", "done", "failed"]
 
 
 @dataclass
@@ -24,7 +27,7 @@ class RankProgress:
     steps_done: int = 0  # steps of the current iteration with at least one instruction recorded
     last_step: int = -1
     iteration: int = -1
-    state: str = "starting"  # starting, running, done, failed
+    state: FollowerState = "starting"
     pid: Optional[int] = None
     failure: Optional[dict] = None
 

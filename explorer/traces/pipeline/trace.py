@@ -19,6 +19,7 @@ from typing import Iterable, Optional, Sequence
 import numpy as np
 
 from explorer.analysis import Costs
+from explorer.analysis.p2p_models import P2PModel
 from explorer.errors import InputError
 from explorer.schedules.instructions import Kind, parse_instruction
 from explorer.traces.records import MeasuredTrace
@@ -161,7 +162,7 @@ def makespan(records: Sequence[dict]) -> float:
     return max(r["end"] for r in records) - min(r["start"] for r in records) if records else 0.0
 
 
-def measured_costs(records: Sequence[dict], model: str = "batched") -> Costs:
+def measured_costs(records: Sequence[dict], model: P2PModel = "batched") -> Costs:
     """Simulator costs in milliseconds, from one measurement, for the P2P ``model`` it will simulate.
 
     Compute kinds: the median duration per kind. Exchanges: the *mean*, because their times are

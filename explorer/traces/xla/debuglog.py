@@ -13,19 +13,22 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import Optional
+from typing import Literal, Optional
 
 _PREFIX = re.compile(r"^(Compilation|Execution) Analysis: ?(.*)$")
 _HASH = re.compile(r"Graph Hash:\s*(\S+)")
 _INPUTS = re.compile(r"Number of Graph Inputs:\s*(\d+)")
 _OUTPUTS = re.compile(r"Number of Graph Outputs:\s*(\d+)")
 
+#: What an analysis block of ``XLA_DEBUG`` output reports: a graph compiled or a graph ran.
+DebugEventKind = Literal["compile", "execute"]
+
 
 @dataclass
 class DebugEvent:
     """One analysis block: ``kind`` is ``compile`` or ``execute``."""
 
-    kind: str
+    kind: DebugEventKind
     cause: str = ""
     graph_hash: str = ""
     inputs: Optional[int] = None
