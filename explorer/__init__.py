@@ -12,3 +12,5 @@ Layers (data flows one way; nothing lower imports anything higher):
 """
 
 __version__ = "0.1.0"
+
+__all__: list[str] = []

@@ -70,3 +70,5 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 if __name__ == "__main__":  # pragma: no cover
     sys.exit(main())
+
+__all__ = ["COMMANDS", "build_parser", "main"]

@@ -69,3 +69,6 @@ def one_line(message: str, limit: int = 600) -> str:
         if len(text) <= limit
         else text[: limit - 40] + f"... ({len(text):,} characters in all)"
     )
+
+
+__all__ = ["InputError", "MissingExtraError", "require", "EXCERPT_CHARS", "excerpt", "one_line"]

@@ -129,3 +129,6 @@ def pair_by_key(stage: np.ndarray, kind: np.ndarray, microbatch: np.ndarray) -> 
         if j is not None:
             partner[i], partner[j] = j, i
     return partner
+
+
+__all__ = ["CATEGORIES", "Breakdown", "wait_split", "breakdown", "pair_by_key"]

@@ -366,3 +366,6 @@ def with_minimal_buffers(schedule: Schedule) -> Schedule:
     """Reassign buffers so each stage allocates exactly what it needs (see :func:`needed_buffers`)."""
     minimal = with_buffers(schedule, [max(n, 1) for n in needed_buffers(schedule)])
     return minimal.replace(params={**schedule.params, "buffers": "minimal"})
+
+
+__all__ = ["SLOTS", "buffer_hazards", "needed_buffers", "with_buffers", "with_minimal_buffers"]

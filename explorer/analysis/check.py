@@ -126,3 +126,6 @@ def _plain(value: object) -> object:
     if isinstance(value, (list, tuple)):
         return [_plain(v) for v in value]
     return value
+
+
+__all__ = ["Report", "check", "BufferArg", "build"]

@@ -94,3 +94,6 @@ def _stuck_rows(schedule: Schedule, partner: np.ndarray, model: P2PModel) -> np.
             u, v = u[~hit], v[~hit]
         frontier = alive & ~done & (indeg == 0)
     return ~done[node]
+
+
+__all__ = ["find_deadlock"]

@@ -259,3 +259,16 @@ class Findings:
             [*self.hazards, *self.unmatched, *self.mismatched], key=lambda f: (f.step, f.stage)
         )
         return tuple(([self.deadlock] if self.deadlock else []) + rest)
+
+
+__all__ = [
+    "Ref",
+    "Hazard",
+    "Unmatched",
+    "Mismatch",
+    "Waiting",
+    "Deadlock",
+    "Bubble",
+    "BufferUse",
+    "Findings",
+]

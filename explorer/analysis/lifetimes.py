@@ -99,3 +99,6 @@ def occupancy(schedule: Schedule) -> Occupancy:
         split=split[order],
         end=last[order],
     )
+
+
+__all__ = ["Occupancy", "substep_positions", "occupancy"]

@@ -89,3 +89,6 @@ def _fifo_keys(channel: np.ndarray, scale: int) -> np.ndarray:
     ordinal = np.empty(len(channel), dtype=np.int64)
     ordinal[order] = np.arange(len(channel)) - first
     return channel.astype(np.int64) * (scale + 1) + ordinal
+
+
+__all__ = ["Matching", "match"]

@@ -114,3 +114,14 @@ def cycle_of(waiting: dict[int, Waiting]) -> list[Waiting]:
             loop = seen[seen.index(r) :]
             return [waiting[x] for x in loop]
     return []
+
+
+__all__ = [
+    "P2PModel",
+    "MODELS",
+    "check_model",
+    "execution_order",
+    "dependency_steps_ok",
+    "deadlock_from_heads",
+    "cycle_of",
+]

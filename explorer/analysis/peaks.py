@@ -21,3 +21,6 @@ def peak_per_group(group: np.ndarray, delta: np.ndarray, num_groups: int) -> lis
     local = running - np.repeat(before, np.diff(np.r_[starts, len(running)]))
     peaks[group[starts]] = np.maximum.reduceat(local, starts)
     return peaks.tolist()
+
+
+__all__ = ["peak_per_group"]

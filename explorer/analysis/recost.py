@@ -65,3 +65,6 @@ def trace_costs(trace: MeasuredTrace) -> Costs:
 def recosted(report: Report, trace: MeasuredTrace) -> Report:
     """``report``'s schedule simulated with the costs ``trace`` measured (times in milliseconds)."""
     return check(report.schedule, trace_costs(trace))
+
+
+__all__ = ["trace_costs", "recosted"]

@@ -95,3 +95,6 @@ def run(
                 active = True
     heads = {r: head(r) for r in range(schedule.num_ranks) if head(r) >= 0}
     return SimulatedRun(start=start, end=end, heads=heads)
+
+
+__all__ = ["SimulatedRun", "run"]

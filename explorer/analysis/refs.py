@@ -16,3 +16,6 @@ def ref(schedule: Schedule, index: int) -> Ref:
         text=str(ins),
         deepspeed_repr=ins.deepspeed_repr(),
     )
+
+
+__all__ = ["ref"]

@@ -201,3 +201,6 @@ def stage_diff(
                 lines.extend([f"  - {a}", f"  + {b}"] if a != b else [f"    {a}"])
             return "\n".join(lines)
     return ""
+
+
+__all__ = ["Candidate", "FixSearch", "search_fixes", "stage_diff"]

@@ -195,3 +195,16 @@ def changed_cells(before: Schedule, after: Schedule) -> list[tuple[int, int]]:
             for _kind, st, _mb, _buf in old.get(key, []) + new.get(key, []):
                 changed.add((st, key[1]))
     return sorted(changed)
+
+
+__all__ = [
+    "Rule",
+    "grads_first",
+    "parity",
+    "defer_receives",
+    "one_more_buffer",
+    "RULES",
+    "parse_rules",
+    "apply_rules",
+    "changed_cells",
+]

@@ -259,3 +259,14 @@ def _spec(stages: Sequence[int], microbatches: Sequence[int]) -> str:
         )
 
     return f"{one(stages)}:{one(microbatches)}"
+
+
+__all__ = [
+    "MAX_SIZES",
+    "MakeSchedule",
+    "SizeCell",
+    "SizeSweep",
+    "parse_sizes",
+    "check_size",
+    "check_sizes",
+]

@@ -282,3 +282,6 @@ def peak_activations(schedule: Schedule) -> list[int]:
     rows = np.nonzero(delta)[0]
     order = np.argsort(schedule.stage[rows], kind="stable")  # rows are in stream order already
     return peak_per_group(schedule.stage[rows][order], delta[rows][order], schedule.num_stages)
+
+
+__all__ = ["Costs", "Timeline", "simulate", "bubble", "peak_activations"]

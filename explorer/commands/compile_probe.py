@@ -243,3 +243,6 @@ def _at(iteration: int) -> str:
 
 def _ranks(ranks: Any) -> str:
     return ("rank " if len(ranks) == 1 else "ranks ") + ", ".join(str(r) for r in ranks)
+
+
+__all__ = ["register", "MAX_ITERATIONS", "MAX_NPROC", "MAX_CONFIG_BYTES", "CHILD_ENV", "run"]

@@ -72,3 +72,6 @@ def _parent_make(args: argparse.Namespace, base_rules: Sequence[Rule], build_fro
     return lambda p, m: apply_rules(
         schedule_from_class(args.from_class, p, m, args.timeout), base_rules
     )
+
+
+__all__ = ["register", "run"]

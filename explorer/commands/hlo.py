@@ -130,3 +130,6 @@ def run_list(args: argparse.Namespace) -> int:
                 f"group {g}: modules {', '.join(map(str, members))} are the same program with small changes"
             )
     return 0
+
+
+__all__ = ["register", "run_diff", "run_list"]

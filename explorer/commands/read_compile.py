@@ -56,3 +56,6 @@ def read(path: Path, json_out: bool) -> int:
         print(report(result), flush=True)
     d = result.diagnosis
     return 0 if d is None or d.cause == "steady" else 1
+
+
+__all__ = ["report", "read"]

@@ -19,3 +19,6 @@ def read(path: Path, json_out: bool) -> int:
         )
         return 0 if result.ok and result.bitwise_equal_to_reference else 1
     return _report(result, argparse.Namespace(json=False, trace=None))
+
+
+__all__ = ["read"]

@@ -365,3 +365,6 @@ def _check_devices(spec) -> None:
             f"--backend nccl needs one GPU per rank: {local} ranks here but {found} GPU(s); "
             "use --backend gloo --device cuda to share one GPU (transfers go through host memory)"
         )
+
+
+__all__ = ["register", "run", "MAX_RANKS", "MAX_MICROBATCHES", "MAX_MICROBATCH_RUNS"]

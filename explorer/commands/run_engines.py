@@ -96,3 +96,6 @@ def _torch_line(torch_run) -> str:
         f"within tolerance: {torch_run.within_tolerance} (max |diff| {torch_run.max_abs_diff_to_reference:.3g}), "
         f"makespan {torch_run.makespan() * 1e3:.2f} ms"
     )
+
+
+__all__ = ["report_engines"]

@@ -45,3 +45,6 @@ def run(args: argparse.Namespace) -> int:
     else:
         emit(schedule_page(report), args.out)
     return 0
+
+
+__all__ = ["register", "run"]

@@ -296,3 +296,16 @@ def emit(text: str, out: Optional[str]) -> None:
         write_text(out, text, "--out")
     else:
         print(text, end="" if text.endswith("\n") else "\n")
+
+
+__all__ = [
+    "COST_KEYS",
+    "add_schedule_options",
+    "parse_buffers",
+    "parse_costs",
+    "schedule_from_args",
+    "require_size",
+    "report_from_args",
+    "selected_ranks",
+    "emit",
+]

@@ -206,3 +206,5 @@ def main() -> int:
 
 if __name__ == "__main__":
     sys.exit(main())
+
+__all__ = ["default_workers", "sweep_in_workers", "proc_share", "build_from_job", "main"]

@@ -98,3 +98,6 @@ def _bar(label: str):
         sys.stderr.flush()
 
     return show
+
+
+__all__ = ["add_sweep_options", "job_from_args", "sizes_from_args", "sweep_from_args", "run_sweep"]

@@ -74,3 +74,5 @@ def main(argv: list[str]) -> int:
 
 if __name__ == "__main__":
     sys.exit(main(sys.argv[1:]))
+
+__all__ = ["schedule_from_class", "main"]

@@ -214,3 +214,6 @@ def report(result: Any) -> str:
             f"{g.num_parameters} parameters, ran at steps {g.steps_ran or '-'}"
         )
     return "\n".join(lines)
+
+
+__all__ = ["WARMUP_STEPS", "register", "run", "report"]

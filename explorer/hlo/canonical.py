@@ -86,3 +86,6 @@ def _line(
     attrs = [", " + a for a in structural_attrs(inst, comp_names, "%")]
     root = "ROOT " if is_root else ""
     return f"  {root}%{names[inst.name]} = {inst.shape} {inst.opcode}({args}){''.join(attrs)}"
+
+
+__all__ = ["canonical_order", "canonical_text"]

@@ -218,3 +218,6 @@ def _arity(ga: Graph, gb: Graph, pairs: list[tuple[int, int]]) -> list[TupleArit
         if na is not None and nb is not None and na != nb:
             out.append(TupleArityChange(ia.name, ib.name, ib.opcode, na, nb))
     return out
+
+
+__all__ = ["diff_modules", "short"]

@@ -27,3 +27,6 @@ class HloParseError(InputError):
     def with_source(self, source: str) -> "HloParseError":
         """The same error, naming the file it came from."""
         return HloParseError(self.message, self.line, self.column, self.text, source)
+
+
+__all__ = ["HloParseError"]

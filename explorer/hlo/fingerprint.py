@@ -128,3 +128,15 @@ def computation_hashes(module: Module, include_entry: bool = True) -> dict[str, 
 def module_fingerprint(module: Module) -> str:
     """The structural identity of a module: equal iff same program with the same parameter order."""
     return computation_hashes(module)[module.entry.name]
+
+
+__all__ = [
+    "stable_hash",
+    "Interner",
+    "structural_attrs",
+    "self_key",
+    "ComputationPrints",
+    "computation_prints",
+    "computation_hashes",
+    "module_fingerprint",
+]

@@ -22,3 +22,6 @@ def paused_gc() -> Iterator[None]:
     finally:
         if was:
             gc.enable()
+
+
+__all__ = ["paused_gc"]

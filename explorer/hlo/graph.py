@@ -59,3 +59,6 @@ def entry_graph(module: Module, interner: Interner) -> Graph:
         file_pos=[file_index[i.name] for i in insts],
         root=index[comp.root.name],
     )
+
+
+__all__ = ["Graph", "entry_graph"]

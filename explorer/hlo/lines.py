@@ -280,3 +280,13 @@ def parse_computation_header(
         if rest[end:].strip():
             raise _fail("unexpected text after the result shape", lineno, 0, line)
     return m.group(2), bool(m.group(1)), params
+
+
+__all__ = [
+    "NAME",
+    "MAX_PARAMETER",
+    "matching_paren",
+    "read_shape",
+    "parse_hlo_line",
+    "parse_computation_header",
+]

@@ -183,3 +183,6 @@ def select_module(modules: list[Module], key: str, source: str) -> Module:
         f"{source}: module index {excerpt(text, 24)} is out of range: the file holds {len(modules)} "
         f"modules (0..{len(modules) - 1})"
     )
+
+
+__all__ = ["ModuleInfo", "similarity", "near_duplicate_groups", "list_modules", "select_module"]

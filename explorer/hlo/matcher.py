@@ -138,3 +138,6 @@ def match(ga: Graph, gb: Graph) -> Matching:
         if not (_bottom_up(m) + _leftovers(m)):
             break
     return m
+
+
+__all__ = ["Matching", "match"]

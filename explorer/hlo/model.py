@@ -156,3 +156,16 @@ def tuple_arity(shape: str) -> Optional[int]:
         elif depth >= 1 and not ch.isspace():
             seen = True
     return count + 1 if seen else 0
+
+
+__all__ = [
+    "CALL_KEYS",
+    "NON_STRUCTURAL_KEYS",
+    "Metadata",
+    "NO_METADATA",
+    "HloInstruction",
+    "Computation",
+    "Module",
+    "strip_comments",
+    "tuple_arity",
+]

@@ -320,3 +320,6 @@ def read_text(path: str) -> str:
 def read_modules(path: str) -> list[Module]:
     """Parse every module in a file."""
     return parse_modules(read_text(path), os.path.basename(path))
+
+
+__all__ = ["iter_modules", "parse_modules", "parse_module", "read_text", "read_modules"]

@@ -133,3 +133,13 @@ def _group_json(g: InstructionGroup) -> dict[str, Any]:
     out = asdict(g)
     out["opcodes"] = dict(g.opcodes)
     return out
+
+
+__all__ = [
+    "ParameterMove",
+    "InstructionGroup",
+    "ChangedInstruction",
+    "MovedConstant",
+    "TupleArityChange",
+    "HloDiff",
+]

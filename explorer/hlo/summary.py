@@ -78,3 +78,6 @@ def summarize(d: HloDiff) -> str:
             f"{t.arity_a} -> {t.arity_b} elements)."
         )
     return " ".join(parts)
+
+
+__all__ = ["summarize"]

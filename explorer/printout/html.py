@@ -56,3 +56,6 @@ def schedule_page(report: Report) -> str:
         f"<h2>Instruction grid</h2><table><tr><th></th>{head}</tr>{''.join(rows)}</table>"
         "</body></html>\n"
     )
+
+
+__all__ = ["schedule_page"]

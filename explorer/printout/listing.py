@@ -101,3 +101,6 @@ def summary(report: Report) -> str:
             f"(makespan {b.makespan:g} ticks)"
         )
     return "\n".join(lines)
+
+
+__all__ = ["MARK", "findings_by_cell", "header", "rank_listing", "listing", "summary"]

@@ -71,3 +71,6 @@ def pipeline_order(
         raise InputError(
             f"PyTorch's {schedule_name} rejects {ranks} ranks x {chunks} chunks, {microbatches} micro-batches: {exc}"
         ) from exc
+
+
+__all__ = ["SCHEDULES", "V_SCHEDULES", "StageShape", "pipeline_order"]

@@ -174,3 +174,14 @@ def parse_instruction(text: str) -> Instruction:
         )
     buf = int(match["buf"]) if match["buf"] is not None else -1
     return Instruction(stage=int(match["stage"]), kind=kind, microbatch=mb, buffer=buf)
+
+
+__all__ = [
+    "Kind",
+    "KIND_BY_CODE",
+    "KIND_BY_DEEPSPEED_NAME",
+    "COMPUTE_KINDS",
+    "BUFFER_KINDS",
+    "Instruction",
+    "parse_instruction",
+]

@@ -218,3 +218,6 @@ def _needs(kind: int, stage: int, mb: int, last: int) -> tuple[int, int, int] | 
     if kind == Kind.BACKWARD_WEIGHT:
         return (1, stage, mb)
     return (1, stage + 1, mb) if stage < last else (0, stage, mb)
+
+
+__all__ = ["ComputePlan", "Placement", "PLACEMENTS", "lower", "asap_steps"]

@@ -227,3 +227,6 @@ def from_streams(
         step_labels=step_labels,
         presorted=True,
     )
+
+
+__all__ = ["Schedule", "from_columns", "from_streams"]

@@ -147,3 +147,12 @@ def looks_like_profile(path: Path, head: int = 4096) -> bool:
     except (OSError, EOFError, zlib.error):
         return False
     return b'"traceEvents"' in data or b'"schemaVersion"' in data or b'"deviceProperties"' in data
+
+
+__all__ = [
+    "MAX_PROFILE_BYTES",
+    "ProfiledStep",
+    "CompileProfile",
+    "read_compile_profile",
+    "looks_like_profile",
+]

@@ -117,3 +117,6 @@ class MeasuredTrace:
         return MeasuredTrace(
             **cols, unit=traces[0].unit, source="; ".join(t.source for t in traces if t.source)
         )
+
+
+__all__ = ["KindLike", "as_kind", "MeasuredTrace"]

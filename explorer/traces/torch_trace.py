@@ -275,3 +275,6 @@ def read_torch_trace(path: str | Path) -> TorchTrace:
             "per line): is it a file TORCH_TRACE=DIR wrote?"
         )
     return trace
+
+
+__all__ = ["MAX_LINE", "TraceCompile", "TraceBreak", "TorchTrace", "read_torch_trace"]

@@ -93,3 +93,5 @@ register(
         "explorer.commands.read_compile:read",
     )
 )
+
+__all__ = ["DEPTH", "MAX_ENTRIES", "trace_files", "profile_files", "recognise"]

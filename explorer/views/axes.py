@@ -29,3 +29,6 @@ def rank_labels(schedule: Schedule) -> list[str]:
 def row_height(rows: int, per_row: float = 28.0, extra: float = 140.0, cap: float = 900.0) -> int:
     """Figure height that keeps rows readable up to a cap (64 stages still fit a screen)."""
     return int(min(cap, max(260.0, rows * per_row + extra)))
+
+
+__all__ = ["stage_labels", "rank_labels", "row_height"]

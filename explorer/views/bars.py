@@ -81,3 +81,6 @@ def rectangles(
     xs = np.column_stack([x0, x1, x1, x0, x0, gap]).reshape(-1)
     ys = np.column_stack([y0, y0, y1, y1, y0, gap]).reshape(-1)
     return xs, ys
+
+
+__all__ = ["MAX_SVG_BARS", "hbars", "rectangles"]

@@ -88,3 +88,6 @@ def comparison_figure(reports: Mapping[str, Report], title: Optional[str] = None
         top = max((v for v in values if v is not None), default=1) or 1
         fig.update_yaxes(range=[0, top * 1.2], row=1, col=col)
     return fig
+
+
+__all__ = ["comparison_figure"]

@@ -295,3 +295,15 @@ def ranks_html(result: ProbeResult) -> str:
         items = "".join(f"<li>{html.escape(n)}</li>" for n in result.notes)
         parts.append(f"<p>What the records cannot tell, or tell only in part:</p><ul>{items}</ul>")
     return "\n".join(parts)
+
+
+__all__ = [
+    "BAR_WIDTH",
+    "iteration_figure",
+    "compile_table",
+    "guards_table",
+    "diagnosis_html",
+    "explain_torch_message",
+    "notes_html",
+    "ranks_html",
+]

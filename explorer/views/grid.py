@@ -345,3 +345,15 @@ def _arrows(report: Report, lo: int = 0, hi: Optional[int] = None) -> go.Scatter
         showlegend=bool(len(sends)),
         connectgaps=False,
     )
+
+
+__all__ = [
+    "TEXT_COLUMNS",
+    "MAX_LINES",
+    "WORDS_CELLS",
+    "DETAIL_CELLS",
+    "DETAIL_COLUMNS",
+    "MAX_SVG_LINES",
+    "MAX_TEXT_CELLS",
+    "grid_figure",
+]

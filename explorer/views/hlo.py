@@ -287,3 +287,14 @@ def report_html(d: HloDiff, a: Module, b: Module) -> str:
             changed_region(d, a, b),
         ],
     )
+
+
+__all__ = [
+    "CHARS_PER_ROW",
+    "short_paths",
+    "table_height",
+    "diff_rows",
+    "diff_table",
+    "changed_region",
+    "report_html",
+]

@@ -50,3 +50,6 @@ def page(title: str, sections: Iterable[Section]) -> str:
         f"<title>{_html.escape(title)}</title><style>{_STYLE}</style></head>"
         f"<body><h1>{_html.escape(title)}</h1>\n{body}\n</body></html>\n"
     )
+
+
+__all__ = ["Section", "figure_div", "page"]

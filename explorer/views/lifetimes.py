@@ -228,3 +228,6 @@ def _per_stage(
         legend=dict(font=dict(size=10)),
     )
     return fig
+
+
+__all__ = ["MAX_SLOT_ROWS", "lifetimes_figure"]

@@ -19,3 +19,6 @@ def findings_by_cell(report: Report) -> dict[tuple[int, int], list[str]]:
 def finding_cell(finding: object) -> tuple[int, int]:
     """The ``(stage, step)`` cell a finding record points at (deadlocks: the first stuck rank)."""
     return int(finding.stage), int(finding.step)  # type: ignore[attr-defined]
+
+
+__all__ = ["findings_by_cell", "finding_cell"]

@@ -432,3 +432,6 @@ def _source(source: str) -> str:
         return "a trace"
     name = source.rstrip("/").rsplit("/", 1)[-1]
     return "a real run" if name.startswith("explorer-run-") else name
+
+
+__all__ = ["EMPTY_NOTE", "WAITING", "CATEGORY_COLOURS", "overlay_figure"]

@@ -50,3 +50,18 @@ def discrete_colorscale() -> list[list[object]]:
         scale.append([kind.value / n, KIND_COLOURS[kind]])
         scale.append([(kind.value + 1) / n, KIND_COLOURS[kind]])
     return scale
+
+
+__all__ = [
+    "KIND_COLOURS",
+    "HAZARD",
+    "SELECTED",
+    "MOVED",
+    "IDLE",
+    "IDLE_SOLID",
+    "ACTIVATION",
+    "GRADIENT",
+    "MEASURED_EDGE",
+    "kind_label",
+    "discrete_colorscale",
+]

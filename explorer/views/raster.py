@@ -101,3 +101,6 @@ def window(x_range: Optional[tuple[float, float]], lo: float, hi: float) -> tupl
         return lo, hi
     a, b = max(lo, float(x_range[0])), min(hi, float(x_range[1]))
     return (a, b) if b > a else (lo, hi)
+
+
+__all__ = ["OVERVIEW_BINS", "Raster", "dominant", "mean_count", "window"]

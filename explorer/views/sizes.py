@@ -122,3 +122,6 @@ def sizes_figure(sweep: SizeSweep, title: str = "") -> go.Figure:
         ),
     )
     return fig
+
+
+__all__ = ["VERDICTS", "COLOURS", "verdict", "sizes_figure"]

@@ -197,3 +197,6 @@ def idle_intervals(schedule: Schedule, start: np.ndarray, end: np.ndarray, makes
     gap_start, gap_end = covered[:-1], a[1:]
     keep = same & (gap_end > gap_start + 1e-12)
     return rank[:-1][keep], gap_start[keep], gap_end[keep]
+
+
+__all__ = ["timeline_figure", "idle_intervals"]

@@ -49,3 +49,6 @@ def described(schedule: Schedule, rows: Sequence[int] | np.ndarray) -> list[str]
             text += f" (buffer {b})"
         out.append(f"{text} on stage {s}")
     return out
+
+
+__all__ = ["short_texts", "described"]

@@ -268,3 +268,15 @@ def progress_line(msg: dict[str, Any]) -> Optional[str]:
     if event in ("error", "input_error"):
         return f"the child failed: {str(msg.get('message', ''))[:300]}"
     return None
+
+
+__all__ = [
+    "GROUP_FILLS",
+    "step_timeline",
+    "graph_counts",
+    "graphs_table",
+    "graph_diff",
+    "default_pair",
+    "run_html",
+    "progress_line",
+]

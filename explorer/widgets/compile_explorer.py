@@ -253,3 +253,6 @@ class CompileExplorer:
             with open(path, "w", encoding="utf-8") as fh:
                 fh.write(text)
         return text
+
+
+__all__ = ["BACKENDS", "ERROR", "torch_console_warnings", "probe_scenario", "CompileExplorer"]

@@ -199,3 +199,6 @@ def _policy(buffers: Union[None, str, int]) -> str:
     raise ValueError(
         f"the explorer's buffer control offers {', '.join(BUFFER_POLICIES)}; got {buffers!r}"
     )
+
+
+__all__ = ["BUFFER_POLICIES", "ORDERS", "COST_FIELDS", "ScheduleSettings", "Controls"]

@@ -83,3 +83,6 @@ class FindingsPanel:
     def _changed(self, change: dict) -> None:
         if change["new"] is not None:
             self._on_select(self.findings[change["new"]])
+
+
+__all__ = ["FindingsPanel"]

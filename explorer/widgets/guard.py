@@ -20,3 +20,6 @@ def guarded(doing: str, fn: Callable[..., Any], say: Callable[[str], None]) -> C
             return None
 
     return call
+
+
+__all__ = ["guarded"]

@@ -110,3 +110,6 @@ def _range(value: object) -> Optional[object]:
         if lo == lo and hi == hi and abs(lo) != float("inf") and abs(hi) != float("inf"):
             return (min(lo, hi), max(lo, hi))
     return None
+
+
+__all__ = ["ZoomHandler", "ClickHandler", "PlotView"]

@@ -400,3 +400,6 @@ class ScheduleExplorer:
         if path is not None:
             Path(path).write_text(text)
         return text
+
+
+__all__ = ["Runner", "VIEWS", "ZOOM_STEPS", "ERROR", "ScheduleExplorer"]

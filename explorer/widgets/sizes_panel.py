@@ -136,3 +136,6 @@ class SizesPanel:
         hit = next((p for p in points if p.get("curve") == 0), None)
         if hit is not None and hit.get("x") is not None and hit.get("y") is not None:
             self._on_pick(int(hit["y"]), int(hit["x"]))
+
+
+__all__ = ["MAX_PANEL_SIZES", "SizesPanel"]

@@ -44,3 +44,6 @@ class LiveFigure:
     def on_error(self, handler: Callable[[str], None]) -> None:
         """See :meth:`PlotView.on_error`."""
         self.widget.on_error(handler)
+
+
+__all__ = ["LiveFigure"]

@@ -290,3 +290,6 @@ class XlaExplorer:
             with open(path, "w", encoding="utf-8") as fh:
                 fh.write(text)
         return text
+
+
+__all__ = ["ERROR", "print_progress", "XlaExplorer"]

@@ -256,3 +256,6 @@ def diagnose(result: ProbeResult) -> Diagnosis:
         f"{len(breaks)} distinct graph break{'s' if len(breaks) != 1 else ''}{named}{flat}.{eager}"
     )
     return Diagnosis("steady", None, sentence)
+
+
+__all__ = ["LABEL_CONFIRMED_CYCLES", "steady_iterations", "diagnose"]

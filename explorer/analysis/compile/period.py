@@ -240,3 +240,15 @@ def phase_medians(indices: Sequence[int], times: Sequence[float], k: int) -> dic
     for i, t in zip(indices, times):
         phases.setdefault(i % k, []).append(t)
     return {p: median(v) for p, v in sorted(phases.items())}
+
+
+__all__ = [
+    "CONFIRMED_CYCLES",
+    "THIN_CYCLES",
+    "PeriodEvidence",
+    "describe_period",
+    "label_period",
+    "find_time_period",
+    "time_period",
+    "phase_medians",
+]

@@ -201,3 +201,6 @@ def _explain(run: XlaRun, modules: dict[str, Module], threshold: float) -> None:
         elif s.graph_hash is not None or not s.compiled:
             g = run.graph(s.graph_hash) if s.graph_hash else None
             s.cause = cached_sentence(s.graph_hash, g.step if g else None, evicted=s.compiled)
+
+
+__all__ = ["dumped_modules", "assemble"]

@@ -140,3 +140,6 @@ def cached_sentence(
             "after leaving the compile cache"
         )
     return f"new graph: no, because graph {graph_hash[:8]} (compiled at {where}) ran from the compile cache"
+
+
+__all__ = ["profile", "closest", "short_source", "reasons", "new_graph_sentence", "cached_sentence"]

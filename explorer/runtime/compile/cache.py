@@ -81,3 +81,6 @@ def _order(compile_id: str) -> tuple[int, ...]:
         return tuple(int(x) for x in compile_id.replace("_", "/").split("/"))
     except ValueError:
         return (1 << 30,)
+
+
+__all__ = ["supported", "front_variants", "guard_differences"]

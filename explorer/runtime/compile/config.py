@@ -149,3 +149,14 @@ def resolve_backend(backend: Backend) -> Callable[..., Any]:
     return load_ref(
         name, "backend", "my_pkg.my_backend", "a dotted path", dotted=True, expect="callable"
     )
+
+
+__all__ = [
+    "SECTION_KEYS",
+    "COMPILE_KWARGS",
+    "Backend",
+    "CompileConfig",
+    "default_backend",
+    "parse_config",
+    "resolve_backend",
+]

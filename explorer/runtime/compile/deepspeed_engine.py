@@ -73,3 +73,6 @@ def build_engine_step(
         engine.step()
 
     return engine, step
+
+
+__all__ = ["build_engine_step"]

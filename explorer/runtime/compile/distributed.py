@@ -72,3 +72,6 @@ def probe_rank(step: Callable[[int], Any], iterations: int, **probe_kwargs: Any)
     from explorer.runtime.compile.probe import probe
 
     return gather(probe(step, iterations, **probe_kwargs), probe_kwargs.get("label", ""))
+
+
+__all__ = ["world", "synchronised", "gather", "probe_rank"]

@@ -171,3 +171,5 @@ def main() -> None:
 
 if __name__ == "__main__":
     main()
+
+__all__ = ["JOBS", "record", "run", "main"]

@@ -232,3 +232,23 @@ def build_deepspeed_zero3(config: CompileConfig, tracker: Optional[VariantTracke
     from explorer.runtime.compile.deepspeed_engine import build_engine_step
 
     return build_engine_step(ModeNet(heavy_modes=(2,)), config, tracker, stage=3)
+
+
+__all__ = [
+    "Built",
+    "DIM",
+    "ModeNet",
+    "build_cycling",
+    "build_limit",
+    "SeqNet",
+    "build_shapes",
+    "NORMS",
+    "log_norm",
+    "LoggingNet",
+    "build_graph_break",
+    "ShardedNet",
+    "build_zero3_hooks",
+    "build_accumulation",
+    "build_deepspeed",
+    "build_deepspeed_zero3",
+]

@@ -71,3 +71,6 @@ def run_step(
         synchronised(step) if ranked else step, iterations, source=source, reset=False, label=label
     )
     return gather(result, label) if ranked else result
+
+
+__all__ = ["run_scenario", "run_step"]

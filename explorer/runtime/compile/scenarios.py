@@ -125,3 +125,6 @@ def build(name: str, config: CompileConfig, tracker: Optional[VariantTracker] = 
     builder = getattr(_models(), "build_" + name.replace("-", "_"))
     model, step = builder(config, tracker)
     return Scenario(preset, step, model, config)
+
+
+__all__ = ["Preset", "Scenario", "PRESETS", "build"]

@@ -222,3 +222,13 @@ def make_source(kind: SourceKind = "auto") -> Any:
             f"torch {torch_version()} keeps no usable compilation metrics: use --source log"
         )
     return MetricsSource()
+
+
+__all__ = [
+    "torch_version",
+    "metrics_supported",
+    "MetricsSource",
+    "LogSource",
+    "SourceKind",
+    "make_source",
+]

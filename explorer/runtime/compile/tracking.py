@@ -50,3 +50,6 @@ class VariantTracker:
         """Frame -> the compile id that ran last in that frame since ``before``."""
         frames = {frame_of(cid) for cid, n in self.calls.items() if n > before.get(cid, 0)}
         return {frame: self.last[frame] for frame in frames}
+
+
+__all__ = ["VariantTracker"]

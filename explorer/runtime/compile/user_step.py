@@ -30,3 +30,6 @@ def load_step(spec: str) -> Callable[[int], Any]:
     except ValueError:  # builtins without a signature: let the call decide
         pass
     return fn
+
+
+__all__ = ["EXAMPLE", "load_step"]

@@ -89,3 +89,6 @@ def compile_model(
     if tracker is not None:
         backend = tracker.wrap(backend)
     return CompiledModel(model, torch.compile(model, backend=backend, **kwargs), config)
+
+
+__all__ = ["CompiledModel", "compile_model"]

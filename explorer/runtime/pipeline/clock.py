@@ -48,3 +48,6 @@ class CudaClock:
     def resolve(self, marks: list[Any]) -> list[int]:
         self._torch.cuda.synchronize()
         return [self.base_ns + int(self.base.elapsed_time(e) * 1e6) for e in marks]
+
+
+__all__ = ["CpuClock", "CudaClock"]

@@ -146,3 +146,6 @@ def _median(values: list[float]) -> Optional[float]:
 
 def _ms(value: Optional[float]) -> str:
     return "-" if value is None else f"{value:.3f}"
+
+
+__all__ = ["EngineComparison", "compare_engines"]

@@ -162,3 +162,6 @@ class RankExecutor:
         raise InstructionFailed(
             step, ins, "error", f"RuntimeError: fault injected on rank {self.rank} at step {step}"
         )
+
+
+__all__ = ["InstructionFailed", "classify", "RankExecutor"]

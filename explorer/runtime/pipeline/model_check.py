@@ -70,3 +70,5 @@ def main(argv: list[str]) -> int:
 
 if __name__ == "__main__":
     sys.exit(main(sys.argv[1:]))
+
+__all__ = ["TIMEOUT_S", "check_user_model", "main"]

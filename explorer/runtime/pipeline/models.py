@@ -163,3 +163,16 @@ def split(
         )
     bounds = [0, *cuts, n]
     return [list(layers[a:b]) for a, b in zip(bounds, bounds[1:])]
+
+
+__all__ = [
+    "DataFn",
+    "LossFn",
+    "PipelineModel",
+    "mlp",
+    "transformer",
+    "BUILTINS",
+    "resolve",
+    "build_model",
+    "split",
+]

@@ -84,3 +84,6 @@ class Channels:
         for work, _ in self.pending:
             work.wait()
         self.pending.clear()
+
+
+__all__ = ["Channels"]

@@ -87,3 +87,6 @@ class Recorder:
 
     def close(self) -> None:
         self._fh.close()
+
+
+__all__ = ["rank_file", "Recorder"]

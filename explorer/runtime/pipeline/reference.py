@@ -73,3 +73,6 @@ def _same_bits(x: torch.Tensor, y: torch.Tensor) -> bool:
 
 def _grad(p: torch.Tensor) -> torch.Tensor:
     return p.grad.detach().clone() if p.grad is not None else torch.zeros_like(p)
+
+
+__all__ = ["Outcome", "train_reference", "bitwise_equal"]

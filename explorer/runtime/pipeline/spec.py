@@ -140,3 +140,6 @@ class RunSpec:
             raise InputError(
                 f"{folder} holds no spec.json: is it a run folder written by `explorer run`?"
             ) from None
+
+
+__all__ = ["BACKENDS", "BUILTIN_MODELS", "FAULTS", "ModelSpec", "Fault", "RunSpec"]

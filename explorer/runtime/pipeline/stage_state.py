@@ -187,3 +187,6 @@ class StageState:
         if value is None:
             raise BufferFault(f"{ins.deepspeed_repr()} on stage {self.stage}: {message}")
         return value
+
+
+__all__ = ["BufferFault", "StageState"]

@@ -155,3 +155,5 @@ def main(argv: Optional[list[str]] = None) -> int:
 
 if __name__ == "__main__":
     sys.exit(main())
+
+__all__ = ["run", "main"]

@@ -192,3 +192,6 @@ def parse_fsdp_options(items: list[str]) -> dict[str, Any]:
 
 def _no_constant(name: str) -> Any:
     raise ValueError(f"{name} is not a value an FSDP option takes (JSON has no NaN or Infinity)")
+
+
+__all__ = ["FSDP_KINDS", "MODELS", "STEP_EXAMPLE", "RunConfig", "parse_fsdp_options"]

@@ -96,3 +96,6 @@ def wrap_v2(model: Any, cfg: RunConfig, device: Any) -> tuple[Any, Any]:
     for k, layer in enumerate(model.layers):
         model.layers[k] = FSDPv2(layer.to(device), mesh=mesh, **options)
     return FSDPv2(model.to(device), mesh=mesh, **options), mesh
+
+
+__all__ = ["VOCAB", "CPU_WORKAROUNDS", "build_encoder", "fsdp_kwargs", "wrap_v1", "wrap_v2"]

@@ -63,3 +63,5 @@ PRESETS: dict[str, Preset] = {
         ),
     )
 }
+
+__all__ = ["Preset", "PRESETS"]

@@ -52,3 +52,6 @@ def run_step(
     return run(
         replace(RunConfig(scenario=None, step=spec, steps=steps), **options), out_dir, progress
     )
+
+
+__all__ = ["run", "run_scenario", "run_step"]

@@ -114,3 +114,6 @@ def build(cfg: RunConfig) -> tuple[StepFn, dict[str, Any]]:
     else:  # RunConfig.resolved() rejects unknown names first
         raise ValueError(f"no step builder for scenario {name!r}")
     return step, trainer.info
+
+
+__all__ = ["StepFn", "LOG_EVERY", "Trainer", "build"]

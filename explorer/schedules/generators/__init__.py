@@ -123,3 +123,20 @@ def generate(
 def _check_positive(name: str, value: object, why: str) -> None:
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
         raise InputError(f"{name} must be a positive integer ({why}); got {value!r}")
+
+
+__all__ = [
+    "ExchangeOrder",
+    "deepspeed_buffers",
+    "deepspeed_inference",
+    "deepspeed_train",
+    "dualpipev",
+    "gpipe",
+    "interleaved",
+    "one_f_one_b",
+    "zb_h1",
+    "BufferSpec",
+    "ScheduleKind",
+    "KINDS",
+    "generate",
+]

@@ -234,3 +234,15 @@ def _from_grid(
         step_labels=labels,
         presorted=True,
     )
+
+
+__all__ = [
+    "ExchangeOrder",
+    "BufferFormula",
+    "ORDERS",
+    "BUFFER_FORMULAS",
+    "BufferSpec",
+    "deepspeed_buffers",
+    "deepspeed_train",
+    "deepspeed_inference",
+]

@@ -103,3 +103,6 @@ def dualpipev(p: int, m: int, buffers: Sequence[int] | None = None) -> Schedule:
         params={"kind": "dualpipev", "chunks": 2, "p2p": "batched"},
         placement="producer",
     )
+
+
+__all__ = ["v_stage_to_rank", "dualpipev_orders", "dualpipev"]

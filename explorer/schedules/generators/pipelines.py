@@ -117,3 +117,13 @@ def interleaved(p: int, m: int, v: int, buffers: Sequence[int] | None = None) ->
         params={"kind": "interleaved-1f1b", "chunks": v, "p2p": "batched"},
         placement="producer",
     )
+
+
+__all__ = [
+    "gpipe_plan",
+    "one_f_one_b_plan",
+    "gpipe",
+    "one_f_one_b",
+    "interleaved_orders",
+    "interleaved",
+]

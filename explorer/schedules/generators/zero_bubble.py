@@ -71,3 +71,6 @@ def zb_h1(p: int, m: int, buffers: Sequence[int] | None = None) -> Schedule:
         params={"kind": "zb-h1", "p2p": "batched"},
         placement="producer",
     )
+
+
+__all__ = ["zb_h1_plan", "zb_h1"]

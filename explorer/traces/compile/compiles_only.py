@@ -65,3 +65,6 @@ def diagnose_compiles_only(result: ProbeResult) -> Diagnosis:
         f"{len(breaks)} distinct graph break{'s' if len(breaks) != 1 else ''}{named}."
     )
     return Diagnosis("steady", None, sentence + UNKNOWABLE)
+
+
+__all__ = ["UNKNOWABLE", "diagnose_compiles_only"]

@@ -280,3 +280,6 @@ def read_job(path: Path) -> ProbeResult:
             f"{', '.join(strays[:4])}{', ...' if len(strays) > 4 else ''}."
         )
     return merged
+
+
+__all__ = ["HOW_TO_PROFILE", "SLACK_US", "rank_result", "read_job"]

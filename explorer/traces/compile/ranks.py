@@ -197,3 +197,6 @@ def merge_ranks(per_rank: Mapping[int, ProbeResult], label: str = "") -> ProbeRe
         d = replace(d, sentence=f"{d.sentence} Ranks differ: {merged.divergence[0]}{more}.")
     merged.diagnosis = d
     return merged
+
+
+__all__ = ["summary", "divergence", "merge_ranks"]

@@ -221,3 +221,18 @@ class ProbeResult:
         if self.ranks or self.divergence or self.notes:
             doc.update(ranks=self.ranks, divergence=self.divergence, notes=self.notes)
         return doc
+
+
+__all__ = [
+    "EAGER",
+    "UNKNOWN",
+    "LIMIT_FAILURE",
+    "limit_failure",
+    "frame_of",
+    "CompileEvent",
+    "GraphBreak",
+    "Iteration",
+    "VariantGuards",
+    "Diagnosis",
+    "ProbeResult",
+]

@@ -86,3 +86,6 @@ class Follower:
         """The instructions measured so far (of one iteration when given), in seconds."""
         rows = [r for r in self.records if iteration is None or r["iteration"] == iteration]
         return to_measured(rows, source=str(self.folder))
+
+
+__all__ = ["FollowerState", "RankProgress", "Follower"]

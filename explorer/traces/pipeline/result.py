@@ -299,3 +299,6 @@ def _next_instruction(follower: Follower, schedule: Schedule, rank: int) -> dict
             count -= 1
     stage = schedule.stages_of_rank(rank)[0]
     return {"rank": rank, "stage": stage, "step": schedule.num_steps - 1, "instruction": None}
+
+
+__all__ = ["RunResult", "refused", "collect", "EXIT_CODES", "write_exit_codes", "read_exit_codes"]

@@ -265,3 +265,18 @@ def measured_bubble(records: Sequence[dict]) -> float:
     ranks = {r["rank"] for r in records}
     busy = sum(r["end"] - r["start"] for r in records if record_kind(r).is_compute)
     return 1.0 - busy / (len(ranks) * span) if span > 0 else 0.0
+
+
+__all__ = [
+    "record_kind",
+    "to_measured",
+    "last_iteration",
+    "chrome_trace",
+    "table",
+    "to_csv",
+    "makespan",
+    "measured_costs",
+    "p2p_pairs",
+    "p2p_latencies",
+    "measured_bubble",
+]

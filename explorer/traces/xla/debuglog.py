@@ -90,3 +90,6 @@ def slice_events(text: str, offsets: list[int]) -> tuple[list[DebugEvent], list[
         parse_debug(data[a:b].decode("utf-8", "replace")) for a, b in zip(bounds[1:], bounds[2:])
     ]
     return setup, per_step
+
+
+__all__ = ["DebugEventKind", "DebugEvent", "parse_debug", "slice_events"]

@@ -78,3 +78,6 @@ def from_exit(returncode: Optional[int], stderr: str, step: Optional[int]) -> Fa
 def tail(text: str, lines: int = 25, chars: int = 4000) -> str:
     """The last lines of ``text``, capped in size."""
     return "\n".join(text.splitlines()[-lines:])[-chars:]
+
+
+__all__ = ["fatal_line", "signal_name", "from_exit", "tail"]

@@ -27,3 +27,6 @@ def decode(line: str) -> Optional[dict[str, Any]]:
     except json.JSONDecodeError:
         return None
     return msg if isinstance(msg, dict) and "event" in msg else None
+
+
+__all__ = ["MARK", "encode", "decode"]

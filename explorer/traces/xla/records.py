@@ -175,3 +175,6 @@ class ChildResult:
     @property
     def dump_dir(self) -> str:
         return os.path.join(self.out_dir, DUMP_DIR)
+
+
+__all__ = ["STEP_KEYS", "Graph", "Step", "Failure", "XlaRun", "ChildResult"]
