@@ -162,93 +162,115 @@ def simulate(
 
 def _per_step(
     schedule: Schedule, partner: np.ndarray, row_cost: np.ndarray, latency: float, model: P2PModel
-):
-    n = len(schedule)
+) -> tuple[np.ndarray, np.ndarray]:
+    """Start and end of every row, one step at a time over a dense ``(step, rank, slot)`` grid.
+
+    The fast path of :func:`simulate`, valid when :func:`dependency_steps_ok` holds (every wait
+    points to the same or an earlier step); :func:`explorer.analysis.reference.run` is the
+    plain walk it must agree with. A row's *slot* is its position among the rows its rank
+    performs in that step (in execution order); steps with fewer rows leave free slots of cost 0.
+
+    Inside a step a rank runs its slots back to back, so a slot starts at the latest of its own
+    lower bound and the end of the slot before it. With ``before`` the cost of the slots before
+    each slot, that is ``max.accumulate(bound - before) + before`` for a whole step at once. The
+    lower bounds are: the rank's clock (the end of its previous step) for slot 0; for a receive,
+    its send's end plus the latency (no latency for a hand-off between stages of one rank); for
+    each end of a blocking rendezvous, the moment its partner reaches the call. Bounds that
+    point to an earlier step are known before the step starts; bounds inside a step depend on
+    starts in the same step and are raised in rounds until nothing moves (at most one round
+    per cell of the step, plus two).
+    """
+    rows = len(schedule)
     order = execution_order(schedule, model)
+    # Everything indexed by position in ``order`` (ranks grouped, each in its execution order).
     rank, step, kind = schedule.rank[order], schedule.step[order], schedule.kind[order]
-    new_group = np.r_[True, (rank[1:] != rank[:-1]) | (step[1:] != step[:-1])]
-    group_first = np.maximum.accumulate(np.where(new_group, np.arange(n), 0))
-    slot = np.arange(n) - group_first
-    R, T, K = schedule.num_ranks, schedule.num_steps, int(slot.max()) + 1
-    cell = (
-        step.astype(np.int64) * R + rank
-    ) * K + slot  # dense (step, rank, slot) position of each ordered row
-    where = np.empty(n, dtype=np.int64)
-    where[order] = cell  # row -> dense position
+    group_starts = np.r_[True, (rank[1:] != rank[:-1]) | (step[1:] != step[:-1])]
+    group_first = np.maximum.accumulate(np.where(group_starts, np.arange(rows), 0))
+    slot = np.arange(rows) - group_first
+    num_ranks, num_steps = schedule.num_ranks, schedule.num_steps
+    num_slots = int(slot.max()) + 1
+    cells_per_step = num_ranks * num_slots
+    cell = (step.astype(np.int64) * num_ranks + rank) * num_slots + slot
+    cell_of_row = np.empty(rows, dtype=np.int64)
+    cell_of_row[order] = cell
 
     is_send = (kind == Kind.SEND_ACTIVATION) | (kind == Kind.SEND_GRAD)
     is_recv = (kind == Kind.RECV_ACTIVATION) | (kind == Kind.RECV_GRAD)
-    partner_o = partner[order]
-    local = (partner_o >= 0) & (schedule.rank[np.maximum(partner_o, 0)] == rank)
-    rendezvous = (is_send | is_recv) & ~local & (model == "blocking")
-    cost = np.zeros(T * R * K)
-    base_cost = row_cost[order].copy()  # sends and receives: the time spent inside the call
-    base_cost[rendezvous] += latency
-    cost[cell] = base_cost
-    cost = cost.reshape(T, R, K)
-    incl = np.cumsum(cost, axis=2)
-    excl = incl - cost
-    # Each P2P row that waits: both ends of a rendezvous wait for each other's readiness (same
-    # step); a receive otherwise waits for its send's end (same or earlier step) plus the
-    # latency, unless the hand-off is local. Waits on earlier steps are known before the step
-    # starts; only waits inside a step need the fixed-point rounds.
-    RK = R * K
-    waiting = rendezvous | (is_recv & ~rendezvous)
-    d_cell = cell[waiting]
-    d_src = where[partner[order[waiting]]]
-    d_rdv = rendezvous[waiting]
-    # A receive's data arrives at its send's end plus the latency (none for a local hand-off).
-    d_wait = np.where(local[waiting], 0.0, latency) + np.where(d_rdv, 0.0, cost.reshape(-1)[d_src])
-    d_step = d_cell // RK
-    inside = (d_src // RK) == d_step
-    by = np.lexsort(
-        (d_cell, inside, d_step)
-    )  # per step: earlier-step waits first, then in-step waits
-    d_cell, d_src, d_rdv, d_wait, d_step, inside = (
-        x[by] for x in (d_cell, d_src, d_rdv, d_wait, d_step, inside)
-    )
-    steps = np.arange(T + 1)
-    first = np.searchsorted(d_step, steps)
-    split = np.searchsorted(d_step * 2 + inside, steps * 2 + 1)
-    local_cell = d_cell - d_step * RK
-    local_src = d_src - d_step * RK
+    partner_row = partner[order]
+    same_rank = (partner_row >= 0) & (schedule.rank[np.maximum(partner_row, 0)] == rank)
+    rendezvous = (is_send | is_recv) & ~same_rank & (model == "blocking")
+    cost = np.zeros(num_steps * cells_per_step)
+    ordered_cost = row_cost[order].copy()  # sends and receives: the time spent inside the call
+    ordered_cost[rendezvous] += latency
+    cost[cell] = ordered_cost
+    cost = cost.reshape(num_steps, num_ranks, num_slots)
+    before = np.cumsum(cost, axis=2) - cost
 
-    start_all = np.zeros((T, R, K))
-    flat_all = start_all.reshape(-1)
-    clock = np.zeros(R)
-    neg = -np.inf
-    dep = np.empty((R, K))
-    dep_flat = dep.reshape(-1)
-    last_cost = cost[:, :, -1]
-    bounds = list(zip(first[:-1].tolist(), split[:-1].tolist(), first[1:].tolist()))
-    for t, (lo, mid, hi) in enumerate(bounds):
-        a_ex = excl[t]
-        dep.fill(neg)
-        if mid > lo:
-            dep_flat[local_cell[lo:mid]] = flat_all[d_src[lo:mid]] + d_wait[lo:mid]
-        np.maximum(dep[:, 0], clock, out=dep[:, 0])  # the rank's clock bounds its first slot
-        start = start_all[t]
-        np.subtract(dep, a_ex, out=start)
+    # One entry per row that waits for another: both ends of a rendezvous, every other receive.
+    waits = rendezvous | (is_recv & ~rendezvous)
+    wait_cell = cell[waits]
+    wait_src = cell_of_row[partner[order[waits]]]  # the cell it waits for
+    wait_rendezvous = rendezvous[waits]
+    # A receive's data arrives at its send's end plus the latency (none for a local hand-off);
+    # a rendezvous uses the partner's arrival instead, so its delay is never read.
+    wait_delay = np.where(same_rank[waits], 0.0, latency) + np.where(
+        wait_rendezvous, 0.0, cost.reshape(-1)[wait_src]
+    )
+    wait_step = wait_cell // cells_per_step
+    in_step = (wait_src // cells_per_step) == wait_step
+    by = np.lexsort((wait_cell, in_step, wait_step))  # per step: earlier-step waits first
+    wait_cell, wait_src, wait_rendezvous, wait_delay, wait_step, in_step = (
+        x[by] for x in (wait_cell, wait_src, wait_rendezvous, wait_delay, wait_step, in_step)
+    )
+    # Step t's waits are [first[t], first[t + 1]); the in-step ones start at split[t].
+    steps = np.arange(num_steps + 1)
+    first = np.searchsorted(wait_step, steps)
+    split = np.searchsorted(wait_step * 2 + in_step, steps * 2 + 1)
+    cell_in_step = wait_cell - wait_step * cells_per_step
+    src_in_step = wait_src - wait_step * cells_per_step
+
+    start_grid = np.zeros((num_steps, num_ranks, num_slots))
+    start_flat = start_grid.reshape(-1)
+    clock = np.zeros(num_ranks)  # when each rank finished its previous step
+    bound = np.empty((num_ranks, num_slots))  # earliest start of each slot of this step
+    bound_flat = bound.reshape(-1)
+    last_slot_cost = cost[:, :, -1]
+    ranges = list(zip(first[:-1].tolist(), split[:-1].tolist(), first[1:].tolist()))
+    for t, (earlier_lo, in_step_lo, in_step_hi) in enumerate(ranges):
+        step_before = before[t]
+        bound.fill(-np.inf)
+        if in_step_lo > earlier_lo:
+            waits_on = slice(earlier_lo, in_step_lo)
+            bound_flat[cell_in_step[waits_on]] = (
+                start_flat[wait_src[waits_on]] + wait_delay[waits_on]
+            )
+        np.maximum(bound[:, 0], clock, out=bound[:, 0])  # the rank's clock bounds its first slot
+        start = start_grid[t]
+        np.subtract(bound, step_before, out=start)
         np.maximum.accumulate(start, axis=1, out=start)
-        start += a_ex
-        if hi > mid:
-            c = cost[t]
-            cells, src = local_cell[mid:hi], local_src[mid:hi]
-            rdv, wait = d_rdv[mid:hi], d_wait[mid:hi]
-            for _ in range(RK + 2):
-                ready = np.concatenate([clock[:, None], (start + c)[:, :-1]], axis=1).reshape(-1)
-                new = np.where(rdv, ready[src], start.reshape(-1)[src] + wait)
-                cur = dep_flat[cells]
-                if (new <= cur).all():
+        start += step_before
+        if in_step_hi > in_step_lo:
+            step_cost = cost[t]
+            waits_on = slice(in_step_lo, in_step_hi)
+            cells, src = cell_in_step[waits_on], src_in_step[waits_on]
+            meets, delay = wait_rendezvous[waits_on], wait_delay[waits_on]
+            for _ in range(cells_per_step + 2):
+                # when each slot's rank reaches it: the previous slot's end (the clock for slot 0)
+                arrival = np.concatenate(
+                    [clock[:, None], (start + step_cost)[:, :-1]], axis=1
+                ).reshape(-1)
+                candidate = np.where(meets, arrival[src], start.reshape(-1)[src] + delay)
+                current = bound_flat[cells]
+                if (candidate <= current).all():
                     break
-                dep_flat[cells] = np.maximum(cur, new)
-                np.subtract(dep, a_ex, out=start)
+                bound_flat[cells] = np.maximum(current, candidate)
+                np.subtract(bound, step_before, out=start)
                 np.maximum.accumulate(start, axis=1, out=start)
-                start += a_ex
-        clock = start[:, -1] + last_cost[t]
-    flat_start = flat_all[where]
-    flat_end = flat_start + cost.reshape(-1)[where]
-    return flat_start, flat_end
+                start += step_before
+        clock = start[:, -1] + last_slot_cost[t]
+    row_start = start_flat[cell_of_row]
+    row_end = row_start + cost.reshape(-1)[cell_of_row]
+    return row_start, row_end
 
 
 def bubble(schedule: Schedule, start: np.ndarray, end: np.ndarray) -> Bubble:
