@@ -170,16 +170,16 @@ class ScheduleExplorer:
 
     # -- rendering -----------------------------------------------------------------------------
     def _figures(self, names: Sequence[str]) -> dict[str, go.Figure]:
-        stage = self.controls.lifetimes_stage.value if hasattr(self, "controls") else -1
+        stage = self.controls.lifetimes_stage.value
         cell = finding_cell(self.selected) if self.selected is not None else self.failed_at
-        arrows = bool(self.controls.arrows.value) if hasattr(self, "controls") else False
+        arrows = bool(self.controls.arrows.value)
         build = {
             "grid": lambda: grid_figure(
                 self.report,
                 arrows=arrows,
                 selected=cell,
                 x_range=self.ranges["grid"],
-                moved=getattr(self, "moved", []),
+                moved=self.moved,
             ),
             "timeline": lambda: timeline_figure(self.report, x_range=self.ranges["timeline"]),
             "lifetimes": lambda: lifetimes_figure(

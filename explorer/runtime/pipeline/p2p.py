@@ -16,7 +16,6 @@ GPU shared through gloo, tensors cross through host memory (a copy each way per 
 from __future__ import annotations
 
 from collections import defaultdict, deque
-from typing import Optional
 
 import torch
 import torch.distributed as dist
@@ -79,7 +78,7 @@ class Channels:
         dist.recv(wire, src, tag=tag)
         return wire.to(self.device) if self.via_host else wire
 
-    def drain(self, timeout: Optional[float] = None) -> None:
+    def drain(self) -> None:
         """Wait for every posted send (end of an iteration)."""
         for work, _ in self.pending:
             work.wait()
