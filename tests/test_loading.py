@@ -61,3 +61,16 @@ def test_load_ref_tells_a_failing_top_level_from_a_missing_name(tmp_path, monkey
         load_ref("lr_attr:f", "--opt", "m:f")
     with pytest.raises(InputError, match=r"running .*lr_bad.py raised ZeroDivisionError"):
         load_ref(f"{tmp_path}/lr_bad.py:f", "--step", "m:f", files=True)
+
+
+def test_the_loader_is_pure():
+    """Argparse types and configs use it before any heavy package is imported."""
+    import json
+    import subprocess
+
+    code = (
+        "import sys, json, explorer.loading; print(json.dumps(sorted(m for m in sys.modules "
+        "if m.split('.')[0] in ('torch', 'torch_xla', 'plotly', 'ipywidgets', 'deepspeed'))))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert json.loads(out.stdout) == []
