@@ -96,3 +96,6 @@ def _memory_doc(memory) -> dict | None:
         },
         "ranks": [m.to_dict() for m in memory],
     }
+
+
+__all__ = ["register", "run"]

@@ -52,3 +52,6 @@ def run(args: argparse.Namespace) -> int:
                 )
             extra[name] = getattr(args, name)
     return int(reader(Path(args.path), args.json, **extra))
+
+
+__all__ = ["register", "run"]

@@ -165,3 +165,6 @@ def read(path: Path, json_out: bool, html: Optional[str] = None, plan: Optional[
 
         write_html(job, html, read_schedule_csv(plan) if plan else None)
     return 0 if doc["ok"] and not doc["planned"]["differences"] else 1
+
+
+__all__ = ["load", "planned_order", "order_differences", "plan_order", "document", "text", "read"]

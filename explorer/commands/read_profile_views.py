@@ -57,3 +57,6 @@ def write_html(job: ProfiledJob, path: str, planned: Optional[Schedule] = None) 
     )
     inputs.write_text(path, doc, "HTML report")
     return Path(path)
+
+
+__all__ = ["measured_trace", "planned_schedule", "figures", "write_html"]

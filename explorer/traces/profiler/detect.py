@@ -14,3 +14,5 @@ register(
         "explorer.commands.read_profile:read",
     )
 )
+
+__all__: list[str] = []
