@@ -138,6 +138,7 @@ def test_a_reorder_that_breaks_pairing_is_rejected_with_its_deadlock():
     assert "defer-recv: fails at 2x2: deadlock" in result.describe()
 
 
+@pytest.mark.slow  # searches every rule over many sizes
 def test_the_fix_search_ranks_deepspeeds_fix_first_with_the_smaller_buffers():
     stages, mbs = parse_sizes("2-8:1-16")
     result = search_fixes(seed, stages, mbs)
