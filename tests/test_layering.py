@@ -232,6 +232,21 @@ def test_checker_accepts_a_well_layered_tree(tmp_path):
         # a new package nobody placed
         ("newpart/__init__.py", "", "has no layer"),
     ],
+    ids=[
+        "schedules-imports-analysis",
+        "analysis-imports-runtime-relatively",
+        "hlo-imports-views-in-a-function",
+        "runtime-imports-widgets-in-a-function",
+        "views-imports-commands",
+        "widgets-imports-cli",
+        "traces-imports-torch",
+        "analysis-imports-plotly",
+        "errors-imports-deepspeed",
+        "hlo-tries-torch_xla",
+        "views-imports-ipywidgets-in-a-function",
+        "runtime-imports-anywidget-in-a-function",
+        "an-unplaced-package",
+    ],
 )
 def test_checker_finds_a_planted_violation(tmp_path, name, text, expected):
     problems = layering_violations(_plant(tmp_path, {**CLEAN, name: text}))
