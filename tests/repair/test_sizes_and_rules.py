@@ -80,6 +80,7 @@ def test_sweep_verdicts_agree_with_single_checks(kind, legacy, p0, m0):
         assert cell.allocated == tuple(report.buffers.allocated)
 
 
+@pytest.mark.slow  # 352 sizes checked twice (the panel test checks 2-6:1-8 in the fast tier)
 def test_the_seeds_smallest_failing_size_is_3_by_3_and_the_fix_is_clean():
     stages, mbs = parse_sizes("2-12:1-32")
     broken = check_sizes(seed, stages, mbs)
