@@ -1,6 +1,8 @@
 # Two commands do all the set-up on a fresh machine (see README.md):
 #   make lab   - install into .venv, install the kernel specs, open JupyterLab on notebooks/
 #   make test  - install into .venv (and Debian's chromium for the browser test), run the suite
+# While editing: make test-fast (lint and the `not slow` tier: no process, compiler or browser,
+# under a minute); make test-slow (the rest); make test-gpu (the CUDA/NCCL paths).
 # Every step is idempotent: a stamp file records that .venv matches pyproject.toml.
 
 PYTHON ?= python3
@@ -11,7 +13,7 @@ PYTEST_ARGS ?=
 LAB_ARGS ?=
 ROOT_FLAG := $(shell [ "$$(id -u)" = "0" ] && echo --allow-root)
 
-.PHONY: install kernels chromium lint lab test bench clean
+.PHONY: install kernels chromium lint lab test test-fast test-slow test-gpu bench clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -48,8 +50,20 @@ lint: install
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 
+# The whole suite, every tier (PYTEST_ARGS may add its own -m, e.g. '-m "not browser"').
 test: install chromium lint
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
+
+# The tiers on their own. A tier that selects nothing under PYTEST_ARGS exits 0 (tests/conftest.py).
+test-fast: install lint
+	$(BIN)/python -m pytest -m "not slow" $(PYTEST_ARGS)
+
+test-slow: install chromium
+	$(BIN)/python -m pytest -m slow $(PYTEST_ARGS)
+
+# Skipped (with the reason) where torch sees no CUDA device.
+test-gpu: install
+	$(BIN)/python -m pytest -m gpu -rs $(PYTEST_ARGS)
 
 # Every benchmark, one after the other; a script exits 1 when it misses its goal, which is
 # reported here without stopping the others (the figures go to benchmarks/RESULTS.md by hand).

@@ -1,16 +1,214 @@
-"""Suite-wide settings.
+"""Suite-wide settings: reproducible hypothesis under CI, and the test tiers kept honest.
 
 Under CI (``CI=true``) hypothesis runs derandomized: the same examples on every run, so a
 submission is judged on reproducible cases. Locally it explores new examples each run, which is
 where new counterexamples are found (and then kept by hypothesis' example database).
+
+Tiers. ``-m "not slow"`` is the tier a developer runs after every edit; it must stay under a
+minute, so a test that starts a process (a subprocess, the CLI in a child, torchrun,
+multiprocessing, a kernel, a browser) or a compiler (torch.compile) must be marked ``slow``.
+That is enforced here rather than remembered: while a test without the mark sets up or runs,
+every way of starting a process is refused, and a Dynamo compile fails the test, each with an
+error that says what to do. ``gpu`` tests are skipped only where torch sees no
+CUDA device.
 """
 
 from __future__ import annotations
 
 import os
+import sys
+from contextlib import contextmanager
+from typing import Any, Callable, Iterator, Optional
 
+import pytest
 from hypothesis import settings
 
 settings.register_profile("ci", derandomize=True, print_blob=True)
 if os.environ.get("CI", "").lower() in ("1", "true", "yes"):
     settings.load_profile("ci")
+
+
+# --- the fast tier starts no process ----------------------------------------------------------
+
+#: Audit events (see the table in Python's docs) that start a process or replace this one.
+PROCESS_EVENTS = frozenset(
+    {
+        "subprocess.Popen",
+        "os.fork",
+        "os.forkpty",
+        "os.posix_spawn",
+        "os.spawn",
+        "os.system",
+        "os.exec",
+        "pty.spawn",
+    }
+)
+
+
+class _ProcessGuard:
+    """Refuses process starts while a test outside the slow tier sets up or runs.
+
+    An audit hook cannot be removed once added, so one hook is installed per pytest process and
+    consults ``test``; it is inert between tests and during ``slow`` tests. multiprocessing's
+    ``spawn`` and ``forkserver`` contexts start children through ``_posixsubprocess`` without
+    an audit event, so ``BaseProcess.start`` is refused directly as well.
+    """
+
+    def __init__(self) -> None:
+        self.test: Optional[str] = None
+        self.seen: list[str] = []
+        sys.addaudithook(self._audit)
+
+    def refusal(self, what: str) -> str:
+        return (
+            f"{self.test} is in the fast tier (not marked slow) but started a process: {what}. "
+            "Mark it @pytest.mark.slow, or call the code in-process (e.g. explorer.cli.main([...]))."
+        )
+
+    def _audit(self, event: str, args: tuple) -> None:
+        if self.test is None or event not in PROCESS_EVENTS:
+            return
+        what = f"{event}{_short(args)}"
+        self.seen.append(what)
+        raise RuntimeError(self.refusal(what))
+
+    @contextmanager
+    def forbidding(self, test: str) -> Iterator[None]:
+        import multiprocessing.process
+
+        original = multiprocessing.process.BaseProcess.start
+        guard = self
+
+        def start(process) -> None:
+            what = f"multiprocessing start of {process!r}"
+            guard.seen.append(what)
+            raise RuntimeError(guard.refusal(what))
+
+        self.test, self.seen = test, []
+        multiprocessing.process.BaseProcess.start = start
+        try:
+            yield
+        finally:
+            multiprocessing.process.BaseProcess.start = original
+            self.test = None
+
+
+def _short(args: tuple) -> str:
+    text = repr(args)
+    return text if len(text) <= 200 else text[:200] + "...)"
+
+
+_GUARD = _ProcessGuard()
+
+
+def _frames_compiled() -> int:
+    """Frames Dynamo has been asked to compile in this process (0 before torch is imported)."""
+    utils = sys.modules.get("torch._dynamo.utils")
+    return int(utils.counters["frames"]["total"]) if utils is not None else 0
+
+
+@contextmanager
+def _tier(item: pytest.Item) -> Iterator[None]:
+    """Outside the slow tier: no process may start, and Dynamo may compile nothing.
+
+    A process start is refused as it happens. A compile cannot be refused without reaching into
+    Dynamo, so it is found afterwards from Dynamo's own frame counter and fails the test.
+    """
+    if item.get_closest_marker("slow") is not None:
+        yield
+        return
+    compiled = _frames_compiled()
+    with _GUARD.forbidding(item.nodeid):
+        yield
+    if _GUARD.seen:  # the refusal was caught and swallowed by the code under test
+        pytest.fail(_GUARD.refusal(_GUARD.seen[0]), pytrace=False)
+    now = _frames_compiled()
+    if now != compiled and now > 0:
+        pytest.fail(
+            f"{item.nodeid} is in the fast tier (not marked slow) but ran torch.compile "
+            f"(Dynamo compiled {now - compiled if now > compiled else now} frame(s)). "
+            "Mark it @pytest.mark.slow.",
+            pytrace=False,
+        )
+
+
+# --- the CLI, in-process in the fast tier and in a child in the slow tier ----------------------
+
+
+@pytest.fixture(
+    params=[
+        pytest.param("in-process", id="in-process"),
+        pytest.param("child", id="child", marks=pytest.mark.slow),
+    ]
+)
+def explorer_cli(request) -> Callable[..., Any]:
+    """``explorer_cli(*args, cwd=None, env=None)``: run ``explorer ARGS`` and return its outcome.
+
+    Each test that takes this fixture runs twice: ``explorer.cli.main`` called in this
+    interpreter (fast tier) and ``python -m explorer.cli`` in a child (slow tier). Both answer
+    with ``returncode``, ``stdout`` and ``stderr``. ``env`` needs a child: in-process it is an
+    error, so a test that needs one is marked slow and starts its child itself.
+    """
+    from cli_in_process import call_cli, run_cli_child
+
+    def run(*args: Any, cwd: Any = None, env: Optional[dict] = None, timeout: float = 300):
+        if request.param == "child":
+            return run_cli_child(args, cwd=cwd, env=env, timeout=timeout)
+        if env is not None:
+            raise ValueError("an environment needs a child process: mark the test slow")
+        return call_cli(args, cwd=cwd)
+
+    return run
+
+
+# --- gpu tests run wherever torch sees a CUDA device ------------------------------------------
+
+_CUDA: Optional[bool] = None
+
+
+def _cuda_available() -> bool:
+    """``torch.cuda.is_available()``, asked once, and only when a ``gpu`` test is about to run."""
+    global _CUDA
+    if _CUDA is None:
+        try:
+            import torch
+        except ImportError:
+            _CUDA = False
+        else:
+            _CUDA = bool(torch.cuda.is_available())
+    return _CUDA
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_setup(item: pytest.Item):
+    if item.get_closest_marker("gpu") is not None and not _cuda_available():
+        pytest.skip("needs a CUDA device")
+    with _tier(item):
+        return (yield)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_call(item: pytest.Item):
+    with _tier(item):
+        return (yield)
+
+
+# --- a tier that selects nothing is not an error -----------------------------------------------
+
+_DESELECTED = 0
+
+
+def pytest_deselected(items: list) -> None:
+    global _DESELECTED
+    _DESELECTED += len(items)
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    """``-m "not slow"`` on a folder of slow tests (or ``-m slow`` on a fast one) selects nothing.
+
+    pytest calls that exit 5, which would fail ``make test`` for a tier that is simply empty
+    there. When tests were collected and the markers deselected every one, exit 0 instead; a
+    path that collects nothing at all still exits 5.
+    """
+    if exitstatus == pytest.ExitCode.NO_TESTS_COLLECTED and _DESELECTED:
+        session.exitstatus = pytest.ExitCode.OK

@@ -1,13 +1,21 @@
-"""The bad-input contract every command's table asserts, through the real CLI in a subprocess.
+"""The bad-input contract every command's table asserts, in two tiers.
 
 Every bad invocation must end with exit 2, exactly one line on stderr that names the
 constraint (``needle``), no traceback, nothing on stdout, within a time bound and (measured
 with ``wait4``) a memory bound.
+
+Each table is asserted twice. In the fast tier, :func:`assert_bad_input_in_process` calls
+``explorer.cli.main`` in the test's own interpreter: the same exit code, the same one line, no
+traceback, no stdout, the time bound; what it cannot see is the memory bound and anything that
+only shows in a fresh interpreter (a stray import at start-up, the process's real exit). The
+slow tier runs :func:`assert_bad_input` on the whole table through ``python -m explorer.cli`` in
+a child, which checks all of it. :func:`tiers` makes the two parameter lists from one table.
 """
 
 from __future__ import annotations
 
 import json
+import math
 import os
 import signal
 import subprocess
@@ -42,6 +50,26 @@ class Case:
 
     def param(self):
         return pytest.param(self, id=self.id, marks=self.marks)
+
+    @property
+    def slow(self) -> bool:
+        """Marked slow: the case imports a user's module (torch, a segfault, ``sys.exit``)."""
+        return any(getattr(mark, "name", None) == "slow" for mark in self.marks)
+
+    def under(self, command: str) -> "Case":
+        """The same case with ``command`` in front of its arguments."""
+        return Case(self.id, [command, *self.argv], self.needle, self.seconds, self.megabytes)
+
+
+def tiers(cases: Sequence[Case]) -> tuple[list, list]:
+    """``(in_process, through_the_cli)`` parameters for one table.
+
+    In process: every case that is not itself slow (those import a user's module, which may
+    end the interpreter). Through the CLI: every case, all in the slow tier.
+    """
+    in_process = [c.param() for c in cases if not c.slow]
+    cli = [pytest.param(c, id=c.id, marks=(*c.marks, pytest.mark.slow)) for c in cases]
+    return in_process, cli
 
 
 @dataclass(frozen=True)
@@ -102,10 +130,38 @@ def run_cli(
     return ran
 
 
+def call_cli(argv: Sequence[str], cwd: str) -> Ran:
+    """``explorer.cli.main(ARGV)`` in this interpreter (see ``tests/cli_in_process.py``), timed.
+
+    Memory is not measured in-process (``max_rss_mb`` is NaN): the child form checks it.
+    """
+    from cli_in_process import call_cli as call
+
+    start = time.monotonic()
+    called = call(argv, cwd)
+    return Ran(called.returncode, called.stdout, called.stderr, time.monotonic() - start, math.nan)
+
+
+def assert_bad_input_in_process(case: Case, folder: Path) -> Ran:
+    """The contract, asserted on ``explorer.cli.main`` called in-process (the fast tier)."""
+    argv = [a.replace("{d}", str(folder)) for a in case.argv]
+    ran = call_cli(argv, str(folder))
+    _assert_refused(case, ran)
+    return ran
+
+
 def assert_bad_input(case: Case, folder: Path) -> Ran:
     """The contract: exit 2, one line naming the constraint, no traceback, no stdout, bounded."""
     argv = [a.replace("{d}", str(folder)) for a in case.argv]
     ran = run_cli(argv, str(folder), timeout=max(60.0, 4 * case.seconds))
+    _assert_refused(case, ran)
+    assert ran.max_rss_mb < case.megabytes, (
+        f"peak {ran.max_rss_mb:.0f} MB (bound {case.megabytes} MB)"
+    )
+    return ran
+
+
+def _assert_refused(case: Case, ran: Ran) -> None:
     lines = ran.stderr.splitlines()
     shown = ran.stderr[-1500:]
     assert ran.returncode == 2, f"exit {ran.returncode}; stderr: {shown}"
@@ -116,7 +172,3 @@ def assert_bad_input(case: Case, folder: Path) -> Ran:
     assert len(lines[0]) <= 700, f"a {len(lines[0])}-character line: quote a short excerpt"
     assert ran.stdout == "", f"stdout: {ran.stdout[:500]}"
     assert ran.seconds < case.seconds, f"took {ran.seconds:.1f} s (bound {case.seconds} s)"
-    assert ran.max_rss_mb < case.megabytes, (
-        f"peak {ran.max_rss_mb:.0f} MB (bound {case.megabytes} MB)"
-    )
-    return ran

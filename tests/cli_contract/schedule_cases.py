@@ -2,11 +2,18 @@
 
 from __future__ import annotations
 
+import pytest
+
 from .contract import Case
 
 K = ["--kind", "1f1b"]
 P4M8 = ["--stages", "4", "--microbatches", "8"]
 BIG = "9" * 5000
+
+
+#: ``--from MODULE:CLASS`` loads the user's class in a child process (so that a segfault or an
+#: endless generator cannot take the CLI with it): such cases are in the slow tier only.
+CHILD = dict(marks=(pytest.mark.slow,))
 
 
 def _from(module: str, *extra: str, stages: str = "2", microbatches: str = "3") -> list[str]:
@@ -172,46 +179,66 @@ SCHEDULE_OPTION_CASES = [
     Case("from-empty-module", ["--from", ":Sched", *P4M8], "expected MODULE:"),
     Case("from-empty-class", ["--from", "sched_ok:", *P4M8], "expected MODULE:"),
     Case("from-bad-module-name", ["--from", "a b:Sched", *P4M8], "is not a module name"),
-    Case("from-5000-chars", ["--from", "m" * 5000 + ":Sched", *P4M8], "characters"),
-    Case("from-missing-module", ["--from", "no_such_module:X", *P4M8], "cannot import module"),
-    Case("from-import-raises", _from("import_raises"), "broken at import"),
-    Case("from-import-exit", _from("import_exit"), "SystemExit"),
-    Case("from-import-keyboard", _from("import_keyboard"), "KeyboardInterrupt"),
-    Case("from-syntax-error", _from("syntax_error"), "syntax error"),
-    Case("from-missing-class", ["--from", "sched_ok:Nope", *P4M8], "has no attribute 'Nope'"),
-    Case("from-not-a-class", _from("not_a_class"), "is not a pipeline schedule class"),
-    Case("from-json-dumps", ["--from", "json:dumps", *P4M8], "is not a pipeline schedule class"),
-    Case("from-buffer-abc", _from("sched_buf_abc"), "buffer ids are whole numbers"),
-    Case("from-buffer-nan", _from("sched_buf_nan"), "buffer ids are whole numbers"),
-    Case("from-buffer-10e30", _from("sched_buf_huge"), "outside 0..0"),
-    Case("from-buffer-float", _from("sched_buf_float"), "buffer ids are whole numbers"),
-    Case("from-buffer-beyond", _from("sched_buf_beyond"), "outside 0..0"),
-    Case("from-buffer-negative", _from("sched_buf_negative"), "outside 0..0"),
+    Case("from-5000-chars", ["--from", "m" * 5000 + ":Sched", *P4M8], "characters", **CHILD),
+    Case(
+        "from-missing-module",
+        ["--from", "no_such_module:X", *P4M8],
+        "cannot import module",
+        **CHILD,
+    ),
+    Case("from-import-raises", _from("import_raises"), "broken at import", **CHILD),
+    Case("from-import-exit", _from("import_exit"), "SystemExit", **CHILD),
+    Case("from-import-keyboard", _from("import_keyboard"), "KeyboardInterrupt", **CHILD),
+    Case("from-syntax-error", _from("syntax_error"), "syntax error", **CHILD),
+    Case(
+        "from-missing-class", ["--from", "sched_ok:Nope", *P4M8], "has no attribute 'Nope'", **CHILD
+    ),
+    Case("from-not-a-class", _from("not_a_class"), "is not a pipeline schedule class", **CHILD),
+    Case(
+        "from-json-dumps",
+        ["--from", "json:dumps", *P4M8],
+        "is not a pipeline schedule class",
+        **CHILD,
+    ),
+    Case("from-buffer-abc", _from("sched_buf_abc"), "buffer ids are whole numbers", **CHILD),
+    Case("from-buffer-nan", _from("sched_buf_nan"), "buffer ids are whole numbers", **CHILD),
+    Case("from-buffer-10e30", _from("sched_buf_huge"), "outside 0..0", **CHILD),
+    Case("from-buffer-float", _from("sched_buf_float"), "buffer ids are whole numbers", **CHILD),
+    Case("from-buffer-beyond", _from("sched_buf_beyond"), "outside 0..0", **CHILD),
+    Case("from-buffer-negative", _from("sched_buf_negative"), "outside 0..0", **CHILD),
     Case(
         "from-num-buffers-negative",
         _from("sched_nbuf_negative"),
         "num_pipe_buffers() returned '-1'",
+        **CHILD,
     ),
-    Case("from-num-buffers-zero", _from("sched_nbuf_zero"), "between 1 and"),
-    Case("from-num-buffers-str", _from("sched_nbuf_str"), "whole number of buffers"),
-    Case("from-num-buffers-nan", _from("sched_nbuf_nan"), "whole number of buffers"),
-    Case("from-num-buffers-huge", _from("sched_nbuf_huge"), "between 1 and"),
-    Case("from-num-buffers-raises", _from("sched_nbuf_raises"), "ZeroDivisionError"),
-    Case("from-infinite-steps", _from("sched_infinite"), "endless generator"),
-    Case("from-infinite-empty-steps", _from("sched_infinite_empty"), "endless generator"),
-    Case("from-infinite-step", _from("sched_infinite_step"), "endless generator"),
-    Case("from-sys-exit", _from("sched_exit"), "SystemExit"),
-    Case("from-os-exit", _from("sched_os_exit"), "exit code 3"),
-    Case("from-keyboard-interrupt", _from("sched_keyboard"), "KeyboardInterrupt"),
-    Case("from-segfault", _from("sched_segfault"), "SIGSEGV"),
-    Case("from-sleeps", _from("sched_sleeps", "--timeout", "2"), "did not finish within 2 s"),
-    Case("from-raises", _from("sched_raises"), "bad schedule"),
-    Case("from-steps-not-iterable", _from("sched_not_iterable"), "TypeError"),
-    Case("from-step-not-iterable", _from("sched_step_not_iterable"), "TypeError"),
-    Case("from-unknown-instruction", _from("sched_unknown_instr"), "unknown instruction 'Wobble'"),
-    Case("from-init-raises", _from("sched_init_raises"), "no such stage"),
-    Case("from-long-message", _from("sched_long_message"), "characters"),
-    Case("from-multiline-message", _from("sched_newlines"), "line one line two"),
+    Case("from-num-buffers-zero", _from("sched_nbuf_zero"), "between 1 and", **CHILD),
+    Case("from-num-buffers-str", _from("sched_nbuf_str"), "whole number of buffers", **CHILD),
+    Case("from-num-buffers-nan", _from("sched_nbuf_nan"), "whole number of buffers", **CHILD),
+    Case("from-num-buffers-huge", _from("sched_nbuf_huge"), "between 1 and", **CHILD),
+    Case("from-num-buffers-raises", _from("sched_nbuf_raises"), "ZeroDivisionError", **CHILD),
+    Case("from-infinite-steps", _from("sched_infinite"), "endless generator", **CHILD),
+    Case("from-infinite-empty-steps", _from("sched_infinite_empty"), "endless generator", **CHILD),
+    Case("from-infinite-step", _from("sched_infinite_step"), "endless generator", **CHILD),
+    Case("from-sys-exit", _from("sched_exit"), "SystemExit", **CHILD),
+    Case("from-os-exit", _from("sched_os_exit"), "exit code 3", **CHILD),
+    Case("from-keyboard-interrupt", _from("sched_keyboard"), "KeyboardInterrupt", **CHILD),
+    Case("from-segfault", _from("sched_segfault"), "SIGSEGV", **CHILD),
+    Case(
+        "from-sleeps", _from("sched_sleeps", "--timeout", "2"), "did not finish within 2 s", **CHILD
+    ),
+    Case("from-raises", _from("sched_raises"), "bad schedule", **CHILD),
+    Case("from-steps-not-iterable", _from("sched_not_iterable"), "TypeError", **CHILD),
+    Case("from-step-not-iterable", _from("sched_step_not_iterable"), "TypeError", **CHILD),
+    Case(
+        "from-unknown-instruction",
+        _from("sched_unknown_instr"),
+        "unknown instruction 'Wobble'",
+        **CHILD,
+    ),
+    Case("from-init-raises", _from("sched_init_raises"), "no such stage", **CHILD),
+    Case("from-long-message", _from("sched_long_message"), "characters", **CHILD),
+    Case("from-multiline-message", _from("sched_newlines"), "line one line two", **CHILD),
     Case(
         "from-size-over-limit",
         _from("sched_ok", stages="1000", microbatches="20000"),

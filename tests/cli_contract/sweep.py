@@ -1,7 +1,7 @@
 """Run every bad-input table through the real CLI and print the figures per command.
 
-    .venv/bin/python -m tests.cli_contract.sweep            # the fast cases (what CI runs unmarked)
-    .venv/bin/python -m tests.cli_contract.sweep --slow     # also those that import torch / torch_xla
+    .venv/bin/python -m tests.cli_contract.sweep            # the cases refused in the CLI's process
+    .venv/bin/python -m tests.cli_contract.sweep --slow     # also those that load user code in a child
     PYTHONPATH=/path/to/other/checkout .venv/bin/python -m tests.cli_contract.sweep --as-limit-mb 4096
                                                             # another version's figures, memory capped
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from .contract import Case, assert_bad_input
+from .contract import Case, assert_bad_input, assert_bad_input_in_process, tiers
 from .schedule_cases import SCHEDULE_OPTION_CASES
 
 CHECK_CASES = [
@@ -22,11 +22,17 @@ CHECK_CASES = [
 ]
 
 
-@pytest.mark.parametrize("case", [c.param() for c in CHECK_CASES])
+IN_PROCESS, THROUGH_THE_CLI = tiers(CHECK_CASES)
+
+
+@pytest.mark.parametrize("case", IN_PROCESS)
 def test_check_bad_input(case: Case, bad) -> None:
-    assert_bad_input(
-        Case(case.id, ["check", *case.argv], case.needle, case.seconds, case.megabytes), bad
-    )
+    assert_bad_input_in_process(case.under("check"), bad)
+
+
+@pytest.mark.parametrize("case", THROUGH_THE_CLI)
+def test_check_bad_input_through_the_cli(case: Case, bad) -> None:
+    assert_bad_input(case.under("check"), bad)
 
 
 def test_the_table_is_large_enough() -> None:

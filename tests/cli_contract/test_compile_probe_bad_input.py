@@ -11,11 +11,13 @@ import json
 
 import pytest
 
-from .contract import Case, assert_bad_input, run_cli
+from .contract import Case, assert_bad_input, assert_bad_input_in_process, run_cli, tiers
 
 S = ["--scenario", "cycling"]
 BIG = "9" * 5000
 TORCH = dict(seconds=90.0, megabytes=2500, marks=(pytest.mark.slow,))
+#: Refused by the child that loads the step (a name of 5,000 characters is a valid module name).
+CHILD = dict(marks=(pytest.mark.slow,))
 
 
 def cfg(name: str) -> list[str]:
@@ -80,7 +82,7 @@ COMPILE_PROBE_CASES = [
     Case("step-empty-module", ["--step", ":step"], "expected MODULE:"),
     Case("step-empty-function", ["--step", "train:"], "expected MODULE:"),
     Case("step-bad-function-name", ["--step", "train:1step"], "is not a Python name"),
-    Case("step-5000-chars", ["--step", "m" * 5000 + ":step"], "characters"),
+    Case("step-5000-chars", ["--step", "m" * 5000 + ":step"], "characters", **CHILD),
     Case(
         "step-with-backend",
         ["--step", "not_a_class:step", "--backend", "eager"],
@@ -115,11 +117,17 @@ COMPILE_PROBE_CASES = [
 ]
 
 
-@pytest.mark.parametrize("case", [c.param() for c in COMPILE_PROBE_CASES])
+IN_PROCESS, THROUGH_THE_CLI = tiers(COMPILE_PROBE_CASES)
+
+
+@pytest.mark.parametrize("case", IN_PROCESS)
 def test_compile_probe_bad_input(case: Case, bad) -> None:
-    assert_bad_input(
-        Case(case.id, ["compile-probe", *case.argv], case.needle, case.seconds, case.megabytes), bad
-    )
+    assert_bad_input_in_process(case.under("compile-probe"), bad)
+
+
+@pytest.mark.parametrize("case", THROUGH_THE_CLI)
+def test_compile_probe_bad_input_through_the_cli(case: Case, bad) -> None:
+    assert_bad_input(case.under("compile-probe"), bad)
 
 
 def test_the_table_is_large_enough() -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from .contract import Case, assert_bad_input
+from .contract import Case, assert_bad_input, assert_bad_input_in_process, tiers
 from .hlo_cases import file_cases
 
 GOOD, TWO = "{d}/good.hlo", "{d}/two.hlo"
@@ -53,11 +53,17 @@ HLO_DIFF_CASES = [
 ]
 
 
-@pytest.mark.parametrize("case", [c.param() for c in HLO_DIFF_CASES])
+IN_PROCESS, THROUGH_THE_CLI = tiers(HLO_DIFF_CASES)
+
+
+@pytest.mark.parametrize("case", IN_PROCESS)
 def test_hlo_diff_bad_input(case: Case, bad) -> None:
-    assert_bad_input(
-        Case(case.id, ["hlo-diff", *case.argv], case.needle, case.seconds, case.megabytes), bad
-    )
+    assert_bad_input_in_process(case.under("hlo-diff"), bad)
+
+
+@pytest.mark.parametrize("case", THROUGH_THE_CLI)
+def test_hlo_diff_bad_input_through_the_cli(case: Case, bad) -> None:
+    assert_bad_input(case.under("hlo-diff"), bad)
 
 
 def test_the_table_is_large_enough() -> None:

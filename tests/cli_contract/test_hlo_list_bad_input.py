@@ -4,7 +4,14 @@ from __future__ import annotations
 
 import pytest
 
-from .contract import Case, assert_bad_input
+from .contract import (
+    Case,
+    assert_bad_input,
+    assert_bad_input_in_process,
+    call_cli,
+    run_cli,
+    tiers,
+)
 from .hlo_cases import file_cases
 
 #: With --json the same refusals hold (the output format changes nothing about reading).
@@ -26,21 +33,28 @@ HLO_LIST_CASES = [
 ]
 
 
-@pytest.mark.parametrize("case", [c.param() for c in HLO_LIST_CASES])
+IN_PROCESS, THROUGH_THE_CLI = tiers(HLO_LIST_CASES)
+
+
+@pytest.mark.parametrize("case", IN_PROCESS)
 def test_hlo_list_bad_input(case: Case, bad) -> None:
-    assert_bad_input(
-        Case(case.id, ["hlo-list", *case.argv], case.needle, case.seconds, case.megabytes), bad
-    )
+    assert_bad_input_in_process(case.under("hlo-list"), bad)
+
+
+@pytest.mark.parametrize("case", THROUGH_THE_CLI)
+def test_hlo_list_bad_input_through_the_cli(case: Case, bad) -> None:
+    assert_bad_input(case.under("hlo-list"), bad)
 
 
 def test_the_table_is_large_enough() -> None:
     assert len(HLO_LIST_CASES) >= 40
 
 
-def test_a_5000_digit_source_line_is_not_a_line_number_but_the_module_reads(bad) -> None:
+@pytest.mark.parametrize(
+    "run", [call_cli, pytest.param(run_cli, marks=pytest.mark.slow)], ids=["in-process", "cli"]
+)
+def test_a_5000_digit_source_line_is_not_a_line_number_but_the_module_reads(bad, run) -> None:
     """Metadata is provenance: a source_line of 5,000 digits (int() refuses over 4,300) is left unknown."""
-    from .contract import run_cli
-
-    ran = run_cli(["hlo-list", str(bad / "source_line_digits.hlo"), "--json"], str(bad))
+    ran = run(["hlo-list", str(bad / "source_line_digits.hlo"), "--json"], str(bad))
     assert ran.returncode == 0, ran.stderr
     assert '"instructions": 2' in ran.stdout

@@ -8,6 +8,10 @@ import sys
 
 import pytest
 
+#: Each case starts a fresh interpreter (sys.modules in this one already holds what other tests
+#: imported).
+pytestmark = pytest.mark.slow
+
 HEAVY = ("torch", "torch_xla", "plotly", "ipywidgets", "deepspeed")
 
 REFUSALS = [

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from .contract import Case, assert_bad_input
+from .contract import Case, assert_bad_input, assert_bad_input_in_process, tiers
 
 R = ["--kind", "1f1b"]
 P2M4 = ["--stages", "2", "--microbatches", "4"]
@@ -200,11 +200,17 @@ RUN_CASES = [
 ]
 
 
-@pytest.mark.parametrize("case", [c.param() for c in RUN_CASES])
+IN_PROCESS, THROUGH_THE_CLI = tiers(RUN_CASES)
+
+
+@pytest.mark.parametrize("case", IN_PROCESS)
 def test_run_bad_input(case: Case, bad) -> None:
-    assert_bad_input(
-        Case(case.id, ["run", *case.argv], case.needle, case.seconds, case.megabytes), bad
-    )
+    assert_bad_input_in_process(case.under("run"), bad)
+
+
+@pytest.mark.parametrize("case", THROUGH_THE_CLI)
+def test_run_bad_input_through_the_cli(case: Case, bad) -> None:
+    assert_bad_input(case.under("run"), bad)
 
 
 def test_the_table_is_large_enough() -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from .contract import Case, assert_bad_input
+from .contract import Case, assert_bad_input, assert_bad_input_in_process, tiers
 from .schedule_cases import SCHEDULE_OPTION_CASES
 
 OK = ["--kind", "1f1b", "--stages", "4", "--microbatches", "8"]
@@ -24,11 +24,17 @@ SCHEDULE_CASES = [
 ]
 
 
-@pytest.mark.parametrize("case", [c.param() for c in SCHEDULE_CASES])
+IN_PROCESS, THROUGH_THE_CLI = tiers(SCHEDULE_CASES)
+
+
+@pytest.mark.parametrize("case", IN_PROCESS)
 def test_schedule_bad_input(case: Case, bad) -> None:
-    assert_bad_input(
-        Case(case.id, ["schedule", *case.argv], case.needle, case.seconds, case.megabytes), bad
-    )
+    assert_bad_input_in_process(case.under("schedule"), bad)
+
+
+@pytest.mark.parametrize("case", THROUGH_THE_CLI)
+def test_schedule_bad_input_through_the_cli(case: Case, bad) -> None:
+    assert_bad_input(case.under("schedule"), bad)
 
 
 def test_the_table_is_large_enough() -> None:

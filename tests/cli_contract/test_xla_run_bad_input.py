@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from .contract import Case, assert_bad_input
+from .contract import Case, assert_bad_input, assert_bad_input_in_process, tiers
 
 S = ["--scenario", "steady"]
 BIG = "9" * 5000
@@ -96,11 +96,17 @@ XLA_RUN_CASES = [
 ]
 
 
-@pytest.mark.parametrize("case", [c.param() for c in XLA_RUN_CASES])
+IN_PROCESS, THROUGH_THE_CLI = tiers(XLA_RUN_CASES)
+
+
+@pytest.mark.parametrize("case", IN_PROCESS)
 def test_xla_run_bad_input(case: Case, bad) -> None:
-    assert_bad_input(
-        Case(case.id, ["xla-run", *case.argv], case.needle, case.seconds, case.megabytes), bad
-    )
+    assert_bad_input_in_process(case.under("xla-run"), bad)
+
+
+@pytest.mark.parametrize("case", THROUGH_THE_CLI)
+def test_xla_run_bad_input_through_the_cli(case: Case, bad) -> None:
+    assert_bad_input(case.under("xla-run"), bad)
 
 
 def test_the_table_is_large_enough() -> None:

@@ -1,4 +1,8 @@
-"""``explorer compile-probe`` end to end in a subprocess: the JSON contract and the exit codes."""
+"""``explorer compile-probe`` end to end in a subprocess: the JSON contract and the exit codes.
+
+Every test runs the real ``torch.compile`` in a child, so the module is in the slow tier; the
+bad inputs here are also rows of ``tests/cli_contract``'s table, asserted in-process there.
+"""
 
 from __future__ import annotations
 
@@ -6,6 +10,10 @@ import json
 import subprocess
 import sys
 import textwrap
+
+import pytest
+
+pytestmark = pytest.mark.slow
 
 
 def _cli(*args: str, cwd=None) -> subprocess.CompletedProcess:

@@ -47,6 +47,7 @@ def test_registered_and_unknown_backend_names() -> None:
         resolve_backend("inductr")
 
 
+@pytest.mark.slow  # real torch.compile
 def test_dotted_path_backend_is_imported_and_used(tmp_path, monkeypatch) -> None:
     (tmp_path / "my_backend_mod.py").write_text(
         textwrap.dedent("""
@@ -76,6 +77,7 @@ def test_dotted_path_backend_is_imported_and_used(tmp_path, monkeypatch) -> None
         resolve_backend("my_backend_mod.NOT_CALLABLE")
 
 
+@pytest.mark.slow  # real torch.compile
 def test_wrapper_reaches_user_methods_and_attributes() -> None:
     import torch
 

@@ -35,9 +35,9 @@ def _kernel_name() -> str:
 
 
 def test_notebook_is_thin_and_committed_without_outputs() -> None:
-    import nbformat
+    from notebook_file import read_notebook
 
-    nb = nbformat.read(NOTEBOOK, as_version=4)
+    nb = read_notebook(NOTEBOOK)
     assert nb.metadata["kernelspec"]["name"] == "explorer"
     text = "\n".join(c.source for c in nb.cells)
     assert "reference/seeds" not in text, (

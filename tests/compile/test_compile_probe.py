@@ -16,6 +16,7 @@ def _shape(r):
     return [(c.compile_id, c.iteration, c.guard, c.failed) for c in r.compiles]
 
 
+@pytest.mark.slow  # real torch.compile
 def test_log_parsing_fallback_sees_what_the_metrics_see() -> None:
     by_metrics = run_scenario("limit", iterations=8, backend="aot_eager", source="metrics")
     by_log = run_scenario("limit", iterations=8, backend="aot_eager", source="log")
@@ -25,6 +26,7 @@ def test_log_parsing_fallback_sees_what_the_metrics_see() -> None:
     assert by_log.diagnosis.cause == by_metrics.diagnosis.cause == "eager-fallback"
 
 
+@pytest.mark.slow  # real torch.compile
 def test_log_source_records_graph_breaks() -> None:
     r = run_scenario("graph-break", iterations=3, backend="aot_eager", source="log")
     assert r.graph_breaks and "disable" in r.graph_breaks[0].reason
@@ -56,6 +58,7 @@ CYCLING_USER = """
 """
 
 
+@pytest.mark.slow  # real torch.compile
 def test_user_step_variants_come_from_dynamos_cache_and_errors_are_kept(tmp_path) -> None:
     import torch._dynamo
 
@@ -99,6 +102,7 @@ def test_iterations_and_dynamo_options_are_validated() -> None:
         probe(lambda i: None, 1, dynamo_config={"not_an_option": 1})
 
 
+@pytest.mark.slow  # a fresh interpreter
 def test_importing_the_probe_package_does_not_import_torch() -> None:
     code = (
         "import sys, explorer.runtime.compile, explorer.commands.compile_probe; "

@@ -17,7 +17,7 @@ import pytest
 
 from explorer.traces.compile.ranks import merge_ranks
 from explorer.traces.compile.records import CompileEvent, Iteration, ProbeResult
-from tests.cli_contract.contract import Case, assert_bad_input
+from tests.cli_contract.contract import Case, assert_bad_input, assert_bad_input_in_process, tiers
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -80,30 +80,33 @@ def _base_env() -> dict[str, str]:
     return {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
 
 
-@pytest.mark.parametrize(
-    "case",
-    [
-        c.param()
-        for c in (
-            Case(
-                "nproc-zero",
-                ["compile-probe", "--scenario", "cycling", "--nproc", "0"],
-                "nproc must be a positive integer",
-            ),
-            Case(
-                "nproc-65",
-                ["compile-probe", "--scenario", "cycling", "--nproc", "65"],
-                "limit of 64",
-            ),
-            Case(
-                "nproc-word",
-                ["compile-probe", "--scenario", "cycling", "--nproc", "two"],
-                "nproc must be a whole number",
-            ),
-        )
-    ],
+BAD_NPROC = (
+    Case(
+        "nproc-zero",
+        ["compile-probe", "--scenario", "cycling", "--nproc", "0"],
+        "nproc must be a positive integer",
+    ),
+    Case(
+        "nproc-65",
+        ["compile-probe", "--scenario", "cycling", "--nproc", "65"],
+        "limit of 64",
+    ),
+    Case(
+        "nproc-word",
+        ["compile-probe", "--scenario", "cycling", "--nproc", "two"],
+        "nproc must be a whole number",
+    ),
 )
+IN_PROCESS, THROUGH_THE_CLI = tiers(BAD_NPROC)
+
+
+@pytest.mark.parametrize("case", IN_PROCESS)
 def test_bad_nproc_is_one_line(case: Case, tmp_path: Path) -> None:
+    assert_bad_input_in_process(case, tmp_path)
+
+
+@pytest.mark.parametrize("case", THROUGH_THE_CLI)
+def test_bad_nproc_is_one_line_through_the_cli(case: Case, tmp_path: Path) -> None:
     assert_bad_input(case, tmp_path)
 
 

@@ -53,6 +53,7 @@ def sent(live) -> dict:
     return json.loads(live.widget.spec)
 
 
+@pytest.mark.slow  # a real probe: torch.compile
 def test_iteration_figure_colours_by_variant_and_marks_compiles(limit_result) -> None:
     fig = views.iteration_figure(limit_result).to_dict()
     bars = {t["name"]: t for t in fig["data"] if t["type"] == "bar"}
@@ -71,6 +72,7 @@ def test_iteration_figure_colours_by_variant_and_marks_compiles(limit_result) ->
     assert fig["layout"]["yaxis"]["type"] == "log"
 
 
+@pytest.mark.slow  # a real probe: torch.compile
 def test_bars_are_one_iteration_wide_and_the_axis_spans_the_iterations(limit_result) -> None:
     """A variant that runs every sixth iteration keeps bars narrower than one iteration, and the
     axis neither starts at -1 nor -3 (plotly's inferred widths did both)."""
@@ -81,6 +83,7 @@ def test_bars_are_one_iteration_wide_and_the_axis_spans_the_iterations(limit_res
     assert fig["layout"]["xaxis"]["tick0"] == 0 and fig["layout"]["xaxis"]["dtick"] == 1
 
 
+@pytest.mark.slow  # a real probe: torch.compile
 def test_the_recompile_limit_is_marked_where_it_was_hit(limit_result) -> None:
     fig = views.iteration_figure(limit_result).to_dict()
     lines = [s for s in fig["layout"]["shapes"] if s["type"] == "line"]
@@ -88,6 +91,7 @@ def test_the_recompile_limit_is_marked_where_it_was_hit(limit_result) -> None:
     assert any("recompile limit (4) hit" in a["text"] for a in fig["layout"]["annotations"])
 
 
+@pytest.mark.slow  # a real probe: torch.compile
 def test_tables_list_compiles_and_guard_differences(limit_result) -> None:
     cells = views.compile_table(limit_result).to_dict()["data"][0]["cells"]["values"]
     assert list(cells[0]) == ["0/0", "0/1", "0/2", "0/3", "0/4"]
@@ -108,6 +112,7 @@ def test_tables_with_nothing_to_list_still_fill_every_column() -> None:
     assert empty_columns(views.compile_table(one).to_dict()["data"][0]) == []
 
 
+@pytest.mark.slow  # a real probe: torch.compile
 def test_diagnosis_html_flags_findings(limit_result) -> None:
     text = views.diagnosis_html(limit_result)
     assert "class='finding'" in text and "eager-fallback, period 6" in text
@@ -126,6 +131,7 @@ def test_torch_warnings_are_said_in_the_explorers_words() -> None:
     assert views.notes_html([LIMIT_BLOCK, LIMIT_BLOCK]).count("<li>") == 1
 
 
+@pytest.mark.slow  # a real probe: torch.compile
 def test_probe_keeps_torch_warnings_off_the_console_and_hands_them_back() -> None:
     """A console handler on torch's logger (as torch installs its own) prints nothing of the probe's
     warnings, which come back as notes; after the probe the handler prints again."""
@@ -147,6 +153,7 @@ def test_probe_keeps_torch_warnings_off_the_console_and_hands_them_back() -> Non
         logger.removeHandler(handler)
 
 
+@pytest.mark.slow  # a real probe: torch.compile
 def test_widget_shows_result_and_reruns(limit_result, tmp_path) -> None:
     from explorer.widgets.compile_explorer import CompileExplorer
 
@@ -166,6 +173,7 @@ def test_widget_shows_result_and_reruns(limit_result, tmp_path) -> None:
     assert (tmp_path / "probe.html").read_text() == page and "<!DOCTYPE html>" in page
 
 
+@pytest.mark.slow  # a real probe: torch.compile
 def test_first_display_sends_complete_tables(probed) -> None:
     """What the page gets on first display: every table has headers and text in every column."""
     from explorer.widgets.compile_explorer import CompileExplorer
@@ -183,6 +191,7 @@ def test_first_display_sends_complete_tables(probed) -> None:
     assert any("recompile_limit" in n for n in notes)
 
 
+@pytest.mark.slow  # a real probe: torch.compile
 def test_callback_errors_are_said_in_the_status_line(limit_result, monkeypatch) -> None:
     from explorer.widgets import compile_explorer
 

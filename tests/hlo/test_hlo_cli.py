@@ -1,11 +1,12 @@
-"""``explorer hlo-diff`` / ``hlo-list`` as a user runs them: exit codes, JSON keys, no tracebacks."""
+"""``explorer hlo-diff`` / ``hlo-list`` as a user runs them: exit codes, JSON keys, no tracebacks.
+
+Tests that take ``explorer_cli`` run in-process (fast tier) and in a child (slow tier).
+"""
 
 from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 
 import pytest
 
@@ -14,18 +15,10 @@ from explorer.cli import main
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
-def _cli(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "explorer.cli", *args],
-        capture_output=True,
-        text=True,
-        cwd=ROOT,
-        timeout=120,
+def test_diff_json_has_the_issue_keys(explorer_cli, data_dir):
+    r = explorer_cli(
+        "hlo-diff", f"{data_dir}/order_a.hlo.txt", f"{data_dir}/order_b.hlo.txt", "--json", cwd=ROOT
     )
-
-
-def test_diff_json_has_the_issue_keys(data_dir):
-    r = _cli("hlo-diff", f"{data_dir}/order_a.hlo.txt", f"{data_dir}/order_b.hlo.txt", "--json")
     assert r.returncode == 1, r.stderr  # a difference is a finding
     out = json.loads(r.stdout)
     assert {
@@ -66,8 +59,8 @@ def test_one_file_two_modules_with_html(data_dir, tmp_path, capsys):
     assert "added in IrToHlo.141" in capsys.readouterr().out
 
 
-def test_list_json(data_dir):
-    r = _cli("hlo-list", f"{data_dir}/added_save.hlo.txt", "--json")
+def test_list_json(explorer_cli, data_dir):
+    r = explorer_cli("hlo-list", f"{data_dir}/added_save.hlo.txt", "--json", cwd=ROOT)
     assert r.returncode == 0, r.stderr
     rows = json.loads(r.stdout)
     assert [x["instructions"] for x in rows] == [86, 87, 86, 132]
@@ -90,17 +83,17 @@ def test_list_json(data_dir):
         (["hlo-list", "{d}"], "is a directory"),
     ],
 )
-def test_bad_input_exits_2_without_traceback(data_dir, args, needle):
-    r = _cli(*[a.format(d=data_dir) for a in args])
+def test_bad_input_exits_2_without_traceback(explorer_cli, data_dir, args, needle):
+    r = explorer_cli(*[a.format(d=data_dir) for a in args], cwd=ROOT)
     assert r.returncode == 2
     assert needle in r.stderr and "Traceback" not in r.stderr
 
 
-def test_truncated_file_exits_2_naming_the_line(data_dir, tmp_path):
+def test_truncated_file_exits_2_naming_the_line(explorer_cli, data_dir, tmp_path):
     text = open(f"{data_dir}/order_a.hlo.txt").read()
     bad = tmp_path / "cut.hlo"
     bad.write_text(text[: text.index("%reduce.15") + 20])
-    r = _cli("hlo-list", str(bad))
+    r = explorer_cli("hlo-list", str(bad), cwd=ROOT)
     assert r.returncode == 2 and "Traceback" not in r.stderr
     line = text[: text.index("%reduce.15")].count("\n") + 1
     assert f"cut.hlo:{line}:" in r.stderr and "%reduce.15" in r.stderr

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -63,6 +64,10 @@ TOKENS = [
     "?",
     " ",
 ]
+
+
+#: Each test parses thousands of fuzzed modules: the slow tier.
+pytestmark = pytest.mark.slow
 
 
 def _settings(n: int) -> settings:

@@ -5,7 +5,10 @@ from __future__ import annotations
 import subprocess
 import sys
 
+import pytest
 
+
+@pytest.mark.slow  # a fresh interpreter: this one's sys.modules holds what other tests imported
 def test_no_heavy_imports(data_dir):
     code = (
         "import sys, explorer.hlo as h\n"

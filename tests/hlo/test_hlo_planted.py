@@ -48,6 +48,7 @@ def test_planted_small(seed, n, permuted, moved, inserted):
     _assert_exact(seed, n, permuted, moved, inserted)
 
 
+@pytest.mark.slow  # modules of 35,000 instructions
 @pytest.mark.parametrize("seed", [1, 2])
 def test_planted_at_35000_instructions(seed):
     _assert_exact(seed, 35_000, permuted=26, moved=12, inserted=3)

@@ -202,6 +202,7 @@ def _module(i: int, rng: random.Random) -> str:
     return f"HloModule m{i}\n\nENTRY %main () -> f32[] {{\n" + "\n".join(body) + "\n}\n"
 
 
+@pytest.mark.slow  # a timing bound over 20,000 modules
 def test_listing_20000_tiny_modules_is_near_linear():
     """The issue's case took 38 s (all pairs); grouping is now a small part of reading the file."""
     rng = random.Random(0)
@@ -212,6 +213,7 @@ def test_listing_20000_tiny_modules_is_near_linear():
     assert len(infos) == 20_000 and len({i.group for i in infos}) < 100
 
 
+@pytest.mark.slow  # a timing bound over 20,000 modules
 def test_grouping_20000_similar_modules_does_not_rescan_each_component():
     """Every module shares most items with every other: one component, found without all pairs."""
     modules = [

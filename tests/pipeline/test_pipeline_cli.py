@@ -89,7 +89,7 @@ def test_seed_schedule_exits_1_with_the_failure(tmp_path):
     "args, words",
     [
         (["--kind", "1f1b", "--stages", "12", "--microbatches", "4"], "8 layers for 12 stages"),
-        (
+        pytest.param(
             [
                 "--kind",
                 "1f1b",
@@ -101,23 +101,35 @@ def test_seed_schedule_exits_1_with_the_failure(tmp_path):
                 "no_such_module:fn",
             ],
             "cannot import",
+            marks=pytest.mark.slow,  # --model imports torch and the user's module
         ),
         (["--kind", "1f1b", "--stages", "2", "--microbatches", "4", "--cuts", "x"], "--cuts"),
         (["--stages", "2", "--microbatches", "4"], "--kind"),
     ],
 )
-def test_bad_input_is_one_line_and_exit_2(args, words):
-    out = _cli(*args)
+def test_bad_input_is_one_line_and_exit_2(explorer_cli, args, words):
+    out = explorer_cli("run", *args, cwd=REPO)
     assert out.returncode == 2 and words in out.stderr
     assert len(out.stderr.strip().splitlines()) == 1 and "Traceback" not in out.stderr
 
 
-def test_nccl_without_gpus_says_what_to_use():
+def test_nccl_without_gpus_says_what_to_use(explorer_cli):
     import torch
 
     if torch.cuda.device_count() >= 2:
         pytest.skip("this machine has GPUs for NCCL")
-    out = _cli("--kind", "1f1b", "--stages", "2", "--microbatches", "4", "--backend", "nccl")
+    out = explorer_cli(
+        "run",
+        "--kind",
+        "1f1b",
+        "--stages",
+        "2",
+        "--microbatches",
+        "4",
+        "--backend",
+        "nccl",
+        cwd=REPO,
+    )
     assert out.returncode == 2 and "--backend gloo" in out.stderr
 
 

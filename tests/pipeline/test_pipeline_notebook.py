@@ -6,16 +6,15 @@ import subprocess
 import sys
 from pathlib import Path
 
-import nbformat
 import pytest
-from nbclient import NotebookClient
+from notebook_file import read_notebook
 
 REPO = Path(__file__).resolve().parents[2]
 PATH = REPO / "notebooks" / "03_run_pipeline.ipynb"
 
 
 def test_committed_clean_and_thin():
-    nb = nbformat.read(PATH, as_version=4)
+    nb = read_notebook(PATH)
     assert nb.metadata.kernelspec.name == "explorer"
     for cell in nb.cells:
         if cell.cell_type == "code":
@@ -28,7 +27,9 @@ def test_committed_clean_and_thin():
 
 @pytest.mark.slow
 def test_notebook_executes_and_shows_the_claims():
+    import nbformat
     from jupyter_client.kernelspec import KernelSpecManager
+    from nbclient import NotebookClient
 
     if "explorer" not in KernelSpecManager().find_kernel_specs():
         subprocess.run(

@@ -88,6 +88,7 @@ def test_silent_wrong_read_is_a_finding_at_the_predicted_step(tmp_path):
     assert "silently" in result.failure["message"]
 
 
+@pytest.mark.slow  # reads a real run (correct_runs)
 def test_a_crash_while_tearing_down_after_done_does_not_fail_a_finished_run(correct_runs):
     """A rank that recorded "done" had handed in its results; a signal at interpreter exit is noted, not blamed."""
     from explorer.traces.pipeline.result import collect

@@ -18,12 +18,12 @@ def cli(*args: str) -> subprocess.CompletedProcess:
     )
 
 
-def test_what_cannot_be_read_is_one_line_listing_what_can(tmp_path):
+def test_what_cannot_be_read_is_one_line_listing_what_can(explorer_cli, tmp_path):
     (tmp_path / "notes.txt").write_text("hello")
     with pytest.raises(InputError) as err:
         detect(tmp_path / "notes.txt")
     assert all(d.kind in str(err.value) for d in DETECTORS)
-    out = cli("read", str(tmp_path / "nothing-here"))
+    out = explorer_cli("read", str(tmp_path / "nothing-here"))
     assert (
         out.returncode == 2 and "does not exist" in out.stderr and len(out.stderr.splitlines()) == 1
     )

@@ -80,6 +80,7 @@ def test_sweep_verdicts_agree_with_single_checks(kind, legacy, p0, m0):
         assert cell.allocated == tuple(report.buffers.allocated)
 
 
+@pytest.mark.slow  # 352 sizes checked twice (the panel test checks 2-6:1-8 in the fast tier)
 def test_the_seeds_smallest_failing_size_is_3_by_3_and_the_fix_is_clean():
     stages, mbs = parse_sizes("2-12:1-32")
     broken = check_sizes(seed, stages, mbs)
@@ -138,6 +139,7 @@ def test_a_reorder_that_breaks_pairing_is_rejected_with_its_deadlock():
     assert "defer-recv: fails at 2x2: deadlock" in result.describe()
 
 
+@pytest.mark.slow  # searches every rule over many sizes
 def test_the_fix_search_ranks_deepspeeds_fix_first_with_the_smaller_buffers():
     stages, mbs = parse_sizes("2-8:1-16")
     result = search_fixes(seed, stages, mbs)

@@ -1,4 +1,8 @@
-"""``explorer check --sweep``, ``explorer fix`` and ``--rules``, through the real CLI."""
+"""``explorer check --sweep``, ``explorer fix`` and ``--rules``, through the real CLI.
+
+A sweep checks its sizes in worker processes, so sweeps are slow; the refusals, made before any
+worker starts, take ``explorer_cli`` and run in-process (fast tier) and in a child (slow tier).
+"""
 
 from __future__ import annotations
 
@@ -25,12 +29,14 @@ def cli(*args: str, env: dict | None = None, timeout: float = 300) -> subprocess
     )
 
 
+@pytest.mark.slow  # the sweep runs in worker processes
 def test_a_clean_schedule_says_so_for_every_size():
     out = cli("check", "--kind", "1f1b", "--sweep", "2-8:1-16")
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "no hazard, mismatch or deadlock at any of 112 sizes in 2-8:1-16"
 
 
+@pytest.mark.slow  # the sweep runs in worker processes
 def test_the_seed_fails_first_at_3_by_3_and_json_has_every_cell():
     out = cli("check", *SEED, "--sweep", "2-6:1-8", "--json")
     assert out.returncode == 1, out.stderr
@@ -43,6 +49,7 @@ def test_the_seed_fails_first_at_3_by_3_and_json_has_every_cell():
     assert {c["stages"] for c in doc["cells"]} == {2, 3, 4, 5, 6}
 
 
+@pytest.mark.slow  # the sweep runs in worker processes
 def test_rules_fix_the_seed_over_every_size_and_in_one_check():
     out = cli("check", *SEED, "--rules", "grads-first", "--sweep", "2-16:1-40")
     assert out.returncode == 0 and "at any of 600 sizes in 2-16:1-40" in out.stdout, (
@@ -79,14 +86,15 @@ def test_rules_fix_the_seed_over_every_size_and_in_one_check():
         (["--sweep", "2-4:1-4", "--workers", "0"], "--workers"),
     ],
 )
-def test_bad_sweeps_give_one_line_and_exit_2(args, words):
-    out = cli("check", "--kind", "1f1b", *args)
+def test_bad_sweeps_give_one_line_and_exit_2(explorer_cli, args, words):
+    out = explorer_cli("check", "--kind", "1f1b", *args)
     assert out.returncode == 2 and out.stdout == "" and len(out.stderr.strip().splitlines()) == 1, (
         out.stderr
     )
     assert words in out.stderr and "Traceback" not in out.stderr
 
 
+@pytest.mark.slow
 def test_ctrl_c_keeps_what_was_checked():
     proc = subprocess.Popen(
         [

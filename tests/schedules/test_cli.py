@@ -1,13 +1,18 @@
-"""The CLI contract: formats, JSON keys, exit codes (0 valid, 1 findings, 2 bad input)."""
+"""The CLI contract: formats, JSON keys, exit codes (0 valid, 1 findings, 2 bad input).
+
+Each test takes ``explorer_cli`` and so runs twice: ``main()`` in-process (fast tier) and
+``python -m explorer.cli`` in a child (slow tier). ``--from`` loads the user's class in a child
+process of its own, so those cases are slow in both forms.
+"""
 
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
+import os
 import textwrap
 
 import pytest
+from cli_in_process import run_cli_child
 
 from explorer.schedules import io
 
@@ -25,19 +30,8 @@ SEED = [
 ]
 
 
-def cli(*args: str, env_path: str | None = None) -> subprocess.CompletedProcess:
-    env = None
-    if env_path:
-        import os
-
-        env = {**os.environ, "PYTHONPATH": env_path}
-    return subprocess.run(
-        [sys.executable, "-m", "explorer.cli", *args], capture_output=True, text=True, env=env
-    )
-
-
-def test_check_json_contract_for_the_seed_case():
-    res = cli("check", *SEED, "--json")
+def test_check_json_contract_for_the_seed_case(explorer_cli):
+    res = explorer_cli("check", *SEED, "--json")
     assert res.returncode == 1
     out = json.loads(res.stdout)
     assert out["ok"] is False and out["deadlock"] is None and out["unmatched"] == []
@@ -68,8 +62,8 @@ def test_check_json_contract_for_the_seed_case():
     assert set(out["bubble"]) >= {"fraction_of_total", "fraction_of_ideal", "makespan"}
 
 
-def test_check_exits_0_for_a_valid_schedule_and_reports_the_bubble():
-    res = cli(
+def test_check_exits_0_for_a_valid_schedule_and_reports_the_bubble(explorer_cli):
+    res = explorer_cli(
         "check",
         "--kind",
         "1f1b",
@@ -121,13 +115,15 @@ def test_check_exits_0_for_a_valid_schedule_and_reports_the_bubble():
             ["--kind", "gpipe", "--stages", "4", "--microbatches", "8", "--stage", "9"],
             "outside stages 0..3",
         ),
-        (
+        pytest.param(
             ["--from", "json:dumps", "--stages", "4", "--microbatches", "8"],
             "is not a pipeline schedule class",
+            marks=pytest.mark.slow,
         ),
-        (
+        pytest.param(
             ["--from", "no_such_module:X", "--stages", "4", "--microbatches", "8"],
             "cannot import module",
+            marks=pytest.mark.slow,
         ),
         (["--stages", "4", "--microbatches", "8"], "--kind is required"),
         (
@@ -136,18 +132,19 @@ def test_check_exits_0_for_a_valid_schedule_and_reports_the_bubble():
         ),
     ],
 )
-def test_bad_input_is_one_line_and_exit_2(args, needle):
-    res = cli("check", *args)
+def test_bad_input_is_one_line_and_exit_2(explorer_cli, args, needle):
+    res = explorer_cli("check", *args)
     assert res.returncode == 2
     assert needle in res.stderr and "Traceback" not in res.stderr
     assert len(res.stderr.strip().splitlines()) == 1
 
 
-def test_unknown_kind_is_rejected_by_the_parser_with_exit_2():
-    res = cli("check", "--kind", "pipedream", "--stages", "4", "--microbatches", "8")
+def test_unknown_kind_is_rejected_by_the_parser_with_exit_2(explorer_cli):
+    res = explorer_cli("check", "--kind", "pipedream", "--stages", "4", "--microbatches", "8")
     assert res.returncode == 2 and "invalid choice" in res.stderr and "Traceback" not in res.stderr
 
 
+@pytest.mark.slow
 def test_from_class_on_pythonpath(tmp_path):
     (tmp_path / "my_schedules.py").write_text(
         textwrap.dedent("""
@@ -166,16 +163,18 @@ def test_from_class_on_pythonpath(tmp_path):
                 return 1
     """)
     )
-    res = cli(
-        "check",
-        "--from",
-        "my_schedules:OneStage",
-        "--stages",
-        "1",
-        "--microbatches",
-        "3",
-        "--json",
-        env_path=str(tmp_path),
+    res = run_cli_child(
+        [
+            "check",
+            "--from",
+            "my_schedules:OneStage",
+            "--stages",
+            "1",
+            "--microbatches",
+            "3",
+            "--json",
+        ],
+        env={**os.environ, "PYTHONPATH": str(tmp_path)},
     )
     assert res.returncode == 0, res.stderr
     assert json.loads(res.stdout)["buffers"] == {"allocated": [1], "needed": [1]}
@@ -184,19 +183,19 @@ def test_from_class_on_pythonpath(tmp_path):
 @pytest.mark.parametrize(
     "fmt,reader", [("json", lambda t: io.from_json(json.loads(t))), ("csv", io.from_csv)]
 )
-def test_schedule_exports_read_back(fmt, reader):
+def test_schedule_exports_read_back(explorer_cli, fmt, reader):
     from explorer.analysis import build
 
-    res = cli(
+    res = explorer_cli(
         "schedule", "--kind", "zb-h1", "--stages", "3", "--microbatches", "5", "--format", fmt
     )
     assert res.returncode == 0, res.stderr
     assert reader(res.stdout).same_instructions(build("zb-h1", 3, 5))
 
 
-def test_html_page_is_self_contained_and_marks_the_hazard(tmp_path):
+def test_html_page_is_self_contained_and_marks_the_hazard(explorer_cli, tmp_path):
     out = tmp_path / "seed.html"
-    res = cli("schedule", *SEED, "--format", "html", "--out", str(out))
+    res = explorer_cli("schedule", *SEED, "--format", "html", "--out", str(out))
     assert res.returncode == 0, res.stderr
     page = out.read_text()
     assert "<script src=" not in page and "http://" not in page and "https://" not in page
@@ -204,8 +203,8 @@ def test_html_page_is_self_contained_and_marks_the_hazard(tmp_path):
     assert "stage 2 step 6: SendGrad(buffer_id=0)" in page
 
 
-def test_text_listing_shows_every_rank_and_a_summary():
-    res = cli("schedule", "--kind", "gpipe", "--stages", "2", "--microbatches", "2")
+def test_text_listing_shows_every_rank_and_a_summary(explorer_cli):
+    res = explorer_cli("schedule", "--kind", "gpipe", "--stages", "2", "--microbatches", "2")
     assert res.returncode == 0
     assert res.stdout.count("# gpipe: stage") == 2 and "# verdict: valid" in res.stdout
     assert "step 1: 0L1b1 0F1b1 0SA1b1" in res.stdout  # PyTorch-style: send right after the forward

@@ -7,8 +7,6 @@ send/recv order) and marked step 6 ``# WRONG!``.
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
 
 from explorer.analysis import build, check
@@ -75,28 +73,21 @@ def test_legacy_and_fixed_deepspeed_are_clean_and_need_what_they_allocate():
     assert fixed.buffers.needed == (4, 3, 2, 1) and fixed.buffers.allocated == (4, 3, 2, 2)
 
 
-def test_cli_listing_matches_committed_golden():
-    out = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "explorer.cli",
-            "schedule",
-            "--kind",
-            "deepspeed-train",
-            "--stages",
-            "4",
-            "--microbatches",
-            "8",
-            "--buffers",
-            "fixed",
-            "--order",
-            "legacy",
-            "--stage",
-            "2",
-        ],
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout
-    assert out == (GOLDEN / "cli_seed_stage2.txt").read_text()
+def test_cli_listing_matches_committed_golden(explorer_cli):
+    out = explorer_cli(
+        "schedule",
+        "--kind",
+        "deepspeed-train",
+        "--stages",
+        "4",
+        "--microbatches",
+        "8",
+        "--buffers",
+        "fixed",
+        "--order",
+        "legacy",
+        "--stage",
+        "2",
+    )
+    assert out.returncode == 0, out.stderr
+    assert out.stdout == (GOLDEN / "cli_seed_stage2.txt").read_text()

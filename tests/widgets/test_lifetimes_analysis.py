@@ -51,6 +51,7 @@ def test_substeps_split_each_step_in_instruction_order():
     assert end[rows[-1]] == pytest.approx(7.0)
 
 
+@pytest.mark.slow  # a fresh interpreter
 def test_core_helpers_stay_light():
     """Occupancy and trace reading are core: no plotly, ipywidgets or torch on import."""
     import subprocess

@@ -10,9 +10,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import nbformat
 import pytest
-from nbclient import NotebookClient
+from notebook_file import read_notebook
 
 REPO = Path(__file__).resolve().parents[2]
 NOTEBOOKS = sorted((REPO / "notebooks").glob("0[12]*.ipynb"))
@@ -29,7 +28,7 @@ def test_both_notebooks_are_there():
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
 def test_committed_clean_and_thin(path):
-    nb = nbformat.read(path, as_version=4)
+    nb = read_notebook(path)
     assert (
         nb.metadata.kernelspec.name == "explorer"
         and nb.metadata.kernelspec.display_name == "Python (explorer)"
@@ -50,7 +49,11 @@ def test_committed_clean_and_thin(path):
     )
 
 
-def _run(path: Path, kernel: str) -> nbformat.NotebookNode:
+def _run(path: Path, kernel: str):
+    """The notebook executed in a real kernel (nbformat's node, outputs filled)."""
+    import nbformat
+    from nbclient import NotebookClient
+
     nb = nbformat.read(path, as_version=4)
     NotebookClient(
         nb,

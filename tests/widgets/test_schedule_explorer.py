@@ -185,6 +185,7 @@ def test_findings_page_through_all_and_a_selection_zooms_the_grid():
     assert app.controls.lifetimes_stage.value == last.stage
 
 
+@pytest.mark.slow  # every control at 64 x 512
 def test_every_change_sends_at_most_a_megabyte_per_figure_at_64_by_512():
     app = ScheduleExplorer("deepspeed-train", 64, 512, buffers="fixed", order="legacy")
     sizes = {name: live.last_bytes for name, live in app._live.items()}

@@ -40,9 +40,9 @@ def xla_kernel() -> str:
 
 
 def test_notebook_is_thin_and_committed_without_outputs() -> None:
-    import nbformat
+    from notebook_file import read_notebook
 
-    nb = nbformat.read(NOTEBOOK, as_version=4)
+    nb = read_notebook(NOTEBOOK)
     text = "\n".join(c.source for c in nb.cells)
     assert "reference/seeds" not in text, (
         "cite the public thread, not a folder the repository lacks"

@@ -137,6 +137,7 @@ def test_explanations_from_real_torch_xla_hlo() -> None:
     )
 
 
+@pytest.mark.slow  # a fresh interpreter
 def test_importing_the_xla_parts_imports_neither_torch_nor_torch_xla() -> None:
     code = (
         "import sys, explorer.runtime.xla, explorer.commands.xla_run, explorer.analysis.xla.assemble; "

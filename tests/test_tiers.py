@@ -1,0 +1,98 @@
+"""The tier rules in ``tests/conftest.py`` hold: checked on planted tests in a separate pytest.
+
+Each case writes a small test file next to a copy of the suite's ``conftest.py`` and runs pytest
+on it in a child process (so these are slow): a fast test that starts a process or compiles
+fails with the advice, the same test marked slow passes, a tier that deselects everything
+exits 0, and a ``gpu`` test is skipped with the one reason allowed.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.slow
+
+CONFTEST = (Path(__file__).with_name("conftest.py")).read_text()
+INI = """
+[pytest]
+addopts = --strict-markers -p no:cacheprovider
+markers =
+    slow: slow
+    gpu: gpu
+"""
+
+
+@pytest.fixture
+def planted(pytester):
+    pytester.makeconftest(CONFTEST)
+    pytester.makeini(INI)
+    return pytester
+
+
+@pytest.mark.parametrize(
+    "body, words",
+    [
+        ("import subprocess\n    subprocess.run(['true'])", "subprocess.Popen"),
+        ("import os\n    os.system('true')", "os.system"),
+        (
+            "import multiprocessing\n    p = multiprocessing.get_context('spawn').Process("
+            "target=print)\n    p.start()",
+            "multiprocessing start",
+        ),
+        (
+            "import subprocess\n    try:\n        subprocess.run(['true'])\n"
+            "    except Exception:\n        pass  # swallowed: still found",
+            "subprocess.Popen",
+        ),
+    ],
+    ids=["subprocess", "os.system", "multiprocessing-spawn", "swallowed"],
+)
+def test_a_fast_test_that_starts_a_process_fails_and_says_what_to_do(planted, body, words):
+    planted.makepyfile(f"def test_starts():\n    {body}\n")
+    result = planted.runpytest_subprocess("-m", "not slow")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["*in the fast tier (not marked slow) but started a process*"])
+    assert words in result.stdout.str() and "Mark it @pytest.mark.slow" in result.stdout.str()
+
+
+def test_the_same_test_marked_slow_may_start_a_process(planted):
+    planted.makepyfile(
+        "import pytest, subprocess\n\n"
+        "@pytest.mark.slow\ndef test_starts():\n    subprocess.run(['true'], check=True)\n"
+    )
+    planted.runpytest_subprocess().assert_outcomes(passed=1)
+
+
+def test_a_fast_test_that_runs_torch_compile_fails(planted):
+    planted.makepyfile(
+        "import torch\n\n"
+        "def test_compiles():\n"
+        "    torch.compile(lambda x: x + 1, backend='eager')(torch.ones(2))\n"
+    )
+    result = planted.runpytest_subprocess("-m", "not slow")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["*in the fast tier (not marked slow) but ran torch.compile*"])
+
+
+def test_a_tier_that_selects_nothing_exits_0_but_an_empty_path_still_exits_5(planted):
+    planted.makepyfile("import pytest\n\n@pytest.mark.slow\ndef test_slow():\n    pass\n")
+    assert planted.runpytest_subprocess("-m", "not slow").ret == 0
+    empty = planted.mkdir("empty")
+    assert planted.runpytest_subprocess(str(empty)).ret == pytest.ExitCode.NO_TESTS_COLLECTED
+
+
+def test_a_gpu_test_is_skipped_only_for_want_of_a_cuda_device(planted):
+    import torch
+
+    planted.makepyfile(
+        "import pytest\n\n@pytest.mark.gpu\ndef test_gpu():\n"
+        "    import torch\n    assert torch.cuda.is_available()\n"
+    )
+    result = planted.runpytest_subprocess("-rs")
+    if torch.cuda.is_available():
+        result.assert_outcomes(passed=1)
+    else:
+        result.assert_outcomes(skipped=1)
+        result.stdout.fnmatch_lines(["*needs a CUDA device*"])
