@@ -35,11 +35,12 @@ LAYERS: dict[str, int] = {
     "": 0,  # explorer/__init__.py
     "errors": 0,
     "inputs": 0,
+    "loading": 0,
     "schedules": 0,
     "analysis": 1,
     "hlo": 1,
     "traces": 1,
-    "report": 1,
+    "printout": 1,
     "runtime": 2,
     "views": 3,
     "widgets": 4,

@@ -63,6 +63,7 @@ def test_load_ref_tells_a_failing_top_level_from_a_missing_name(tmp_path, monkey
         load_ref(f"{tmp_path}/lr_bad.py:f", "--step", "m:f", files=True)
 
 
+@pytest.mark.slow  # a fresh interpreter
 def test_the_loader_is_pure():
     """Argparse types and configs use it before any heavy package is imported."""
     import json
