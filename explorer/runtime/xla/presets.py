@@ -56,6 +56,14 @@ PRESETS: dict[str, Preset] = {
             "recompiles",
         ),
         Preset(
+            "deferred-callbacks",
+            "each step defers one callback per gradient and runs them only when a bucket of them "
+            "is full, so which tensors are live at the sync changes from step to step (the "
+            "maintainers' theory of the seed thread, without collectives)",
+            10,
+            "recompiles",
+        ),
+        Preset(
             "shape-change",
             "the sequence length grows at step 3 (an input shape change)",
             6,

@@ -20,6 +20,8 @@ SHAPE_CHANGE_AT, SHAPE_GROWTH = 3, 4
 LOG_EVERY = 3
 #: ``scalar``'s loss weights: the auxiliary weight equals the main one on odd steps.
 MAIN_WEIGHT, AUX_WEIGHTS = 0.7, (0.3, 0.7)
+#: ``deferred-callbacks`` runs its queued callbacks once this many more than one step's worth wait.
+DEFERRED_EXTRA = 1
 
 
 class Trainer:
@@ -66,8 +68,14 @@ class Trainer:
             self._batches[seq] = ids
         return self._batches[seq]
 
-    def train(self, seq: int, aux_weight: float = 0.0) -> Any:
-        """Forward, masked-LM loss (plus an optional auxiliary term), backward, optimizer step."""
+    def train(
+        self, seq: int, aux_weight: float = 0.0, after_backward: Callable[[], None] | None = None
+    ) -> Any:
+        """Forward, masked-LM loss (plus an optional auxiliary term), backward, optimizer step.
+
+        ``after_backward`` runs between backward and the optimizer step, where FSDP's
+        reduce-scatter callbacks would run.
+        """
         F = self.torch.nn.functional
         ids = self.batch(seq)
         self.optimizer.zero_grad()
@@ -76,6 +84,8 @@ class Trainer:
         if aux_weight:
             loss = loss + logits.pow(2).mean() * aux_weight
         loss.backward()
+        if after_backward is not None:
+            after_backward()
         self.optimizer.step()
         return loss
 
@@ -107,6 +117,8 @@ def build(cfg: RunConfig) -> tuple[StepFn, dict[str, Any]]:
 
         def step(i: int) -> None:
             trainer.train(seq, aux_weight=AUX_WEIGHTS[i % 2])
+    elif name == "deferred-callbacks":
+        step = _deferred_callbacks(trainer, seq)
     elif name == "shape-change":
 
         def step(i: int) -> None:
@@ -114,3 +126,31 @@ def build(cfg: RunConfig) -> tuple[StepFn, dict[str, Any]]:
     else:  # RunConfig.resolved() rejects unknown names first
         raise ValueError(f"no step builder for scenario {name!r}")
     return step, trainer.info
+
+
+def _deferred_callbacks(trainer: Trainer, seq: int) -> StepFn:
+    """Queue one callback per gradient; run the queue only when a bucket's worth is waiting.
+
+    Like FSDP's bucketed reduce-scatter callbacks, a queued callback holds its gradient (a live
+    tensor) until the bucket is flushed, possibly steps later; the flush adds each gradient's
+    norm to a running total that lives across steps. The bucket holds one gradient more than a
+    step makes, so the queue length at the sync cycles and so does the set of live tensors.
+    """
+    torch = trainer.torch
+    queue: list[Any] = []
+    state: dict[str, Any] = {"total": None}
+    params = [p for p in trainer.model.parameters()]
+    capacity = len(params) + DEFERRED_EXTRA
+
+    def defer() -> None:
+        queue.extend(p.grad * 1.0 for p in params if p.grad is not None)
+        if len(queue) >= capacity:
+            flushed = torch.stack([torch.linalg.vector_norm(g) for g in queue[:capacity]]).sum()
+            total = state["total"]
+            state["total"] = flushed if total is None else total + flushed
+            del queue[:capacity]
+
+    def step(i: int) -> None:
+        trainer.train(seq, after_backward=defer)
+
+    return step
