@@ -181,7 +181,7 @@ def read_artifacts(path: Path, threshold: float = 0.8) -> ArtifactRead:
             (i, e.graph_hash) for i, evs in enumerate(per_step) for e in evs if e.kind == "execute"
         ]
         modules = _graphs(run, setup, per_step, dump_dir, load=_first_module)
-        _attach_save_modules(run, modules, blocks)
+        _attach_save_modules(run, modules, blocks, save_path or "")
         msgs = [
             {
                 "step": i,
@@ -236,7 +236,9 @@ def _first_module(path: str) -> Module:
     return read_modules(path)[0]
 
 
-def _attach_save_modules(run: XlaRun, modules: dict[str, Module], blocks: list[SaveBlock]) -> None:
+def _attach_save_modules(
+    run: XlaRun, modules: dict[str, Module], blocks: list[SaveBlock], save_path: str
+) -> None:
     """Graphs the dumps did not cover take their HLO from the save file's first block of that hash."""
     first: dict[str, SaveBlock] = {}
     for b in blocks:
@@ -250,7 +252,7 @@ def _attach_save_modules(run: XlaRun, modules: dict[str, Module], blocks: list[S
             continue
         modules[g.graph_hash] = b.module
         g.module_name, g.instructions = b.module.name, b.module.instruction_count
-        g.hlo_path = f"{run.label[5:]}:{b.line}"
+        g.hlo_path = f"{save_path}:{b.line}"
         g.parameter_shapes = [p.shape for p in b.module.entry.parameters]
 
 

@@ -57,10 +57,10 @@ PRESETS: dict[str, Preset] = {
         ),
         Preset(
             "deferred-callbacks",
-            "each step defers one callback per gradient and runs them only when a bucket of them "
-            "is full, so which tensors are live at the sync changes from step to step (the "
-            "maintainers' theory of the seed thread, without collectives)",
-            10,
+            "each step queues one callback per gradient and the queue runs once more than a "
+            "step's worth waits, so which tensors are live at the sync alternates from step to "
+            "step (the maintainers' theory in the seed thread, without collectives)",
+            8,
             "recompiles",
         ),
         Preset(

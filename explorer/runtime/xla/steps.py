@@ -20,8 +20,6 @@ SHAPE_CHANGE_AT, SHAPE_GROWTH = 3, 4
 LOG_EVERY = 3
 #: ``scalar``'s loss weights: the auxiliary weight equals the main one on odd steps.
 MAIN_WEIGHT, AUX_WEIGHTS = 0.7, (0.3, 0.7)
-#: ``deferred-callbacks`` runs its queued callbacks once this many more than one step's worth wait.
-DEFERRED_EXTRA = 1
 
 
 class Trainer:
@@ -129,26 +127,26 @@ def build(cfg: RunConfig) -> tuple[StepFn, dict[str, Any]]:
 
 
 def _deferred_callbacks(trainer: Trainer, seq: int) -> StepFn:
-    """Queue one callback per gradient; run the queue only when a bucket's worth is waiting.
+    """Queue one callback per gradient; run the whole queue once more than a step's worth waits.
 
     Like FSDP's bucketed reduce-scatter callbacks, a queued callback holds its gradient (a live
-    tensor) until the bucket is flushed, possibly steps later; the flush adds each gradient's
-    norm to a running total that lives across steps. The bucket holds one gradient more than a
-    step makes, so the queue length at the sync cycles and so does the set of live tensors.
+    tensor) until the bucket is flushed, here one step later; the flush adds every queued
+    gradient's norm to a running total that lives across steps. So the steps alternate: one
+    syncs with a step's gradients still queued (live, so they are graph outputs), the next
+    flushes two steps' worth, and the first flush has no total to add to yet.
     """
     torch = trainer.torch
     queue: list[Any] = []
     state: dict[str, Any] = {"total": None}
-    params = [p for p in trainer.model.parameters()]
-    capacity = len(params) + DEFERRED_EXTRA
+    params = list(trainer.model.parameters())
 
     def defer() -> None:
         queue.extend(p.grad * 1.0 for p in params if p.grad is not None)
-        if len(queue) >= capacity:
-            flushed = torch.stack([torch.linalg.vector_norm(g) for g in queue[:capacity]]).sum()
+        if len(queue) > len(params):
+            flushed = torch.stack([torch.linalg.vector_norm(g) for g in queue]).sum()
             total = state["total"]
             state["total"] = flushed if total is None else total + flushed
-            del queue[:capacity]
+            queue.clear()
 
     def step(i: int) -> None:
         trainer.train(seq, after_backward=defer)
