@@ -226,11 +226,23 @@ def parse_common_instruction(line: str, lineno: int) -> Optional[Instruction]:
     if rest:
         at = rest.find(", metadata={")
         if at >= 0:
-            meta = _METADATA.match(rest, at)
-            if meta is None:
-                return None
-            metadata = _metadata(meta.group(1))
-            rest = rest[: meta.start()] + rest[meta.end() :]
+            body = rest[at + 12 : -1]
+            if (
+                rest[-1] == "}"
+                and "{" not in body
+                and "}" not in body
+                and "\\" not in body
+                and not body.count('"') % 2
+            ):  # metadata last and plain, what _METADATA would match, without the regex
+                metadata = _metadata(body)
+                rest = rest[:at]
+            else:
+                meta = _METADATA.match(rest, at)
+                if meta is None:
+                    return None
+                metadata = _metadata(meta.group(1))
+                rest = rest[: meta.start()] + rest[meta.end() :]
+    if rest:
         try:
             pairs = _split_attrs(rest, 0, lineno)
         except HloParseError:

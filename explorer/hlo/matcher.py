@@ -75,11 +75,10 @@ def _top_down(m: Matching, level: int) -> None:
     sub_a, sub_b = ga.subgraph_print, gb.subgraph_print
     self_a, self_b = ga.self_print, gb.self_print
     insts_a, insts_b = ga.insts, gb.insts
-    work = [
-        (a, b)
-        for a, b in enumerate(a_to_b)
-        if b != -1 and ops_a[a] and -1 in [a_to_b[x] for x in ops_a[a]]
-    ]
+    users_a = ga.users
+    # Users of free instructions, found from the few free ones rather than from every pair.
+    with_free = {u for x, y in enumerate(a_to_b) if y == -1 for u in users_a[x]}
+    work = [(a, a_to_b[a]) for a in sorted(with_free) if a_to_b[a] != -1]
     while work:
         a, b = work.pop()
         oa, ob = ops_a[a], ops_b[b]

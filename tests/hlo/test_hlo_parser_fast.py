@@ -53,6 +53,9 @@ def test_fast_and_careful_paths_agree_on_every_real_line():
         "  %a.1 = f32[2]{0} add(%x /*index=0*/, %y)",
         "  %a.1 = f32[2]{0} add(%x,%y)  ",
         "  %a = f32[2]{0} add( )",
+        '  %a = f32[2]{0} add(%x, %y), metadata={op_type="a" op_name="b\\"c}"}',
+        '  %a = f32[2]{0} add(%x, %y), metadata={op_type="a"}, sharding={replicated}',
+        '  %a = f32[2]{0} add(%x, %y), metadata={op_type="a" source_line=3}  ',
     ],
 )
 def test_tricky_lines_read_the_same_either_way(line: str):
