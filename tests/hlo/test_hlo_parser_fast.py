@@ -20,15 +20,19 @@ DATA = os.path.join(os.path.dirname(os.path.dirname(__file__)), "data", "hlo")
 
 
 def _instruction_lines() -> list[str]:
+    """Every instruction line of the small fixtures, every 7th of the 35k-instruction pair."""
     out = []
     for path in sorted(glob.glob(os.path.join(DATA, "*.txt*"))):
-        for line in read_text(path).split("\n"):
-            if line.startswith("  ") and " = " in line and not line.strip().startswith("}"):
-                out.append(line)
+        lines = [
+            line
+            for line in read_text(path).split("\n")
+            if line.startswith("  ") and " = " in line and not line.strip().startswith("}")
+        ]
+        out.extend(lines[::7] if "large" in path else lines)
     return out
 
 
-def test_fast_and_careful_paths_agree_on_every_real_line():
+def test_fast_and_careful_paths_agree_on_real_lines():
     lines = _instruction_lines()
     fast = 0
     for n, line in enumerate(lines):
