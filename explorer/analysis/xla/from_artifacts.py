@@ -28,31 +28,18 @@ from typing import Any, Optional
 
 from explorer import inputs
 from explorer.analysis.xla.assemble import _explain, _graphs, _steps
+from explorer.analysis.xla.same_hash import SameHash, find_same_hash
 from explorer.errors import InputError
-from explorer.hlo import Module, diff_modules, module_fingerprint, read_modules
+from explorer.hlo import Module, read_modules
 from explorer.traces.xla.artifacts import XlaArtifacts, find_artifacts
 from explorer.traces.xla.debuglog import DebugEvent, parse_debug
 from explorer.traces.xla.metrics_report import MetricsReport, parse_metrics_report
 from explorer.traces.xla.records import Graph, XlaRun
 from explorer.traces.xla.savefile import SaveBlock, parse_save_file
 
-__all__ = ["ArtifactRead", "SameHash", "read_artifacts", "sync_site"]
+__all__ = ["ArtifactRead", "SameHash", "read_artifacts", "sync_site"]  # SameHash re-exported
 
 _USER_SYNC = ("sync", "mark_step")
-
-
-@dataclass
-class SameHash:
-    """One ``Graph Hash:`` under which the save file holds structurally different programs."""
-
-    graph_hash: str
-    lines: list[int]
-    steps: list[Optional[int]]
-    instructions: list[int]
-    diff_summary: str
-
-    def to_json(self) -> dict[str, Any]:
-        return dict(vars(self))
 
 
 @dataclass
@@ -206,7 +193,7 @@ def read_artifacts(path: Path, threshold: float = 0.8) -> ArtifactRead:
         )
     else:
         _dumps_only(run, found.dump_files, threshold, notes)
-    out.same_hash_different_text = _same_hash(run, blocks, executions)
+    out.same_hash_different_text = find_same_hash(run, blocks, executions)
     if not found.dump_files and not blocks:
         notes.append(
             "what changed between graphs: no HLO (no --xla_dump_to dumps, no XLA_SAVE_TENSORS_FILE), "
@@ -286,58 +273,6 @@ def _dumps_only(run: XlaRun, files: list[str], threshold: float, notes: list[str
         "steps and graph hashes: dumps hold one module per compile, not when it ran or under which "
         "hash; graphs are named by dump file, in compile order"
     )
-
-
-def _same_hash(
-    run: XlaRun, blocks: list[SaveBlock], executions: list[tuple[int, str]]
-) -> list[SameHash]:
-    """Hashes whose saved programs differ in structure, not only in renumbering: kept apart."""
-    step_of = _block_steps(blocks, executions)
-    by_hash: dict[str, list[tuple[str, SaveBlock]]] = {}
-    for b in blocks:
-        if b.module is None or not b.graph_hash:
-            continue
-        variants = by_hash.setdefault(b.graph_hash, [])
-        fp = module_fingerprint(b.module)
-        if all(fp != v for v, _ in variants):
-            variants.append((fp, b))
-    out = []
-    for h, variants in by_hash.items():
-        if len(variants) < 2:
-            continue
-        base = variants[0][1]
-        diffs = [diff_modules(base.module, b.module).summary for _, b in variants[1:]]
-        same = SameHash(
-            h,
-            [b.line for _, b in variants],
-            [step_of.get(b.line) for _, b in variants],
-            [b.module.instruction_count for _, b in variants],
-            " | ".join(diffs),
-        )
-        out.append(same)
-        for (_, b), summary in zip(variants[1:], diffs):
-            step = step_of.get(b.line)
-            for s in run.steps:
-                if s.step == step:
-                    s.cause += (
-                        f"; but its HLO differs from the text first saved under the same Graph Hash "
-                        f"{h[:8]} (save file line {base.line}): {summary}"
-                    )
-    return out
-
-
-def _block_steps(
-    blocks: list[SaveBlock], executions: list[tuple[int, str]]
-) -> dict[int, Optional[int]]:
-    """Save-file line of each block -> its step (-1: setup): the k-th block is the k-th execution."""
-    out: dict[int, Optional[int]] = {}
-    k = 0
-    for b in blocks:
-        while k < len(executions) and executions[k][1] != b.graph_hash:
-            k += 1
-        out[b.line] = executions[k][0] if k < len(executions) else None
-        k += 1
-    return out
 
 
 def _check_metrics(out: ArtifactRead, events: list[DebugEvent]) -> None:
