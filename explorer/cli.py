@@ -28,6 +28,21 @@ COMMANDS: tuple[str, ...] = (
     "explorer.commands.read",
 )
 
+#: The command names each module registers, so that a run imports only its own command's module
+#: (``hlo-diff`` need not pay for numpy and the schedule generators). A name missing here still
+#: works: the full parser is built. ``tests/test_cli_lazy.py`` checks the table against ``register``.
+COMMAND_NAMES: dict[str, str] = {
+    "schedule": "explorer.commands.schedule",
+    "check": "explorer.commands.check",
+    "fix": "explorer.commands.fix",
+    "compile-probe": "explorer.commands.compile_probe",
+    "hlo-diff": "explorer.commands.hlo",
+    "hlo-list": "explorer.commands.hlo",
+    "run": "explorer.commands.run",
+    "xla-run": "explorer.commands.xla_run",
+    "read": "explorer.commands.read",
+}
+
 
 class _Parser(argparse.ArgumentParser):
     """argparse exits 2 on bad usage already; keep its message to one line, like every other bad input.
@@ -40,18 +55,25 @@ class _Parser(argparse.ArgumentParser):
         self.exit(2, f"{self.prog}: error: {one_line(message)} (see {self.prog} --help)\n")
 
 
-def build_parser() -> argparse.ArgumentParser:
-    """The full parser with every registered command."""
+def build_parser(modules: Sequence[str] = COMMANDS) -> argparse.ArgumentParser:
+    """The parser with the commands of ``modules`` (all of them by default)."""
     parser = _Parser(prog="explorer", description=__doc__.splitlines()[0])
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
-    for name in COMMANDS:
+    for name in modules:
         importlib.import_module(name).register(subparsers)
     return parser
 
 
+def _parser_for(argv: Sequence[str]) -> argparse.ArgumentParser:
+    """Only the named command's module when the first word is a known command, else all."""
+    if argv and argv[0] in COMMAND_NAMES:
+        return build_parser((COMMAND_NAMES[argv[0]],))
+    return build_parser()
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run one command and return its exit code (0 ok, 1 findings, 2 bad input)."""
-    parser = build_parser()
+    parser = _parser_for(sys.argv[1:] if argv is None else list(argv))
     args = parser.parse_args(argv)
     args.argv = list(
         sys.argv[1:] if argv is None else argv

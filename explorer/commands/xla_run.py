@@ -139,6 +139,11 @@ def register(subparsers: Any) -> None:
         "compile (default 2; 0 keeps them on every step, at ~40%% per cached step)",
     )
     p.add_argument(
+        "--save-tensors",
+        action="store_true",
+        help="also set XLA_SAVE_TENSORS_FILE (HLO of every execution, with its graph hash) in --out",
+    )
+    p.add_argument(
         "--timeout",
         default=300.0,
         help="seconds before the child is stopped (default 300)",
@@ -175,6 +180,7 @@ def run(args: argparse.Namespace) -> int:
         live_report=args.live_report,
         source_lines=not args.no_source_lines,
         lines_settle=args.lines_settle,
+        save_tensors=args.save_tensors,
         timeout_s=args.timeout,
     )
     result = run_config(cfg, args.out)
@@ -201,8 +207,10 @@ def report(result: Any) -> str:
         lines.append(f"  workaround: {w}")
     lines.append("step  compiled  compile ms  execute ms  params  graph     because")
     for s in result.steps:
+        compile_ms = "-" if s.compile_ms is None else f"{s.compile_ms:.1f}"
+        execute_ms = "-" if s.execute_ms is None else f"{s.execute_ms:.2f}"
         lines.append(
-            f"{s.step:4d}  {'yes' if s.compiled else 'no ':8s}  {s.compile_ms:10.1f}  {s.execute_ms:10.2f}  "
+            f"{s.step:4d}  {'yes' if s.compiled else 'no ':8s}  {compile_ms:>10}  {execute_ms:>10}  "
             f"{s.num_parameters if s.num_parameters is not None else '-':>6}  {(s.graph_hash or '-')[:8]:8s}  "
             f"{s.cause}"
         )

@@ -83,16 +83,22 @@ def computation_prints(
 ) -> ComputationPrints:
     """Fingerprints of every instruction of ``comp`` (operands first, so one pass)."""
     stable_hash_ = hasher
+    # An Interner's table answers most lookups without a Python call.
+    known = hasher.table if isinstance(hasher, Interner) else {}
     selfs: dict[str, str] = {}
     subs: dict[str, str] = {}
     for inst in comp.order:
-        key = self_key(inst, comp_hashes, with_numbers)
-        own = stable_hash_(key)
+        if inst.attrs:
+            key = self_key(inst, comp_hashes, with_numbers)
+        elif with_numbers or inst.opcode != "parameter":
+            key = f"{inst.opcode}|{inst.shape}|{inst.literal}"  # self_key without attributes
+        else:
+            key = f"{inst.opcode}|{inst.shape}"
+        own = known.get(key) or stable_hash_(key)
         selfs[inst.name] = own
         if inst.operands:
-            subs[inst.name] = stable_hash_(
-                own + "(" + ",".join([subs[o] for o in inst.operands]) + ")"
-            )
+            key = own + "(" + ",".join([subs[o] for o in inst.operands]) + ")"
+            subs[inst.name] = known.get(key) or stable_hash_(key)
         else:
             subs[inst.name] = own
     assert comp.root is not None

@@ -21,6 +21,10 @@ def paused_gc() -> Iterator[None]:
         yield
     finally:
         if was:
+            # What the block made is long-lived: move it to the oldest generation without the
+            # full scan that the first allocation after re-enabling would otherwise start.
+            gc.freeze()
+            gc.unfreeze()
             gc.enable()
 
 

@@ -40,13 +40,22 @@ def entry_graph(module: Module, interner: Interner) -> Graph:
     comp = module.entry
     prints = computation_prints(comp, hashes, with_numbers=False, hasher=interner)
     insts = list(comp.order)
-    index = {inst.name: k for k, inst in enumerate(insts)}
-    operands = [[index[o] for o in inst.operands] for inst in insts]
+    names = [inst.name for inst in insts]
+    index = {name: k for k, name in enumerate(names)}
+    lookup = index.__getitem__
+    operands = [list(map(lookup, inst.operands)) for inst in insts]
     users: list[list[int]] = [[] for _ in insts]
     for k, ops in enumerate(operands):
-        for o in dict.fromkeys(ops):
-            users[o].append(k)
-    file_index = {inst.name: k for k, inst in enumerate(comp.instructions)}
+        if len(ops) == 1:
+            users[ops[0]].append(k)
+        else:
+            for o in dict.fromkeys(ops):
+                users[o].append(k)
+    if [i.name for i in comp.instructions] == names:  # the usual case: file order is topological
+        file_pos = list(range(len(insts)))
+    else:
+        file_index = {inst.name: k for k, inst in enumerate(comp.instructions)}
+        file_pos = [file_index[name] for name in names]
     assert comp.root is not None
     return Graph(
         comp=comp,
@@ -54,9 +63,9 @@ def entry_graph(module: Module, interner: Interner) -> Graph:
         index=index,
         operands=operands,
         users=users,
-        self_print=[prints.self_print[i.name] for i in insts],
-        subgraph_print=[prints.subgraph_print[i.name] for i in insts],
-        file_pos=[file_index[i.name] for i in insts],
+        self_print=list(map(prints.self_print.__getitem__, names)),
+        subgraph_print=list(map(prints.subgraph_print.__getitem__, names)),
+        file_pos=file_pos,
         root=index[comp.root.name],
     )
 

@@ -182,8 +182,102 @@ def _metadata(value: str) -> Metadata:
     return meta
 
 
+# The common line, read by one regular expression: an array shape, no nested parentheses in the
+# operand list. Anything else (tuples, comments, odd spacing, errors) takes the careful path below,
+# which accepts the same language and names the column of a mistake.
+_ARR_FAST = r"[a-z][a-z0-9]*\[[\d,<=?]*\](?:\{[^{}()]*\})?"
+_FAST_LINE = re.compile(
+    rf"[ \t]*(ROOT[ \t]+)?%?({NAME})[ \t]*=[ \t]*({_ARR_FAST})[ \t]+([a-z][a-z0-9\-]*)\(([^()]*)\)(.*)"
+)
+_FAST_OPS = re.compile(
+    rf"[ \t]*(?:{_ARR_FAST}[ \t]+)?%?{NAME}(?:[ \t]*,[ \t]*(?:{_ARR_FAST}[ \t]+)?%?{NAME})*[ \t]*"
+)
+_FAST_OP_NAME = re.compile(rf"(?:^|,)[ \t]*(?:{_ARR_FAST}[ \t]+)?%?({NAME})")
+_FAST_BARE_NAME = re.compile(NAME)
+
+
+def parse_common_instruction(line: str, lineno: int) -> Optional[HloInstruction]:
+    """The common instruction line in one regex pass, or None to take the careful path."""
+    m = _FAST_LINE.fullmatch(line)
+    if m is None:
+        return None
+    root, name, shape, opcode, inner, rest = m.groups()
+    literal, operands, number = "", (), None
+    if opcode == "constant":
+        literal = " ".join(inner.split())
+        if not literal or "/*" in literal:
+            return None
+    elif opcode == "parameter":
+        if not inner.isdigit() or not inner.isascii() or len(inner) > 10:
+            return None
+        number = int(inner)
+        if number > MAX_PARAMETER:
+            return None
+        literal = str(number)
+    elif inner:
+        if not _FAST_OPS.fullmatch(inner):
+            return None
+        operands = tuple(
+            _FAST_BARE_NAME.findall(inner) if "[" not in inner else _FAST_OP_NAME.findall(inner)
+        )
+    metadata = NO_METADATA
+    attrs: tuple = ()
+    called: list[str] = []
+    if rest:
+        at = rest.find(", metadata={")
+        if at >= 0:
+            body = rest[at + 12 : -1]
+            if (
+                rest[-1] == "}"
+                and "{" not in body
+                and "}" not in body
+                and "\\" not in body
+                and not body.count('"') % 2
+            ):  # metadata last and plain, what _METADATA would match, without the regex
+                metadata = _metadata(body)
+                rest = rest[:at]
+            else:
+                meta = _METADATA.match(rest, at)
+                if meta is None:
+                    return None
+                metadata = _metadata(meta.group(1))
+                rest = rest[: meta.start()] + rest[meta.end() :]
+    if rest:
+        try:
+            pairs = _split_attrs(rest, 0, lineno)
+        except HloParseError:
+            return None
+        kept = []
+        for key, value in pairs:
+            if key == "metadata":
+                metadata = _metadata(value)
+                continue
+            if key in CALL_KEYS:
+                called.extend(_CALLED.findall(value))
+            kept.append((key, value))
+        attrs = tuple(kept)
+    return HloInstruction(
+        name=name,
+        shape=shape,
+        opcode=opcode,
+        operands=operands,
+        attrs=attrs,
+        literal=literal,
+        metadata=metadata,
+        line=lineno,
+        is_root=root is not None,
+        parameter_number=number,
+        called=tuple(called),
+    )
+
+
 def parse_hlo_line(line: str, lineno: int) -> HloInstruction:
     """One instruction line: ``[ROOT] %name = shape opcode(operands), attr=value, ...``."""
+    return parse_common_instruction(line, lineno) or _parse_careful(line, lineno)
+
+
+def _parse_careful(line: str, lineno: int) -> HloInstruction:
+    """The full grammar, bracket by bracket, with the column of the first mistake."""
     m = _HEAD.match(line)
     if not m:
         raise _fail("expected an instruction '%name = shape opcode(...)'", lineno, 0, line)
@@ -288,5 +382,6 @@ __all__ = [
     "matching_paren",
     "read_shape",
     "parse_hlo_line",
+    "parse_common_instruction",
     "parse_computation_header",
 ]

@@ -50,14 +50,6 @@ class Matching:
         return sum(1 for b in self.a_to_b if b != -1)
 
 
-def _compatible(ga: Graph, gb: Graph, a: int, b: int, level: int) -> bool:
-    if ga.subgraph_print[a] == gb.subgraph_print[b]:
-        return True
-    if level >= _SELF and ga.self_print[a] == gb.self_print[b]:
-        return True
-    return level >= _OPCODE and ga.insts[a].opcode == gb.insts[b].opcode
-
-
 def _operand_pairs(ga: Graph, gb: Graph, a: int, b: int) -> list[tuple[int, int]]:
     oa, ob = ga.operands[a], gb.operands[b]
     if len(oa) == len(ob) or min(len(oa), len(ob)) == 0 or max(len(oa), len(ob)) > 20000:
@@ -72,14 +64,36 @@ def _operand_pairs(ga: Graph, gb: Graph, a: int, b: int) -> list[tuple[int, int]
 
 
 def _top_down(m: Matching, level: int) -> None:
+    """Walk from matched pairs to their operands, pairing compatible free ones.
+
+    Only pairs with a free operand on A's side can add anything (matches only grow), so the
+    later levels start from those instead of from every pair.
+    """
     ga, gb = m.ga, m.gb
-    work = m.pairs()
+    a_to_b, b_to_a = m.a_to_b, m.b_to_a
+    ops_a, ops_b = ga.operands, gb.operands
+    sub_a, sub_b = ga.subgraph_print, gb.subgraph_print
+    self_a, self_b = ga.self_print, gb.self_print
+    insts_a, insts_b = ga.insts, gb.insts
+    users_a = ga.users
+    # Users of free instructions, found from the few free ones rather than from every pair.
+    with_free = {u for x, y in enumerate(a_to_b) if y == -1 for u in users_a[x]}
+    work = [(a, a_to_b[a]) for a in sorted(with_free) if a_to_b[a] != -1]
     while work:
         a, b = work.pop()
-        for x, y in _operand_pairs(ga, gb, a, b):
-            if m.a_to_b[x] == -1 and m.b_to_a[y] == -1 and _compatible(ga, gb, x, y, level):
-                m.pair(x, y)
-                work.append((x, y))
+        oa, ob = ops_a[a], ops_b[b]
+        for x, y in zip(oa, ob) if len(oa) == len(ob) else _operand_pairs(ga, gb, a, b):
+            if a_to_b[x] != -1 or b_to_a[y] != -1:
+                continue
+            if not (
+                sub_a[x] == sub_b[y]
+                or (level >= _SELF and self_a[x] == self_b[y])
+                or (level >= _OPCODE and insts_a[x].opcode == insts_b[y].opcode)
+            ):
+                continue
+            a_to_b[x] = y
+            b_to_a[y] = x
+            work.append((x, y))
 
 
 def _bottom_up(m: Matching) -> int:

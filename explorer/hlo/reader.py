@@ -17,7 +17,11 @@ from explorer import inputs
 from explorer.errors import InputError
 from explorer.hlo.errors import HloParseError
 from explorer.hlo.gcpause import paused_gc
-from explorer.hlo.lines import parse_computation_header, parse_hlo_line
+from explorer.hlo.lines import (
+    parse_common_instruction,
+    parse_computation_header,
+    parse_hlo_line,
+)
 from explorer.hlo.model import NO_METADATA, Computation, HloInstruction, Module
 
 _MODULE = re.compile(r"HloModule\s+%?([A-Za-z_][\w.\-]*)\s*(?:,\s*(.*))?$")
@@ -45,8 +49,16 @@ def _implicit_params(comp: Computation, params: list[tuple[str, str]]) -> None:
 
 
 def _check_computation(comp: Computation, source: str) -> None:
-    """Operands exist, parameter numbers are unique, no cycles; set root and ``order``."""
+    """Operands exist, parameter numbers are unique, no cycles; set root and ``order``.
+
+    XLA prints operands before their users, so one pass that only checks "every operand was
+    already defined" settles existence, acyclicity and the order at once; text in another
+    order takes the general checks and Kahn's algorithm.
+    """
     numbers: dict[int, HloInstruction] = {}
+    roots: list[HloInstruction] = []
+    seen: set[str] = set()
+    in_file_order = True
     for inst in comp.instructions:
         if inst.parameter_number is not None:
             if inst.parameter_number in numbers:
@@ -58,16 +70,22 @@ def _check_computation(comp: Computation, source: str) -> None:
                     source,
                 )
             numbers[inst.parameter_number] = inst
-        for op in inst.operands:
-            if op not in comp.by_name:
-                raise HloParseError(
-                    f"operand %{op} is not defined in computation %{comp.name}",
-                    inst.line,
-                    1,
-                    inst.name,
-                    source,
-                )
-    roots = [i for i in comp.instructions if i.is_root]
+        if inst.is_root:
+            roots.append(inst)
+        if in_file_order and inst.operands and not seen.issuperset(inst.operands):
+            in_file_order = False
+        seen.add(inst.name)
+    if not in_file_order:
+        for inst in comp.instructions:
+            for op in inst.operands:
+                if op not in comp.by_name:
+                    raise HloParseError(
+                        f"operand %{op} is not defined in computation %{comp.name}",
+                        inst.line,
+                        1,
+                        inst.name,
+                        source,
+                    )
     if len(roots) > 1:
         raise HloParseError(
             f"computation %{comp.name} has {len(roots)} ROOT instructions",
@@ -81,7 +99,7 @@ def _check_computation(comp: Computation, source: str) -> None:
             f"computation %{comp.name} has no instructions", comp.line, 1, comp.name, source
         )
     comp.root = roots[0] if roots else comp.instructions[-1]
-    comp.order = _topological(comp, source)
+    comp.order = list(comp.instructions) if in_file_order else _topological(comp, source)
 
 
 def _topological(comp: Computation, source: str) -> list[HloInstruction]:
@@ -261,6 +279,16 @@ def _read_computation(lines: list[str], i: int, header: tuple, comps: dict, sour
     append = comp.instructions.append
     while i < n:
         line = lines[i]
+        inst = parse_common_instruction(line, i + 1)
+        if inst is not None:
+            if inst.name in by_name:
+                raise HloParseError(
+                    f"instruction %{inst.name} is defined twice", i + 1, 1, line, source
+                )
+            by_name[inst.name] = inst
+            append(inst)
+            i += 1
+            continue
         stripped = line.strip()
         if stripped.startswith("}"):
             if stripped != "}" and not stripped[1:].lstrip().startswith(","):

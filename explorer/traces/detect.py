@@ -78,5 +78,6 @@ register(
 
 import explorer.traces.profiler.detect  # noqa: E402,F401  (registers per-rank profiler traces)
 import explorer.traces.torch_trace_detect  # noqa: E402,F401  (registers the torch-trace kind)
+import explorer.traces.xla.detect  # noqa: E402,F401  (registers the xla kind)
 
 __all__ = ["Detector", "Detected", "DETECTORS", "register", "detect"]

@@ -72,7 +72,7 @@ def step_timeline(run: Any) -> Any:
     fig.add_trace(
         go.Scatter(
             x=[s.step for s in new],
-            y=[max(s.wall_ms, s.compile_ms, 1e-3) * 1.8 for s in new],
+            y=[max(s.wall_ms or 0.0, s.compile_ms or 0.0, 1e-3) * 1.8 for s in new],
             mode="markers+text",
             name="new graph",
             text=[s.new_graphs[-1][:8] for s in new],

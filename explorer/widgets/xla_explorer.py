@@ -40,6 +40,17 @@ def print_progress(msg: dict[str, Any]) -> None:
         print(line, flush=True)
 
 
+def _notes_html(got: Any) -> str:
+    """What the artifacts could not answer, and graphs sharing a hash, as a short list."""
+    items = [
+        f"same Graph Hash {html.escape(s.graph_hash[:8])}, different HLO (save-file lines "
+        f"{s.lines}): {html.escape(s.diff_summary)}"
+        for s in got.same_hash_different_text
+    ]
+    items += [f"not in these artifacts: {html.escape(n)}" for n in got.cannot_answer]
+    return "<ul>" + "".join(f"<li>{i}</li>" for i in items) + "</ul>"
+
+
 class XlaExplorer:
     """Scenario and options in; step timeline, graph groups and a graph-to-graph diff out."""
 
@@ -128,12 +139,31 @@ class XlaExplorer:
             layout=w.Layout(width="100%"),
         )
         self.result: Optional[XlaRun] = None
+        self.read: Optional[Any] = None
         self._quiet = False
         self._thread: Optional[threading.Thread] = None
         if run is not None:
             self.show(run)
         elif autorun:
             self.run(block=True)
+
+    @classmethod
+    def open(cls, path: str) -> "XlaExplorer":
+        """An explorer on what a run left behind (a folder or file of XLA artifacts), no new run.
+
+        The Run control stays usable for a fresh run of a preset; the notes say which questions
+        the artifacts could not answer. ``self.read`` keeps the whole reading (notes, graphs that
+        share a hash but not a program).
+        """
+        from pathlib import Path
+
+        from explorer.analysis.xla.from_artifacts import read_artifacts
+
+        got = read_artifacts(Path(path))
+        explorer = cls(run=got.run)
+        explorer.read = got
+        explorer._say(views.run_html(got.run) + _notes_html(got))
+        return explorer
 
     def _guarded(self, doing: str, fn: Callable[..., Any]) -> Callable[..., Any]:
         """``fn`` with any exception said in the status line (see :mod:`explorer.widgets.guard`)."""

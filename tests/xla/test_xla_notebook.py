@@ -97,6 +97,10 @@ def test_notebook_executes_and_explains_the_recompiles(xla_kernel, tmp_path) -> 
     ]
     assert stderr == [], "a teaching notebook prints no warnings"
     assert "model ready on" in text and "step 3: " in text, "cells that run steps print progress"
+    assert "same verdicts as the run: True" in text, "the folder reads back with the run's verdicts"
+    assert (
+        "\n3 new graph: yes" in text and "\n4 new graph: no" in text and "\n5 new graph: no" in text
+    ), "deferred callbacks: four graphs where two were expected, then cache hits"
     timeline = next(
         o.data["application/vnd.plotly.v1+json"]
         for c in nb.cells

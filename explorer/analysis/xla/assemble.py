@@ -12,7 +12,7 @@ from __future__ import annotations
 import glob
 import os
 import re
-from typing import Any, Optional
+from typing import Any, Callable, Optional
 
 from explorer.analysis.xla.explain import cached_sentence, closest, new_graph_sentence, profile
 from explorer.hlo import Module, diff_modules, near_duplicate_groups, read_modules
@@ -71,9 +71,14 @@ def assemble(child: ChildResult, label: str, threshold: float = 0.8) -> XlaRun:
 
 
 def _graphs(
-    run: XlaRun, setup: list[DebugEvent], per_step: list[list[DebugEvent]], dump_dir: str
+    run: XlaRun,
+    setup: list[DebugEvent],
+    per_step: list[list[DebugEvent]],
+    dump_dir: str,
+    load: Optional[Callable[[str], Module]] = None,
 ) -> dict[str, Module]:
-    files = dumped_modules(dump_dir)
+    """Graphs in compile order, joined to the k-th dump; ``load`` reads one dump (errors raise)."""
+    files = dumped_modules(dump_dir) if dump_dir else []
     compiles = [(-1, e) for e in setup if e.kind == "compile"]
     compiles += [(i, e) for i, events in enumerate(per_step) for e in events if e.kind == "compile"]
     modules: dict[str, Module] = {}
@@ -89,7 +94,7 @@ def _graphs(
             num_outputs=event.outputs,
         )
         if k < len(files):
-            module = _module(files[k], event)
+            module = _module(files[k], event, load)
             if module is not None:
                 modules[g.graph_hash] = module
                 g.module_name, g.hlo_path, g.instructions = (
@@ -107,12 +112,17 @@ def _graphs(
     return modules
 
 
-def _module(path: str, event: DebugEvent) -> Optional[Module]:
+def _module(
+    path: str, event: DebugEvent, load: Optional[Callable[[str], Module]] = None
+) -> Optional[Module]:
     """The dumped module if it is the one the debug block describes (same parameter count)."""
-    try:
-        module = read_modules(path)[0]
-    except Exception:  # a dump we cannot parse is reported as missing HLO, not as a crash
-        return None
+    if load is not None:
+        module = load(path)
+    else:
+        try:
+            module = read_modules(path)[0]
+        except Exception:  # a dump we cannot parse is reported as missing HLO, not as a crash
+            return None
     if event.inputs is not None and module.parameter_count != event.inputs:
         return None
     return module

@@ -18,6 +18,7 @@ from typing import Any, Optional
 from explorer.errors import InputError
 from explorer.runtime.xla.config import RunConfig
 from explorer.traces.xla.protocol import encode
+from explorer.traces.xla.records import METRICS_FILE
 
 
 def _emit(event: str, **fields: Any) -> None:
@@ -72,8 +73,12 @@ class _LineSwitch:
         self.on = on
 
 
-def run(cfg: RunConfig) -> None:
-    """Build the step, run ``cfg.steps`` steps with a sync after each, and report every step."""
+def run(cfg: RunConfig, out_dir: str = "") -> None:
+    """Build the step, run ``cfg.steps`` steps with a sync after each, and report every step.
+
+    With capture, torch_xla's metrics report is written to ``out_dir`` at the end, as a user's
+    script would print it: one of the artifacts ``explorer read`` takes.
+    """
     import torch_xla
     import torch_xla.core.xla_model as xm
     import torch_xla.runtime as xr
@@ -134,6 +139,11 @@ def run(cfg: RunConfig) -> None:
         if report:
             record["live_report"] = report
         _emit("step", **record)
+    if cfg.capture and out_dir:
+        import torch_xla.debug.metrics as met
+
+        with open(os.path.join(out_dir, METRICS_FILE), "w", encoding="utf-8") as fh:
+            fh.write(met.metrics_report())
     _emit("done")
 
 
@@ -143,7 +153,7 @@ def main(argv: Optional[list[str]] = None) -> int:
     with open(argv[0], encoding="utf-8") as fh:
         cfg = RunConfig.from_json(fh.read())
     try:
-        run(cfg)
+        run(cfg, os.path.dirname(os.path.abspath(argv[0])))
     except InputError as exc:
         _emit("input_error", message=str(exc))
         return 3

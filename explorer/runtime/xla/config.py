@@ -41,6 +41,8 @@ class RunConfig:
     a compile, and back on after a step that compiled while they were off: only the first
     occurrence of a graph that appears after the run settled lacks lines. Toggling does not
     change graph hashes (checked: no recompile). ``lines_settle=0`` keeps them on every step.
+    ``save_tensors`` also sets ``XLA_SAVE_TENSORS_FILE`` (HLO of every execution, with its
+    ``Graph Hash:``): the fourth artifact a user's run may leave, costly on every step.
     """
 
     scenario: Optional[str] = "steady"
@@ -61,6 +63,7 @@ class RunConfig:
     capture: bool = True
     source_lines: bool = True
     lines_settle: int = 2
+    save_tensors: bool = False
     timeout_s: float = 300.0
     seed: int = 0
 

@@ -21,7 +21,7 @@ from explorer.errors import InputError
 from explorer.runtime.xla.config import RunConfig
 from explorer.traces.xla import failure as failures
 from explorer.traces.xla.protocol import decode
-from explorer.traces.xla.records import DEBUG_FILE, DUMP_DIR, ChildResult, Failure
+from explorer.traces.xla.records import DEBUG_FILE, DUMP_DIR, SAVE_FILE, ChildResult, Failure
 
 Progress = Callable[[dict[str, Any]], None]
 
@@ -47,6 +47,10 @@ def child_env(cfg: RunConfig, out_dir: str) -> dict[str, str]:
         env.update(PT_XLA_DEBUG_LEVEL="2", PT_XLA_DEBUG_FILE=os.path.join(out_dir, DEBUG_FILE))
         if cfg.source_lines:
             env.update(XLA_IR_DEBUG="1", XLA_HLO_DEBUG="1")
+        if cfg.save_tensors:
+            env.update(
+                XLA_SAVE_TENSORS_FILE=os.path.join(out_dir, SAVE_FILE), XLA_SAVE_TENSORS_FMT="hlo"
+            )
         flags += [
             f"--xla_dump_to={os.path.join(out_dir, DUMP_DIR)}",
             "--xla_dump_hlo_module_re=SyncTensorsGraph",

@@ -56,6 +56,14 @@ PRESETS: dict[str, Preset] = {
             "recompiles",
         ),
         Preset(
+            "deferred-callbacks",
+            "each step queues one callback per gradient and the queue runs once more than a "
+            "step's worth waits, so which tensors are live at the sync alternates from step to "
+            "step (the maintainers' theory in the seed thread, without collectives)",
+            8,
+            "recompiles",
+        ),
+        Preset(
             "shape-change",
             "the sequence length grows at step 3 (an input shape change)",
             6,

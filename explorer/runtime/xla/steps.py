@@ -66,8 +66,14 @@ class Trainer:
             self._batches[seq] = ids
         return self._batches[seq]
 
-    def train(self, seq: int, aux_weight: float = 0.0) -> Any:
-        """Forward, masked-LM loss (plus an optional auxiliary term), backward, optimizer step."""
+    def train(
+        self, seq: int, aux_weight: float = 0.0, after_backward: Callable[[], None] | None = None
+    ) -> Any:
+        """Forward, masked-LM loss (plus an optional auxiliary term), backward, optimizer step.
+
+        ``after_backward`` runs between backward and the optimizer step, where FSDP's
+        reduce-scatter callbacks would run.
+        """
         F = self.torch.nn.functional
         ids = self.batch(seq)
         self.optimizer.zero_grad()
@@ -76,6 +82,8 @@ class Trainer:
         if aux_weight:
             loss = loss + logits.pow(2).mean() * aux_weight
         loss.backward()
+        if after_backward is not None:
+            after_backward()
         self.optimizer.step()
         return loss
 
@@ -107,6 +115,8 @@ def build(cfg: RunConfig) -> tuple[StepFn, dict[str, Any]]:
 
         def step(i: int) -> None:
             trainer.train(seq, aux_weight=AUX_WEIGHTS[i % 2])
+    elif name == "deferred-callbacks":
+        step = _deferred_callbacks(trainer, seq)
     elif name == "shape-change":
 
         def step(i: int) -> None:
@@ -114,6 +124,34 @@ def build(cfg: RunConfig) -> tuple[StepFn, dict[str, Any]]:
     else:  # RunConfig.resolved() rejects unknown names first
         raise ValueError(f"no step builder for scenario {name!r}")
     return step, trainer.info
+
+
+def _deferred_callbacks(trainer: Trainer, seq: int) -> StepFn:
+    """Queue one callback per gradient; run the whole queue once more than a step's worth waits.
+
+    Like FSDP's bucketed reduce-scatter callbacks, a queued callback holds its gradient (a live
+    tensor) until the bucket is flushed, here one step later; the flush adds every queued
+    gradient's norm to a running total that lives across steps. So the steps alternate: one
+    syncs with a step's gradients still queued (live, so they are graph outputs), the next
+    flushes two steps' worth, and the first flush has no total to add to yet.
+    """
+    torch = trainer.torch
+    queue: list[Any] = []
+    state: dict[str, Any] = {"total": None}
+    params = list(trainer.model.parameters())
+
+    def defer() -> None:
+        queue.extend(p.grad * 1.0 for p in params if p.grad is not None)
+        if len(queue) > len(params):
+            flushed = torch.stack([torch.linalg.vector_norm(g) for g in queue]).sum()
+            total = state["total"]
+            state["total"] = flushed if total is None else total + flushed
+            queue.clear()
+
+    def step(i: int) -> None:
+        trainer.train(seq, after_backward=defer)
+
+    return step
 
 
 __all__ = ["StepFn", "LOG_EVERY", "Trainer", "build"]

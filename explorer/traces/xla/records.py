@@ -62,9 +62,10 @@ class Step:
     step: int
     compiled: bool
     graph_hash: Optional[str]
-    compile_ms: float
-    execute_ms: float
-    wall_ms: float
+    #: None when the source does not say (artifacts read after the fact hold no per-step times).
+    compile_ms: Optional[float]
+    execute_ms: Optional[float]
+    wall_ms: Optional[float]
     num_parameters: Optional[int]
     cause: str = ""
     diff_summary: Optional[str] = None
@@ -87,8 +88,8 @@ class Step:
             "step": self.step,
             "compiled": self.compiled,
             "graph_hash": self.graph_hash,
-            "compile_ms": round(self.compile_ms, 3),
-            "execute_ms": round(self.execute_ms, 3),
+            "compile_ms": None if self.compile_ms is None else round(self.compile_ms, 3),
+            "execute_ms": None if self.execute_ms is None else round(self.execute_ms, 3),
             "num_parameters": self.num_parameters,
             "cause": self.cause,
             "diff_summary": self.diff_summary,
@@ -157,6 +158,8 @@ class XlaRun:
 
 #: Where the child asks torch_xla to write its debug log and HLO dumps, inside a run folder.
 DEBUG_FILE, DUMP_DIR = "pt_xla_debug.txt", "hlo_dump"
+#: ``XLA_SAVE_TENSORS_FILE`` (torch_xla appends the device ordinal) and the final metrics report.
+SAVE_FILE, METRICS_FILE = "save_tensors.txt", "metrics_report.txt"
 
 
 @dataclass

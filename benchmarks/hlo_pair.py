@@ -1,0 +1,148 @@
+"""Make the held-out HLO benchmark pair: two real ``--xla_dump_to`` modules of ~35,000 instructions.
+
+A 64-layer transformer encoder's SGD-momentum training step, traced by real torch_xla 2.9 on the
+PJRT CPU device, and the same step where one layer in the middle uses GELU instead of ReLU. The
+change sits in the middle of the program, so the canonical texts are not one long insertion
+apart: every instruction after it is renumbered and ``difflib`` has to work for its answer.
+
+XLA writes ``*.before_optimizations.txt`` when it starts compiling; compiling a graph this size
+on XLA:CPU takes many GB and minutes, and the benchmark needs only the text, so the child is
+stopped once the dump file is complete. The files land in ``benchmarks/data/`` (ignored by git)
+and are reused when present.
+
+    PJRT_DEVICE=CPU python benchmarks/hlo_pair.py [--layers 64] [--force]
+"""
+
+from __future__ import annotations
+
+import argparse
+import glob
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+DATA = os.path.join(ROOT, "benchmarks", "data")
+PAIR = (
+    os.path.join(DATA, "encoder64_relu.before_optimizations.txt"),
+    os.path.join(DATA, "encoder64_gelu_mid.before_optimizations.txt"),
+)
+
+__all__ = ["DATA", "PAIR", "ensure_pair"]
+
+
+def _child(layers: int, gelu_layer: int, reverse: int = 0) -> None:
+    """Trace one training step and sync (the compile writes the dump)."""
+    import torch
+    import torch_xla
+
+    torch.manual_seed(0)
+    dev = torch_xla.device()
+    stack = []
+    for k in range(layers):
+        act = "gelu" if k == gelu_layer else "relu"
+        stack.append(
+            torch.nn.TransformerEncoderLayer(
+                d_model=32,
+                nhead=4,
+                dim_feedforward=64,
+                dropout=0.0,
+                batch_first=True,
+                activation=act,
+            )
+        )
+    model = torch.nn.Sequential(*stack).to(dev)
+    params = list(model.parameters())
+    if reverse:
+        params.reverse()
+    opt = torch.optim.SGD(params, lr=0.01, momentum=0.9)
+    for p in params:
+        opt.state[p]["momentum_buffer"] = torch.zeros(p.shape).to(dev)
+    x = torch.randn(2, 8, 32).to(dev)
+    torch_xla.sync()
+    loss = model(x).pow(2).mean()
+    loss.backward()
+    opt.step()
+    torch_xla.sync()
+
+
+def _largest_dump(folder: str) -> str | None:
+    files = glob.glob(os.path.join(folder, "*SyncTensorsGraph*before_optimizations.txt"))
+    return max(files, key=os.path.getsize) if files else None
+
+
+def _complete(path: str) -> bool:
+    """A dump is complete when its size stopped moving and it ends with the entry's ``}``."""
+    size = os.path.getsize(path)
+    time.sleep(0.5)
+    if os.path.getsize(path) != size or size < 1_000_000:
+        return False
+    with open(path, "rb") as fh:
+        fh.seek(max(0, size - 16))
+        return fh.read().rstrip().endswith(b"}")
+
+
+def make_one(
+    dest: str, layers: int, gelu_layer: int, reverse: bool = False, timeout_s: float = 600
+) -> None:
+    """Run the child with ``--xla_dump_to`` and copy the step's dump to ``dest``."""
+    tmp = tempfile.mkdtemp(prefix="hlo_pair_")
+    env = dict(
+        os.environ,
+        PJRT_DEVICE="CPU",
+        XLA_FLAGS=f"--xla_dump_to={tmp} --xla_dump_hlo_module_re=SyncTensorsGraph",
+    )
+    cmd = [
+        sys.executable,
+        os.path.abspath(__file__),
+        "--child",
+        str(layers),
+        str(gelu_layer),
+        str(int(reverse)),
+    ]
+    proc = subprocess.Popen(cmd, env=env)
+    start = time.monotonic()
+    try:
+        while time.monotonic() - start < timeout_s:
+            path = _largest_dump(tmp)
+            if path and _complete(path):
+                os.makedirs(os.path.dirname(dest), exist_ok=True)
+                shutil.copy(path, dest)
+                return
+            if proc.poll() is not None and not (path and _complete(path)):
+                raise SystemExit(f"the torch_xla child exited ({proc.returncode}) without a dump")
+            time.sleep(0.5)
+        raise SystemExit(f"no complete dump within {timeout_s:.0f} s")
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def ensure_pair(layers: int = 64, force: bool = False) -> tuple[str, str]:
+    """The two dump files, made with real torch_xla when missing (or ``force``)."""
+    for dest, gelu in zip(PAIR, (-1, layers // 2)):
+        if force or not os.path.exists(dest):
+            make_one(dest, layers, gelu)
+    return PAIR
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--child", nargs=3, type=int, metavar=("LAYERS", "GELU_LAYER", "REVERSE"))
+    parser.add_argument("--layers", type=int, default=64)
+    parser.add_argument("--force", action="store_true")
+    args = parser.parse_args()
+    if args.child:
+        _child(*args.child)
+        return
+    for path in ensure_pair(args.layers, args.force):
+        print(path, os.path.getsize(path))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,165 @@
+"""``explorer read`` on what a real PyTorch/XLA run left behind gives ``xla-run``'s verdicts.
+
+One real run (``xla-run --scenario logging --save-tensors --out DIR``, torch_xla 2.9 on PJRT
+CPU) writes all four artifacts: ``--xla_dump_to`` dumps, the ``XLA_SAVE_TENSORS_FILE``, the
+``PT_XLA_DEBUG_FILE`` and the metrics report. Only those four are copied to the folder that is
+read, so nothing of ``xla-run``'s own bookkeeping (its step markers, run.json) can leak in.
+"""
+
+from __future__ import annotations
+
+import glob
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from explorer.traces.xla.records import (
+    DEBUG_FILE,
+    DUMP_DIR,
+    METRICS_FILE,
+    SAVE_FILE,
+    STEP_KEYS,
+)
+
+pytestmark = pytest.mark.slow
+STEPS = 7
+
+
+def cli(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "explorer", *args], capture_output=True, text=True, timeout=900
+    )
+
+
+@pytest.fixture(scope="module")
+def ran(tmp_path_factory) -> dict:
+    """The run: its own JSON and exit code, and a folder holding only torch_xla's artifacts."""
+    out = tmp_path_factory.mktemp("xla-run")
+    got = cli(
+        "xla-run",
+        "--scenario",
+        "logging",
+        "--steps",
+        str(STEPS),
+        "--layers",
+        "1",
+        "--save-tensors",
+        "--out",
+        str(out),
+        "--json",
+    )
+    assert got.returncode in (0, 1), got.stderr[-2000:]
+    artifacts = tmp_path_factory.mktemp("artifacts")
+    shutil.copytree(out / DUMP_DIR, artifacts / "dumps")
+    (save,) = glob.glob(str(out / SAVE_FILE) + "*")  # torch_xla appends the device ordinal
+    shutil.copy(save, artifacts / Path(save).name)
+    shutil.copy(out / DEBUG_FILE, artifacts / "debug.log")
+    shutil.copy(out / METRICS_FILE, artifacts / "metrics.txt")
+    return {"doc": json.loads(got.stdout), "rc": got.returncode, "dir": artifacts, "save": save}
+
+
+def _read(path: Path) -> tuple[dict, int]:
+    got = cli("read", str(path), "--json")
+    assert got.returncode in (0, 1), got.stderr
+    return json.loads(got.stdout), got.returncode
+
+
+def test_the_folder_reads_back_with_the_verdicts_xla_run_gave(ran):
+    doc, rc = _read(ran["dir"])
+    assert doc["kind"] == "xla"
+    assert set(doc["artifacts"]) == {"dump", "save", "debug", "metrics"}
+    want = ran["doc"]["steps"]
+    assert len(doc["steps"]) == len(want) == STEPS
+    for mine, theirs in zip(doc["steps"], want):
+        assert tuple(mine) == STEP_KEYS
+        for key in ("step", "compiled", "graph_hash", "num_parameters", "cause", "diff_summary"):
+            assert mine[key] == theirs[key], (key, mine, theirs)
+        assert mine["compile_ms"] is None and mine["execute_ms"] is None  # not in the artifacts
+    assert [g["graph_hash"] for g in doc["graphs"]] == [
+        g["graph_hash"] for g in ran["doc"]["graphs"]
+    ]
+    assert rc == ran["rc"] == 1  # logging makes a new graph after the warm-up steps
+    assert any("per-step compile and execute times" in n for n in doc["cannot_answer"])
+    assert doc["device"]["compiles_total"] == sum(s["compiled"] for s in want) + sum(
+        1 for g in ran["doc"]["graphs"] if g["step"] < 0
+    )
+
+
+def test_each_artifact_alone_answers_what_it_holds_and_says_what_it_cannot(ran):
+    want = ran["doc"]["steps"]
+    new = [s["cause"].startswith("new graph: yes") for s in want]
+    save, _ = _read(Path(ran["save"]))
+    assert [s["cause"].startswith("new graph: yes") for s in save["steps"]] == new
+    assert [s["graph_hash"] for s in save["steps"]] == [s["graph_hash"] for s in want]
+    assert any("first execution of each graph hash" in n for n in save["cannot_answer"])
+
+    debug, _ = _read(ran["dir"] / "debug.log")
+    assert [s["compiled"] for s in debug["steps"]] == [s["compiled"] for s in want]
+    assert any("no HLO" in n for n in debug["cannot_answer"])
+    assert all("was not seen before (no HLO" in s["cause"] for s in debug["steps"] if s["compiled"])
+
+    dumps, _ = _read(ran["dir"] / "dumps")
+    assert dumps["steps"] == [] and len(dumps["graphs"]) == len(ran["doc"]["graphs"])
+    assert any("steps and graph hashes" in n for n in dumps["cannot_answer"])
+
+    metrics = cli("read", str(ran["dir"] / "metrics.txt"))
+    assert metrics.returncode == 0 and "UncachedCompile" in metrics.stdout
+    assert "cannot answer" in metrics.stdout
+
+
+def test_one_hash_with_two_programs_is_reported_not_merged(ran, tmp_path):
+    """A save file whose later block of a hash holds another program (one op changed)."""
+    text = Path(ran["save"]).read_text()
+    blocks = text.split("[ScheduleSyncTensorsGraph]")
+    repeated = ran["doc"]["steps"][3]["graph_hash"]  # step 3 re-runs step 1's graph
+    k = [i for i, b in enumerate(blocks) if f"Graph Hash: {repeated}" in b][1]
+    assert " multiply(" in blocks[k]
+    blocks[k] = blocks[k].replace(" multiply(", " subtract(", 1)
+    planted = tmp_path / "save.txt"
+    planted.write_text("[ScheduleSyncTensorsGraph]".join(blocks))
+    doc, rc = _read(planted)
+    (same,) = doc["same_hash_different_text"]
+    assert same["graph_hash"] == repeated and same["steps"] == [1, 3]
+    assert "changed" in same["diff_summary"]
+    assert (
+        "HLO differs from the text first saved under the same Graph Hash"
+        in (doc["steps"][3]["cause"])
+    )
+    assert rc == 1
+
+
+@pytest.mark.parametrize("case", ["empty", "garbage", "truncated-save", "corrupt-dump"])
+def test_broken_artifacts_are_one_line_and_exit_2(ran, tmp_path, case):
+    if case == "empty":
+        target = tmp_path / "debug.log"
+        target.write_text("")
+    elif case == "garbage":
+        target = tmp_path / "save.txt"
+        target.write_bytes(b"\x00\xff" * 500)
+    elif case == "truncated-save":
+        text = Path(ran["save"]).read_text()
+        target = tmp_path / "save.txt"
+        target.write_text(text[: text.index("## END_GRAPH", len(text) // 2) - 300])
+    else:
+        target = tmp_path / "run"
+        target.mkdir()
+        shutil.copy(ran["dir"] / "debug.log", target / "debug.log")
+        (target / "module_0001.SyncTensorsGraph.85.before_optimizations.txt").write_text(
+            "HloModule SyncTensorsGraph.85\n\nENTRY %e (p: f32[]) -> f32[] {\n  %p = f32[] parameter(0\n"
+        )
+    got = cli("read", str(target))
+    assert got.returncode == 2, got.stdout[-500:]
+    assert len(got.stderr.strip().splitlines()) == 1 and "Traceback" not in got.stderr
+
+
+def test_the_explorer_opens_the_folder(ran):
+    from explorer.widgets.xla_explorer import XlaExplorer
+
+    ex = XlaExplorer.open(str(ran["dir"]))
+    assert [s.cause for s in ex.result.steps] == [s["cause"] for s in ran["doc"]["steps"]]
+    assert len(ex.figures()) == 3 and ex.read.cannot_answer
+    assert "not in these artifacts" in ex.status.value

@@ -1,0 +1,36 @@
+"""The CLI imports only the module of the command it runs; the name table must stay complete."""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+import subprocess
+import sys
+
+from explorer.cli import COMMAND_NAMES, COMMANDS
+
+
+def test_every_registered_command_is_in_the_table_with_its_module():
+    seen = {}
+    for module in COMMANDS:
+        parser = argparse.ArgumentParser()
+        sub = parser.add_subparsers()
+        importlib.import_module(module).register(sub)
+        for name in sub.choices:
+            seen[name] = module
+    assert seen == COMMAND_NAMES
+
+
+def test_hlo_diff_does_not_import_the_schedule_commands():
+    code = (
+        "import sys, json\n"
+        "from explorer import cli\n"
+        "try:\n    cli.main(['hlo-diff', '--help'])\nexcept SystemExit:\n    pass\n"
+        "print(json.dumps(sorted(m for m in sys.modules if m.startswith(('numpy', 'explorer.commands.')))))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    loaded = json.loads(out.stdout.strip().splitlines()[-1])
+    assert "explorer.commands.hlo" in loaded
+    assert "explorer.commands.schedule" not in loaded
+    assert not [m for m in loaded if m.startswith("numpy")]
