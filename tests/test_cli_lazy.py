@@ -8,6 +8,8 @@ import json
 import subprocess
 import sys
 
+import pytest
+
 from explorer.cli import COMMAND_NAMES, COMMANDS
 
 
@@ -22,6 +24,7 @@ def test_every_registered_command_is_in_the_table_with_its_module():
     assert seen == COMMAND_NAMES
 
 
+@pytest.mark.slow  # a fresh interpreter
 def test_hlo_diff_does_not_import_the_schedule_commands():
     code = (
         "import sys, json\n"

@@ -50,3 +50,6 @@ def read(path: Path, json_out: bool) -> int:
 
 def _ms(value: float | None) -> str:
     return "?" if value is None else f"{value:,.1f} ms"
+
+
+__all__ = ["read"]

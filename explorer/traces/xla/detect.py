@@ -23,3 +23,6 @@ register(
         "explorer.commands.read_xla:read",
     )
 )
+
+
+__all__: list[str] = []  # registers the xla kind with explorer read; nothing to import
