@@ -26,6 +26,8 @@ HEAVY = ("torch", "torch_xla", "plotly", "ipywidgets", "deepspeed")
         "explorer.report.html",
         "explorer.cli",
         "explorer.runtime.pipelining_orders",
+        "explorer.runtime.supervise",
+        "explorer.traces.failure",
     ],
 )
 def test_import_does_not_pull_heavy_packages(module):

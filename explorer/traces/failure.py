@@ -41,6 +41,8 @@ class FailureKind(StrEnum):
     ERROR = "error"
     #: The same for the XLA child and the compile probe, which always said ``exception``.
     EXCEPTION = "exception"
+    #: A neighbour died or closed the connection (a consequence, not a cause).
+    PEER = "peer"
     #: No progress within the allowed time (a receive, a step, or the whole run).
     TIMEOUT = "timeout"
     #: Killed by a signal nobody in the run sent (SIGKILL from outside, the OOM killer).

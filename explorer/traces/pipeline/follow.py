@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional
 
+from explorer.traces.failure import Failure
 from explorer.traces.pipeline.trace import to_measured
 from explorer.traces.records import MeasuredTrace
 
@@ -26,7 +27,13 @@ class RankProgress:
     iteration: int = -1
     state: str = "starting"  # starting, running, done, failed
     pid: Optional[int] = None
-    failure: Optional[dict] = None
+    failure: Optional[Failure] = None
+
+
+def failure_of(line: dict) -> Failure:
+    """The :class:`Failure` a rank's ``failure`` line carries (folders written before the record
+    said ``cause`` where it now says ``kind``)."""
+    return Failure.from_dict({**line, "kind": line.get("kind") or line.get("cause")})
 
 
 @dataclass
@@ -36,6 +43,8 @@ class Follower:
     folder: Path
     #: Only lines of this run are read (None: every line, for folders written before run ids).
     run_id: Optional[str] = None
+    #: Whose files: ``rank`` (explorer's engine) or ``torch_rank`` (PyTorch's).
+    prefix: str = "rank"
     records: list[dict] = field(default_factory=list)
     events: list[dict] = field(default_factory=list)
     ranks: dict[int, RankProgress] = field(default_factory=dict)
@@ -44,7 +53,7 @@ class Follower:
     def poll(self) -> list[dict]:
         """Read every complete new line; returns the new instruction records."""
         new: list[dict] = []
-        for path in sorted(Path(self.folder).glob("rank*.jsonl")):
+        for path in sorted(Path(self.folder).glob(f"{self.prefix}*.jsonl")):
             with open(path, "rb") as fh:
                 fh.seek(self._offsets.get(path, 0))
                 chunk = fh.read()
@@ -75,7 +84,7 @@ class Follower:
         if kind == "start":
             prog.pid, prog.state = line.get("pid"), "running"
         elif kind == "failure":
-            prog.state, prog.failure = "failed", line
+            prog.state, prog.failure = "failed", failure_of(line)
         elif kind == "done":
             prog.state = "done"
 
