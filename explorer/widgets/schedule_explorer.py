@@ -11,7 +11,8 @@ It also works without a live kernel: ``_repr_html_`` and :meth:`to_html` give th
 figures as a self-contained page.
 
 The "Run" seam: pass ``runner(schedule, costs) -> MeasuredTrace``. The Run button calls it,
-shows progress beside the button (``report_progress``), overlays what it measured with the
+shows progress beside the button (a runner hands typed records to ``show_progress`` and
+``show_result``; this app turns them into words), overlays what it measured with the
 simulation re-costed from it, and after a failed run selects the finding at the failing
 stage and step. Without a runner the button is disabled and says why.
 """

@@ -10,11 +10,14 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Optional
+from typing import Literal, Optional
 
 from explorer.traces.failure import Failure
 from explorer.traces.pipeline.trace import to_measured
 from explorer.traces.records import MeasuredTrace
+
+#: Where a rank is: started but silent, recording instructions, finished, or stopped by a failure.
+RankState = Literal["starting", "running", "done", "failed"]
 
 
 @dataclass
@@ -25,7 +28,7 @@ class RankProgress:
     steps_done: int = 0  # steps of the current iteration with at least one instruction recorded
     last_step: int = -1
     iteration: int = -1
-    state: str = "starting"  # starting, running, done, failed
+    state: RankState = "starting"
     pid: Optional[int] = None
     failure: Optional[Failure] = None
 
