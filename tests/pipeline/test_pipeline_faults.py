@@ -28,6 +28,13 @@ def test_a_dying_rank_is_named_and_the_run_ends(tmp_path, how):
     assert not result.ok and result.failure.rank == 1 and result.failure.stage == 1
     assert result.failure.step == 5
     assert ("SIGKILL" in result.failure.message) == (how == "kill")
+    if how == "kill":
+        assert (result.failure.kind, result.failure.signal) == ("killed", "SIGKILL")
+    else:
+        assert (result.failure.kind, result.failure.exception_type) == ("error", "RuntimeError")
+        assert "fault injected on rank 1 at step 5" in result.failure.traceback_tail
+    # what the others said after it is kept apart from the cause, never the cause itself
+    assert all(not c.startswith("rank 1:") for c in result.failure.consequences)
     assert result.returncodes[1] == (-9 if how == "kill" else 1)
     # Partial trace: rank 1 recorded steps 0..4 before it died, the others more or less.
     assert {r["step"] for r in result.records if r["rank"] == 1} == {1, 2, 3, 4}

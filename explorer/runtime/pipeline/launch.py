@@ -33,8 +33,9 @@ from explorer.runtime.supervise import (
     rank_env,
 )
 from explorer.schedules.schedule import Schedule
+from explorer.traces.failure import FailureKind
 from explorer.traces.pipeline.folder import RunFolderLock, new_run_id
-from explorer.traces.pipeline.follow import Follower
+from explorer.traces.pipeline.follow import Follower, failure_kind
 from explorer.traces.pipeline.result import RunResult, collect, refused, write_exit_codes
 
 Progress = Callable[[Follower], None]
@@ -97,7 +98,8 @@ class PipelineEngine(Engine):
         again), so the failure names every waiting stage, not just the first.
         """
         if any(
-            e["type"] == "failure" and e.get("cause") == "timeout" for e in self.follower.events
+            e["type"] == "failure" and failure_kind(e) == FailureKind.TIMEOUT
+            for e in self.follower.events
         ):
             return max(GRACE_S, self.spec.stall_timeout_s + 2.0)
         return GRACE_S

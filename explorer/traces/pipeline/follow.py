@@ -33,10 +33,14 @@ class RankProgress:
     failure: Optional[Failure] = None
 
 
+def failure_kind(line: dict) -> Optional[str]:
+    """The kind of a rank's ``failure`` line (folders written before the record said ``cause``)."""
+    return line.get("kind") or line.get("cause")
+
+
 def failure_of(line: dict) -> Failure:
-    """The :class:`Failure` a rank's ``failure`` line carries (folders written before the record
-    said ``cause`` where it now says ``kind``)."""
-    return Failure.from_dict({**line, "kind": line.get("kind") or line.get("cause")})
+    """The :class:`Failure` a rank's ``failure`` line carries."""
+    return Failure.from_dict({**line, "kind": failure_kind(line)})
 
 
 @dataclass

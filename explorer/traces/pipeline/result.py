@@ -22,7 +22,7 @@ from typing import Mapping, Optional
 
 from explorer.schedules.schedule import Schedule
 from explorer.traces.failure import Failure, FailureKind, signal_name
-from explorer.traces.pipeline.follow import Follower, failure_of
+from explorer.traces.pipeline.follow import Follower, failure_kind, failure_of
 from explorer.traces.pipeline.trace import chrome_trace, last_iteration, table, to_measured
 from explorer.traces.records import MeasuredTrace
 
@@ -191,7 +191,7 @@ def _diagnose(
     failures = {e["rank"]: e for e in follower.events if e["type"] == "failure"}
     hazards = [e for e in follower.events if e["type"] == "hazard"]
     own = sorted(
-        [e for e in failures.values() if _kind(e) in _OWN_FAULT] + hazards,
+        [e for e in failures.values() if failure_kind(e) in _OWN_FAULT] + hazards,
         key=lambda e: e["time"],
     )
     if own:
@@ -220,7 +220,7 @@ def _diagnose(
             consequences=_consequences(failures, rank),
             **where,
         )
-    timeouts = [e for e in failures.values() if _kind(e) == "timeout"]
+    timeouts = [e for e in failures.values() if failure_kind(e) == "timeout"]
     if timeouts:
         waits = "; ".join(
             f"stage {e['stage']} (rank {e['rank']}) waited in {e['instruction']} at step {e['step']}"
@@ -259,11 +259,6 @@ def _diagnose(
     if codes and any(c is None for c in codes.values()):
         return Failure(FailureKind.UNFINISHED, "the run did not finish")
     return None
-
-
-def _kind(event: dict) -> Optional[str]:
-    """A failure line's kind (folders written before the record said ``cause``)."""
-    return event.get("kind") or event.get("cause")
 
 
 def _finished(follower: Follower) -> set[int]:
