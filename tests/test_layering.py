@@ -283,6 +283,8 @@ def test_checker_allows_heavy_imports_inside_functions_and_for_type_checking(tmp
         "explorer.printout.html",
         "explorer.cli",
         "explorer.runtime.pipelining_orders",
+        "explorer.runtime.supervise",
+        "explorer.traces.failure",
     ],
 )
 def test_import_does_not_pull_heavy_packages(module):

@@ -194,14 +194,25 @@ def _run_in_child(args: argparse.Namespace) -> int:
         return outcome.returncode
     message = outcome.ending(f"the step {args.step}", args.timeout)
     if args.json:
-        failure = {
-            "kind": "timeout" if outcome.timed_out else "signal" if outcome.signal else "exit",
-            "message": message,
-            "returncode": outcome.returncode,
-            "signal": outcome.signal,
+        from explorer.traces.failure import Failure, FailureKind
+
+        failure = Failure(
+            FailureKind.TIMEOUT
+            if outcome.timed_out
+            else FailureKind.ABORT
+            if outcome.signal
+            else FailureKind.EXIT,
+            message,
+            returncode=outcome.returncode,
+            signal=outcome.signal,
+        )
+        doc = {
+            "label": args.step,
+            "ok": False,
+            "failure": failure.to_dict(),
             "seconds": round(outcome.seconds, 3),
         }
-        print(json.dumps({"label": args.step, "ok": False, "failure": failure}, indent=1))
+        print(json.dumps(doc, indent=1))
     print(f"explorer compile-probe: the step failed: {message}", file=sys.stderr)
     return 1
 

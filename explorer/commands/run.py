@@ -281,7 +281,7 @@ def _report(result, args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(result.to_dict()), flush=True)
     elif result.failure:
-        print(f"failed: {result.failure['message']}", flush=True)
+        print(f"failed: {result.failure.message}", flush=True)
     else:
         verdict = "bitwise equal to" if result.bitwise_equal_to_reference else "DIFFERENT from"
         print(

@@ -37,7 +37,7 @@ def report_engines(spec, args: argparse.Namespace) -> int:
             "ok": torch_run.ok,
             "losses": torch_run.losses,
             "bitwise_equal_to_reference": torch_run.bitwise_equal_to_reference,
-            "failure": torch_run.failure,
+            "failure": torch_run.failure.to_dict() if torch_run.failure else None,
             "instructions": torch_run.records,
             "engine": "torch",
             "torch_engine": _without_actions(torch_run),
@@ -61,7 +61,7 @@ def report_engines(spec, args: argparse.Namespace) -> int:
             "comparison": both.to_dict(),
         }
         verdict = (
-            f"failed: {ours.failure['message']}"
+            f"failed: {ours.failure.message}"
             if ours.failure
             else f"ok, bitwise equal to the reference: {ours.bitwise_equal_to_reference}"
         )
@@ -89,7 +89,7 @@ def _torch_line(torch_run) -> str:
         else "the explorer's order"
     )
     if not torch_run.ok:
-        return f"torch engine ({torch_run.status}, {order}): {torch_run.failure['message']}"
+        return f"torch engine ({torch_run.status}, {order}): {torch_run.failure.message}"
     note = f" [{torch_run.order.problem}]" if torch_run.order.problem else ""
     return (
         f"torch engine ({order}{note}): bitwise equal to the reference: {torch_run.bitwise_equal_to_reference}, "

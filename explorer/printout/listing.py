@@ -83,23 +83,31 @@ def listing(report: Report, ranks: Optional[Iterable[int]] = None) -> str:
     return "\n\n".join(blocks) + "\n\n" + summary(report) + "\n"
 
 
-def summary(report: Report) -> str:
-    """A few lines in words: verdict, findings, buffers, bubble."""
-    f = report.findings
-    lines = [f"# verdict: {'valid' if report.ok else 'INVALID'} under {report.model} P2P"]
-    for finding in f.all()[:20]:
-        lines.append(f"#   {finding.describe()}")
-    if len(f.all()) > 20:
-        lines.append(f"#   ... and {len(f.all()) - 20} more")
+def verdict_lines(report: Report) -> list[str]:
+    """The summary's own lines, without the findings: verdict, buffers, bubble (a status line's words)."""
+    lines = [f"verdict: {'valid' if report.ok else 'INVALID'} under {report.model} P2P"]
     lines.append(
-        f"# buffers allocated per stage: {list(report.buffers.allocated)}; needed: {list(report.buffers.needed)}"
+        f"buffers allocated per stage: {list(report.buffers.allocated)}; needed: {list(report.buffers.needed)}"
     )
     if report.timeline:
         b = report.timeline.bubble
         lines.append(
-            f"# bubble: {b.of_total:.1%} of total time, {b.of_ideal:.1%} of ideal compute time "
+            f"bubble: {b.of_total:.1%} of total time, {b.of_ideal:.1%} of ideal compute time "
             f"(makespan {b.makespan:g} ticks)"
         )
+    return lines
+
+
+def summary(report: Report) -> str:
+    """A few lines in words: verdict, findings, buffers, bubble."""
+    f = report.findings
+    head, *rest = verdict_lines(report)
+    lines = [f"# {head}"]
+    for finding in f.all()[:20]:
+        lines.append(f"#   {finding.describe()}")
+    if len(f.all()) > 20:
+        lines.append(f"#   ... and {len(f.all()) - 20} more")
+    lines.extend(f"# {line}" for line in rest)
     return "\n".join(lines)
 
 

@@ -3,18 +3,22 @@
 A ``--from`` class or a ``--step`` function is arbitrary code: it may call ``sys.exit(3)``,
 raise ``KeyboardInterrupt``, crash the interpreter with a segfault, or sleep forever. In the
 CLI's own process each of those ends the command without a word (or hangs it). In a child,
-each is an ending the parent can name: an exit code, a signal, a timeout. The child runs in
-its own session and is killed with its whole process group, so nothing is left behind.
+each is an ending the parent can name: an exit code, a signal, a timeout. The child runs under
+the one supervisor (:mod:`explorer.runtime.supervise`): in its own process group, killed with
+the whole group, so nothing is left behind.
 """
 
 from __future__ import annotations
 
 import os
 import signal
-import subprocess
-import time
+import sys
+import tempfile
 from dataclasses import dataclass
-from typing import Optional, Sequence
+from pathlib import Path
+from typing import Mapping, Optional, Sequence
+
+from explorer.runtime.supervise import Child, Engine, Report, supervise
 
 #: Exit code a child uses for "bad input, message on the last stderr line" (the CLI's own code).
 INPUT_ERROR = 2
@@ -74,6 +78,25 @@ class Outcome:
         )
 
 
+class _OneChild(Engine):
+    """``argv`` as the supervisor's only child: its stdout kept line for line (or passed through)."""
+
+    def __init__(self, argv: Sequence[str], env: Mapping[str, str], log: Path, keep: bool) -> None:
+        self.argv, self.env, self.log, self.keep = argv, env, log, keep
+        self.lines: list[str] = []
+
+    def children(self) -> list[Child]:
+        return [Child(0, self.argv, self.env, self.log, pipe_stdout=True)]
+
+    def read_line(self, rank: int, line: str) -> Optional[Report]:
+        if self.keep:
+            self.lines.append(line)
+        else:
+            sys.stdout.write(line)
+            sys.stdout.flush()
+        return None
+
+
 def run_child(
     argv: Sequence[str],
     timeout_s: float,
@@ -81,41 +104,19 @@ def run_child(
     env: Optional[dict] = None,
     capture_stdout: bool = True,
 ) -> Outcome:
-    """Run ``argv`` in a new session; kill its process group after ``timeout_s`` seconds.
+    """Run ``argv`` under the supervisor, in its own process group, killed after ``timeout_s`` seconds.
 
-    stdout is captured (or left to the parent's with ``capture_stdout=False``); stderr is
-    always captured, so the caller decides what reaches the user.
+    stdout is captured (or passed on to the parent's as it comes, with ``capture_stdout=False``);
+    stderr is always captured, so the caller decides what reaches the user.
     """
-    start = time.monotonic()
-    proc = subprocess.Popen(
-        list(argv),
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE if capture_stdout else None,
-        stderr=subprocess.PIPE,
-        env=env,
-        start_new_session=True,
-        text=True,
-        errors="replace",
+    with tempfile.TemporaryDirectory(prefix="explorer-child-") as folder:
+        log = Path(folder) / "stderr.txt"
+        engine = _OneChild(argv, env if env is not None else dict(os.environ), log, capture_stdout)
+        out = supervise(engine, timeout_s=timeout_s)
+        stderr = log.read_text(encoding="utf-8", errors="replace")
+    return Outcome(
+        out.returncodes[0], "".join(engine.lines), stderr, out.ending == "timeout", out.seconds
     )
-    timed_out = False
-    try:
-        out, err = proc.communicate(timeout=timeout_s)
-    except subprocess.TimeoutExpired:
-        timed_out = True
-        _kill(proc)
-        out, err = proc.communicate()
-    finally:
-        if proc.poll() is None:  # an interrupt of the parent: take the child along
-            _kill(proc)
-            proc.wait()
-    return Outcome(proc.returncode, out or "", err or "", timed_out, time.monotonic() - start)
-
-
-def _kill(proc: subprocess.Popen) -> None:
-    try:
-        os.killpg(proc.pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass
 
 
 __all__ = ["INPUT_ERROR", "MARKER", "Outcome", "run_child"]

@@ -11,7 +11,8 @@ It also works without a live kernel: ``_repr_html_`` and :meth:`to_html` give th
 figures as a self-contained page.
 
 The "Run" seam: pass ``runner(schedule, costs) -> MeasuredTrace``. The Run button calls it,
-shows progress beside the button (``report_progress``), overlays what it measured with the
+shows progress beside the button (a runner hands typed records to ``show_progress`` and
+``show_result``; this app turns them into words), overlays what it measured with the
 simulation re-costed from it, and after a failed run selects the finding at the failing
 stage and step. Without a runner the button is disabled and says why.
 """
@@ -30,8 +31,11 @@ import plotly.graph_objects as go
 from explorer.analysis import Costs, Report, check
 from explorer.analysis.rules import Rule, changed_cells
 from explorer.errors import InputError
-from explorer.printout.listing import summary
+from explorer.printout.listing import summary, verdict_lines
 from explorer.schedules import Schedule
+from explorer.traces.failure import Failure
+from explorer.traces.pipeline.follow import RankProgress
+from explorer.traces.pipeline.result import RunResult
 from explorer.traces.records import MeasuredTrace
 from explorer.views.grid import grid_figure
 from explorer.views.html import figure_div, page
@@ -224,8 +228,7 @@ class ScheduleExplorer:
             self._live[name].show(fig)
 
     def _show_status(self) -> None:
-        lines = summary(self.report).splitlines()
-        keep = [ln.lstrip("# ") for ln in lines if not ln.startswith("#   ")]
+        keep = verdict_lines(self.report)
         if self.settings.simulated_costs() != self.settings.costs:
             keep.append(
                 f"costs: each of the {self.settings.chunks} chunks on a rank costs 1/{self.settings.chunks} "
@@ -317,6 +320,28 @@ class ScheduleExplorer:
         """The outcome of a run, beside the Run button (plain text)."""
         self.run_status.value = html.escape(text)
 
+    def show_progress(self, ranks: Sequence[RankProgress]) -> None:
+        """Each rank's progress (typed records from a runner), said beside the Run button."""
+        self.report_progress(
+            [
+                "running the real pipeline…",
+                *(
+                    f"rank {p.rank}: {p.state}, iteration {max(p.iteration, 0)}, step {p.last_step}"
+                    for p in ranks
+                ),
+            ]
+        )
+
+    def show_result(self, result: RunResult) -> None:
+        """A finished run (from a runner), said beside the Run button."""
+        s = self.report.schedule
+        verdict = "bitwise equal to" if result.bitwise_equal_to_reference else "DIFFERENT FROM"
+        folder = f" (run folder {result.folder.name})" if result.folder else ""
+        self.report_run(
+            f"ran {s.name} on {s.num_ranks} processes: losses and gradients "
+            f"{verdict} the reference{folder}"
+        )
+
     def run(self) -> Optional[MeasuredTrace]:
         """Call the runner on the current schedule and overlay what it measured."""
         if self.runner is None:
@@ -339,15 +364,11 @@ class ScheduleExplorer:
         self.show_trace(trace)
         return trace
 
-    def _point_at_failure(self, failure: Optional[dict]) -> None:
+    def _point_at_failure(self, failure: Optional[Failure]) -> None:
         """Select the finding the failed run ran into (same stage and step) and outline that cell."""
-        if (
-            not isinstance(failure, dict)
-            or failure.get("stage") is None
-            or failure.get("step") is None
-        ):
+        if not isinstance(failure, Failure) or failure.stage is None or failure.step is None:
             return
-        cell = (int(failure["stage"]), int(failure["step"]))
+        cell = (int(failure.stage), int(failure.step))
         self.failed_at = cell
         for i, finding in enumerate(self.findings.findings):
             if finding_cell(finding) == cell:

@@ -124,7 +124,7 @@ def test_collect_names_the_failure_the_live_run_named(tmp_path):
     live = run_pipeline(
         RunSpec.for_schedule(build("1f1b", 2, 4), fault=Fault(rank=1, step=3, how="kill")), folder
     )
-    assert not live.ok and "killed" in live.failure["message"]
+    assert not live.ok and "killed" in live.failure.message
     collected = run_cli(["run", "--collect", str(folder), "--json"], str(tmp_path))
     assert collected.returncode == 1
-    assert json.loads(collected.stdout)["failure"] == live.failure
+    assert json.loads(collected.stdout)["failure"] == live.failure.to_dict()

@@ -99,6 +99,6 @@ def test_probe_leaves_dynamo_config_as_it_found_it(results) -> None:
 )
 def test_deepspeed_engine_compile_cycles_with_period_three() -> None:
     r = run_scenario("deepspeed", backend="aot_eager")
-    assert r.error is None, r.traceback
+    assert r.error is None, r.failure
     assert (r.diagnosis.cause, r.diagnosis.period) == ("cycling", 3), r.diagnosis.sentence
     assert len({it.variant for it in r.iterations}) == 3

@@ -25,9 +25,16 @@ def test_a_dying_rank_is_named_and_the_run_ends(tmp_path, how):
         RunSpec.for_schedule(schedule, fault=Fault(rank=1, step=5, how=how)), tmp_path
     )
     assert took < 30
-    assert not result.ok and result.failure["rank"] == 1 and result.failure["stage"] == 1
-    assert result.failure["step"] == 5
-    assert ("SIGKILL" in result.failure["message"]) == (how == "kill")
+    assert not result.ok and result.failure.rank == 1 and result.failure.stage == 1
+    assert result.failure.step == 5
+    assert ("SIGKILL" in result.failure.message) == (how == "kill")
+    if how == "kill":
+        assert (result.failure.kind, result.failure.signal) == ("killed", "SIGKILL")
+    else:
+        assert (result.failure.kind, result.failure.exception_type) == ("error", "RuntimeError")
+        assert "fault injected on rank 1 at step 5" in result.failure.traceback_tail
+    # what the others said after it is kept apart from the cause, never the cause itself
+    assert all(not c.startswith("rank 1:") for c in result.failure.consequences)
     assert result.returncodes[1] == (-9 if how == "kill" else 1)
     # Partial trace: rank 1 recorded steps 0..4 before it died, the others more or less.
     assert {r["step"] for r in result.records if r["rank"] == 1} == {1, 2, 3, 4}
@@ -42,7 +49,7 @@ def test_a_hanging_rank_ends_by_timeout_naming_the_waiting_stages(tmp_path):
     )
     result, took = _timed(spec, tmp_path)
     assert took < 30
-    message = result.failure["message"]
+    message = result.failure.message
     assert (
         message.startswith("stalled")
         and "stage 0 (rank 0) waited" in message
@@ -60,10 +67,10 @@ def test_a_deadlocking_schedule_is_refused_before_launch(tmp_path):
     result = run_pipeline(RunSpec.for_schedule(blocking), tmp_path)
     assert not result.launched and not result.ok and result.pids == {}
     assert (
-        result.failure["message"].startswith("refused before launch")
-        and "deadlock" in result.failure["message"]
+        result.failure.message.startswith("refused before launch")
+        and "deadlock" in result.failure.message
     )
-    assert (result.failure["stage"], result.failure["step"]) == (0, 1)
+    assert (result.failure.stage, result.failure.step) == (0, 1)
     assert not (tmp_path / "spec.json").exists()
 
 
@@ -75,7 +82,7 @@ def test_a_deadlock_launched_anyway_stalls_and_times_out(tmp_path):
         RunSpec.for_schedule(blocking, stall_timeout_s=3), tmp_path, check_first=False
     )
     assert took < 30 and not result.ok
-    message = result.failure["message"]
+    message = result.failure.message
     assert (
         "stalled" in message
         and "stage 0 (rank 0) waited in SendActivation(buffer_id=1) at step 1" in message

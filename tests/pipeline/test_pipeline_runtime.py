@@ -44,16 +44,16 @@ def test_seed_schedule_fails_at_the_predicted_stage_and_step(seed_bug_run):
     predicted = min(check(schedule).findings.hazards, key=lambda h: (h.step, h.stage))
     assert not result.ok and result.losses == [] and result.bitwise_equal_to_reference is None
     failure = result.failure
-    assert (failure["stage"], failure["step"], failure["instruction"]) == (
+    assert (failure.stage, failure.step, failure.instruction) == (
         predicted.stage,
         predicted.step,
         predicted.at.deepspeed_repr,
     )
-    assert failure["rank"] == schedule.stage_to_rank[predicted.stage]
-    assert "inputs[0].grad is None" in failure["message"]
+    assert failure.rank == schedule.stage_to_rank[predicted.stage]
+    assert "inputs[0].grad is None" in failure.message
     # The partial trace is kept: the failing rank's steps before the failure are on disk.
-    steps = {r["step"] for r in result.records if r["rank"] == failure["rank"]}
-    assert steps and max(steps) == failure["step"]  # RecvActivation of the failing step completed
+    steps = {r["step"] for r in result.records if r["rank"] == failure.rank}
+    assert steps and max(steps) == failure.step  # RecvActivation of the failing step completed
     assert not any(alive(pid) for pid in result.pids.values())
 
 
@@ -80,12 +80,12 @@ def test_silent_wrong_read_is_a_finding_at_the_predicted_step(tmp_path):
     predicted = min(check(schedule).findings.hazards, key=lambda h: (h.step, h.stage))
     result = run_pipeline(RunSpec.for_schedule(schedule), tmp_path)
     assert not result.ok
-    assert (result.failure["stage"], result.failure["step"], result.failure["instruction"]) == (
+    assert (result.failure.stage, result.failure.step, result.failure.instruction) == (
         predicted.stage,
         predicted.step,
         predicted.at.deepspeed_repr,
     )
-    assert "silently" in result.failure["message"]
+    assert "silently" in result.failure.message
 
 
 @pytest.mark.slow  # reads a real run (correct_runs)

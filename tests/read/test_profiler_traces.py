@@ -287,7 +287,7 @@ dist.destroy_process_group()
 
 @pytest.mark.slow
 def test_a_profiled_job_without_a_pipeline_is_refused(tmp_path):
-    from explorer.runtime.pipeline.launch import free_port
+    from explorer.runtime.supervise import free_port
 
     cmd = [sys.executable, "-c", _NOT_A_PIPELINE, str(tmp_path), str(free_port())]
     subprocess.run(cmd, check=True, capture_output=True, timeout=120, env=_env())

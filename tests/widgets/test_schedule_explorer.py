@@ -16,6 +16,7 @@ from figdict import figure_dict
 from explorer.analysis import check
 from explorer.schedules import Kind
 from explorer.traces import MeasuredTrace
+from explorer.traces.failure import Failure, FailureKind
 from explorer.views.palette import SELECTED
 from explorer.widgets.schedule_explorer import ScheduleExplorer
 
@@ -202,7 +203,11 @@ def test_a_failed_run_selects_the_finding_it_ran_into():
         result = type(
             "R",
             (),
-            {"failure": {"rank": 2, "stage": 2, "step": 6, "message": "inputs[0].grad is None"}},
+            {
+                "failure": Failure(
+                    FailureKind.ERROR, "inputs[0].grad is None", rank=2, stage=2, step=6
+                )
+            },
         )()
 
     def runner(schedule, costs):

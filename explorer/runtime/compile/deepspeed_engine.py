@@ -13,18 +13,12 @@ exactly as for the plain presets.
 from __future__ import annotations
 
 import os
-import socket
 from typing import Any, Callable, Optional
 
 from explorer.errors import require
 from explorer.runtime.compile.config import CompileConfig, resolve_backend
 from explorer.runtime.compile.tracking import VariantTracker
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+from explorer.runtime.supervise import free_port
 
 
 def _init_single_process() -> None:
@@ -33,7 +27,7 @@ def _init_single_process() -> None:
     if dist.is_initialized():
         return
     os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
-    os.environ.setdefault("MASTER_PORT", str(_free_port()))
+    os.environ.setdefault("MASTER_PORT", str(free_port()))
     os.environ.setdefault("RANK", "0")
     os.environ.setdefault("LOCAL_RANK", "0")
     os.environ.setdefault("WORLD_SIZE", "1")

@@ -39,7 +39,7 @@ def record(
 ) -> Path:
     """Run ``job`` (two ranks for ``diverge``) and return the folder holding its traces."""
     from explorer.errors import InputError
-    from explorer.runtime.pipeline.launch import free_port
+    from explorer.runtime.supervise import free_port
 
     if job not in JOBS:
         raise InputError(f"unknown example job {job!r}: choose one of {', '.join(JOBS)}")

@@ -11,7 +11,6 @@ a :class:`VariantTracker`, one dict update per compiled graph call (see the benc
 from __future__ import annotations
 
 import time
-import traceback
 from typing import Any, Callable, Mapping, Optional
 
 from explorer.analysis.compile.diagnosis import diagnose
@@ -28,6 +27,7 @@ from explorer.traces.compile.records import (
     ProbeResult,
     frame_of,
 )
+from explorer.traces.failure import FailureKind, from_exception
 
 Step = Callable[[int], Any]
 
@@ -107,8 +107,12 @@ def probe(
                 step(i)
                 sync()
             except Exception as exc:  # the user's step: keep what was recorded so far
-                result.error = f"iteration {i}: {type(exc).__name__}: {exc}"
-                result.traceback = traceback.format_exc()
+                result.failure = from_exception(
+                    exc,
+                    FailureKind.EXCEPTION,
+                    message=f"iteration {i}: {type(exc).__name__}: {exc}",
+                    step=i,
+                )
                 break
             finally:
                 ms = (time.perf_counter() - start) * 1e3

@@ -5,11 +5,12 @@ Start here::
     from explorer.analysis import build
     from explorer.runtime.pipeline import RunSpec, run_pipeline
     result = run_pipeline(RunSpec.for_schedule(build("deepspeed-train", 4, 8, buffers="fixed", order="legacy")))
-    result.failure   # {'rank': 2, 'stage': 2, 'step': 6, 'instruction': 'SendGrad(buffer_id=0)', ...}
+    result.failure   # Failure(kind=..., rank=2, stage=2, step=6, instruction='SendGrad(buffer_id=0)', ...)
 
 Pieces: :mod:`.spec` (what a run is), :mod:`.models` (the model contract and the built-in
 examples), :mod:`.stage_state` (DeepSpeed's buffer semantics), :mod:`.p2p`, :mod:`.executor`,
-:mod:`.worker` (one rank), :mod:`.launch` (spawned processes, fault handling),
+:mod:`.worker` (one rank), :mod:`.launch` (this engine on the one process supervisor,
+:mod:`explorer.runtime.supervise`), :mod:`.result_writer` (rank 0's result, both engines),
 :mod:`.result`, :mod:`.trace` (Chrome trace, table, costs), :mod:`.follow` (live runs),
 :mod:`.torch_engine` and :mod:`.engines` (PyTorch's own engine
 on the same run, side by side with ours), :mod:`.runner` (the explorer's Run control).

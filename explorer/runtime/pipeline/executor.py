@@ -159,9 +159,10 @@ class RankExecutor:
         if self.fault.how == "hang":
             time.sleep(3600)
         ins = instructions[0] if instructions else Instruction(min(self.states), Kind.FORWARD, 0, 0)
+        injected = RuntimeError(f"fault injected on rank {self.rank} at step {step}")
         raise InstructionFailed(
-            step, ins, "error", f"RuntimeError: fault injected on rank {self.rank} at step {step}"
-        )
+            step, ins, "error", f"{type(injected).__name__}: {injected}"
+        ) from injected
 
 
 __all__ = ["InstructionFailed", "classify", "RankExecutor"]

@@ -6,7 +6,7 @@ at the end of every step, so a rank that is killed leaves every step it finished
 partial trace of a failed run is never lost.
 
 Line types: ``start`` (rank, pid, stages), ``instr`` (one timed instruction), ``iteration``
-(its span), ``failure`` (where and why a rank stopped), ``done``. Times are seconds since the
+(its span), ``failure`` (where and why a rank stopped: a :class:`~explorer.traces.failure.Failure`), ``done``. Times are seconds since the
 rank's ``t0``, taken right after a barrier that every rank leaves together, which aligns the
 ranks' clocks to within the barrier's skew (tens of microseconds on one host; see the README
 section of the package for several machines).
@@ -16,33 +16,41 @@ from __future__ import annotations
 
 import json
 import os
+import time
 from pathlib import Path
 from typing import Any, Optional, TextIO
 
 from explorer.schedules.instructions import Instruction
+from explorer.traces.failure import Failure
 
 
-def rank_file(folder: Path, rank: int) -> Path:
-    return Path(folder) / f"rank{rank}.jsonl"
+def rank_file(folder: Path, rank: int, prefix: str = "rank") -> Path:
+    return Path(folder) / f"{prefix}{rank}.jsonl"
 
 
 class Recorder:
     """Buffered writer of one rank's trace lines (see the module docstring)."""
 
-    def __init__(self, folder: Path, rank: int, run_id: str = "") -> None:
+    def __init__(self, folder: Path, rank: int, run_id: str = "", prefix: str = "rank") -> None:
         self.rank = rank
         self.run_id = run_id  # every line names its run, so a folder can never mix two
-        self.path = rank_file(folder, rank)
+        self.path = rank_file(folder, rank, prefix)
         self._fh: TextIO = open(self.path, "a", buffering=1 << 16, encoding="utf-8")
         self._pending: list[tuple[int, int, Instruction, Any, Any]] = []
         self.t0_ns = 0
 
-    def event(self, kind: str, **fields: Any) -> None:
+    def event(self, kind: str, /, **fields: Any) -> None:
         """Write one non-instruction line and push it to disk at once (they are rare)."""
         self._fh.write(
             json.dumps({"type": kind, "rank": self.rank, "run": self.run_id, **fields}) + "\n"
         )
         self._fh.flush()
+
+    def failure(self, failure: Failure, **fields: Any) -> None:
+        """This rank's :class:`Failure` as one ``failure`` line (its own rank filled in)."""
+        doc = failure.at(rank=self.rank).to_dict()
+        doc.pop("rank")
+        self.event("failure", **doc, time=time.time(), **fields)
 
     def start(self, stages: list[int], t0_ns: int, **fields: Any) -> None:
         self.t0_ns = t0_ns

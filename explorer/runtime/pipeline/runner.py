@@ -5,14 +5,18 @@ This runner launches the real pipeline for that schedule and returns the last it
 measured instructions, which the explorer overlays on the simulated timeline.
 
 Two things the seam alone does not carry are done through :meth:`PipelineRunner.attach`
-(duck-typed, so the runtime never imports ipywidgets and writes no markup): progress per rank
-goes to the explorer's ``report_progress`` (plain lines) while the run goes, and a failed run first overlays its partial trace,
-then raises :class:`RunFailed` whose message (rank, stage, step, instruction, why) the explorer
+(duck-typed, so the runtime never imports ipywidgets and writes neither markup nor words):
+while the run goes, each rank's progress goes to the explorer's ``show_progress`` as typed
+records (:class:`~explorer.traces.pipeline.follow.RankProgress`), the finished run to
+``show_result`` as its :class:`RunResult`; the explorer turns them into words. A failed run
+first overlays its partial trace, then raises :class:`RunFailed` carrying the result, whose
+:class:`~explorer.traces.failure.Failure` (rank, stage, step, instruction, why) the explorer
 shows as the reason.
 """
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any, Optional
 
 from explorer.analysis import Costs
@@ -28,13 +32,10 @@ class RunFailed(RuntimeError):
     """The real run failed; ``result`` keeps everything it measured."""
 
     def __init__(self, result: RunResult) -> None:
-        f = result.failure or {}
-        where = (
-            f"rank {f.get('rank')}, stage {f.get('stage')}, step {f.get('step')}, {f.get('instruction')}: "
-            if f.get("rank") is not None
-            else ""
-        )
-        super().__init__(f"{where}{f.get('message', 'the run failed')}")
+        f = result.failure
+        where = f.where() if f is not None else ""
+        message = f.message if f is not None else "the run failed"
+        super().__init__(f"{where}: {message}" if where else message)
         self.result = result
 
 
@@ -59,7 +60,7 @@ class PipelineRunner:
         self.app: Any = None
 
     def attach(self, app: Any) -> Any:
-        """Report progress via ``app.report_progress``/``report_run`` and overlay partial traces via ``app.show_trace``."""
+        """Report progress via ``app.show_progress``/``show_result`` and overlay partial traces via ``app.show_trace``."""
         self.app = app
         return app
 
@@ -74,21 +75,12 @@ class PipelineRunner:
         self.last = result = run_pipeline(spec, progress=self._progress)
         if result.failure is not None:
             if self.app is not None and result.records:
-                self.app.show_trace(result.trace(iteration=-1 if result.failure else None))
+                self.app.show_trace(result.trace(iteration=-1))
             raise RunFailed(result)
         if self.app is not None:
-            verdict = "bitwise equal to" if result.bitwise_equal_to_reference else "DIFFERENT FROM"
-            self.app.report_run(
-                f"ran {schedule.name} on {schedule.num_ranks} processes: losses and gradients "
-                f"{verdict} the reference (run folder {result.folder.name})"
-            )
+            self.app.show_result(result)
         return result.trace()
 
     def _progress(self, follower: Follower) -> None:
-        if self.app is None:
-            return
-        rows = [
-            f"rank {r}: {p.state}, iteration {max(p.iteration, 0)}, step {p.last_step}"
-            for r, p in sorted(follower.ranks.items())
-        ]
-        self.app.report_progress(["running the real pipeline…", *rows])
+        if self.app is not None:
+            self.app.show_progress([replace(p) for _, p in sorted(follower.ranks.items())])

@@ -28,26 +28,22 @@ ranks share a host (``torch_engine`` never runs across machines).
 from __future__ import annotations
 
 import json
-import os
-import signal
-import subprocess
 import sys
 import tempfile
-import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Optional, Union
 
 import numpy as np
 
-from explorer.runtime.pipeline.launch import free_port
 from explorer.runtime.pipeline.spec import RunSpec
 from explorer.runtime.pipeline.torch_orders import OrderChoice, choose_order
+from explorer.runtime.supervise import Child, Engine, Report, free_port, rank_env, supervise
 from explorer.schedules.instructions import KIND_BY_CODE, Kind
 from explorer.schedules.torch_actions import TorchAction, format_action
 from explorer.traces import MeasuredTrace, read_chrome_trace
-
-GRACE_S = 1.5
+from explorer.traces.failure import Failure, FailureKind, signal_name
+from explorer.traces.pipeline.follow import Follower, failure_of
 
 
 @dataclass
@@ -63,7 +59,7 @@ class TorchRunResult:
     #: Sum of |gradient| over the reference's: 1 when averaged alike, M when summed and never divided.
     grad_scale_to_reference: Optional[float] = None
     digest: Optional[str] = None
-    failure: Optional[dict] = None
+    failure: Optional[Failure] = None
     #: One per ``PP:`` action: rank, stage, action, kind (code), microbatch, iteration, start, end, wait (s).
     records: list[dict] = field(default_factory=list)
     workarounds: list[str] = field(default_factory=list)
@@ -112,7 +108,7 @@ class TorchRunResult:
             "max_abs_diff_to_reference": self.max_abs_diff_to_reference,
             "grad_scale_to_reference": self.grad_scale_to_reference,
             "digest": self.digest,
-            "failure": self.failure,
+            "failure": self.failure.to_dict() if self.failure else None,
             "workarounds": self.workarounds,
             "makespan_ms": self.makespan() * 1e3,
             "instructions": self.records,
@@ -135,15 +131,18 @@ def run_torch_engine(
     version = torch.__version__
     if choice.actions is None:
         return TorchRunResult(
-            "unsupported", choice, failure=_failure(None, choice.problem), torch_version=version
+            "unsupported",
+            choice,
+            failure=Failure(FailureKind.UNSUPPORTED, choice.problem or "unknown"),
+            torch_version=version,
         )
     if spec.backend != "gloo" or spec.device != "cpu":
         return TorchRunResult(
             "unsupported",
             choice,
             torch_version=version,
-            failure=_failure(
-                None,
+            failure=Failure(
+                FailureKind.UNSUPPORTED,
                 f"the PyTorch cross-check runs on gloo/CPU only; got backend {spec.backend}, device {spec.device}",
             ),
         )
@@ -151,71 +150,56 @@ def run_torch_engine(
     path.mkdir(parents=True, exist_ok=True)
     spec.write(path)
     (path / "actions.json").write_text(json.dumps({str(r): a for r, a in choice.actions.items()}))
-    codes = _launch(
-        path, spec.world_size, timeout_s if timeout_s is not None else spec.stall_timeout_s + 60.0
+    engine = TorchEngine(path, spec.world_size)
+    out = supervise(
+        engine, timeout_s=timeout_s if timeout_s is not None else spec.stall_timeout_s + 60.0
     )
-    return _collect(path, choice, codes, version, [WORKAROUND])
+    return _collect(path, choice, out.returncodes, engine.failures(), version, [WORKAROUND])
 
 
-def _launch(folder: Path, world: int, timeout_s: float) -> dict[int, Optional[int]]:
-    """Start every rank like torchrun would, wait, and kill the rest after a failure or the timeout."""
-    port = free_port()
-    path = os.pathsep.join(
-        p for p in [os.getcwd(), *sys.path, os.environ.get("PYTHONPATH", "")] if p
-    )
-    procs = {}
-    for rank in range(world):
-        env = {
-            **os.environ,
-            "RANK": str(rank),
-            "WORLD_SIZE": str(world),
-            "LOCAL_RANK": str(rank),
-            "MASTER_ADDR": "127.0.0.1",
-            "MASTER_PORT": str(port),
-            "PYTHONPATH": path,
-            "OMP_NUM_THREADS": "1",
-        }
-        with open(folder / f"torch_rank{rank}.log", "wb") as log:
-            procs[rank] = subprocess.Popen(
-                [sys.executable, "-m", "explorer.runtime.pipeline.torch_worker", str(folder)],
-                env=env,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,
+class TorchEngine(Engine):
+    """PyTorch's engine on the supervisor: one :mod:`.torch_worker` per rank, reports from ``torch_rank<R>.jsonl``."""
+
+    def __init__(self, folder: Path, world: int) -> None:
+        self.folder, self.world = folder, world
+        self.follower = Follower(folder, prefix="torch_rank")
+        self._seen = 0
+
+    def children(self) -> list[Child]:
+        port = free_port()
+        return [
+            Child(
+                rank,
+                [sys.executable, "-m", "explorer.runtime.pipeline.torch_worker", str(self.folder)],
+                rank_env(rank, self.world, port, threads=1),
+                self.folder / f"torch_rank{rank}.log",
             )
-    deadline, first_bad = time.monotonic() + timeout_s, None
-    try:
-        while any(p.poll() is None for p in procs.values()):
-            time.sleep(0.05)
-            now = time.monotonic()
-            if first_bad is None and any(p.poll() not in (None, 0) for p in procs.values()):
-                first_bad = now
-            if now > deadline or (first_bad is not None and now - first_bad > GRACE_S):
-                break
-    finally:
-        for p in procs.values():
-            if p.poll() is None:
-                try:
-                    os.killpg(p.pid, signal.SIGKILL)
-                except ProcessLookupError:
-                    pass
-            p.wait()
-    return {r: p.returncode for r, p in procs.items()}
+            for rank in range(self.world)
+        ]
+
+    def read(self) -> list[Report]:
+        self.follower.poll()
+        events, self._seen = self.follower.events[self._seen :], len(self.follower.events)
+        return [Report(int(e["rank"]), str(e.get("type")), e) for e in events]
+
+    def failures(self) -> list[Failure]:
+        """Every rank's failure line, by rank."""
+        return sorted(
+            (failure_of(e) for e in self.follower.events if e["type"] == "failure"),
+            key=lambda f: f.rank if f.rank is not None else -1,
+        )
 
 
 def _collect(
     folder: Path,
     choice: OrderChoice,
-    codes: dict[int, Optional[int]],
+    codes: dict[int, int],
+    failures: list[Failure],
     version: str,
     workarounds: list[str],
 ) -> TorchRunResult:
     result = TorchRunResult(
         "ran", choice, torch_version=version, folder=folder, workarounds=workarounds
-    )
-    failures = sorted(
-        (json.loads(p.read_text()) for p in folder.glob("torch_failure*.json")),
-        key=lambda f: f["rank"],
     )
     final = folder / "torch_result.json"
     if final.exists():
@@ -232,27 +216,24 @@ def _collect(
     if failures or not final.exists() or any(c != 0 for c in codes.values()):
         result.status = "failed"
         if failures:
-            own = next((f for f in failures if "Connection" not in f["message"]), failures[0])
-            result.failure = _failure(own["rank"], own["message"])
+            # a lost connection is what a peer's death looks like: the cause is elsewhere
+            own = next((f for f in failures if "Connection" not in f.message), failures[0])
+            result.failure = replace(
+                own,
+                consequences=tuple(f"rank {f.rank}: {f.message}" for f in failures if f is not own),
+            )
         else:
             bad = [r for r, c in sorted(codes.items()) if c != 0]
-            result.failure = _failure(
-                bad[0] if bad else None,
+            result.failure = Failure(
+                FailureKind.EXIT,
                 f"ranks {bad} ended with codes {[codes[r] for r in bad]} "
                 f"without a word (killed, or stalled past the timeout); see torch_rank<R>.log in {folder}",
+                rank=bad[0] if bad else None,
+                returncode=codes[bad[0]] if bad else None,
+                signal=signal_name(codes[bad[0]]) if bad else None,
             )
     result.records = _records(folder, sorted(codes))
     return result
-
-
-def _failure(rank: Optional[int], message: Optional[str]) -> dict:
-    return {
-        "rank": rank,
-        "stage": None,
-        "step": None,
-        "instruction": None,
-        "message": message or "unknown",
-    }
 
 
 def _records(folder: Path, ranks: list[int]) -> list[dict]:

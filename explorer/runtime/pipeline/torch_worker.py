@@ -13,8 +13,10 @@ before each iteration, ``loss_fn`` averaged over micro-batches. PyTorch averages
 the summed gradients by M after the last backward (``scale_grads``) where we scale each loss
 by 1/M first; see :mod:`.torch_engine` for what that does to bitwise equality.
 
-Rank 0 gathers losses and gradients, trains the reference and writes ``torch_result.json``; a
-rank that fails writes ``torch_failure<R>.json`` and exits 1 at once.
+Rank 0 gathers losses and gradients, trains the reference and writes ``torch_result.json``
+(:mod:`.result_writer`, the same writer as explorer's engine); a rank that fails writes its
+:class:`~explorer.traces.failure.Failure` as a ``failure`` line of ``torch_rank<R>.jsonl``
+(the same line explorer's ranks write) and exits 1 at once.
 """
 
 from __future__ import annotations
@@ -23,7 +25,6 @@ import datetime
 import json
 import os
 import sys
-import traceback
 from contextlib import nullcontext
 from pathlib import Path
 
@@ -31,8 +32,13 @@ import torch
 import torch.distributed as dist
 
 from explorer.runtime.pipeline.models import build_model
-from explorer.runtime.pipeline.reference import Outcome, bitwise_equal, train_reference
+from explorer.runtime.pipeline.recorder import Recorder
+from explorer.runtime.pipeline.result_writer import write_result
 from explorer.runtime.pipeline.spec import RunSpec
+from explorer.traces.failure import FailureKind, from_exception
+
+#: A rank's report file is ``torch_rank<R>.jsonl`` (its profiler trace is ``torch_rank<R>.json``).
+REPORT_PREFIX = "torch_rank"
 
 #: The one change made to PyTorch's engine (torch 2.9): see :func:`_skip_neighbour_handshake`.
 WORKAROUND = (
@@ -47,17 +53,19 @@ def main(folder: Path) -> int:
     try:
         return _run(rank, int(os.environ["WORLD_SIZE"]), folder)
     except BaseException as exc:
-        (folder / f"torch_failure{rank}.json").write_text(
-            json.dumps(
-                {
-                    "rank": rank,
-                    "message": f"{type(exc).__name__}: {exc}".strip(),
-                    "traceback": traceback.format_exc(),
-                }
-            )
-        )
+        recorder = Recorder(folder, rank, _run_id(folder), prefix=REPORT_PREFIX)
+        recorder.failure(from_exception(exc, FailureKind.ERROR))
+        recorder.close()
         sys.stdout.flush()
         os._exit(1)
+
+
+def _run_id(folder: Path) -> str:
+    """The run's id for the failure line ('' when even the spec cannot be read)."""
+    try:
+        return RunSpec.read(folder).run_id
+    except Exception:
+        return ""
 
 
 def _run(rank: int, world: int, folder: Path) -> int:
@@ -115,7 +123,7 @@ def _run(rank: int, world: int, folder: Path) -> int:
         {"losses": losses if num_stages - 1 in mine else [], "grads": grads}, gathered, dst=0
     )
     if rank == 0:
-        _write_result(folder, spec, num_stages, m, gathered)
+        write_result(folder / "torch_result.json", spec, num_stages, m, gathered, spec.iterations)
     dist.destroy_process_group()
     return 0
 
@@ -127,39 +135,6 @@ def _skip_neighbour_handshake(stage) -> None:
 
 def _grad(p: torch.Tensor) -> torch.Tensor:
     return p.grad.detach().clone() if p.grad is not None else torch.zeros_like(p)
-
-
-def _write_result(folder: Path, spec: RunSpec, stages: int, m: int, gathered: list) -> None:
-    losses = next(g["losses"] for g in gathered if g["losses"])
-    grads = [part["grads"][s] for s in range(stages) for part in gathered if s in part["grads"]]
-    run = Outcome(losses, grads)
-    reference = train_reference(
-        build_model(spec.model, stages, spec.microbatch_size, spec.seed), spec.iterations, m
-    )
-    pairs = list(
-        zip(
-            [x for row in losses for x in row] + [g for st in grads for g in st],
-            [x for row in reference.losses for x in row]
-            + [g for st in reference.grads for g in st],
-        )
-    )
-    diff = max((float((a - b).abs().max()) for a, b in pairs if a.numel()), default=0.0)
-    close = all(torch.allclose(a, b, rtol=1e-5, atol=1e-6) for a, b in pairs)
-    ref_size = sum(float(g.abs().sum()) for st in reference.grads for g in st)
-    # Exactly M when the engine summed micro-batch gradients without averaging them.
-    scale = sum(float(g.abs().sum()) for st in grads for g in st) / ref_size if ref_size else None
-    result = {
-        "losses_by_iteration": [[float(x) for x in row] for row in losses],
-        "bitwise_equal_to_reference": bitwise_equal(run, reference),
-        "max_abs_diff_to_reference": diff,
-        "within_tolerance": close,
-        "grad_scale_to_reference": scale,
-        "digest": run.digest(),
-        "reference_digest": reference.digest(),
-    }
-    tmp = folder / "torch_result.json.tmp"
-    tmp.write_text(json.dumps(result, indent=1))
-    tmp.replace(folder / "torch_result.json")
 
 
 if __name__ == "__main__":

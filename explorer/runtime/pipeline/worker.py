@@ -4,9 +4,10 @@ Reads ``RANK``/``WORLD_SIZE``/``LOCAL_RANK``/``MASTER_ADDR``/``MASTER_PORT`` lik
 ``torch.distributed`` program, and the run's ``spec.json`` from the run folder. Every rank builds
 the whole model from the same seed, keeps its stages, runs its stream, and appends its trace to
 ``rank<R>.jsonl``. At the end rank 0 gathers the losses and gradients, trains the reference
-(:mod:`.reference`) and writes ``result.json``.
+(:mod:`.reference`) and writes ``result.json`` (:mod:`.result_writer`, shared with PyTorch's engine).
 
-A rank that fails writes a ``failure`` line (step, instruction, cause, message), keeps
+A rank that fails writes a ``failure`` line (a :class:`~explorer.traces.failure.Failure`: step,
+instruction, kind, message, traceback tail), keeps
 everything it measured, and exits 1 at once (``os._exit``: a process group whose peer is gone
 must not hang in its destructor). Usage: ``python -m explorer.runtime.pipeline.worker RUN_DIR``.
 """
@@ -14,7 +15,6 @@ must not hang in its destructor). Usage: ``python -m explorer.runtime.pipeline.w
 from __future__ import annotations
 
 import datetime
-import json
 import os
 import sys
 import time
@@ -28,9 +28,10 @@ from explorer.runtime.pipeline.executor import InstructionFailed, RankExecutor
 from explorer.runtime.pipeline.models import build_model
 from explorer.runtime.pipeline.p2p import Channels
 from explorer.runtime.pipeline.recorder import Recorder
-from explorer.runtime.pipeline.reference import Outcome, bitwise_equal, train_reference
+from explorer.runtime.pipeline.result_writer import write_result
 from explorer.runtime.pipeline.spec import RunSpec
 from explorer.runtime.pipeline.stage_state import StageState
+from explorer.traces.failure import FailureKind, from_exception
 
 
 def main(folder: Path) -> int:
@@ -42,27 +43,19 @@ def main(folder: Path) -> int:
         return _run(rank, world, spec, folder, recorder)
     except InstructionFailed as exc:
         recorder.flush()
-        recorder.event(
-            "failure",
-            stage=exc.instruction.stage,
-            step=exc.step,
-            instruction=exc.instruction.deepspeed_repr(),
+        recorder.failure(
+            from_exception(
+                exc.__cause__ or exc,
+                FailureKind(exc.cause),
+                message=str(exc),
+                stage=exc.instruction.stage,
+                step=exc.step,
+                instruction=exc.instruction.deepspeed_repr(),
+            ),
             text=str(exc.instruction),
-            cause=exc.cause,
-            message=str(exc),
-            time=time.time(),
         )
     except BaseException as exc:  # setup failures (model, rendezvous) are still this rank's story
-        recorder.event(
-            "failure",
-            stage=None,
-            step=None,
-            instruction=None,
-            text=None,
-            cause="error",
-            message=f"{type(exc).__name__}: {exc}",
-            time=time.time(),
-        )
+        recorder.failure(from_exception(exc, FailureKind.ERROR), text=None)
     recorder.close()
     sys.stdout.flush()
     os._exit(1)
@@ -145,8 +138,8 @@ def _run(rank: int, world: int, spec: RunSpec, folder: Path, recorder: Recorder)
     gathered: list = [None] * world if rank == 0 else None
     dist.gather_object({"losses": losses, "grads": grads}, gathered, dst=0)
     if rank == 0:
-        _write_result(
-            folder,
+        write_result(
+            folder / "result.json",
             spec,
             schedule.num_stages,
             schedule.num_microbatches,
@@ -189,36 +182,6 @@ def _cpu_grad(p: torch.Tensor) -> torch.Tensor:
     return (
         p.grad.detach().cpu().clone() if p.grad is not None else torch.zeros_like(p, device="cpu")
     )
-
-
-def _write_result(
-    folder: Path, spec: RunSpec, stages: int, microbatches: int, gathered: list, iterations: int
-) -> None:
-    losses = next(g["losses"] for g in gathered if g["losses"])
-    grads = [
-        g
-        for s in range(stages)
-        for part in gathered
-        if s in part["grads"]
-        for g in [part["grads"][s]]
-    ]
-    run = Outcome(losses, grads)
-    reference = train_reference(
-        build_model(spec.model, stages, spec.microbatch_size, spec.seed), iterations, microbatches
-    )
-    result = {
-        "run": spec.run_id,
-        "ok": True,
-        "losses": [float(x) for x in losses[-1]],
-        "losses_by_iteration": [[float(x) for x in row] for row in losses],
-        "bitwise_equal_to_reference": bitwise_equal(run, reference),
-        "digest": run.digest(),
-        "reference_digest": reference.digest(),
-        "reference_losses": [float(x) for x in reference.losses[-1]],
-    }
-    tmp = Path(folder) / "result.json.tmp"
-    tmp.write_text(json.dumps(result, indent=1))
-    tmp.replace(Path(folder) / "result.json")
 
 
 if __name__ == "__main__":

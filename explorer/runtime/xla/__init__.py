@@ -17,7 +17,8 @@ Typical use::
 from explorer.runtime.xla.config import RunConfig, parse_fsdp_options
 from explorer.runtime.xla.presets import PRESETS, Preset
 from explorer.runtime.xla.run import run, run_scenario, run_step
-from explorer.traces.xla.records import STEP_KEYS, Failure, Graph, Step, XlaRun
+from explorer.traces.failure import Failure
+from explorer.traces.xla.records import STEP_KEYS, Graph, Step, XlaRun
 
 __all__ = [
     "PRESETS",

@@ -158,7 +158,12 @@ def main(argv: Optional[list[str]] = None) -> int:
         _emit("input_error", message=str(exc))
         return 3
     except Exception as exc:  # the user's step or the model: report it, keep the steps so far
-        _emit("error", message=f"{type(exc).__name__}: {exc}", traceback=traceback.format_exc())
+        _emit(
+            "error",
+            message=f"{type(exc).__name__}: {exc}",
+            type=type(exc).__name__,
+            traceback=traceback.format_exc(),
+        )
         return 1
     return 0
 

@@ -1,27 +1,28 @@
 """Start the child, follow its messages, and collect what it and torch_xla wrote.
 
 The parent never imports torch_xla. It sets the capture variables (read once per process,
-so they must be in the child's environment from the start), reads the child's stdout line by
-line so a caller can show per-step progress, enforces a timeout (collectives across CPU
-devices deadlock rather than fail), and turns any ending other than "done" into a
-:class:`Failure` that keeps the steps recorded so far.
+so they must be in the child's environment from the start) and hands the child to the
+supervisor (:mod:`explorer.runtime.supervise`) as :class:`XlaEngine`: the child's stdout is read
+line by line so a caller can show per-step progress, a timeout ends the child's whole process
+group (collectives across CPU devices deadlock rather than fail), and any ending other than
+"done" becomes a :class:`Failure` that keeps the steps recorded so far.
 """
 
 from __future__ import annotations
 
 import os
-import signal
-import subprocess
 import sys
 import tempfile
-import threading
+from pathlib import Path
 from typing import Any, Callable, Optional
 
 from explorer.errors import InputError
+from explorer.runtime.supervise import Child, Engine, Report, supervise
 from explorer.runtime.xla.config import RunConfig
+from explorer.traces.failure import Failure, FailureKind, signal_name, tail
 from explorer.traces.xla import failure as failures
 from explorer.traces.xla.protocol import decode
-from explorer.traces.xla.records import DEBUG_FILE, DUMP_DIR, SAVE_FILE, ChildResult, Failure
+from explorer.traces.xla.records import DEBUG_FILE, DUMP_DIR, SAVE_FILE, ChildResult
 
 Progress = Callable[[dict[str, Any]], None]
 
@@ -61,6 +62,32 @@ def child_env(cfg: RunConfig, out_dir: str) -> dict[str, str]:
     return env
 
 
+class XlaEngine(Engine):
+    """The XLA child on the supervisor: one process, its reports marked lines on stdout."""
+
+    def __init__(self, cfg: RunConfig, out_dir: str, config_path: str) -> None:
+        self.cfg, self.out_dir, self.config_path = cfg, out_dir, config_path
+        self.messages: list[dict[str, Any]] = []
+
+    def children(self) -> list[Child]:
+        return [
+            Child(
+                0,
+                [sys.executable, "-m", "explorer.runtime.xla.child", self.config_path],
+                child_env(self.cfg, self.out_dir),
+                Path(self.out_dir) / STDERR_FILE,
+                pipe_stdout=True,
+            )
+        ]
+
+    def read_line(self, rank: int, line: str) -> Optional[Report]:
+        msg = decode(line)
+        if msg is None:
+            return None
+        self.messages.append(msg)
+        return Report(rank, str(msg["event"]), msg)
+
+
 def launch(
     cfg: RunConfig, out_dir: Optional[str] = None, progress: Optional[Progress] = None
 ) -> ChildResult:
@@ -73,57 +100,27 @@ def launch(
     config_path = os.path.join(out_dir, CONFIG_FILE)
     with open(config_path, "w", encoding="utf-8") as fh:
         fh.write(cfg.to_json())
-    result = ChildResult(out_dir)
-    stderr_path = os.path.join(out_dir, STDERR_FILE)
-    with open(stderr_path, "w+", encoding="utf-8", errors="replace") as err:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "explorer.runtime.xla.child", config_path],
-            stdout=subprocess.PIPE,
-            stderr=err,
-            env=child_env(cfg, out_dir),
-            text=True,
-            errors="replace",
-            start_new_session=True,
-        )
-        timer = threading.Timer(cfg.timeout_s, _kill, (proc,))
-        timer.start()
-        other: list[str] = []
-        try:
-            for line in proc.stdout:  # type: ignore[union-attr]
-                msg = decode(line)
-                if msg is None:
-                    if line.strip():
-                        other.append(line.rstrip("\n"))
-                    continue
-                result.messages.append(msg)
-                if progress is not None:
-                    progress(msg)
-            returncode = proc.wait()
-        finally:
-            timer.cancel()
-            if proc.poll() is None:
-                _kill(proc)
-                proc.wait()
-            timed_out = proc.pid in _KILLED
-            _KILLED.discard(proc.pid)
-        err.seek(0)
-        stderr = err.read()
-    result.output = "\n".join(other[-200:])
+    engine = XlaEngine(cfg, out_dir, config_path)
+
+    def on_report(new: list[Report]) -> None:
+        if progress is not None:
+            for report in new:
+                progress(dict(report.data))
+
+    out = supervise(engine, on_report=on_report, timeout_s=cfg.timeout_s)
+    stderr = (Path(out_dir) / STDERR_FILE).read_text(encoding="utf-8", errors="replace")
+    result = ChildResult(out_dir, messages=engine.messages)
+    result.output = "\n".join(out.output.get(0, [])[-200:])
     several = cfg.fsdp == "v2" and cfg.virtual_devices > 1  # only then can CPU collectives deadlock
-    result.failure = _ending(result.messages, returncode, stderr, timed_out, cfg.timeout_s, several)
+    result.failure = _ending(
+        result.messages,
+        out.returncodes[0],
+        stderr,
+        out.ending == "timeout",
+        cfg.timeout_s,
+        several,
+    )
     return result
-
-
-_KILLED: set[int] = set()
-
-
-def _kill(proc: subprocess.Popen) -> None:
-    """Timeout: kill the child's whole session (it may have started helper threads or processes)."""
-    _KILLED.add(proc.pid)
-    try:
-        os.killpg(proc.pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass
 
 
 def _running_step(messages: list[dict[str, Any]]) -> Optional[int]:
@@ -152,21 +149,22 @@ def _ending(
             else "; the step itself did not finish: a loop, a sleep, or a step too large for the timeout"
         )
         return Failure(
-            "timeout",
+            FailureKind.TIMEOUT,
             f"no result after {timeout_s:g} s (stopped during {where}{why})",
-            step,
-            returncode,
-            failures.signal_name(returncode),
-            failures.tail(stderr),
+            step=step,
+            returncode=returncode,
+            signal=signal_name(returncode),
+            traceback_tail=tail(stderr),
         )
     if "error" in events:
+        error = events["error"]
         return Failure(
-            "exception",
-            events["error"]["message"],
-            step,
-            returncode,
-            None,
-            failures.tail(events["error"].get("traceback", "") or stderr),
+            FailureKind.EXCEPTION,
+            error["message"],
+            step=step,
+            exception_type=error.get("type"),
+            returncode=returncode,
+            traceback_tail=tail(error.get("traceback", "") or stderr),
         )
     if "done" in events and returncode == 0:
         return None

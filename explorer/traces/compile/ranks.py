@@ -167,7 +167,7 @@ def merge_ranks(per_rank: Mapping[int, ProbeResult], label: str = "") -> ProbeRe
             if (v.compile_id, v.only_here) not in seen:
                 seen.add((v.compile_id, v.only_here))
                 guards.append(v)
-    errors = [f"rank {r}: {p.error}" for r, p in sorted(per_rank.items()) if p.error]
+    failed = [(r, p.failure) for r, p in sorted(per_rank.items()) if p.failure is not None]
     notes = list(dict.fromkeys(n for r in sorted(per_rank) for n in per_rank[r].notes))
     merged = ProbeResult(
         iterations=_iterations(per_rank),
@@ -181,7 +181,14 @@ def merge_ranks(per_rank: Mapping[int, ProbeResult], label: str = "") -> ProbeRe
             (p.recompile_limit for p in per_rank.values() if p.recompile_limit is not None), None
         ),
         label=label or f"{len(per_rank)} ranks",
-        error=errors[0] if errors else None,
+        failure=replace(
+            failed[0][1],
+            rank=failed[0][0],
+            message=f"rank {failed[0][0]}: {failed[0][1].message}",
+            consequences=tuple(f"rank {r}: {f.message}" for r, f in failed[1:]),
+        )
+        if failed
+        else None,
         ranks=[summary(r, per_rank[r]) for r in sorted(per_rank)],
         divergence=divergence(per_rank),
         notes=notes,

@@ -10,6 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
+from explorer.traces.failure import Failure
+
 #: The variant label of a frame that ran eagerly because it hit the recompile limit.
 EAGER = "eager"
 #: The iteration of a record whose iteration is not known (a TORCH_TRACE read without a profiler trace).
@@ -153,11 +155,16 @@ class ProbeResult:
     recompile_limit: Optional[int] = None
     diagnosis: Optional[Diagnosis] = None
     label: str = ""
-    error: Optional[str] = None
-    traceback: str = ""
+    #: Why the probe stopped early (the step raised, a rank died or timed out); None: it ran through.
+    failure: Optional[Failure] = None
     ranks: list[dict[str, Any]] = field(default_factory=list)
     divergence: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+
+    @property
+    def error(self) -> Optional[str]:
+        """The failure's one line (the JSON document's ``error``), None when the probe ran through."""
+        return self.failure.message if self.failure is not None else None
 
     def to_json(self) -> dict[str, Any]:
         """The CLI's ``--json`` document (the shape issue 7 specifies, plus a few extra keys).
@@ -169,8 +176,9 @@ class ProbeResult:
         diagnosis = self.diagnosis
         doc = {
             "kind": "compile",
-            "ok": self.error is None,
+            "ok": self.failure is None,
             "error": self.error,
+            "failure": self.failure.to_dict() if self.failure else None,
             "label": self.label,
             "backend": self.backend,
             "source": self.source,

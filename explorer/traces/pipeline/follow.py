@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal, Optional
 
+from explorer.traces.failure import Failure
 from explorer.traces.pipeline.trace import to_measured
 from explorer.traces.records import MeasuredTrace
 
@@ -29,7 +30,17 @@ class RankProgress:
     iteration: int = -1
     state: FollowerState = "starting"
     pid: Optional[int] = None
-    failure: Optional[dict] = None
+    failure: Optional[Failure] = None
+
+
+def failure_kind(line: dict) -> Optional[str]:
+    """The kind of a rank's ``failure`` line (folders written before the record said ``cause``)."""
+    return line.get("kind") or line.get("cause")
+
+
+def failure_of(line: dict) -> Failure:
+    """The :class:`Failure` a rank's ``failure`` line carries."""
+    return Failure.from_dict({**line, "kind": failure_kind(line)})
 
 
 @dataclass
@@ -39,6 +50,8 @@ class Follower:
     folder: Path
     #: Only lines of this run are read (None: every line, for folders written before run ids).
     run_id: Optional[str] = None
+    #: Whose files: ``rank`` (explorer's engine) or ``torch_rank`` (PyTorch's).
+    prefix: str = "rank"
     records: list[dict] = field(default_factory=list)
     events: list[dict] = field(default_factory=list)
     ranks: dict[int, RankProgress] = field(default_factory=dict)
@@ -47,7 +60,7 @@ class Follower:
     def poll(self) -> list[dict]:
         """Read every complete new line; returns the new instruction records."""
         new: list[dict] = []
-        for path in sorted(Path(self.folder).glob("rank*.jsonl")):
+        for path in sorted(Path(self.folder).glob(f"{self.prefix}*.jsonl")):
             with open(path, "rb") as fh:
                 fh.seek(self._offsets.get(path, 0))
                 chunk = fh.read()
@@ -78,7 +91,7 @@ class Follower:
         if kind == "start":
             prog.pid, prog.state = line.get("pid"), "running"
         elif kind == "failure":
-            prog.state, prog.failure = "failed", line
+            prog.state, prog.failure = "failed", failure_of(line)
         elif kind == "done":
             prog.state = "done"
 
@@ -88,4 +101,4 @@ class Follower:
         return to_measured(rows, source=str(self.folder))
 
 
-__all__ = ["FollowerState", "RankProgress", "Follower"]
+__all__ = ["FollowerState", "RankProgress", "Follower", "failure_kind", "failure_of"]

@@ -16,13 +16,13 @@ wins over a lost peer.
 from __future__ import annotations
 
 import json
-import signal
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Mapping, Optional
 
 from explorer.schedules.schedule import Schedule
-from explorer.traces.pipeline.follow import Follower
+from explorer.traces.failure import Failure, FailureKind, signal_name
+from explorer.traces.pipeline.follow import Follower, failure_kind, failure_of
 from explorer.traces.pipeline.trace import chrome_trace, last_iteration, table, to_measured
 from explorer.traces.records import MeasuredTrace
 
@@ -36,7 +36,7 @@ class RunResult:
     ok: bool
     losses: list[float]
     bitwise_equal_to_reference: Optional[bool]
-    failure: Optional[dict]
+    failure: Optional[Failure]
     records: list[dict]
     folder: Optional[Path] = None
     digest: Optional[str] = None
@@ -51,7 +51,7 @@ class RunResult:
             "ok": self.ok,
             "losses": self.losses,
             "bitwise_equal_to_reference": self.bitwise_equal_to_reference,
-            "failure": self.failure,
+            "failure": self.failure.to_dict() if self.failure else None,
             "instructions": self.records,
         }
 
@@ -83,14 +83,7 @@ class RunResult:
 
 def refused(message: str, where: Optional[dict] = None) -> RunResult:
     """A run the analysis stopped before launch (a deadlock, an unmatched exchange)."""
-    failure = {
-        "rank": None,
-        "stage": None,
-        "step": None,
-        "instruction": None,
-        **(where or {}),
-        "message": f"refused before launch: {message}",
-    }
+    failure = Failure(FailureKind.REFUSED, f"refused before launch: {message}", **(where or {}))
     return RunResult(False, [], None, failure, [], launched=False)
 
 
@@ -194,17 +187,17 @@ def _diagnose(
     codes: dict,
     stopped: frozenset[int],
     stall_timeout_s: Optional[float],
-) -> Optional[dict]:
+) -> Optional[Failure]:
     failures = {e["rank"]: e for e in follower.events if e["type"] == "failure"}
     hazards = [e for e in follower.events if e["type"] == "hazard"]
     own = sorted(
-        [e for e in failures.values() if e["cause"] in _OWN_FAULT] + hazards,
+        [e for e in failures.values() if failure_kind(e) in _OWN_FAULT] + hazards,
         key=lambda e: e["time"],
     )
     if own:
         later = [e for e in own[1:] if e["type"] == "failure"]
         then = f" (then: {later[0]['message']})" if later else ""
-        return _entry(own[0], own[0]["message"] + then)
+        return _entry(own[0], own[0]["message"] + then, failures)
     # A rank that recorded "done" had finished its work and handed in its results; a non-zero
     # code after that comes from tearing down (gloo's threads at interpreter exit) and is kept
     # in ``details["teardown_exit_codes"]``, not blamed on the run.
@@ -217,17 +210,17 @@ def _diagnose(
     if killed:
         rank = killed[0]
         where = _next_instruction(follower, schedule, rank)
-        name = (
-            signal.Signals(-codes[rank]).name
-            if -codes[rank] in signal.Signals._value2member_map_
-            else str(-codes[rank])
-        )
-        return {
-            **where,
-            "message": f"rank {rank} was killed by {name} before {where['instruction']} at step {where['step']}; "
+        name = signal_name(codes[rank])
+        return Failure(
+            FailureKind.KILLED,
+            f"rank {rank} was killed by {name} before {where['instruction']} at step {where['step']}; "
             f"the run was stopped and its trace up to there kept",
-        }
-    timeouts = [e for e in failures.values() if e["cause"] == "timeout"]
+            returncode=codes[rank],
+            signal=name,
+            consequences=_consequences(failures, rank),
+            **where,
+        )
+    timeouts = [e for e in failures.values() if failure_kind(e) == "timeout"]
     if timeouts:
         waits = "; ".join(
             f"stage {e['stage']} (rank {e['rank']}) waited in {e['instruction']} at step {e['step']}"
@@ -241,11 +234,13 @@ def _diagnose(
         )
         limit = f" more than {stall_timeout_s:g} s" if stall_timeout_s else ""
         return _entry(
-            timeouts[0], f"stalled:{limit}: {waits}{tail}".replace("stalled::", "stalled:")
+            timeouts[0],
+            f"stalled:{limit}: {waits}{tail}".replace("stalled::", "stalled:"),
+            failures,
         )
     if failures:
         first = min(failures.values(), key=lambda e: e["time"])
-        return _entry(first, first["message"])
+        return _entry(first, first["message"], failures)
     exited = [
         r
         for r, c in sorted(codes.items())
@@ -253,18 +248,16 @@ def _diagnose(
     ]
     if exited:
         where = _next_instruction(follower, schedule, exited[0])
-        return {
+        code = codes[exited[0]]
+        return Failure(
+            FailureKind.EXIT,
+            f"rank {exited[0]} exited with code {code} (see rank{exited[0]}.log)",
+            returncode=code,
+            signal=signal_name(code),
             **where,
-            "message": f"rank {exited[0]} exited with code {codes[exited[0]]} (see rank{exited[0]}.log)",
-        }
+        )
     if codes and any(c is None for c in codes.values()):
-        return {
-            "rank": None,
-            "stage": None,
-            "step": None,
-            "instruction": None,
-            "message": "the run did not finish",
-        }
+        return Failure(FailureKind.UNFINISHED, "the run did not finish")
     return None
 
 
@@ -272,14 +265,31 @@ def _finished(follower: Follower) -> set[int]:
     return {e["rank"] for e in follower.events if e["type"] == "done"}
 
 
-def _entry(event: dict, message: str) -> dict:
-    return {
-        "rank": event["rank"],
-        "stage": event["stage"],
-        "step": event["step"],
-        "instruction": event["instruction"],
-        "message": message,
-    }
+def _consequences(failures: Mapping[int, dict], cause_rank: Optional[int]) -> tuple[str, ...]:
+    """What the other ranks reported after the cause, in the order they reported it."""
+    others = sorted(
+        (e for r, e in failures.items() if r != cause_rank), key=lambda e: e.get("time", 0.0)
+    )
+    return tuple(f"rank {e['rank']}: {e['message']}" for e in others)
+
+
+def _entry(event: dict, message: str, failures: Mapping[int, dict]) -> Failure:
+    """The failure of ``event`` (a rank's failure or hazard line) told as ``message``."""
+    if event["type"] == "failure":
+        base = failure_of(event)
+    else:
+        base = Failure(FailureKind.HAZARD, event["message"])
+    return Failure(
+        kind=base.kind,
+        message=message,
+        rank=event["rank"],
+        stage=event.get("stage"),
+        step=event.get("step"),
+        instruction=event.get("instruction"),
+        exception_type=base.exception_type,
+        traceback_tail=base.traceback_tail,
+        consequences=_consequences(failures, event["rank"]),
+    )
 
 
 def _next_instruction(follower: Follower, schedule: Schedule, rank: int) -> dict:

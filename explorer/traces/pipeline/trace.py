@@ -22,6 +22,7 @@ from explorer.analysis import Costs
 from explorer.analysis.p2p_models import P2PModel
 from explorer.errors import InputError
 from explorer.schedules.instructions import Kind, parse_instruction
+from explorer.traces.failure import Failure
 from explorer.traces.records import MeasuredTrace
 
 _COLUMNS = (
@@ -79,11 +80,11 @@ def last_iteration(records: Sequence[dict]) -> list[dict]:
 
 
 def chrome_trace(
-    records: Sequence[dict], failure: Optional[dict] = None, name: str = "explorer pipeline"
+    records: Sequence[dict], failure: Optional[Failure] = None, name: str = "explorer pipeline"
 ) -> dict:
     """A Chrome trace-event JSON object (``chrome://tracing``, ui.perfetto.dev)."""
     events: list[dict] = []
-    for rank in sorted({r["rank"] for r in records} | ({failure["rank"]} if failure else set())):
+    for rank in sorted({r["rank"] for r in records} | ({failure.rank} if failure else set())):
         events.append(
             {
                 "ph": "M",
@@ -123,15 +124,15 @@ def chrome_trace(
             }
         )
     if failure:
-        end = max((r["end"] for r in records if r["rank"] == failure["rank"]), default=0.0)
+        end = max((r["end"] for r in records if r["rank"] == failure.rank), default=0.0)
         events.append(
             {
-                "name": f"failure: {failure['message']}",
+                "name": f"failure: {failure.message}",
                 "cat": "failure",
                 "ph": "i",
                 "s": "p",
-                "pid": failure["rank"],
-                "tid": failure.get("stage") or 0,
+                "pid": failure.rank,
+                "tid": failure.stage or 0,
                 "ts": end * 1e6,
             }
         )

@@ -9,10 +9,11 @@ signal name when stderr says nothing.
 from __future__ import annotations
 
 import re
-import signal as _signal
 from typing import Optional
 
-from explorer.traces.xla.records import Failure
+from explorer.traces.failure import Failure, FailureKind, signal_name, tail
+
+__all__ = ["fatal_line", "from_exit", "signal_name", "tail"]
 
 _GLOG_FATAL = re.compile(r"^F\d{4} [\d:. ]+\s*\d+\s+([\w./-]+:\d+)\]\s*(.*)$")
 _MARKERS = (
@@ -41,21 +42,13 @@ def fatal_line(stderr: str) -> str:
     return ""
 
 
-def signal_name(returncode: Optional[int]) -> Optional[str]:
-    """``SIGABRT`` for -6 (a subprocess killed by a signal), else None."""
-    if returncode is None or returncode >= 0:
-        return None
-    try:
-        return _signal.Signals(-returncode).name
-    except ValueError:
-        return f"signal {-returncode}"
-
-
 def from_exit(returncode: Optional[int], stderr: str, step: Optional[int]) -> Failure:
     """A failure for a child that exited without reporting a result."""
     sig = signal_name(returncode)
     line = fatal_line(stderr)
-    kind = "abort" if sig in ("SIGABRT", "SIGSEGV", "SIGBUS", "SIGILL") else "exit"
+    kind = (
+        FailureKind.ABORT if sig in ("SIGABRT", "SIGSEGV", "SIGBUS", "SIGILL") else FailureKind.EXIT
+    )
     if not line:
         line = (
             f"the XLA child process was killed by {sig}"
@@ -71,13 +64,5 @@ def from_exit(returncode: Optional[int], stderr: str, step: Optional[int]) -> Fa
         step=step,
         returncode=returncode,
         signal=sig,
-        stderr_tail=tail(stderr),
+        traceback_tail=tail(stderr),
     )
-
-
-def tail(text: str, lines: int = 25, chars: int = 4000) -> str:
-    """The last lines of ``text``, capped in size."""
-    return "\n".join(text.splitlines()[-lines:])[-chars:]
-
-
-__all__ = ["fatal_line", "signal_name", "from_exit", "tail"]

@@ -12,6 +12,8 @@ import os
 from dataclasses import asdict, dataclass, field
 from typing import Any, Optional
 
+from explorer.traces.failure import Failure
+
 #: The keys of one step in the CLI's JSON document (issue 6 fixes them).
 STEP_KEYS = (
     "step",
@@ -96,26 +98,6 @@ class Step:
         }
 
 
-@dataclass(frozen=True)
-class Failure:
-    """Why the child did not finish: ``kind`` is abort, exception, timeout, exit or input.
-
-    ``message`` is the one line that matters (XLA's ``Check failed: ...``, the Python
-    exception, or the timeout); ``step`` is the step that was running (``None``: during setup).
-    """
-
-    kind: str
-    message: str
-    step: Optional[int] = None
-    returncode: Optional[int] = None
-    signal: Optional[str] = None
-    stderr_tail: str = ""
-
-    def to_json(self) -> dict[str, Any]:
-        """A plain dict."""
-        return asdict(self)
-
-
 @dataclass
 class XlaRun:
     """Everything one run produced; ``failure`` is None when every step ran."""
@@ -152,7 +134,7 @@ class XlaRun:
             "device": self.device,
             "steps": [s.to_json() for s in self.steps],
             "graphs": [g.to_json() for g in self.graphs],
-            "failure": self.failure.to_json() if self.failure else None,
+            "failure": self.failure.to_dict() if self.failure else None,
         }
 
 

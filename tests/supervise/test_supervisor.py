@@ -1,0 +1,244 @@
+"""The supervisor with real child processes: every ending is named, and only its own processes die.
+
+Each child is a few lines of Python started with ``python -c``; reports come back through a
+JSON-lines file per rank (as the pipeline's ranks write them) or marked stdout lines (as the
+XLA child writes them), read by a small engine defined here.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+from typing import Optional, Sequence
+
+import pytest
+
+from explorer.runtime.supervise import Child, Engine, Report, Supervisor, supervise
+
+REPORT = """
+import json, os, sys
+def report(kind, **data):
+    with open(os.environ['REPORT_FILE'], 'a') as fh:
+        fh.write(json.dumps({'kind': kind, **data}) + '\\n')
+"""
+
+
+class Scripted(Engine):
+    """One ``python -c`` child per script; each appends JSON lines to its own report file."""
+
+    def __init__(self, folder: Path, scripts: Sequence[str], grace_s: float = 0.5) -> None:
+        self.folder, self.scripts, self.grace = folder, scripts, grace_s
+        self.offsets: dict[int, int] = {}
+
+    def children(self) -> list[Child]:
+        return [
+            Child(
+                rank,
+                [sys.executable, "-c", REPORT + textwrap.dedent(script)],
+                {**os.environ, "REPORT_FILE": str(self._file(rank))},
+                self.folder / f"rank{rank}.log",
+            )
+            for rank, script in enumerate(self.scripts)
+        ]
+
+    def _file(self, rank: int) -> Path:
+        return self.folder / f"rank{rank}.jsonl"
+
+    def read(self) -> list[Report]:
+        out = []
+        for rank in range(len(self.scripts)):
+            path = self._file(rank)
+            if not path.exists():
+                continue
+            data = path.read_bytes()
+            end = data.rfind(b"\n") + 1
+            start, self.offsets[rank] = self.offsets.get(rank, 0), end
+            for line in data[start:end].decode().splitlines():
+                doc = json.loads(line)
+                out.append(Report(rank, doc.pop("kind"), doc))
+        return out
+
+    def grace_s(self) -> float:
+        return self.grace
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    # a zombie still answers kill(0): read its state
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().split(")")[-1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def _wait_for(path: Path, timeout_s: float = 10.0) -> str:
+    end = time.monotonic() + timeout_s
+    while time.monotonic() < end:
+        if path.exists() and path.read_text().strip():
+            return path.read_text().strip()
+        time.sleep(0.02)
+    raise AssertionError(f"{path} never written")
+
+
+@pytest.mark.slow
+def test_each_ending_is_its_exit_status_and_its_report(tmp_path):
+    scripts = [
+        "report('done'); sys.exit(0)",
+        "report('begin', step=3)\nraise ValueError('diverged at step 3')",
+        "report('begin', step=1); os._exit(3)",
+        "import signal; report('begin', step=0); os.kill(os.getpid(), signal.SIGSEGV)",
+    ]
+    seen: list[Report] = []
+    out = supervise(Scripted(tmp_path, scripts, grace_s=3.0), on_report=seen.extend)
+    codes = out.returncodes
+    assert codes[0] == 0 and codes[1] == 1 and codes[2] == 3 and codes[3] == -signal.SIGSEGV
+    assert out.ending == "failed" and not out.ok and out.stopped == frozenset()
+    assert [r.kind for r in out.reports[0]] == ["done"]
+    assert out.reports[1][0].data == {"step": 3}
+    assert "ValueError: diverged at step 3" in (tmp_path / "rank1.log").read_text()
+    # the callback saw every report, as typed records
+    assert sorted((r.rank, r.kind) for r in seen) == [
+        (0, "done"),
+        (1, "begin"),
+        (2, "begin"),
+        (3, "begin"),
+    ]
+
+
+@pytest.mark.slow
+def test_all_clean_is_finished(tmp_path):
+    out = supervise(Scripted(tmp_path, ["report('done')"] * 2))
+    assert out.ok and out.ending == "finished" and out.returncodes == {0: 0, 1: 0}
+
+
+@pytest.mark.slow
+def test_a_stalled_process_is_killed_after_the_grace_and_the_others_may_report(tmp_path):
+    """No report for ``stall_s``: the grace lets a slower rank still say its part, then both die."""
+    scripts = [
+        "import time\nreport('begin', step=0)\ntime.sleep(3600)",
+        # speaks once more during the grace period, then hangs as well
+        "import time\nreport('begin', step=0)\ntime.sleep(0.9)\nreport('waiting', step=0)\n"
+        "time.sleep(3600)",
+    ]
+    t0 = time.monotonic()
+    out = Supervisor(Scripted(tmp_path, scripts, grace_s=1.0), stall_s=0.6).start().wait()
+    took = time.monotonic() - t0
+    assert out.ending == "stalled" and out.stopped == frozenset({0, 1})
+    assert out.returncodes == {0: -signal.SIGKILL, 1: -signal.SIGKILL}
+    assert [r.kind for r in out.reports[1]] == ["begin", "waiting"]
+    # 0.9 s to the last report, then 0.6 s of stall and 1.0 s of grace: well under 10 s
+    assert 2.0 < took < 10.0, took
+
+
+@pytest.mark.slow
+def test_after_a_failure_the_others_get_the_grace_then_are_killed(tmp_path):
+    scripts = [
+        "import time\nreport('begin')\ntime.sleep(3600)",
+        "import time\ntime.sleep(0.3)\nraise RuntimeError('own fault')",
+    ]
+    t0 = time.monotonic()
+    out = supervise(Scripted(tmp_path, scripts, grace_s=0.8))
+    assert time.monotonic() - t0 < 8.0
+    assert out.ending == "failed" and out.stopped == frozenset({0})
+    assert out.returncodes == {0: -signal.SIGKILL, 1: 1}
+
+
+@pytest.mark.slow
+def test_a_hard_timeout_ends_the_run_at_once(tmp_path):
+    out = supervise(
+        Scripted(tmp_path, ["import time\nwhile True:\n    report('tick'); time.sleep(0.05)"]),
+        stall_s=30.0,
+        timeout_s=1.0,
+    )
+    assert out.ending == "timeout" and out.returncodes == {0: -signal.SIGKILL}
+    assert len(out.reports[0]) > 3  # it kept reporting: not a stall, a timeout
+
+
+@pytest.mark.slow
+def test_its_grandchildren_die_with_it_and_a_stranger_survives(tmp_path):
+    """A grandchild in the child's process group is killed, even after the child itself ended;
+    a process the supervisor did not start lives on."""
+    stranger = subprocess.Popen(
+        [sys.executable, "-c", "import time; time.sleep(3600)"], start_new_session=True
+    )
+    pidfile = tmp_path / "grandchild.pid"
+    try:
+        scripts = [
+            # starts a grandchild (same process group), then exits 0 at once
+            "import subprocess\n"
+            "g = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(3600)'])\n"
+            f"open({str(pidfile)!r}, 'w').write(str(g.pid))\n"
+            "report('done')",
+            "import time\nreport('begin')\ntime.sleep(3600)",
+        ]
+        out = Supervisor(Scripted(tmp_path, scripts), stall_s=0.5).start().wait()
+        grandchild = int(_wait_for(pidfile))
+        assert out.returncodes[0] == 0 and out.stopped == frozenset({1})
+        end = time.monotonic() + 5.0
+        while _alive(grandchild) and time.monotonic() < end:
+            time.sleep(0.05)
+        assert not _alive(grandchild), "the grandchild outlived the supervisor"
+        assert stranger.poll() is None and _alive(stranger.pid), "a stranger was killed"
+    finally:
+        stranger.kill()
+        stranger.wait()
+
+
+class Piped(Engine):
+    """One child whose reports are marked stdout lines (the XLA child's protocol)."""
+
+    MARK = "@@report "
+
+    def __init__(self, folder: Path, script: str) -> None:
+        self.folder, self.script = folder, script
+
+    def children(self) -> list[Child]:
+        return [
+            Child(
+                0,
+                [sys.executable, "-u", "-c", textwrap.dedent(self.script)],
+                dict(os.environ),
+                self.folder / "stderr.txt",
+                pipe_stdout=True,
+            )
+        ]
+
+    def read_line(self, rank: int, line: str) -> Optional[Report]:
+        at = line.find(self.MARK)
+        if at < 0:
+            return None
+        doc = json.loads(line[at + len(self.MARK) :])
+        return Report(rank, doc.pop("event"), doc)
+
+
+@pytest.mark.slow
+def test_piped_stdout_reports_arrive_live_and_other_output_is_kept(tmp_path):
+    script = """
+        import json, sys, time
+        print('hello from the user step')
+        for step in range(3):
+            print('@@report ' + json.dumps({'event': 'step', 'step': step}), flush=True)
+            time.sleep(0.2)
+        print('oops', file=sys.stderr)
+        sys.exit(4)
+    """
+    arrivals: list[float] = []
+    out = supervise(
+        Piped(tmp_path, script),
+        on_report=lambda new: arrivals.extend(time.monotonic() for _ in new),
+    )
+    assert [r.data["step"] for r in out.reports[0]] == [0, 1, 2]
+    assert out.output[0] == ["hello from the user step"]
+    assert out.returncodes == {0: 4} and out.ending == "failed"
+    assert "oops" in (tmp_path / "stderr.txt").read_text()
+    # live: the reports came while the child ran (0.2 s apart), not all at the end
+    assert arrivals[-1] - arrivals[0] > 0.25
