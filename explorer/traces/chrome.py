@@ -108,3 +108,6 @@ def _load(source: Source) -> tuple[object, str]:
                 f"{path} is not JSON ({exc.msg} at line {exc.lineno}): is it a Chrome trace?"
             ) from None
     return source, "<trace>"
+
+
+__all__ = ["Source", "read_chrome_trace"]

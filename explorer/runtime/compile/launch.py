@@ -112,3 +112,6 @@ def run_ranks(
         return ProbeResult(iterations=[], label=label, failure=failure)
     finally:
         shutil.rmtree(folder, ignore_errors=True)
+
+
+__all__ = ["GRACE_S", "ProbeRanks", "run_ranks"]

@@ -214,3 +214,6 @@ def _validate_model(spec: RunSpec) -> None:
     from explorer.runtime.pipeline.models import build_model
 
     build_model(spec.model, stages, spec.microbatch_size, spec.seed)
+
+
+__all__ = ["Progress", "preflight", "PipelineEngine", "Launch", "run_pipeline"]

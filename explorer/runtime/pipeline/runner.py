@@ -84,3 +84,6 @@ class PipelineRunner:
     def _progress(self, follower: Follower) -> None:
         if self.app is not None:
             self.app.show_progress([replace(p) for _, p in sorted(follower.ranks.items())])
+
+
+__all__ = ["RunFailed", "PipelineRunner"]

@@ -139,3 +139,5 @@ def _grad(p: torch.Tensor) -> torch.Tensor:
 
 if __name__ == "__main__":
     sys.exit(main(Path(sys.argv[1])))
+
+__all__ = ["REPORT_PREFIX", "WORKAROUND", "main"]

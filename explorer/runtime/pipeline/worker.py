@@ -186,3 +186,5 @@ def _cpu_grad(p: torch.Tensor) -> torch.Tensor:
 
 if __name__ == "__main__":
     sys.exit(main(Path(sys.argv[1])))
+
+__all__ = ["main"]

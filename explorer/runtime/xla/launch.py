@@ -169,3 +169,6 @@ def _ending(
     if "done" in events and returncode == 0:
         return None
     return failures.from_exit(returncode, stderr, step)
+
+
+__all__ = ["Progress", "child_env", "XlaEngine", "launch"]
