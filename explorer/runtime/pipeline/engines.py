@@ -17,6 +17,7 @@ from typing import Optional, Union
 
 from explorer.runtime.pipeline.spec import RunSpec
 from explorer.runtime.pipeline.torch_engine import TorchRunResult, run_torch_engine
+from explorer.runtime.pipeline.torch_orders import OrderSource
 from explorer.schedules.instructions import KIND_BY_CODE, Kind
 from explorer.schedules.torch_actions import TYPE_BY_KIND
 from explorer.traces.pipeline.result import RunResult
@@ -125,7 +126,7 @@ class EngineComparison:
 
 
 def compare_engines(
-    spec: RunSpec, folder: Union[None, str, Path] = None, *, order: str = "auto"
+    spec: RunSpec, folder: Union[None, str, Path] = None, *, order: OrderSource = "auto"
 ) -> EngineComparison:
     """Run ``spec`` on our engine, then on PyTorch's; ``folder`` gets ``explorer/`` and ``torch/`` run folders."""
     from explorer.runtime.pipeline.launch import run_pipeline

@@ -32,12 +32,12 @@ import sys
 import tempfile
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Optional, Union
+from typing import Literal, Optional, Union
 
 import numpy as np
 
 from explorer.runtime.pipeline.spec import RunSpec
-from explorer.runtime.pipeline.torch_orders import OrderChoice, choose_order
+from explorer.runtime.pipeline.torch_orders import OrderChoice, OrderSource, choose_order
 from explorer.runtime.supervise import Child, Engine, Report, free_port, rank_env, supervise
 from explorer.schedules.instructions import KIND_BY_CODE, Kind
 from explorer.schedules.torch_actions import TorchAction, format_action
@@ -45,12 +45,15 @@ from explorer.traces import MeasuredTrace, read_chrome_trace
 from explorer.traces.failure import Failure, FailureKind, signal_name
 from explorer.traces.pipeline.follow import Follower, failure_of
 
+#: How PyTorch's engine ended: it ran, it failed, or it cannot run this schedule.
+TorchRunStatus = Literal["ran", "failed", "unsupported"]
+
 
 @dataclass
 class TorchRunResult:
     """One run of PyTorch's engine; ``status`` is ``ran``, ``failed`` or ``unsupported`` (never raised)."""
 
-    status: str
+    status: TorchRunStatus
     order: OrderChoice
     losses_by_iteration: list[list[float]] = field(default_factory=list)
     bitwise_equal_to_reference: Optional[bool] = None
@@ -119,7 +122,7 @@ def run_torch_engine(
     spec: RunSpec,
     folder: Union[None, str, Path] = None,
     *,
-    order: str = "auto",
+    order: OrderSource = "auto",
     timeout_s: Optional[float] = None,
 ) -> TorchRunResult:
     """Run ``spec``'s model and micro-batches on PyTorch's engine (see the module docstring)."""
@@ -286,3 +289,6 @@ def _annotations(doc: dict) -> tuple[list[tuple[float, int]], np.ndarray]:
         elif ev.get("cat") == "cpu_op":
             ops.append(float(ev["ts"]) * 1e-6)
     return sorted(spans), np.sort(np.array(ops))
+
+
+__all__ = ["TorchRunStatus", "TorchRunResult", "run_torch_engine", "TorchEngine"]

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass
-from typing import Optional
+from typing import Literal, Optional, get_args
 
 from explorer.errors import InputError
 from explorer.schedules.instructions import COMPUTE_KINDS
@@ -37,7 +37,9 @@ TORCH_CLASSES = {
     "1f1b": "Schedule1F1B",
     "interleaved-1f1b": "ScheduleInterleaved1F1B",
 }
-ORDERS = ("auto", "torch", "explorer")
+#: Whose order PyTorch's engine runs: its own class's, the explorer's, or its own when it has one.
+OrderSource = Literal["auto", "torch", "explorer"]
+ORDERS: tuple[OrderSource, ...] = get_args(OrderSource)
 Actions = dict[int, list[str]]
 
 
@@ -120,7 +122,7 @@ def order_problem(
     return "; ".join(problems[:3]) + more
 
 
-def choose_order(schedule: Schedule, order: str = "auto") -> OrderChoice:
+def choose_order(schedule: Schedule, order: OrderSource = "auto") -> OrderChoice:
     """The order PyTorch's engine should run for ``schedule`` (see the module docstring)."""
     if order not in ORDERS:
         raise InputError(
@@ -165,3 +167,16 @@ def _parse(text: str) -> tuple[int, str, int]:
     if action is None or action.microbatch is None or action.sub_actions is not None:
         raise InputError(f"cannot read compute action {text!r}: expected text like '2F0'")
     return action.stage, action.type.value, action.microbatch
+
+
+__all__ = [
+    "TORCH_CLASSES",
+    "OrderSource",
+    "ORDERS",
+    "Actions",
+    "OrderChoice",
+    "explorer_order",
+    "torch_order",
+    "order_problem",
+    "choose_order",
+]
