@@ -1,8 +1,10 @@
 """Check many sizes on every core, each worker a child process, user code included.
 
 The parent splits the stage counts among ``workers`` children (interleaved, so each gets
-small and large sizes alike), and each child checks its share one size after another,
-writing one JSON line per size as soon as it is checked. The parent merges the lines, draws a
+small and large sizes alike), and each child checks its share a group of sizes at a time
+(:func:`~explorer.analysis.sizes.check_group`: their timelines are simulated together),
+writing one JSON line per size as soon as its group is checked; a child also says which size
+it is about to build (a heartbeat), so a ``--from`` class that hangs is named at its size. The parent merges the lines, draws a
 progress bar on a terminal, and stops a child that stays silent longer than ``timeout_s`` on
 one size (a ``--from`` class that sleeps), naming that size. The children run in their own
 sessions and die with their process group, so Ctrl-C in the parent keeps what was checked,
@@ -46,7 +48,7 @@ def sweep_in_workers(
     """Check every size of ``job`` (see :func:`build_from_job`) in ``workers`` child processes."""
     total = len(stages) * len(microbatches)
     shares = [list(stages[i::workers]) for i in range(min(workers, len(stages)))]
-    procs, cells, buffers = [], {}, {}
+    procs, cells, buffers, building = [], {}, {}, {}
     selector = selectors.DefaultSelector()
     interrupted = False
     try:
@@ -78,7 +80,11 @@ def sweep_in_workers(
                     buffers[proc.pid] += chunk
                     *lines, buffers[proc.pid] = buffers[proc.pid].split(b"\n")
                     for line in lines:
-                        cell = SizeCell.from_dict(json.loads(line))
+                        said = json.loads(line)
+                        if "building" in said:  # heartbeat: the size being built now
+                            building[proc.pid] = tuple(said["building"])
+                            continue
+                        cell = SizeCell.from_dict(said)
                         cells[(cell.stages, cell.microbatches)] = cell
                     if progress is not None:
                         progress(len(cells), total)
@@ -88,7 +94,9 @@ def sweep_in_workers(
             for proc in procs:
                 if proc.poll() is None and time.monotonic() - last_heard[proc.pid] > timeout_s:
                     _stop(procs)
-                    at = _next_size(proc_share(shares, procs, proc), microbatches, cells)
+                    at = building.get(proc.pid) or _next_size(
+                        proc_share(shares, procs, proc), microbatches, cells
+                    )
                     raise InputError(
                         f"checking size {at[0]}x{at[1]} took longer than {timeout_s:g} s and was "
                         "stopped (a --from class that hangs?); give --timeout SECONDS to allow longer"
@@ -178,17 +186,19 @@ def main() -> int:
     sys.path[:] = job["path"]
     out = os.fdopen(os.dup(1), "w", buffering=1)
     os.dup2(2, 1)  # a user's prints go to stderr, never into the stream of cells
-    from explorer.analysis.sizes import check_size
+    from explorer.analysis.sizes import check_group, size_groups
+
+    def building(p: int, m: int) -> None:
+        out.write(json.dumps({"building": [p, m]}) + "\n")
 
     try:
         make = build_from_job(job)
-        for p in job["stages"]:
-            for m in job["microbatches"]:
-                cell = check_size(make, p, m)
+        for group in size_groups(job["stages"], job["microbatches"]):
+            for cell in check_group(make, group, on_build=building):
                 if cell.skipped and job.get(
                     "from"
                 ):  # a user's class that fails at a size is not "not applicable"
-                    raise InputError(f"at {p}x{m}: {cell.skipped}")
+                    raise InputError(f"at {cell.stages}x{cell.microbatches}: {cell.skipped}")
                 out.write(json.dumps(cell.to_dict()) + "\n")
     except InputError as exc:
         print(MARKER + one_line(str(exc)), file=sys.stderr)
