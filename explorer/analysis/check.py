@@ -30,7 +30,7 @@ class Report:
     matching: Matching
     findings: Findings
     buffers: BufferUse
-    timeline: Optional[Timeline]  # None when the schedule deadlocks
+    timeline: Optional[Timeline]  # None when the schedule deadlocks (or was not asked for)
     model: P2PModel
 
     @property
@@ -69,11 +69,14 @@ def check(
     costs: Costs = Costs(),
     model: Optional[P2PModel] = None,
     other_model: bool = True,
+    timeline: bool = True,
 ) -> Report:
     """Run every analysis. ``model`` defaults to the schedule's own (``params['p2p']``).
 
     With ``other_model`` the deadlock search also runs under the other P2P model, so a
     report can say "this PyTorch-style schedule would deadlock with DeepSpeed's blocking P2P".
+    Without ``timeline`` the simulation is left to the caller (a sweep simulates many sizes
+    together, :mod:`.timelines`).
     """
     model = check_model(model or str(schedule.params.get("p2p", "blocking")))
     matching = match(schedule)
@@ -86,14 +89,16 @@ def check(
         deadlock=deadlocks[model],
         deadlocks=deadlocks,
     )
-    timeline = None if deadlocks[model] else simulate(schedule, matching, costs, model)
+    simulated = (
+        simulate(schedule, matching, costs, model) if timeline and not deadlocks[model] else None
+    )
     use = BufferUse(allocated=schedule.buffers, needed=tuple(needed_buffers(schedule)))
     return Report(
         schedule=schedule,
         matching=matching,
         findings=findings,
         buffers=use,
-        timeline=timeline,
+        timeline=simulated,
         model=model,
     )
 

@@ -63,9 +63,16 @@ def _execution_order(schedule: Schedule, model: P2PModel) -> np.ndarray:
     is_send = (kind == Kind.SEND_ACTIVATION) | (kind == Kind.SEND_GRAD)
     is_recv = (kind == Kind.RECV_ACTIVATION) | (kind == Kind.RECV_GRAD)
     other = ~(is_send | is_recv)
-    run = np.cumsum(other)  # a non-exchange row opens a new run; exchanges after it share it
+    # Rows are sorted by (rank, step) with stream order kept, so a segment - a new one at each
+    # non-exchange row and at each change of rank or step - only grows along the rows; inside a
+    # segment sends go before receives. One stable sort of (segment, class) does it.
+    opens = other.copy()
+    opens[1:] |= (schedule.rank[1:] != schedule.rank[:-1]) | (
+        schedule.step[1:] != schedule.step[:-1]
+    )
+    segment = np.cumsum(opens, dtype=np.int64)
     cls = np.where(other, 0, np.where(is_send, 1, 2))
-    return np.lexsort((np.arange(n), cls, run, schedule.step, schedule.rank))
+    return np.argsort(segment * 3 + cls, kind="stable")
 
 
 def dependency_steps_ok(schedule: Schedule, partner: np.ndarray, model: P2PModel) -> bool:

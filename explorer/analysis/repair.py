@@ -146,21 +146,21 @@ def search_fixes(
             return check_sizes(_with(make, rules), p, m, spec=spec)
 
     baseline = sweep((), stages, microbatches, spec)
+    once = _once_per_size(make)  # the reference size and the listing: one build per size
     reference = (4, 8) if 4 in stages and 8 in microbatches else (stages[0], microbatches[-1])
     proven, rejected = [], []
-    for k in range(1, max_rules + 1):
-        for combo in combinations(rules, k):
-            result = sweep(combo, stages, microbatches, spec)
-            try:
-                report = check(_with(make, combo)(*reference), other_model=False)
-                buffers, makespan = (
-                    tuple(report.buffers.allocated),
-                    (report.timeline.makespan if report.timeline else None),
-                )
-            except Exception:  # noqa: BLE001 - the reference size may not apply; the sweep said what does
-                buffers, makespan = (), None
-            cand = Candidate(tuple(combo), result, buffers, makespan)
-            (proven if cand.proven else rejected).append(cand)
+    for combo in rule_combinations(rules, max_rules):
+        result = sweep(combo, stages, microbatches, spec)
+        try:
+            report = check(_with(once, combo)(*reference), other_model=False)
+            buffers, makespan = (
+                tuple(report.buffers.allocated),
+                (report.timeline.makespan if report.timeline else None),
+            )
+        except Exception:  # noqa: BLE001 - the reference size may not apply; the sweep said what does
+            buffers, makespan = (), None
+        cand = Candidate(tuple(combo), result, buffers, makespan)
+        (proven if cand.proven else rejected).append(cand)
     proven.sort(key=Candidate.rank_key)
     # A combination that only adds rules to a proven one is not a new fix: keep the smallest.
     kept: list[Candidate] = []
@@ -170,8 +170,28 @@ def search_fixes(
     worst = baseline.smallest_failing
     at = (worst.stages, worst.microbatches) if worst else reference
     prefer = (worst.first or {}).get("stage") if worst else None
-    diffs = {tuple(c.names): stage_diff(make, c.rules, at, prefer) for c in kept}
+    diffs = {tuple(c.names): stage_diff(once, c.rules, at, prefer) for c in kept}
     return FixSearch(baseline, tuple(kept), tuple(rejected), reference, diffs)
+
+
+def rule_combinations(
+    rules: Sequence[Rule] = tuple(RULES.values()), max_rules: int = 2
+) -> list[tuple[Rule, ...]]:
+    """Every combination of 1 to ``max_rules`` rules, in the order the search tries them."""
+    return [combo for k in range(1, max_rules + 1) for combo in combinations(rules, k)]
+
+
+def _once_per_size(make: MakeSchedule) -> MakeSchedule:
+    """``make`` remembering its schedules (they are immutable): a ``--from`` class runs in a
+    child process per call, so asking it once per size instead of once per combination counts."""
+    built: dict[tuple[int, int], Schedule] = {}
+
+    def build(p: int, m: int) -> Schedule:
+        if (p, m) not in built:
+            built[(p, m)] = make(p, m)
+        return built[(p, m)]
+
+    return build
 
 
 def _with(make: MakeSchedule, rules: Sequence[Rule]) -> MakeSchedule:

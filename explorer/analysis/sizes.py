@@ -18,7 +18,8 @@ import re
 from dataclasses import dataclass
 from typing import Callable, Iterable, Optional, Sequence
 
-from explorer.analysis.check import check
+from explorer.analysis.check import Report, check
+from explorer.analysis.timelines import bubbles_together
 from explorer.errors import InputError
 from explorer.schedules.schedule import Schedule
 
@@ -29,6 +30,8 @@ MAX_STAGES, MAX_MICROBATCHES = 256, 4096
 _PART = re.compile(r"^\s*(\d{1,7})\s*(?:-\s*(\d{1,7}))?\s*$")
 
 MakeSchedule = Callable[[int, int], Schedule]
+#: Sizes checked together (one pass of the simulator's step loop for all of them).
+GROUP = 32
 
 
 @dataclass(frozen=True)
@@ -197,11 +200,41 @@ def _values(text: str, what: str, limit: int) -> list[int]:
 
 def check_size(make: MakeSchedule, stages: int, microbatches: int) -> SizeCell:
     """The verdict at one size (``InputError`` from the builder: the size does not apply)."""
-    try:
-        schedule = make(stages, microbatches)
-    except InputError as exc:
-        return SizeCell(stages, microbatches, ok=False, skipped=str(exc))
-    report = check(schedule, other_model=False)
+    return check_group(make, [(stages, microbatches)])[0]
+
+
+def check_group(
+    make: MakeSchedule,
+    sizes: Sequence[tuple[int, int]],
+    on_build: Optional[Callable[[int, int], None]] = None,
+) -> list[SizeCell]:
+    """The verdicts at several sizes, as :func:`check_size` gives each; the timelines of the
+    deadlock-free ones are simulated together (:mod:`.timelines`), which is most of a sweep's
+    saving. ``on_build(stages, microbatches)`` is told before each schedule is built (a
+    worker's heartbeat, so a size whose builder hangs can be named)."""
+    cells: list[Optional[SizeCell]] = [None] * len(sizes)
+    simulate: dict[str, list[tuple[int, Report]]] = {}
+    for i, (p, m) in enumerate(sizes):
+        if on_build is not None:
+            on_build(p, m)
+        try:
+            schedule = make(p, m)
+        except InputError as exc:
+            cells[i] = SizeCell(p, m, ok=False, skipped=str(exc))
+            continue
+        report = check(schedule, other_model=False, timeline=False)
+        if report.findings.deadlock is not None:
+            cells[i] = _cell(p, m, report, None)
+        else:
+            simulate.setdefault(report.model, []).append((i, report))
+    for model, pending in simulate.items():
+        bubbles = bubbles_together([(r.schedule, r.matching) for _, r in pending], model)
+        for (i, report), b in zip(pending, bubbles):
+            cells[i] = _cell(*sizes[i], report, b.of_total)
+    return cells  # type: ignore[return-value]
+
+
+def _cell(stages: int, microbatches: int, report: Report, bubble: Optional[float]) -> SizeCell:
     f = report.findings
     first = f.all()[0] if not f.ok else None
     return SizeCell(
@@ -216,7 +249,7 @@ def check_size(make: MakeSchedule, stages: int, microbatches: int) -> SizeCell:
         first_words=first.describe() if first is not None else "",
         allocated=tuple(report.buffers.allocated),
         needed=tuple(report.buffers.needed),
-        bubble=report.timeline.bubble.of_total if report.timeline else None,
+        bubble=bubble,
     )
 
 
@@ -240,12 +273,21 @@ def check_sizes(
     return SizeSweep(tuple(cells), spec or _spec(stages, microbatches))
 
 
+def size_groups(
+    stages: Sequence[int], microbatches: Sequence[int]
+) -> Iterable[list[tuple[int, int]]]:
+    """Sizes in (stages, micro-batches) order, in groups checked together: one stage count
+    and up to :data:`GROUP` neighbouring micro-batch counts (similar lengths, little padding)."""
+    for p in stages:
+        for i in range(0, len(microbatches), GROUP):
+            yield [(p, m) for m in microbatches[i : i + GROUP]]
+
+
 def _each(
     make: MakeSchedule, stages: Sequence[int], microbatches: Sequence[int]
 ) -> Iterable[SizeCell]:
-    for p in stages:
-        for m in microbatches:
-            yield check_size(make, p, m)
+    for group in size_groups(stages, microbatches):
+        yield from check_group(make, group)
 
 
 def _spec(stages: Sequence[int], microbatches: Sequence[int]) -> str:

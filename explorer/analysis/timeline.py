@@ -163,7 +163,38 @@ def simulate(
 def _per_step(
     schedule: Schedule, partner: np.ndarray, row_cost: np.ndarray, latency: float, model: P2PModel
 ) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`per_step_columns` on ``schedule``'s columns."""
+    return per_step_columns(
+        schedule.rank,
+        schedule.step,
+        schedule.kind,
+        execution_order(schedule, model),
+        partner,
+        row_cost,
+        latency,
+        model,
+        schedule.num_ranks,
+        schedule.num_steps,
+    )
+
+
+def per_step_columns(
+    rank_of_row: np.ndarray,
+    step_of_row: np.ndarray,
+    kind_of_row: np.ndarray,
+    order: np.ndarray,
+    partner: np.ndarray,
+    row_cost: np.ndarray,
+    latency: float,
+    model: P2PModel,
+    num_ranks: int,
+    num_steps: int,
+) -> tuple[np.ndarray, np.ndarray]:
     """Start and end of every row, one step at a time over a dense ``(step, rank, slot)`` grid.
+
+    Takes bare columns (rows sorted by rank then step, ``order`` the execution order) so that
+    several schedules laid side by side on disjoint ranks can be walked in one pass
+    (:mod:`.timelines`).
 
     The fast path of :func:`simulate`, valid when :func:`dependency_steps_ok` holds (every wait
     points to the same or an earlier step); :func:`explorer.analysis.reference.run` is the
@@ -180,14 +211,12 @@ def _per_step(
     starts in the same step and are raised in rounds until nothing moves (at most one round
     per cell of the step, plus two).
     """
-    rows = len(schedule)
-    order = execution_order(schedule, model)
+    rows = len(rank_of_row)
     # Everything indexed by position in ``order`` (ranks grouped, each in its execution order).
-    rank, step, kind = schedule.rank[order], schedule.step[order], schedule.kind[order]
+    rank, step, kind = rank_of_row[order], step_of_row[order], kind_of_row[order]
     group_starts = np.r_[True, (rank[1:] != rank[:-1]) | (step[1:] != step[:-1])]
     group_first = np.maximum.accumulate(np.where(group_starts, np.arange(rows), 0))
     slot = np.arange(rows) - group_first
-    num_ranks, num_steps = schedule.num_ranks, schedule.num_steps
     num_slots = int(slot.max()) + 1
     cells_per_step = num_ranks * num_slots
     cell = (step.astype(np.int64) * num_ranks + rank) * num_slots + slot
@@ -197,7 +226,7 @@ def _per_step(
     is_send = (kind == Kind.SEND_ACTIVATION) | (kind == Kind.SEND_GRAD)
     is_recv = (kind == Kind.RECV_ACTIVATION) | (kind == Kind.RECV_GRAD)
     partner_row = partner[order]
-    same_rank = (partner_row >= 0) & (schedule.rank[np.maximum(partner_row, 0)] == rank)
+    same_rank = (partner_row >= 0) & (rank_of_row[np.maximum(partner_row, 0)] == rank)
     rendezvous = (is_send | is_recv) & ~same_rank & (model == "blocking")
     cost = np.zeros(num_steps * cells_per_step)
     ordered_cost = row_cost[order].copy()  # sends and receives: the time spent inside the call

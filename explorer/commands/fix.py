@@ -13,12 +13,17 @@ import argparse
 import json
 from typing import Sequence
 
-from explorer.analysis.repair import search_fixes
+from explorer.analysis.repair import rule_combinations, search_fixes
 from explorer.analysis.rules import RULES, Rule, parse_rules
 from explorer.analysis.sizes import SizeSweep
 from explorer.commands import validate
 from explorer.commands.schedule_options import add_schedule_options, emit
-from explorer.commands.sweeping import add_sweep_options, job_from_args, run_sweep, sizes_from_args
+from explorer.commands.sweeping import (
+    add_sweep_options,
+    job_from_args,
+    run_rule_sets,
+    sizes_from_args,
+)
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -45,11 +50,15 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     stages, mbs, spec = sizes_from_args(args)
     base_rules = parse_rules(args.rules or "")
-    job_from_args(args)  # --kind/--from checked before any work
+    job = job_from_args(args, base_rules)  # --kind/--from checked before any work
+    # The baseline and every combination in one pass over the sizes: each size is built once
+    # (a --from class imported once per worker) and every combination applied to it.
+    sets = [(), *rule_combinations(max_rules=args.max_rules)]
+    sweeps = run_rule_sets(job, [[r.name for r in c] for c in sets], stages, mbs, spec, args)
+    swept = {tuple(r.name for r in c): s for c, s in zip(sets, sweeps)}
 
     def sweep(rules: Sequence[Rule], p: Sequence[int], m: Sequence[int], spec: str) -> SizeSweep:
-        label = f"{' + '.join(r.name for r in rules) or 'as given'}: "
-        return run_sweep(job_from_args(args, [*base_rules, *rules]), p, m, spec, args, label=label)
+        return swept[tuple(r.name for r in rules)]
 
     from explorer.commands.sweep_workers import build_from_job
 

@@ -1,9 +1,12 @@
 """Check many sizes on every core, each worker a child process, user code included.
 
 The parent splits the stage counts among ``workers`` children (interleaved, so each gets
-small and large sizes alike), and each child checks its share one size after another,
-writing one JSON line per size as soon as it is checked. The parent merges the lines, draws a
-progress bar on a terminal, and stops a child that stays silent longer than ``timeout_s`` on
+small and large sizes alike), and each child checks its share a group of sizes at a time
+(:func:`~explorer.analysis.sizes.check_group`: their timelines are simulated together),
+writing one JSON line per size as soon as its group is checked; a child also says which size
+it is about to build (a heartbeat), so a ``--from`` class that hangs is named at its size. With
+several rule sets (``explorer fix``) each size is built once and every set applied to it. The
+parent merges the lines, draws a progress bar on a terminal, and stops a child that stays silent longer than ``timeout_s`` on
 one size (a ``--from`` class that sleeps), naming that size. The children run in their own
 sessions and die with their process group, so Ctrl-C in the parent keeps what was checked,
 stops the rest, and leaves nothing behind. A ``--from`` class is only ever imported in a child.
@@ -44,15 +47,48 @@ def sweep_in_workers(
     progress: Optional[Callable[[int, int], None]] = None,
 ) -> SizeSweep:
     """Check every size of ``job`` (see :func:`build_from_job`) in ``workers`` child processes."""
-    total = len(stages) * len(microbatches)
+    return sweep_rule_sets_in_workers(
+        job,
+        [[]],
+        stages,
+        microbatches,
+        spec=spec,
+        workers=workers,
+        timeout_s=timeout_s,
+        progress=progress,
+    )[0]
+
+
+def sweep_rule_sets_in_workers(
+    job: dict,
+    rule_sets: Sequence[Sequence[str]],
+    stages: Sequence[int],
+    microbatches: Sequence[int],
+    *,
+    spec: str,
+    workers: int,
+    timeout_s: float,
+    progress: Optional[Callable[[int, int], None]] = None,
+) -> list[SizeSweep]:
+    """One sweep per set of rule names (applied after ``job``'s own), in one pass over the
+    sizes: each schedule is built once per size and each set applied to it, so a ``--from``
+    class is imported once per worker and asked once per size however many sets ``explorer fix``
+    tries."""
+    total = len(stages) * len(microbatches) * len(rule_sets)
     shares = [list(stages[i::workers]) for i in range(min(workers, len(stages)))]
-    procs, cells, buffers = [], {}, {}
+    procs, cells, buffers, building = [], {}, {}, {}
     selector = selectors.DefaultSelector()
     interrupted = False
     try:
         for share in shares:
             payload = json.dumps(
-                {**job, "stages": share, "microbatches": list(microbatches), "path": sys.path}
+                {
+                    **job,
+                    "rule_sets": [list(r) for r in rule_sets],
+                    "stages": share,
+                    "microbatches": list(microbatches),
+                    "path": sys.path,
+                }
             )
             proc = subprocess.Popen(
                 [sys.executable, "-m", "explorer.commands.sweep_workers"],
@@ -78,8 +114,12 @@ def sweep_in_workers(
                     buffers[proc.pid] += chunk
                     *lines, buffers[proc.pid] = buffers[proc.pid].split(b"\n")
                     for line in lines:
-                        cell = SizeCell.from_dict(json.loads(line))
-                        cells[(cell.stages, cell.microbatches)] = cell
+                        said = json.loads(line)
+                        if "building" in said:  # heartbeat: the size being built now
+                            building[proc.pid] = tuple(said["building"])
+                            continue
+                        cell = SizeCell.from_dict(said)
+                        cells[(said.get("set", 0), cell.stages, cell.microbatches)] = cell
                     if progress is not None:
                         progress(len(cells), total)
                 elif chunk == b"":  # end of stream
@@ -88,7 +128,9 @@ def sweep_in_workers(
             for proc in procs:
                 if proc.poll() is None and time.monotonic() - last_heard[proc.pid] > timeout_s:
                     _stop(procs)
-                    at = _next_size(proc_share(shares, procs, proc), microbatches, cells)
+                    at = building.get(proc.pid) or _next_size(
+                        proc_share(shares, procs, proc), microbatches, cells
+                    )
                     raise InputError(
                         f"checking size {at[0]}x{at[1]} took longer than {timeout_s:g} s and was "
                         "stopped (a --from class that hangs?); give --timeout SECONDS to allow longer"
@@ -117,13 +159,16 @@ def sweep_in_workers(
     finally:
         _stop(procs)
         selector.close()
-    ordered = tuple(cells[k] for k in sorted(cells))
-    if ordered and not interrupted and all(c.skipped for c in ordered):
-        raise InputError(
-            f"none of the {len(ordered):,} sizes in {spec} applies to this schedule "
-            f"(at {ordered[0].stages}x{ordered[0].microbatches}: {excerpt(ordered[0].skipped, 160)})"
-        )
-    return SizeSweep(ordered, spec, interrupted=interrupted)
+    sweeps = []
+    for k in range(len(rule_sets)):
+        ordered = tuple(cells[key] for key in sorted(cells) if key[0] == k)
+        if ordered and not interrupted and all(c.skipped for c in ordered):
+            raise InputError(
+                f"none of the {len(ordered):,} sizes in {spec} applies to this schedule "
+                f"(at {ordered[0].stages}x{ordered[0].microbatches}: {excerpt(ordered[0].skipped, 160)})"
+            )
+        sweeps.append(SizeSweep(ordered, spec, interrupted=interrupted))
+    return sweeps
 
 
 def proc_share(shares: list, procs: list, proc: subprocess.Popen) -> list[int]:
@@ -133,7 +178,7 @@ def proc_share(shares: list, procs: list, proc: subprocess.Popen) -> list[int]:
 def _next_size(stages: Sequence[int], microbatches: Sequence[int], done: dict) -> tuple[int, int]:
     for p in stages:
         for m in microbatches:
-            if (p, m) not in done:
+            if (0, p, m) not in done:
                 return p, m
     return stages[-1], microbatches[-1]
 
@@ -172,24 +217,50 @@ def build_from_job(job: dict) -> Callable[[int, int], object]:
     )
 
 
+def _built_once(make: Callable, group: Sequence[tuple[int, int]], heartbeat: Callable) -> dict:
+    """The schedule at each size of ``group`` (or the ``InputError`` saying it does not apply),
+    built once for every rule set tried on it."""
+    built: dict = {}
+    for p, m in group:
+        heartbeat(p, m)
+        try:
+            built[(p, m)] = make(p, m)
+        except InputError as exc:
+            built[(p, m)] = exc
+    return built
+
+
 def main() -> int:
     """Worker side: read the job on stdin, write one JSON line per size on stdout."""
     job = json.loads(sys.stdin.read())
     sys.path[:] = job["path"]
     out = os.fdopen(os.dup(1), "w", buffering=1)
     os.dup2(2, 1)  # a user's prints go to stderr, never into the stream of cells
-    from explorer.analysis.sizes import check_size
+    from explorer.analysis.rules import apply_rules, parse_rules
+    from explorer.analysis.sizes import check_group, size_groups
+
+    def building(p: int, m: int) -> None:
+        out.write(json.dumps({"building": [p, m]}) + "\n")
 
     try:
         make = build_from_job(job)
-        for p in job["stages"]:
-            for m in job["microbatches"]:
-                cell = check_size(make, p, m)
-                if cell.skipped and job.get(
-                    "from"
-                ):  # a user's class that fails at a size is not "not applicable"
-                    raise InputError(f"at {p}x{m}: {cell.skipped}")
-                out.write(json.dumps(cell.to_dict()) + "\n")
+        rule_sets = [parse_rules(names) for names in job.get("rule_sets") or [[]]]
+        for group in size_groups(job["stages"], job["microbatches"]):
+            built = _built_once(make, group, building)
+            for k, rules in enumerate(rule_sets):
+
+                def made(p: int, m: int, rules=rules):
+                    schedule = built[(p, m)]
+                    if isinstance(schedule, InputError):
+                        raise schedule
+                    return apply_rules(schedule, rules)
+
+                for cell in check_group(made, group):
+                    if cell.skipped and job.get(
+                        "from"
+                    ):  # a user's class that fails at a size is not "not applicable"
+                        raise InputError(f"at {cell.stages}x{cell.microbatches}: {cell.skipped}")
+                    out.write(json.dumps({**cell.to_dict(), "set": k}) + "\n")
     except InputError as exc:
         print(MARKER + one_line(str(exc)), file=sys.stderr)
         return 2

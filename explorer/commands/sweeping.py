@@ -10,7 +10,11 @@ from explorer.analysis.rules import Rule, parse_rules
 from explorer.analysis.sizes import SizeSweep, parse_sizes
 from explorer.commands import validate
 from explorer.commands.schedule_options import parse_buffers
-from explorer.commands.sweep_workers import default_workers, sweep_in_workers
+from explorer.commands.sweep_workers import (
+    default_workers,
+    sweep_in_workers,
+    sweep_rule_sets_in_workers,
+)
 from explorer.errors import InputError
 from explorer.schedules import KINDS
 
@@ -86,6 +90,31 @@ def run_sweep(
     if bar is not None:
         sys.stderr.write("\r" + " " * 70 + "\r")
     return sweep
+
+
+def run_rule_sets(
+    job: dict,
+    rule_sets: Sequence[Sequence[str]],
+    stages: Sequence[int],
+    mbs: Sequence[int],
+    spec: str,
+    args: argparse.Namespace,
+) -> list[SizeSweep]:
+    """One sweep per set of rule names, all in one pass over the sizes (``explorer fix``)."""
+    bar = _bar(f"{len(rule_sets)} rule sets: ") if sys.stderr.isatty() else None
+    sweeps = sweep_rule_sets_in_workers(
+        job,
+        rule_sets,
+        stages,
+        mbs,
+        spec=spec,
+        workers=args.workers or default_workers(),
+        timeout_s=args.timeout,
+        progress=bar,
+    )
+    if bar is not None:
+        sys.stderr.write("\r" + " " * 70 + "\r")
+    return sweeps
 
 
 def _bar(label: str):

@@ -80,12 +80,7 @@ def lower(
 
     def add(rank, step, group, key, kind, stage, micro):
         n = len(stage)
-        cols.append(
-            tuple(
-                np.broadcast_to(np.asarray(x, dtype=np.int64), (n,))
-                for x in (rank, step, group, key, kind, stage, micro)
-            )
-        )
+        cols.append(tuple(_column(x, n) for x in (rank, step, group, key, kind, stage, micro)))
 
     fwd = kd == Kind.FORWARD
     grad = (kd == Kind.BACKWARD) | (kd == Kind.BACKWARD_INPUT)
@@ -163,6 +158,13 @@ def lower(
         params=params,
         presorted=True,
     )
+
+
+def _column(x: object, n: int) -> np.ndarray:
+    """``x`` as an int64 column of ``n`` rows (a scalar repeated); cheaper than broadcasting."""
+    if isinstance(x, np.ndarray) and x.ndim == 1:
+        return x.astype(np.int64, copy=False)
+    return np.full(n, int(x), dtype=np.int64)
 
 
 def asap_steps(

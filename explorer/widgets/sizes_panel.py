@@ -20,7 +20,7 @@ import ipywidgets as w
 from explorer.analysis.repair import FixSearch, search_fixes
 from explorer.analysis.rules import Rule
 from explorer.analysis.sizes import MakeSchedule, SizeSweep, check_sizes, parse_sizes
-from explorer.views.sizes import sizes_figure
+from explorer.views.sizes import VERDICTS, sizes_figure, verdict
 from explorer.widgets.sync import LiveFigure
 
 #: More sizes than this in the kernel would keep the page waiting for tens of seconds.
@@ -105,7 +105,7 @@ class SizesPanel:
         self.figure.widget.layout.display = None
         rejected = "; ".join(
             f"{' + '.join(c.names)} fails at {c.sweep.smallest_failing.stages}x"
-            f"{c.sweep.smallest_failing.microbatches}"
+            f"{c.sweep.smallest_failing.microbatches} ({VERDICTS[verdict(c.sweep.smallest_failing)]})"
             for c in result.rejected
             if c.sweep.smallest_failing
         )

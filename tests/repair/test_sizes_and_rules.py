@@ -78,6 +78,9 @@ def test_sweep_verdicts_agree_with_single_checks(kind, legacy, p0, m0):
         assert cell.deadlocks == int(report.findings.deadlock is not None)
         assert cell.first == (None if report.ok else report.findings.all()[0].to_dict())
         assert cell.allocated == tuple(report.buffers.allocated)
+        assert cell.needed == tuple(report.buffers.needed)
+        # The sweep simulates its sizes' timelines together; each bubble is the one check gives.
+        assert cell.bubble == (report.timeline.bubble.of_total if report.timeline else None)
 
 
 @pytest.mark.slow  # 352 sizes checked twice (the panel test checks 2-6:1-8 in the fast tier)
