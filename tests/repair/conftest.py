@@ -18,8 +18,6 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-SEED_CLASS = "seedfix:FixBufferTrainSchedule"
-TODAY_CLASS = "deepspeed.runtime.pipe.schedule:TrainSchedule"
 
 
 @pytest.fixture(scope="session")

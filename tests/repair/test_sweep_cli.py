@@ -14,7 +14,7 @@ import sys
 import time
 
 import pytest
-from conftest import SEED_CLASS, TODAY_CLASS
+from repair_classes import SEED_CLASS, TODAY_CLASS
 
 SEED = ["--kind", "deepspeed-train", "--buffers", "fixed", "--order", "legacy"]
 
