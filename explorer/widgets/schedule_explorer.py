@@ -35,7 +35,7 @@ from explorer.printout.listing import summary, verdict_lines
 from explorer.schedules import Schedule
 from explorer.traces.failure import Failure
 from explorer.traces.pipeline.follow import RankProgress
-from explorer.traces.pipeline.result import RunResult
+from explorer.traces.pipeline.result import PipelineRunResult
 from explorer.traces.records import MeasuredTrace
 from explorer.views.grid import grid_figure
 from explorer.views.html import figure_div, page
@@ -332,7 +332,7 @@ class ScheduleExplorer:
             ]
         )
 
-    def show_result(self, result: RunResult) -> None:
+    def show_result(self, result: PipelineRunResult) -> None:
         """A finished run (from a runner), said beside the Run button."""
         s = self.report.schedule
         verdict = "bitwise equal to" if result.bitwise_equal_to_reference else "DIFFERENT FROM"
