@@ -33,6 +33,8 @@ from explorer.analysis.rules import Rule, changed_cells
 from explorer.errors import InputError
 from explorer.printout.listing import summary, verdict_lines
 from explorer.schedules import Schedule
+from explorer.schedules.generators import ScheduleKind
+from explorer.schedules.generators.deepspeed import ExchangeOrder
 from explorer.traces.failure import Failure
 from explorer.traces.pipeline.follow import RankProgress
 from explorer.traces.pipeline.result import PipelineRunResult
@@ -62,13 +64,13 @@ class ScheduleExplorer:
 
     def __init__(
         self,
-        kind: str = "1f1b",
+        kind: ScheduleKind = "1f1b",
         stages: int = 4,
         microbatches: int = 8,
         *,
         chunks: int = 1,
         buffers: Union[None, str] = None,
-        order: Optional[str] = None,
+        order: Optional[ExchangeOrder] = None,
         costs: Costs = Costs(),
         runner: Optional[Runner] = None,
         max_stages: int = 64,
