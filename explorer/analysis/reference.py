@@ -25,8 +25,8 @@ from explorer.schedules.schedule import Schedule
 class SimulatedRun:
     """What the simulator saw: when each instruction started and ended, and where ranks stuck.
 
-    Named apart from :class:`explorer.traces.pipeline.result.RunResult`, which records a real
-    run of processes; this one never left the analysis.
+    Named apart from :class:`explorer.traces.pipeline.result.PipelineRunResult`, which records
+    a real run of processes; this one never left the analysis.
     """
 
     start: np.ndarray  # per row; nan where never reached

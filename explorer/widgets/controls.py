@@ -16,6 +16,8 @@ import ipywidgets as w
 from explorer.analysis import Costs, build
 from explorer.analysis.rules import apply_rules, parse_rules
 from explorer.schedules import KINDS, Schedule
+from explorer.schedules.generators import ScheduleKind
+from explorer.schedules.generators.deepspeed import ExchangeOrder
 
 BUFFER_POLICIES = ("default", "minimal", "legacy", "fixed")
 ORDERS = ("default", "legacy", "fixed")
@@ -26,12 +28,12 @@ COST_FIELDS = ("forward", "backward", "backward_input", "backward_weight", "p2p"
 class ScheduleSettings:
     """Everything needed to build and simulate one schedule."""
 
-    kind: str = "1f1b"
+    kind: ScheduleKind = "1f1b"
     stages: int = 4
     microbatches: int = 8
     chunks: int = 1
     buffers: Union[None, str, int] = None
-    order: Optional[str] = None
+    order: Optional[ExchangeOrder] = None
     costs: Costs = field(default_factory=Costs)
     #: Rewrite rules applied after building (:mod:`explorer.analysis.rules`), e.g. a fix the search found.
     rules: tuple[str, ...] = ()

@@ -33,9 +33,11 @@ from explorer.analysis.rules import Rule, changed_cells
 from explorer.errors import InputError
 from explorer.printout.listing import summary, verdict_lines
 from explorer.schedules import Schedule
+from explorer.schedules.generators import ScheduleKind
+from explorer.schedules.generators.deepspeed import ExchangeOrder
 from explorer.traces.failure import Failure
 from explorer.traces.pipeline.follow import RankProgress
-from explorer.traces.pipeline.result import RunResult
+from explorer.traces.pipeline.result import PipelineRunResult
 from explorer.traces.records import MeasuredTrace
 from explorer.views.grid import grid_figure
 from explorer.views.html import figure_div, page
@@ -62,13 +64,13 @@ class ScheduleExplorer:
 
     def __init__(
         self,
-        kind: str = "1f1b",
+        kind: ScheduleKind = "1f1b",
         stages: int = 4,
         microbatches: int = 8,
         *,
         chunks: int = 1,
         buffers: Union[None, str] = None,
-        order: Optional[str] = None,
+        order: Optional[ExchangeOrder] = None,
         costs: Costs = Costs(),
         runner: Optional[Runner] = None,
         max_stages: int = 64,
@@ -332,7 +334,7 @@ class ScheduleExplorer:
             ]
         )
 
-    def show_result(self, result: RunResult) -> None:
+    def show_result(self, result: PipelineRunResult) -> None:
         """A finished run (from a runner), said beside the Run button."""
         s = self.report.schedule
         verdict = "bitwise equal to" if result.bitwise_equal_to_reference else "DIFFERENT FROM"

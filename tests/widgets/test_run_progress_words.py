@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from explorer.traces.pipeline.follow import RankProgress
-from explorer.traces.pipeline.result import RunResult
+from explorer.traces.pipeline.result import PipelineRunResult
 from explorer.widgets.schedule_explorer import ScheduleExplorer
 
 
@@ -25,11 +25,11 @@ def test_rank_progress_records_become_one_line_per_rank():
 
 def test_a_finished_run_is_said_with_its_verdict_and_folder():
     app = ScheduleExplorer("1f1b", 2, 4)
-    ok = RunResult(True, [0.5], True, None, [], folder=Path("/tmp/explorer-run-abc"))
+    ok = PipelineRunResult(True, [0.5], True, None, [], folder=Path("/tmp/explorer-run-abc"))
     app.show_result(ok)
     assert "ran " in app.run_status.value and "on 2 processes" in app.run_status.value
     assert "bitwise equal to the reference (run folder explorer-run-abc)" in app.run_status.value
-    app.show_result(RunResult(True, [0.5], False, None, []))
+    app.show_result(PipelineRunResult(True, [0.5], False, None, []))
     assert "DIFFERENT FROM the reference" in app.run_status.value
 
 

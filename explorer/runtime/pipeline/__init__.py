@@ -45,7 +45,7 @@ __all__ = [
     "Fault",
     "ModelSpec",
     "RunSpec",
-    "RunResult",
+    "PipelineRunResult",
     "run_pipeline",
     "Launch",
     "Follower",
@@ -61,10 +61,10 @@ def __getattr__(name: str) -> Any:
         from explorer.runtime.pipeline import launch
 
         return getattr(launch, name)
-    if name == "RunResult":
-        from explorer.traces.pipeline.result import RunResult
+    if name == "PipelineRunResult":
+        from explorer.traces.pipeline.result import PipelineRunResult
 
-        return RunResult
+        return PipelineRunResult
     if name == "Follower":
         from explorer.traces.pipeline.follow import Follower
 

@@ -20,7 +20,7 @@ from explorer.runtime.pipeline.torch_engine import TorchRunResult, run_torch_eng
 from explorer.runtime.pipeline.torch_orders import OrderSource
 from explorer.schedules.instructions import KIND_BY_CODE, Kind
 from explorer.schedules.torch_actions import TYPE_BY_KIND
-from explorer.traces.pipeline.result import RunResult
+from explorer.traces.pipeline.result import PipelineRunResult
 from explorer.traces.pipeline.trace import last_iteration, makespan, record_kind
 
 _ORDER = [
@@ -46,7 +46,7 @@ _TORCH_NAMES = {
 class EngineComparison:
     """One spec run by both engines (see the module docstring)."""
 
-    explorer: RunResult
+    explorer: PipelineRunResult
     torch: TorchRunResult
 
     @property

@@ -36,12 +36,12 @@ from explorer.schedules.schedule import Schedule
 from explorer.traces.failure import FailureKind
 from explorer.traces.pipeline.folder import RunFolderLock, new_run_id
 from explorer.traces.pipeline.follow import Follower, failure_kind
-from explorer.traces.pipeline.result import RunResult, collect, refused, write_exit_codes
+from explorer.traces.pipeline.result import PipelineRunResult, collect, refused, write_exit_codes
 
 Progress = Callable[[Follower], None]
 
 
-def preflight(schedule: Schedule) -> Optional[RunResult]:
+def preflight(schedule: Schedule) -> Optional[PipelineRunResult]:
     """The analysis' verdict on whether the schedule can run at all; None when it can."""
     findings = check(schedule, other_model=False).findings
     if findings.deadlock is not None:
@@ -148,7 +148,7 @@ class Launch:
 
     def wait(
         self, progress: Optional[Progress] = None, timeout_s: Optional[float] = None
-    ) -> RunResult:
+    ) -> PipelineRunResult:
         """Watch until every rank ended (killing the rest after a failure); collect the folder."""
         if self.supervisor is None:
             self.start(timeout_s)
@@ -189,8 +189,8 @@ def run_pipeline(
     progress: Optional[Progress] = None,
     check_first: bool = True,
     timeout_s: Optional[float] = None,
-) -> RunResult:
-    """Run ``spec`` for real and return its :class:`RunResult` (refused when the analysis says it cannot run)."""
+) -> PipelineRunResult:
+    """Run ``spec`` for real and return its :class:`PipelineRunResult` (refused when the analysis says it cannot run)."""
     if check_first:
         verdict = preflight(spec.build_schedule())
         if verdict is not None:

@@ -8,7 +8,7 @@ Two things the seam alone does not carry are done through :meth:`PipelineRunner.
 (duck-typed, so the runtime never imports ipywidgets and writes neither markup nor words):
 while the run goes, each rank's progress goes to the explorer's ``show_progress`` as typed
 records (:class:`~explorer.traces.pipeline.follow.RankProgress`), the finished run to
-``show_result`` as its :class:`RunResult`; the explorer turns them into words. A failed run
+``show_result`` as its :class:`PipelineRunResult`; the explorer turns them into words. A failed run
 first overlays its partial trace, then raises :class:`RunFailed` carrying the result, whose
 :class:`~explorer.traces.failure.Failure` (rank, stage, step, instruction, why) the explorer
 shows as the reason.
@@ -24,14 +24,14 @@ from explorer.runtime.pipeline.launch import run_pipeline
 from explorer.runtime.pipeline.spec import ModelSpec, RunSpec
 from explorer.schedules.schedule import Schedule
 from explorer.traces.pipeline.follow import Follower
-from explorer.traces.pipeline.result import RunResult
+from explorer.traces.pipeline.result import PipelineRunResult
 from explorer.traces.records import MeasuredTrace
 
 
 class RunFailed(RuntimeError):
     """The real run failed; ``result`` keeps everything it measured."""
 
-    def __init__(self, result: RunResult) -> None:
+    def __init__(self, result: PipelineRunResult) -> None:
         f = result.failure
         where = f.where() if f is not None else ""
         message = f.message if f is not None else "the run failed"
@@ -56,7 +56,7 @@ class PipelineRunner:
             stall_timeout_s,
             options,
         )
-        self.last: Optional[RunResult] = None
+        self.last: Optional[PipelineRunResult] = None
         self.app: Any = None
 
     def attach(self, app: Any) -> Any:

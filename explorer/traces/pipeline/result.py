@@ -30,8 +30,12 @@ _OWN_FAULT = ("buffer", "error")
 
 
 @dataclass
-class RunResult:
-    """One run's outcome; :meth:`to_dict` is the CLI's JSON contract."""
+class PipelineRunResult:
+    """One run of the explorer's pipeline engine; :meth:`to_dict` is the CLI's JSON contract.
+
+    PyTorch's engine on the same schedule gives a :class:`~explorer.runtime.pipeline.torch_engine.
+    TorchRunResult`; the simulator's walk is an :class:`~explorer.analysis.reference.SimulatedRun`.
+    """
 
     ok: bool
     losses: list[float]
@@ -76,15 +80,15 @@ class RunResult:
     def table(self) -> str:
         return table(self.records)
 
-    def same_as(self, other: "RunResult") -> bool:
+    def same_as(self, other: "PipelineRunResult") -> bool:
         """Bitwise identical losses and gradients (equal digests of every bit)."""
         return self.digest is not None and self.digest == other.digest
 
 
-def refused(message: str, where: Optional[dict] = None) -> RunResult:
+def refused(message: str, where: Optional[dict] = None) -> PipelineRunResult:
     """A run the analysis stopped before launch (a deadlock, an unmatched exchange)."""
     failure = Failure(FailureKind.REFUSED, f"refused before launch: {message}", **(where or {}))
-    return RunResult(False, [], None, failure, [], launched=False)
+    return PipelineRunResult(False, [], None, failure, [], launched=False)
 
 
 def collect(
@@ -94,7 +98,7 @@ def collect(
     stopped: frozenset[int] = frozenset(),
     stall_timeout_s: Optional[float] = None,
     run_id: Optional[str] = None,
-) -> RunResult:
+) -> PipelineRunResult:
     """Read a finished (or abandoned) run folder; ``stopped`` are ranks the launcher had to kill.
 
     With ``run_id`` only that run's lines and result count (a folder never mixes two runs).
@@ -116,7 +120,7 @@ def collect(
     failure = _diagnose(follower, schedule, dict(returncodes), stopped, stall_timeout_s)
     ok = final is not None and failure is None  # a hazard line makes a finished run fail too
     pids = {r: p.pid for r, p in follower.ranks.items() if p.pid}
-    return RunResult(
+    return PipelineRunResult(
         ok=ok,
         losses=final["losses"] if final else [],
         bitwise_equal_to_reference=final["bitwise_equal_to_reference"] if final else None,
@@ -311,4 +315,11 @@ def _next_instruction(follower: Follower, schedule: Schedule, rank: int) -> dict
     return {"rank": rank, "stage": stage, "step": schedule.num_steps - 1, "instruction": None}
 
 
-__all__ = ["RunResult", "refused", "collect", "EXIT_CODES", "write_exit_codes", "read_exit_codes"]
+__all__ = [
+    "PipelineRunResult",
+    "refused",
+    "collect",
+    "EXIT_CODES",
+    "write_exit_codes",
+    "read_exit_codes",
+]
