@@ -1,5 +1,6 @@
 """``ScheduleExplorer``: pick a schedule, stages, micro-batches, buffers, order and costs; the
-grid, the timeline, the buffer lifetimes and the measured overlay answer at once.
+grid, the timeline, the buffer lifetimes, memory per rank over time, the gradient check and
+the measured overlay answer at once.
 
 The app only wires things: the core builds and checks (:mod:`explorer.analysis`), the views
 draw (:mod:`explorer.views`), and :class:`~explorer.widgets.sync.LiveFigure` puts each new
@@ -29,6 +30,8 @@ import ipywidgets as w
 import plotly.graph_objects as go
 
 from explorer.analysis import Costs, Report, check
+from explorer.analysis.gradients import GradientCount, gradient_counts
+from explorer.analysis.memory import memory_over_time
 from explorer.analysis.rules import Rule, changed_cells
 from explorer.errors import InputError
 from explorer.printout.listing import summary, verdict_lines
@@ -43,6 +46,7 @@ from explorer.views.grid import grid_figure
 from explorer.views.html import figure_div, page
 from explorer.views.lifetimes import lifetimes_figure
 from explorer.views.marks import finding_cell
+from explorer.views.memory import empty_memory_figure, memory_figure
 from explorer.views.overlay import overlay_figure
 from explorer.views.timeline import timeline_figure
 from explorer.widgets.controls import Controls, ScheduleSettings
@@ -53,7 +57,11 @@ from explorer.widgets.sync import LiveFigure
 
 #: Launches the real pipeline for a schedule and returns what it measured.
 Runner = Callable[[Schedule, Costs], MeasuredTrace]
-VIEWS = ("grid", "timeline", "lifetimes", "overlay")
+VIEWS = ("grid", "timeline", "lifetimes", "memory", "overlay")
+#: The views that re-render for a zoomed range (memory is always a small overview).
+ZOOMABLE = ("grid", "timeline", "lifetimes", "overlay")
+#: Gradient findings said in words; the rest are counted.
+GRADIENT_LINES = 10
 #: Steps shown around a selected finding: its cell is readable, text included.
 ZOOM_STEPS = 12
 ERROR = "#b00020"
@@ -80,6 +88,7 @@ class ScheduleExplorer:
         self.report: Report = check(
             settings.build(), settings.simulated_costs()
         )  # bad initial settings raise here, with the core's message
+        self.gradient_findings: list[GradientCount] = gradient_counts(self.report.schedule)
         self.settings = settings
         self.trace: Optional[MeasuredTrace] = None
         self.selected: Optional[object] = None
@@ -103,10 +112,11 @@ class ScheduleExplorer:
             default_range=f"2-{max(8, stages)}:1-{max(16, microbatches)}",
         )
         self._live = {name: LiveFigure(fig) for name, fig in self._figures(VIEWS).items()}
-        for name, live in self._live.items():
-            live.on_zoom(
+        for name in ZOOMABLE:
+            self._live[name].on_zoom(
                 self._guarded(f"zooming the {name}", lambda x, _y, name=name: self._zoomed(name, x))
             )
+        for live in self._live.values():
             live.on_error(lambda message: self._say_problem(message))
         self.run_button = w.Button(
             description="Run" if runner else "Run (no runner)",
@@ -134,6 +144,7 @@ class ScheduleExplorer:
         self.controls.clear_rules.on_click(
             self._guarded("removing the rules", lambda _b: self.apply_rules(None))
         )
+        self.gradients = w.HTML()
         self.findings.show(self.report.findings.all())
         self._show_status()
         self.widget = w.VBox(
@@ -154,6 +165,8 @@ class ScheduleExplorer:
                 self._live["timeline"].widget,
                 self.controls.lifetimes_stage,
                 self._live["lifetimes"].widget,
+                self.gradients,
+                self._live["memory"].widget,
                 w.HBox([self.run_button, self.run_status], layout=w.Layout(align_items="center")),
                 self._live["overlay"].widget,
             ],
@@ -193,11 +206,19 @@ class ScheduleExplorer:
                 None if stage is None or stage < 0 else stage,
                 x_range=self.ranges["lifetimes"],
             ),
+            "memory": self._memory_figure,
             "overlay": lambda: overlay_figure(
                 self.report, self.trace, x_range=self.ranges["overlay"]
             ),
         }
         return {name: build[name]() for name in names}
+
+    def _memory_figure(self) -> go.Figure:
+        if self.report.timeline is None:
+            return empty_memory_figure(
+                "no timeline: the schedule deadlocks, so nothing runs to hold memory"
+            )
+        return memory_figure(memory_over_time(self.report.schedule, self.report.timeline))
 
     def refresh(self) -> None:
         """Rebuild the schedule from the controls and re-render every view (the slider callback)."""
@@ -209,13 +230,19 @@ class ScheduleExplorer:
         except InputError as exc:
             self.status.value = f"<span style='color:{ERROR}'>⚠ {html.escape(str(exc))}</span> (the figures still show the last valid schedule)"
             return
-        self.settings, self.report, self.trace, self.selected, self.failed_at = (
-            settings,
-            report,
-            None,
-            None,
-            None,
-        )
+        self.settings = settings
+        self._show_report(report)
+        self.last_render_s = time.perf_counter() - t0
+
+    def show_schedule(self, schedule: Schedule) -> None:
+        """Check and show a schedule built elsewhere (an order read from PyTorch's CSV with
+        :mod:`explorer.schedules.torch_csv`, an edited order), with the current costs. The
+        controls keep their settings: moving one rebuilds from them."""
+        self._show_report(check(schedule, self.settings.simulated_costs()))
+
+    def _show_report(self, report: Report) -> None:
+        self.report, self.trace, self.selected, self.failed_at = report, None, None, None
+        self.gradient_findings = gradient_counts(report.schedule)
         self.moved = []
         self.ranges = {name: None for name in VIEWS}
         self.problem.value = ""
@@ -223,7 +250,6 @@ class ScheduleExplorer:
         self.findings.show(report.findings.all())
         self._render(VIEWS)
         self._show_status()
-        self.last_render_s = time.perf_counter() - t0
 
     def _render(self, names: Sequence[str]) -> None:
         for name, fig in self._figures(names).items():
@@ -236,7 +262,37 @@ class ScheduleExplorer:
                 f"costs: each of the {self.settings.chunks} chunks on a rank costs 1/{self.settings.chunks} "
                 "of the forward and backward set above (a chunk holds that share of a stage's layers)"
             )
-        self.status.value = "<br>".join(html.escape(ln) for ln in keep)
+        said = [html.escape(ln) for ln in keep]
+        wrong = self.gradient_findings
+        if wrong:
+            said.append(
+                f"<span style='color:{ERROR}'>⚠ {len(wrong):,} (stage, micro-batch) weight "
+                "gradient(s) do not reach the optimizer step exactly once (see below the lifetimes)</span>"
+            )
+        self.status.value = "<br>".join(said)
+        self.gradients.value = self._gradient_words()
+
+    def _gradient_words(self) -> str:
+        """The gradient check's verdict in words: every count other than one, the first few named."""
+        s, wrong = self.report.schedule, self.gradient_findings
+        checked = f"{s.num_stages} stages × {s.num_microbatches} micro-batches checked"
+        if not wrong:
+            return (
+                "<b>Gradients:</b> <span style='color:#2a7a2a'>every weight gradient reaches its "
+                f"stage's optimizer step exactly once</span> ({checked})"
+            )
+        items = "".join(f"<li>{html.escape(g.describe())}</li>" for g in wrong[:GRADIENT_LINES])
+        more = (
+            f"<li>… and {len(wrong) - GRADIENT_LINES:,} more</li>"
+            if len(wrong) > GRADIENT_LINES
+            else ""
+        )
+        return (
+            f"<b>Gradients:</b> <span style='color:{ERROR}'>{len(wrong):,} (stage, micro-batch) "
+            f"weight gradients do not reach the optimizer step exactly once</span> ({checked}; "
+            f"a wiped or doubly counted accumulation trains on the wrong gradient without an error)"
+            f"<ul>{items}{more}</ul>"
+        )
 
     def _on_schedule_change(self, change: dict) -> None:
         self.refresh()
@@ -399,6 +455,7 @@ class ScheduleExplorer:
             f"<p>{html.escape(s.name)}: {s.num_stages} stages, {s.num_microbatches} micro-batches. "
             "Static copy: the figures without the live controls.</p>"
             f"<pre>{html.escape(summary(self.report))}</pre><ul>{items}</ul>{more}"
+            f"<p>{self._gradient_words()}</p>"
         )
         return [head, *(self._live[name].figure for name in VIEWS)]
 
@@ -425,4 +482,12 @@ class ScheduleExplorer:
         return text
 
 
-__all__ = ["Runner", "VIEWS", "ZOOM_STEPS", "ERROR", "ScheduleExplorer"]
+__all__ = [
+    "Runner",
+    "VIEWS",
+    "ZOOMABLE",
+    "GRADIENT_LINES",
+    "ZOOM_STEPS",
+    "ERROR",
+    "ScheduleExplorer",
+]

@@ -130,13 +130,15 @@ def test_static_copies_are_self_contained(tmp_path):
     assert "application/vnd.jupyter.widget-view+json" in bundle
     fragment = app._repr_html_()
     assert fragment.count("plotly.js v") >= 1 and not re.search(r"<script[^>]+src=", fragment)
-    assert fragment.count('class="plotly-graph-div"') == 4
+    assert (
+        fragment.count('class="plotly-graph-div"') == 5
+    )  # grid, timeline, lifetimes, memory, overlay
     assert "must send micro-batch 0" in fragment
     path = tmp_path / "explorer.html"
     page = app.to_html(path)
     assert path.read_text() == page and page.startswith("<!DOCTYPE html>")
-    assert page.count('class="plotly-graph-div"') == 4 and not re.search(r"<script[^>]+src=", page)
-    assert len(re.findall(r"Plotly\.newPlot\(", page)) == 4
+    assert page.count('class="plotly-graph-div"') == 5 and not re.search(r"<script[^>]+src=", page)
+    assert len(re.findall(r"Plotly\.newPlot\(", page)) == 5
 
 
 def test_widget_state_is_strict_json_after_an_update():
