@@ -1,4 +1,5 @@
-"""``explorer schedule``: list a schedule per rank with its findings marked, or export it."""
+"""``explorer schedule``: list a schedule per rank with its findings marked, or export it (``html``:
+the figures too, self-contained)."""
 
 from __future__ import annotations
 
@@ -43,8 +44,26 @@ def run(args: argparse.Namespace) -> int:
     elif args.format == "csv":
         emit(io.to_csv(report.schedule), args.out)
     else:
-        emit(schedule_page(report), args.out)
+        emit(schedule_page(report, _figure_divs(report)), args.out)
     return 0
+
+
+def _figure_divs(report) -> list[tuple[str, str]]:
+    """The views' figures as ``<div>``s, plotly.js inlined in the first only (offline, once).
+    Imported here, not at the top: plotly costs start-up time the other formats do not need."""
+    from explorer.views.html import figure_div
+    from explorer.views.schedule_figures import schedule_figures
+
+    headings = {
+        "grid": "Grid: what each stage does at each step",
+        "timeline": "Timeline (simulated costs)",
+        "lifetimes": "Buffer lifetimes",
+        "memory": "Memory per rank over time",
+    }
+    return [
+        (headings[name], figure_div(fig, include_plotlyjs=i == 0))
+        for i, (name, fig) in enumerate(schedule_figures(report).items())
+    ]
 
 
 __all__ = ["register", "run"]

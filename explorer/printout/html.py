@@ -1,13 +1,18 @@
-"""A self-contained HTML page for a checked schedule: the grid, the findings, the numbers.
+"""A self-contained HTML page for a checked schedule: the numbers, the findings, the figures and
+the instruction table.
 
-Plain HTML and CSS only - it opens anywhere with no network and needs no plotly. The plotly
-views (the views/widgets layer) are richer; this page is what ``explorer schedule --format
-html`` writes for CI artifacts and issue attachments.
+Plain HTML and CSS here - this layer imports no plotly. The figures (grid, timeline, lifetimes,
+memory) come in as ready ``<div>`` fragments from the views layer, plotly.js inlined once in the
+first, so the page still opens anywhere with no network. This page is what ``explorer schedule
+--format html`` writes for CI artifacts and issue attachments. Its size is bounded: the table
+lists the first ``MAX_TABLE_STEPS`` steps and the findings list the first ``MAX_FINDINGS`` (the
+text listing and ``explorer check --json`` carry all of them).
 """
 
 from __future__ import annotations
 
 import html
+from typing import Sequence
 
 from explorer.analysis.check import Report
 from explorer.printout.listing import findings_by_cell, summary
@@ -24,13 +29,22 @@ pre{background:#f7f7f7;padding:.6em}
 """
 
 
-def schedule_page(report: Report) -> str:
+#: Steps listed in the instruction table: enough to read a schedule's start, warm-up and steady
+#: state; a 64 x 1024 schedule's 2,000+ steps over 64 ranks would be 14 MB of table.
+MAX_TABLE_STEPS = 128
+#: Findings listed one a line (the rest are counted).
+MAX_FINDINGS = 200
+
+
+def schedule_page(report: Report, figures: Sequence[tuple[str, str]] = ()) -> str:
+    """The page; ``figures`` are ``(heading, html div)`` pairs, shown before the table."""
     s = report.schedule
     cells = findings_by_cell(report)
     head = "".join(f"<th>rank {r}</th>" for r in range(s.num_ranks))
     streams = s.streams()
     rows = []
-    for t in range(s.num_steps):
+    shown_steps = min(s.num_steps, MAX_TABLE_STEPS)
+    for t in range(shown_steps):
         tds = []
         for r in range(s.num_ranks):
             toks = " ".join(
@@ -43,9 +57,19 @@ def schedule_page(report: Report) -> str:
             else:
                 tds.append(f"<td>{toks}</td>")
         rows.append(f"<tr><th>step {t}</th>{''.join(tds)}</tr>")
+    found = report.findings.all()
     findings = "".join(
-        f"<li class='bad-text'>{html.escape(f.describe())}</li>" for f in report.findings.all()
+        f"<li class='bad-text'>{html.escape(f.describe())}</li>" for f in found[:MAX_FINDINGS]
     )
+    if len(found) > MAX_FINDINGS:
+        findings += f"<li>… and {len(found) - MAX_FINDINGS:,} more (explorer check --json lists them all)</li>"
+    cut = (
+        f"<p>Steps {shown_steps}–{s.num_steps - 1} are not listed here: "
+        "<code>explorer schedule --format text</code> lists every step.</p>"
+        if shown_steps < s.num_steps
+        else ""
+    )
+    figs = "".join(f"<h2>{html.escape(name)}</h2>{div}" for name, div in figures)
     title = f"{s.name}: {s.num_stages} stages, {s.num_microbatches} micro-batches"
     return (
         "<!DOCTYPE html><html><head><meta charset='utf-8'>"
@@ -53,9 +77,10 @@ def schedule_page(report: Report) -> str:
         f"<h1>{html.escape(title)}</h1>"
         f"<pre>{html.escape(summary(report))}</pre>"
         f"<h2>Findings</h2><ul>{findings or '<li>none</li>'}</ul>"
-        f"<h2>Instruction grid</h2><table><tr><th></th>{head}</tr>{''.join(rows)}</table>"
+        f"{figs}"
+        f"<h2>Instruction table</h2><table><tr><th></th>{head}</tr>{''.join(rows)}</table>{cut}"
         "</body></html>\n"
     )
 
 
-__all__ = ["schedule_page"]
+__all__ = ["MAX_TABLE_STEPS", "MAX_FINDINGS", "schedule_page"]

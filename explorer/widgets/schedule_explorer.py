@@ -31,7 +31,6 @@ import plotly.graph_objects as go
 
 from explorer.analysis import Costs, Report, check
 from explorer.analysis.gradients import GradientCount, gradient_counts
-from explorer.analysis.memory import memory_over_time
 from explorer.analysis.rules import Rule, changed_cells
 from explorer.errors import InputError
 from explorer.printout.listing import summary, verdict_lines
@@ -46,8 +45,8 @@ from explorer.views.grid import grid_figure
 from explorer.views.html import figure_div, page
 from explorer.views.lifetimes import lifetimes_figure
 from explorer.views.marks import finding_cell
-from explorer.views.memory import empty_memory_figure, memory_figure
 from explorer.views.overlay import overlay_figure
+from explorer.views.schedule_figures import memory_view
 from explorer.views.timeline import timeline_figure
 from explorer.widgets.controls import Controls, ScheduleSettings
 from explorer.widgets.findings_panel import FindingsPanel
@@ -206,19 +205,12 @@ class ScheduleExplorer:
                 None if stage is None or stage < 0 else stage,
                 x_range=self.ranges["lifetimes"],
             ),
-            "memory": self._memory_figure,
+            "memory": lambda: memory_view(self.report),
             "overlay": lambda: overlay_figure(
                 self.report, self.trace, x_range=self.ranges["overlay"]
             ),
         }
         return {name: build[name]() for name in names}
-
-    def _memory_figure(self) -> go.Figure:
-        if self.report.timeline is None:
-            return empty_memory_figure(
-                "no timeline: the schedule deadlocks, so nothing runs to hold memory"
-            )
-        return memory_figure(memory_over_time(self.report.schedule, self.report.timeline))
 
     def refresh(self) -> None:
         """Rebuild the schedule from the controls and re-render every view (the slider callback)."""

@@ -198,9 +198,48 @@ def test_html_page_is_self_contained_and_marks_the_hazard(explorer_cli, tmp_path
     res = explorer_cli("schedule", *SEED, "--format", "html", "--out", str(out))
     assert res.returncode == 0, res.stderr
     page = out.read_text()
-    assert "<script src=" not in page and "http://" not in page and "https://" not in page
+    _assert_offline_with_figures(page)
     assert page.count("class='bad'") == 11
     assert "stage 2 step 6: SendGrad(buffer_id=0)" in page
+
+
+def _assert_offline_with_figures(page: str) -> None:
+    """Nothing loaded from elsewhere; plotly.js inlined once; one div per figure, filled."""
+    import re
+
+    assert not re.search(r"<script[^>]*\bsrc=", page) and not re.search(r"<link[^>]*href=", page)
+    markup = re.sub(
+        r"<script[^>]*>.*?</script>", "", page, flags=re.S
+    )  # plotly.js's own strings aside
+    assert not re.search(r"""(src|href)=["']?https?://""", markup)
+    assert len(re.findall(r"\* plotly\.js v\d", page)) == 1
+    assert page.count('class="plotly-graph-div"') == 4
+    assert len(re.findall(r"Plotly\.newPlot\(", page)) == 4
+    for heading in ("Grid", "Timeline", "Buffer lifetimes", "Memory per rank over time"):
+        assert f"<h2>{heading}" in page
+
+
+def test_html_page_at_64_by_1024_carries_the_figures_and_stays_bounded(explorer_cli, tmp_path):
+    out = tmp_path / "big.html"
+    res = explorer_cli(
+        "schedule",
+        "--kind",
+        "1f1b",
+        "--stages",
+        "64",
+        "--microbatches",
+        "1024",
+        "--format",
+        "html",
+        "--out",
+        str(out),
+    )
+    assert res.returncode == 0, res.stderr
+    page = out.read_text()
+    _assert_offline_with_figures(page)
+    assert len(page.encode()) < 8_000_000, len(page.encode())  # plotly.js alone is about 4.7 MB
+    assert "Steps 128–" in page and "lists every step" in page
+    assert "rank 63" in page and "memory per rank" in page.lower()
 
 
 def test_text_listing_shows_every_rank_and_a_summary(explorer_cli):
