@@ -8,13 +8,20 @@ hazards. The PyTorch column is skipped when torch is absent.
     python benchmarks/bench_schedule.py [--repeat 3] [--sizes 8x32,16x128,32x512,64x1024]
 
 Prints one row per size: best-of-N seconds for each phase, PyTorch's seconds and the ratio.
+Then the path a user takes, for the largest size, in the same run: ``explorer check --kind
+1f1b --stages P --microbatches M --json`` as a child process, less the start-up (``explorer
+--help`` in the same interpreter, same run), and the library call ``check(build(...))`` with
+its defaults (both P2P models, as the CLI does), each against PyTorch's helpers.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import platform
+import subprocess
+import sys
 import time
 
 import numpy as np
@@ -86,11 +93,46 @@ def pytorch(schedule, repeat: int) -> float | None:
     return best(run, repeat)[0]
 
 
+def cli_seconds(args: list[str], repeat: int) -> float:
+    """Best-of-``repeat`` wall seconds of ``python -m explorer ARGS`` (output discarded)."""
+    cmd = [sys.executable, "-m", "explorer", *args]
+
+    def once() -> None:
+        done = subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        if done.returncode not in (0, 1):
+            raise SystemExit(f"{' '.join(cmd)} failed: {done.stderr.decode()[-400:]}")
+
+    return best(once, repeat)[0]
+
+
+def user_path(p: int, m: int, repeat: int) -> dict:
+    """The CLI beyond start-up and the library path, side by side with PyTorch's helpers."""
+    size = ["--kind", "1f1b", "--stages", str(p), "--microbatches", str(m), "--json"]
+    startup = cli_seconds(["--help"], repeat)
+    command = cli_seconds(["check", *size], repeat)
+    library = best(lambda: check(build("1f1b", p, m)), repeat)[0]
+    torch_s = pytorch(build("1f1b", p, m), repeat)
+    beyond = command - startup
+    return {
+        "command": "explorer check " + " ".join(size),
+        "startup": startup,
+        "cli": command,
+        "cli_beyond_startup": beyond,
+        "library": library,
+        "pytorch": torch_s,
+        "cli_speedup": torch_s / beyond if torch_s else None,
+        "library_speedup": torch_s / library if torch_s else None,
+    }
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--sizes", default="8x32,16x128,32x512,64x1024")
     ap.add_argument("--json", action="store_true")
+    ap.add_argument(
+        "--no-cli", action="store_true", help="skip the CLI and library path at the largest size"
+    )
     args = ap.parse_args()
     rows = []
     for size in args.sizes.split(","):
@@ -99,8 +141,10 @@ def main() -> None:
         row["pytorch"] = pytorch(build("1f1b", p, m), args.repeat)
         row["speedup"] = row["pytorch"] / row["total"] if row["pytorch"] else None
         rows.append(row)
+    p, m = rows[-1]["stages"], rows[-1]["microbatches"]
+    user = None if args.no_cli else user_path(p, m, args.repeat)
     if args.json:
-        print(json.dumps(rows, indent=1))
+        print(json.dumps({"sizes": rows, "user_path": user}, indent=1))
         return
     print(
         f"# {platform.machine()} {platform.processor() or ''} python {platform.python_version()}, best of {args.repeat}"
@@ -127,6 +171,23 @@ def main() -> None:
         print(
             f"# {r['stages']}x{r['microbatches']}: {size:.0f}x the instructions of {base['stages']}x{base['microbatches']}, {growth:.0f}x the time"
         )
+    if user:
+        load = " ".join(f"{x:.2f}" for x in os.getloadavg())
+        print(f"# the user's path at {p}x{m}, best of {args.repeat}, load average {load}")
+        print(
+            f"#   {user['command']}: {user['cli']:.3f} s, start-up (explorer --help) {user['startup']:.3f} s"
+        )
+        pt = user["pytorch"]
+        for name, secs, ratio, goal in (
+            ("CLI beyond start-up", user["cli_beyond_startup"], user["cli_speedup"], 10),
+            ("library check(build(...))", user["library"], user["library_speedup"], 20),
+        ):
+            verdict = "n/a" if ratio is None else ("met" if ratio >= goal else "MISSED")
+            said = "n/a" if ratio is None else f"{ratio:.1f}x"
+            print(
+                f"#   {name}: {secs:.3f} s vs PyTorch's helpers {pt if pt is None else round(pt, 3)} s: "
+                f"{said} (goal {goal}x: {verdict})"
+            )
 
 
 if __name__ == "__main__":
