@@ -57,14 +57,19 @@ class RankMemory:
 MAX_POINTS = 128
 
 
+#: Each event's change to (activations held, receive buffers in use), by its code.
+_D_ACT = np.array([-1, 0, 1, 0], dtype=np.int64)
+_D_RECV = np.array([0, -1, 0, 1], dtype=np.int64)
+
+
 def memory_over_time(schedule: Schedule, timeline: Timeline) -> list[RankMemory]:
     """Per rank, the step functions and the peak (see the module docstring). Vectorised: a 64 x 1024
     schedule has half a million rows."""
-    kind = schedule.kind.astype(np.int64)
-    stage, mb = schedule.stage.astype(np.int64), schedule.microbatch.astype(np.int64)
+    kind = schedule.kind
+    mb = schedule.microbatch
     rows = np.arange(len(kind))
     m = max(schedule.num_microbatches, int(mb.max(initial=0)) + 1)
-    key = stage * m + np.maximum(mb, 0)
+    key = schedule.stage.astype(np.int64) * m + np.maximum(mb, 0)
     size = schedule.num_stages * m + 1
 
     def first_row(mask: np.ndarray) -> np.ndarray:
@@ -78,31 +83,33 @@ def memory_over_time(schedule: Schedule, timeline: Timeline) -> list[RankMemory]
     ra, rg = kind == Kind.RECV_ACTIVATION, kind == Kind.RECV_GRAD
     consumer = np.where(ra, first_row(fwd)[key], np.where(rg, first_row(back_in)[key], -1))
     recv = (ra | rg) & (consumer >= 0)
-    parts = [  # (rows, time, d_act, d_recv); releases first, so a tie frees before it takes
-        (rows[free], timeline.end[free], -1, 0),
-        (consumer[recv], timeline.end[consumer[recv]], 0, -1),
-        (rows[fwd], timeline.end[fwd], 1, 0),
-        (rows[recv], timeline.start[recv], 0, 1),
+    # Events as (row, time, code); the code indexes _D_ACT/_D_RECV. Releases come first, so a tie
+    # frees before it takes: free an activation, free a receive buffer, hold one, take a buffer.
+    parts = [
+        (rows[free], timeline.end[free]),
+        (consumer[recv], timeline.end[consumer[recv]]),
+        (rows[fwd], timeline.end[fwd]),
+        (rows[recv], timeline.start[recv]),
     ]
-    label = np.concatenate([p[0] for p in parts]).astype(np.int64)
+    label = np.concatenate([p[0] for p in parts])
     when = np.concatenate([np.asarray(p[1], dtype=float) for p in parts])
-    d_act = np.concatenate([np.full(len(p[0]), p[2]) for p in parts])
-    d_recv = np.concatenate([np.full(len(p[0]), p[3]) for p in parts])
-    rank = schedule.rank.astype(np.int64)[label] if len(label) else np.zeros(0, dtype=np.int64)
+    code = np.concatenate([np.full(len(p[0]), c, dtype=np.int8) for c, p in enumerate(parts)])
+    rank = schedule.rank[label].astype(np.int64)
     # One stable sort on (rank, time) keeps the release-first order on ties. Each part is already
     # in stream order (rank-major, time rising on a rank), so the sort merges a few sorted runs.
     span = float(when.max()) + 1.0 if len(when) else 1.0
     order = np.argsort(rank * span + when, kind="stable")
-    label, when, d_act, d_recv, rank = (x[order] for x in (label, when, d_act, d_recv, rank))
+    when, code = when[order], code[order]  # the row label is looked up only at each peak
+    bounds = np.r_[0, np.cumsum(np.bincount(rank, minlength=schedule.num_ranks))]
     out = []
-    bounds = np.searchsorted(rank, np.arange(schedule.num_ranks + 1))
     for r in range(schedule.num_ranks):
         lo, hi = bounds[r], bounds[r + 1]
-        acts, recvs = np.cumsum(d_act[lo:hi]), np.cumsum(d_recv[lo:hi])
+        here = code[lo:hi]
+        acts, recvs = np.cumsum(_D_ACT[here]), np.cumsum(_D_RECV[here])
         total = acts + recvs
         if hi > lo and total.max() > 0:
             i = int(np.argmax(total))
-            peak, peak_t, peak_row = int(total[i]), float(when[lo + i]), int(label[lo + i])
+            peak, peak_t, peak_row = int(total[i]), float(when[lo + i]), int(label[order[lo + i]])
         else:
             peak, peak_t, peak_row = 0, 0.0, -1
         keep = (

@@ -19,6 +19,7 @@ from explorer.commands.schedule_options import (
     report_from_args,
 )
 from explorer.commands.sweeping import add_sweep_options, sweep_from_args
+from explorer.printout.json_text import dumps_indented
 from explorer.printout.listing import summary
 
 
@@ -62,7 +63,7 @@ def run(args: argparse.Namespace) -> int:
         doc["gradients"] = grads
         if getattr(args, "communicators", "eager") == "lazy":
             doc["lazy_communicators"] = {"deadlock": lazy}
-        emit(json.dumps(doc, indent=1) + "\n", None)
+        emit(dumps_indented(doc, indent=1) + "\n", None)
     else:
         lines = [summary(report)] + ([words] if words else []) + ([f"# {lazy}"] if lazy else [])
         lines += [f"# {m.describe()}" for m in _peaks(memory)]

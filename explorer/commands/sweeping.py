@@ -10,11 +10,6 @@ from explorer.analysis.rules import Rule, parse_rules
 from explorer.analysis.sizes import SizeSweep, parse_sizes
 from explorer.commands import validate
 from explorer.commands.schedule_options import parse_buffers
-from explorer.commands.sweep_workers import (
-    default_workers,
-    sweep_in_workers,
-    sweep_rule_sets_in_workers,
-)
 from explorer.errors import InputError
 from explorer.schedules import KINDS
 
@@ -77,6 +72,9 @@ def run_sweep(
     args: argparse.Namespace,
     label: str = "",
 ) -> SizeSweep:
+    from explorer.commands.sweep_workers import default_workers, sweep_in_workers  # only a sweep
+    # needs worker processes: a plain ``explorer check`` imports none of their machinery
+
     bar = _bar(label) if sys.stderr.isatty() else None
     sweep = sweep_in_workers(
         job,
@@ -101,6 +99,8 @@ def run_rule_sets(
     args: argparse.Namespace,
 ) -> list[SizeSweep]:
     """One sweep per set of rule names, all in one pass over the sizes (``explorer fix``)."""
+    from explorer.commands.sweep_workers import default_workers, sweep_rule_sets_in_workers
+
     bar = _bar(f"{len(rule_sets)} rule sets: ") if sys.stderr.isatty() else None
     sweeps = sweep_rule_sets_in_workers(
         job,
