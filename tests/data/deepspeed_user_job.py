@@ -11,6 +11,7 @@ work per iteration would take time.
 """
 
 import argparse
+import json
 import os
 import time
 
@@ -60,6 +61,7 @@ def main():
     parser.add_argument("--iterations", type=int, default=3)
     parser.add_argument("--legacy-order", action="store_true")
     parser.add_argument("--pause", type=float, default=0.0)
+    parser.add_argument("--alternate", action="store_true", help="trace even iterations only")
     args = parser.parse_args()
 
     deepspeed.ops.__compatible_ops__["deepspeed_shm_comm"] = False
@@ -86,10 +88,11 @@ def main():
             micro_batches=engine.micro_batches, stages=engine.num_stages, stage_id=engine.stage_id
         )
 
-    if args.out:
-        explorer.instrument(engine, args.out)  # the one line
+    trace = explorer.instrument(engine, args.out) if args.out else None  # the one line
 
     for iteration in range(args.iterations):
+        if trace is not None and args.alternate:  # the overhead benchmark: traced every other iteration
+            trace.attach() if iteration % 2 == 0 else trace.detach()
         start = time.perf_counter()
         loss = engine.train_batch(data_iter=batches(iteration))
         took = time.perf_counter() - start
@@ -97,6 +100,7 @@ def main():
             print(
                 f"iteration {iteration}: loss {loss.item():.6f} in {took * 1e3:.3f} ms", flush=True
             )
+            print(json.dumps({"iteration": iteration, "seconds": took}), flush=True)
         time.sleep(args.pause)
 
 

@@ -14,8 +14,9 @@ Call it on every rank after ``deepspeed.initialize`` returned a ``PipelineEngine
 - ``iteration`` (its span), ``failure`` (DeepSpeed's exception type, message, the last frames
   of its traceback, where and when), ``done`` (the process ended without a failure).
 
-Lines of one step are written and flushed when the step ends, so a rank that dies leaves every
-finished step; a failure line is written before the exception goes on. How: the engine
+Lines are written every 50 ms at a step's end, at every iteration's end and before a failure
+line, so a follower sees each rank progress several times a second and a rank that fails leaves
+every instruction it finished; a failure line is written before the exception goes on. How: the engine
 dispatches through the class attribute ``_INSTRUCTION_MAP``; this instance gets its own copy
 whose entries time the original function, and its ``_train_schedule`` hook is wrapped to count
 steps. Nothing else of the engine changes, so a job behaves as it would without the line.
@@ -37,6 +38,8 @@ from explorer.schedules.instructions import KIND_BY_DEEPSPEED_NAME, Instruction
 
 #: Frames of the traceback a failure line keeps (the innermost: DeepSpeed's own code).
 TRACEBACK_FRAMES = 6
+#: Seconds between writes of instruction lines (always at an iteration's end and before a failure).
+WRITE_EVERY_S = 0.05
 
 
 class EngineTrace:
@@ -54,9 +57,17 @@ class EngineTrace:
         self.folder = Path(out_dir)
         self.folder.mkdir(parents=True, exist_ok=True)
         self.run_id = run_id or _shared_run_id(dist)
+        # Every instruction line starts alike: formatted once.
+        self._head = (
+            f'{{"type": "instr", "rank": {self.rank}, "run": {json.dumps(self.run_id)}, '
+            f'"stage": {self.stage}, '
+        )
         self.iteration, self.step = -1, -1
         self.failed = False
         self._pending: list[tuple] = []
+        self._lines: list[str] = []
+        self._middles: dict[tuple[str, int, int], str] = {}
+        self._written_ns = 0
         self._counters: dict[str, int] = {}
         self._last_rows: Optional[list] = None
         self._fh = open(self.folder / f"rank{self.rank}.jsonl", "a", encoding="utf-8")
@@ -80,11 +91,13 @@ class EngineTrace:
     # --- installation -------------------------------------------------------------------
     def _install(self) -> None:
         engine = self.engine
-        engine._INSTRUCTION_MAP = {
+        self._table = {
             cls: self._timed(cls.__name__, fn) for cls, fn in type(engine)._INSTRUCTION_MAP.items()
         }
+        self._own_schedule = engine.__dict__.get("_train_schedule")  # the job's own, if it set one
         original_schedule = engine._train_schedule
-        engine._train_schedule = lambda: self._follow(original_schedule())
+        self._hook = lambda: self._follow(original_schedule())
+        self.attach()
         original_batch = engine.train_batch
 
         def train_batch(*args: Any, **kwargs: Any) -> Any:
@@ -96,6 +109,19 @@ class EngineTrace:
                 raise
 
         engine.train_batch = train_batch
+
+    def attach(self) -> None:
+        """Trace from the next ``train_batch`` on (done by :func:`instrument`)."""
+        self.engine._INSTRUCTION_MAP = self._table
+        self.engine._train_schedule = self._hook
+
+    def detach(self) -> None:
+        """Stop tracing from the next ``train_batch`` on: the engine dispatches as if never traced."""
+        self.engine.__dict__.pop("_INSTRUCTION_MAP", None)
+        if self._own_schedule is not None:
+            self.engine._train_schedule = self._own_schedule
+        else:
+            self.engine.__dict__.pop("_train_schedule", None)
 
     def _timed(self, name: str, fn: Callable) -> Callable:
         pending, clock = self._pending, time.perf_counter_ns
@@ -138,38 +164,49 @@ class EngineTrace:
                 steps=[[[n, b] for n, b in row] for row in rows],
             )
 
-    def flush(self) -> None:
-        """Write the instructions timed since the last flush (one step's, normally)."""
-        if not self._pending:
-            return
-        t0, lines = self.t0_ns, []
-        for step, name, buffer, start, end in self._pending:
-            mb = self._counters.get(name, 0)
-            self._counters[name] = mb + 1
-            lines.append(
-                json.dumps(
-                    {
-                        "type": "instr",
-                        "iteration": self.iteration,
-                        "rank": self.rank,
-                        "run": self.run_id,
-                        "stage": self.stage,
-                        "step": step,
-                        "instruction": _repr(name, buffer),
-                        "text": _text(self.stage, name, mb if _has_mb(name) else -1, buffer),
-                        "microbatch": mb if _has_mb(name) else -1,
-                        "buffer": buffer,
-                        "start": (start - t0) * 1e-9,
-                        "end": (end - t0) * 1e-9,
-                    }
+    def flush(self, force: bool = False) -> None:
+        """Turn the timed instructions into lines; write them when :data:`WRITE_EVERY_S` passed.
+
+        Called at the end of every step. Formatting is a template (no ``json.dumps`` per
+        instruction) and the write happens at most every :data:`WRITE_EVERY_S` seconds, at the
+        end of an iteration and before a failure line: the cost stays far below an iteration's
+        while a follower still sees progress several times a second.
+        """
+        if self._pending:
+            t0, lines, head = self.t0_ns, self._lines, self._head
+            counters = self._counters
+            for step, name, buffer, start, end in self._pending:
+                mb = counters.get(name, 0)
+                counters[name] = mb + 1
+                key = (name, mb, buffer)
+                middle = self._middles.get(key)
+                if middle is None:
+                    middle = self._middles[key] = self._middle(name, mb, buffer)
+                lines.append(
+                    f'{head}"iteration": {self.iteration}, "step": {step}, {middle}'
+                    f'"start": {(start - t0) * 1e-9!r}, "end": {(end - t0) * 1e-9!r}}}'
                 )
-            )
-        self._fh.write("\n".join(lines) + "\n")
-        self._fh.flush()
-        self._pending.clear()
+            self._pending.clear()
+        now = time.perf_counter_ns()
+        if self._lines and (force or now - self._written_ns >= WRITE_EVERY_S * 1e9):
+            self._fh.write("\n".join(self._lines) + "\n")
+            self._fh.flush()
+            self._lines.clear()
+            self._written_ns = now
+
+    def _middle(self, name: str, count: int, buffer: int) -> str:
+        """The fixed part of a line for the ``count``-th ``name`` on ``buffer`` (cached: they repeat)."""
+        kind = KIND_BY_DEEPSPEED_NAME.get(name)
+        mb = count if kind is not None and kind.has_microbatch else -1
+        instruction = f"{name}(buffer_id={buffer})" if buffer >= 0 else f"{name}()"
+        text = str(Instruction(self.stage, kind, mb, buffer)) if kind is not None else name
+        return (
+            f'"instruction": "{instruction}", "text": "{text}", "microbatch": {mb}, '
+            f'"buffer": {buffer}, '
+        )
 
     def end_iteration(self) -> None:
-        self.flush()
+        self.flush(force=True)
         now = time.perf_counter_ns()
         self._line(
             "iteration",
@@ -183,7 +220,7 @@ class EngineTrace:
         """Write what failed, where and when, before the exception goes on."""
         now = time.time()
         self.failed = True
-        self.flush()
+        self.flush(force=True)
         frames = [f for f in traceback.extract_tb(exc.__traceback__) if f.filename != __file__][
             -TRACEBACK_FRAMES:
         ]
@@ -193,7 +230,9 @@ class EngineTrace:
             stage=self.stage,
             step=self.step if where else None,
             iteration=self.iteration,
-            instruction=_repr(name, buffer) if name else None,
+            instruction=(f"{name}(buffer_id={buffer})" if buffer >= 0 else f"{name}()")
+            if name
+            else None,
             text=None,
             cause="error",
             exception=type(exc).__name__,
@@ -206,7 +245,7 @@ class EngineTrace:
         """Write ``done`` (when nothing failed) and close the file; safe to call twice."""
         if self._fh.closed:
             return
-        self.flush()
+        self.flush(force=True)
         if not self.failed:
             self._line("done")
         self._fh.close()
@@ -254,24 +293,6 @@ def _message(exc: BaseException, frames: list) -> str:
     if frames:
         return f"{type(exc).__name__}: `{frames[-1].line}` failed in {frames[-1].name}"
     return type(exc).__name__
-
-
-def _has_mb(name: str) -> bool:
-    kind = KIND_BY_DEEPSPEED_NAME.get(name)
-    return kind is not None and kind.has_microbatch
-
-
-def _repr(name: Optional[str], buffer: int) -> Optional[str]:
-    if name is None:
-        return None
-    return f"{name}(buffer_id={buffer})" if buffer >= 0 else f"{name}()"
-
-
-def _text(stage: int, name: str, mb: int, buffer: int) -> str:
-    kind = KIND_BY_DEEPSPEED_NAME.get(name)
-    if kind is None:
-        return name
-    return str(Instruction(stage, kind, mb, buffer))
 
 
 def _shared_run_id(dist: Any) -> str:
