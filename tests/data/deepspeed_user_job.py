@@ -91,7 +91,9 @@ def main():
     trace = explorer.instrument(engine, args.out) if args.out else None  # the one line
 
     for iteration in range(args.iterations):
-        if trace is not None and args.alternate:  # the overhead benchmark: traced every other iteration
+        if (
+            trace is not None and args.alternate
+        ):  # the overhead benchmark: traced every other iteration
             trace.attach() if iteration % 2 == 0 else trace.detach()
         start = time.perf_counter()
         loss = engine.train_batch(data_iter=batches(iteration))
