@@ -199,6 +199,10 @@ def table(side: dict) -> str:
         f"explorer and DeepSpeed losses and gradients bitwise equal: "
         f"{side['explorer_and_deepspeed_bitwise_equal']}"
     )
+    lines.append(
+        "PyTorch's RA/RG only post an irecv: its F/B include the wait for their input; the explorer's "
+        "and DeepSpeed's receives block"
+    )
     if side["why_torch_may_differ"]:
         lines.append(side["why_torch_may_differ"])
     for e in engines:

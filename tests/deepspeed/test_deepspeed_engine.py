@@ -106,3 +106,34 @@ def test_every_rank_is_gone_soon_after_a_failure_even_when_the_failing_rank_stay
     assert all(c is not None for c in result.returncodes.values())
     assert ended - f["time"] < 30, f"ranks outlived the first failure by {ended - f['time']:.1f} s"
     assert f["time"] > started
+
+
+def test_all_three_engines_side_by_side(ds081_env, tmp_path):
+    done = explorer_cli(
+        ["run", "--engine", "all", "--kind", "deepspeed-train", *SIZES, "--json", "--out",
+         str(tmp_path / "all")],
+        ds081_env,
+        tmp_path,
+        timeout=600,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    doc = json.loads(done.stdout.strip().splitlines()[-1])
+    side = doc["comparison"]
+    assert doc["engine"] == "all" and doc["deepspeed_version"] == "0.19.8"
+    assert side["bitwise_equal_to_reference"] == {
+        "explorer": True,
+        "torch": True,
+        "deepspeed": True,
+    }
+    assert side["explorer_and_deepspeed_bitwise_equal"] is True
+    assert side["losses"]["explorer"] == side["losses"]["deepspeed"]
+    assert side["why_torch_may_differ"] is None  # M = 8 is a power of two
+    rows = {r["kind"]: r for r in side["kinds"]}
+    assert rows["F"]["explorer_n"] == rows["F"]["deepspeed_n"] == rows["F"]["torch_n"] == 32
+    assert all(v > 0 for v in side["makespan_ms"].values())
+    # the DeepSpeed run folder reads back as that engine's run
+    read = explorer_cli(
+        ["read", str(tmp_path / "all" / "deepspeed"), "--json"], ds081_env, tmp_path
+    )
+    back = json.loads(read.stdout)
+    assert back["engine"] == "deepspeed" and back["bitwise_equal_to_reference"] is True
