@@ -221,9 +221,12 @@ class EngineTrace:
         now = time.time()
         self.failed = True
         self.flush(force=True)
-        frames = [f for f in traceback.extract_tb(exc.__traceback__) if f.filename != __file__][
-            -TRACEBACK_FRAMES:
-        ]
+        # The callers (the engine's schedule loop, train_batch) and the frames that raised,
+        # without this module's wrappers: the traceback the job would print, innermost last.
+        outer = traceback.extract_stack()[:-1] if where else []
+        frames = [
+            f for f in [*outer, *traceback.extract_tb(exc.__traceback__)] if f.filename != __file__
+        ][-TRACEBACK_FRAMES:]
         name, buffer = where if where else (None, -1)
         self._line(
             "failure",

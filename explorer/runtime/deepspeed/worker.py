@@ -4,8 +4,8 @@ Started by the explorer's launcher (:mod:`explorer.runtime.pipeline.launch`) exa
 explorer's worker, with the run folder as its argument and the torchrun environment. It builds
 the model from the run's :class:`~explorer.runtime.pipeline.spec.RunSpec` (one
 ``nn.Sequential`` per stage, so DeepSpeed's uniform partition keeps the explorer's split),
-wraps it in a ``PipelineModule``, starts the engine (gloo on CPU, fp32, ZeRO 0, SGD: nothing
-that needs a compiled op), hands it the schedule through its ``_train_schedule`` hook (the
+wraps it in a ``PipelineModule``, starts the engine (gloo on CPU by default, NCCL with a GPU per
+rank; fp32, ZeRO 0, SGD: nothing that needs a compiled op), hands it the schedule through its ``_train_schedule`` hook (the
 explorer's schedule replayed, or the user's class with its instructions mapped onto today's)
 and traces it with :func:`explorer.instrument`, the same tracer a user puts in their own job.
 
@@ -27,9 +27,6 @@ import time
 from pathlib import Path
 from typing import Any
 
-# Before deepspeed is imported: its accelerator is chosen at import.
-os.environ.setdefault("DS_ACCELERATOR", "cpu")
-
 
 def main(folder: Path) -> int:
     """Run this process's rank of the DeepSpeed run in ``folder``; returns the exit code."""
@@ -38,6 +35,8 @@ def main(folder: Path) -> int:
 
     rank = int(os.environ["RANK"])
     spec = RunSpec.read(folder)
+    # Before deepspeed is imported: its accelerator is chosen at import (cuda: NCCL, a GPU per rank).
+    os.environ.setdefault("DS_ACCELERATOR", "cpu" if spec.device == "cpu" else "cuda")
     trace = None
     try:
         trace = _Run(spec, folder, rank)
@@ -85,6 +84,8 @@ class _Run:
         version, engine_class, ds_schedule = require_installed()
         # Else the first init_distributed builds an inference-only shared-memory op with g++.
         getattr(deepspeed.ops, "__compatible_ops__", {})["deepspeed_shm_comm"] = False
+        if spec.device == "cuda":
+            torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", "0")))
         torch.set_num_threads(spec.threads)
         torch.use_deterministic_algorithms(True)
         schedule = spec.build_schedule()
@@ -102,7 +103,7 @@ class _Run:
 
         def loss_fn(output: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
             loss = model.loss_fn(output, target)
-            row.append(loss.detach().clone())
+            row.append(loss.detach().cpu().clone())
             return loss
 
         from deepspeed.pipe import PipelineModule
@@ -131,7 +132,9 @@ class _Run:
 
         def step_keeping_grads(*args: Any, **kwargs: Any) -> Any:
             grads[:] = [
-                p.grad.detach().clone() if p.grad is not None else torch.zeros_like(p)
+                p.grad.detach().cpu().clone()
+                if p.grad is not None
+                else torch.zeros_like(p, device="cpu")
                 for p in model.stages[stage].parameters()
             ]
             return take_step(*args, **kwargs)
