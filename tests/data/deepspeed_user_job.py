@@ -3,6 +3,7 @@
 Start it as any DeepSpeed job::
 
     torchrun --nproc-per-node 4 tests/data/deepspeed_user_job.py --out TRACE_DIR
+    DS_ACCELERATOR=cpu deepspeed --num_gpus 4 tests/data/deepspeed_user_job.py --out TRACE_DIR
 
 Without ``--out`` the job runs untraced (the overhead benchmark compares the two).
 ``--legacy-order`` trains with today's buffer count and DeepSpeed 0.8's send/receive order
@@ -62,6 +63,9 @@ def main():
     parser.add_argument("--legacy-order", action="store_true")
     parser.add_argument("--pause", type=float, default=0.0)
     parser.add_argument("--alternate", action="store_true", help="trace even iterations only")
+    parser.add_argument(
+        "--local_rank", type=int, default=-1, help="passed by the deepspeed launcher"
+    )
     args = parser.parse_args()
 
     deepspeed.ops.__compatible_ops__["deepspeed_shm_comm"] = False

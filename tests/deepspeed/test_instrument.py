@@ -83,3 +83,22 @@ def test_a_job_with_the_seeds_order_is_read_back_with_deepspeeds_failure_and_the
     text = explorer_cli(["read", str(tmp_path / "trace")], env, tmp_path).stdout
     assert "first failure: rank 2, stage 2, step 6" in text
     assert "step 6: 2RA2b0 2SG0b0 2F2b0  <-- HAZARD" in text
+
+
+def test_a_job_started_by_the_deepspeed_launcher_is_read_back(tmp_path, env):
+    launcher = Path(sys.executable).with_name("deepspeed")
+    job = subprocess.run(
+        [str(launcher), "--num_gpus", "4", str(SCRIPT), "--iterations", "2", "--out",
+         str(tmp_path / "trace")],
+        env={**env, "DS_ACCELERATOR": "cpu", "OMP_NUM_THREADS": "1"},
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )  # fmt: skip
+    assert job.returncode == 0, job.stdout[-2000:] + job.stderr[-2000:]
+    done = explorer_cli(["read", str(tmp_path / "trace"), "--json"], env, tmp_path)
+    doc = json.loads(done.stdout)
+    assert done.returncode == 0 and doc["ok"] is True and doc["findings"] == []
+    assert [r["state"] for r in doc["ranks"]] == ["done"] * 4
+    # no torchrun job id here: rank 0's id, broadcast, names every line of every rank
+    assert doc["run"] and {r["run"] for r in doc["instructions"]} == {doc["run"]}
