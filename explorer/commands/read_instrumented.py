@@ -29,7 +29,7 @@ def read(path: Path, json_out: bool) -> int:
 def text(run, doc: dict) -> str:
     """The plain-text report (see the module docstring)."""
     from explorer.analysis import check
-    from explorer.report.listing import rank_listing, summary
+    from explorer.printout.listing import rank_listing, summary
 
     lines = [
         f"DeepSpeed {doc['deepspeed_version']} job {doc['run']} traced by explorer.instrument "
@@ -47,11 +47,8 @@ def text(run, doc: dict) -> str:
             f"first failure: rank {f['rank']}, stage {f['stage']}, step {f['step']}, "
             f"{f['instruction']}: {f['message']}"
         )
-        lines += [f"    {t}" for t in f["traceback"][-2:]]
-        for c in f["consequences"]:
-            lines.append(
-                f"  then (+{c['after_s']:.3f} s) rank {c['rank']} {c['instruction']}: {c['message']}"
-            )
+        lines += [f"    {t}" for t in (f.get("traceback_tail") or "").splitlines()[-2:]]
+        lines += [f"  then {c}" for c in f["consequences"]]
     schedule = run.schedule()
     if schedule is not None:
         report = check(schedule, other_model=False)

@@ -49,21 +49,14 @@ def deepspeed_doc(result) -> dict:
 
 def deepspeed_line(result) -> str:
     version = result.details.get("deepspeed_version")
-    f = result.failure
+    f = result.failure.to_dict() if result.failure else None
     if f:
-        where = (
-            f"rank {f['rank']}, stage {f['stage']}, step {f['step']}, {f['instruction']}: "
-            if f.get("instruction")
-            else ""
+        where = f"{result.failure.where()}: " if f.get("instruction") else ""
+        tail = "\n".join(
+            f"    {line}" for line in (f.get("traceback_tail") or "").splitlines()[-2:]
         )
-        tail = "\n".join(f"    {line}" for line in f.get("traceback", [])[-2:])
         later = f.get("consequences") or []
-        then = (
-            f"\n  then {len(later)} consequence(s): "
-            + "; ".join(f"rank {c['rank']} {c['instruction']}: {c['message']}" for c in later)
-            if later
-            else ""
-        )
+        then = "\n  then: " + "\n  then: ".join(later) if later else ""
         return f"DeepSpeed {version}: failed: {where}{f['message']}\n{tail}{then}".rstrip()
     verdict = "bitwise equal to" if result.bitwise_equal_to_reference else "DIFFERENT from"
     return (
@@ -75,8 +68,8 @@ def deepspeed_line(result) -> str:
 def _refuse_unsupported(result) -> None:
     """A DeepSpeed without the internals the explorer needs is bad input: its one line, exit 2."""
     f = result.failure
-    if f and f.get("exception") == "UnsupportedDeepSpeed":
-        raise InputError(f["message"].split(": ", 1)[-1])
+    if f is not None and f.exception_type == "UnsupportedDeepSpeed":
+        raise InputError(f.message.split(": ", 1)[-1])
 
 
 def report_all(spec, args: argparse.Namespace) -> int:
@@ -154,9 +147,9 @@ def side_by_side(ours, torch_run, ds) -> dict:
             "the others scale each loss by 1/M first: not a power of two, so rounding differs"
         ),
         "failures": {
-            "explorer": ours.failure,
-            "torch": torch_run.failure,
-            "deepspeed": ds.failure,
+            "explorer": ours.failure.to_dict() if ours.failure else None,
+            "torch": _as_dict(torch_run.failure),
+            "deepspeed": ds.failure.to_dict() if ds.failure else None,
         },
         "makespan_ms": {
             "explorer": makespan(last_iteration(ours.records)) * 1e3 if ours.records else None,
@@ -210,6 +203,12 @@ def table(side: dict) -> str:
         if f:
             lines.append(f"{e} failed: {f['message']}")
     return "\n".join(lines)
+
+
+def _as_dict(failure) -> Optional[dict]:
+    if failure is None or isinstance(failure, dict):
+        return failure
+    return failure.to_dict()
 
 
 def _mean(values: list[float]) -> Optional[float]:

@@ -8,7 +8,7 @@ marker with the rank and DeepSpeed's exception, so it reads at a glance on the g
 
 from __future__ import annotations
 
-from typing import Optional, Sequence
+from typing import Any, Optional, Sequence
 
 import plotly.graph_objects as go
 
@@ -26,14 +26,16 @@ def failure_cell(failure: Optional[dict]) -> Optional[tuple[int, int]]:
     return int(failure["stage"]), int(failure["step"])
 
 
-def pinned_grid(report: Report, failure: Optional[dict] = None) -> go.Figure:
+def pinned_grid(report: Report, failure: Any = None) -> go.Figure:
     """The grid of the schedule as run, with ``failure`` (when it has a cell) pinned on it."""
+    if failure is not None and hasattr(failure, "to_dict"):  # a Failure record
+        failure = failure.to_dict()
     cell = failure_cell(failure)
     fig = grid_figure(report, selected=cell)
     if cell is None:
         return fig
     stage, step = cell
-    what = failure.get("exception") or "failed"
+    what = failure.get("exception_type") or failure.get("kind") or "failed"
     fig.add_trace(
         go.Scatter(
             x=[step],

@@ -38,19 +38,20 @@ def test_the_seeds_class_fails_inside_deepspeeds_engine_at_stage_2_step_6(ds081_
         6,
         "SendGrad(buffer_id=0)",
     )
-    assert f["exception"] == "AssertionError"
+    assert f["exception_type"] == "AssertionError"
     assert "inputs.grad is not None" in f["message"]
-    assert (
-        "_exec_send_grads" in f["traceback"][-1] and "deepspeed/runtime/pipe" in f["traceback"][-1]
-    )
+    innermost = f["traceback_tail"].splitlines()[-1]
+    assert "_exec_send_grads" in innermost and "deepspeed/runtime/pipe" in innermost
+    assert "in _exec_schedule" in f["traceback_tail"]  # the engine's frames around it, too
     # The other ranks' errors come after, and are listed as consequences, never as the cause.
-    assert {c["rank"] for c in f["consequences"]} <= {0, 1, 3}
-    assert all(c["after_s"] >= 0 for c in f["consequences"])
+    assert f["consequences"] and all(
+        c.startswith(("rank 0:", "rank 1:", "rank 3:")) for c in f["consequences"]
+    )
     # The trace up to the failure is kept: rank 2's last instruction is the receive that, in the
     # same step, replaced buffer 0 (old order: RecvActivation before SendGrad).
     mine = sorted((r for r in doc["instructions"] if r["rank"] == 2), key=lambda r: r["start"])
     assert (mine[-1]["step"], mine[-1]["instruction"]) == (6, "RecvActivation(buffer_id=0)")
-    assert f["time"] is not None
+    assert f["kind"] == "error"
     assert all(KEYS <= set(r) for r in doc["instructions"])
 
 
@@ -63,7 +64,7 @@ def test_the_explorers_seed_schedule_replayed_on_deepspeed_fails_the_same_way(ds
     )
     f = doc["failure"]
     assert code == 1 and (f["rank"], f["stage"], f["step"]) == (2, 2, 6)
-    assert f["exception"] == "AssertionError"
+    assert f["exception_type"] == "AssertionError"
 
 
 def test_stock_and_08_style_schedules_give_bitwise_equal_losses(ds081_env, tmp_path):
@@ -101,11 +102,11 @@ def test_every_rank_is_gone_soon_after_a_failure_even_when_the_failing_rank_stay
     result = run_deepspeed_engine(spec, tmp_path / "linger")
     ended = time.time()
     f = result.failure
-    assert (f["rank"], f["step"]) == (1, 4) and "injected fault" in f["message"]
+    assert (f.rank, f.step) == (1, 4) and "injected fault" in f.message
     assert result.returncodes[1] == -9  # it stayed alive after its error: the launcher ended it
     assert all(c is not None for c in result.returncodes.values())
-    assert ended - f["time"] < 30, f"ranks outlived the first failure by {ended - f['time']:.1f} s"
-    assert f["time"] > started
+    reported = min(e["time"] for e in result.details["failures"])
+    assert started < reported and ended - reported < 30, f"{ended - reported:.1f} s after"
 
 
 def test_all_three_engines_side_by_side(ds081_env, tmp_path):

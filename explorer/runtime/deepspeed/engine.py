@@ -9,8 +9,9 @@ ordinary run folder, read by the same collector: same JSON contract, plus ``engi
 
 The failure reported is the first in time across ranks (each rank stamps its failure line
 with the wall clock; the ranks share a host), with DeepSpeed's own exception type, message and
-the last frames of its traceback; every later failure on another rank is listed under
-``consequences`` (a neighbour's gloo "Connection closed by peer" after the failing rank left).
+the last frames of its traceback (``exception_type``, ``traceback_tail``); every later failure
+on another rank is listed under ``consequences`` (a neighbour's gloo "Connection closed by
+peer" after the failing rank left is kind ``peer``, never the cause).
 """
 
 from __future__ import annotations
@@ -24,10 +25,6 @@ from explorer.errors import InputError
 from explorer.runtime.deepspeed.schedules import unrunnable
 from explorer.runtime.pipeline.spec import RunSpec
 from explorer.traces.pipeline.result import RunResult
-
-#: Seconds of silence allowed before the first record: 4 processes importing torch and
-#: deepspeed and building the engine take about 13 s on 2 cores, more when the machine is busy.
-STARTUP_S = 120.0
 
 
 def deepspeed_version() -> Optional[str]:
@@ -65,47 +62,18 @@ def run_deepspeed_engine(
     check_runnable(spec)
     spec = replace(spec, engine="deepspeed")
     _validate_model(spec)
-    result = Launch(spec, folder, startup_s=STARTUP_S).start().wait(progress, timeout_s)
+    result = Launch(spec, folder).start(timeout_s).wait(progress)
     return annotate(result)
 
 
 def annotate(result: RunResult) -> RunResult:
-    """Add the engine, DeepSpeed's version, and the first failure's exception and consequences."""
+    """Add the engine and DeepSpeed's version (read from the ranks' ``start`` lines)."""
     starts = [e for e in _events(result) if e.get("type") == "start"]
     result.details["engine"] = "deepspeed"
     result.details["deepspeed_version"] = next(
         (e["deepspeed_version"] for e in starts if e.get("deepspeed_version")), deepspeed_version()
     )
-    failures = sorted(result.details.get("failures", []), key=lambda e: e.get("time", 0.0))
-    if result.failure is not None and failures:
-        result.failure = first_failure(result.failure, failures)
     return result
-
-
-def first_failure(failure: dict, failures: list[dict]) -> dict:
-    """``failure`` with the earliest failure line's exception and traceback, and the rest as consequences."""
-    first = failures[0]
-    out = dict(failure)
-    if first.get("rank") == failure.get("rank"):
-        out["exception"] = first.get("exception")
-        out["traceback"] = first.get("traceback", [])
-        out["message"] = first["message"]
-        out["iteration"] = first.get("iteration")
-        out["time"] = first.get("time")
-    out["consequences"] = [
-        {
-            "rank": e["rank"],
-            "stage": e.get("stage"),
-            "step": e.get("step"),
-            "instruction": e.get("instruction"),
-            "exception": e.get("exception"),
-            "message": e["message"],
-            "after_s": round(e.get("time", 0.0) - first.get("time", 0.0), 6),
-        }
-        for e in failures
-        if e is not first
-    ]
-    return out
 
 
 def _events(result: RunResult) -> list[dict]:
@@ -118,4 +86,4 @@ def _events(result: RunResult) -> list[dict]:
     return follower.events
 
 
-__all__ = ["STARTUP_S", "annotate", "check_runnable", "deepspeed_version", "run_deepspeed_engine"]
+__all__ = ["annotate", "check_runnable", "deepspeed_version", "run_deepspeed_engine"]

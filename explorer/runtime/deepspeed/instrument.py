@@ -11,8 +11,10 @@ Call it on every rank after ``deepspeed.initialize`` returned a ``PipelineEngine
 - ``instr``: one per executed instruction with iteration, step, DeepSpeed's ``repr``, buffer,
   micro-batch (the k-th instruction of a kind serves micro-batch k, as in the engine), start
   and end in seconds since a start barrier all ranks leave together;
-- ``iteration`` (its span), ``failure`` (DeepSpeed's exception type, message, the last frames
-  of its traceback, where and when), ``done`` (the process ended without a failure).
+- ``iteration`` (its span), ``failure`` (an :class:`~explorer.traces.failure.Failure` record:
+  kind, DeepSpeed's exception type and message, the last frames of its traceback, where and
+  when; a neighbour's "Connection closed by peer" is kind ``peer``, a consequence), ``done``
+  (the process ended without a failure).
 
 Lines are written every 50 ms at a step's end, at every iteration's end and before a failure
 line, so a follower sees each rank progress several times a second and a rank that fails leaves
@@ -27,6 +29,7 @@ from __future__ import annotations
 import atexit
 import json
 import os
+import re
 import time
 import traceback
 import uuid
@@ -38,6 +41,8 @@ from explorer.schedules.instructions import KIND_BY_DEEPSPEED_NAME, Instruction
 
 #: Frames of the traceback a failure line keeps (the innermost: DeepSpeed's own code).
 TRACEBACK_FRAMES = 6
+#: A neighbour's error because the failing rank left: a consequence, never the cause.
+_PEER_GONE = re.compile(r"Connection (closed|reset) by peer|Broken pipe", re.I)
 #: Seconds between writes of instruction lines (always at an iteration's end and before a failure).
 WRITE_EVERY_S = 0.05
 
@@ -228,8 +233,11 @@ class EngineTrace:
             f for f in [*outer, *traceback.extract_tb(exc.__traceback__)] if f.filename != __file__
         ][-TRACEBACK_FRAMES:]
         name, buffer = where if where else (None, -1)
+        message = _message(exc, frames)
         self._line(
             "failure",
+            kind="peer" if _PEER_GONE.search(message) else "error",
+            message=message,
             stage=self.stage,
             step=self.step if where else None,
             iteration=self.iteration,
@@ -237,10 +245,10 @@ class EngineTrace:
             if name
             else None,
             text=None,
-            cause="error",
-            exception=type(exc).__name__,
-            message=_message(exc, frames),
-            traceback=[f"{f.filename}:{f.lineno} in {f.name}: {f.line}" for f in frames],
+            exception_type=type(exc).__name__,
+            traceback_tail="\n".join(
+                f"{f.filename}:{f.lineno} in {f.name}: {f.line}" for f in frames
+            ),
             time=now,
         )
 

@@ -43,17 +43,13 @@ def main(folder: Path) -> int:
         return trace.run()
     except BaseException as exc:
         if trace is None or trace.tracer is None:  # failed before the tracer existed: setup
+            from explorer.traces.failure import FailureKind, from_exception
+
+            unsupported = type(exc).__name__ == "UnsupportedDeepSpeed"
             recorder = Recorder(folder, rank, spec.run_id)
-            recorder.event(
-                "failure",
-                stage=None,
-                step=None,
-                instruction=None,
+            recorder.failure(
+                from_exception(exc, FailureKind.UNSUPPORTED if unsupported else FailureKind.ERROR),
                 text=None,
-                cause="unsupported" if type(exc).__name__ == "UnsupportedDeepSpeed" else "error",
-                exception=type(exc).__name__,
-                message=f"{type(exc).__name__}: {exc}",
-                time=time.time(),
             )
             recorder.close()
         elif not trace.tracer.failed:

@@ -16,14 +16,14 @@ Pure: no torch, no deepspeed.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Optional
 
 from explorer.errors import InputError, excerpt
 from explorer.schedules.instructions import KIND_BY_DEEPSPEED_NAME, Instruction, Kind
 from explorer.schedules.schedule import Schedule, from_streams
-from explorer.traces.pipeline.follow import Follower
+from explorer.traces.pipeline.follow import Follower, failure_kind, failure_of
 
 SOURCE = "deepspeed"
 
@@ -150,26 +150,27 @@ class InstrumentedRun:
         )
 
     def failure(self) -> Optional[dict]:
-        """The first failure in time, with DeepSpeed's exception and the later ones as consequences."""
+        """The cause: the first failure in time that is not a lost peer, the others its consequences.
+
+        The :class:`~explorer.traces.failure.Failure` record as a dict (``to_dict``), plus the
+        ``time`` the rank reported it (wall clock).
+        """
         found = self.failures()
         if not found:
             return None
-        first = found[0]
-        return {
-            **{k: first.get(k) for k in ("rank", "stage", "step", "instruction", "iteration")},
-            "exception": first.get("exception"),
-            "message": first.get("message"),
-            "traceback": first.get("traceback", []),
-            "time": first.get("time"),
-            "consequences": [
-                {
-                    **{k: e.get(k) for k in ("rank", "stage", "step", "instruction", "exception")},
-                    "message": e.get("message"),
-                    "after_s": round(e.get("time", 0.0) - first.get("time", 0.0), 6),
-                }
-                for e in found[1:]
-            ],
-        }
+        causes = [e for e in found if failure_kind(e) != "peer"] or found
+        first = causes[0]
+        record = replace(
+            failure_of(first),
+            rank=first.get("rank"),
+            consequences=tuple(
+                f"rank {e['rank']} (+{e.get('time', 0.0) - first.get('time', 0.0):.3f} s): "
+                f"{e.get('message')}"
+                for e in found
+                if e is not first
+            ),
+        )
+        return {**record.to_dict(), "iteration": first.get("iteration"), "time": first.get("time")}
 
     def ranks(self) -> list[dict]:
         """Per rank: stage, pid, state (running, done, failed), iteration and step reached."""
