@@ -147,9 +147,9 @@ class EngineTrace:
         return _Followed(self, schedule)
 
     # --- writing ------------------------------------------------------------------------
-    def _line(self, kind: str, **fields: Any) -> None:
+    def _line(self, line_type: str, /, **fields: Any) -> None:
         self._fh.write(
-            json.dumps({"type": kind, "rank": self.rank, "run": self.run_id, **fields}) + "\n"
+            json.dumps({"type": line_type, "rank": self.rank, "run": self.run_id, **fields}) + "\n"
         )
         self._fh.flush()
 
