@@ -150,9 +150,11 @@ class _Run:
             dst=0,
         )
         if rank == 0:
-            from explorer.runtime.pipeline.worker import _write_result
+            from explorer.runtime.pipeline.result_writer import write_result
 
-            _write_result(self.folder, spec, stages, micro, gathered, spec.iterations)
+            write_result(
+                self.folder / "result.json", spec, stages, micro, gathered, spec.iterations
+            )
         self.tracer.close()
         dist.destroy_process_group()
         return 0
