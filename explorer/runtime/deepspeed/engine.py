@@ -24,7 +24,7 @@ from typing import Optional, Union
 from explorer.errors import InputError
 from explorer.runtime.deepspeed.schedules import unrunnable
 from explorer.runtime.pipeline.spec import RunSpec
-from explorer.traces.pipeline.result import RunResult
+from explorer.traces.pipeline.result import PipelineRunResult
 
 
 def deepspeed_version() -> Optional[str]:
@@ -55,7 +55,7 @@ def run_deepspeed_engine(
     *,
     progress=None,
     timeout_s: Optional[float] = None,
-) -> RunResult:
+) -> PipelineRunResult:
     """Run ``spec`` on DeepSpeed's ``PipelineEngine`` (see the module docstring)."""
     from explorer.runtime.pipeline.launch import Launch, _validate_model
 
@@ -66,7 +66,7 @@ def run_deepspeed_engine(
     return annotate(result)
 
 
-def annotate(result: RunResult) -> RunResult:
+def annotate(result: PipelineRunResult) -> PipelineRunResult:
     """Add the engine and DeepSpeed's version (read from the ranks' ``start`` lines)."""
     starts = [e for e in _events(result) if e.get("type") == "start"]
     result.details["engine"] = "deepspeed"
@@ -76,7 +76,7 @@ def annotate(result: RunResult) -> RunResult:
     return result
 
 
-def _events(result: RunResult) -> list[dict]:
+def _events(result: PipelineRunResult) -> list[dict]:
     from explorer.traces.pipeline.follow import Follower
 
     if result.folder is None:
