@@ -13,4 +13,13 @@ Layers (data flows one way; nothing lower imports anything higher):
 
 __version__ = "0.1.0"
 
-__all__: list[str] = []
+__all__ = ["instrument"]
+
+
+def __getattr__(name: str):
+    """``explorer.instrument(engine, out_dir)``: imported on first use, so ``import explorer`` stays light."""
+    if name == "instrument":
+        from explorer.runtime.deepspeed.instrument import instrument
+
+        return instrument
+    raise AttributeError(f"module 'explorer' has no attribute {name!r}")

@@ -153,10 +153,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     p.add_argument(
         "--engine",
-        choices=["explorer", "torch", "both"],
+        choices=["explorer", "torch", "both", "deepspeed", "all"],
         default="explorer",
         help="explorer (ours, default), torch (torch.distributed.pipelining's runtime, timed by the profiler's "
-        "PP: events) or both, side by side; torch and both run on gloo/CPU",
+        "PP: events), both (explorer and torch side by side), deepspeed (DeepSpeed's own PipelineEngine, "
+        "traced instruction by instruction) or all three side by side; torch, both and all run on gloo/CPU",
     )
     p.add_argument(
         "--torch-order",
@@ -213,6 +214,8 @@ def run(args: argparse.Namespace) -> int:
         iterations=args.iterations,
         seed=args.seed,
         stall_timeout_s=args.stall_timeout,
+        # DeepSpeed's engine runs the class itself (its instructions mapped onto today's), unless rules rewrote it
+        schedule_class=args.from_class if args.from_class and not rules else "",
     )
     _check_devices(spec)
     from explorer.runtime.pipeline.launch import preflight, run_pipeline

@@ -1,5 +1,7 @@
 """``explorer run --engine torch|both``: PyTorch's own pipeline engine, alone or beside ours.
 
+(``deepspeed`` and ``all`` are answered by :mod:`explorer.commands.run_deepspeed`.)
+
 The JSON keeps ``explorer run``'s contract (``ok``, ``losses``, ``bitwise_equal_to_reference``,
 ``failure``, ``instructions``) and adds ``engine``, ``torch_engine`` (PyTorch's run: status,
 which order ran and why, losses, reference checks, makespan, its ``PP:`` actions) and, for
@@ -28,6 +30,14 @@ def report_engines(spec, args: argparse.Namespace) -> int:
             "--trace writes the explorer engine's trace; with --engine torch, PyTorch's profiler traces "
             "are torch_rank<R>.json in the run folder (--out DIR)"
         )
+    if args.engine == "deepspeed":
+        from explorer.commands.run_deepspeed import report_deepspeed
+
+        return report_deepspeed(spec, args)
+    if args.engine == "all":
+        from explorer.commands.run_deepspeed import report_all
+
+        return report_all(spec, args)
     if args.engine == "torch":
         from explorer.runtime.pipeline.torch_engine import run_torch_engine
 

@@ -74,6 +74,8 @@ _FIELDS = [
     ("threads", (int,), "an integer"),
     ("fault", (dict, type(None)), "an object or null"),
     ("run_id", (str,), "a string"),
+    ("engine", (str,), "a string"),
+    ("schedule_class", (str,), "a string"),
 ]
 
 

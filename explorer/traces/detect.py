@@ -66,6 +66,23 @@ def _run_folder(path: Path) -> Optional[str]:
     return None
 
 
+def _instrumented(path: Path) -> Optional[str]:
+    from explorer.traces.pipeline.instrumented import is_instrumented
+
+    if is_instrumented(path):
+        return "a DeepSpeed job's live trace written by explorer.instrument(engine, out_dir)"
+    return None
+
+
+register(
+    Detector(
+        "pipeline-instrumented",
+        "a folder explorer.instrument(engine, DIR) wrote in a DeepSpeed job: rank<R>.jsonl",
+        _instrumented,
+        "explorer.commands.read_instrumented:read",
+    )
+)
+
 register(
     Detector(
         "pipeline-run",

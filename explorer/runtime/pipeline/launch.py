@@ -15,8 +15,11 @@ the waiting stages. :class:`PipelineEngine` is what this engine tells the superv
 
 from __future__ import annotations
 
+import os
+import signal
 import sys
 import tempfile
+import threading
 from dataclasses import replace
 from pathlib import Path
 from typing import Callable, Optional, Union
@@ -70,8 +73,22 @@ def preflight(schedule: Schedule) -> Optional[PipelineRunResult]:
     return None
 
 
+#: The module each rank runs (``python -m``), by ``RunSpec.engine``: DeepSpeed's own engine
+#: (:mod:`explorer.runtime.deepspeed.worker`) is started and watched exactly like ours.
+WORKERS = {
+    "explorer": "explorer.runtime.pipeline.worker",
+    "deepspeed": "explorer.runtime.deepspeed.worker",
+}
+#: Extra seconds of silence allowed, by engine, before the first report (its own imports and
+#: set-up: 4 processes importing torch and deepspeed and building the engine take 13-30 s here).
+STARTUP_S = {"explorer": 0.0, "deepspeed": 120.0}
+#: A rank that reported its failure but stays alive (a job that swallows the error) is ended
+#: this many seconds after its report; the supervisor then ends the others after its grace.
+LINGER_S = 5.0
+
+
 class PipelineEngine(Engine):
-    """Explorer's pipeline on the supervisor: one :mod:`.worker` per rank, reports from ``rank<R>.jsonl``."""
+    """A pipeline on the supervisor: one worker per rank (:data:`WORKERS`), reports from ``rank<R>.jsonl``."""
 
     def __init__(self, spec: RunSpec, folder: Path, follower: Follower) -> None:
         self.spec, self.folder, self.follower = spec, folder, follower
@@ -82,7 +99,7 @@ class PipelineEngine(Engine):
         return [
             Child(
                 rank,
-                [sys.executable, "-m", "explorer.runtime.pipeline.worker", str(self.folder)],
+                [sys.executable, "-m", WORKERS[self.spec.engine], str(self.folder)],
                 rank_env(rank, world, port, threads=self.spec.threads),
                 self.folder / f"rank{rank}.log",
             )
@@ -123,6 +140,7 @@ class Launch:
         self.supervisor: Optional[Supervisor] = None
         self._progress: Optional[Progress] = None
         self._lock: Optional[RunFolderLock] = None
+        self._linger: Optional[threading.Timer] = None
 
     def start(self, timeout_s: Optional[float] = None) -> "Launch":
         self._lock = RunFolderLock.claim(
@@ -133,14 +151,28 @@ class Launch:
             self.engine,
             on_report=self._on_report,
             # A stalled rank's own receive times out after stall_timeout_s; this is the backstop.
-            stall_s=self.spec.stall_timeout_s + 15.0,
+            stall_s=self.spec.stall_timeout_s + 15.0 + STARTUP_S[self.spec.engine],
             timeout_s=timeout_s,
         ).start()
         return self
 
     def _on_report(self, new: list[Report]) -> None:
+        failed = next((r.rank for r in new if r.kind == "failure"), None)
+        if failed is not None and self._linger is None:
+            self._linger = threading.Timer(LINGER_S, self._end_lingering, args=(failed,))
+            self._linger.daemon = True
+            self._linger.start()
         if self._progress is not None:
             self._progress(self.follower)
+
+    def _end_lingering(self, rank: int) -> None:
+        """SIGKILL ``rank``'s process group if it is still alive after reporting its failure."""
+        proc = self.supervisor.procs.get(rank) if self.supervisor is not None else None
+        if proc is not None and proc.poll() is None:
+            try:
+                os.killpg(proc.pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
 
     def poll(self) -> bool:
         """True while any rank runs."""
@@ -165,6 +197,8 @@ class Launch:
                 self.folder, self.spec.run_id, codes, out.stopped, self.spec.stall_timeout_s
             )
         finally:
+            if self._linger is not None:
+                self._linger.cancel()
             if self._lock is not None:
                 self._lock.release()
         return collect(

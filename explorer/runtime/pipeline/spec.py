@@ -21,7 +21,7 @@ from explorer.schedules.schedule import Schedule
 
 BACKENDS = ("gloo", "nccl")
 BUILTIN_MODELS = ("mlp", "transformer")
-FAULTS = ("kill", "raise", "hang")
+FAULTS = ("kill", "raise", "hang", "linger")
 
 
 @dataclass(frozen=True)
@@ -49,7 +49,8 @@ class Fault:
     """A fault injected on purpose (tests, demos): at ``step`` of iteration 0, ``rank`` dies.
 
     ``kill`` sends the process SIGKILL (no chance to write anything), ``raise`` raises an
-    exception inside the instruction loop, ``hang`` sleeps forever so the neighbours stall.
+    exception inside the instruction loop, ``hang`` sleeps forever so the neighbours stall,
+    ``linger`` raises and then keeps the process alive (DeepSpeed's engine only).
     """
 
     rank: int
@@ -82,6 +83,10 @@ class RunSpec:
     threads: int = 1
     #: This run's identity, repeated by every record the ranks write (set by the launcher).
     run_id: str = ""
+    #: Which engine executes the schedule: "explorer" (ours) or "deepspeed" (DeepSpeed's own).
+    engine: str = "explorer"
+    #: ``MODULE:CLASS`` of a DeepSpeed-style schedule the deepspeed engine runs itself ("" = replay ``schedule``).
+    schedule_class: str = ""
 
     def __post_init__(self) -> None:
         if self.backend not in BACKENDS:

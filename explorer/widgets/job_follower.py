@@ -1,0 +1,146 @@
+"""Follow a user's DeepSpeed job live: ``JobFollower(folder).start()`` in a notebook.
+
+The folder is the one the job's ``explorer.instrument(engine, folder)`` writes. Each poll reads
+what the ranks appended (:class:`~explorer.traces.pipeline.instrumented.InstrumentedRun`); when
+something new arrived it redraws the per-rank progress, the overlay of the current iteration's
+measured instructions on the simulation of the schedule the ranks ran, and the grid, with the
+failure pinned on its cell the moment a rank reports it. Every redraw is kept in ``history``
+(time, iteration, records, failure cell), which is how a test proves the view moved while
+the job was still running.
+
+The polling runs in a daemon thread (:meth:`start`) or by hand (:meth:`poll`); an exception in
+a poll is said in the status line and stops the thread, never the kernel.
+"""
+
+from __future__ import annotations
+
+import html
+import threading
+import time
+from pathlib import Path
+from typing import Optional, Union
+
+import ipywidgets as w
+
+from explorer.analysis import check
+from explorer.traces.pipeline.instrumented import InstrumentedRun, is_instrumented
+from explorer.traces.pipeline.trace import to_measured
+from explorer.views.live import failure_cell, pinned_grid, progress_figure
+from explorer.views.overlay import overlay_figure
+from explorer.views.palette import HAZARD
+from explorer.widgets.sync import LiveFigure
+
+__all__ = ["JobFollower"]
+
+
+class JobFollower:
+    """The live view of one traced job (see the module docstring)."""
+
+    def __init__(self, folder: Union[str, Path], *, interval_s: float = 0.2) -> None:
+        self.folder = Path(folder)
+        self.interval_s = interval_s
+        self.run: Optional[InstrumentedRun] = None
+        self.report = None
+        self.history: list[dict] = []
+        self.errors: list[str] = []
+        self._stop = threading.Event()
+        self._thread: Optional[threading.Thread] = None
+        self._pinned: Optional[tuple[int, int]] = None
+        self.status = w.HTML(f"waiting for {html.escape(str(self.folder))} …")
+        self.progress = LiveFigure()
+        self.overlay = LiveFigure()
+        self.grid = LiveFigure()
+        self.widget = w.VBox(
+            [self.status, self.progress.widget, self.overlay.widget, self.grid.widget],
+            layout=w.Layout(width="100%"),
+        )
+
+    # -- polling -----------------------------------------------------------------------------
+    def poll(self) -> bool:
+        """Read new lines; redraw what changed. True when the views were updated."""
+        if self.run is None:
+            if not is_instrumented(self.folder):
+                return False
+            self.run = InstrumentedRun.open(self.folder)
+        before = (len(self.run.follower.records), len(self.run.follower.events))
+        self.run.poll()
+        if (len(self.run.follower.records), len(self.run.follower.events)) == before:
+            return False
+        self._redraw()
+        return True
+
+    def _redraw(self) -> None:
+        run = self.run
+        assert run is not None
+        if self.report is None:
+            schedule = run.schedule()
+            if schedule is not None:
+                self.report = check(schedule, other_model=False)
+        ranks = run.ranks()
+        steps = self.report.schedule.num_steps if self.report is not None else 1
+        self.progress.show(progress_figure(ranks, steps))
+        iteration = max((r["iteration"] for r in ranks), default=-1)
+        records = [r for r in run.follower.records if r["iteration"] == iteration]
+        failure = run.failure()
+        if self.report is not None:
+            trace = to_measured(records, source=str(self.folder)) if records else None
+            self.overlay.show(overlay_figure(self.report, trace))
+            cell = failure_cell(failure)
+            if not self.history or cell != self._pinned or self.history[-1]["finished"]:
+                self.grid.show(pinned_grid(self.report, failure))
+                self._pinned = cell
+        self._say(ranks, failure)
+        self.history.append(
+            {
+                "time": time.time(),
+                "iteration": iteration,
+                "records": len(run.follower.records),
+                "failure_cell": self._pinned,
+                "finished": run.finished,
+            }
+        )
+
+    def _say(self, ranks: list[dict], failure: Optional[dict]) -> None:
+        run = self.run
+        assert run is not None
+        head = (
+            f"DeepSpeed {run.version} job {run.run_id}: {len(ranks)} ranks, "
+            f"{len(run.follower.records)} instructions "
+            f"({'finished' if run.finished else 'running'})"
+        )
+        lines = [html.escape(head)]
+        if failure:
+            lines.append(
+                f"<span style='color:{HAZARD}'>first failure: rank {failure['rank']}, stage "
+                f"{failure['stage']}, step {failure['step']}, {html.escape(str(failure['instruction']))}: "
+                f"{html.escape(str(failure['message']))}</span>"
+            )
+        self.status.value = "<br>".join(lines)
+
+    # -- following in the background --------------------------------------------------------
+    def start(self) -> "JobFollower":
+        """Poll every ``interval_s`` in a daemon thread until every rank ended (or :meth:`stop`)."""
+        self._stop.clear()
+        self._thread = threading.Thread(target=self._loop, name="explorer-follow", daemon=True)
+        self._thread.start()
+        return self
+
+    def _loop(self) -> None:
+        while not self._stop.is_set():
+            try:
+                self.poll()
+            except Exception as exc:  # said in the status line; the kernel goes on
+                self.errors.append(f"{type(exc).__name__}: {exc}")
+                self.status.value = f"<span style='color:{HAZARD}'>⚠ following stopped: {html.escape(self.errors[-1])}</span>"
+                return
+            if self.run is not None and self.run.finished:
+                return
+            self._stop.wait(self.interval_s)
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+
+    def _repr_mimebundle_(self, **kwargs: object) -> dict:
+        return self.widget._repr_mimebundle_(**kwargs)

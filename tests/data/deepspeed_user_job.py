@@ -1,0 +1,114 @@
+"""A user's own DeepSpeed pipeline training script, plus the one line that traces it.
+
+Start it as any DeepSpeed job::
+
+    torchrun --nproc-per-node 4 tests/data/deepspeed_user_job.py --out TRACE_DIR
+    DS_ACCELERATOR=cpu deepspeed --num_gpus 4 tests/data/deepspeed_user_job.py --out TRACE_DIR
+
+Without ``--out`` the job runs untraced (the overhead benchmark compares the two).
+``--legacy-order`` trains with today's buffer count and DeepSpeed 0.8's send/receive order
+(the seed thread's combination); ``--pause S`` sleeps between iterations, as a job with real
+work per iteration would take time.
+"""
+
+import argparse
+import json
+import os
+import time
+
+os.environ.setdefault("DS_ACCELERATOR", "cpu")
+
+import deepspeed  # noqa: E402
+import torch  # noqa: E402
+from deepspeed.pipe import PipelineModule  # noqa: E402
+from deepspeed.runtime.pipe import schedule  # noqa: E402
+
+import explorer  # noqa: E402
+
+WIDTH, MICRO_BATCHES, MICRO_BATCH_SIZE = 32, 8, 4
+
+
+class LegacyOrderTrainSchedule(schedule.TrainSchedule):
+    """Today's buffers with 0.8's order: receive before sending the gradient, send before receiving."""
+
+    def steps(self):
+        for cmds in super().steps():
+            names = [type(c).__name__ for c in cmds]
+            for first, second in (("SendGrad", "RecvActivation"), ("RecvGrad", "SendActivation")):
+                if first in names and second in names:
+                    i, j = names.index(first), names.index(second)
+                    if i < j:
+                        cmds[i], cmds[j] = cmds[j], cmds[i]
+                        names[i], names[j] = names[j], names[i]
+            yield cmds
+
+
+def batches(iteration):
+    g = torch.Generator().manual_seed(iteration)
+    return iter(
+        [
+            (
+                torch.randn(MICRO_BATCH_SIZE, WIDTH, generator=g),
+                torch.randn(MICRO_BATCH_SIZE, WIDTH, generator=g),
+            )
+            for _ in range(MICRO_BATCHES)
+        ]
+    )
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--out", default=None, help="trace folder (without it: not traced)")
+    parser.add_argument("--iterations", type=int, default=3)
+    parser.add_argument("--legacy-order", action="store_true")
+    parser.add_argument("--pause", type=float, default=0.0)
+    parser.add_argument("--alternate", action="store_true", help="trace even iterations only")
+    parser.add_argument(
+        "--local_rank", type=int, default=-1, help="passed by the deepspeed launcher"
+    )
+    args = parser.parse_args()
+
+    deepspeed.ops.__compatible_ops__["deepspeed_shm_comm"] = False
+    deepspeed.init_distributed(dist_backend="gloo")
+    torch.manual_seed(0)
+    layers = [torch.nn.Sequential(torch.nn.Linear(WIDTH, WIDTH), torch.nn.Tanh()) for _ in range(8)]
+    model = PipelineModule(
+        layers=layers,
+        num_stages=int(os.environ["WORLD_SIZE"]),
+        loss_fn=torch.nn.functional.mse_loss,
+    )
+    engine, _, _, _ = deepspeed.initialize(
+        model=model,
+        model_parameters=model.parameters(),
+        config={
+            "train_micro_batch_size_per_gpu": MICRO_BATCH_SIZE,
+            "gradient_accumulation_steps": MICRO_BATCHES,
+            "optimizer": {"type": "SGD", "params": {"lr": 0.1}},
+            "steps_per_print": 1000,
+        },
+    )
+    if args.legacy_order:
+        engine._train_schedule = lambda: LegacyOrderTrainSchedule(
+            micro_batches=engine.micro_batches, stages=engine.num_stages, stage_id=engine.stage_id
+        )
+
+    trace = explorer.instrument(engine, args.out) if args.out else None  # the one line
+
+    for iteration in range(args.iterations):
+        if (
+            trace is not None and args.alternate
+        ):  # the overhead benchmark: traced every other iteration
+            trace.attach() if iteration % 2 == 0 else trace.detach()
+        start = time.perf_counter()
+        loss = engine.train_batch(data_iter=batches(iteration))
+        took = time.perf_counter() - start
+        if engine.global_rank == 0:
+            print(
+                f"iteration {iteration}: loss {loss.item():.6f} in {took * 1e3:.3f} ms", flush=True
+            )
+            print(json.dumps({"iteration": iteration, "seconds": took}), flush=True)
+        time.sleep(args.pause)
+
+
+if __name__ == "__main__":
+    main()
