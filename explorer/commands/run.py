@@ -166,6 +166,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="compute order PyTorch's engine runs: its own schedule class's (torch), this schedule's (explorer), "
         "or PyTorch's when it has one that is whole (auto)",
     )
+    p.add_argument(
+        "--html",
+        default=None,
+        metavar="OUT.html",
+        type=validate.output_file("--html"),
+        help="with --engine all: a self-contained page with each engine's measurement overlaid on "
+        "the simulation of the same schedule",
+    )
     p.add_argument("--json", action="store_true", help="print the result as JSON")
     p.set_defaults(func=run)
 
@@ -173,6 +181,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     from explorer.runtime.pipeline.spec import ModelSpec, RunSpec
 
+    if args.html and args.engine != "all":
+        raise InputError(
+            f"--html draws the three engines side by side: use it with --engine all, not --engine {args.engine}"
+        )
     if args.collect:
         if args.engine != "explorer":
             raise InputError(

@@ -94,6 +94,8 @@ def report_all(spec, args: argparse.Namespace) -> int:
         "deepspeed_engine": deepspeed_doc(ds),
         "comparison": side,
     }
+    if args.html:
+        write_overlays(args.html, spec.build_schedule(), ours, torch_run, ds)
     if args.json:
         print(json.dumps(doc), flush=True)
     else:
@@ -109,6 +111,35 @@ def report_all(spec, args: argparse.Namespace) -> int:
         ]
     )
     return 0 if ok else 1
+
+
+def write_overlays(path: str, schedule, ours, torch_run, ds) -> None:
+    """One offline page: each engine's last iteration overlaid on the simulation of ``schedule``.
+
+    Each overlay re-costs the simulation from that engine's own measurement, so the three lanes
+    say where each engine spent its time against the same plan.
+    """
+    from explorer import inputs
+    from explorer.analysis import check
+    from explorer.views.html import page
+    from explorer.views.overlay import overlay_figure
+
+    report = check(schedule)
+    sections: list = []
+    for title, result in (
+        ("The explorer's engine", ours),
+        (f"PyTorch's _PipelineScheduleRuntime ({torch_run.torch_version})", torch_run),
+        (f"DeepSpeed's PipelineEngine ({ds.details.get('deepspeed_version')})", ds),
+    ):
+        sections.append(f"<h2>{title}</h2>")
+        trace = result.trace()
+        if len(trace) == 0:
+            sections.append(
+                "<p>No instruction was measured: the engine did not run an iteration.</p>"
+            )
+        else:
+            sections.append(overlay_figure(report, trace))
+    inputs.write_text(path, page(f"Three engines on {schedule.name}", sections), "HTML report")
 
 
 def side_by_side(ours, torch_run, ds) -> dict:
@@ -219,4 +250,11 @@ def _ms(value: Optional[float]) -> str:
     return "-" if value is None else f"{value:.3f}"
 
 
-__all__ = ["deepspeed_doc", "deepspeed_line", "report_all", "report_deepspeed", "side_by_side"]
+__all__ = [
+    "deepspeed_doc",
+    "deepspeed_line",
+    "report_all",
+    "report_deepspeed",
+    "side_by_side",
+    "write_overlays",
+]

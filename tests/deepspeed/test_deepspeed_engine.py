@@ -112,7 +112,7 @@ def test_every_rank_is_gone_soon_after_a_failure_even_when_the_failing_rank_stay
 def test_all_three_engines_side_by_side(ds081_env, tmp_path):
     done = explorer_cli(
         ["run", "--engine", "all", "--kind", "deepspeed-train", *SIZES, "--json", "--out",
-         str(tmp_path / "all")],
+         str(tmp_path / "all"), "--html", str(tmp_path / "all.html")],
         ds081_env,
         tmp_path,
         timeout=600,
@@ -132,6 +132,12 @@ def test_all_three_engines_side_by_side(ds081_env, tmp_path):
     rows = {r["kind"]: r for r in side["kinds"]}
     assert rows["F"]["explorer_n"] == rows["F"]["deepspeed_n"] == rows["F"]["torch_n"] == 32
     assert all(v > 0 for v in side["makespan_ms"].values())
+    # each engine overlaid on the same simulation, one offline page
+    html = (tmp_path / "all.html").read_text()
+    assert html.count("Plotly.newPlot") == 3 and 'src="http' not in html
+    for engine in ("explorer's engine", "_PipelineScheduleRuntime", "PipelineEngine (0.19.8)"):
+        assert engine in html
+    assert "Measured vs simulated" in html and "No instruction was measured" not in html
     # the DeepSpeed run folder reads back as that engine's run
     read = explorer_cli(
         ["read", str(tmp_path / "all" / "deepspeed"), "--json"], ds081_env, tmp_path
