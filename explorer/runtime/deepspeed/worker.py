@@ -192,5 +192,7 @@ class _Run:
         type(engine)._INSTRUCTION_MAP = {cls: faulty(fn) for cls, fn in table.items()}
 
 
+__all__ = ["main"]
+
 if __name__ == "__main__":
     sys.exit(main(Path(sys.argv[1])))
