@@ -116,14 +116,15 @@ class PipelineEngine(Engine):
         """How long the other ranks get to write their own account after the first one failed.
 
         After a stall the others are stalled too, but each one's receive times out on its own
-        clock, a little later when the machine is busy: wait for them (up to the stall timeout
-        again), so the failure names every waiting stage, not just the first.
+        clock, later when the machine is busy (a rank that started late reaches its blocking
+        exchange late): wait for them, up to twice the stall timeout, so the failure names every
+        waiting stage, not just the first. Ranks that have reported exit, which ends the wait early.
         """
         if any(
             e["type"] == "failure" and failure_kind(e) == FailureKind.TIMEOUT
             for e in self.follower.events
         ):
-            return max(GRACE_S, self.spec.stall_timeout_s + 2.0)
+            return max(GRACE_S, 2.0 * self.spec.stall_timeout_s + 2.0)
         return GRACE_S
 
 
