@@ -44,13 +44,23 @@ def register(detector: Detector) -> None:
     DETECTORS[:] = [d for d in DETECTORS if d.kind != detector.kind] + [detector]
 
 
+#: Which kind wins when a folder holds several: a compile job's folder may hold profiler traces
+#: beside its TORCH_TRACE logs (with distributedInfo whenever a process group existed), and those
+#: belong to it. Fixed here, not by registration order, which depends on what imported what first.
+PRECEDENCE = ("pipeline-instrumented", "pipeline-run", "torch-trace", "pipeline-profile", "xla")
+
+
+def _precedence(detector: Detector) -> int:
+    return PRECEDENCE.index(detector.kind) if detector.kind in PRECEDENCE else len(PRECEDENCE)
+
+
 def detect(path: Path) -> Detected:
     """The kind of ``path``, or an InputError naming every kind the explorer reads."""
     if not path.exists():
         raise InputError(
             f"{excerpt(str(path))} does not exist: give a file or folder a job left behind"
         )
-    for d in DETECTORS:
+    for d in sorted(DETECTORS, key=_precedence):
         why = d.recognise(path)
         if why:
             return Detected(d.kind, why, d.reader)
@@ -97,4 +107,4 @@ import explorer.traces.profiler.detect  # noqa: E402,F401  (registers per-rank p
 import explorer.traces.torch_trace_detect  # noqa: E402,F401  (registers the torch-trace kind)
 import explorer.traces.xla.detect  # noqa: E402,F401  (registers the xla kind)
 
-__all__ = ["Detector", "Detected", "DETECTORS", "register", "detect"]
+__all__ = ["Detector", "Detected", "DETECTORS", "PRECEDENCE", "register", "detect"]

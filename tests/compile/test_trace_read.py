@@ -190,3 +190,24 @@ def test_a_profiler_trace_recorded_without_a_schedule_is_named_and_not_used(jobs
     assert any("no_schedule.json" in n and "without schedule=" in n for n in doc["notes"]), doc[
         "notes"
     ]
+
+
+def test_a_compile_job_with_rank_tagged_profiler_traces_still_reads_as_torch_trace(
+    jobs, tmp_path
+) -> None:
+    """A process group makes the profiler write distributedInfo; the TORCH_TRACE logs still decide."""
+    import torch
+    import torch.distributed as dist
+
+    folder = tmp_path / "job"
+    shutil.copytree(jobs("cycling") / "torch_trace", folder / "torch_trace")
+    store = dist.FileStore(str(tmp_path / "store"), 1)
+    dist.init_process_group("gloo", store=store, rank=0, world_size=1)
+    try:
+        with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof:
+            torch.ones(4, 4).mm(torch.ones(4, 4))
+        prof.export_chrome_trace(str(folder / "rank0_trace.json"))
+    finally:
+        dist.destroy_process_group()
+    assert "distributedInfo" in (folder / "rank0_trace.json").read_text()
+    assert detect(folder).kind == "torch-trace"
