@@ -9,12 +9,10 @@ import (``call_to_str``) resolves to real DeepSpeed code.
 from __future__ import annotations
 
 import importlib.util
-import subprocess
-import sys
-import tarfile
 from pathlib import Path
 
 import pytest
+from deepspeed_081 import schedule_081_source
 
 from explorer.analysis import build, check
 from explorer.schedules.adapters import from_deepspeed, from_torch_pipelining
@@ -28,28 +26,7 @@ ROOT = Path(__file__).resolve().parents[2]
 @pytest.fixture(scope="session")
 def deepspeed_081_schedule(tmp_path_factory):
     """DeepSpeed 0.8.1's ``deepspeed/runtime/pipe/schedule.py``, as shipped (before the fix)."""
-    cache = ROOT / ".venv" / "sdists"
-    tarball = cache / "deepspeed-0.8.1.tar.gz"
-    if not tarball.exists():
-        cache.mkdir(parents=True, exist_ok=True)
-        subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "pip",
-                "download",
-                "--quiet",
-                "--no-deps",
-                "--no-binary",
-                ":all:",
-                "deepspeed==0.8.1",
-                "-d",
-                str(cache),
-            ],
-            check=True,
-        )
-    with tarfile.open(tarball) as tf:
-        source = tf.extractfile("deepspeed-0.8.1/deepspeed/runtime/pipe/schedule.py").read()
+    source = schedule_081_source()
     path = tmp_path_factory.mktemp("ds081") / "schedule_081.py"
     path.write_bytes(source)
     spec = importlib.util.spec_from_file_location(
