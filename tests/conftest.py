@@ -193,6 +193,31 @@ def pytest_runtest_call(item: pytest.Item):
         return (yield)
 
 
+# --- no test leaves a process group behind ----------------------------------------------------
+
+
+def _leftover_process_group() -> bool:
+    """Whether this process still holds torch.distributed's default group (False before torch)."""
+    dist = sys.modules.get("torch.distributed")
+    return bool(dist is not None and dist.is_available() and dist.is_initialized())
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_teardown(item: pytest.Item, nextitem: Optional[pytest.Item]):
+    """A default process group is per process: one left by a test breaks the next one's
+    ``init_process_group`` ("initialize the default process group twice") in the same worker,
+    far from the cause. The group is destroyed here and the test that left it fails, named."""
+    result = yield
+    if _leftover_process_group():
+        sys.modules["torch.distributed"].destroy_process_group()
+        pytest.fail(
+            f"{item.nodeid} left torch.distributed's default process group initialized: "
+            "destroy it (dist.destroy_process_group()) or run the job in a child process.",
+            pytrace=False,
+        )
+    return result
+
+
 # --- a tier that selects nothing is not an error -----------------------------------------------
 
 _DESELECTED = 0

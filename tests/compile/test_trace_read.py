@@ -192,22 +192,31 @@ def test_a_profiler_trace_recorded_without_a_schedule_is_named_and_not_used(jobs
     ]
 
 
+_RANK_TAGGED_PROFILE = """
+import sys, torch, torch.distributed as dist
+dist.init_process_group("gloo", store=dist.FileStore(sys.argv[1], 1), rank=0, world_size=1)
+with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof:
+    torch.ones(4, 4).mm(torch.ones(4, 4))
+prof.export_chrome_trace(sys.argv[2])
+dist.destroy_process_group()
+"""
+
+
 def test_a_compile_job_with_rank_tagged_profiler_traces_still_reads_as_torch_trace(
     jobs, tmp_path
 ) -> None:
-    """A process group makes the profiler write distributedInfo; the TORCH_TRACE logs still decide."""
-    import torch
-    import torch.distributed as dist
+    """A process group makes the profiler write distributedInfo; the TORCH_TRACE logs still decide.
 
+    The trace is written in a child: a process group is per process, and a test before this one in
+    the same pytest worker may hold one (init_process_group refuses a second).
+    """
     folder = tmp_path / "job"
     shutil.copytree(jobs("cycling") / "torch_trace", folder / "torch_trace")
-    store = dist.FileStore(str(tmp_path / "store"), 1)
-    dist.init_process_group("gloo", store=store, rank=0, world_size=1)
-    try:
-        with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof:
-            torch.ones(4, 4).mm(torch.ones(4, 4))
-        prof.export_chrome_trace(str(folder / "rank0_trace.json"))
-    finally:
-        dist.destroy_process_group()
-    assert "distributedInfo" in (folder / "rank0_trace.json").read_text()
+    trace = folder / "rank0_trace.json"
+    subprocess.run(
+        [sys.executable, "-c", _RANK_TAGGED_PROFILE, str(tmp_path / "store"), str(trace)],
+        check=True,
+        timeout=300,
+    )
+    assert "distributedInfo" in trace.read_text()
     assert detect(folder).kind == "torch-trace"
