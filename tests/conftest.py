@@ -181,6 +181,7 @@ def _cuda_available() -> bool:
 
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_setup(item: pytest.Item):
+    _GROUP_BEFORE[item.nodeid] = _leftover_process_group()
     if item.get_closest_marker("gpu") is not None and not _cuda_available():
         pytest.skip("needs a CUDA device")
     with _tier(item):
@@ -196,6 +197,10 @@ def pytest_runtest_call(item: pytest.Item):
 # --- no test leaves a process group behind ----------------------------------------------------
 
 
+#: Per test id: whether a default group already existed when the test's setup began.
+_GROUP_BEFORE: dict[str, bool] = {}
+
+
 def _leftover_process_group() -> bool:
     """Whether this process still holds torch.distributed's default group (False before torch)."""
     dist = sys.modules.get("torch.distributed")
@@ -206,9 +211,15 @@ def _leftover_process_group() -> bool:
 def pytest_runtest_teardown(item: pytest.Item, nextitem: Optional[pytest.Item]):
     """A default process group is per process: one left by a test breaks the next one's
     ``init_process_group`` ("initialize the default process group twice") in the same worker,
-    far from the cause. The group is destroyed here and the test that left it fails, named."""
+    far from the cause. The group is destroyed here and the test that left it fails, named.
+    Tests marked ``process_group`` keep theirs: DeepSpeed caches its groups process-wide, and
+    a destroyed group breaks the next in-process DeepSpeed engine, as in a notebook kernel."""
     result = yield
-    if _leftover_process_group():
+    if (
+        item.get_closest_marker("process_group") is None
+        and not _GROUP_BEFORE.pop(item.nodeid, False)
+        and _leftover_process_group()
+    ):
         sys.modules["torch.distributed"].destroy_process_group()
         pytest.fail(
             f"{item.nodeid} left torch.distributed's default process group initialized: "

@@ -21,6 +21,7 @@ addopts = --strict-markers -p no:cacheprovider
 markers =
     slow: slow
     gpu: gpu
+    process_group: process_group
 """
 
 
@@ -96,3 +97,40 @@ def test_a_gpu_test_is_skipped_only_for_want_of_a_cuda_device(planted):
     else:
         result.assert_outcomes(skipped=1)
         result.stdout.fnmatch_lines(["*needs a CUDA device*"])
+
+
+def test_a_test_that_leaves_a_process_group_fails_by_name_and_the_next_one_starts_clean(planted):
+    """The leak is pinned on the test that made it, not on a later test's "initialize twice"."""
+    planted.makepyfile(
+        """
+import pytest
+import torch.distributed as dist
+
+def _init(tmp_path):
+    dist.init_process_group("gloo", store=dist.FileStore(str(tmp_path / "s"), 1), rank=0,
+                            world_size=1)
+
+@pytest.mark.slow
+def test_leaks(tmp_path):
+    _init(tmp_path)
+
+@pytest.mark.slow
+def test_after(tmp_path):
+    _init(tmp_path)
+    dist.destroy_process_group()
+
+@pytest.mark.slow
+@pytest.mark.process_group
+def test_keeps_on_purpose(tmp_path):
+    _init(tmp_path)
+
+@pytest.mark.slow
+def test_runs_beside_the_kept_group():
+    assert dist.is_initialized()
+"""
+    )
+    result = planted.runpytest_subprocess()
+    result.assert_outcomes(passed=4, errors=1)
+    out = result.stdout.str()
+    assert "test_leaks left torch.distributed's default process group initialized" in out
+    assert "test_after" not in out.split("short test summary")[-1]

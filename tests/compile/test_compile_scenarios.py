@@ -94,6 +94,7 @@ def test_probe_leaves_dynamo_config_as_it_found_it(results) -> None:
     assert torch._dynamo.config.recompile_limit == before
 
 
+@pytest.mark.process_group
 @pytest.mark.skipif(
     importlib.util.find_spec("deepspeed") is None, reason="deepspeed is not installed"
 )
@@ -102,3 +103,18 @@ def test_deepspeed_engine_compile_cycles_with_period_three() -> None:
     assert r.error is None, r.failure
     assert (r.diagnosis.cause, r.diagnosis.period) == ("cycling", 3), r.diagnosis.sentence
     assert len({it.variant for it in r.iterations}) == 3
+
+
+@pytest.mark.process_group
+@pytest.mark.skipif(
+    importlib.util.find_spec("deepspeed") is None, reason="deepspeed is not installed"
+)
+def test_the_deepspeed_preset_runs_again_in_the_same_process() -> None:
+    """A kernel re-running the cell: DeepSpeed caches its groups process-wide, so the preset
+    keeps the one group it started and the second run reuses it."""
+    import torch.distributed as dist
+
+    for _ in range(2):
+        r = run_scenario("deepspeed", iterations=3, backend="aot_eager")
+        assert r.error is None, r.failure
+        assert dist.is_initialized() and dist.get_world_size() == 1
