@@ -59,10 +59,11 @@ def deepspeed_line(result) -> str:
         then = "\n  then: " + "\n  then: ".join(later) if later else ""
         return f"DeepSpeed {version}: failed: {where}{f['message']}\n{tail}{then}".rstrip()
     verdict = "bitwise equal to" if result.bitwise_equal_to_reference else "DIFFERENT from"
+    warning = result.loss_warning()
     return (
         f"DeepSpeed {version}: ok: {len(result.losses)} micro-batch losses and final gradients "
         f"{verdict} the reference (run folder {result.folder})"
-    )
+    ) + (f"\n{warning}" if warning else "")
 
 
 def _refuse_unsupported(result) -> None:

@@ -9,6 +9,7 @@ is wrong, instead of a ``KeyError`` from deep inside the collector.
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 from typing import Any
 
@@ -95,11 +96,11 @@ def records_checked(folder: Path) -> None:
         if (
             not isinstance(doc, dict)
             or not isinstance(doc.get("losses"), list)
-            or not all(isinstance(x, (int, float)) for x in doc["losses"])
+            or not all(x is None or isinstance(x, (int, float)) for x in doc["losses"])
         ):
             raise InputError(
                 f"{excerpt(str(result))} is not the result `explorer run` writes "
-                "(an object with a list of losses): was it edited?"
+                "(an object with a list of losses, null where a loss was not finite): was it edited?"
             )
 
 
@@ -116,6 +117,13 @@ def _record(line: Any, name: str, n: int) -> None:
             f"{name} line {n} is not a record `explorer run` writes (a JSON object with an integer "
             f"'rank' and a 'type'): {excerpt(json.dumps(line))}"
         )
+    # A number too large for a float (1e400) reads as infinity; no worker writes one.
+    for key, value in line.items():
+        if isinstance(value, float) and not math.isfinite(value):
+            raise InputError(
+                f"{name} line {n}: {key!r} is {value!r}: the times and numbers `explorer run` "
+                "writes are finite; was the file edited?"
+            )
 
 
 __all__ = ["read_spec", "records_checked"]

@@ -60,6 +60,11 @@ def detect(path: Path) -> Detected:
         raise InputError(
             f"{excerpt(str(path))} does not exist: give a file or folder a job left behind"
         )
+    if not (path.is_file() or path.is_dir()):
+        raise InputError(
+            f"{excerpt(str(path))} is neither a regular file nor a folder (a device, a pipe or a "
+            "socket): give a file or folder a job left behind"
+        )
     for d in sorted(DETECTORS, key=_precedence):
         why = d.recognise(path)
         if why:

@@ -204,3 +204,31 @@ def test_torchrun_runs_the_same_command_as_its_ranks(tmp_path):
     data = json.loads(out.stdout.strip().splitlines()[-1])
     assert data["ok"] and data["bitwise_equal_to_reference"] is True
     assert sorted(p.name for p in tmp_path.glob("rank*.jsonl")) == ["rank0.jsonl", "rank1.jsonl"]
+
+
+@pytest.mark.slow
+def test_a_model_whose_losses_are_nan_is_said_and_its_folder_reads_back(tmp_path):
+    """JSON has no NaN: the losses are written as null, counted, and said in words; the run's
+    own folder reads back (it did not: a strict reader refused the NaN the writer put there)."""
+    (tmp_path / "diverging.py").write_text(
+        "import torch\nfrom torch import nn\n"
+        "def build():\n"
+        "    def data(i):\n"
+        "        return torch.full((2, 8), float('inf')), torch.zeros(2, 8)\n"
+        "    return [nn.Linear(8, 8) for _ in range(4)], nn.functional.mse_loss, data\n"
+    )
+    env = {**os.environ, "PYTHONPATH": str(tmp_path)}
+    out = _cli(
+        "--kind", "1f1b", "--stages", "2", "--microbatches", "2", "--model", "diverging:build",
+        "--out", str(tmp_path / "run"), cwd=tmp_path, env=env,
+    )  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    assert "warning: 2 loss(es) not finite" in out.stdout
+    result = json.loads((tmp_path / "run" / "result.json").read_text())  # strict JSON now
+    assert result["losses"] == [None, None] and result["nonfinite_losses"] == 2
+    read = subprocess.run(
+        [sys.executable, "-m", "explorer", "read", str(tmp_path / "run"), "--json"],
+        capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert read.returncode == 0, read.stderr
+    assert json.loads(read.stdout)["losses"] == [None, None]

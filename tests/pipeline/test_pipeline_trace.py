@@ -109,3 +109,28 @@ def test_follower_reads_only_complete_lines(tmp_path):
         )
     assert len(follower.poll()) == 1 and follower.ranks[0].state == "failed"
     assert follower.poll() == [] and len(follower.trace()) == 2
+
+
+@pytest.mark.parametrize(
+    "line, words",
+    [
+        ("not json at all", "line 2 is not JSON"),
+        ('{"type": "instr", "rank": 0, "run": "r"}', "without integer iteration, stage, step"),
+        ('{"type": "instr", "rank": 0, "iteration": 0, "stage": 0, "step": 0, "start": 1e400, '
+         '"end": 1}', "has start=inf"),
+        ('{"type": "start", "rank": 0, "pid": NaN}', "has pid=nan"),
+        ('[1, 2]', "is not a trace record"),
+        ('{"type": "start", "rank": true}', "is not a trace record"),
+    ],
+    ids=["garbage", "instr-without-fields", "overflowing-time", "nan", "not-an-object", "bool-rank"],
+)  # fmt: skip
+def test_a_damaged_line_is_one_input_error_naming_file_and_line(tmp_path, line, words):
+    """Not a KeyError or JSONDecodeError from deep inside a reader or a live figure."""
+    from explorer.errors import InputError
+
+    start = json.dumps({"type": "start", "rank": 0, "pid": 1, "stages": [0]})
+    (tmp_path / "rank0.jsonl").write_text(f"{start}\n{line}\n")
+    with pytest.raises(InputError) as err:
+        Follower(tmp_path).poll()
+    assert str(err.value).startswith("rank0.jsonl line 2 ") and words in str(err.value)
+    assert "\n" not in str(err.value)

@@ -55,3 +55,39 @@ def test_a_run_folder_reads_back_with_the_verdict_the_run_gave(tmp_path):
     )
     text = cli("read", str(folder))
     assert text.returncode == 0 and text.stdout.startswith("ok: 4 micro-batch losses")
+
+
+def test_a_device_or_a_pipe_is_refused_in_one_line(explorer_cli, tmp_path):
+    """Not a traceback from listing /dev/null as a folder, nor a read that blocks on a pipe."""
+    import os
+
+    os.mkfifo(tmp_path / "pipe")
+    for path in ("/dev/null", str(tmp_path / "pipe")):
+        out = explorer_cli("read", path)
+        assert out.returncode == 2 and len(out.stderr.splitlines()) == 1, out.stderr
+        assert "neither a regular file nor a folder" in out.stderr
+
+
+@pytest.mark.parametrize(
+    "times, words",
+    [
+        ('"ts": 1e400, "dur": 1', "event 'PP:0F0' has ts=inf"),  # a float that overflows
+        ('"ts": 1, "dur": NaN', "NaN is not a JSON number"),
+        ('"ts": 1e300, "dur": 1', "event 'PP:0F0' has ts=1e+300"),
+        ('"ts": 1, "dur": -5', "event 'PP:0F0' lasts dur=-5"),
+        ('"ts": 1, "dur": 1e20', "event 'PP:0F0' lasts dur=1e+20"),
+    ],
+    ids=["overflowing-ts", "nan-dur", "huge-ts", "negative-dur", "huge-dur"],
+)
+def test_a_profiler_trace_with_impossible_times_is_refused_naming_the_event(
+    explorer_cli, tmp_path, times, words
+):
+    """Damaged numbers would otherwise put inf or nan into every bubble and critical path."""
+    path = tmp_path / "rank0_trace.json"
+    path.write_text(
+        '{"distributedInfo": {"rank": 0, "world_size": 1}, "traceEvents": '
+        f'[{{"ph": "X", "name": "PP:0F0", "pid": 0, "tid": 0, {times}}}]}}'
+    )
+    out = explorer_cli("read", str(path))
+    assert out.returncode == 2 and len(out.stderr.splitlines()) == 1, out.stderr
+    assert words in out.stderr, out.stderr

@@ -12,6 +12,7 @@ wrote one. The file appears whole (written aside, then renamed), so a reader nev
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -54,20 +55,31 @@ def write_result(
     ref_size = sum(float(g.abs().sum()) for st in reference.grads for g in st)
     # Exactly M when the engine summed micro-batch gradients without averaging them.
     scale = sum(float(g.abs().sum()) for st in grads for g in st) / ref_size if ref_size else None
+    values = [float(x) for row in losses for x in row]
     result = {
         "run": spec.run_id,
         "ok": True,
-        "losses": [float(x) for x in losses[-1]],
-        "losses_by_iteration": [[float(x) for x in row] for row in losses],
+        "losses": [_number(x) for x in losses[-1]],
+        "losses_by_iteration": [[_number(x) for x in row] for row in losses],
+        "nonfinite_losses": sum(not math.isfinite(x) for x in values),
         "bitwise_equal_to_reference": bitwise_equal(run, reference),
-        "max_abs_diff_to_reference": diff,
+        "max_abs_diff_to_reference": _number(diff),
         "within_tolerance": close,
-        "grad_scale_to_reference": scale,
+        "grad_scale_to_reference": _number(scale),
         "digest": run.digest(),
         "reference_digest": reference.digest(),
-        "reference_losses": [float(x) for x in reference.losses[-1]],
+        "reference_losses": [_number(x) for x in reference.losses[-1]],
     }
     tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(result, indent=1))
+    tmp.write_text(json.dumps(result, indent=1, allow_nan=False))
     tmp.replace(path)
     return result
+
+
+def _number(x: Any) -> Any:
+    """A float JSON can hold, or None for NaN and infinity (JSON has neither; a reader that
+    meets ``NaN`` in a file refuses it). ``nonfinite_losses`` counts the losses written as null."""
+    if x is None:
+        return None
+    value = float(x)
+    return value if math.isfinite(value) else None

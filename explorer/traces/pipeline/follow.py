@@ -8,10 +8,12 @@ Works for any run folder the runtime writes - spawned from the notebook or start
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal, Optional
 
+from explorer.errors import InputError, excerpt
 from explorer.traces.failure import Failure
 from explorer.traces.pipeline.trace import to_measured
 from explorer.traces.records import MeasuredTrace
@@ -31,6 +33,48 @@ class RankProgress:
     state: FollowerState = "starting"
     pid: Optional[int] = None
     failure: Optional[Failure] = None
+
+
+#: Fields an instruction line must carry, and their types (times are finite seconds).
+_INSTR_INTS = ("iteration", "stage", "step")
+_INSTR_TIMES = ("start", "end")
+
+
+def parse_record(line: str, where: str) -> dict:
+    """One trace line as the ranks write it, or an InputError (one line) saying what is wrong.
+
+    The ranks write whole JSON objects with an integer ``rank`` and a ``type``; an instruction
+    line also has integer ``iteration``/``stage``/``step`` and finite ``start``/``end``. A line
+    that is none of this was edited or damaged: naming it beats a KeyError deep in a figure,
+    and a number like ``1e400`` (read as infinity) never reaches a bubble or a critical path.
+    """
+
+    def refuse(what: str) -> InputError:
+        return InputError(f"{where} {what}: {excerpt(line)}; was the file edited or damaged?")
+
+    try:
+        record = json.loads(line, parse_constant=lambda name: float("nan"))
+    except ValueError:
+        raise refuse("is not JSON") from None
+    rank = record.get("rank") if isinstance(record, dict) else None
+    if (
+        not isinstance(record, dict)
+        or isinstance(rank, bool)
+        or not isinstance(rank, int)
+        or not 0 <= rank < 2**31
+        or not isinstance(record.get("type"), str)
+    ):
+        raise refuse("is not a trace record (a JSON object with an integer 'rank' and a 'type')")
+    for key, value in record.items():
+        if isinstance(value, float) and not math.isfinite(value):
+            raise refuse(f"has {key}={value!r} (every number the ranks write is finite)")
+    if record["type"] == "instr":
+        if not all(
+            isinstance(record.get(k), int) and not isinstance(record.get(k), bool)
+            for k in _INSTR_INTS
+        ) or not all(isinstance(record.get(k), (int, float)) for k in _INSTR_TIMES):
+            raise refuse("is an instruction line without integer iteration, stage, step and times")
+    return record
 
 
 def failure_kind(line: dict) -> Optional[str]:
@@ -56,6 +100,7 @@ class Follower:
     events: list[dict] = field(default_factory=list)
     ranks: dict[int, RankProgress] = field(default_factory=dict)
     _offsets: dict[Path, int] = field(default_factory=dict)
+    _lines: dict[Path, int] = field(default_factory=dict)
 
     def poll(self) -> list[dict]:
         """Read every complete new line; returns the new instruction records."""
@@ -66,9 +111,10 @@ class Follower:
                 chunk = fh.read()
             end = chunk.rfind(b"\n") + 1
             self._offsets[path] = self._offsets.get(path, 0) + end
-            for line in chunk[:end].decode("utf-8").splitlines():
+            for line in chunk[:end].decode("utf-8", errors="replace").splitlines():
+                self._lines[path] = self._lines.get(path, 0) + 1
                 if line.strip():
-                    record = json.loads(line)
+                    record = parse_record(line, f"{path.name} line {self._lines[path]}")
                     if self.run_id is None or record.get("run") == self.run_id:
                         self._take(record, new)
         self.records.extend(new)
@@ -101,4 +147,11 @@ class Follower:
         return to_measured(rows, source=str(self.folder))
 
 
-__all__ = ["FollowerState", "RankProgress", "Follower", "failure_kind", "failure_of"]
+__all__ = [
+    "parse_record",
+    "FollowerState",
+    "RankProgress",
+    "Follower",
+    "failure_kind",
+    "failure_of",
+]

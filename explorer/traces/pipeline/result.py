@@ -77,6 +77,21 @@ class PipelineRunResult:
         Path(path).write_text(json.dumps(self.chrome_trace()))
         return Path(path)
 
+    def loss_warning(self) -> Optional[str]:
+        """One line when some losses were NaN or infinite (written as null), else None.
+
+        The schedule may still be right (bitwise equal to a reference that diverged the same
+        way), so the verdict stands; what diverged is the model or its data, and the user is
+        told rather than shown a clean "ok" over a row of nulls."""
+        final = self.details.get("result") or {}
+        bad = final.get("nonfinite_losses") or sum(x is None for x in self.losses)
+        if not bad:
+            return None
+        return (
+            f"warning: {bad} loss(es) not finite (NaN or infinity, written as null): the model "
+            "or its data diverged; check the inputs and the learning rate"
+        )
+
     def table(self) -> str:
         return table(self.records)
 

@@ -17,6 +17,7 @@ library; no torch.
 from __future__ import annotations
 
 import bisect
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional
@@ -32,6 +33,11 @@ ASYNC_PREFIXES = ("gloo:", "nccl:")
 SEND_OPS = ("c10d::send", "c10d::isend")
 RECV_OPS = ("c10d::recv_", "c10d::irecv", "c10d::recv")
 BACKWARD_PREFIX = "autograd::engine::evaluate_function"
+#: Bounds on the times a trace may hold, in microseconds: an epoch-based clock reading
+#: (about 1.8e15 us today) fits with centuries to spare, and no event lasts a year.
+MAX_TIME_US = 1e17
+MAX_DURATION_US = 3.2e13
+
 #: Categories of the host's own events (the profiler's whole-trace span and Python frames set aside).
 _NESTING = ("cpu_op", "user_annotation")
 
@@ -100,19 +106,37 @@ def read_rank_trace(path: Path) -> RankTrace:
     world = info.get("world_size") if isinstance(info.get("world_size"), int) else None
     base = doc.get("baseTimeNanoseconds")
     base_us = float(base) / 1000.0 if isinstance(base, (int, float)) and base > 0 else 0.0
-    events = [ev for ev in (_event(e, base_us) for e in doc["traceEvents"]) if ev is not None]
+    if not math.isfinite(base_us) or base_us > MAX_TIME_US:
+        raise InputError(
+            f"{where}: baseTimeNanoseconds {base!r} is not a time the profiler writes "
+            f"(at most {MAX_TIME_US * 1000:.0e} ns): re-export it with prof.export_chrome_trace"
+        )
+    events = [
+        ev for ev in (_event(e, base_us, where) for e in doc["traceEvents"]) if ev is not None
+    ]
     events.sort(key=lambda e: (e.start, -e.end))
     return RankTrace(rank, world, str(path), events)
 
 
-def _event(raw: Any, base_us: float) -> Optional[Event]:
+def _event(raw: Any, base_us: float, where: str) -> Optional[Event]:
     if not isinstance(raw, dict) or raw.get("ph") != "X":
         return None
     name, ts, dur = raw.get("name"), raw.get("ts"), raw.get("dur", 0.0)
-    if not isinstance(name, str) or not isinstance(ts, (int, float)):
+    if not isinstance(name, str) or not isinstance(ts, (int, float)) or isinstance(ts, bool):
         return None
-    if not isinstance(dur, (int, float)) or dur < 0:
+    if not isinstance(dur, (int, float)) or isinstance(dur, bool):
         dur = 0.0
+    # A profiler never writes these; placing them would put inf or nan into every figure.
+    if not (math.isfinite(ts) and abs(ts) <= MAX_TIME_US and math.isfinite(dur)):
+        raise InputError(
+            f"{where}: event {excerpt(name)} has ts={ts!r}, dur={dur!r}: times must be finite "
+            f"microseconds of at most {MAX_TIME_US:.0e} (the file is damaged or not a profiler's)"
+        )
+    if not 0 <= dur <= MAX_DURATION_US:
+        raise InputError(
+            f"{where}: event {excerpt(name)} lasts dur={dur!r} us: durations must be between 0 "
+            f"and {MAX_DURATION_US:.0e} us (the file is damaged or not a profiler's)"
+        )
     args = raw.get("args")
     seq = args.get("Sequence number") if isinstance(args, dict) else None
     start = (base_us + float(ts)) * 1e-6
