@@ -114,23 +114,26 @@ def _stuck_rows(schedule: Schedule, partner: np.ndarray, model: P2PModel) -> np.
         node = np.where(
             is_recv & (partner >= 0) & ~local, partner, node
         )  # a pair is one rendezvous
+    never = (is_send | is_recv) & (partner < 0)
+    if model == "batched":
+        never &= is_recv
+    # Receives wait for their send (batched pairs, and local hand-offs under either model);
+    # only waits inside one step can close a cycle.
+    recv_rows = np.nonzero(is_recv & (partner >= 0) & (local | (model == "batched")))[0]
+    recv_rows = recv_rows[schedule.step[partner[recv_rows]] == schedule.step[recv_rows]]
+    if model == "batched" and not len(recv_rows) and not never.any():
+        # Without waits inside a step only each rank's own order is left: no cycle.
+        return np.zeros(n, dtype=bool)
     order = execution_order(schedule, model)
     same = (schedule.rank[order][1:] == schedule.rank[order][:-1]) & (
         schedule.step[order][1:] == schedule.step[order][:-1]
     )
     u = node[order[:-1][same]]
     v = node[order[1:][same]]
-    # Receives wait for their send (batched pairs, and local hand-offs under either model);
-    # only waits inside one step can close a cycle.
-    recv_rows = np.nonzero(is_recv & (partner >= 0) & (local | (model == "batched")))[0]
-    recv_rows = recv_rows[schedule.step[partner[recv_rows]] == schedule.step[recv_rows]]
     u = np.r_[u, partner[recv_rows]]
     v = np.r_[v, recv_rows]
     keep = u != v
     u, v = u[keep], v[keep]
-    never = (is_send | is_recv) & (partner < 0)
-    if model == "batched":
-        never &= is_recv
     indeg = np.bincount(v, minlength=n)
     indeg[node[never]] += 1
     alive = node == np.arange(n)  # only representatives are graph nodes

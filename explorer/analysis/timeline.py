@@ -212,11 +212,13 @@ def per_step_columns(
     per cell of the step, plus two).
     """
     rows = len(rank_of_row)
-    # Everything indexed by position in ``order`` (ranks grouped, each in its execution order).
+    # Everything indexed by position in ``order``(ranks grouped, each in its execution order).
     rank, step, kind = rank_of_row[order], step_of_row[order], kind_of_row[order]
     group_starts = np.r_[True, (rank[1:] != rank[:-1]) | (step[1:] != step[:-1])]
     group_first = np.maximum.accumulate(np.where(group_starts, np.arange(rows), 0))
-    slot = np.arange(rows) - group_first
+    # Slot 0 of every (step, rank) is the rank's clock: a free slot whose lower bound is the
+    # end of the rank's previous step, so the clock is one more wait on an earlier step.
+    slot = np.arange(rows) - group_first + 1
     num_slots = int(slot.max()) + 1
     cells_per_step = num_ranks * num_slots
     cell = (step.astype(np.int64) * num_ranks + rank) * num_slots + slot
@@ -232,73 +234,79 @@ def per_step_columns(
     ordered_cost = row_cost[order].copy()  # sends and receives: the time spent inside the call
     ordered_cost[rendezvous] += latency
     cost[cell] = ordered_cost
-    cost = cost.reshape(num_steps, num_ranks, num_slots)
-    before = np.cumsum(cost, axis=2) - cost
+    before = (np.cumsum(cost.reshape(num_steps, num_ranks, num_slots), axis=2)).reshape(-1)
+    before -= cost
 
-    # One entry per row that waits for another: both ends of a rendezvous, every other receive.
+    # One entry per row that waits for another: both ends of a rendezvous, every other receive;
+    # then one per (step > 0, rank) for the clock: slot 0 waits for the previous step's last slot.
     waits = rendezvous | (is_recv & ~rendezvous)
     wait_cell = cell[waits]
     wait_src = cell_of_row[partner[order[waits]]]  # the cell it waits for
     wait_rendezvous = rendezvous[waits]
-    # A receive's data arrives at its send's end plus the latency (none for a local hand-off);
-    # a rendezvous uses the partner's arrival instead, so its delay is never read.
-    wait_delay = np.where(same_rank[waits], 0.0, latency) + np.where(
-        wait_rendezvous, 0.0, cost.reshape(-1)[wait_src]
-    )
+    # A receive's data arrives at its send's end plus the latency (none for a local hand-off).
+    # A rendezvous end waits for its partner to arrive: the end of the slot before the partner
+    # (slot 0's end is the clock), so it reads that slot and its cost instead.
+    wait_src = np.where(wait_rendezvous, wait_src - 1, wait_src)
+    wait_delay = np.where(wait_rendezvous | same_rank[waits], 0.0, latency) + cost[wait_src]
+    clock_cell = np.arange(num_ranks * num_slots, num_steps * cells_per_step, num_slots)
+    clock_src = clock_cell - cells_per_step + num_slots - 1
+    wait_cell = np.r_[wait_cell, clock_cell]
+    wait_src = np.r_[wait_src, clock_src]
+    wait_delay = np.r_[wait_delay, cost[clock_src]]
     wait_step = wait_cell // cells_per_step
     in_step = (wait_src // cells_per_step) == wait_step
     by = np.lexsort((wait_cell, in_step, wait_step))  # per step: earlier-step waits first
-    wait_cell, wait_src, wait_rendezvous, wait_delay, wait_step, in_step = (
-        x[by] for x in (wait_cell, wait_src, wait_rendezvous, wait_delay, wait_step, in_step)
+    wait_cell, wait_src, wait_delay, wait_step, in_step = (
+        x[by] for x in (wait_cell, wait_src, wait_delay, wait_step, in_step)
     )
     # Step t's waits are [first[t], first[t + 1]); the in-step ones start at split[t].
     steps = np.arange(num_steps + 1)
     first = np.searchsorted(wait_step, steps)
     split = np.searchsorted(wait_step * 2 + in_step, steps * 2 + 1)
-    cell_in_step = wait_cell - wait_step * cells_per_step
-    src_in_step = wait_src - wait_step * cells_per_step
+    wait_before = before[wait_cell]
 
-    start_grid = np.zeros((num_steps, num_ranks, num_slots))
-    start_flat = start_grid.reshape(-1)
-    clock = np.zeros(num_ranks)  # when each rank finished its previous step
-    bound = np.empty((num_ranks, num_slots))  # earliest start of each slot of this step
-    bound_flat = bound.reshape(-1)
-    last_slot_cost = cost[:, :, -1]
-    ranges = list(zip(first[:-1].tolist(), split[:-1].tolist(), first[1:].tolist()))
-    for t, (earlier_lo, in_step_lo, in_step_hi) in enumerate(ranges):
-        step_before = before[t]
-        bound.fill(-np.inf)
-        if in_step_lo > earlier_lo:
-            waits_on = slice(earlier_lo, in_step_lo)
-            bound_flat[cell_in_step[waits_on]] = (
-                start_flat[wait_src[waits_on]] + wait_delay[waits_on]
-            )
-        np.maximum(bound[:, 0], clock, out=bound[:, 0])  # the rank's clock bounds its first slot
-        start = start_grid[t]
-        np.subtract(bound, step_before, out=start)
-        np.maximum.accumulate(start, axis=1, out=start)
-        start += step_before
-        if in_step_hi > in_step_lo:
-            step_cost = cost[t]
-            waits_on = slice(in_step_lo, in_step_hi)
-            cells, src = cell_in_step[waits_on], src_in_step[waits_on]
-            meets, delay = wait_rendezvous[waits_on], wait_delay[waits_on]
-            for _ in range(cells_per_step + 2):
-                # when each slot's rank reaches it: the previous slot's end (the clock for slot 0)
-                arrival = np.concatenate(
-                    [clock[:, None], (start + step_cost)[:, :-1]], axis=1
-                ).reshape(-1)
-                candidate = np.where(meets, arrival[src], start.reshape(-1)[src] + delay)
-                current = bound_flat[cells]
-                if (candidate <= current).all():
-                    break
-                bound_flat[cells] = np.maximum(current, candidate)
-                np.subtract(bound, step_before, out=start)
-                np.maximum.accumulate(start, axis=1, out=start)
-                start += step_before
-        clock = start[:, -1] + last_slot_cost[t]
-    row_start = start_flat[cell_of_row]
-    row_end = row_start + cost.reshape(-1)[cell_of_row]
+    # ``start`` holds, cell by cell, ``bound - before`` (-inf where nothing bounds the cell; 0
+    # for the clocks of step 0) until its step is processed, then the start.
+    start = np.full(num_steps * cells_per_step, -np.inf)
+    start[:cells_per_step:num_slots] = 0.0
+    grid = start.reshape(num_steps, num_ranks, num_slots)
+    before_grid = before.reshape(num_steps, num_ranks, num_slots)
+    has_in_step = (first[1:] > split[:-1]).tolist()
+    for t, (lo, mid, hi) in enumerate(
+        zip(first[:-1].tolist(), split[:-1].tolist(), first[1:].tolist())
+    ):
+        value = start[wait_src[lo:mid]]
+        value += wait_delay[lo:mid]
+        if not has_in_step[t]:
+            value -= wait_before[lo:mid]
+            start[wait_cell[lo:mid]] = value
+            step_start = grid[t]
+            np.maximum.accumulate(step_start, axis=1, out=step_start)
+            step_start += before_grid[t]
+            continue
+        # Waits inside the step depend on starts in the same step: raise the bounds in rounds
+        # until nothing moves (at most one round per cell of the step, plus two).
+        base = t * cells_per_step
+        bound = start[base : base + cells_per_step] + before[base : base + cells_per_step]
+        bound[wait_cell[lo:mid] - base] = value
+        step_before = before_grid[t]
+        step_start = grid[t]
+        cells = wait_cell[mid:hi] - base
+        src = wait_src[mid:hi] - base
+        delay = wait_delay[mid:hi]
+        flat = step_start.reshape(-1)
+        shaped = bound.reshape(num_ranks, num_slots)
+        for _ in range(cells_per_step + 3):
+            np.subtract(shaped, step_before, out=step_start)
+            np.maximum.accumulate(step_start, axis=1, out=step_start)
+            step_start += step_before
+            candidate = flat[src] + delay
+            current = bound[cells]
+            if (candidate <= current).all():
+                break
+            bound[cells] = np.maximum(current, candidate)
+    row_start = start[cell_of_row]
+    row_end = row_start + cost[cell_of_row]
     return row_start, row_end
 
 
