@@ -212,41 +212,44 @@ def per_step_columns(
     per cell of the step, plus two).
     """
     rows = len(rank_of_row)
-    # Everything indexed by position in ``order``(ranks grouped, each in its execution order).
-    rank, step, kind = rank_of_row[order], step_of_row[order], kind_of_row[order]
-    group_starts = np.r_[True, (rank[1:] != rank[:-1]) | (step[1:] != step[:-1])]
+    rank, step = rank_of_row, step_of_row
+    # Rows are grouped by (rank, step) and ``order`` only reorders inside a group, so a row's
+    # slot is its position in ``order`` less its group's first row. Slot 0 of every (step,
+    # rank) is the rank's clock: a free slot whose lower bound is the end of the rank's
+    # previous step, so the clock is one more wait on an earlier step.
+    position = np.empty(rows, dtype=np.int64)
+    position[order] = np.arange(rows)
+    group_starts = np.empty(rows, dtype=bool)
+    group_starts[0] = True
+    group_starts[1:] = (rank[1:] != rank[:-1]) | (step[1:] != step[:-1])
     group_first = np.maximum.accumulate(np.where(group_starts, np.arange(rows), 0))
-    # Slot 0 of every (step, rank) is the rank's clock: a free slot whose lower bound is the
-    # end of the rank's previous step, so the clock is one more wait on an earlier step.
-    slot = np.arange(rows) - group_first + 1
+    slot = position - group_first + 1
     num_slots = int(slot.max()) + 1
     cells_per_step = num_ranks * num_slots
-    cell = (step.astype(np.int64) * num_ranks + rank) * num_slots + slot
-    cell_of_row = np.empty(rows, dtype=np.int64)
-    cell_of_row[order] = cell
+    cell_of_row = (step.astype(np.int64) * num_ranks + rank) * num_slots + slot
 
+    kind = kind_of_row
     is_send = (kind == Kind.SEND_ACTIVATION) | (kind == Kind.SEND_GRAD)
     is_recv = (kind == Kind.RECV_ACTIVATION) | (kind == Kind.RECV_GRAD)
-    partner_row = partner[order]
-    same_rank = (partner_row >= 0) & (rank_of_row[np.maximum(partner_row, 0)] == rank)
+    same_rank = (partner >= 0) & (rank[np.maximum(partner, 0)] == rank)
     rendezvous = (is_send | is_recv) & ~same_rank & (model == "blocking")
     cost = np.zeros(num_steps * cells_per_step)
-    ordered_cost = row_cost[order].copy()  # sends and receives: the time spent inside the call
-    ordered_cost[rendezvous] += latency
-    cost[cell] = ordered_cost
+    # sends and receives: the time spent inside the call (and the latency of a rendezvous)
+    row_cost = np.where(rendezvous, row_cost + latency, row_cost)
+    cost[cell_of_row] = row_cost
     before = (np.cumsum(cost.reshape(num_steps, num_ranks, num_slots), axis=2)).reshape(-1)
     before -= cost
 
     # One entry per row that waits for another: both ends of a rendezvous, every other receive;
     # then one per (step > 0, rank) for the clock: slot 0 waits for the previous step's last slot.
-    waits = rendezvous | (is_recv & ~rendezvous)
-    wait_cell = cell[waits]
-    wait_src = cell_of_row[partner[order[waits]]]  # the cell it waits for
+    waits = np.flatnonzero(rendezvous | is_recv)
+    wait_cell = cell_of_row[waits]
+    wait_src = cell_of_row[partner[waits]]  # the cell it waits for
     wait_rendezvous = rendezvous[waits]
     # A receive's data arrives at its send's end plus the latency (none for a local hand-off).
     # A rendezvous end waits for its partner to arrive: the end of the slot before the partner
     # (slot 0's end is the clock), so it reads that slot and its cost instead.
-    wait_src = np.where(wait_rendezvous, wait_src - 1, wait_src)
+    wait_src -= wait_rendezvous
     wait_delay = np.where(wait_rendezvous | same_rank[waits], 0.0, latency) + cost[wait_src]
     clock_cell = np.arange(num_ranks * num_slots, num_steps * cells_per_step, num_slots)
     clock_src = clock_cell - cells_per_step + num_slots - 1
@@ -255,7 +258,9 @@ def per_step_columns(
     wait_delay = np.r_[wait_delay, cost[clock_src]]
     wait_step = wait_cell // cells_per_step
     in_step = (wait_src // cells_per_step) == wait_step
-    by = np.lexsort((wait_cell, in_step, wait_step))  # per step: earlier-step waits first
+    # Per step, earlier-step waits first (one stable radix sort when the key fits 16 bits).
+    key = wait_step * 2 + in_step
+    by = np.argsort(key.astype(np.uint16) if 2 * num_steps < 2**16 else key, kind="stable")
     wait_cell, wait_src, wait_delay, wait_step, in_step = (
         x[by] for x in (wait_cell, wait_src, wait_delay, wait_step, in_step)
     )
@@ -306,7 +311,7 @@ def per_step_columns(
                 break
             bound[cells] = np.maximum(current, candidate)
     row_start = start[cell_of_row]
-    row_end = row_start + cost[cell_of_row]
+    row_end = row_start + row_cost
     return row_start, row_end
 
 
