@@ -145,18 +145,17 @@ def _resolve(key: np.ndarray, is_write: np.ndarray) -> np.ndarray:
     if n == 0:
         return np.zeros(0, dtype=np.int64)
     small = key.astype(np.uint16) if key.max() < 2**16 else key  # stable radix sort when it fits
-    order = np.argsort(small, kind="stable")
-    k_sorted = key[order]
-    index = np.arange(n, dtype=np.int32 if n < 2**31 else np.int64)
+    index_type = np.int32 if n < 2**31 else np.int64  # half the bytes to move when it fits
+    order = np.argsort(small, kind="stable").astype(index_type)
+    index = np.arange(n, dtype=index_type)
     filled = np.maximum.accumulate(np.where(is_write[order], index, -1))
     prev = np.empty_like(filled)
     prev[0], prev[1:] = -1, filled[:-1]  # strictly earlier events (a write does not see itself)
-    new_group = np.empty(n, dtype=bool)
-    new_group[0], new_group[1:] = True, k_sorted[1:] != k_sorted[:-1]
-    group_start = np.maximum.accumulate(np.where(new_group, index, 0))
-    found = prev >= group_start
-    out = np.empty(n, dtype=np.int64)
-    out[order] = np.where(found, order[np.where(found, prev, 0)], -1)
+    # The write found belongs to this event's key only if the sorted keys agree there.
+    k_sorted = key[order]
+    found = (prev >= 0) & (k_sorted[np.maximum(prev, 0)] == k_sorted)
+    out = np.empty(n, dtype=index_type)
+    out[order] = np.where(found, order[prev], -1)
     return out
 
 

@@ -44,6 +44,7 @@ def match(schedule: Schedule) -> Matching:
     partner = np.full(n, -1, dtype=np.int64)
     partner[s_rows] = r_rows
     partner[r_rows] = s_rows
+    partner.flags.writeable = False  # analyses cache what they derive from it
 
     unmatched: list[Unmatched] = []
     last = schedule.num_stages - 1
