@@ -199,24 +199,26 @@ def per_step_columns(
     The fast path of :func:`simulate`, valid when :func:`dependency_steps_ok` holds (every wait
     points to the same or an earlier step); :func:`explorer.analysis.reference.run` is the
     plain walk it must agree with. A row's *slot* is its position among the rows its rank
-    performs in that step (in execution order); steps with fewer rows leave free slots of cost 0.
+    performs in that step (in execution order), counted from 1; steps with fewer rows leave
+    free slots of cost 0. Slot 0 is the rank's clock, a free slot whose lower bound is the end
+    of the rank's previous step.
 
     Inside a step a rank runs its slots back to back, so a slot starts at the latest of its own
     lower bound and the end of the slot before it. With ``before`` the cost of the slots before
     each slot, that is ``max.accumulate(bound - before) + before`` for a whole step at once. The
-    lower bounds are: the rank's clock (the end of its previous step) for slot 0; for a receive,
-    its send's end plus the latency (no latency for a hand-off between stages of one rank); for
-    each end of a blocking rendezvous, the moment its partner reaches the call. Bounds that
-    point to an earlier step are known before the step starts; bounds inside a step depend on
-    starts in the same step and are raised in rounds until nothing moves (at most one round
-    per cell of the step, plus two).
+    lower bounds are: for slot 0, the end of the rank's last slot in the previous step; for a
+    receive, its send's end plus the latency (no latency for a hand-off between stages of one
+    rank); for each end of a blocking rendezvous, the moment its partner reaches the call (the
+    end of the slot before it). Every bound is some cell's start plus a delay. Bounds that
+    point to an earlier step are known before the step starts: each cell names the cell it
+    reads (a constant -inf cell when nothing bounds it), so a step is one gather and one scan.
+    Bounds inside a step depend on starts in the same step and are raised in rounds until
+    nothing moves (at most one round per cell of the step, plus two).
     """
     rows = len(rank_of_row)
     rank, step = rank_of_row, step_of_row
     # Rows are grouped by (rank, step) and ``order`` only reorders inside a group, so a row's
-    # slot is its position in ``order`` less its group's first row. Slot 0 of every (step,
-    # rank) is the rank's clock: a free slot whose lower bound is the end of the rank's
-    # previous step, so the clock is one more wait on an earlier step.
+    # slot is its position in ``order`` less its group's first row (plus one: slot 0 is the clock).
     position = np.empty(rows, dtype=np.int64)
     position[order] = np.arange(rows)
     group_starts = np.empty(rows, dtype=bool)
@@ -226,6 +228,7 @@ def per_step_columns(
     slot = position - group_first + 1
     num_slots = int(slot.max()) + 1
     cells_per_step = num_ranks * num_slots
+    cells = num_steps * cells_per_step
     cell_of_row = (step.astype(np.int64) * num_ranks + rank) * num_slots + slot
 
     kind = kind_of_row
@@ -233,86 +236,93 @@ def per_step_columns(
     is_recv = (kind == Kind.RECV_ACTIVATION) | (kind == Kind.RECV_GRAD)
     same_rank = (partner >= 0) & (rank[np.maximum(partner, 0)] == rank)
     rendezvous = (is_send | is_recv) & ~same_rank & (model == "blocking")
-    cost = np.zeros(num_steps * cells_per_step)
+    # Two constant cells after the grid: -inf (nothing bounds the cell) and 0 (step 0's clock).
+    cost = np.zeros(cells + 2)
     # sends and receives: the time spent inside the call (and the latency of a rendezvous)
     row_cost = np.where(rendezvous, row_cost + latency, row_cost)
     cost[cell_of_row] = row_cost
-    before = (np.cumsum(cost.reshape(num_steps, num_ranks, num_slots), axis=2)).reshape(-1)
-    before -= cost
+    cost_grid = cost[:cells].reshape(num_steps, num_ranks, num_slots)
+    before_grid = cost_grid.copy()  # the running sum along the slots (as cumsum), less the slot
+    for k in range(1, num_slots):
+        before_grid[:, :, k] += before_grid[:, :, k - 1]
+    before_grid -= cost_grid
 
-    # One entry per row that waits for another: both ends of a rendezvous, every other receive;
-    # then one per (step > 0, rank) for the clock: slot 0 waits for the previous step's last slot.
+    # The cell each cell reads for its bound, and the delay added to that cell's start.
+    never, zero = cells, cells + 1
+    reads = np.full(cells, never, dtype=np.int32 if cells + 2 < 2**31 else np.int64)
+    reads_grid = reads.reshape(num_steps, num_ranks, num_slots)
+    reads_grid[0, :, 0] = zero
+    reads_grid[1:, :, 0] = (
+        np.arange(num_ranks * num_slots, cells, num_slots) - cells_per_step + num_slots - 1
+    ).reshape(num_steps - 1, num_ranks)
+    # A receive's data arrives at its send's end plus the latency (none for a local hand-off).
+    # A rendezvous end waits for its partner to arrive: the end of the slot before the partner.
     waits = np.flatnonzero(rendezvous | is_recv)
     wait_cell = cell_of_row[waits]
-    wait_src = cell_of_row[partner[waits]]  # the cell it waits for
-    wait_rendezvous = rendezvous[waits]
-    # A receive's data arrives at its send's end plus the latency (none for a local hand-off).
-    # A rendezvous end waits for its partner to arrive: the end of the slot before the partner
-    # (slot 0's end is the clock), so it reads that slot and its cost instead.
-    wait_src -= wait_rendezvous
-    wait_delay = np.where(wait_rendezvous | same_rank[waits], 0.0, latency) + cost[wait_src]
-    clock_cell = np.arange(num_ranks * num_slots, num_steps * cells_per_step, num_slots)
-    clock_src = clock_cell - cells_per_step + num_slots - 1
-    wait_cell = np.r_[wait_cell, clock_cell]
-    wait_src = np.r_[wait_src, clock_src]
-    wait_delay = np.r_[wait_delay, cost[clock_src]]
-    wait_step = wait_cell // cells_per_step
-    in_step = (wait_src // cells_per_step) == wait_step
-    # Per step, earlier-step waits first (one stable radix sort when the key fits 16 bits).
-    key = wait_step * 2 + in_step
-    by = np.argsort(key.astype(np.uint16) if 2 * num_steps < 2**16 else key, kind="stable")
-    wait_cell, wait_src, wait_delay, wait_step, in_step = (
-        x[by] for x in (wait_cell, wait_src, wait_delay, wait_step, in_step)
-    )
-    # Step t's waits are [first[t], first[t + 1]); the in-step ones start at split[t].
-    steps = np.arange(num_steps + 1)
-    first = np.searchsorted(wait_step, steps)
-    split = np.searchsorted(wait_step * 2 + in_step, steps * 2 + 1)
-    wait_before = before[wait_cell]
+    wait_src = cell_of_row[partner[waits]] - rendezvous[waits]
+    wait_delay = np.where(rendezvous[waits] | same_rank[waits], 0.0, latency) + cost[wait_src]
+    wait_step = step[waits]
+    in_step = wait_src >= wait_step.astype(np.int64) * cells_per_step
+    earlier = np.flatnonzero(~in_step)
+    reads[wait_cell[earlier]] = wait_src[earlier]
+    delay = np.zeros(cells)
+    delay[wait_cell[earlier]] = wait_delay[earlier]
+    delay_grid = delay.reshape(num_steps, num_ranks, num_slots)
+    delay_grid[1:, :, 0] = cost_grid[:-1, :, -1]  # the clock: the end of the previous last slot
+    # Waits inside a step, grouped by step: [lo[t], hi[t]).
+    inner = np.flatnonzero(in_step)
+    inner = inner[np.argsort(wait_step[inner], kind="stable")]
+    inner_cell, inner_src, inner_delay = wait_cell[inner], wait_src[inner], wait_delay[inner]
+    bounds = np.searchsorted(wait_step[inner], np.arange(num_steps + 1))
+    has_inner = (bounds[1:] > bounds[:-1]).tolist()
 
-    # ``start`` holds, cell by cell, ``bound - before`` (-inf where nothing bounds the cell; 0
-    # for the clocks of step 0) until its step is processed, then the start.
-    start = np.full(num_steps * cells_per_step, -np.inf)
-    start[:cells_per_step:num_slots] = 0.0
-    grid = start.reshape(num_steps, num_ranks, num_slots)
-    before_grid = before.reshape(num_steps, num_ranks, num_slots)
-    has_in_step = (first[1:] > split[:-1]).tolist()
-    for t, (lo, mid, hi) in enumerate(
-        zip(first[:-1].tolist(), split[:-1].tolist(), first[1:].tolist())
-    ):
-        value = start[wait_src[lo:mid]]
-        value += wait_delay[lo:mid]
-        if not has_in_step[t]:
-            value -= wait_before[lo:mid]
-            start[wait_cell[lo:mid]] = value
-            step_start = grid[t]
-            np.maximum.accumulate(step_start, axis=1, out=step_start)
-            step_start += before_grid[t]
-            continue
-        # Waits inside the step depend on starts in the same step: raise the bounds in rounds
-        # until nothing moves (at most one round per cell of the step, plus two).
-        base = t * cells_per_step
-        bound = start[base : base + cells_per_step] + before[base : base + cells_per_step]
-        bound[wait_cell[lo:mid] - base] = value
-        step_before = before_grid[t]
+    start = np.empty(cells + 2)  # the grid's starts, then the two constant cells
+    start[never], start[zero] = -np.inf, 0.0
+    grid = start[:cells].reshape(num_steps, num_ranks, num_slots)
+    value = np.empty((num_ranks, num_slots))
+    for t in range(num_steps):
         step_start = grid[t]
-        cells = wait_cell[mid:hi] - base
-        src = wait_src[mid:hi] - base
-        delay = wait_delay[mid:hi]
-        flat = step_start.reshape(-1)
-        shaped = bound.reshape(num_ranks, num_slots)
-        for _ in range(cells_per_step + 3):
-            np.subtract(shaped, step_before, out=step_start)
-            np.maximum.accumulate(step_start, axis=1, out=step_start)
-            step_start += step_before
-            candidate = flat[src] + delay
-            current = bound[cells]
-            if (candidate <= current).all():
-                break
-            bound[cells] = np.maximum(current, candidate)
+        step_before = before_grid[t]
+        np.take(start, reads_grid[t], out=value)
+        np.add(value, delay_grid[t], out=step_start)  # each cell's bound
+        if has_inner[t]:
+            _inner_rounds(
+                step_start,
+                step_before,
+                inner_cell[bounds[t] : bounds[t + 1]] - t * cells_per_step,
+                inner_src[bounds[t] : bounds[t + 1]] - t * cells_per_step,
+                inner_delay[bounds[t] : bounds[t + 1]],
+            )
+            continue
+        step_start -= step_before
+        np.maximum.accumulate(step_start, axis=1, out=step_start)
+        step_start += step_before
     row_start = start[cell_of_row]
     row_end = row_start + row_cost
     return row_start, row_end
+
+
+def _inner_rounds(
+    step_start: np.ndarray,
+    step_before: np.ndarray,
+    cells: np.ndarray,
+    src: np.ndarray,
+    delay: np.ndarray,
+) -> None:
+    """Starts of one step whose waits point inside it, in place: ``step_start`` holds each
+    cell's bound from earlier steps; raise the bounds in rounds until nothing moves."""
+    bound = step_start.copy()
+    flat_bound = bound.reshape(-1)
+    flat = step_start.reshape(-1)
+    for _ in range(step_start.size + 3):
+        np.subtract(bound, step_before, out=step_start)
+        np.maximum.accumulate(step_start, axis=1, out=step_start)
+        step_start += step_before
+        candidate = flat[src] + delay
+        current = flat_bound[cells]
+        if (candidate <= current).all():
+            return
+        flat_bound[cells] = np.maximum(current, candidate)
 
 
 def bubble(schedule: Schedule, start: np.ndarray, end: np.ndarray) -> Bubble:
