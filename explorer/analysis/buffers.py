@@ -312,13 +312,18 @@ def needed_buffers(schedule: Schedule) -> list[int]:
     return list(hit[1])
 
 
+#: Per (stage class, kind): whether the instruction touches a slot other than ``grad_layer``.
+_HOLDS = ((_TABLE[0] >= 0) & (_TABLE[0] != _GRAD_LAYER)).any(axis=2).reshape(-1)
+
+
 def _needed_buffers(schedule: Schedule) -> list[int]:
-    rows, slot, _, _ = _events(schedule)
-    keep = slot != _GRAD_LAYER
-    rows, slot = rows[keep], slot[keep]
+    # The rows with an event on a micro-batch's own slots, straight from the event table.
+    st = schedule.stage
+    combo = ((st == 0).astype(np.intp) + 2 * (st == schedule.num_stages - 1)) * len(Kind)
+    rows = np.flatnonzero(_HOLDS[combo + schedule.kind])
     p = schedule.num_stages
-    st = schedule.stage.astype(np.int64)[rows]
-    mb = schedule.microbatch.astype(np.int64)[rows]
+    st = st[rows].astype(np.int64)
+    mb = schedule.microbatch[rows].astype(np.int64)
     m = max(schedule.num_microbatches, int(mb.max()) + 1 if len(mb) else 1, 1)
     ok = mb >= 0
     key = st[ok] * m + mb[ok]
