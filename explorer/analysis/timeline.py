@@ -140,9 +140,7 @@ def simulate(
     check_model(model)
     row_cost = costs.row_costs(schedule)
     partner = matching.partner
-    unmatched = np.isin(
-        schedule.kind, (Kind.SEND_ACTIVATION, Kind.SEND_GRAD, Kind.RECV_ACTIVATION, Kind.RECV_GRAD)
-    ) & (partner < 0)
+    unmatched = (partner < 0) & (_EXCHANGE[schedule.kind] > 0)
     if not unmatched.any() and dependency_steps_ok(schedule, partner, model):
         start, end = _per_step(schedule, partner, row_cost, costs.p2p, model)
     else:
@@ -231,15 +229,22 @@ def per_step_columns(
     cells = num_steps * cells_per_step
     cell_of_row = (step.astype(np.int64) * num_ranks + rank) * num_slots + slot
 
-    kind = kind_of_row
-    is_send = (kind == Kind.SEND_ACTIVATION) | (kind == Kind.SEND_GRAD)
-    is_recv = (kind == Kind.RECV_ACTIVATION) | (kind == Kind.RECV_GRAD)
-    same_rank = (partner >= 0) & (rank[np.maximum(partner, 0)] == rank)
-    rendezvous = (is_send | is_recv) & ~same_rank & (model == "blocking")
+    exchange = _EXCHANGE[kind_of_row]
+    is_recv = exchange == _RECV
+    # Only exchanges wait; a rendezvous (blocking, between two ranks) waits both ways.
+    waits = np.flatnonzero(exchange if model == "blocking" else is_recv)
+    partner_rank = rank[partner[waits]]  # every waiting exchange has a partner here
+    local = partner_rank == rank[waits]
+    rendezvous = np.zeros(rows, dtype=bool)
+    if model == "blocking":
+        rendezvous[waits[~local]] = True
+        waits = waits[~local | is_recv[waits]]  # a local send waits for nothing
+        local = rank[partner[waits]] == rank[waits]
     # Two constant cells after the grid: -inf (nothing bounds the cell) and 0 (step 0's clock).
     cost = np.zeros(cells + 2)
     # sends and receives: the time spent inside the call (and the latency of a rendezvous)
-    row_cost = np.where(rendezvous, row_cost + latency, row_cost)
+    if model == "blocking":
+        row_cost = np.where(rendezvous, row_cost + latency, row_cost)
     cost[cell_of_row] = row_cost
     cost_grid = cost[:cells].reshape(num_steps, num_ranks, num_slots)
     before_grid = cost_grid.copy()  # the running sum along the slots (as cumsum), less the slot
@@ -257,13 +262,13 @@ def per_step_columns(
     ).reshape(num_steps - 1, num_ranks)
     # A receive's data arrives at its send's end plus the latency (none for a local hand-off).
     # A rendezvous end waits for its partner to arrive: the end of the slot before the partner.
-    waits = np.flatnonzero(rendezvous | is_recv)
     wait_cell = cell_of_row[waits]
     wait_src = cell_of_row[partner[waits]] - rendezvous[waits]
-    wait_delay = np.where(rendezvous[waits] | same_rank[waits], 0.0, latency) + cost[wait_src]
+    wait_delay = np.where(rendezvous[waits] | local, 0.0, latency) + cost[wait_src]
     wait_step = step[waits]
     in_step = wait_src >= wait_step.astype(np.int64) * cells_per_step
-    earlier = np.flatnonzero(~in_step)
+    any_inner = bool(in_step.any())
+    earlier = np.flatnonzero(~in_step) if any_inner else slice(None)
     reads[wait_cell[earlier]] = wait_src[earlier]
     delay = np.zeros(cells)
     delay[wait_cell[earlier]] = wait_delay[earlier]
@@ -302,6 +307,14 @@ def per_step_columns(
     return row_start, row_end
 
 
+_SEND, _RECV = 1, 2
+_COMPUTE = np.zeros(len(Kind), dtype=bool)
+_COMPUTE[[int(k) for k in COMPUTE_KINDS]] = True
+_EXCHANGE = np.zeros(len(Kind), dtype=np.int8)
+_EXCHANGE[[Kind.SEND_ACTIVATION, Kind.SEND_GRAD]] = _SEND
+_EXCHANGE[[Kind.RECV_ACTIVATION, Kind.RECV_GRAD]] = _RECV
+
+
 def _inner_rounds(
     step_start: np.ndarray,
     step_before: np.ndarray,
@@ -328,7 +341,7 @@ def _inner_rounds(
 def bubble(schedule: Schedule, start: np.ndarray, end: np.ndarray) -> Bubble:
     """Idle share of the timeline with both denominators (see :class:`Bubble`)."""
     makespan = float(np.nanmax(end)) if len(end) else 0.0
-    compute = np.isin(schedule.kind, [int(k) for k in COMPUTE_KINDS])
+    compute = _COMPUTE[schedule.kind]
     busy = np.bincount(
         schedule.rank[compute], weights=(end - start)[compute], minlength=schedule.num_ranks
     )
