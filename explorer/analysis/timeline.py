@@ -341,9 +341,9 @@ def _inner_rounds(
 def bubble(schedule: Schedule, start: np.ndarray, end: np.ndarray) -> Bubble:
     """Idle share of the timeline with both denominators (see :class:`Bubble`)."""
     makespan = float(np.nanmax(end)) if len(end) else 0.0
-    compute = _COMPUTE[schedule.kind]
+    compute = np.flatnonzero(_COMPUTE[schedule.kind])
     busy = np.bincount(
-        schedule.rank[compute], weights=(end - start)[compute], minlength=schedule.num_ranks
+        schedule.rank[compute], weights=end[compute] - start[compute], minlength=schedule.num_ranks
     )
     ranks = max(schedule.num_ranks, 1)
     total = ranks * makespan
