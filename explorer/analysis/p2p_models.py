@@ -70,8 +70,10 @@ def _execution_order(schedule: Schedule, model: P2PModel) -> np.ndarray:
     opens[1:] |= (schedule.rank[1:] != schedule.rank[:-1]) | (
         schedule.step[1:] != schedule.step[:-1]
     )
-    segment = np.cumsum(opens, dtype=np.int64)
     cls = np.where(other, 0, np.where(is_send, 1, 2))
+    if not (~opens[1:] & (cls[:-1] == 2) & (cls[1:] == 1)).any():
+        return np.arange(n)  # no receive comes before a send of its batch: nothing moves
+    segment = np.cumsum(opens, dtype=np.int64)
     return np.argsort(segment * 3 + cls, kind="stable")
 
 
