@@ -199,10 +199,16 @@ def buffer_hazards(schedule: Schedule) -> list[Hazard]:
     input_state = (is_write & (slot == _INPUT)) | is_probe
     src, g_src = _resolve(key, is_write, input_state, is_grad)
     found = np.where(src >= 0, mb[np.maximum(src, 0)], _NONE)
-    found_row = np.where(src >= 0, rows[np.maximum(src, 0)], -1)
-    lands = is_probe & (found == mb)
-    g_val = np.where(lands, mb, -2 - np.where(is_probe, found, mb)).astype(mb.dtype)
-    g_origin = np.where(is_probe & ~lands & (found_row >= 0), found_row, rows)
+
+    def input_grad(at: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """At input writes and probes: what inputs[b].grad holds after them (a micro-batch's
+        gradient, or -2 - the micro-batch whose input holds no gradient), and the row that
+        decided it (the overwriting write when a backward's gradient did not land)."""
+        probe, own, held = is_probe[at], mb[at], found[at]
+        lands = probe & (held == own)
+        value = np.where(lands, own, -2 - np.where(probe, held, own)).astype(mb.dtype)
+        held_row = np.where(src[at] >= 0, rows[np.maximum(src[at], 0)], -1)
+        return value, np.where(probe & ~lands & (held_row >= 0), held_row, rows[at])
 
     hazards: list[tuple[int, Hazard]] = []
     bad = np.nonzero(~is_write & ~is_probe & ~is_grad & (found != mb))[0]
@@ -222,8 +228,12 @@ def buffer_hazards(schedule: Schedule) -> list[Hazard]:
             )
         )
     reads = np.nonzero(is_grad)[0]
-    g_found = np.where(g_src[reads] >= 0, g_val[np.maximum(g_src[reads], 0)], _NONE)
-    for j in reads[g_found != mb[reads]]:
+    read_src = g_src[reads]
+    g_found = np.where(read_src >= 0, input_grad(np.maximum(read_src, 0))[0], _NONE)
+    wrong = reads[g_found != mb[reads]]
+    if len(wrong):
+        g_val, g_origin = input_grad(np.arange(len(rows)))
+    for j in wrong:
         row = int(rows[j])
         hazards.append(
             (
