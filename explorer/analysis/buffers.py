@@ -40,7 +40,7 @@ _NONE = -1
 # Events per instruction, in a fixed order inside the instruction (reads, then the probe,
 # then writes): _EVENTS[stage class][kind] = ((slot, is_write, is_probe), ...) by sub-position.
 # Stage classes: 0 middle, 1 first, 2 last, 3 first and last (a single stage).
-_SUBS = 4
+_SUBS = 4  # a power of two: event index >> 2 is its row
 
 
 def _event_table() -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -135,7 +135,7 @@ def _compute_events(schedule: Schedule):
     flat = codes.reshape(-1)
     hit = np.flatnonzero(flat)  # row-major: already in stream order
     c = flat[hit]
-    rows = (hit // _SUBS).astype(np.int32)
+    rows = (hit >> 2).astype(np.int32)  # hit // _SUBS
     return rows, ((c & 7) - 1).astype(np.int32), (c & 8) != 0, (c & 16) != 0
 
 
