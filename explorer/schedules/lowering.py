@@ -84,10 +84,12 @@ def lower(
 
     def add(rank, step, group, key, kind, stage, micro):
         n = len(stage)
-        rank, step, group, key, kind, stage, micro = (
-            _column(x, n) for x in (rank, step, group, key, kind, stage, micro)
+        # Exchanges pass one kind; only the compute part passes an array (of compute kinds).
+        is_recv = not isinstance(kind, np.ndarray) and kind in (
+            Kind.RECV_ACTIVATION,
+            Kind.RECV_GRAD,
         )
-        is_recv = (kind == Kind.RECV_ACTIVATION) | (kind == Kind.RECV_GRAD)
+        rank, step, kind, stage, micro = (_column(x, n) for x in (rank, step, kind, stage, micro))
         composite = rank.astype(np.int64) * span_step + step
         composite = ((composite * 5 + group) * span_key + key) * 2 + is_recv
         cols.append((composite, rank, step, kind, stage, micro))
