@@ -63,9 +63,9 @@ def stuck_heads(
     any row on another rank that waits for one of them: a receive whose send never runs
     (batched) or either end of a rendezvous whose other end is never reached (blocking).
     Each rank's head (a position in its stream) only moves earlier, so propagating over the
-    cross-rank waits until nothing moves gives the walk's stopping points exactly: the rows
-    left are the least fixed point the walk computes, because every wait points to the same
-    or an earlier step (see the module docstring).
+    cross-rank waits until nothing moves ends; the rows at or after the heads are then exactly
+    the rows the walk never runs, because every wait points to the same or an earlier step
+    (see the module docstring), and the heads are its stopping points.
     """
     n = len(schedule)
     order = execution_order(schedule, model)

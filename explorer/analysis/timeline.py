@@ -274,7 +274,7 @@ def per_step_columns(
     delay[wait_cell[earlier]] = wait_delay[earlier]
     delay_grid = delay.reshape(num_steps, num_ranks, num_slots)
     delay_grid[1:, :, 0] = cost_grid[:-1, :, -1]  # the clock: the end of the previous last slot
-    # Waits inside a step, grouped by step: [lo[t], hi[t]).
+    # Waits inside a step, grouped by step: step t has [bounds[t], bounds[t + 1]).
     inner = np.flatnonzero(in_step)
     inner = inner[np.argsort(wait_step[inner], kind="stable")]
     inner_cell, inner_src, inner_delay = wait_cell[inner], wait_src[inner], wait_delay[inner]
