@@ -336,8 +336,10 @@ def _needed_buffers(schedule: Schedule) -> list[int]:
     mb = schedule.microbatch[rows].astype(np.int64)
     m = max(schedule.num_microbatches, int(mb.max()) + 1 if len(mb) else 1, 1)
     ok = mb >= 0
-    key = st[ok] * m + mb[ok]
-    r = rows[ok]
+    if ok.all():  # the usual case: skip three copies
+        key, r = st * m + mb, rows
+    else:
+        key, r = st[ok] * m + mb[ok], rows[ok]
     # Events are in stream order, so rows ascend: with repeated indices the last assignment
     # wins, which gives the last row directly and, on the reversed arrays, the first one
     # (ufunc.at would do the same an order of magnitude slower).

@@ -308,6 +308,11 @@ def per_step_columns(
 
 
 _SEND, _RECV = 1, 2
+#: Change in held activations per kind, on a stage without (first half) and with (second
+#: half) split backwards.
+_HOLD_DELTA = np.zeros(2 * len(Kind), dtype=np.int8)
+_HOLD_DELTA[[Kind.FORWARD, len(Kind) + Kind.FORWARD]] = 1
+_HOLD_DELTA[[Kind.BACKWARD, len(Kind) + Kind.BACKWARD_WEIGHT]] = -1
 _COMPUTE = np.zeros(len(Kind), dtype=bool)
 _COMPUTE[[int(k) for k in COMPUTE_KINDS]] = True
 _EXCHANGE = np.zeros(len(Kind), dtype=np.int8)
@@ -361,11 +366,14 @@ def bubble(schedule: Schedule, start: np.ndarray, end: np.ndarray) -> Bubble:
 def peak_activations(schedule: Schedule) -> list[int]:
     """Per stage, the most micro-batches between their forward and their last backward part."""
     kind = schedule.kind
-    fwd = kind == Kind.FORWARD
     split = np.zeros(schedule.num_stages, dtype=bool)
     split[schedule.stage[kind == Kind.BACKWARD_WEIGHT]] = True
-    release = np.where(split[schedule.stage], kind == Kind.BACKWARD_WEIGHT, kind == Kind.BACKWARD)
-    delta = fwd.astype(np.int64) - release.astype(np.int64)
+    # +1 at a forward, -1 at the backward part that releases (W on a split stage, else B).
+    if split.any():
+        delta = _HOLD_DELTA[split[schedule.stage].astype(np.intp) * len(Kind) + kind]
+    else:
+        delta = _HOLD_DELTA[kind]
+    delta = delta.astype(np.int64)
     rows = np.nonzero(delta)[0]
     order = np.argsort(schedule.stage[rows], kind="stable")  # rows are in stream order already
     return peak_per_group(schedule.stage[rows][order], delta[rows][order], schedule.num_stages)
