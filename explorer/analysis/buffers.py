@@ -40,7 +40,7 @@ _NONE = -1
 # Events per instruction, in a fixed order inside the instruction (reads, then the probe,
 # then writes): _EVENTS[stage class][kind] = ((slot, is_write, is_probe), ...) by sub-position.
 # Stage classes: 0 middle, 1 first, 2 last, 3 first and last (a single stage).
-_SUBS = 4
+_SUBS = 4  # a power of two: event index >> 2 is its row
 
 
 def _event_table() -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -135,29 +135,43 @@ def _compute_events(schedule: Schedule):
     flat = codes.reshape(-1)
     hit = np.flatnonzero(flat)  # row-major: already in stream order
     c = flat[hit]
-    rows = (hit // _SUBS).astype(np.int32)
+    rows = (hit >> 2).astype(np.int32)  # hit // _SUBS
     return rows, ((c & 7) - 1).astype(np.int32), (c & 8) != 0, (c & 16) != 0
 
 
-def _resolve(key: np.ndarray, is_write: np.ndarray) -> np.ndarray:
-    """For events in stream order, the index of the last earlier write with the same key; -1 if none."""
+def _resolve(
+    key: np.ndarray, is_write: np.ndarray, is_write2: np.ndarray, at2: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """For events in stream order, the index of the last earlier ``is_write`` event with the
+    same key (-1 if none), and at the ``at2`` events the last earlier ``is_write2`` event with
+    the same key (-1 elsewhere). One stable sort by key serves both."""
     n = len(key)
+    index_type = np.int32 if n < 2**31 else np.int64  # half the bytes to move when it fits
     if n == 0:
-        return np.zeros(0, dtype=np.int64)
+        return np.zeros(0, dtype=index_type), np.zeros(0, dtype=index_type)
     small = key.astype(np.uint16) if key.max() < 2**16 else key  # stable radix sort when it fits
-    order = np.argsort(small, kind="stable")
+    order = np.argsort(small, kind="stable").astype(index_type)
+    index = np.arange(n, dtype=index_type)
     k_sorted = key[order]
-    index = np.arange(n, dtype=np.int32 if n < 2**31 else np.int64)
+
+    def last_before(filled: np.ndarray, at: np.ndarray) -> np.ndarray:
+        prev = np.full(len(at), -1, dtype=index_type)
+        later = at > 0
+        prev[later] = filled[at[later] - 1]  # strictly earlier (a write does not see itself)
+        found = (prev >= 0) & (k_sorted[np.maximum(prev, 0)] == k_sorted[at])
+        return np.where(found, order[prev], -1)
+
     filled = np.maximum.accumulate(np.where(is_write[order], index, -1))
     prev = np.empty_like(filled)
     prev[0], prev[1:] = -1, filled[:-1]  # strictly earlier events (a write does not see itself)
-    new_group = np.empty(n, dtype=bool)
-    new_group[0], new_group[1:] = True, k_sorted[1:] != k_sorted[:-1]
-    group_start = np.maximum.accumulate(np.where(new_group, index, 0))
-    found = prev >= group_start
-    out = np.empty(n, dtype=np.int64)
-    out[order] = np.where(found, order[np.where(found, prev, 0)], -1)
-    return out
+    found = (prev >= 0) & (k_sorted[np.maximum(prev, 0)] == k_sorted)
+    out = np.empty(n, dtype=index_type)
+    out[order] = np.where(found, order[prev], -1)
+    out2 = np.full(n, -1, dtype=index_type)
+    at = np.flatnonzero(at2[order]).astype(index_type)
+    filled2 = np.maximum.accumulate(np.where(is_write2[order], index, -1))
+    out2[order[at]] = last_before(filled2, at)
+    return out, out2
 
 
 def buffer_hazards(schedule: Schedule) -> list[Hazard]:
@@ -174,66 +188,53 @@ def buffer_hazards(schedule: Schedule) -> list[Hazard]:
     if schedule.num_stages * 5 * nbuf >= 2**31:  # keys below stay in int32 unless they cannot
         st, buf = st.astype(np.int64), buf.astype(np.int64)
 
-    # 1. Every slot except input-grad, probes included.
-    plain = slot != _GRAD
-    p_rows, p_slot, p_write, p_probe, p_mb = (
-        rows[plain],
-        slot[plain],
-        is_write[plain],
-        is_probe[plain],
-        mb[plain],
-    )
-    src = _resolve((st[plain] * 5 + p_slot) * nbuf + buf[plain], p_write)
-    found = np.where(src >= 0, p_mb[np.maximum(src, 0)], _NONE)
-    found_row = np.where(src >= 0, p_rows[np.maximum(src, 0)], -1)
-
+    # 1. Every slot except input-grad, probes included: a read finds the last write of its
+    #    (stage, slot, buffer).
     # 2. Input-grad state, from input writes (a new tensor: no .grad), backward probes (the
-    #    gradient lands only if inputs[b] still holds the micro-batch) and SendGrad reads.
-    input_write = p_write & (p_slot == _INPUT)
-    g_plain = input_write | p_probe
-    g_take = np.zeros(len(rows), dtype=bool)
-    g_take[np.nonzero(plain)[0][g_plain]] = True
-    g_take |= slot == _GRAD
-    g_idx = np.nonzero(g_take)[0]  # stream order kept
-    g_write = g_take[g_idx] & (slot[g_idx] != _GRAD)
-    g_val = np.full(len(g_idx), _NONE, dtype=mb.dtype)
-    g_origin = rows[g_idx].copy()
-    pos_in_plain = np.cumsum(plain) - 1
-    from_plain = plain[g_idx]
-    pi = pos_in_plain[g_idx[from_plain]]
-    probe_here = p_probe[pi]
-    held, held_row, own = found[pi], found_row[pi], p_mb[pi]
-    lands = probe_here & (held == own)
-    vals = np.where(lands, own, -2 - np.where(probe_here, held, own))
-    g_val[from_plain] = vals
-    g_origin[from_plain] = np.where(
-        probe_here & ~lands & (held_row >= 0), held_row, rows[g_idx[from_plain]]
-    )
-    g_src = _resolve(st[g_idx] * nbuf + buf[g_idx], g_write)
+    #    gradient lands only if inputs[b] still holds the micro-batch) and SendGrad reads, on
+    #    the same (stage, buffer) as the input: input-grad events share the input's key, where
+    #    they are neither writes (for 1.) nor anything but reads (for 2.).
+    is_grad = slot == _GRAD
+    key = (st * 5 + np.where(is_grad, _INPUT, slot)) * nbuf + buf
+    input_state = (is_write & (slot == _INPUT)) | is_probe
+    src, g_src = _resolve(key, is_write, input_state, is_grad)
+    found = np.where(src >= 0, mb[np.maximum(src, 0)], _NONE)
+
+    def input_grad(at: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """At input writes and probes: what inputs[b].grad holds after them (a micro-batch's
+        gradient, or -2 - the micro-batch whose input holds no gradient), and the row that
+        decided it (the overwriting write when a backward's gradient did not land)."""
+        probe, own, held = is_probe[at], mb[at], found[at]
+        lands = probe & (held == own)
+        value = np.where(lands, own, -2 - np.where(probe, held, own)).astype(mb.dtype)
+        held_row = np.where(src[at] >= 0, rows[np.maximum(src[at], 0)], -1)
+        return value, np.where(probe & ~lands & (held_row >= 0), held_row, rows[at])
 
     hazards: list[tuple[int, Hazard]] = []
-    bad = np.nonzero(~p_write & ~p_probe & (found != p_mb))[0]
+    bad = np.nonzero(~is_write & ~is_probe & ~is_grad & (found != mb))[0]
     for e in bad:
-        src_e = int(src[e])
         hazards.append(
             (
-                int(p_rows[e]),
+                int(rows[e]),
                 _hazard(
                     schedule,
-                    int(p_rows[e]),
-                    int(p_slot[e]),
-                    int(p_mb[e]),
-                    src=src_e,
-                    src_row=p_rows,
-                    src_val=p_mb,
-                    src_slot=p_slot,
+                    int(rows[e]),
+                    int(slot[e]),
+                    int(mb[e]),
+                    src=int(src[e]),
+                    src_row=rows,
+                    src_val=mb,
                 ),
             )
         )
-    reads = np.nonzero(~g_write)[0]
-    g_found = np.where(g_src[reads] >= 0, g_val[np.maximum(g_src[reads], 0)], _NONE)
-    for j in reads[g_found != mb[g_idx[reads]]]:
-        row = int(rows[g_idx[j]])
+    reads = np.nonzero(is_grad)[0]
+    read_src = g_src[reads]
+    g_found = np.where(read_src >= 0, input_grad(np.maximum(read_src, 0))[0], _NONE)
+    wrong = reads[g_found != mb[reads]]
+    if len(wrong):
+        g_val, g_origin = input_grad(np.arange(len(rows)))
+    for j in wrong:
+        row = int(rows[j])
         hazards.append(
             (
                 row,
@@ -241,11 +242,10 @@ def buffer_hazards(schedule: Schedule) -> list[Hazard]:
                     schedule,
                     row,
                     _GRAD,
-                    int(mb[g_idx[j]]),
+                    int(mb[j]),
                     src=int(g_src[j]),
                     src_row=g_origin,
                     src_val=g_val,
-                    src_slot=None,
                 ),
             )
         )
@@ -253,7 +253,7 @@ def buffer_hazards(schedule: Schedule) -> list[Hazard]:
     return [h for _, h in hazards]
 
 
-def _hazard(schedule, row, slot, expected, *, src, src_row, src_val, src_slot) -> Hazard:
+def _hazard(schedule, row, slot, expected, *, src, src_row, src_val) -> Hazard:
     at = ref(schedule, row)
     buf = int(schedule.buffer[row])
     where = (
@@ -322,17 +322,24 @@ def needed_buffers(schedule: Schedule) -> list[int]:
     return list(hit[1])
 
 
+#: Per (stage class, kind): whether the instruction touches a slot other than ``grad_layer``.
+_HOLDS = ((_TABLE[0] >= 0) & (_TABLE[0] != _GRAD_LAYER)).any(axis=2).reshape(-1)
+
+
 def _needed_buffers(schedule: Schedule) -> list[int]:
-    rows, slot, _, _ = _events(schedule)
-    keep = slot != _GRAD_LAYER
-    rows, slot = rows[keep], slot[keep]
+    # The rows with an event on a micro-batch's own slots, straight from the event table.
+    st = schedule.stage
+    combo = ((st == 0).astype(np.intp) + 2 * (st == schedule.num_stages - 1)) * len(Kind)
+    rows = np.flatnonzero(_HOLDS[combo + schedule.kind])
     p = schedule.num_stages
-    st = schedule.stage.astype(np.int64)[rows]
-    mb = schedule.microbatch.astype(np.int64)[rows]
+    st = st[rows].astype(np.int64)
+    mb = schedule.microbatch[rows].astype(np.int64)
     m = max(schedule.num_microbatches, int(mb.max()) + 1 if len(mb) else 1, 1)
     ok = mb >= 0
-    key = st[ok] * m + mb[ok]
-    r = rows[ok]
+    if ok.all():  # the usual case: skip three copies
+        key, r = st * m + mb, rows
+    else:
+        key, r = st[ok] * m + mb[ok], rows[ok]
     # Events are in stream order, so rows ascend: with repeated indices the last assignment
     # wins, which gives the last row directly and, on the reversed arrays, the first one
     # (ufunc.at would do the same an order of magnitude slower).

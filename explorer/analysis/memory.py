@@ -79,17 +79,20 @@ def memory_over_time(schedule: Schedule, timeline: Timeline) -> list[RankMemory]
 
     fwd = kind == Kind.FORWARD
     back_in = (kind == Kind.BACKWARD) | (kind == Kind.BACKWARD_INPUT)
-    free = (kind == Kind.BACKWARD) | (kind == Kind.BACKWARD_WEIGHT)
     ra, rg = kind == Kind.RECV_ACTIVATION, kind == Kind.RECV_GRAD
-    consumer = np.where(ra, first_row(fwd)[key], np.where(rg, first_row(back_in)[key], -1))
-    recv = (ra | rg) & (consumer >= 0)
+    recv = np.flatnonzero(ra | rg)
+    recv_key = key[recv]
+    consumer = np.where(ra[recv], first_row(fwd)[recv_key], first_row(back_in)[recv_key])
+    recv, consumer = recv[consumer >= 0], consumer[consumer >= 0]
+    free = np.flatnonzero((kind == Kind.BACKWARD) | (kind == Kind.BACKWARD_WEIGHT))
+    held = np.flatnonzero(fwd)
     # Events as (row, time, code); the code indexes _D_ACT/_D_RECV. Releases come first, so a tie
     # frees before it takes: free an activation, free a receive buffer, hold one, take a buffer.
     parts = [
-        (rows[free], timeline.end[free]),
-        (consumer[recv], timeline.end[consumer[recv]]),
-        (rows[fwd], timeline.end[fwd]),
-        (rows[recv], timeline.start[recv]),
+        (free, timeline.end[free]),
+        (consumer, timeline.end[consumer]),
+        (held, timeline.end[held]),
+        (recv, timeline.start[recv]),
     ]
     label = np.concatenate([p[0] for p in parts])
     when = np.concatenate([np.asarray(p[1], dtype=float) for p in parts])
@@ -100,15 +103,17 @@ def memory_over_time(schedule: Schedule, timeline: Timeline) -> list[RankMemory]
     span = float(when.max()) + 1.0 if len(when) else 1.0
     order = np.argsort(rank * span + when, kind="stable")
     when, code = when[order], code[order]  # the row label is looked up only at each peak
-    bounds = np.r_[0, np.cumsum(np.bincount(rank, minlength=schedule.num_ranks))]
+    bounds = np.r_[0, np.cumsum(np.bincount(rank, minlength=schedule.num_ranks))].tolist()
+    # Running counts of all ranks at once, each rank's restarted at its first event.
+    acts_all, recvs_all = np.cumsum(_D_ACT[code]), np.cumsum(_D_RECV[code])
+    carried = np.r_[0, acts_all][bounds[:-1]], np.r_[0, recvs_all][bounds[:-1]]
     out = []
     for r in range(schedule.num_ranks):
         lo, hi = bounds[r], bounds[r + 1]
-        here = code[lo:hi]
-        acts, recvs = np.cumsum(_D_ACT[here]), np.cumsum(_D_RECV[here])
+        acts, recvs = acts_all[lo:hi] - carried[0][r], recvs_all[lo:hi] - carried[1][r]
         total = acts + recvs
-        if hi > lo and total.max() > 0:
-            i = int(np.argmax(total))
+        i = int(np.argmax(total)) if hi > lo else 0
+        if hi > lo and total[i] > 0:
             peak, peak_t, peak_row = int(total[i]), float(when[lo + i]), int(label[order[lo + i]])
         else:
             peak, peak_t, peak_row = 0, 0.0, -1

@@ -40,13 +40,11 @@ def match(schedule: Schedule) -> Matching:
     send_chan = 2 * stage[send_rows] + is_sg[send_rows]
     recv_src = np.where(is_ra[recv_rows], stage[recv_rows] - 1, stage[recv_rows] + 1)
     recv_chan = 2 * recv_src + is_rg[recv_rows]
-    send_key = _fifo_keys(send_chan, n)
-    recv_key = _fifo_keys(recv_chan, n)
-    common, si, ri = np.intersect1d(send_key, recv_key, assume_unique=True, return_indices=True)
+    s_rows, r_rows = _fifo_pairs(send_rows, send_chan, recv_rows, recv_chan)
     partner = np.full(n, -1, dtype=np.int64)
-    s_rows, r_rows = send_rows[si], recv_rows[ri]
     partner[s_rows] = r_rows
     partner[r_rows] = s_rows
+    partner.flags.writeable = False  # analyses cache what they derive from it
 
     unmatched: list[Unmatched] = []
     last = schedule.num_stages - 1
@@ -75,20 +73,31 @@ def match(schedule: Schedule) -> Matching:
     return Matching(partner=partner, unmatched=tuple(unmatched), mismatched=mismatched)
 
 
-def _fifo_keys(channel: np.ndarray, scale: int) -> np.ndarray:
-    """Unique key per (channel, ordinal within channel); rows are already in stream order.
-
-    ``scale`` must exceed any ordinal and be the same for both sides of the matching.
-    """
-    if len(channel) == 0:
-        return np.zeros(0, dtype=np.int64)
-    order = np.argsort(channel, kind="stable")
-    sorted_chan = channel[order]
-    starts = np.r_[0, np.nonzero(np.diff(sorted_chan))[0] + 1]
-    first = np.repeat(starts, np.diff(np.r_[starts, len(sorted_chan)]))
-    ordinal = np.empty(len(channel), dtype=np.int64)
-    ordinal[order] = np.arange(len(channel)) - first
-    return channel.astype(np.int64) * (scale + 1) + ordinal
+def _fifo_pairs(
+    send_rows: np.ndarray, send_chan: np.ndarray, recv_rows: np.ndarray, recv_chan: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """(send rows, receive rows) of the pairs: on each channel the k-th send (rows are in
+    stream order) meets the k-th receive. Pairs come in send-row order within each channel."""
+    if len(send_rows) == 0 or len(recv_rows) == 0:
+        empty = np.zeros(0, dtype=np.int64)
+        return empty, empty
+    # Channels may be -1 (a receive from before stage 0); shift them to count from 0.
+    low = min(int(send_chan.min()), int(recv_chan.min()))
+    sc, rc = send_chan - low, recv_chan - low
+    channels = max(int(sc.max()), int(rc.max())) + 1
+    small = np.uint16 if channels < 2**16 else np.int64  # a stable radix sort when it fits
+    s_order = np.argsort(sc.astype(small), kind="stable")
+    r_order = np.argsort(rc.astype(small), kind="stable")
+    s_count = np.bincount(sc, minlength=channels)
+    r_count = np.bincount(rc, minlength=channels)
+    s_start = np.cumsum(s_count) - s_count
+    r_start = np.cumsum(r_count) - r_count
+    s_sorted = sc[s_order]
+    ordinal = np.arange(len(sc)) - s_start[s_sorted]
+    paired = ordinal < r_count[s_sorted]
+    send = send_rows[s_order[paired]]
+    recv = recv_rows[r_order[r_start[s_sorted[paired]] + ordinal[paired]]]
+    return send, recv
 
 
 __all__ = ["Matching", "match"]

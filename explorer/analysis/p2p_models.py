@@ -70,8 +70,10 @@ def _execution_order(schedule: Schedule, model: P2PModel) -> np.ndarray:
     opens[1:] |= (schedule.rank[1:] != schedule.rank[:-1]) | (
         schedule.step[1:] != schedule.step[:-1]
     )
-    segment = np.cumsum(opens, dtype=np.int64)
     cls = np.where(other, 0, np.where(is_send, 1, 2))
+    if not (~opens[1:] & (cls[:-1] == 2) & (cls[1:] == 1)).any():
+        return np.arange(n)  # no receive comes before a send of its batch: nothing moves
+    segment = np.cumsum(opens, dtype=np.int64)
     return np.argsort(segment * 3 + cls, kind="stable")
 
 
@@ -80,20 +82,34 @@ def dependency_steps_ok(schedule: Schedule, partner: np.ndarray, model: P2PModel
 
     Rendezvous pairs (blocking, different ranks) wait both ways, so they must share a step;
     a receive that only waits for its send needs the send no later than itself. Then every
-    cycle of waits lies inside one step, which the fast analyses rely on.
+    cycle of waits lies inside one step, which the fast analyses rely on. Both models are
+    answered in one pass and kept per schedule and ``partner`` array (``check`` asks three
+    times: the deadlock search under each model and the simulation).
     """
+    cached = _STEPS_OK.get(schedule)
+    if cached is None or cached[0] is not partner:
+        cached = (partner, _dependency_steps_ok(schedule, partner))
+        _STEPS_OK[schedule] = cached
+    return cached[1][model]
+
+
+_STEPS_OK: "weakref.WeakKeyDictionary[Schedule, tuple[np.ndarray, dict[str, bool]]]" = (
+    weakref.WeakKeyDictionary()
+)
+
+
+def _dependency_steps_ok(schedule: Schedule, partner: np.ndarray) -> dict[str, bool]:
     recv = np.nonzero(
         ((schedule.kind == Kind.RECV_ACTIVATION) | (schedule.kind == Kind.RECV_GRAD))
         & (partner >= 0)
     )[0]
     send = partner[recv]
-    local = schedule.rank[send] == schedule.rank[recv]
-    if model == "blocking":
-        rdv = ~local
-        if not np.array_equal(schedule.step[send][rdv], schedule.step[recv][rdv]):
-            return False
-        return bool((schedule.step[send][~rdv] <= schedule.step[recv][~rdv]).all())
-    return bool((schedule.step[send] <= schedule.step[recv]).all())
+    send_step, recv_step = schedule.step[send], schedule.step[recv]
+    in_order = send_step <= recv_step
+    batched = bool(in_order.all())
+    rdv = schedule.rank[send] != schedule.rank[recv]
+    blocking = bool((np.where(rdv, send_step == recv_step, in_order)).all())
+    return {"blocking": blocking, "batched": batched}
 
 
 def deadlock_from_heads(

@@ -140,9 +140,7 @@ def simulate(
     check_model(model)
     row_cost = costs.row_costs(schedule)
     partner = matching.partner
-    unmatched = np.isin(
-        schedule.kind, (Kind.SEND_ACTIVATION, Kind.SEND_GRAD, Kind.RECV_ACTIVATION, Kind.RECV_GRAD)
-    ) & (partner < 0)
+    unmatched = (partner < 0) & (_EXCHANGE[schedule.kind] > 0)
     if not unmatched.any() and dependency_steps_ok(schedule, partner, model):
         start, end = _per_step(schedule, partner, row_cost, costs.p2p, model)
     else:
@@ -199,115 +197,158 @@ def per_step_columns(
     The fast path of :func:`simulate`, valid when :func:`dependency_steps_ok` holds (every wait
     points to the same or an earlier step); :func:`explorer.analysis.reference.run` is the
     plain walk it must agree with. A row's *slot* is its position among the rows its rank
-    performs in that step (in execution order); steps with fewer rows leave free slots of cost 0.
+    performs in that step (in execution order), counted from 1; steps with fewer rows leave
+    free slots of cost 0. Slot 0 is the rank's clock, a free slot whose lower bound is the end
+    of the rank's previous step.
 
     Inside a step a rank runs its slots back to back, so a slot starts at the latest of its own
     lower bound and the end of the slot before it. With ``before`` the cost of the slots before
     each slot, that is ``max.accumulate(bound - before) + before`` for a whole step at once. The
-    lower bounds are: the rank's clock (the end of its previous step) for slot 0; for a receive,
-    its send's end plus the latency (no latency for a hand-off between stages of one rank); for
-    each end of a blocking rendezvous, the moment its partner reaches the call. Bounds that
-    point to an earlier step are known before the step starts; bounds inside a step depend on
-    starts in the same step and are raised in rounds until nothing moves (at most one round
-    per cell of the step, plus two).
+    lower bounds are: for slot 0, the end of the rank's last slot in the previous step; for a
+    receive, its send's end plus the latency (no latency for a hand-off between stages of one
+    rank); for each end of a blocking rendezvous, the moment its partner reaches the call (the
+    end of the slot before it). Every bound is some cell's start plus a delay. Bounds that
+    point to an earlier step are known before the step starts: each cell names the cell it
+    reads (a constant -inf cell when nothing bounds it), so a step is one gather and one scan.
+    Bounds inside a step depend on starts in the same step and are raised in rounds until
+    nothing moves (at most one round per cell of the step, plus two).
     """
     rows = len(rank_of_row)
-    # Everything indexed by position in ``order`` (ranks grouped, each in its execution order).
-    rank, step, kind = rank_of_row[order], step_of_row[order], kind_of_row[order]
-    group_starts = np.r_[True, (rank[1:] != rank[:-1]) | (step[1:] != step[:-1])]
+    rank, step = rank_of_row, step_of_row
+    # Rows are grouped by (rank, step) and ``order`` only reorders inside a group, so a row's
+    # slot is its position in ``order`` less its group's first row (plus one: slot 0 is the clock).
+    position = np.empty(rows, dtype=np.int64)
+    position[order] = np.arange(rows)
+    group_starts = np.empty(rows, dtype=bool)
+    group_starts[0] = True
+    group_starts[1:] = (rank[1:] != rank[:-1]) | (step[1:] != step[:-1])
     group_first = np.maximum.accumulate(np.where(group_starts, np.arange(rows), 0))
-    slot = np.arange(rows) - group_first
+    slot = position - group_first + 1
     num_slots = int(slot.max()) + 1
     cells_per_step = num_ranks * num_slots
-    cell = (step.astype(np.int64) * num_ranks + rank) * num_slots + slot
-    cell_of_row = np.empty(rows, dtype=np.int64)
-    cell_of_row[order] = cell
+    cells = num_steps * cells_per_step
+    cell_of_row = (step.astype(np.int64) * num_ranks + rank) * num_slots + slot
 
-    is_send = (kind == Kind.SEND_ACTIVATION) | (kind == Kind.SEND_GRAD)
-    is_recv = (kind == Kind.RECV_ACTIVATION) | (kind == Kind.RECV_GRAD)
-    partner_row = partner[order]
-    same_rank = (partner_row >= 0) & (rank_of_row[np.maximum(partner_row, 0)] == rank)
-    rendezvous = (is_send | is_recv) & ~same_rank & (model == "blocking")
-    cost = np.zeros(num_steps * cells_per_step)
-    ordered_cost = row_cost[order].copy()  # sends and receives: the time spent inside the call
-    ordered_cost[rendezvous] += latency
-    cost[cell] = ordered_cost
-    cost = cost.reshape(num_steps, num_ranks, num_slots)
-    before = np.cumsum(cost, axis=2) - cost
+    exchange = _EXCHANGE[kind_of_row]
+    is_recv = exchange == _RECV
+    # Only exchanges wait; a rendezvous (blocking, between two ranks) waits both ways.
+    waits = np.flatnonzero(exchange if model == "blocking" else is_recv)
+    partner_rank = rank[partner[waits]]  # every waiting exchange has a partner here
+    local = partner_rank == rank[waits]
+    rendezvous = np.zeros(rows, dtype=bool)
+    if model == "blocking":
+        rendezvous[waits[~local]] = True
+        waits = waits[~local | is_recv[waits]]  # a local send waits for nothing
+        local = rank[partner[waits]] == rank[waits]
+    # Two constant cells after the grid: -inf (nothing bounds the cell) and 0 (step 0's clock).
+    cost = np.zeros(cells + 2)
+    # sends and receives: the time spent inside the call (and the latency of a rendezvous)
+    if model == "blocking":
+        row_cost = np.where(rendezvous, row_cost + latency, row_cost)
+    cost[cell_of_row] = row_cost
+    cost_grid = cost[:cells].reshape(num_steps, num_ranks, num_slots)
+    before_grid = cost_grid.copy()  # the running sum along the slots (as cumsum), less the slot
+    for k in range(1, num_slots):
+        before_grid[:, :, k] += before_grid[:, :, k - 1]
+    before_grid -= cost_grid
 
-    # One entry per row that waits for another: both ends of a rendezvous, every other receive.
-    waits = rendezvous | (is_recv & ~rendezvous)
-    wait_cell = cell[waits]
-    wait_src = cell_of_row[partner[order[waits]]]  # the cell it waits for
-    wait_rendezvous = rendezvous[waits]
-    # A receive's data arrives at its send's end plus the latency (none for a local hand-off);
-    # a rendezvous uses the partner's arrival instead, so its delay is never read.
-    wait_delay = np.where(same_rank[waits], 0.0, latency) + np.where(
-        wait_rendezvous, 0.0, cost.reshape(-1)[wait_src]
-    )
-    wait_step = wait_cell // cells_per_step
-    in_step = (wait_src // cells_per_step) == wait_step
-    by = np.lexsort((wait_cell, in_step, wait_step))  # per step: earlier-step waits first
-    wait_cell, wait_src, wait_rendezvous, wait_delay, wait_step, in_step = (
-        x[by] for x in (wait_cell, wait_src, wait_rendezvous, wait_delay, wait_step, in_step)
-    )
-    # Step t's waits are [first[t], first[t + 1]); the in-step ones start at split[t].
-    steps = np.arange(num_steps + 1)
-    first = np.searchsorted(wait_step, steps)
-    split = np.searchsorted(wait_step * 2 + in_step, steps * 2 + 1)
-    cell_in_step = wait_cell - wait_step * cells_per_step
-    src_in_step = wait_src - wait_step * cells_per_step
+    # The cell each cell reads for its bound, and the delay added to that cell's start.
+    never, zero = cells, cells + 1
+    reads = np.full(cells, never, dtype=np.int32 if cells + 2 < 2**31 else np.int64)
+    reads_grid = reads.reshape(num_steps, num_ranks, num_slots)
+    reads_grid[0, :, 0] = zero
+    reads_grid[1:, :, 0] = (
+        np.arange(num_ranks * num_slots, cells, num_slots) - cells_per_step + num_slots - 1
+    ).reshape(num_steps - 1, num_ranks)
+    # A receive's data arrives at its send's end plus the latency (none for a local hand-off).
+    # A rendezvous end waits for its partner to arrive: the end of the slot before the partner.
+    wait_cell = cell_of_row[waits]
+    wait_src = cell_of_row[partner[waits]] - rendezvous[waits]
+    wait_delay = np.where(rendezvous[waits] | local, 0.0, latency) + cost[wait_src]
+    wait_step = step[waits]
+    in_step = wait_src >= wait_step.astype(np.int64) * cells_per_step
+    any_inner = bool(in_step.any())
+    earlier = np.flatnonzero(~in_step) if any_inner else slice(None)
+    reads[wait_cell[earlier]] = wait_src[earlier]
+    delay = np.zeros(cells)
+    delay[wait_cell[earlier]] = wait_delay[earlier]
+    delay_grid = delay.reshape(num_steps, num_ranks, num_slots)
+    delay_grid[1:, :, 0] = cost_grid[:-1, :, -1]  # the clock: the end of the previous last slot
+    # Waits inside a step, grouped by step: step t has [bounds[t], bounds[t + 1]).
+    inner = np.flatnonzero(in_step)
+    inner = inner[np.argsort(wait_step[inner], kind="stable")]
+    inner_cell, inner_src, inner_delay = wait_cell[inner], wait_src[inner], wait_delay[inner]
+    bounds = np.searchsorted(wait_step[inner], np.arange(num_steps + 1))
+    has_inner = (bounds[1:] > bounds[:-1]).tolist()
 
-    start_grid = np.zeros((num_steps, num_ranks, num_slots))
-    start_flat = start_grid.reshape(-1)
-    clock = np.zeros(num_ranks)  # when each rank finished its previous step
-    bound = np.empty((num_ranks, num_slots))  # earliest start of each slot of this step
-    bound_flat = bound.reshape(-1)
-    last_slot_cost = cost[:, :, -1]
-    ranges = list(zip(first[:-1].tolist(), split[:-1].tolist(), first[1:].tolist()))
-    for t, (earlier_lo, in_step_lo, in_step_hi) in enumerate(ranges):
-        step_before = before[t]
-        bound.fill(-np.inf)
-        if in_step_lo > earlier_lo:
-            waits_on = slice(earlier_lo, in_step_lo)
-            bound_flat[cell_in_step[waits_on]] = (
-                start_flat[wait_src[waits_on]] + wait_delay[waits_on]
+    start = np.empty(cells + 2)  # the grid's starts, then the two constant cells
+    start[never], start[zero] = -np.inf, 0.0
+    grid = start[:cells].reshape(num_steps, num_ranks, num_slots)
+    value = np.empty((num_ranks, num_slots))
+    for t in range(num_steps):
+        step_start = grid[t]
+        step_before = before_grid[t]
+        np.take(start, reads_grid[t], out=value)
+        np.add(value, delay_grid[t], out=step_start)  # each cell's bound
+        if has_inner[t]:
+            _inner_rounds(
+                step_start,
+                step_before,
+                inner_cell[bounds[t] : bounds[t + 1]] - t * cells_per_step,
+                inner_src[bounds[t] : bounds[t + 1]] - t * cells_per_step,
+                inner_delay[bounds[t] : bounds[t + 1]],
             )
-        np.maximum(bound[:, 0], clock, out=bound[:, 0])  # the rank's clock bounds its first slot
-        start = start_grid[t]
-        np.subtract(bound, step_before, out=start)
-        np.maximum.accumulate(start, axis=1, out=start)
-        start += step_before
-        if in_step_hi > in_step_lo:
-            step_cost = cost[t]
-            waits_on = slice(in_step_lo, in_step_hi)
-            cells, src = cell_in_step[waits_on], src_in_step[waits_on]
-            meets, delay = wait_rendezvous[waits_on], wait_delay[waits_on]
-            for _ in range(cells_per_step + 2):
-                # when each slot's rank reaches it: the previous slot's end (the clock for slot 0)
-                arrival = np.concatenate(
-                    [clock[:, None], (start + step_cost)[:, :-1]], axis=1
-                ).reshape(-1)
-                candidate = np.where(meets, arrival[src], start.reshape(-1)[src] + delay)
-                current = bound_flat[cells]
-                if (candidate <= current).all():
-                    break
-                bound_flat[cells] = np.maximum(current, candidate)
-                np.subtract(bound, step_before, out=start)
-                np.maximum.accumulate(start, axis=1, out=start)
-                start += step_before
-        clock = start[:, -1] + last_slot_cost[t]
-    row_start = start_flat[cell_of_row]
-    row_end = row_start + cost.reshape(-1)[cell_of_row]
+            continue
+        step_start -= step_before
+        np.maximum.accumulate(step_start, axis=1, out=step_start)
+        step_start += step_before
+    row_start = start[cell_of_row]
+    row_end = row_start + row_cost
     return row_start, row_end
+
+
+_SEND, _RECV = 1, 2
+#: Change in held activations per kind, on a stage without (first half) and with (second
+#: half) split backwards.
+_HOLD_DELTA = np.zeros(2 * len(Kind), dtype=np.int8)
+_HOLD_DELTA[[Kind.FORWARD, len(Kind) + Kind.FORWARD]] = 1
+_HOLD_DELTA[[Kind.BACKWARD, len(Kind) + Kind.BACKWARD_WEIGHT]] = -1
+_COMPUTE = np.zeros(len(Kind), dtype=bool)
+_COMPUTE[[int(k) for k in COMPUTE_KINDS]] = True
+_EXCHANGE = np.zeros(len(Kind), dtype=np.int8)
+_EXCHANGE[[Kind.SEND_ACTIVATION, Kind.SEND_GRAD]] = _SEND
+_EXCHANGE[[Kind.RECV_ACTIVATION, Kind.RECV_GRAD]] = _RECV
+
+
+def _inner_rounds(
+    step_start: np.ndarray,
+    step_before: np.ndarray,
+    cells: np.ndarray,
+    src: np.ndarray,
+    delay: np.ndarray,
+) -> None:
+    """Starts of one step whose waits point inside it, in place: ``step_start`` holds each
+    cell's bound from earlier steps; raise the bounds in rounds until nothing moves."""
+    bound = step_start.copy()
+    flat_bound = bound.reshape(-1)
+    flat = step_start.reshape(-1)
+    for _ in range(step_start.size + 3):
+        np.subtract(bound, step_before, out=step_start)
+        np.maximum.accumulate(step_start, axis=1, out=step_start)
+        step_start += step_before
+        candidate = flat[src] + delay
+        current = flat_bound[cells]
+        if (candidate <= current).all():
+            return
+        flat_bound[cells] = np.maximum(current, candidate)
 
 
 def bubble(schedule: Schedule, start: np.ndarray, end: np.ndarray) -> Bubble:
     """Idle share of the timeline with both denominators (see :class:`Bubble`)."""
     makespan = float(np.nanmax(end)) if len(end) else 0.0
-    compute = np.isin(schedule.kind, [int(k) for k in COMPUTE_KINDS])
+    compute = np.flatnonzero(_COMPUTE[schedule.kind])
     busy = np.bincount(
-        schedule.rank[compute], weights=(end - start)[compute], minlength=schedule.num_ranks
+        schedule.rank[compute], weights=end[compute] - start[compute], minlength=schedule.num_ranks
     )
     ranks = max(schedule.num_ranks, 1)
     total = ranks * makespan
@@ -325,11 +366,14 @@ def bubble(schedule: Schedule, start: np.ndarray, end: np.ndarray) -> Bubble:
 def peak_activations(schedule: Schedule) -> list[int]:
     """Per stage, the most micro-batches between their forward and their last backward part."""
     kind = schedule.kind
-    fwd = kind == Kind.FORWARD
     split = np.zeros(schedule.num_stages, dtype=bool)
     split[schedule.stage[kind == Kind.BACKWARD_WEIGHT]] = True
-    release = np.where(split[schedule.stage], kind == Kind.BACKWARD_WEIGHT, kind == Kind.BACKWARD)
-    delta = fwd.astype(np.int64) - release.astype(np.int64)
+    # +1 at a forward, -1 at the backward part that releases (W on a split stage, else B).
+    if split.any():
+        delta = _HOLD_DELTA[split[schedule.stage].astype(np.intp) * len(Kind) + kind]
+    else:
+        delta = _HOLD_DELTA[kind]
+    delta = delta.astype(np.int64)
     rows = np.nonzero(delta)[0]
     order = np.argsort(schedule.stage[rows], kind="stable")  # rows are in stream order already
     return peak_per_group(schedule.stage[rows][order], delta[rows][order], schedule.num_stages)
