@@ -8,6 +8,7 @@ them, so none is out of reach.
 
 from __future__ import annotations
 
+import html
 from typing import Callable, Sequence
 
 import ipywidgets as w
@@ -25,6 +26,8 @@ class FindingsPanel:
         self.findings: list = []
         self.header = w.HTML()
         self.list = w.Select(options=[], rows=6, layout=w.Layout(width="100%"))
+        # A Select cuts a long line at its right edge: the selected finding is said in full here.
+        self.detail = w.HTML()
         self.previous = w.Button(
             description="previous", icon="chevron-left", layout=w.Layout(width="8em")
         )
@@ -34,7 +37,9 @@ class FindingsPanel:
         self.next.on_click(lambda _b: self.show_page(self.page + 1))
         self.pager = w.HBox([self.previous, self.next, self.position])
         self.list.observe(self._changed, names="value")
-        self.widget = w.VBox([self.header, self.list, self.pager], layout=w.Layout(width="100%"))
+        self.widget = w.VBox(
+            [self.header, self.list, self.detail, self.pager], layout=w.Layout(width="100%")
+        )
 
     @property
     def pages(self) -> int:
@@ -61,6 +66,7 @@ class FindingsPanel:
         self.list.unobserve(self._changed, names="value")
         self.list.options = [(f"{a + i + 1}. {f.describe()}", a + i) for i, f in enumerate(shown)]
         self.list.value = None
+        self.detail.value = ""
         self.list.rows = max(1, min(6, len(shown)))
         self.list.layout.display = None if shown else "none"
         self.list.observe(self._changed, names="value")
@@ -82,6 +88,10 @@ class FindingsPanel:
 
     def _changed(self, change: dict) -> None:
         if change["new"] is not None:
+            finding = self.findings[change["new"]]
+            self.detail.value = (
+                f"<b>selected:</b> {change['new'] + 1}. {html.escape(finding.describe())}"
+            )
             self._on_select(self.findings[change["new"]])
 
 

@@ -130,13 +130,15 @@ class ScheduleExplorer:
             "" if runner else "<i>pass runner=PipelineRunner() to run this schedule for real</i>"
         )
         self.run_button.on_click(self._guarded("running", lambda _b: self.run()))
-        for control in self.controls.schedule_widgets:
-            control.observe(
-                self._guarded("rebuilding the schedule", self._on_schedule_change), names="value"
-            )
-        self.controls.lifetimes_stage.observe(
-            self._guarded("redrawing the lifetimes", self._on_lifetimes_change), names="value"
+        # One handler each, kept, so a change made from code can pause exactly it (``unobserve_all``
+        # would also drop ipywidgets' own observer that syncs a Dropdown's ``index`` to the page).
+        self._schedule_handler = self._guarded("rebuilding the schedule", self._on_schedule_change)
+        self._lifetimes_handler = self._guarded(
+            "redrawing the lifetimes", self._on_lifetimes_change
         )
+        for control in self.controls.schedule_widgets:
+            control.observe(self._schedule_handler, names="value")
+        self.controls.lifetimes_stage.observe(self._lifetimes_handler, names="value")
         self.controls.arrows.observe(
             self._guarded("redrawing the grid", self._on_arrows_change), names="value"
         )
@@ -319,12 +321,10 @@ class ScheduleExplorer:
             max(c.microbatches.max, microbatches),
         )
         for control in (c.stages, c.microbatches):
-            control.unobserve_all("value")
+            control.unobserve(self._schedule_handler, names="value")
         c.stages.value, c.microbatches.value = stages, microbatches
         for control in (c.stages, c.microbatches):
-            control.observe(
-                self._guarded("rebuilding the schedule", self._on_schedule_change), names="value"
-            )
+            control.observe(self._schedule_handler, names="value")
         self.refresh()
         if self.findings.findings:
             self.findings.select(0)
@@ -348,11 +348,9 @@ class ScheduleExplorer:
         self.ranges["grid"] = (step - ZOOM_STEPS - 0.5, step + ZOOM_STEPS + 0.5)
         self.ranges["lifetimes"] = None
         lifetimes = self.controls.lifetimes_stage
-        lifetimes.unobserve_all("value")
-        lifetimes.value = stage
-        lifetimes.observe(
-            self._guarded("redrawing the lifetimes", self._on_lifetimes_change), names="value"
-        )
+        lifetimes.unobserve(self._lifetimes_handler, names="value")
+        lifetimes.value = stage  # the page's dropdown follows (its synced ``index`` changes too)
+        lifetimes.observe(self._lifetimes_handler, names="value")
         self._render(("grid", "lifetimes"))
 
     def show_trace(self, trace: Optional[MeasuredTrace]) -> None:

@@ -54,6 +54,8 @@ class SizesPanel:
         self.candidates = w.Select(
             options=[], rows=4, layout=w.Layout(width="100%", display="none")
         )
+        # A Select cuts a long line at its right edge: the chosen candidate is said in full here.
+        self.chosen = w.HTML()
         self.figure = LiveFigure()
         self.figure.widget.layout.display = "none"
         self.check_button.on_click(guard("checking every size", lambda _b: self.check()))
@@ -70,6 +72,7 @@ class SizesPanel:
                 self.status,
                 self.figure.widget,
                 self.candidates,
+                self.chosen,
             ],
             layout=w.Layout(width="100%"),
         )
@@ -113,7 +116,8 @@ class SizesPanel:
             f"{len(result.candidates)} proven fix(es) over {html.escape(result.baseline.spec)}; "
             f"choose one to apply it. Rejected: {html.escape(rejected) or 'none'}"
         )
-        self.candidates.unobserve_all("value")
+        # only this handler: ``unobserve_all`` would also drop the observer that syncs ``index`` to the page
+        self.candidates.unobserve(self._on_choice, names="value")
         self.candidates.options = [
             (
                 f"{' + '.join(c.names)}: buffers at {result.reference[0]}x{result.reference[1]} "
@@ -124,12 +128,15 @@ class SizesPanel:
             for i, c in enumerate(result.candidates)
         ]
         self.candidates.value = None
+        self.chosen.value = ""
         self.candidates.layout.display = None if result.candidates else "none"
         self.candidates.observe(self._on_choice, names="value")
         return result
 
     def _chosen(self, change: dict) -> None:
         if change["new"] is not None and self.search is not None:
+            label = next(text for text, i in self.candidates.options if i == change["new"])
+            self.chosen.value = f"<b>chosen:</b> {html.escape(label)}"
             self._on_apply(self.search.candidates[change["new"]].rules)
 
     def _clicked(self, points: list) -> None:

@@ -55,6 +55,12 @@ def test_the_panel_loads_a_clicked_size_and_applies_a_found_fix():
     assert app.sizes.candidates.options[0][0].startswith("grads-first: buffers at 4x8 4,3,2,2")
     app.sizes.candidates.value = 0  # choose the best fix
     assert app.settings.rules == ("grads-first",) and app.report.ok
+    # the page's list cuts the long line at its edge; the choice is said in full below it
+    assert app.sizes.candidates.get_state()["index"] == 0
+    assert "DeepSpeed&#x27;s fix: send the gradient before receiving" in app.sizes.chosen.value
+    app.sizes.fix_button.click()  # a second search: the page's list follows the kernel again
+    app.sizes.candidates.value = 1
+    assert app.sizes.candidates.get_state()["index"] == 1 and "buffers+1" in app.sizes.chosen.value
     moved = next(t for t in app.figures["grid"].data if t.name == "moved by the fix")
     assert (
         len([x for x in moved.x if x == x]) > 0 and "grads-first" in app.controls.rules_label.value

@@ -55,6 +55,14 @@ def test_seed_story_through_the_controls_and_a_findings_click():
     assert (min(selected["x"][:5]) + max(selected["x"][:5])) / 2 == pytest.approx(6)
     assert app.controls.lifetimes_stage.value == 2
     assert app.figures["lifetimes"].layout.title.text.endswith("stage 2: 2 allocated, 3 needed")
+    # what the page's dropdown shows is the synced index, not the kernel's value: it must follow
+    # (it kept saying "all stages" over stage 2's lifetimes)
+    dropdown = app.controls.lifetimes_stage
+    assert dropdown.options[dropdown.get_state()["index"]][0] == "stage 2"
+    # the list cuts long findings at its right edge; the selected one is said in full below it
+    assert first.describe().split(":")[-1].strip()[-30:] in app.findings.detail.value
+    app.controls.lifetimes_stage.value = -1  # back to every stage, from code: the page follows
+    assert dropdown.get_state()["index"] == 0
     app.controls.order.value = "fixed"  # today's DeepSpeed
     assert app.report.ok and "no findings" in app.figures["grid"].layout.title.text
 
@@ -186,6 +194,8 @@ def test_findings_page_through_all_and_a_selection_zooms_the_grid():
     heat = next(t for t in grid.data if t.name == "instructions")
     assert heat.texttemplate == "%{text}"  # zoomed in far enough to read the cells
     assert app.controls.lifetimes_stage.value == last.stage
+    dropdown = app.controls.lifetimes_stage
+    assert dropdown.options[dropdown.get_state()["index"]][1] == last.stage
 
 
 @pytest.mark.slow  # every control at 64 x 512
