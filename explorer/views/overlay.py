@@ -31,8 +31,9 @@ from explorer.views.bars import MAX_SVG_BARS, hbars
 from explorer.views.palette import IDLE_SOLID, KIND_COLOURS, discrete_colorscale, kind_label
 from explorer.views.raster import dominant, window
 
+#: Said under the title, not over the lanes (centred on them it hid the simulated bars).
 EMPTY_NOTE = (
-    "No measured trace yet: press Run (a runner launches the real pipeline)<br>"
+    "No measured trace yet: press Run (a runner launches the real pipeline) "
     "or pass a trace to show_trace (e.g. explorer.traces.read_chrome_trace)."
 )
 WAITING = "rgba(120, 120, 120, 0.55)"
@@ -335,7 +336,7 @@ def _layout(
     y2 = ((bottom + gap) / plot, (bottom + gap + middle) / plot)
     y1 = ((bottom + 2 * gap + middle) / plot, 1.0)
     if trace is None:
-        title = "Measured vs simulated · simulated only (ticks)"
+        title = f"Measured vs simulated · simulated only (ticks)<br><sup>{EMPTY_NOTE}</sup>"
     else:
         title = (
             f"Measured vs simulated · {len(trace)} measured instructions from {_source(trace.source)}<br>"
@@ -365,20 +366,6 @@ def _layout(
         ),
         dict(text=f"mean duration per instruction kind ({unit})", y=y3[1] + 8.0 / plot, **panel),
     ]
-    if trace is None:
-        notes.append(
-            dict(
-                text=EMPTY_NOTE,
-                x=0.5,
-                xanchor="center",
-                y=(y1[0] + y1[1]) / 2,
-                xref="paper",
-                yref="paper",
-                showarrow=False,
-                font=dict(size=11, color="#555"),
-                bgcolor="rgba(255,255,255,0.85)",
-            )
-        )
     return dict(
         title=dict(text=title, font=dict(size=14)),
         barmode="overlay",
