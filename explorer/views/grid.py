@@ -123,7 +123,10 @@ def grid_figure(
             text=f"Instruction grid · {s.name} · {stages} stages × {s.num_microbatches} micro-batches · {verdict}"
             f"<br><sup>{('overview: one column per step' if exact else 'overview: each column sums up several steps (its most common kind)') if overview else 'steps ' + str(lo) + '–' + str(hi)}{note}</sup>"
         ),
-        height=row_height(stages, per_row=max(22.0, 13.0 * lines + 10.0), extra=120.0),
+        height=max(
+            row_height(stages, per_row=max(22.0, 13.0 * lines + 10.0), extra=120.0),
+            legend_height(fig, top=70, bottom=40),
+        ),
         margin=dict(l=10, r=10, t=70, b=40),
         plot_bgcolor="white",
         xaxis=dict(title="step", showgrid=False, zeroline=False, range=[lo_x, hi_x]),
@@ -137,6 +140,19 @@ def grid_figure(
         legend=dict(font=dict(size=10), tracegroupgap=2),
     )
     return fig
+
+
+#: Pixels per legend entry at the grid's legend font (size 10, ``tracegroupgap`` 2), with room.
+LEGEND_ROW = 20.0
+
+
+def legend_height(fig: go.Figure, top: float, bottom: float) -> int:
+    """Figure height at which every legend entry fits beside the plot: below it, plotly clips
+    the legend and gives it a scroll bar (3 stages x 3 micro-batches hid OptimizerStep)."""
+    entries = sum(
+        1 for t in fig.data if t.type == "scatter" and t.showlegend is not False and t.name
+    )
+    return int(top + bottom + LEGEND_ROW * entries + 10)
 
 
 def _main_rows(report: Report, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -355,5 +371,7 @@ __all__ = [
     "DETAIL_COLUMNS",
     "MAX_SVG_LINES",
     "MAX_TEXT_CELLS",
+    "LEGEND_ROW",
     "grid_figure",
+    "legend_height",
 ]

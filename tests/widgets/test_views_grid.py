@@ -112,3 +112,16 @@ def test_64_stages_512_microbatches_is_one_heatmap_not_a_shape_per_cell():
     assert len(fig.to_json()) < 1e6  # what the page receives, at any size
     assert json.loads(fig.to_json())["layout"]["yaxis"]["ticktext"][63] == "stage 63"
     assert np.isfinite(report.timeline.makespan)
+
+
+@pytest.mark.parametrize("stages, microbatches", [(2, 1), (3, 3), (4, 8)])
+def test_the_legend_fits_beside_the_plot_without_a_scroll_bar(stages, microbatches):
+    """Plotly clips a legend taller than the plot area and gives it a scroll bar: at 3 stages x
+    3 micro-batches with arrows and a selection, OptimizerStep was below the fold."""
+    report = check(build("deepspeed-train", stages, microbatches, buffers="fixed", order="legacy"))
+    d = figure_dict(grid_figure(report, arrows=True, selected=(stages - 1, 2)))
+    entries = [t["name"] for t in d["data"] if t["type"] == "scatter" and t.get("showlegend", True)]
+    margin = d["layout"]["margin"]
+    plot_px = d["layout"]["height"] - margin["t"] - margin["b"]
+    # one legend line at font size 10 takes about 19 px in Chromium (measured on the page)
+    assert plot_px >= 19 * len(entries), (plot_px, entries)
