@@ -34,8 +34,52 @@ def _go() -> Any:
 
 
 def step_timeline(run: Any) -> Any:
-    """Compile and execute time per step (log axis), with a marker over each step that made a new graph."""
+    """Compile and execute time per step (log axis), with a marker over each step that made a new graph.
+
+    A run read back from artifacts has no per-step times (torch_xla writes none): then every step
+    is one marker on a single row, new graph or from the cache, instead of an empty log axis with
+    the new-graph markers floating at a made-up height."""
     go = _go()
+    steps = run.steps
+    timed = any(s.compile_ms or s.execute_ms or s.wall_ms for s in steps)
+    fig = _timed_steps(go, run) if timed else _untimed_steps(go, run)
+    failed = run.failure.step if run.failure is not None else None
+    title = f"{run.label}: {graph_counts(run)}"
+    if run.failure is not None:
+        title += f" — failed ({run.failure.kind})" + (
+            f" at step {failed}" if failed is not None else ""
+        )
+    fig.update_layout(
+        title=title,
+        autosize=True,
+        xaxis=dict(title="step", dtick=1 if len(steps) <= 40 else None),
+        legend=dict(orientation="h", yanchor="top", y=-0.2 if timed else -0.45),
+    )
+    return fig
+
+
+def _new_graph_marker(go: Any, run: Any, y: list) -> Any:
+    """The triangles over the steps that compiled a graph (the widget's click target: the last trace)."""
+    new = [s for s in run.steps if s.new_graphs]
+    kinds = [_is_recompile(run, s) for s in new]
+    return go.Scatter(
+        x=[s.step for s in new],
+        y=y,
+        mode="markers+text",
+        name="new graph",
+        text=[s.new_graphs[-1][:8] for s in new],
+        textposition="top center",
+        cliponaxis=False,
+        customdata=[s.new_graphs[-1] for s in new],
+        marker=dict(
+            symbol="triangle-down", size=13, color=[RECOMPILE if k else NEW for k in kinds]
+        ),
+        hovertext=[html.escape(s.cause) for s in new],
+        hoverinfo="text",
+    )
+
+
+def _timed_steps(go: Any, run: Any) -> Any:
     steps = run.steps
     x = [s.step for s in steps]
     fig = go.Figure()
@@ -68,39 +112,51 @@ def step_timeline(run: Any) -> Any:
         )
     )
     new = [s for s in steps if s.new_graphs]
-    kinds = [_is_recompile(run, s) for s in new]
+    fig.add_trace(
+        _new_graph_marker(
+            go, run, [max(s.wall_ms or 0.0, s.compile_ms or 0.0, 1e-3) * 1.8 for s in new]
+        )
+    )
+    fig.update_layout(
+        barmode="group",
+        height=410,
+        margin=dict(l=60, r=20, t=50, b=80),
+        yaxis=dict(title="ms (log)", type="log"),
+    )
+    return fig
+
+
+def _untimed_steps(go: Any, run: Any) -> Any:
+    cached = [s for s in run.steps if not s.new_graphs]
+    fig = go.Figure()
     fig.add_trace(
         go.Scatter(
-            x=[s.step for s in new],
-            y=[max(s.wall_ms or 0.0, s.compile_ms or 0.0, 1e-3) * 1.8 for s in new],
-            mode="markers+text",
-            name="new graph",
-            text=[s.new_graphs[-1][:8] for s in new],
-            textposition="top center",
-            cliponaxis=False,
-            customdata=[s.new_graphs[-1] for s in new],
-            marker=dict(
-                symbol="triangle-down", size=13, color=[RECOMPILE if k else NEW for k in kinds]
-            ),
-            hovertext=[html.escape(s.cause) for s in new],
+            x=[s.step for s in cached],
+            y=[0] * len(cached),
+            mode="markers",
+            name="ran from the compile cache",
+            marker=dict(symbol="circle-open", size=11, color=NEW, line=dict(width=2)),
+            hovertext=[html.escape(s.cause) for s in cached],
             hoverinfo="text",
         )
     )
-    failed = run.failure.step if run.failure is not None else None
-    title = f"{run.label}: {graph_counts(run)}"
-    if run.failure is not None:
-        title += f" — failed ({run.failure.kind})" + (
-            f" at step {failed}" if failed is not None else ""
-        )
+    fig.add_trace(_new_graph_marker(go, run, [0] * sum(1 for s in run.steps if s.new_graphs)))
     fig.update_layout(
-        title=title,
-        barmode="group",
-        height=410,
-        autosize=True,
-        margin=dict(l=60, r=20, t=50, b=80),
-        xaxis=dict(title="step", dtick=1 if len(steps) <= 40 else None),
-        yaxis=dict(title="ms (log)", type="log"),
-        legend=dict(orientation="h", yanchor="top", y=-0.2),
+        height=260,
+        margin=dict(l=60, r=20, t=70, b=80),
+        yaxis=dict(visible=False, range=[-1, 1.5], fixedrange=True),
+        annotations=[
+            dict(
+                text="no per-step times in these artifacts: each step is marked new graph or cache hit",
+                xref="paper",
+                yref="paper",
+                x=0,
+                y=1.08,
+                xanchor="left",
+                showarrow=False,
+                font=dict(size=12, color="#555"),
+            )
+        ],
     )
     return fig
 
@@ -233,9 +289,13 @@ def default_pair(run: Any) -> Optional[tuple[str, str]]:
 def run_html(run: Any) -> str:
     """Device, workarounds, per-step explanations and any failure, as an HTML fragment."""
     dev = run.device
+    where = str(dev.get("pjrt_device") or "?")
     parts = [
-        f"<p><b>{html.escape(run.label)}</b> on {html.escape(str(dev.get('pjrt_device', '?')))} "
-        f"x{dev.get('devices', '?')}: {html.escape(str(dev.get('wrapper', '')))}</p>"
+        # a run read from artifacts knows no device: say nothing rather than "on ? x?"
+        f"<p><b>{html.escape(run.label)}</b> on {html.escape(where)} "
+        f"x{html.escape(str(dev.get('devices', '?')))}: {html.escape(str(dev.get('wrapper', '')))}</p>"
+        if where != "?"
+        else f"<p><b>{html.escape(run.label)}</b></p>"
     ]
     for w in dev.get("workarounds", []):
         parts.append(f"<p>CPU workaround applied: <code>{html.escape(w)}</code></p>")

@@ -1,0 +1,51 @@
+"""The XLA step timeline and run header of a run read back from artifacts (no per-step times,
+no device), as a person sees them in ``XlaExplorer.open``: built from records, no torch_xla."""
+
+from __future__ import annotations
+
+from explorer.traces.xla.records import Graph, Step, XlaRun
+from explorer.views import xla as views
+
+
+def _read_back_run() -> XlaRun:
+    """What ``read_artifacts`` gives: steps with verdicts and graphs, but no times and no device."""
+    hashes = ["a" * 32, "b" * 32, "c" * 32]
+    steps = [
+        Step(
+            i,
+            compiled=i < 3,
+            graph_hash=hashes[min(i, 2)],
+            compile_ms=None,
+            execute_ms=None,
+            wall_ms=None,
+            num_parameters=None,
+            cause=f"step {i} cause",
+            new_graphs=[hashes[i]] if i < 3 else [],
+        )
+        for i in range(6)
+    ]
+    graphs = [
+        Graph(h, step=i, recompile=i > 0, closest=hashes[i - 1] if i else None)
+        for i, h in enumerate(hashes)
+    ]
+    return XlaRun(
+        label="read /tmp/x", device={"pjrt_device": "?", "devices": "?"}, steps=steps, graphs=graphs
+    )
+
+
+def test_a_run_without_times_marks_every_step_on_one_row_not_an_empty_log_axis():
+    run = _read_back_run()
+    fig = views.step_timeline(run).to_dict()
+    layout = fig["layout"]
+    # it showed a log axis of 0.001-0.01 ms with nothing on it and the triangles at a made-up height
+    assert layout["yaxis"].get("type") != "log" and layout["yaxis"]["visible"] is False
+    names = [t["name"] for t in fig["data"]]
+    assert "compile" not in names and names[-1] == "new graph"  # the widget clicks the last trace
+    cached = next(t for t in fig["data"] if t["name"] == "ran from the compile cache")
+    assert list(cached["x"]) == [3, 4, 5] and list(fig["data"][-1]["x"]) == [0, 1, 2]
+    assert "no per-step times" in " ".join(a["text"] for a in layout["annotations"])
+
+
+def test_a_run_without_a_device_does_not_say_on_question_marks():
+    text = views.run_html(_read_back_run())
+    assert "?" not in text.split("</p>")[0] and "read /tmp/x" in text
