@@ -24,6 +24,11 @@ from explorer.views.hlo import table_height
 
 _PALETTE = ("#1f77b4", "#2ca02c", "#9467bd", "#8c564b", "#e377c2", "#17becf", "#bcbd22", "#7f7f7f")
 _EAGER_COLOUR = "#d62728"
+#: The legend in the figure's bottom margin, under the axis title. Placed at ``y=-0.2`` of the
+#: plot instead, it sat on the "iteration" title in the explorer's figure of the ``limit`` probe.
+BOTTOM_LEGEND = dict(orientation="h", yref="container", y=0.0, yanchor="bottom", x=0.0)
+#: Tick labels, the axis title and one or two legend rows.
+BOTTOM_MARGIN = 120
 #: Width of one iteration's bar, in iterations: a gap between neighbours keeps them apart.
 BAR_WIDTH = 0.8
 
@@ -95,7 +100,7 @@ def iteration_figure(result: ProbeResult) -> Any:
         barmode="overlay",
         height=430,
         autosize=True,
-        margin=dict(l=60, r=20, t=70, b=80),
+        margin=dict(l=60, r=20, t=70, b=BOTTOM_MARGIN),
         xaxis=dict(
             title="iteration",
             range=[first - 0.5, last + 0.5],
@@ -103,7 +108,7 @@ def iteration_figure(result: ProbeResult) -> Any:
             dtick=1 if last - first < 40 else None,
         ),
         yaxis=dict(title="ms (log)", type="log"),
-        legend=dict(orientation="h", yanchor="top", y=-0.2),
+        legend=BOTTOM_LEGEND,
     )
     return fig
 
@@ -298,6 +303,8 @@ def ranks_html(result: ProbeResult) -> str:
 
 
 __all__ = [
+    "BOTTOM_LEGEND",
+    "BOTTOM_MARGIN",
     "BAR_WIDTH",
     "iteration_figure",
     "compile_table",

@@ -143,7 +143,7 @@ def grid_figure(
 
 
 #: Pixels per legend entry at the grid's legend font (size 10, ``tracegroupgap`` 2), with room.
-LEGEND_ROW = 20.0
+LEGEND_ROW = 21.0
 
 
 def legend_height(fig: go.Figure, top: float, bottom: float) -> int:
@@ -152,7 +152,7 @@ def legend_height(fig: go.Figure, top: float, bottom: float) -> int:
     entries = sum(
         1 for t in fig.data if t.type == "scatter" and t.showlegend is not False and t.name
     )
-    return int(top + bottom + LEGEND_ROW * entries + 10)
+    return int(top + bottom + LEGEND_ROW * entries + 30)  # + the legend's own padding
 
 
 def _main_rows(report: Report, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

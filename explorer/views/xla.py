@@ -14,6 +14,7 @@ from typing import Any, Optional
 
 from explorer.errors import require
 from explorer.hlo import diff_modules
+from explorer.views.compile import BOTTOM_LEGEND, BOTTOM_MARGIN
 from explorer.views.hlo import diff_table, short_paths, table_height
 
 COMPILE, EXECUTE, RECOMPILE, NEW = "#ff7f0e", "#1f77b4", "#d62728", "#7f7f7f"
@@ -53,7 +54,7 @@ def step_timeline(run: Any) -> Any:
         title=title,
         autosize=True,
         xaxis=dict(title="step", dtick=1 if len(steps) <= 40 else None),
-        legend=dict(orientation="h", yanchor="top", y=-0.2 if timed else -0.45),
+        legend=BOTTOM_LEGEND,
     )
     return fig
 
@@ -119,8 +120,8 @@ def _timed_steps(go: Any, run: Any) -> Any:
     )
     fig.update_layout(
         barmode="group",
-        height=410,
-        margin=dict(l=60, r=20, t=50, b=80),
+        height=450,
+        margin=dict(l=60, r=20, t=50, b=BOTTOM_MARGIN),
         yaxis=dict(title="ms (log)", type="log"),
     )
     return fig
@@ -142,8 +143,8 @@ def _untimed_steps(go: Any, run: Any) -> Any:
     )
     fig.add_trace(_new_graph_marker(go, run, [0] * sum(1 for s in run.steps if s.new_graphs)))
     fig.update_layout(
-        height=260,
-        margin=dict(l=60, r=20, t=70, b=80),
+        height=300,
+        margin=dict(l=60, r=20, t=70, b=BOTTOM_MARGIN),
         yaxis=dict(visible=False, range=[-1, 1.5], fixedrange=True),
         annotations=[
             dict(

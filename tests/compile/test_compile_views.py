@@ -84,6 +84,17 @@ def test_bars_are_one_iteration_wide_and_the_axis_spans_the_iterations(limit_res
 
 
 @pytest.mark.slow  # a real probe: torch.compile
+def test_the_legend_sits_under_the_axis_title_not_on_it(limit_result) -> None:
+    """At ``y=-0.2`` of the plot the legend sat on the "iteration" title in the explorer (seen in
+    JupyterLab); anchored to the figure's bottom edge, in a margin that holds the tick labels,
+    the title and a legend row, it cannot."""
+    layout = views.iteration_figure(limit_result).to_dict()["layout"]
+    legend = layout["legend"]
+    assert (legend["yref"], legend["y"], legend["yanchor"]) == ("container", 0.0, "bottom")
+    assert layout["margin"]["b"] >= 20 + 30 + 2 * 25  # ticks, title, up to two legend rows
+
+
+@pytest.mark.slow  # a real probe: torch.compile
 def test_the_recompile_limit_is_marked_where_it_was_hit(limit_result) -> None:
     fig = views.iteration_figure(limit_result).to_dict()
     lines = [s for s in fig["layout"]["shapes"] if s["type"] == "line"]

@@ -123,5 +123,6 @@ def test_the_legend_fits_beside_the_plot_without_a_scroll_bar(stages, microbatch
     entries = [t["name"] for t in d["data"] if t["type"] == "scatter" and t.get("showlegend", True)]
     margin = d["layout"]["margin"]
     plot_px = d["layout"]["height"] - margin["t"] - margin["b"]
-    # one legend line at font size 10 takes about 19 px in Chromium (measured on the page)
-    assert plot_px >= 19 * len(entries), (plot_px, entries)
+    # in Chromium one legend line at font size 10 takes 19.5 px, plus about 20 px of padding
+    # (measured on the page: 13 entries overflowed a 270 px plot)
+    assert plot_px >= 19.5 * len(entries) + 20, (plot_px, entries)

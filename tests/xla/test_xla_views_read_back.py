@@ -44,6 +44,10 @@ def test_a_run_without_times_marks_every_step_on_one_row_not_an_empty_log_axis()
     cached = next(t for t in fig["data"] if t["name"] == "ran from the compile cache")
     assert list(cached["x"]) == [3, 4, 5] and list(fig["data"][-1]["x"]) == [0, 1, 2]
     assert "no per-step times" in " ".join(a["text"] for a in layout["annotations"])
+    # the legend in the bottom margin, under the "step" title (at y=-0.45 of a short plot it
+    # would sit on it)
+    assert (layout["legend"]["yref"], layout["legend"]["y"]) == ("container", 0.0)
+    assert layout["margin"]["b"] >= 100
 
 
 def test_a_run_without_a_device_does_not_say_on_question_marks():
