@@ -40,24 +40,31 @@ def pinned_grid(report: Report, failure: Any = None) -> go.Figure:
         go.Scatter(
             x=[step],
             y=[stage],
-            mode="markers+text",
+            # The words are in the title and the hover: drawn above the cell they covered the
+            # neighbouring cells' instructions.
+            mode="markers",
             name="failure",
-            marker=dict(symbol="x", size=18, color=HAZARD, line=dict(width=2, color="white")),
+            marker=dict(symbol="x", size=14, color=HAZARD, line=dict(width=1.5, color="white")),
             text=[f"rank {failure.get('rank')}: {what}"],
-            textposition="top center",
-            textfont=dict(color=HAZARD),
-            hovertext=[str(failure.get("message", ""))[:300]],
+            hovertext=[
+                f"rank {failure.get('rank')}: {what}<br>{str(failure.get('message', ''))[:300]}"
+            ],
             hoverinfo="text",
             showlegend=False,
         )
     )
-    title = fig.layout.title.text or ""
-    fig.update_layout(
-        title=dict(
-            text=f"{title} · FAILED at stage {stage}, step {step}: "
-            f"{failure.get('instruction')} ({what})"
-        )
+    said = (
+        f"<span style='color:{HAZARD}'>rank {failure.get('rank')} FAILED at stage {stage}, "
+        f"step {step}: {failure.get('instruction')} ({what})</span>"
     )
+    title = fig.layout.title.text or ""
+    # The grid's title ends with a <sup> line (the steps shown); said after it, the failure was
+    # drawn on top of that line. It goes on the small line, after the steps.
+    if title.endswith("</sup>"):
+        title = f"{title[: -len('</sup>')]} · {said}</sup>"
+    else:
+        title = f"{title}<br><sup>{said}</sup>"
+    fig.update_layout(title=dict(text=title))
     return fig
 
 

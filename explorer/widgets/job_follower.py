@@ -44,6 +44,9 @@ class JobFollower:
         self.history: list[dict] = []
         self.errors: list[str] = []
         self._stop = threading.Event()
+        #: :meth:`stop` was called: whoever started the job says it is over, so a rank that
+        #: wrote no end (killed when a neighbour failed) is not shown as still running.
+        self.stopped = False
         self._thread: Optional[threading.Thread] = None
         self._pinned: Optional[tuple[int, int]] = None
         self.status = w.HTML(f"waiting for {html.escape(str(self.folder))} …")
@@ -76,7 +79,7 @@ class JobFollower:
             schedule = run.schedule()
             if schedule is not None:
                 self.report = check(schedule, other_model=False)
-        ranks = run.ranks()
+        ranks = self._ranks()
         steps = self.report.schedule.num_steps if self.report is not None else 1
         self.progress.show(progress_figure(ranks, steps))
         iteration = max((r["iteration"] for r in ranks), default=-1)
@@ -100,13 +103,33 @@ class JobFollower:
             }
         )
 
+    def _ranks(self) -> list[dict]:
+        """Each rank's progress; once stopped, a rank with no end written is said as such."""
+        assert self.run is not None
+        ranks = self.run.ranks()
+        if self.stopped and not self.run.finished:
+            ranks = [
+                {**r, "state": "no end written"} if r.get("state") in ("running", "starting") else r
+                for r in ranks
+            ]
+        return ranks
+
     def _say(self, ranks: list[dict], failure: Optional[dict]) -> None:
         run = self.run
         assert run is not None
+        silent = [str(r["rank"]) for r in ranks if r.get("state") == "no end written"]
+        if run.finished:
+            state = "finished"
+        elif silent:
+            state = (
+                f"following stopped; rank{'s' if len(silent) > 1 else ''} {', '.join(silent)} "
+                "wrote no end (killed, or still running)"
+            )
+        else:
+            state = "following stopped" if self.stopped else "running"
         head = (
             f"DeepSpeed {run.version} job {run.run_id}: {len(ranks)} ranks, "
-            f"{len(run.follower.records)} instructions "
-            f"({'finished' if run.finished else 'running'})"
+            f"{len(run.follower.records)} instructions ({state})"
         )
         lines = [html.escape(head)]
         if failure:
@@ -138,9 +161,14 @@ class JobFollower:
             self._stop.wait(self.interval_s)
 
     def stop(self) -> None:
+        """Stop following (the job ended, or the user has seen enough): the views stop saying
+        "running" about ranks that never wrote an end."""
         self._stop.set()
         if self._thread is not None:
             self._thread.join(timeout=5)
+        self.stopped = True
+        if self.run is not None and self.history:
+            self._redraw()
 
     def _repr_mimebundle_(self, **kwargs: object) -> dict:
         return self.widget._repr_mimebundle_(**kwargs)
