@@ -18,7 +18,8 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from explorer.analysis.memory import RankMemory
-from explorer.schedules.instructions import Kind
+from explorer.errors import InputError
+from explorer.schedules.instructions import Kind, parse_instruction
 from explorer.views.palette import ACTIVATION, HAZARD, KIND_COLOURS
 
 #: Up to this many ranks, one row of step lines each; beyond it, the heatmap overview.
@@ -35,6 +36,7 @@ def memory_figure(
     if len(memory) > max_rows:
         return _overview(memory, unit)
     rows = max(len(memory), 1)
+    end = max((m.times[-1] for m in memory if m.times), default=0.0)
     fig = make_subplots(
         rows=rows,
         cols=1,
@@ -77,8 +79,9 @@ def memory_figure(
                 x=[m.peak_time],
                 y=[m.peak],
                 mode="markers+text",
-                text=[f"peak {m.peak} after {m.peak_instruction}"],
-                textposition="middle right",
+                text=[f"peak {m.peak} after {peak_words(m)}"],
+                # a late peak is labelled on its left: on its right the words ran off the plot
+                textposition="middle left" if m.peak_time > 0.6 * end else "middle right",
                 marker=dict(color=HAZARD, size=9),
                 legendgroup="peak",
                 showlegend=first,
@@ -86,9 +89,33 @@ def memory_figure(
             row=i,
             col=1,
         )
+        # counts of micro-batches: whole-number ticks (a peak of 1 was ticked 0, 0.5, 1)
+        fig.update_yaxes(
+            dtick=max(1, int(np.ceil(max(m.peak, 1) / 4))),
+            rangemode="tozero",
+            gridcolor="#eee",
+            row=i,
+            col=1,
+        )
+    fig.update_xaxes(showgrid=True, gridcolor="#eee")
     fig.update_xaxes(title_text=unit, row=rows, col=1)
-    fig.update_layout(title=dict(text=TITLE), height=max(260, 150 * rows + 80))
+    fig.update_layout(
+        title=dict(text=TITLE), height=max(260, 150 * rows + 80), plot_bgcolor="white"
+    )
     return fig
+
+
+def peak_words(m: RankMemory) -> str:
+    """The instruction at the peak as the grid writes it (``RG0b0``), its stage named only when
+    the rank holds several: ``0RG0b0`` (the compact form with the stage in front) read as a
+    number glued to a name."""
+    try:
+        ins = parse_instruction(m.peak_instruction)
+    except InputError:
+        return m.peak_instruction
+    text = ins.kind.code + (str(ins.microbatch) if ins.microbatch >= 0 else "")
+    text += f"b{ins.buffer}" if ins.buffer >= 0 else ""
+    return text if ins.stage == m.rank else f"{text} (stage {ins.stage})"
 
 
 def binned_totals(memory: Sequence[RankMemory], bins: int = OVERVIEW_BINS) -> tuple:
@@ -156,4 +183,11 @@ def empty_memory_figure(reason: str) -> go.Figure:
     return fig
 
 
-__all__ = ["MAX_ROWS", "OVERVIEW_BINS", "memory_figure", "binned_totals", "empty_memory_figure"]
+__all__ = [
+    "MAX_ROWS",
+    "OVERVIEW_BINS",
+    "memory_figure",
+    "binned_totals",
+    "empty_memory_figure",
+    "peak_words",
+]

@@ -102,3 +102,22 @@ def test_explorer_at_64_by_1024_sends_a_small_memory_figure() -> None:
     app = ScheduleExplorer("1f1b", 64, 1024)
     assert 0 < app._live["memory"].last_bytes < 400_000
     assert figure_dict(app.figures["memory"])["data"][0]["type"] == "heatmap"
+
+
+def test_memory_peaks_read_as_the_grid_writes_and_ticks_count_whole_micro_batches() -> None:
+    """Seen in JupyterLab: 'peak 5 after 0RG0b0' (the stage glued in front) and a rank whose
+    peak is 1 ticked 0, 0.5, 1 micro-batches."""
+    report = check(build("1f1b", 4, 8))
+    memory = memory_over_time(report.schedule, report.timeline)
+    fig = figure_dict(memory_figure(memory))
+    labels = [t["text"][0] for t in fig["data"] if t["name"] == "peak"]
+    assert labels[0] == "peak 5 after RG0b0" and all(
+        not label.split(" after ")[1][0].isdigit() for label in labels
+    ), labels
+    yaxes = [v for k, v in fig["layout"].items() if k.startswith("yaxis")]
+    assert len(yaxes) == 4 and all(ax["dtick"] >= 1 for ax in yaxes)
+    # with several stages per rank the stage is named, in words
+    report = check(build("interleaved-1f1b", 4, 8, chunks=2))
+    interleaved = memory_figure(memory_over_time(report.schedule, report.timeline))
+    words = [t.text[0] for t in interleaved.data if t.name == "peak"]
+    assert any("(stage " in w for w in words), words
