@@ -1,4 +1,4 @@
-"""All five notebooks in a real JupyterLab, run by Debian's Chromium, judged by what the page shows.
+"""All six notebooks in a real JupyterLab, run by Debian's Chromium, judged by what the page shows.
 
 For each notebook: *Run → Run All Cells* in a fresh JupyterLab (see ``lab_harness.py``), then
 
@@ -9,7 +9,9 @@ For each notebook: *Run → Run All Cells* in a fresh JupyterLab (see ``lab_harn
   pressed where the explorer has a Run button) no kernel ``error`` or ``stderr`` message reached
   the page (cells *and* widget callbacks, whose errors JupyterLab shows only in its Log Console),
   no cell shows a stderr output, and the browser logged no error;
-* in 01, the grid follows the stage slider and the micro-batches box (title and stage ticks).
+* in 01, the grid follows the stage slider and the micro-batches box (title and stage ticks);
+* in 06, once the job ended and the follower stopped, the live view says so: no "(running)" and
+  no rank drawn as running (torchrun kills the rank that never failed itself).
 
 A screenshot per notebook goes to ``$EXPLORER_SHOTS`` (default: a pytest temporary folder); the
 paths are printed. Notebooks 03–05 run real torch, torch_xla and torch.compile work: minutes here.
@@ -17,6 +19,7 @@ paths are printed. Notebooks 03–05 run real torch, torch_xla and torch.compile
 
 from __future__ import annotations
 
+import shutil
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -33,17 +36,22 @@ NOTEBOOKS = [
     "03_run_pipeline.ipynb",
     "04_xla_recompilation.ipynb",
     "05_compile_recompiles.ipynb",
+    "06_deepspeed_engine.ipynb",
 ]
 #: Seconds for Run All (03–05 start real pipelines, XLA and torch.compile work on a 2-core machine).
-RUN_ALL_S = {"01": 300, "02": 300, "03": 600, "04": 600, "05": 600}
+RUN_ALL_S = {"01": 300, "02": 300, "03": 600, "04": 600, "05": 600, "06": 600}
 #: Which cell holds each notebook's explorer (a snippet of its source).
 EXPLORER_CELL = {
     "01": "ScheduleExplorer(",
     "02": "ScheduleExplorer(",
     "03": "ScheduleExplorer(",
-    "04": "XlaExplorer(",
+    "04": "XlaExplorer.open(",
     "05": "CompileExplorer(",
+    "06": "JobFollower(",
 }
+#: Files a notebook reads beside it, copied to the same place relative to the served copy
+#: (06 starts ``../tests/data/deepspeed_user_job.py`` with torchrun).
+BESIDE = {"06": ["tests/data"]}
 WIDE, NARROW, HEIGHT = 1500, 1200, 1000
 FIRST_DISPLAY_WAIT_S = 30  # how long the page may take to finish drawing once the kernel is idle
 
@@ -115,6 +123,8 @@ def run(request, lab_kernels, chromium, shots, tmp_path_factory):
     name = request.param
     key = name[:2]
     work = tmp_path_factory.mktemp(f"lab{key}")
+    for folder in BESIDE.get(key, []):  # the Lab serves work/root: ".." is work
+        shutil.copytree(lh.REPO / folder, work / folder)
     with lh.Lab(work, {name: lh.NOTEBOOKS / name}) as lab:
         page = chromium.new_page(WIDE, HEIGHT)
         try:
@@ -207,6 +217,12 @@ def test_no_error_or_stderr_after_run_all_and_interactions(run):
 
 @pytest.mark.parametrize("run", NOTEBOOKS[:1], indirect=True, ids=lambda n: n[:2])
 def test_01_grid_follows_the_stage_slider_and_the_microbatch_box(run):
+    failures = run.interactions()
+    assert not failures, f"{run.where()}:\n  " + "\n  ".join(failures)
+
+
+@pytest.mark.parametrize("run", NOTEBOOKS[5:6], indirect=True, ids=lambda n: n[:2])
+def test_06_the_live_view_says_the_job_ended(run):
     failures = run.interactions()
     assert not failures, f"{run.where()}:\n  " + "\n  ".join(failures)
 
@@ -347,7 +363,7 @@ def _interact_04(run: NotebookRun, failures: list[str]) -> None:
         failures.append(f"the 'diff from' dropdown offers nothing to switch to: {options}")
     else:
         app.select("diff from", other)
-    _click_a_marker(run, app, "distinct graph")
+    _click_a_marker(run, app, "compiled")
     app.move_slider("steps", "ArrowLeft")
     _press_run(run, app, "Run", 600)
 
@@ -393,10 +409,24 @@ def _interact_05(run: NotebookRun, failures: list[str]) -> None:
     _press_run(run, app, "Run probe", 600)
 
 
+def _interact_06(run: NotebookRun, failures: list[str]) -> None:
+    """Nothing to press: after Run All the job has ended (``job.wait()``) and the follower was
+    stopped, so the status line and the progress bars must not say a rank is running."""
+    app = run.explorer()
+    said = app.texts()
+    if "(running)" in said or "first failure: rank 2" not in said:
+        failures.append(f"the live view's status after the job ended says: {said!r}")
+    bars = app.plot("Progress per rank")
+    labels = " ".join(bars.locator(".bartext").all_text_contents()) if bars.count() else ""
+    if "running" in labels:
+        failures.append(f"a rank is drawn as running after the job ended: {labels!r}")
+
+
 INTERACTIONS: dict[str, Callable[[NotebookRun, list[str]], None]] = {
     "01": _interact_01,
     "02": _interact_02,
     "03": _interact_03,
     "04": _interact_04,
     "05": _interact_05,
+    "06": _interact_06,
 }
