@@ -44,8 +44,8 @@ def summarize(d: HloDiff) -> str:
         parts.append(head + ".")
     else:
         parts.append(
-            f"{d.module_a} has {_plural(d.instructions_a, 'instruction')} and "
-            f"{d.module_b} has {d.instructions_b}; {d.matched_count} matched."
+            f"{d.module_a}'s entry computation has {_plural(d.instructions_a, 'instruction')} "
+            f"and {d.module_b}'s has {d.instructions_b}; {d.matched_count} matched."
         )
     if d.parameter_permutation:
         n = len(d.parameter_permutation)

@@ -232,7 +232,7 @@ def graphs_table(run: Any) -> Any:
                         "group",
                         "compiled at",
                         "ran at steps",
-                        "instructions",
+                        "instructions (all computations)",
                         "params",
                         "closest",
                         "difference from the closest earlier graph",
