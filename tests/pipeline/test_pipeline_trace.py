@@ -134,3 +134,29 @@ def test_a_damaged_line_is_one_input_error_naming_file_and_line(tmp_path, line, 
         Follower(tmp_path).poll()
     assert str(err.value).startswith("rank0.jsonl line 2 ") and words in str(err.value)
     assert "\n" not in str(err.value)
+
+
+def test_a_stall_names_a_rank_whose_neighbour_ended_before_its_own_timeout(tmp_path):
+    """On a busy machine rank 1 reaches its blocking send late: rank 0 times out and exits
+    first, and rank 1's send fails on the closed connection. It waited there all the same."""
+    from explorer.analysis import build
+    from explorer.traces.pipeline.result import collect
+
+    def failure(rank, kind, stage, step, instruction):
+        return {"type": "failure", "rank": rank, "kind": kind, "message": f"{kind} on {rank}",
+                "stage": stage, "step": step, "instruction": instruction, "time": float(rank)}  # fmt: skip
+
+    lines = {
+        0: failure(0, "timeout", 0, 1, "SendActivation(buffer_id=1)"),
+        1: failure(1, "peer", 1, 2, "SendGrad(buffer_id=0)"),
+    }
+    for rank, line in lines.items():
+        start = {"type": "start", "rank": rank, "pid": 10 + rank, "stages": [rank]}
+        (tmp_path / f"rank{rank}.jsonl").write_text(f"{json.dumps(start)}\n{json.dumps(line)}\n")
+    result = collect(tmp_path, build("1f1b", 2, 4), returncodes={0: 1, 1: 1}, stall_timeout_s=3)
+    message = result.failure.message
+    assert message.startswith("stalled: more than 3 s: stage 0 (rank 0) waited in SendActivation")
+    assert (
+        "stage 1 (rank 1) waited in SendGrad(buffer_id=0) at step 2 until its neighbour's "
+        "process ended" in message
+    )

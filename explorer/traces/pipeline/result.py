@@ -241,14 +241,20 @@ def _diagnose(
         )
     timeouts = [e for e in failures.values() if failure_kind(e) == "timeout"]
     if timeouts:
+        # A rank that reached its blocking exchange later (a busy machine) may see its
+        # neighbour's process end before its own timeout: it waited there all the same.
+        cut_off = [e for e in failures.values() if failure_kind(e) == "peer" and "step" in e]
         waits = "; ".join(
             f"stage {e['stage']} (rank {e['rank']}) waited in {e['instruction']} at step {e['step']}"
-            for e in timeouts
+            + (" until its neighbour's process ended" if failure_kind(e) == "peer" else "")
+            for e in sorted(timeouts + cut_off, key=lambda e: e["rank"])
         )
-        silent = [r for r in sorted(stopped) if r not in failures]
+        silent = [r for r in sorted(set(stopped) | set(codes)) if r not in failures]
+        silent = [r for r in silent if r in stopped or (r not in finished and codes.get(r))]
         tail = "".join(
-            f"; rank {r} made no progress after step {follower.ranks[r].last_step if r in follower.ranks else -1} "
-            f"and was stopped"
+            f"; rank {r} made no progress after step "
+            f"{follower.ranks[r].last_step if r in follower.ranks else -1} and "
+            + ("was stopped" if r in stopped else f"exited with code {codes[r]} without a report")
             for r in silent
         )
         limit = f" more than {stall_timeout_s:g} s" if stall_timeout_s else ""
