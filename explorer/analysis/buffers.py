@@ -125,14 +125,15 @@ _CODE = (
     (_TABLE[0] + 1) | (_TABLE[1].astype(np.int8) << 3) | (_TABLE[2].astype(np.int8) << 4)
 ).astype(np.uint8)
 _CODE_ROWS = _CODE.reshape(-1, _SUBS)
+#: The same bytes, one 4-byte word per (stage class, kind): a 1-D gather moves a row at once.
+_CODE_WORDS = np.ascontiguousarray(_CODE_ROWS).view(np.uint32).reshape(-1)
 
 
 def _compute_events(schedule: Schedule):
     st = schedule.stage
     last = schedule.num_stages - 1
     combo = ((st == 0).astype(np.intp) + 2 * (st == last)) * len(Kind) + schedule.kind
-    codes = _CODE_ROWS[combo]  # (rows, _SUBS), one gather
-    flat = codes.reshape(-1)
+    flat = _CODE_WORDS[combo].view(np.uint8)  # (rows * _SUBS) bytes, one gather of words
     hit = np.flatnonzero(flat)  # row-major: already in stream order
     c = flat[hit]
     rows = (hit >> 2).astype(np.int32)  # hit // _SUBS

@@ -50,15 +50,31 @@ def execution_order(schedule: Schedule, model: P2PModel) -> np.ndarray:
     """
     per_model = _ORDERS.setdefault(schedule, {})
     if model not in per_model:
-        per_model[model] = _execution_order(schedule, model)
-        per_model[model].flags.writeable = False
+        order = _execution_order(schedule, model)
+        if order is None:  # nothing moves
+            order = np.arange(len(schedule))
+            key = id(order)
+            _IDENTITY[key] = weakref.ref(order, lambda _, key=key: _IDENTITY.pop(key, None))
+        order.flags.writeable = False
+        per_model[model] = order
     return per_model[model]
 
 
-def _execution_order(schedule: Schedule, model: P2PModel) -> np.ndarray:
-    n = len(schedule)
+#: Orders known to be ``arange(n)`` (by id, checked through a weak reference), so that callers
+#: can skip inverting them without comparing every entry.
+_IDENTITY: dict[int, "weakref.ref[np.ndarray]"] = {}
+
+
+def is_identity_order(order: np.ndarray) -> bool:
+    """True when ``order`` is an order from :func:`execution_order` known to move nothing."""
+    ref_ = _IDENTITY.get(id(order))
+    return ref_ is not None and ref_() is order
+
+
+def _execution_order(schedule: Schedule, model: P2PModel) -> np.ndarray | None:
+    """The order, or None when it is the identity."""
     if model == "blocking":
-        return np.arange(n)
+        return None
     kind = schedule.kind
     is_send = (kind == Kind.SEND_ACTIVATION) | (kind == Kind.SEND_GRAD)
     is_recv = (kind == Kind.RECV_ACTIVATION) | (kind == Kind.RECV_GRAD)
@@ -72,7 +88,7 @@ def _execution_order(schedule: Schedule, model: P2PModel) -> np.ndarray:
     )
     cls = np.where(other, 0, np.where(is_send, 1, 2))
     if not (~opens[1:] & (cls[:-1] == 2) & (cls[1:] == 1)).any():
-        return np.arange(n)  # no receive comes before a send of its batch: nothing moves
+        return None  # no receive comes before a send of its batch: nothing moves
     segment = np.cumsum(opens, dtype=np.int64)
     return np.argsort(segment * 3 + cls, kind="stable")
 
@@ -144,6 +160,7 @@ __all__ = [
     "MODELS",
     "check_model",
     "execution_order",
+    "is_identity_order",
     "dependency_steps_ok",
     "deadlock_from_heads",
     "cycle_of",

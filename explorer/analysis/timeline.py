@@ -28,6 +28,7 @@ from explorer.analysis.p2p_models import (
     check_model,
     dependency_steps_ok,
     execution_order,
+    is_identity_order,
 )
 from explorer.analysis.peaks import peak_per_group
 from explorer.analysis.reference import run
@@ -217,13 +218,17 @@ def per_step_columns(
     rank, step = rank_of_row, step_of_row
     # Rows are grouped by (rank, step) and ``order`` only reorders inside a group, so a row's
     # slot is its position in ``order`` less its group's first row (plus one: slot 0 is the clock).
-    position = np.empty(rows, dtype=np.int64)
-    position[order] = np.arange(rows)
     group_starts = np.empty(rows, dtype=bool)
     group_starts[0] = True
     group_starts[1:] = (rank[1:] != rank[:-1]) | (step[1:] != step[:-1])
-    group_first = np.maximum.accumulate(np.where(group_starts, np.arange(rows), 0))
-    slot = position - group_first + 1
+    firsts = np.flatnonzero(group_starts)
+    group_first = np.repeat(firsts, np.diff(firsts, append=rows))
+    if is_identity_order(order):  # the usual case: a row's position is its index
+        slot = np.arange(1, rows + 1) - group_first
+    else:
+        position = np.empty(rows, dtype=np.int64)
+        position[order] = np.arange(rows)
+        slot = position - group_first + 1
     num_slots = int(slot.max()) + 1
     cells_per_step = num_ranks * num_slots
     cells = num_steps * cells_per_step
