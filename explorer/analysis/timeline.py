@@ -259,7 +259,7 @@ def per_step_columns(
 
     # The cell each cell reads for its bound, and the delay added to that cell's start.
     never, zero = cells, cells + 1
-    reads = np.full(cells, never, dtype=np.int32 if cells + 2 < 2**31 else np.int64)
+    reads = np.full(cells, never, dtype=np.intp)  # the loop's gathers take intp without a cast
     reads_grid = reads.reshape(num_steps, num_ranks, num_slots)
     reads_grid[0, :, 0] = zero
     reads_grid[1:, :, 0] = (
@@ -289,12 +289,10 @@ def per_step_columns(
     start = np.empty(cells + 2)  # the grid's starts, then the two constant cells
     start[never], start[zero] = -np.inf, 0.0
     grid = start[:cells].reshape(num_steps, num_ranks, num_slots)
-    value = np.empty((num_ranks, num_slots))
     for t in range(num_steps):
         step_start = grid[t]
         step_before = before_grid[t]
-        np.take(start, reads_grid[t], out=value)
-        np.add(value, delay_grid[t], out=step_start)  # each cell's bound
+        np.add(start[reads_grid[t]], delay_grid[t], out=step_start)  # each cell's bound
         if has_inner[t]:
             _inner_rounds(
                 step_start,
