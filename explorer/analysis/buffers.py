@@ -175,6 +175,56 @@ def _resolve(
     return out, out2
 
 
+def _clean(
+    key: np.ndarray,
+    is_write: np.ndarray,
+    is_state: np.ndarray,
+    is_grad: np.ndarray,
+    is_probe: np.ndarray,
+    mb: np.ndarray,
+) -> bool:
+    """True when no read finds another micro-batch than its own (see :func:`buffer_hazards`).
+
+    The same resolution as :func:`_resolve`, but judged in key order: a schedule without
+    hazards (the usual case) needs no per-event answer, so nothing is mapped back to stream
+    order. When this says False, the caller resolves again to name each hazard.
+    """
+    n = len(key)
+    if n == 0:
+        return True
+    index_type = np.int32 if n < 2**31 else np.int64
+    small = key.astype(np.uint16) if key.max() < 2**16 else key  # stable radix sort when it fits
+    order = np.argsort(small, kind="stable")  # intp: gathers by it need no index cast
+    index = np.arange(n, dtype=index_type)
+    k_sorted = key[order]
+    mb_sorted = mb[order]
+    flags = is_write.view(np.uint8) | (is_probe.view(np.uint8) << 1)  # one gather for four
+    flags |= (is_grad.view(np.uint8) << 2) | (is_state.view(np.uint8) << 3)
+    flags = flags[order]
+    write, probe, grad = (flags & 1) != 0, (flags & 2) != 0, (flags & 4) != 0
+    filled = np.maximum.accumulate(np.where(write, index, -1))
+    prev = np.empty_like(filled)
+    prev[0], prev[1:] = -1, filled[:-1]  # strictly earlier events (a write does not see itself)
+    at_prev = np.maximum(prev, 0)
+    found = np.where((prev >= 0) & (k_sorted[at_prev] == k_sorted), mb_sorted[at_prev], _NONE)
+    if ((found != mb_sorted) & ~write & ~probe & ~grad).any():
+        return False
+    reads = np.flatnonzero(grad)
+    if not len(reads):
+        return True
+    # SendGrad reads: the input-grad state left by the last input write or probe before them.
+    filled2 = np.maximum.accumulate(np.where((flags & 8) != 0, index, -1))
+    src = np.full(len(reads), -1, dtype=index_type)
+    later = reads > 0
+    src[later] = filled2[reads[later] - 1]
+    at = np.maximum(src, 0)
+    own, held, lands_at = mb_sorted[at], found[at], probe[at]
+    lands = lands_at & (held == own)
+    value = np.where(lands, own, -2 - np.where(lands_at, held, own))
+    g_found = np.where((src >= 0) & (k_sorted[at] == k_sorted[reads]), value, _NONE)
+    return not (g_found != mb_sorted[reads]).any()
+
+
 def buffer_hazards(schedule: Schedule) -> list[Hazard]:
     """Every read that finds the wrong micro-batch (or nothing), with the overwriting instruction."""
     rows, slot, is_write, is_probe = _events(schedule)
@@ -198,6 +248,8 @@ def buffer_hazards(schedule: Schedule) -> list[Hazard]:
     is_grad = slot == _GRAD
     key = (st * 5 + np.where(is_grad, _INPUT, slot)) * nbuf + buf
     input_state = (is_write & (slot == _INPUT)) | is_probe
+    if _clean(key, is_write, input_state, is_grad, is_probe, mb):
+        return []
     src, g_src = _resolve(key, is_write, input_state, is_grad)
     found = np.where(src >= 0, mb[np.maximum(src, 0)], _NONE)
 
