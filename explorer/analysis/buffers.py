@@ -413,12 +413,15 @@ def _needed_buffers(schedule: Schedule) -> list[int]:
 
 def with_buffers(schedule: Schedule, counts: list[int]) -> Schedule:
     """The same schedule with ``counts[stage]`` buffers, ids reassigned as ``microbatch % count``."""
-    c = np.asarray(counts, dtype=np.int64)
-    mb = schedule.microbatch.astype(np.int64)
+    # int32 throughout (the columns' own type; counts are small): a narrower modulo and no copies.
+    c = np.asarray(counts, dtype=np.int32)
+    mb = schedule.microbatch
     buf = np.where((schedule.buffer >= 0) & (mb >= 0), mb % c[schedule.stage], schedule.buffer)
     params = dict(schedule.params)
     return schedule.replace(
-        buffer=buf.astype(np.int32), buffers=tuple(int(x) for x in counts), params=params
+        buffer=buf.astype(np.int32, copy=False),
+        buffers=tuple(int(x) for x in counts),
+        params=params,
     )
 
 

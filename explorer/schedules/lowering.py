@@ -81,6 +81,9 @@ def lower(
     # receive last); ties on one link happen only when both stages live on one rank: send first.
     span_step = int(tt.max()) + 1 if len(tt) else 1  # sends sit no later than the last compute
     span_key = 2 * num_stages + 2  # links are below 2 * num_stages; the end group uses 0 and 1
+    num_ranks = int(s2r.max()) + 1 if len(s2r) else 1
+    # int32 keys when every one fits: half the bytes to concatenate and sort.
+    key_type = np.int32 if num_ranks * span_step * 5 * span_key * 2 < 2**31 else np.int64
 
     def add(rank, step, group, key, kind, stage, micro):
         n = len(stage)
@@ -90,9 +93,9 @@ def lower(
             Kind.RECV_GRAD,
         )
         rank, step, kind, stage, micro = (_column(x, n) for x in (rank, step, kind, stage, micro))
-        composite = rank.astype(np.int64) * span_step + step
+        composite = rank.astype(key_type) * span_step + step
         composite = ((composite * 5 + group) * span_key + key) * 2 + is_recv
-        cols.append((composite, rank, step, kind, stage, micro))
+        cols.append((composite.astype(key_type, copy=False), rank, step, kind, stage, micro))
 
     fwd = kd == Kind.FORWARD
     grad = (kd == Kind.BACKWARD) | (kd == Kind.BACKWARD_INPUT)
