@@ -95,6 +95,8 @@ class _Cached:
     stage: np.ndarray
     num_stages: int
     events: tuple
+    #: Per row: stage class * len(Kind) + kind, the index into the per-kind tables.
+    combo: np.ndarray
     needed: dict[int, tuple[np.ndarray, list[int]]] = field(
         default_factory=dict
     )  # id(microbatch) -> (it, needed)
@@ -113,8 +115,13 @@ def _cached(schedule: Schedule) -> _Cached:
         return hit
     if len(_EVENT_CACHE) >= 8:
         _EVENT_CACHE.pop(next(iter(_EVENT_CACHE)))
+    combo = _combo(schedule)
     entry = _Cached(
-        weakref.ref(schedule.kind), schedule.stage, schedule.num_stages, _compute_events(schedule)
+        weakref.ref(schedule.kind),
+        schedule.stage,
+        schedule.num_stages,
+        _compute_events(combo),
+        combo,
     )
     _EVENT_CACHE[id(schedule.kind)] = entry
     return entry
@@ -129,14 +136,18 @@ _CODE_ROWS = _CODE.reshape(-1, _SUBS)
 _CODE_WORDS = np.ascontiguousarray(_CODE_ROWS).view(np.uint32).reshape(-1)
 
 
-def _compute_events(schedule: Schedule):
+def _combo(schedule: Schedule) -> np.ndarray:
+    """Per row, its stage class (see :data:`_TABLE`) times ``len(Kind)`` plus its kind."""
     st = schedule.stage
     last = schedule.num_stages - 1
-    combo = ((st == 0).astype(np.intp) + 2 * (st == last)) * len(Kind) + schedule.kind
+    return ((st == 0).astype(np.intp) + 2 * (st == last)) * len(Kind) + schedule.kind
+
+
+def _compute_events(combo: np.ndarray):
     flat = _CODE_WORDS[combo].view(np.uint8)  # (rows * _SUBS) bytes, one gather of words
     hit = np.flatnonzero(flat)  # row-major: already in stream order
     c = flat[hit]
-    rows = (hit >> 2).astype(np.int32)  # hit // _SUBS
+    rows = hit >> 2  # hit // _SUBS; intp, so gathers by it need no index cast
     return rows, ((c & 7) - 1).astype(np.int32), (c & 8) != 0, (c & 16) != 0
 
 
@@ -370,7 +381,7 @@ def needed_buffers(schedule: Schedule) -> list[int]:
     if hit is None or hit[0] is not schedule.microbatch:
         hit = entry.needed[id(schedule.microbatch)] = (
             schedule.microbatch,
-            _needed_buffers(schedule),
+            _needed_buffers(schedule, entry.combo),
         )
     return list(hit[1])
 
@@ -379,11 +390,10 @@ def needed_buffers(schedule: Schedule) -> list[int]:
 _HOLDS = ((_TABLE[0] >= 0) & (_TABLE[0] != _GRAD_LAYER)).any(axis=2).reshape(-1)
 
 
-def _needed_buffers(schedule: Schedule) -> list[int]:
+def _needed_buffers(schedule: Schedule, combo: np.ndarray) -> list[int]:
     # The rows with an event on a micro-batch's own slots, straight from the event table.
     st = schedule.stage
-    combo = ((st == 0).astype(np.intp) + 2 * (st == schedule.num_stages - 1)) * len(Kind)
-    rows = np.flatnonzero(_HOLDS[combo + schedule.kind])
+    rows = np.flatnonzero(_HOLDS[combo])
     p = schedule.num_stages
     st = st[rows].astype(np.int64)
     mb = schedule.microbatch[rows].astype(np.int64)
