@@ -21,6 +21,7 @@ from typing import ClassVar
 
 import numpy as np
 
+from explorer.analysis.exchanges import exchanges
 from explorer.analysis.findings import Bubble
 from explorer.analysis.p2p import Matching
 from explorer.analysis.p2p_models import (
@@ -141,7 +142,7 @@ def simulate(
     check_model(model)
     row_cost = costs.row_costs(schedule)
     partner = matching.partner
-    unmatched = (partner < 0) & (_EXCHANGE[schedule.kind] > 0)
+    unmatched = (partner < 0) & (exchanges(schedule).cls > 0)
     if not unmatched.any() and dependency_steps_ok(schedule, partner, model):
         start, end = _per_step(schedule, partner, row_cost, costs.p2p, model)
     else:
@@ -174,6 +175,7 @@ def _per_step(
         model,
         schedule.num_ranks,
         schedule.num_steps,
+        exchange=exchanges(schedule).cls,
     )
 
 
@@ -188,6 +190,7 @@ def per_step_columns(
     model: P2PModel,
     num_ranks: int,
     num_steps: int,
+    exchange: np.ndarray | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Start and end of every row, one step at a time over a dense ``(step, rank, slot)`` grid.
 
@@ -234,7 +237,8 @@ def per_step_columns(
     cells = num_steps * cells_per_step
     cell_of_row = (step.astype(np.int64) * num_ranks + rank) * num_slots + slot
 
-    exchange = _EXCHANGE[kind_of_row]
+    if exchange is None:  # per row: 0, _SEND or _RECV (a schedule's own is kept with it)
+        exchange = _EXCHANGE[kind_of_row]
     is_recv = exchange == _RECV
     # Only exchanges wait; a rendezvous (blocking, between two ranks) waits both ways.
     waits = np.flatnonzero(exchange if model == "blocking" else is_recv)
