@@ -426,7 +426,9 @@ def with_buffers(schedule: Schedule, counts: list[int]) -> Schedule:
     # int32 throughout (the columns' own type; counts are small): a narrower modulo and no copies.
     c = np.asarray(counts, dtype=np.int32)
     mb = schedule.microbatch
-    buf = np.where((schedule.buffer >= 0) & (mb >= 0), mb % c[schedule.stage], schedule.buffer)
+    buf = np.where(
+        (schedule.buffer >= 0) & (mb >= 0), mb % c[schedule.stage.astype(np.intp)], schedule.buffer
+    )
     params = dict(schedule.params)
     return schedule.replace(
         buffer=buf.astype(np.int32, copy=False),

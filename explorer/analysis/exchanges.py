@@ -42,7 +42,7 @@ def exchanges(schedule: Schedule) -> Exchanges:
     hit = _CACHE.get(schedule)
     if hit is not None and hit[0] is schedule.kind:
         return hit[1]
-    cls = EXCHANGE_CLASS[schedule.kind]
+    cls = EXCHANGE_CLASS[schedule.kind.astype(np.intp)]  # an intp index: numpy's fast path
     facts = Exchanges(cls=cls, sends=np.flatnonzero(cls == SEND), recvs=np.flatnonzero(cls == RECV))
     for column in (facts.cls, facts.sends, facts.recvs):
         column.flags.writeable = False

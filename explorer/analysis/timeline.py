@@ -238,7 +238,7 @@ def per_step_columns(
     cell_of_row = (step.astype(np.int64) * num_ranks + rank) * num_slots + slot
 
     if exchange is None:  # per row: 0, _SEND or _RECV (a schedule's own is kept with it)
-        exchange = _EXCHANGE[kind_of_row]
+        exchange = _EXCHANGE[kind_of_row.astype(np.intp)]
     is_recv = exchange == _RECV
     # Only exchanges wait; a rendezvous (blocking, between two ranks) waits both ways.
     waits = np.flatnonzero(exchange if model == "blocking" else is_recv)
@@ -353,7 +353,8 @@ def _inner_rounds(
 def bubble(schedule: Schedule, start: np.ndarray, end: np.ndarray) -> Bubble:
     """Idle share of the timeline with both denominators (see :class:`Bubble`)."""
     makespan = float(np.nanmax(end)) if len(end) else 0.0
-    compute = np.flatnonzero(_COMPUTE[schedule.kind])
+    # Table lookups index by intp: numpy gathers by an int8 index several times slower.
+    compute = np.flatnonzero(_COMPUTE[schedule.kind.astype(np.intp)])
     busy = np.bincount(
         schedule.rank[compute], weights=end[compute] - start[compute], minlength=schedule.num_ranks
     )
@@ -372,18 +373,20 @@ def bubble(schedule: Schedule, start: np.ndarray, end: np.ndarray) -> Bubble:
 
 def peak_activations(schedule: Schedule) -> list[int]:
     """Per stage, the most micro-batches between their forward and their last backward part."""
-    kind = schedule.kind
+    kind = schedule.kind.astype(np.intp)  # an intp index: numpy's fast path for the lookups
     split = np.zeros(schedule.num_stages, dtype=bool)
     split[schedule.stage[kind == Kind.BACKWARD_WEIGHT]] = True
     # +1 at a forward, -1 at the backward part that releases (W on a split stage, else B).
     if split.any():
-        delta = _HOLD_DELTA[split[schedule.stage].astype(np.intp) * len(Kind) + kind]
+        delta = _HOLD_DELTA[split[schedule.stage.astype(np.intp)] * len(Kind) + kind]
     else:
         delta = _HOLD_DELTA[kind]
-    delta = delta.astype(np.int64)
-    rows = np.nonzero(delta)[0]
-    order = np.argsort(schedule.stage[rows], kind="stable")  # rows are in stream order already
-    return peak_per_group(schedule.stage[rows][order], delta[rows][order], schedule.num_stages)
+    rows = np.flatnonzero(delta)
+    stage, delta = schedule.stage[rows], delta[rows].astype(np.int64)
+    if len(rows) > 1 and not (stage[1:] >= stage[:-1]).all():  # one stage per rank: sorted
+        order = np.argsort(stage, kind="stable")  # rows are in stream order already
+        stage, delta = stage[order], delta[order]
+    return peak_per_group(stage, delta, schedule.num_stages)
 
 
 __all__ = ["Costs", "Timeline", "simulate", "bubble", "peak_activations"]
