@@ -216,7 +216,7 @@ def _clean(
     filled = np.maximum.accumulate(np.where(write, index, -1))
     prev = np.empty_like(filled)
     prev[0], prev[1:] = -1, filled[:-1]  # strictly earlier events (a write does not see itself)
-    at_prev = np.maximum(prev, 0)
+    at_prev = np.maximum(prev, 0, dtype=np.intp)  # gathers by an intp index take the fast path
     found = np.where((prev >= 0) & (k_sorted[at_prev] == k_sorted), mb_sorted[at_prev], _NONE)
     if ((found != mb_sorted) & ~write & ~probe & ~grad).any():
         return False
@@ -228,7 +228,7 @@ def _clean(
     src = np.full(len(reads), -1, dtype=index_type)
     later = reads > 0
     src[later] = filled2[reads[later] - 1]
-    at = np.maximum(src, 0)
+    at = np.maximum(src, 0, dtype=np.intp)
     own, held, lands_at = mb_sorted[at], found[at], probe[at]
     lands = lands_at & (held == own)
     value = np.where(lands, own, -2 - np.where(lands_at, held, own))
