@@ -92,7 +92,8 @@ def lower(
             Kind.RECV_ACTIVATION,
             Kind.RECV_GRAD,
         )
-        rank, step, kind, stage, micro = (_column(x, n) for x in (rank, step, kind, stage, micro))
+        rank, step, stage, micro = (_column(x, n) for x in (rank, step, stage, micro))
+        kind = _column(kind, n, np.int8)  # the schedule's kind type: a quarter of the bytes
         composite = rank.astype(key_type) * span_step + step
         composite = ((composite * 5 + group) * span_key + key) * 2 + is_recv
         cols.append((composite.astype(key_type, copy=False), rank, step, kind, stage, micro))
@@ -172,12 +173,13 @@ def lower(
     )
 
 
-def _column(x: object, n: int) -> np.ndarray:
-    """``x`` as an int32 column of ``n`` rows (a scalar repeated); cheaper than broadcasting.
-    int32 is the schedule's own column type (half the bytes to concatenate and reorder)."""
+def _column(x: object, n: int, dtype: type = np.int32) -> np.ndarray:
+    """``x`` as a column of ``n`` rows (a scalar repeated); cheaper than broadcasting.
+    int32 (int8 for kinds) is the schedule's own column type (fewer bytes to concatenate and
+    reorder)."""
     if isinstance(x, np.ndarray) and x.ndim == 1:
-        return x.astype(np.int32, copy=False)
-    return np.full(n, int(x), dtype=np.int32)
+        return x.astype(dtype, copy=False)
+    return np.full(n, int(x), dtype=dtype)
 
 
 def asap_steps(
