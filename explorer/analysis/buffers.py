@@ -95,6 +95,8 @@ class _Cached:
     stage: np.ndarray
     num_stages: int
     events: tuple
+    #: Per row: stage class * len(Kind) + kind, the index into the per-kind tables.
+    combo: np.ndarray
     needed: dict[int, tuple[np.ndarray, list[int]]] = field(
         default_factory=dict
     )  # id(microbatch) -> (it, needed)
@@ -113,8 +115,13 @@ def _cached(schedule: Schedule) -> _Cached:
         return hit
     if len(_EVENT_CACHE) >= 8:
         _EVENT_CACHE.pop(next(iter(_EVENT_CACHE)))
+    combo = _combo(schedule)
     entry = _Cached(
-        weakref.ref(schedule.kind), schedule.stage, schedule.num_stages, _compute_events(schedule)
+        weakref.ref(schedule.kind),
+        schedule.stage,
+        schedule.num_stages,
+        _compute_events(combo),
+        combo,
     )
     _EVENT_CACHE[id(schedule.kind)] = entry
     return entry
@@ -125,17 +132,22 @@ _CODE = (
     (_TABLE[0] + 1) | (_TABLE[1].astype(np.int8) << 3) | (_TABLE[2].astype(np.int8) << 4)
 ).astype(np.uint8)
 _CODE_ROWS = _CODE.reshape(-1, _SUBS)
+#: The same bytes, one 4-byte word per (stage class, kind): a 1-D gather moves a row at once.
+_CODE_WORDS = np.ascontiguousarray(_CODE_ROWS).view(np.uint32).reshape(-1)
 
 
-def _compute_events(schedule: Schedule):
+def _combo(schedule: Schedule) -> np.ndarray:
+    """Per row, its stage class (see :data:`_TABLE`) times ``len(Kind)`` plus its kind."""
     st = schedule.stage
     last = schedule.num_stages - 1
-    combo = ((st == 0).astype(np.intp) + 2 * (st == last)) * len(Kind) + schedule.kind
-    codes = _CODE_ROWS[combo]  # (rows, _SUBS), one gather
-    flat = codes.reshape(-1)
+    return ((st == 0).astype(np.intp) + 2 * (st == last)) * len(Kind) + schedule.kind
+
+
+def _compute_events(combo: np.ndarray):
+    flat = _CODE_WORDS[combo].view(np.uint8)  # (rows * _SUBS) bytes, one gather of words
     hit = np.flatnonzero(flat)  # row-major: already in stream order
     c = flat[hit]
-    rows = (hit >> 2).astype(np.int32)  # hit // _SUBS
+    rows = hit >> 2  # hit // _SUBS; intp, so gathers by it need no index cast
     return rows, ((c & 7) - 1).astype(np.int32), (c & 8) != 0, (c & 16) != 0
 
 
@@ -174,6 +186,56 @@ def _resolve(
     return out, out2
 
 
+def _clean(
+    key: np.ndarray,
+    is_write: np.ndarray,
+    is_state: np.ndarray,
+    is_grad: np.ndarray,
+    is_probe: np.ndarray,
+    mb: np.ndarray,
+) -> bool:
+    """True when no read finds another micro-batch than its own (see :func:`buffer_hazards`).
+
+    The same resolution as :func:`_resolve`, but judged in key order: a schedule without
+    hazards (the usual case) needs no per-event answer, so nothing is mapped back to stream
+    order. When this says False, the caller resolves again to name each hazard.
+    """
+    n = len(key)
+    if n == 0:
+        return True
+    index_type = np.int32 if n < 2**31 else np.int64
+    small = key.astype(np.uint16) if key.max() < 2**16 else key  # stable radix sort when it fits
+    order = np.argsort(small, kind="stable")  # intp: gathers by it need no index cast
+    index = np.arange(n, dtype=index_type)
+    k_sorted = key[order]
+    mb_sorted = mb[order]
+    flags = is_write.view(np.uint8) | (is_probe.view(np.uint8) << 1)  # one gather for four
+    flags |= (is_grad.view(np.uint8) << 2) | (is_state.view(np.uint8) << 3)
+    flags = flags[order]
+    write, probe, grad = (flags & 1) != 0, (flags & 2) != 0, (flags & 4) != 0
+    filled = np.maximum.accumulate(np.where(write, index, -1))
+    prev = np.empty_like(filled)
+    prev[0], prev[1:] = -1, filled[:-1]  # strictly earlier events (a write does not see itself)
+    at_prev = np.maximum(prev, 0, dtype=np.intp)  # gathers by an intp index take the fast path
+    found = np.where((prev >= 0) & (k_sorted[at_prev] == k_sorted), mb_sorted[at_prev], _NONE)
+    if ((found != mb_sorted) & ~write & ~probe & ~grad).any():
+        return False
+    reads = np.flatnonzero(grad)
+    if not len(reads):
+        return True
+    # SendGrad reads: the input-grad state left by the last input write or probe before them.
+    filled2 = np.maximum.accumulate(np.where((flags & 8) != 0, index, -1))
+    src = np.full(len(reads), -1, dtype=index_type)
+    later = reads > 0
+    src[later] = filled2[reads[later] - 1]
+    at = np.maximum(src, 0, dtype=np.intp)
+    own, held, lands_at = mb_sorted[at], found[at], probe[at]
+    lands = lands_at & (held == own)
+    value = np.where(lands, own, -2 - np.where(lands_at, held, own))
+    g_found = np.where((src >= 0) & (k_sorted[at] == k_sorted[reads]), value, _NONE)
+    return not (g_found != mb_sorted[reads]).any()
+
+
 def buffer_hazards(schedule: Schedule) -> list[Hazard]:
     """Every read that finds the wrong micro-batch (or nothing), with the overwriting instruction."""
     rows, slot, is_write, is_probe = _events(schedule)
@@ -197,6 +259,8 @@ def buffer_hazards(schedule: Schedule) -> list[Hazard]:
     is_grad = slot == _GRAD
     key = (st * 5 + np.where(is_grad, _INPUT, slot)) * nbuf + buf
     input_state = (is_write & (slot == _INPUT)) | is_probe
+    if _clean(key, is_write, input_state, is_grad, is_probe, mb):
+        return []
     src, g_src = _resolve(key, is_write, input_state, is_grad)
     found = np.where(src >= 0, mb[np.maximum(src, 0)], _NONE)
 
@@ -317,7 +381,7 @@ def needed_buffers(schedule: Schedule) -> list[int]:
     if hit is None or hit[0] is not schedule.microbatch:
         hit = entry.needed[id(schedule.microbatch)] = (
             schedule.microbatch,
-            _needed_buffers(schedule),
+            _needed_buffers(schedule, entry.combo),
         )
     return list(hit[1])
 
@@ -326,11 +390,10 @@ def needed_buffers(schedule: Schedule) -> list[int]:
 _HOLDS = ((_TABLE[0] >= 0) & (_TABLE[0] != _GRAD_LAYER)).any(axis=2).reshape(-1)
 
 
-def _needed_buffers(schedule: Schedule) -> list[int]:
+def _needed_buffers(schedule: Schedule, combo: np.ndarray) -> list[int]:
     # The rows with an event on a micro-batch's own slots, straight from the event table.
     st = schedule.stage
-    combo = ((st == 0).astype(np.intp) + 2 * (st == schedule.num_stages - 1)) * len(Kind)
-    rows = np.flatnonzero(_HOLDS[combo + schedule.kind])
+    rows = np.flatnonzero(_HOLDS[combo])
     p = schedule.num_stages
     st = st[rows].astype(np.int64)
     mb = schedule.microbatch[rows].astype(np.int64)
@@ -360,12 +423,17 @@ def _needed_buffers(schedule: Schedule) -> list[int]:
 
 def with_buffers(schedule: Schedule, counts: list[int]) -> Schedule:
     """The same schedule with ``counts[stage]`` buffers, ids reassigned as ``microbatch % count``."""
-    c = np.asarray(counts, dtype=np.int64)
-    mb = schedule.microbatch.astype(np.int64)
-    buf = np.where((schedule.buffer >= 0) & (mb >= 0), mb % c[schedule.stage], schedule.buffer)
+    # int32 throughout (the columns' own type; counts are small): a narrower modulo and no copies.
+    c = np.asarray(counts, dtype=np.int32)
+    mb = schedule.microbatch
+    buf = np.where(
+        (schedule.buffer >= 0) & (mb >= 0), mb % c[schedule.stage.astype(np.intp)], schedule.buffer
+    )
     params = dict(schedule.params)
     return schedule.replace(
-        buffer=buf.astype(np.int32), buffers=tuple(int(x) for x in counts), params=params
+        buffer=buf.astype(np.int32, copy=False),
+        buffers=tuple(int(x) for x in counts),
+        params=params,
     )
 
 

@@ -21,6 +21,7 @@ from typing import Optional
 
 import numpy as np
 
+from explorer.analysis.exchanges import exchanges
 from explorer.analysis.findings import Deadlock
 from explorer.analysis.p2p import Matching
 from explorer.analysis.p2p_models import (
@@ -73,16 +74,14 @@ def stuck_heads(
     bounds = np.searchsorted(rank_in_order, np.arange(schedule.num_ranks + 1))
     pos = np.empty(n, dtype=np.int64)
     pos[order] = np.arange(n)
-    kind = schedule.kind
-    is_send = (kind == Kind.SEND_ACTIVATION) | (kind == Kind.SEND_GRAD)
-    is_recv = (kind == Kind.RECV_ACTIVATION) | (kind == Kind.RECV_GRAD)
+    facts = exchanges(schedule)
     # A rank's head is a position in ``order``; the end of its range means "never stuck".
     head = bounds[1:].copy()
-    seeds = np.sort(pos[stuck | ((is_send | is_recv) & (partner < 0))])
+    seeds = np.sort(pos[stuck | ((facts.cls > 0) & (partner < 0))])
     head[rank_in_order[seeds[::-1]]] = seeds[::-1]  # the last write wins: the smallest
     # Cross-rank waits, as (source position, waiting position): a receive waits for its send;
     # under blocking each end of a rendezvous waits for the other to be reached.
-    recv = np.nonzero(is_recv & (partner >= 0))[0]
+    recv = facts.recvs[partner[facts.recvs] >= 0]
     send = partner[recv]
     cross = schedule.rank[send] != schedule.rank[recv]
     src, dst = pos[send[cross]], pos[recv[cross]]
@@ -105,25 +104,26 @@ def stuck_heads(
 def _stuck_rows(schedule: Schedule, partner: np.ndarray, model: P2PModel) -> np.ndarray:
     """Rows that can never run, from within-step edges only (see the module docstring)."""
     n = len(schedule)
-    kind = schedule.kind
-    is_send = (kind == Kind.SEND_ACTIVATION) | (kind == Kind.SEND_GRAD)
-    is_recv = (kind == Kind.RECV_ACTIVATION) | (kind == Kind.RECV_GRAD)
-    node = np.arange(n)
-    local = (partner >= 0) & (schedule.rank[np.maximum(partner, 0)] == schedule.rank)
-    if model == "blocking":
-        node = np.where(
-            is_recv & (partner >= 0) & ~local, partner, node
-        )  # a pair is one rendezvous
-    never = (is_send | is_recv) & (partner < 0)
-    if model == "batched":
-        never &= is_recv
+    facts = exchanges(schedule)
+    matched = facts.recvs[partner[facts.recvs] >= 0]
     # Receives wait for their send (batched pairs, and local hand-offs under either model);
-    # only waits inside one step can close a cycle.
-    recv_rows = np.nonzero(is_recv & (partner >= 0) & (local | (model == "batched")))[0]
+    # only waits inside one step can close a cycle. Rows that never run: unmatched receives
+    # (batched: a send does not wait) or unmatched exchanges (blocking).
+    if model == "batched":
+        never = facts.recvs[partner[facts.recvs] < 0]
+        recv_rows = matched
+    else:
+        never = np.flatnonzero((facts.cls > 0) & (partner < 0))
+        local = schedule.rank[partner[matched]] == schedule.rank[matched]
+        recv_rows = matched[local]
     recv_rows = recv_rows[schedule.step[partner[recv_rows]] == schedule.step[recv_rows]]
-    if model == "batched" and not len(recv_rows) and not never.any():
+    if model == "batched" and not len(recv_rows) and not len(never):
         # Without waits inside a step only each rank's own order is left: no cycle.
         return np.zeros(n, dtype=bool)
+    node = np.arange(n)
+    if model == "blocking":
+        pairs = matched[~local]
+        node[pairs] = partner[pairs]  # a pair is one rendezvous
     order = execution_order(schedule, model)
     same = (schedule.rank[order][1:] == schedule.rank[order][:-1]) & (
         schedule.step[order][1:] == schedule.step[order][:-1]

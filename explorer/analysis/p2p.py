@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from explorer.analysis.exchanges import exchanges
 from explorer.analysis.findings import Mismatch, Unmatched
 from explorer.analysis.refs import ref
 from explorer.schedules.instructions import Kind
@@ -29,17 +30,18 @@ class Matching:
 
 
 def match(schedule: Schedule) -> Matching:
-    kind = schedule.kind.astype(np.int64)
+    kind = schedule.kind
     stage = schedule.stage.astype(np.int64)
     n = len(kind)
-    is_sa, is_sg = kind == Kind.SEND_ACTIVATION, kind == Kind.SEND_GRAD
-    is_ra, is_rg = kind == Kind.RECV_ACTIVATION, kind == Kind.RECV_GRAD
+    facts = exchanges(schedule)
     # channel = 2 * sending stage + direction (0 activation, 1 gradient)
-    send_rows = np.nonzero(is_sa | is_sg)[0]
-    recv_rows = np.nonzero(is_ra | is_rg)[0]
-    send_chan = 2 * stage[send_rows] + is_sg[send_rows]
-    recv_src = np.where(is_ra[recv_rows], stage[recv_rows] - 1, stage[recv_rows] + 1)
-    recv_chan = 2 * recv_src + is_rg[recv_rows]
+    send_rows, recv_rows = facts.sends, facts.recvs
+    send_chan = 2 * stage[send_rows] + (kind[send_rows] == Kind.SEND_GRAD)
+    recv_kind = kind[recv_rows]
+    recv_src = np.where(
+        recv_kind == Kind.RECV_ACTIVATION, stage[recv_rows] - 1, stage[recv_rows] + 1
+    )
+    recv_chan = 2 * recv_src + (recv_kind == Kind.RECV_GRAD)
     s_rows, r_rows = _fifo_pairs(send_rows, send_chan, recv_rows, recv_chan)
     partner = np.full(n, -1, dtype=np.int64)
     partner[s_rows] = r_rows
@@ -48,7 +50,7 @@ def match(schedule: Schedule) -> Matching:
 
     unmatched: list[Unmatched] = []
     last = schedule.num_stages - 1
-    for row in np.nonzero((is_sa | is_sg | is_ra | is_rg) & (partner < 0))[0]:
+    for row in np.nonzero((facts.cls > 0) & (partner < 0))[0]:
         k, s = Kind(int(kind[row])), int(stage[row])
         peer = s + 1 if k in (Kind.SEND_ACTIVATION, Kind.RECV_GRAD) else s - 1
         r = ref(schedule, row)

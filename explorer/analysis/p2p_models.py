@@ -18,10 +18,10 @@ from typing import Literal, cast, get_args
 
 import numpy as np
 
+from explorer.analysis.exchanges import RECV, SEND, exchanges
 from explorer.analysis.findings import Deadlock, Waiting
 from explorer.analysis.refs import ref
 from explorer.errors import InputError
-from explorer.schedules.instructions import Kind
 from explorer.schedules.schedule import Schedule
 
 #: How a send meets its receive: ``blocking`` (DeepSpeed) or ``batched`` (PyTorch), see above.
@@ -50,29 +50,41 @@ def execution_order(schedule: Schedule, model: P2PModel) -> np.ndarray:
     """
     per_model = _ORDERS.setdefault(schedule, {})
     if model not in per_model:
-        per_model[model] = _execution_order(schedule, model)
-        per_model[model].flags.writeable = False
+        order = _execution_order(schedule, model)
+        if order is None:  # nothing moves
+            order = np.arange(len(schedule))
+            key = id(order)
+            _IDENTITY[key] = weakref.ref(order, lambda _, key=key: _IDENTITY.pop(key, None))
+        order.flags.writeable = False
+        per_model[model] = order
     return per_model[model]
 
 
-def _execution_order(schedule: Schedule, model: P2PModel) -> np.ndarray:
-    n = len(schedule)
+#: Orders known to be ``arange(n)`` (by id, checked through a weak reference), so that callers
+#: can skip inverting them without comparing every entry.
+_IDENTITY: dict[int, "weakref.ref[np.ndarray]"] = {}
+
+
+def is_identity_order(order: np.ndarray) -> bool:
+    """True when ``order`` is an order from :func:`execution_order` known to move nothing."""
+    ref_ = _IDENTITY.get(id(order))
+    return ref_ is not None and ref_() is order
+
+
+def _execution_order(schedule: Schedule, model: P2PModel) -> np.ndarray | None:
+    """The order, or None when it is the identity."""
     if model == "blocking":
-        return np.arange(n)
-    kind = schedule.kind
-    is_send = (kind == Kind.SEND_ACTIVATION) | (kind == Kind.SEND_GRAD)
-    is_recv = (kind == Kind.RECV_ACTIVATION) | (kind == Kind.RECV_GRAD)
-    other = ~(is_send | is_recv)
+        return None
+    cls = exchanges(schedule).cls  # 0 other, SEND (1) or RECV (2)
     # Rows are sorted by (rank, step) with stream order kept, so a segment - a new one at each
     # non-exchange row and at each change of rank or step - only grows along the rows; inside a
     # segment sends go before receives. One stable sort of (segment, class) does it.
-    opens = other.copy()
+    opens = cls == 0
     opens[1:] |= (schedule.rank[1:] != schedule.rank[:-1]) | (
         schedule.step[1:] != schedule.step[:-1]
     )
-    cls = np.where(other, 0, np.where(is_send, 1, 2))
-    if not (~opens[1:] & (cls[:-1] == 2) & (cls[1:] == 1)).any():
-        return np.arange(n)  # no receive comes before a send of its batch: nothing moves
+    if not (~opens[1:] & (cls[:-1] == RECV) & (cls[1:] == SEND)).any():
+        return None  # no receive comes before a send of its batch: nothing moves
     segment = np.cumsum(opens, dtype=np.int64)
     return np.argsort(segment * 3 + cls, kind="stable")
 
@@ -99,10 +111,8 @@ _STEPS_OK: "weakref.WeakKeyDictionary[Schedule, tuple[np.ndarray, dict[str, bool
 
 
 def _dependency_steps_ok(schedule: Schedule, partner: np.ndarray) -> dict[str, bool]:
-    recv = np.nonzero(
-        ((schedule.kind == Kind.RECV_ACTIVATION) | (schedule.kind == Kind.RECV_GRAD))
-        & (partner >= 0)
-    )[0]
+    recv = exchanges(schedule).recvs
+    recv = recv[partner[recv] >= 0]
     send = partner[recv]
     send_step, recv_step = schedule.step[send], schedule.step[recv]
     in_order = send_step <= recv_step
@@ -144,6 +154,7 @@ __all__ = [
     "MODELS",
     "check_model",
     "execution_order",
+    "is_identity_order",
     "dependency_steps_ok",
     "deadlock_from_heads",
     "cycle_of",

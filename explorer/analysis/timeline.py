@@ -21,6 +21,7 @@ from typing import ClassVar
 
 import numpy as np
 
+from explorer.analysis.exchanges import exchanges
 from explorer.analysis.findings import Bubble
 from explorer.analysis.p2p import Matching
 from explorer.analysis.p2p_models import (
@@ -28,6 +29,7 @@ from explorer.analysis.p2p_models import (
     check_model,
     dependency_steps_ok,
     execution_order,
+    is_identity_order,
 )
 from explorer.analysis.peaks import peak_per_group
 from explorer.analysis.reference import run
@@ -140,7 +142,7 @@ def simulate(
     check_model(model)
     row_cost = costs.row_costs(schedule)
     partner = matching.partner
-    unmatched = (partner < 0) & (_EXCHANGE[schedule.kind] > 0)
+    unmatched = (partner < 0) & (exchanges(schedule).cls > 0)
     if not unmatched.any() and dependency_steps_ok(schedule, partner, model):
         start, end = _per_step(schedule, partner, row_cost, costs.p2p, model)
     else:
@@ -173,6 +175,7 @@ def _per_step(
         model,
         schedule.num_ranks,
         schedule.num_steps,
+        exchange=exchanges(schedule).cls,
     )
 
 
@@ -187,6 +190,7 @@ def per_step_columns(
     model: P2PModel,
     num_ranks: int,
     num_steps: int,
+    exchange: np.ndarray | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Start and end of every row, one step at a time over a dense ``(step, rank, slot)`` grid.
 
@@ -217,19 +221,24 @@ def per_step_columns(
     rank, step = rank_of_row, step_of_row
     # Rows are grouped by (rank, step) and ``order`` only reorders inside a group, so a row's
     # slot is its position in ``order`` less its group's first row (plus one: slot 0 is the clock).
-    position = np.empty(rows, dtype=np.int64)
-    position[order] = np.arange(rows)
     group_starts = np.empty(rows, dtype=bool)
     group_starts[0] = True
     group_starts[1:] = (rank[1:] != rank[:-1]) | (step[1:] != step[:-1])
-    group_first = np.maximum.accumulate(np.where(group_starts, np.arange(rows), 0))
-    slot = position - group_first + 1
+    firsts = np.flatnonzero(group_starts)
+    group_first = np.repeat(firsts, np.diff(firsts, append=rows))
+    if is_identity_order(order):  # the usual case: a row's position is its index
+        slot = np.arange(1, rows + 1) - group_first
+    else:
+        position = np.empty(rows, dtype=np.int64)
+        position[order] = np.arange(rows)
+        slot = position - group_first + 1
     num_slots = int(slot.max()) + 1
     cells_per_step = num_ranks * num_slots
     cells = num_steps * cells_per_step
     cell_of_row = (step.astype(np.int64) * num_ranks + rank) * num_slots + slot
 
-    exchange = _EXCHANGE[kind_of_row]
+    if exchange is None:  # per row: 0, _SEND or _RECV (a schedule's own is kept with it)
+        exchange = _EXCHANGE[kind_of_row.astype(np.intp)]
     is_recv = exchange == _RECV
     # Only exchanges wait; a rendezvous (blocking, between two ranks) waits both ways.
     waits = np.flatnonzero(exchange if model == "blocking" else is_recv)
@@ -254,7 +263,7 @@ def per_step_columns(
 
     # The cell each cell reads for its bound, and the delay added to that cell's start.
     never, zero = cells, cells + 1
-    reads = np.full(cells, never, dtype=np.int32 if cells + 2 < 2**31 else np.int64)
+    reads = np.full(cells, never, dtype=np.intp)  # the loop's gathers take intp without a cast
     reads_grid = reads.reshape(num_steps, num_ranks, num_slots)
     reads_grid[0, :, 0] = zero
     reads_grid[1:, :, 0] = (
@@ -284,12 +293,10 @@ def per_step_columns(
     start = np.empty(cells + 2)  # the grid's starts, then the two constant cells
     start[never], start[zero] = -np.inf, 0.0
     grid = start[:cells].reshape(num_steps, num_ranks, num_slots)
-    value = np.empty((num_ranks, num_slots))
     for t in range(num_steps):
         step_start = grid[t]
         step_before = before_grid[t]
-        np.take(start, reads_grid[t], out=value)
-        np.add(value, delay_grid[t], out=step_start)  # each cell's bound
+        np.add(start[reads_grid[t]], delay_grid[t], out=step_start)  # each cell's bound
         if has_inner[t]:
             _inner_rounds(
                 step_start,
@@ -346,7 +353,8 @@ def _inner_rounds(
 def bubble(schedule: Schedule, start: np.ndarray, end: np.ndarray) -> Bubble:
     """Idle share of the timeline with both denominators (see :class:`Bubble`)."""
     makespan = float(np.nanmax(end)) if len(end) else 0.0
-    compute = np.flatnonzero(_COMPUTE[schedule.kind])
+    # Table lookups index by intp: numpy gathers by an int8 index several times slower.
+    compute = np.flatnonzero(_COMPUTE[schedule.kind.astype(np.intp)])
     busy = np.bincount(
         schedule.rank[compute], weights=end[compute] - start[compute], minlength=schedule.num_ranks
     )
@@ -365,18 +373,20 @@ def bubble(schedule: Schedule, start: np.ndarray, end: np.ndarray) -> Bubble:
 
 def peak_activations(schedule: Schedule) -> list[int]:
     """Per stage, the most micro-batches between their forward and their last backward part."""
-    kind = schedule.kind
+    kind = schedule.kind.astype(np.intp)  # an intp index: numpy's fast path for the lookups
     split = np.zeros(schedule.num_stages, dtype=bool)
     split[schedule.stage[kind == Kind.BACKWARD_WEIGHT]] = True
     # +1 at a forward, -1 at the backward part that releases (W on a split stage, else B).
     if split.any():
-        delta = _HOLD_DELTA[split[schedule.stage].astype(np.intp) * len(Kind) + kind]
+        delta = _HOLD_DELTA[split[schedule.stage.astype(np.intp)] * len(Kind) + kind]
     else:
         delta = _HOLD_DELTA[kind]
-    delta = delta.astype(np.int64)
-    rows = np.nonzero(delta)[0]
-    order = np.argsort(schedule.stage[rows], kind="stable")  # rows are in stream order already
-    return peak_per_group(schedule.stage[rows][order], delta[rows][order], schedule.num_stages)
+    rows = np.flatnonzero(delta)
+    stage, delta = schedule.stage[rows], delta[rows].astype(np.int64)
+    if len(rows) > 1 and not (stage[1:] >= stage[:-1]).all():  # one stage per rank: sorted
+        order = np.argsort(stage, kind="stable")  # rows are in stream order already
+        stage, delta = stage[order], delta[order]
+    return peak_per_group(stage, delta, schedule.num_stages)
 
 
 __all__ = ["Costs", "Timeline", "simulate", "bubble", "peak_activations"]

@@ -81,6 +81,9 @@ def lower(
     # receive last); ties on one link happen only when both stages live on one rank: send first.
     span_step = int(tt.max()) + 1 if len(tt) else 1  # sends sit no later than the last compute
     span_key = 2 * num_stages + 2  # links are below 2 * num_stages; the end group uses 0 and 1
+    num_ranks = int(s2r.max()) + 1 if len(s2r) else 1
+    # int32 keys when every one fits: half the bytes to concatenate and sort.
+    key_type = np.int32 if num_ranks * span_step * 5 * span_key * 2 < 2**31 else np.int64
 
     def add(rank, step, group, key, kind, stage, micro):
         n = len(stage)
@@ -89,10 +92,11 @@ def lower(
             Kind.RECV_ACTIVATION,
             Kind.RECV_GRAD,
         )
-        rank, step, kind, stage, micro = (_column(x, n) for x in (rank, step, kind, stage, micro))
-        composite = rank.astype(np.int64) * span_step + step
+        rank, step, stage, micro = (_column(x, n) for x in (rank, step, stage, micro))
+        kind = _column(kind, n, np.int8)  # the schedule's kind type: a quarter of the bytes
+        composite = rank.astype(key_type) * span_step + step
         composite = ((composite * 5 + group) * span_key + key) * 2 + is_recv
-        cols.append((composite, rank, step, kind, stage, micro))
+        cols.append((composite.astype(key_type, copy=False), rank, step, kind, stage, micro))
 
     fwd = kd == Kind.FORWARD
     grad = (kd == Kind.BACKWARD) | (kd == Kind.BACKWARD_INPUT)
@@ -169,12 +173,13 @@ def lower(
     )
 
 
-def _column(x: object, n: int) -> np.ndarray:
-    """``x`` as an int32 column of ``n`` rows (a scalar repeated); cheaper than broadcasting.
-    int32 is the schedule's own column type (half the bytes to concatenate and reorder)."""
+def _column(x: object, n: int, dtype: type = np.int32) -> np.ndarray:
+    """``x`` as a column of ``n`` rows (a scalar repeated); cheaper than broadcasting.
+    int32 (int8 for kinds) is the schedule's own column type (fewer bytes to concatenate and
+    reorder)."""
     if isinstance(x, np.ndarray) and x.ndim == 1:
-        return x.astype(np.int32, copy=False)
-    return np.full(n, int(x), dtype=np.int32)
+        return x.astype(dtype, copy=False)
+    return np.full(n, int(x), dtype=dtype)
 
 
 def asap_steps(

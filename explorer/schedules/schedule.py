@@ -146,7 +146,12 @@ def from_columns(
     presorted: bool = False,
 ) -> Schedule:
     """Build a :class:`Schedule` from columns given in per-step order; sorts by (rank, step)."""
-    cols = [np.asarray(c, dtype=_INT) for c in (rank, step, kind, stage, microbatch, buffer)]
+    # A presorted int8 kind column is already the schedule's own: no round trip through int32.
+    kind8 = kind if presorted and isinstance(kind, np.ndarray) and kind.dtype == np.int8 else None
+    cols = [
+        c if c is kind8 else np.asarray(c, dtype=_INT)
+        for c in (rank, step, kind, stage, microbatch, buffer)
+    ]
     if not presorted and len(cols[0]):
         order = np.lexsort((np.arange(len(cols[0])), cols[1], cols[0]))
         cols = [c[order] for c in cols]
@@ -159,7 +164,7 @@ def from_columns(
         buffers=tuple(int(b) for b in buffers),
         rank=cols[0],
         step=cols[1],
-        kind=cols[2].astype(np.int8),
+        kind=kind8 if kind8 is not None else cols[2].astype(np.int8),
         stage=cols[3],
         microbatch=cols[4],
         buffer=cols[5],
