@@ -14,12 +14,13 @@ can complete only once its send was posted).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Collection
 
 import numpy as np
 
 from explorer.schedules.instructions import COMPUTE_KINDS, Kind
 
-CATEGORIES = ("compute", "transfer", "waiting", "other", "idle")
+CATEGORIES = ("compute", "transfer", "waiting", "other", "idle", "stopped")
 _COMPUTE = np.array(sorted(int(k) for k in COMPUTE_KINDS))
 _P2P = np.array(
     [int(Kind.SEND_ACTIVATION), int(Kind.RECV_ACTIVATION), int(Kind.SEND_GRAD), int(Kind.RECV_GRAD)]
@@ -48,6 +49,12 @@ class Breakdown:
         worst = max(
             ("waiting", "transfer", "idle", "other"), key=lambda c: max(s[c] for s in self.seconds)
         )
+        # A rank that stopped early idles after its end for a reason the schedule does not give.
+        early = [str(r) for i, r in enumerate(self.ranks) if self.seconds[i]["stopped"] > 0]
+        plural = "s" if len(early) > 1 else ""
+        stopped = (
+            [f"rank{plural} {', '.join(early)} stopped early (failed or ended)"] if early else []
+        )
         i = int(np.argmax([s[worst] for s in self.seconds]))
         share = self.share(i)
         why = {
@@ -56,9 +63,12 @@ class Breakdown:
             "idle": "between instructions, with nothing to run (the schedule's own bubble)",
             "other": "in loads, gradient reductions and the optimizer step",
         }[worst]
-        return (
-            f"rank {self.ranks[i]} spends {share[worst]:.0%} of the iteration {why}; "
-            f"compute is {share['compute']:.0%}"
+        return "; ".join(
+            [
+                f"rank {self.ranks[i]} spends {share[worst]:.0%} of the iteration {why}; "
+                f"compute is {share['compute']:.0%}",
+                *stopped,
+            ]
         )
 
 
@@ -75,9 +85,19 @@ def wait_split(
 
 
 def breakdown(
-    rank: np.ndarray, kind: np.ndarray, start: np.ndarray, end: np.ndarray, partner: np.ndarray
+    rank: np.ndarray,
+    kind: np.ndarray,
+    start: np.ndarray,
+    end: np.ndarray,
+    partner: np.ndarray,
+    stopped: Collection[int] = (),
 ) -> Breakdown:
-    """Per rank, seconds (or ticks) of each of :data:`CATEGORIES` over the whole span."""
+    """Per rank, seconds (or ticks) of each of :data:`CATEGORIES` over the whole span.
+
+    ``stopped``: ranks that ended before the others (failed, killed, no end written); their
+    time after their last instruction is ``stopped``, not ``idle``, so a killed rank is not
+    said to sit in the schedule's bubble.
+    """
     if not len(rank):
         return Breakdown((), (), 0.0)
     kind = kind.astype(np.int64)
@@ -97,15 +117,19 @@ def breakdown(
         )
     ):
         sums[:, col] = np.bincount(rank_index, weights=weights, minlength=len(ranks))
+    last_end = np.full(len(ranks), lo)
+    np.maximum.at(last_end, rank_index, end)
     out = []
-    for c, t, w, o in sums.tolist():
+    for r, last, (c, t, w, o) in zip(ranks.tolist(), last_end.tolist(), sums.tolist()):
+        after = max(hi - last, 0.0) if r in stopped else 0.0
         out.append(
             {
                 "compute": c,
                 "transfer": t,
                 "waiting": w,
                 "other": o,
-                "idle": max((hi - lo) - c - t - w - o, 0.0),
+                "idle": max((hi - lo) - c - t - w - o - after, 0.0),
+                "stopped": after,
             }
         )
     return Breakdown(tuple(int(r) for r in ranks), tuple(out), hi - lo)

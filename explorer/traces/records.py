@@ -50,6 +50,9 @@ class MeasuredTrace:
     end: np.ndarray
     unit: str = "s"
     source: str = ""
+    #: Ranks that stopped before the end (failed, killed, or wrote no end): their time after
+    #: their last instruction is not the schedule's bubble (see :mod:`explorer.analysis.breakdown`).
+    stopped: tuple[int, ...] = ()
 
     def __len__(self) -> int:
         return len(self.rank)
@@ -115,7 +118,10 @@ class MeasuredTrace:
             )
         cols = {f: np.concatenate([getattr(t, f) for t in traces]) for f in _FIELDS}
         return MeasuredTrace(
-            **cols, unit=traces[0].unit, source="; ".join(t.source for t in traces if t.source)
+            **cols,
+            unit=traces[0].unit,
+            source="; ".join(t.source for t in traces if t.source),
+            stopped=tuple(sorted({r for t in traces for r in t.stopped})),
         )
 
 

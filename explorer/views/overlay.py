@@ -43,6 +43,7 @@ CATEGORY_COLOURS = {
     "waiting": "#d98b8b",
     "other": "#7f7f7f",
     "idle": IDLE_SOLID,
+    "stopped": "#3b3b3b",
 }
 _MAX_RANK_ROWS = 16
 
@@ -129,6 +130,7 @@ def overlay_figure(
                 m_start,
                 m_end,
                 pair_by_key(trace.stage, trace.kind, trace.microbatch),
+                stopped=trace.stopped,
             )
         )
     words = _where_time_went(fig, parts, unit)
@@ -242,6 +244,8 @@ def _where_time_went(fig: go.Figure, parts: list, unit: str) -> str:
     base = np.zeros(len(ys))
     for c in CATEGORIES:
         x = np.array([sh[c] for sh in shares])
+        if c == "stopped" and not x.any():
+            continue  # only failed runs have ranks that stopped early
         fig.add_trace(
             go.Bar(
                 name=c,

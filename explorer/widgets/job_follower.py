@@ -17,6 +17,7 @@ from __future__ import annotations
 import html
 import threading
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Optional, Union
 
@@ -86,7 +87,14 @@ class JobFollower:
         records = [r for r in run.follower.records if r["iteration"] == iteration]
         failure = run.failure()
         if self.report is not None:
-            trace = to_measured(records, source=str(self.folder)) if records else None
+            ended = tuple(
+                r["rank"] for r in ranks if r.get("state") in ("failed", "no end written")
+            )
+            trace = (
+                replace(to_measured(records, source=str(self.folder)), stopped=ended)
+                if records
+                else None
+            )
             self.overlay.show(overlay_figure(self.report, trace))
             cell = failure_cell(failure)
             if not self.history or cell != self._pinned or self.history[-1]["finished"]:

@@ -167,3 +167,34 @@ def test_without_a_trace_the_overlay_is_the_empty_hook():
     assert not [a["text"] for a in d["layout"]["annotations"] if lo <= a["y"] <= hi]
     assert not [t for t in d["data"] if t["name"].startswith("measured ")]
     assert json.dumps(d)  # plain JSON all the way down
+
+
+def test_a_rank_that_stopped_early_is_not_said_to_sit_in_the_bubble():
+    """A failed job: rank 0 was killed after its first instructions. Its time after them is
+    'stopped', not the schedule's idle, in the shares and in the sentence."""
+    from dataclasses import replace
+
+    report = check(build("1f1b", 4, 8))
+    trace = _measured_from_simulation(report, factor=0.01, slow_kind=Kind.BACKWARD, extra=0.0)
+    keep = (trace.rank != 0) | (trace.start <= np.sort(trace.start[trace.rank == 0])[3])
+    cut = MeasuredTrace(
+        *(getattr(trace, f)[keep] for f in ("rank", "stage", "step", "kind", "microbatch")),
+        start=trace.start[keep],
+        end=trace.end[keep],
+        source=trace.source,
+    )
+    plain = figure_dict(overlay_figure(report, cut))
+    said = figure_dict(overlay_figure(report, replace(cut, stopped=(0,))))
+
+    def shares(d):
+        return {t["name"]: t for t in d["data"] if t.get("xaxis") == "x2"}
+
+    assert "stopped" not in shares(plain)  # only failed runs carry the category
+    stopped = shares(said)["stopped"]
+    row = stopped["y"].index("rank 0 measured")
+    assert stopped["x"][row] > 0.5 and shares(said)["idle"]["x"][row] < 0.1
+    assert all(x == 0 for i, x in enumerate(stopped["x"]) if i != row)
+    total = np.sum([t["x"] for t in shares(said).values()], axis=0)
+    assert total == pytest.approx(np.ones(len(total)), abs=1e-6)
+    words = json.dumps(said["layout"])
+    assert "; rank 0 stopped early (failed or ended)" in words

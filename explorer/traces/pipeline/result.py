@@ -16,7 +16,7 @@ wins over a lost peer.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Mapping, Optional
 
@@ -68,7 +68,16 @@ class PipelineRunResult:
             if iteration is None
             else [r for r in self.records if r["iteration"] == iteration]
         )
-        return to_measured(rows, source=str(self.folder or "run"))
+        trace = to_measured(rows, source=str(self.folder or "run"))
+        return replace(trace, stopped=self.stopped_ranks()) if self.failure else trace
+
+    def stopped_ranks(self) -> tuple[int, ...]:
+        """Ranks that ended before finishing their work: they failed, were killed or were
+        stopped, or wrote no ``done`` line (nothing of a run that finished)."""
+        failed = {int(e["rank"]) for e in self.details.get("failures", [])}
+        done = set(self.details.get("finished", ()))
+        ranks = set(self.returncodes) | failed
+        return tuple(sorted(r for r in ranks if r in failed or r not in done))
 
     def chrome_trace(self) -> dict:
         return chrome_trace(self.records, self.failure)
@@ -151,6 +160,7 @@ def collect(
             "failures": [e for e in follower.events if e["type"] == "failure"],
             "hazards": [e for e in follower.events if e["type"] == "hazard"],
             "iterations": [e for e in follower.events if e["type"] == "iteration"],
+            "finished": sorted(_finished(follower)),
             "teardown_exit_codes": {
                 r: c
                 for r, c in returncodes.items()
