@@ -81,8 +81,18 @@ def run_ranks(
         codes = out.returncodes
         if codes and all(c == INPUT_ERROR for c in codes.values()):
             raise InputError(_last_words(folder / "rank0.log"))
-        if codes.get(0) == 0 and (folder / "result.pkl").exists():
-            return pickle.loads((folder / "result.pkl").read_bytes())
+        if (folder / "result.pkl").exists():
+            # Rank 0 wrote the merged records whole (renamed into place) after every rank
+            # handed in its part: the run is complete. A non-zero exit after that comes from
+            # tearing the group down (a peer already gone) and is said, not made the result.
+            result = pickle.loads((folder / "result.pkl").read_bytes())
+            late = [f"rank {r} exited with code {c}" for r, c in sorted(codes.items()) if c]
+            if late:
+                result.notes.append(
+                    f"{', '.join(late)} after the records were handed in (tearing down the "
+                    "process group); the report is complete"
+                )
+            return result
         bad = next((r for r, c in sorted(codes.items()) if c != 0), 0)
         others = [
             f"rank {r} ended with exit code {c}: {_last_words(folder / f'rank{r}.log')}"

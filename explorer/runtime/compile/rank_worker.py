@@ -50,8 +50,10 @@ def main(argv: Sequence[str]) -> int:
     dist.init_process_group("gloo", timeout=timedelta(seconds=float(spec.get("timeout", 900))))
     try:
         result = _probe(spec)
-        if dist.get_rank() == 0:
-            out.write_bytes(pickle.dumps(result))
+        if dist.get_rank() == 0:  # whole or not at all: the launcher trusts a file that exists
+            part = out.with_name(out.name + ".part")
+            part.write_bytes(pickle.dumps(result))
+            part.replace(out)
     except InputError as exc:
         print(MARKER + one_line(str(exc)), file=sys.stderr, flush=True)
         return INPUT_ERROR
