@@ -304,8 +304,9 @@ def _report(result, args: argparse.Namespace) -> int:
             f"(run folder {result.folder})",
             flush=True,
         )
-        if result.loss_warning():
-            print(result.loss_warning(), flush=True)
+        warning = result.loss_warning()
+        if warning:
+            print(warning, flush=True)
     if args.trace:
         write_text(args.trace, json.dumps(result.chrome_trace()), "--trace")
     return 0 if result.ok and result.bitwise_equal_to_reference else 1

@@ -9,12 +9,11 @@ is wrong, instead of a ``KeyError`` from deep inside the collector.
 from __future__ import annotations
 
 import json
-import math
 from pathlib import Path
-from typing import Any
 
 from explorer import inputs
 from explorer.errors import InputError, excerpt, one_line
+from explorer.traces.pipeline.follow import parse_record
 
 #: Largest per-rank trace read back (a long run writes a few MB per rank).
 MAX_TRACE_BYTES = 512 * 2**20
@@ -81,7 +80,8 @@ _FIELDS = [
 
 
 def records_checked(folder: Path) -> None:
-    """Every complete line of every ``rank*.jsonl`` is a JSON object with an integer rank and a type."""
+    """Every complete line of every ``rank*.jsonl`` is a record the ranks write (the follower's
+    own check, :func:`~explorer.traces.pipeline.follow.parse_record`), before anything is read."""
     for path in sorted(Path(folder).glob("rank*.jsonl")):
         text = inputs.read_text(str(path), "--collect", MAX_TRACE_BYTES)
         complete = text[
@@ -89,7 +89,7 @@ def records_checked(folder: Path) -> None:
         ]  # a line still being written is left, as the collector does
         for n, line in enumerate(complete.splitlines(), 1):
             if line.strip():
-                _record(inputs.loads_json(line, f"{path.name} line {n}"), path.name, n)
+                parse_record(line, f"{path.name} line {n}")
     result = Path(folder) / "result.json"
     if result.exists() or result.is_symlink():
         doc = inputs.read_json(str(result), "--collect")
@@ -101,28 +101,6 @@ def records_checked(folder: Path) -> None:
             raise InputError(
                 f"{excerpt(str(result))} is not the result `explorer run` writes "
                 "(an object with a list of losses, null where a loss was not finite): was it edited?"
-            )
-
-
-def _record(line: Any, name: str, n: int) -> None:
-    rank = line.get("rank") if isinstance(line, dict) else None
-    if (
-        not isinstance(line, dict)
-        or isinstance(rank, bool)
-        or not isinstance(rank, int)
-        or not 0 <= rank < 2**31
-        or not isinstance(line.get("type"), str)
-    ):
-        raise InputError(
-            f"{name} line {n} is not a record `explorer run` writes (a JSON object with an integer "
-            f"'rank' and a 'type'): {excerpt(json.dumps(line))}"
-        )
-    # A number too large for a float (1e400) reads as infinity; no worker writes one.
-    for key, value in line.items():
-        if isinstance(value, float) and not math.isfinite(value):
-            raise InputError(
-                f"{name} line {n}: {key!r} is {value!r}: the times and numbers `explorer run` "
-                "writes are finite; was the file edited?"
             )
 
 

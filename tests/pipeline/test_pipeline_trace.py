@@ -118,9 +118,9 @@ def test_follower_reads_only_complete_lines(tmp_path):
         ('{"type": "instr", "rank": 0, "run": "r"}', "without integer iteration, stage, step"),
         ('{"type": "instr", "rank": 0, "iteration": 0, "stage": 0, "step": 0, "start": 1e400, '
          '"end": 1}', "has start=inf"),
-        ('{"type": "start", "rank": 0, "pid": NaN}', "has pid=nan"),
-        ('[1, 2]', "is not a trace record"),
-        ('{"type": "start", "rank": true}', "is not a trace record"),
+        ('{"type": "start", "rank": 0, "pid": NaN}', "NaN is not a JSON number"),
+        ('[1, 2]', "is not a record the ranks write"),
+        ('{"type": "start", "rank": true}', "is not a record the ranks write"),
     ],
     ids=["garbage", "instr-without-fields", "overflowing-time", "nan", "not-an-object", "bool-rank"],
 )  # fmt: skip
@@ -132,7 +132,7 @@ def test_a_damaged_line_is_one_input_error_naming_file_and_line(tmp_path, line, 
     (tmp_path / "rank0.jsonl").write_text(f"{start}\n{line}\n")
     with pytest.raises(InputError) as err:
         Follower(tmp_path).poll()
-    assert str(err.value).startswith("rank0.jsonl line 2 ") and words in str(err.value)
+    assert str(err.value).startswith("rank0.jsonl line 2") and words in str(err.value)
     assert "\n" not in str(err.value)
 
 

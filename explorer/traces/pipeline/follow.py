@@ -7,12 +7,12 @@ Works for any run folder the runtime writes - spawned from the notebook or start
 
 from __future__ import annotations
 
-import json
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal, Optional
 
+from explorer import inputs
 from explorer.errors import InputError, excerpt
 from explorer.traces.failure import Failure
 from explorer.traces.pipeline.trace import to_measured
@@ -52,10 +52,7 @@ def parse_record(line: str, where: str) -> dict:
     def refuse(what: str) -> InputError:
         return InputError(f"{where} {what}: {excerpt(line)}; was the file edited or damaged?")
 
-    try:
-        record = json.loads(line, parse_constant=lambda name: float("nan"))
-    except ValueError:
-        raise refuse("is not JSON") from None
+    record = inputs.loads_json(line, where)  # strict (no NaN), depth-capped: one line on error
     rank = record.get("rank") if isinstance(record, dict) else None
     if (
         not isinstance(record, dict)
@@ -64,7 +61,9 @@ def parse_record(line: str, where: str) -> dict:
         or not 0 <= rank < 2**31
         or not isinstance(record.get("type"), str)
     ):
-        raise refuse("is not a trace record (a JSON object with an integer 'rank' and a 'type')")
+        raise refuse(
+            "is not a record the ranks write (a JSON object with an integer 'rank' and a 'type')"
+        )
     for key, value in record.items():
         if isinstance(value, float) and not math.isfinite(value):
             raise refuse(f"has {key}={value!r} (every number the ranks write is finite)")
