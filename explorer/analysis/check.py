@@ -9,17 +9,23 @@ is the CLI's JSON contract.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Optional, Sequence, Union
+from typing import Literal, Optional, Sequence, Union
 
 from explorer.analysis.buffers import buffer_hazards, needed_buffers, with_minimal_buffers
+from explorer.analysis.communicators import lazy_communicator_deadlock
 from explorer.analysis.deadlock import find_deadlock
 from explorer.analysis.findings import BufferUse, Findings
+from explorer.analysis.gradients import gradient_counts, gradients_report
 from explorer.analysis.p2p import Matching, match
 from explorer.analysis.p2p_models import MODELS, P2PModel, check_model
 from explorer.analysis.timeline import Costs, Timeline, simulate
 from explorer.schedules.generators import ScheduleKind, generate
 from explorer.schedules.generators.deepspeed import ExchangeOrder
 from explorer.schedules.schedule import Schedule
+
+#: How two-rank communicators come to be: created up front, or at a pair's first exchange (NCCL).
+Communicators = Literal["eager", "lazy"]
+COMMUNICATORS: tuple[Communicators, ...] = ("eager", "lazy")
 
 
 @dataclass(frozen=True)
@@ -32,9 +38,11 @@ class Report:
     buffers: BufferUse
     timeline: Optional[Timeline]  # None when the schedule deadlocks (or was not asked for)
     model: P2PModel
+    communicators: Communicators = "eager"
 
     @property
     def ok(self) -> bool:
+        """The verdict: :attr:`Findings.ok`, the one definition every caller reads."""
         return self.findings.ok
 
     def to_dict(self) -> dict:
@@ -61,6 +69,16 @@ class Report:
             "bubble": self.timeline.bubble.to_dict() if self.timeline else None,
             "peak_activations": list(self.timeline.peak_activations) if self.timeline else None,
             "costs": vars(self.timeline.costs) if self.timeline else None,
+            "gradients": gradients_report(s, list(f.gradients)),
+            **(
+                {
+                    "lazy_communicators": {
+                        "deadlock": f.communicators.words if f.communicators else None
+                    }
+                }
+                if self.communicators == "lazy"
+                else {}
+            ),
         }
 
 
@@ -70,14 +88,20 @@ def check(
     model: Optional[P2PModel] = None,
     other_model: bool = True,
     timeline: bool = True,
+    communicators: Communicators = "eager",
 ) -> Report:
     """Run every analysis. ``model`` defaults to the schedule's own (``params['p2p']``).
 
     With ``other_model`` the deadlock search also runs under the other P2P model, so a
     report can say "this PyTorch-style schedule would deadlock with DeepSpeed's blocking P2P".
     Without ``timeline`` the simulation is left to the caller (a sweep simulates many sizes
-    together, :mod:`.timelines`).
+    together, :mod:`.timelines`); the verdict does not depend on it. With ``communicators=
+    "lazy"`` the order in which ranks create their two-rank communicators is checked too.
+    Every invariant that decides the verdict runs here and nowhere else, so the single check,
+    a sweep's cells and the widgets cannot disagree about one schedule.
     """
+    if communicators not in COMMUNICATORS:
+        raise ValueError(f"communicators must be one of {COMMUNICATORS}, got {communicators!r}")
     model = check_model(model or str(schedule.params.get("p2p", "blocking")))
     matching = match(schedule)
     models = MODELS if other_model else (model,)
@@ -88,6 +112,8 @@ def check(
         mismatched=matching.mismatched,
         deadlock=deadlocks[model],
         deadlocks=deadlocks,
+        gradients=tuple(gradient_counts(schedule)),
+        communicators=lazy_communicator_deadlock(schedule) if communicators == "lazy" else None,
     )
     simulated = (
         simulate(schedule, matching, costs, model) if timeline and not deadlocks[model] else None
@@ -100,6 +126,7 @@ def check(
         buffers=use,
         timeline=simulated,
         model=model,
+        communicators=communicators,
     )
 
 
@@ -133,4 +160,4 @@ def _plain(value: object) -> object:
     return value
 
 
-__all__ = ["Report", "check", "BufferArg", "build"]
+__all__ = ["Report", "check", "Communicators", "COMMUNICATORS", "BufferArg", "build"]

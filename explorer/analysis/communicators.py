@@ -12,13 +12,15 @@ from typing import Optional
 
 import numpy as np
 
+from explorer.analysis.findings import CommunicatorDeadlock
 from explorer.schedules.instructions import Kind
 from explorer.schedules.schedule import Schedule
-from explorer.schedules.torch_p2p import communicator_deadlock
+from explorer.schedules.torch_p2p import communicator_deadlock, stuck_creations
 
 
-def first_contacts(schedule: Schedule) -> dict[int, list[int]]:
-    """Per rank, its peers in the order of its first exchange with each."""
+def _contacts(schedule: Schedule) -> tuple[dict[int, list[int]], dict[tuple[int, int], int]]:
+    """Per rank, its peers in the order of its first exchange with each; and the row of each
+    (rank, peer) pair's first exchange (where a creation that never completes is waited for)."""
     kind = schedule.kind.astype(np.int64)
     step = np.where(
         (kind == Kind.SEND_ACTIVATION) | (kind == Kind.RECV_GRAD),
@@ -36,19 +38,33 @@ def first_contacts(schedule: Schedule) -> dict[int, list[int]]:
     width = schedule.num_ranks + 1
     table = np.full(schedule.num_ranks * width + width, -1, dtype=np.int64)
     position = np.arange(len(rows))
-    table[(rank * width + peer)[::-1]] = position[
-        ::-1
-    ]  # the last write wins: each pair's first row
+    # The last write wins: each pair's first row.
+    table[(rank * width + peer)[::-1]] = position[::-1]
     first = table[table >= 0]
     out: dict[int, list[int]] = {r: [] for r in range(schedule.num_ranks)}
+    where: dict[tuple[int, int], int] = {}
     for i in sorted(first.tolist()):  # rows are in stream order within a rank
         out[int(rank[i])].append(int(peer[i]))
-    return out
+        where[(int(rank[i]), int(peer[i]))] = int(rows[i])
+    return out, where
 
 
-def lazy_communicator_deadlock(schedule: Schedule) -> Optional[str]:
-    """The creation deadlock of lazily created communicators, said, or None."""
-    return communicator_deadlock(first_contacts(schedule))
+def first_contacts(schedule: Schedule) -> dict[int, list[int]]:
+    """Per rank, its peers in the order of its first exchange with each."""
+    return _contacts(schedule)[0]
+
+
+def lazy_communicator_deadlock(schedule: Schedule) -> Optional[CommunicatorDeadlock]:
+    """The creation deadlock of lazily created communicators, or None; pinned to the first stuck
+    rank's first exchange with the peer it waits for."""
+    firsts, where = _contacts(schedule)
+    words = communicator_deadlock(firsts)
+    if words is None:
+        return None
+    stuck = stuck_creations(firsts)
+    rank = min(stuck)
+    row = where[(rank, stuck[rank])]
+    return CommunicatorDeadlock(words, rank, int(schedule.stage[row]), int(schedule.step[row]))
 
 
 __all__ = ["first_contacts", "lazy_communicator_deadlock"]

@@ -234,21 +234,83 @@ class BufferUse:
 
 
 @dataclass(frozen=True)
+class GradientCount:
+    """A stage and micro-batch whose weight gradient reaches the optimizer step ``count`` times (not 1).
+
+    Only a training schedule has this finding (:func:`explorer.analysis.gradients.trains`): a
+    forward-only schedule produces no gradient, so "never" would be no fault of it.
+    """
+
+    stage: int
+    microbatch: int
+    count: int
+    late: int  # produced after the optimizer step: lost for this iteration
+    rank: int = -1
+    #: The step to look at: the extra or late gradient's, else the rank's optimizer step (or its
+    #: last step when the step follows the schedule), where the missing gradient is missed.
+    step: int = -1
+
+    def describe(self) -> str:
+        times = "never" if self.count == 0 else f"{self.count} times"
+        late = f" ({self.late} produced after the optimizer step)" if self.late else ""
+        return (
+            f"stage {self.stage} micro-batch {self.microbatch}: its weight gradient reaches the "
+            f"optimizer step {times}, not once{late}"
+        )
+
+    def to_dict(self) -> dict:
+        return {**vars(self), "description": self.describe()}
+
+
+@dataclass(frozen=True)
+class CommunicatorDeadlock:
+    """Lazily created two-rank communicators (NCCL) whose creation order deadlocks.
+
+    Asked only with ``communicators="lazy"``: eagerly created communicators cannot deadlock this
+    way. ``words`` names the ranks and the order each meets its peers (Megatron-LM #5240).
+    """
+
+    words: str
+    rank: int = -1  # the first rank stuck creating a communicator
+    stage: int = -1
+    step: int = -1  # its first exchange with the peer it waits for
+
+    def describe(self) -> str:
+        return self.words
+
+    def to_dict(self) -> dict:
+        return {"deadlock": self.words, "rank": self.rank, "stage": self.stage, "step": self.step}
+
+
+@dataclass(frozen=True)
 class Findings:
-    """Everything :func:`explorer.analysis.check` found in one schedule."""
+    """Everything :func:`explorer.analysis.check` found in one schedule.
+
+    ``ok`` is the one definition of a valid schedule: the single check, the sweep's cells, the
+    widgets and the exit code all read it, so a finding kind added here counts everywhere.
+    """
 
     hazards: tuple[Hazard, ...] = ()
     unmatched: tuple[Unmatched, ...] = ()
     mismatched: tuple[Mismatch, ...] = ()
     deadlock: Optional[Deadlock] = None
     deadlocks: dict = field(default_factory=dict)  # model -> Deadlock | None
+    gradients: tuple[GradientCount, ...] = ()
+    communicators: Optional[CommunicatorDeadlock] = None
 
     @property
     def ok(self) -> bool:
-        return not (self.hazards or self.unmatched or self.mismatched or self.deadlock)
+        return not (
+            self.hazards
+            or self.unmatched
+            or self.mismatched
+            or self.deadlock
+            or self.gradients
+            or self.communicators
+        )
 
     def all(self) -> list:
-        """Every finding, deadlock first (it stops the run), then in stage/step order (a new list)."""
+        """Every finding, deadlocks first (they stop the run), then in stage/step order (a new list)."""
         return list(self._ordered)
 
     @cached_property
@@ -256,9 +318,12 @@ class Findings:
         # Sorted once: a broken 64-stage schedule has tens of thousands of findings, and the
         # explorer asks for them from several views on every change.
         rest = sorted(
-            [*self.hazards, *self.unmatched, *self.mismatched], key=lambda f: (f.step, f.stage)
+            [*self.hazards, *self.unmatched, *self.mismatched, *self.gradients],
+            key=lambda f: (f.step, f.stage),
         )
-        return tuple(([self.deadlock] if self.deadlock else []) + rest)
+        first: list = [self.deadlock] if self.deadlock else []
+        first += [self.communicators] if self.communicators else []
+        return tuple(first + rest)
 
 
 __all__ = [
@@ -270,5 +335,7 @@ __all__ = [
     "Deadlock",
     "Bubble",
     "BufferUse",
+    "GradientCount",
+    "CommunicatorDeadlock",
     "Findings",
 ]

@@ -1,14 +1,18 @@
-"""Memory per rank over (simulated) time: activations held and receive buffers in use, with the peak.
+"""Memory per rank over (simulated) time: activations held and input buffers in use, with the peak.
 
-A rank holds a micro-batch's activations on a stage from the end of its forward until the
-backward that no longer needs them ends (the full backward, or the weight part ``W`` when the
-backward is split, since ``W`` still reads them). A receive buffer is in use from the start of
-the receive until the compute that consumes it ends (an activation until the forward, a
-gradient until the backward). Counted in micro-batch units per rank (a rank with several stages
+A rank holds a micro-batch's activations on a stage from the end of its forward for as long as
+the schedule's own instructions need them. In a training schedule that is until the backward
+that no longer needs them ends (the full backward, or the weight part ``W`` when the backward is
+split, since ``W`` still reads them). A forward-only schedule (DeepSpeed's ``InferenceSchedule``)
+has no backward: the output is needed until its send to the next stage ends, and on the last
+stage not past its forward. An input buffer is in use from the start of the receive (or, on the
+first stage, the load) until the compute that consumes it ends (an activation until the forward,
+a gradient until the backward). Counted in micro-batch units per rank (a rank with several stages
 adds them up), because the schedule knows no tensor sizes; multiply by one stage's activation
 size for bytes.
 
-Per rank the result is a step function (``times``, ``activations``, ``receive_buffers``) and
+Per rank the result is a step function (``times``, ``activations``, ``receive_buffers``: the input
+buffers, named for the received ones that most of them are) and
 its peak: the largest total and when it is first reached, with the instruction that reached it.
 """
 
@@ -18,14 +22,16 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from explorer.analysis.gradients import trains
 from explorer.analysis.timeline import Timeline
-from explorer.schedules.instructions import Kind
+from explorer.errors import InputError
+from explorer.schedules.instructions import Kind, parse_instruction
 from explorer.schedules.schedule import Schedule
 
 
 @dataclass(frozen=True)
 class RankMemory:
-    """One rank's held activations and receive buffers over time (micro-batch units)."""
+    """One rank's held activations and input buffers over time (micro-batch units)."""
 
     rank: int
     times: tuple[float, ...]
@@ -47,17 +53,30 @@ class RankMemory:
         }
 
     def describe(self, unit: str = "ticks") -> str:
+        batches = "micro-batch" if self.peak == 1 else "micro-batches"
         return (
-            f"rank {self.rank} peaks at {self.peak} micro-batches of memory (activations + receive "
-            f"buffers) at {self.peak_time:g} {unit}, after {self.peak_instruction}"
+            f"rank {self.rank} peaks at {self.peak} {batches} of memory (activations + input "
+            f"buffers) at {self.peak_time:g} {unit}, after {self.peak_words()}"
         )
+
+    def peak_words(self) -> str:
+        """The instruction at the peak as the grid writes it (``RG0b0``), its stage named only
+        when the rank holds several: the compact form with the stage in front (``0RG0b0``) reads
+        as a number glued to a name."""
+        try:
+            ins = parse_instruction(self.peak_instruction)
+        except InputError:
+            return self.peak_instruction
+        text = ins.kind.code + (str(ins.microbatch) if ins.microbatch >= 0 else "")
+        text += f"b{ins.buffer}" if ins.buffer >= 0 else ""
+        return text if ins.stage == self.rank else f"{text} (stage {ins.stage})"
 
 
 #: Points per rank kept in the series, evenly spaced (the peak is always exact).
 MAX_POINTS = 128
 
 
-#: Each event's change to (activations held, receive buffers in use), by its code.
+#: Each event's change to (activations held, input buffers in use), by its code.
 _D_ACT = np.array([-1, 0, 1, 0], dtype=np.int64)
 _D_RECV = np.array([0, -1, 0, 1], dtype=np.int64)
 
@@ -80,28 +99,38 @@ def memory_over_time(schedule: Schedule, timeline: Timeline) -> list[RankMemory]
     fwd = kind == Kind.FORWARD
     back_in = (kind == Kind.BACKWARD) | (kind == Kind.BACKWARD_INPUT)
     ra, rg = kind == Kind.RECV_ACTIVATION, kind == Kind.RECV_GRAD
-    recv = np.flatnonzero(ra | rg)
+    # A micro-batch the stage loads instead of receiving (the first stage's input) takes an input
+    # buffer just as a received one does; the last stage's labels share the received one's.
+    loads = np.flatnonzero(kind == Kind.LOAD)
+    loads = loads[first_row(ra)[key[loads]] < 0]
+    recv = np.sort(np.concatenate([np.flatnonzero(ra | rg), loads]))
     recv_key = key[recv]
-    consumer = np.where(ra[recv], first_row(fwd)[recv_key], first_row(back_in)[recv_key])
+    consumer = np.where(rg[recv], first_row(back_in)[recv_key], first_row(fwd)[recv_key])
     recv, consumer = recv[consumer >= 0], consumer[consumer >= 0]
-    free = np.flatnonzero((kind == Kind.BACKWARD) | (kind == Kind.BACKWARD_WEIGHT))
+    free = _releases(schedule, fwd, first_row, key)
     held = np.flatnonzero(fwd)
-    # Events as (row, time, code); the code indexes _D_ACT/_D_RECV. Releases come first, so a tie
-    # frees before it takes: free an activation, free a receive buffer, hold one, take a buffer.
+    # Events as (row, time, code); the code indexes _D_ACT/_D_RECV: free an activation, free a
+    # buffer, hold an activation, take a buffer. Events at one time on one rank happen in the
+    # rank's stream order (an instruction's start before its end, a row before the next), which
+    # is what the rank does: stage 1 of DeepSpeed's inference schedule receives micro-batch 1
+    # before it sends micro-batch 0, so both are in memory at once even when the send takes no
+    # time. At one point of the stream, a release comes before a hold.
     parts = [
-        (free, timeline.end[free]),
-        (consumer, timeline.end[consumer]),
-        (held, timeline.end[held]),
-        (recv, timeline.start[recv]),
+        (free, timeline.end[free], 1),
+        (consumer, timeline.end[consumer], 1),
+        (held, timeline.end[held], 1),
+        (recv, timeline.start[recv], 0),
     ]
     label = np.concatenate([p[0] for p in parts])
     when = np.concatenate([np.asarray(p[1], dtype=float) for p in parts])
     code = np.concatenate([np.full(len(p[0]), c, dtype=np.int8) for c, p in enumerate(parts)])
+    at_end = np.concatenate([np.full(len(p[0]), p[2], dtype=np.int64) for p in parts])
     rank = schedule.rank[label].astype(np.int64)
-    # One stable sort on (rank, time) keeps the release-first order on ties. Each part is already
-    # in stream order (rank-major, time rising on a rank), so the sort merges a few sorted runs.
+    # Two stable sorts: by stream position (and code), then by (rank, time), which keeps the
+    # stream order on ties.
+    first = np.argsort((label.astype(np.int64) * 2 + at_end) * 4 + code, kind="stable")
     span = float(when.max()) + 1.0 if len(when) else 1.0
-    order = np.argsort(rank * span + when, kind="stable")
+    order = first[np.argsort((rank * span + when)[first], kind="stable")]
     when, code = when[order], code[order]  # the row label is looked up only at each peak
     bounds = np.r_[0, np.cumsum(np.bincount(rank, minlength=schedule.num_ranks))].tolist()
     # Running counts of all ranks at once, each rank's restarted at its first event.
@@ -134,6 +163,20 @@ def memory_over_time(schedule: Schedule, timeline: Timeline) -> list[RankMemory]
             )
         )
     return out
+
+
+def _releases(schedule: Schedule, fwd: np.ndarray, first_row, key: np.ndarray) -> np.ndarray:
+    """The rows whose end frees a held activation: one per forward (see the module docstring).
+
+    Training: every backward that ends a micro-batch's use (``B``, or ``W`` when split). Forward
+    only: the send of the forward's output, or the forward itself where nothing is sent.
+    """
+    kind = schedule.kind
+    if trains(schedule):
+        return np.flatnonzero((kind == Kind.BACKWARD) | (kind == Kind.BACKWARD_WEIGHT))
+    forwards = np.flatnonzero(fwd)
+    send = first_row(kind == Kind.SEND_ACTIVATION)[key[forwards]]
+    return np.where(send >= 0, send, forwards)
 
 
 __all__ = ["RankMemory", "memory_over_time"]

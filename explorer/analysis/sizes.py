@@ -18,7 +18,8 @@ import re
 from dataclasses import dataclass
 from typing import Callable, Iterable, Optional, Sequence
 
-from explorer.analysis.check import Report, check
+from explorer.analysis.check import Communicators, Report, check
+from explorer.analysis.p2p_models import P2PModel
 from explorer.analysis.timelines import bubbles_together
 from explorer.errors import InputError
 from explorer.schedules.schedule import Schedule
@@ -30,6 +31,8 @@ MAX_STAGES, MAX_MICROBATCHES = 256, 4096
 _PART = re.compile(r"^\s*(\d{1,7})\s*(?:-\s*(\d{1,7}))?\s*$")
 
 MakeSchedule = Callable[[int, int], Schedule]
+#: What a clean size has none of: every finding kind the check reports.
+CLEAN = "no hazard, mismatch, deadlock or wrong gradient count"
 #: Sizes checked together (one pass of the simulator's step loop for all of them).
 GROUP = 32
 
@@ -45,7 +48,8 @@ class SizeCell:
     hazards: int = 0
     mismatches: int = 0
     unmatched: int = 0
-    deadlocks: int = 0
+    deadlocks: int = 0  # the deadlock under the checked P2P model, and lazy communicators'
+    gradients: int = 0  # (stage, micro-batch) weight gradients not exactly once
     first: Optional[dict] = None
     first_words: str = ""
     allocated: tuple[int, ...] = ()
@@ -64,16 +68,17 @@ class SizeCell:
             int(d["stages"]),
             int(d["microbatches"]),
             bool(d["ok"]),
-            int(d["hazards"]),
-            int(d["mismatches"]),
-            int(d["unmatched"]),
-            int(d["deadlocks"]),
-            d.get("first"),
-            str(d.get("first_words") or ""),
-            tuple(d.get("allocated") or ()),
-            tuple(d.get("needed") or ()),
-            d.get("bubble"),
-            str(d.get("skipped") or ""),
+            hazards=int(d["hazards"]),
+            mismatches=int(d["mismatches"]),
+            unmatched=int(d["unmatched"]),
+            deadlocks=int(d["deadlocks"]),
+            gradients=int(d.get("gradients") or 0),
+            first=d.get("first"),
+            first_words=str(d.get("first_words") or ""),
+            allocated=tuple(d.get("allocated") or ()),
+            needed=tuple(d.get("needed") or ()),
+            bubble=d.get("bubble"),
+            skipped=str(d.get("skipped") or ""),
         )
 
     def to_dict(self) -> dict:
@@ -85,6 +90,7 @@ class SizeCell:
             "mismatches": self.mismatches,
             "unmatched": self.unmatched,
             "deadlocks": self.deadlocks,
+            "gradients": self.gradients,
             "first": self.first,
             "first_words": self.first_words or None,
             "allocated": list(self.allocated),
@@ -122,6 +128,7 @@ class SizeSweep:
             "mismatches": sum(c.mismatches > 0 for c in self.cells),
             "unmatched": sum(c.unmatched > 0 for c in self.cells),
             "deadlocks": sum(c.deadlocks > 0 for c in self.cells),
+            "gradients": sum(c.gradients > 0 for c in self.cells),
         }
 
     def describe(self) -> str:
@@ -137,9 +144,7 @@ class SizeSweep:
         cut = " (interrupted: only the sizes checked so far)" if self.interrupted else ""
         worst = self.smallest_failing
         if worst is None:
-            return (
-                f"no hazard, mismatch or deadlock at any of {n:,} sizes in {self.spec}{tail}{cut}"
-            )
+            return f"{CLEAN} at any of {n:,} sizes in {self.spec}{tail}{cut}"
         counts = ", ".join(f"{v:,} with {k}" for k, v in self.counts().items() if v)
         return (
             f"{n - self.clean:,} of {n:,} sizes in {self.spec} have findings ({counts}){tail}{cut}\n"
@@ -198,15 +203,28 @@ def _values(text: str, what: str, limit: int) -> list[int]:
     return values
 
 
-def check_size(make: MakeSchedule, stages: int, microbatches: int) -> SizeCell:
+@dataclass(frozen=True)
+class Asking:
+    """How each size is checked, exactly as the single check is asked: the P2P model (None: the
+    schedule's own) and how communicators are created. A sweep's cell is the single check's
+    verdict at that size only if both are asked the same question."""
+
+    model: Optional[P2PModel] = None
+    communicators: Communicators = "eager"
+
+
+def check_size(
+    make: MakeSchedule, stages: int, microbatches: int, asking: Asking = Asking()
+) -> SizeCell:
     """The verdict at one size (``InputError`` from the builder: the size does not apply)."""
-    return check_group(make, [(stages, microbatches)])[0]
+    return check_group(make, [(stages, microbatches)], asking=asking)[0]
 
 
 def check_group(
     make: MakeSchedule,
     sizes: Sequence[tuple[int, int]],
     on_build: Optional[Callable[[int, int], None]] = None,
+    asking: Asking = Asking(),
 ) -> list[SizeCell]:
     """The verdicts at several sizes, as :func:`check_size` gives each; the timelines of the
     deadlock-free ones are simulated together (:mod:`.timelines`), which is most of a sweep's
@@ -222,7 +240,13 @@ def check_group(
         except InputError as exc:
             cells[i] = SizeCell(p, m, ok=False, skipped=str(exc))
             continue
-        report = check(schedule, other_model=False, timeline=False)
+        report = check(
+            schedule,
+            model=asking.model,
+            other_model=False,
+            timeline=False,
+            communicators=asking.communicators,
+        )
         if report.findings.deadlock is not None:
             cells[i] = _cell(p, m, report, None)
         else:
@@ -244,7 +268,8 @@ def _cell(stages: int, microbatches: int, report: Report, bubble: Optional[float
         hazards=len(f.hazards),
         mismatches=len(f.mismatched),
         unmatched=len(f.unmatched),
-        deadlocks=int(f.deadlock is not None),
+        deadlocks=int(f.deadlock is not None) + int(f.communicators is not None),
+        gradients=len(f.gradients),
         first=first.to_dict() if first is not None else None,
         first_words=first.describe() if first is not None else "",
         allocated=tuple(report.buffers.allocated),
@@ -260,11 +285,12 @@ def check_sizes(
     *,
     spec: str = "",
     on_cell: Optional[Callable[[SizeCell], None]] = None,
+    asking: Asking = Asking(),
 ) -> SizeSweep:
     """Check every size; ``on_cell`` sees each verdict as it comes (progress). Ctrl-C keeps what was checked."""
     cells: list[SizeCell] = []
     try:
-        for cell in _each(make, stages, microbatches):
+        for cell in _each(make, stages, microbatches, asking):
             cells.append(cell)
             if on_cell is not None:
                 on_cell(cell)
@@ -284,10 +310,10 @@ def size_groups(
 
 
 def _each(
-    make: MakeSchedule, stages: Sequence[int], microbatches: Sequence[int]
+    make: MakeSchedule, stages: Sequence[int], microbatches: Sequence[int], asking: Asking
 ) -> Iterable[SizeCell]:
     for group in size_groups(stages, microbatches):
-        yield from check_group(make, group)
+        yield from check_group(make, group, asking=asking)
 
 
 def _spec(stages: Sequence[int], microbatches: Sequence[int]) -> str:
@@ -305,6 +331,8 @@ def _spec(stages: Sequence[int], microbatches: Sequence[int]) -> str:
 
 __all__ = [
     "MAX_SIZES",
+    "CLEAN",
+    "Asking",
     "MakeSchedule",
     "SizeCell",
     "SizeSweep",

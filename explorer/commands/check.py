@@ -9,8 +9,9 @@ from __future__ import annotations
 import argparse
 import json
 
-from explorer.analysis.gradients import gradients_report
-from explorer.analysis.memory import memory_over_time
+from explorer.analysis.check import Report
+from explorer.analysis.gradients import trains
+from explorer.analysis.memory import RankMemory, memory_over_time
 from explorer.analysis.torch_words import cycle_words
 from explorer.commands.schedule_options import (
     add_p2p_convention_options,
@@ -47,47 +48,43 @@ def run(args: argparse.Namespace) -> int:
     report = report_from_args(args)
     words = cycle_words(report.schedule, report.findings.deadlock, report.matching.partner)
     memory = memory_over_time(report.schedule, report.timeline) if report.timeline else None
-    grads = gradients_report(report.schedule)
-    lazy = None
-    if getattr(args, "communicators", "eager") == "lazy":
-        from explorer.analysis.communicators import lazy_communicator_deadlock
-
-        lazy = lazy_communicator_deadlock(report.schedule)
-    ok = report.ok and grads["ok"] and lazy is None
     if args.json:
         doc = report.to_dict()
-        doc["ok"] = ok
         if words:
             doc["deadlock_in_pytorch_words"] = words
         doc["memory"] = _memory_doc(memory)
-        doc["gradients"] = grads
-        if getattr(args, "communicators", "eager") == "lazy":
-            doc["lazy_communicators"] = {"deadlock": lazy}
         emit(dumps_indented(doc, indent=1) + "\n", None)
     else:
-        lines = [summary(report)] + ([words] if words else []) + ([f"# {lazy}"] if lazy else [])
-        lines += [f"# {m.describe()}" for m in _peaks(memory)]
-        lines += [f"#   {w['description']}" for w in grads["not_exactly_once"][:20]]
-        lines.append(
-            "# every weight gradient reaches the optimizer step exactly once"
-            if grads["ok"]
-            else f"# {len(grads['not_exactly_once'])} (stage, micro-batch) weight gradients not exactly once"
-        )
-        emit("\n".join(lines) + "\n", None)
-    return 0 if ok else 1
+        emit("\n".join(_text_lines(report, words, memory)) + "\n", None)
+    return 0 if report.ok else 1
 
 
-def _peaks(memory) -> list:
+def _text_lines(report: Report, words: str | None, memory: list[RankMemory] | None) -> list[str]:
+    """The summary (every finding), then memory peaks, then the gradient invariant's tally (or
+    why it does not apply)."""
+    f = report.findings
+    lines = [summary(report)] + ([words] if words else [])
+    lines += [f"# {m.describe()}" for m in _peaks(memory)]
+    if not trains(report.schedule):
+        lines.append("# no weight gradients to count: a forward-only schedule trains nothing")
+    elif f.gradients:
+        lines.append(f"# {len(f.gradients)} (stage, micro-batch) weight gradients not exactly once")
+    else:
+        lines.append("# every weight gradient reaches the optimizer step exactly once")
+    return lines
+
+
+def _peaks(memory: list[RankMemory] | None) -> list[RankMemory]:
     """The rank with the highest peak first; at most four lines."""
     return sorted(memory or [], key=lambda m: (-m.peak, m.rank))[:4]
 
 
-def _memory_doc(memory) -> dict | None:
+def _memory_doc(memory: list[RankMemory] | None) -> dict | None:
     if memory is None:
         return None
     top = max(memory, key=lambda m: (m.peak, -m.rank))
     return {
-        "unit": "micro-batches (activations held + receive buffers in use)",
+        "unit": "micro-batches (activations held + input buffers in use: received, or loaded on the first stage)",
         "time_unit": "ticks of the simulation",
         "peak": {
             "rank": top.rank,

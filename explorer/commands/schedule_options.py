@@ -206,10 +206,25 @@ def add_p2p_convention_options(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def p2p_conventions(args: argparse.Namespace) -> dict:
+    """The P2P conventions asked for (defaults where the command has no such option), as the
+    sweep's job carries them to its workers: a sweep asks each size what the single check asks."""
+    return {
+        "receives": getattr(args, "receives", "as-given"),
+        "parity": bool(getattr(args, "parity", False)),
+        "batching": getattr(args, "batching", "none"),
+    }
+
+
 def _with_p2p_conventions(args: argparse.Namespace, schedule: Schedule) -> Schedule:
-    receives = getattr(args, "receives", "as-given")
-    parity = getattr(args, "parity", False)
-    batching = getattr(args, "batching", "none")
+    return with_p2p_conventions(schedule, **p2p_conventions(args))
+
+
+def with_p2p_conventions(
+    schedule: Schedule, receives: str = "as-given", parity: bool = False, batching: str = "none"
+) -> Schedule:
+    """``schedule`` with its exchanges moved and grouped as the conventions say (unchanged by
+    the defaults)."""
     if receives == "as-given" and not parity and batching == "none":
         return schedule
     from explorer.schedules.torch_csv import order_from_schedule, schedule_from_order
@@ -283,7 +298,7 @@ def report_from_args(args: argparse.Namespace) -> Report:
     schedule = schedule_from_args(args)
     if args.stage is not None and not 0 <= args.stage < schedule.num_stages:
         raise InputError(f"--stage {args.stage} is outside stages 0..{schedule.num_stages - 1}")
-    return check(schedule, costs, args.model)
+    return check(schedule, costs, args.model, communicators=getattr(args, "communicators", "eager"))
 
 
 def selected_ranks(args: argparse.Namespace, report: Report) -> Optional[list[int]]:
@@ -304,6 +319,9 @@ __all__ = [
     "parse_buffers",
     "parse_costs",
     "schedule_from_args",
+    "p2p_conventions",
+    "with_p2p_conventions",
+    "from_csv",
     "require_size",
     "report_from_args",
     "selected_ranks",

@@ -23,7 +23,7 @@ import sys
 import time
 from typing import Callable, Optional, Sequence
 
-from explorer.analysis.sizes import SizeCell, SizeSweep
+from explorer.analysis.sizes import Asking, SizeCell, SizeSweep
 from explorer.commands.isolate import MARKER
 from explorer.errors import InputError, excerpt, one_line
 
@@ -197,24 +197,36 @@ def build_from_job(job: dict) -> Callable[[int, int], object]:
     """The ``make(stages, microbatches)`` a job describes: a generator or a ``--from`` class, then ``rules``."""
     from explorer.analysis import build
     from explorer.analysis.rules import apply_rules, parse_rules
+    from explorer.commands.schedule_options import with_p2p_conventions
 
     rules = parse_rules(job.get("rules") or [])
+    conventions = job.get("conventions") or {}
     if job.get("from"):
         from explorer.schedules.adapters import from_deepspeed, load_class
 
         cls = load_class(job["from"])
-        return lambda p, m: apply_rules(from_deepspeed(cls, p, m), rules)
+        return lambda p, m: apply_rules(
+            with_p2p_conventions(from_deepspeed(cls, p, m), **conventions), rules
+        )
     return lambda p, m: apply_rules(
-        build(
-            job["kind"],
-            p,
-            m,
-            chunks=job.get("chunks", 1),
-            buffers=job.get("buffers"),
-            order=job.get("order"),
+        with_p2p_conventions(
+            build(
+                job["kind"],
+                p,
+                m,
+                chunks=job.get("chunks", 1),
+                buffers=job.get("buffers"),
+                order=job.get("order"),
+            ),
+            **conventions,
         ),
         rules,
     )
+
+
+def asking_from_job(job: dict) -> Asking:
+    """How each size is checked: the single check's P2P model and communicators."""
+    return Asking(model=job.get("model"), communicators=job.get("communicators") or "eager")
 
 
 def _built_once(make: Callable, group: Sequence[tuple[int, int]], heartbeat: Callable) -> dict:
@@ -255,7 +267,7 @@ def main() -> int:
                         raise schedule
                     return apply_rules(schedule, rules)
 
-                for cell in check_group(made, group):
+                for cell in check_group(made, group, asking=asking_from_job(job)):
                     if cell.skipped and job.get(
                         "from"
                     ):  # a user's class that fails at a size is not "not applicable"
@@ -278,4 +290,11 @@ def main() -> int:
 if __name__ == "__main__":
     sys.exit(main())
 
-__all__ = ["default_workers", "sweep_in_workers", "proc_share", "build_from_job", "main"]
+__all__ = [
+    "default_workers",
+    "sweep_in_workers",
+    "proc_share",
+    "build_from_job",
+    "asking_from_job",
+    "main",
+]

@@ -9,7 +9,7 @@ from typing import Sequence
 from explorer.analysis.rules import Rule, parse_rules
 from explorer.analysis.sizes import SizeSweep, parse_sizes
 from explorer.commands import validate
-from explorer.commands.schedule_options import parse_buffers
+from explorer.commands.schedule_options import from_csv, p2p_conventions, parse_buffers
 from explorer.errors import InputError
 from explorer.schedules import KINDS
 
@@ -40,6 +40,11 @@ def job_from_args(args: argparse.Namespace, rules: Sequence[Rule] = ()) -> dict:
         raise InputError(
             f"--kind is required (one of {', '.join(KINDS)}) unless --from names a schedule class"
         )
+    if from_csv(args):
+        raise InputError(
+            f"--sweep needs a schedule that can be built at every size; {args.from_class} is one "
+            "schedule of one size (check it without --sweep, or give --kind or a class)"
+        )
     return {
         "kind": args.kind,
         "from": args.from_class,
@@ -47,6 +52,10 @@ def job_from_args(args: argparse.Namespace, rules: Sequence[Rule] = ()) -> dict:
         "buffers": parse_buffers(args.buffers),
         "order": args.order,
         "rules": [r.name for r in rules],
+        # Asked at every size exactly as the single check asks: one verdict, one definition.
+        "model": getattr(args, "model", None),
+        "communicators": getattr(args, "communicators", "eager"),
+        "conventions": p2p_conventions(args),
     }
 
 

@@ -39,6 +39,11 @@ def findings_by_cell(report: Report, key: str = "rank") -> dict[tuple[int, int],
     if f.deadlock:
         for w in f.deadlock.stuck:
             cells[at(w.at)].append(f"DEADLOCK: {w.describe()}")
+    if f.communicators:
+        c = f.communicators
+        cells[(c.rank if key == "rank" else c.stage, c.step)].append(f"DEADLOCK: {c.describe()}")
+    for g in f.gradients:
+        cells[(g.rank if key == "rank" else g.stage, g.step)].append(f"GRADIENT: {g.describe()}")
     return dict(cells)
 
 

@@ -154,19 +154,7 @@ def communicator_cycle(order: Order, stage_to_rank: dict[int, int]) -> Optional[
 
 def communicator_deadlock(firsts: dict[int, list[int]]) -> Optional[str]:
     """Given each rank's peers in order of first exchange, the creation deadlock said, or None."""
-    head = {r: 0 for r in firsts}
-    progress = True
-    while progress:
-        progress = False
-        for r in sorted(firsts):
-            if head[r] >= len(firsts[r]):
-                continue
-            q = firsts[r][head[r]]
-            if q in firsts and head[q] < len(firsts[q]) and firsts[q][head[q]] == r:
-                head[r] += 1
-                head[q] += 1
-                progress = True
-    stuck = {r: firsts[r][head[r]] for r in firsts if head[r] < len(firsts[r])}
+    stuck = stuck_creations(firsts)
     if not stuck:
         return None
     start = min(stuck)
@@ -184,11 +172,30 @@ def communicator_deadlock(firsts: dict[int, list[int]]) -> Optional[str]:
     )
 
 
+def stuck_creations(firsts: dict[int, list[int]]) -> dict[int, int]:
+    """Each rank that never gets past a communicator creation, and the peer it waits for there
+    (empty: every pair is created)."""
+    head = {r: 0 for r in firsts}
+    progress = True
+    while progress:
+        progress = False
+        for r in sorted(firsts):
+            if head[r] >= len(firsts[r]):
+                continue
+            q = firsts[r][head[r]]
+            if q in firsts and head[q] < len(firsts[q]) and firsts[q][head[q]] == r:
+                head[r] += 1
+                head[q] += 1
+                progress = True
+    return {r: firsts[r][head[r]] for r in firsts if head[r] < len(firsts[r])}
+
+
 __all__ = [
     "BATCHING",
     "batches",
     "communicator_cycle",
     "communicator_deadlock",
+    "stuck_creations",
     "defer_receives",
     "parity_order",
     "peer_function",

@@ -1,7 +1,7 @@
-"""Memory per rank over time: activations held and receive buffers in use, the peak marked.
+"""Memory per rank over time: activations held and input buffers in use, the peak marked.
 
 A few ranks: one row per rank (shared time axis), the held activations as a filled step line
-and the receive buffers stacked on them, in micro-batch units, with a marker at the rank's
+and the input buffers stacked on them, in micro-batch units, with a marker at the rank's
 peak saying when it happens and after which instruction. Many ranks (64 rows of step lines
 would be a 10,000 px page): one heatmap, rank by time, of the total in use, binned to
 ``OVERVIEW_BINS`` columns (the largest value in each bin, so no peak is averaged away), each
@@ -18,21 +18,20 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from explorer.analysis.memory import RankMemory
-from explorer.errors import InputError
-from explorer.schedules.instructions import Kind, parse_instruction
+from explorer.schedules.instructions import Kind
 from explorer.views.palette import ACTIVATION, HAZARD, KIND_COLOURS
 
 #: Up to this many ranks, one row of step lines each; beyond it, the heatmap overview.
 MAX_ROWS = 8
 #: Time columns of the overview: about one per 4 px of a full-width plot.
 OVERVIEW_BINS = 240
-TITLE = "Memory per rank over time (micro-batches of activations and receive buffers)"
+TITLE = "Memory per rank over time (micro-batches of activations and input buffers)"
 
 
 def memory_figure(
     memory: Sequence[RankMemory], unit: str = "ticks", max_rows: int = MAX_ROWS
 ) -> go.Figure:
-    """Held activations + receive buffers per rank over time, each rank's peak marked."""
+    """Held activations + input buffers per rank over time, each rank's peak marked."""
     if len(memory) > max_rows:
         return _overview(memory, unit)
     rows = max(len(memory), 1)
@@ -62,7 +61,7 @@ def memory_figure(
         )
         fig.add_trace(
             go.Scatter(
-                name="+ receive buffers",
+                name="+ input buffers",
                 x=list(m.times),
                 y=total,
                 line=dict(shape="hv", color=KIND_COLOURS[Kind.RECV_ACTIVATION]),
@@ -106,20 +105,12 @@ def memory_figure(
 
 
 def peak_words(m: RankMemory) -> str:
-    """The instruction at the peak as the grid writes it (``RG0b0``), its stage named only when
-    the rank holds several: ``0RG0b0`` (the compact form with the stage in front) read as a
-    number glued to a name."""
-    try:
-        ins = parse_instruction(m.peak_instruction)
-    except InputError:
-        return m.peak_instruction
-    text = ins.kind.code + (str(ins.microbatch) if ins.microbatch >= 0 else "")
-    text += f"b{ins.buffer}" if ins.buffer >= 0 else ""
-    return text if ins.stage == m.rank else f"{text} (stage {ins.stage})"
+    """The instruction at the peak as the grid writes it (:meth:`RankMemory.peak_words`)."""
+    return m.peak_words()
 
 
 def binned_totals(memory: Sequence[RankMemory], bins: int = OVERVIEW_BINS) -> tuple:
-    """``(z, edges)``: per rank and time bin, the largest total (activations + receive buffers)
+    """``(z, edges)``: per rank and time bin, the largest total (activations + input buffers)
     the step function takes inside the bin; ``edges`` has ``bins + 1`` entries."""
     end = max((m.times[-1] for m in memory if m.times), default=0.0)
     edges = np.linspace(0.0, max(end, 1e-9), bins + 1)
@@ -168,7 +159,7 @@ def _overview(memory: Sequence[RankMemory], unit: str) -> go.Figure:
         title=dict(
             text=f"{TITLE}<br><sup>{len(memory)} ranks, largest in each of {z.shape[1]} time bins; "
             f"highest peak: rank {top.rank}, {top.peak} at {top.peak_time:g} {unit}, "
-            f"after {top.peak_instruction}</sup>"
+            f"after {top.peak_words()}</sup>"
         ),
         height=max(320, min(900, 8 * len(memory) + 160)),
         showlegend=False,

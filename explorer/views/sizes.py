@@ -43,7 +43,9 @@ def sizes_figure(sweep: SizeSweep, title: str = "") -> go.Figure:
         v = verdict(c)
         z[row[c.stages], col[c.microbatches]] = v
         words = (
-            c.skipped if c.skipped else (c.first_words or "clean: no hazard, mismatch or deadlock")
+            c.skipped
+            if c.skipped
+            else (c.first_words or "clean: no hazard, mismatch, deadlock or wrong gradient count")
         )
         hover[row[c.stages], col[c.microbatches]] = _wrap(
             f"{c.stages} stages x {c.microbatches} micro-batches: {words}", 80

@@ -30,7 +30,7 @@ import ipywidgets as w
 import plotly.graph_objects as go
 
 from explorer.analysis import Costs, Report, check
-from explorer.analysis.gradients import GradientCount, gradient_counts
+from explorer.analysis.gradients import GradientCount, trains
 from explorer.analysis.rules import Rule, changed_cells
 from explorer.errors import InputError
 from explorer.printout.listing import summary, verdict_lines
@@ -87,7 +87,6 @@ class ScheduleExplorer:
         self.report: Report = check(
             settings.build(), settings.simulated_costs()
         )  # bad initial settings raise here, with the core's message
-        self.gradient_findings: list[GradientCount] = gradient_counts(self.report.schedule)
         self.settings = settings
         self.trace: Optional[MeasuredTrace] = None
         self.selected: Optional[object] = None
@@ -236,7 +235,6 @@ class ScheduleExplorer:
 
     def _show_report(self, report: Report) -> None:
         self.report, self.trace, self.selected, self.failed_at = report, None, None, None
-        self.gradient_findings = gradient_counts(report.schedule)
         self.moved = []
         self.ranges = {name: None for name in VIEWS}
         self.problem.value = ""
@@ -266,10 +264,20 @@ class ScheduleExplorer:
         self.status.value = "<br>".join(said)
         self.gradients.value = self._gradient_words()
 
+    @property
+    def gradient_findings(self) -> tuple[GradientCount, ...]:
+        """The check's own gradient findings (part of its verdict, never computed apart)."""
+        return self.report.findings.gradients
+
     def _gradient_words(self) -> str:
         """The gradient check's verdict in words: every count other than one, the first few named."""
         s, wrong = self.report.schedule, self.gradient_findings
         checked = f"{s.num_stages} stages × {s.num_microbatches} micro-batches checked"
+        if not trains(s):
+            return (
+                "<b>Gradients:</b> none to count: a forward-only schedule trains nothing, so no "
+                "weight gradient reaches an optimizer step"
+            )
         if not wrong:
             return (
                 "<b>Gradients:</b> <span style='color:#2a7a2a'>every weight gradient reaches its "

@@ -97,7 +97,7 @@ def test_the_seeds_smallest_failing_size_is_3_by_3_and_the_fix_is_clean():
         lambda p, m: build("deepspeed-train", p, m, buffers="fixed", order="fixed"), stages, mbs
     )
     assert fixed.smallest_failing is None and fixed.describe().startswith(
-        "no hazard, mismatch or deadlock at any of 352 sizes"
+        "no hazard, mismatch, deadlock or wrong gradient count at any of 352 sizes"
     )
 
 

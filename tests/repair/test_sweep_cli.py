@@ -33,7 +33,10 @@ def cli(*args: str, env: dict | None = None, timeout: float = 300) -> subprocess
 def test_a_clean_schedule_says_so_for_every_size():
     out = cli("check", "--kind", "1f1b", "--sweep", "2-8:1-16")
     assert out.returncode == 0, out.stderr
-    assert out.stdout.strip() == "no hazard, mismatch or deadlock at any of 112 sizes in 2-8:1-16"
+    assert (
+        out.stdout.strip()
+        == "no hazard, mismatch, deadlock or wrong gradient count at any of 112 sizes in 2-8:1-16"
+    )
 
 
 @pytest.mark.slow  # the sweep runs in worker processes

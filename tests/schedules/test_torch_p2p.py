@@ -116,9 +116,12 @@ def test_lazy_communicators():
     order[0] = [early] + [a for a in order[0] if a is not early]
     prefetching = schedule_from_order(order)
     assert first_contacts(prefetching)[0] == [2, 1]
-    assert "rank 0 creates its communicator with rank 2 first" in lazy_communicator_deadlock(
-        prefetching
-    )
+    found = lazy_communicator_deadlock(prefetching)
+    assert "rank 0 creates its communicator with rank 2 first" in found.describe()
+    # Pinned where rank 0 waits: its first exchange with rank 2, the early receive of stage 3.
+    assert (found.rank, found.stage, found.step) == (0, 3, int(prefetching.step[0]))
+    assert check(prefetching, communicators="lazy").findings.communicators == found
+    assert check(prefetching).findings.communicators is None  # eager: not asked
 
 
 @pytest.mark.slow

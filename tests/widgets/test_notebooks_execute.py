@@ -77,6 +77,9 @@ def test_02_tells_the_seed_story():
     )
     # Every size: the smallest failing case, today's schedule proved, and the fix found and proved.
     assert "smallest failing size: 3 stages x 3 micro-batches" in text
-    assert "no hazard, mismatch or deadlock at any of 1,984 sizes in 2-32:1-64" in text
+    assert (
+        "no hazard, mismatch, deadlock or wrong gradient count at any of 1,984 sizes in 2-32:1-64"
+        in text
+    )
     assert "candidate 1: grads-first" in text and "defer-recv: fails at 2x2: deadlock" in text
     assert WIDGET in mimes(nb)[-1]
