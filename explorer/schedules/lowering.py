@@ -137,10 +137,11 @@ def lower(
     add(s2r[st[sel]], tt[sel], _GROUP_LOAD, 0, Kind.LOAD, st[sel], mb[sel])
     add(s2r[st], tt, _GROUP_COMPUTE, 0, kd, st, mb)
     final = int(tt.max()) if len(tt) else 0
-    ranks = np.arange(int(s2r.max()) + 1)
-    first_stage = np.array([int(np.nonzero(s2r == r)[0][0]) for r in ranks])
-    add(ranks, final, _GROUP_END, 0, Kind.REDUCE_GRADS, first_stage, -1)
-    add(ranks, final, _GROUP_END, 1, Kind.OPTIMIZER_STEP, first_stage, -1)
+    if (grad | (kd == Kind.BACKWARD_WEIGHT)).any():  # forward only: no gradient to step with
+        ranks = np.arange(int(s2r.max()) + 1)
+        first_stage = np.array([int(np.nonzero(s2r == r)[0][0]) for r in ranks])
+        add(ranks, final, _GROUP_END, 0, Kind.REDUCE_GRADS, first_stage, -1)
+        add(ranks, final, _GROUP_END, 1, Kind.OPTIMIZER_STEP, first_stage, -1)
 
     composite, rank, step, kind, stage, micro = (np.concatenate(c) for c in zip(*cols))
     order = np.argsort(composite, kind="stable")

@@ -23,6 +23,15 @@ from explorer.schedules.schedule import Schedule, from_streams
 from explorer.schedules.torch_actions import TorchAction, format_action, parse_action
 from explorer.schedules.torch_p2p import batches, peer_function
 
+#: Action kinds only a training order has.
+_TRAINING = (
+    Kind.BACKWARD,
+    Kind.BACKWARD_INPUT,
+    Kind.BACKWARD_WEIGHT,
+    Kind.SEND_GRAD,
+    Kind.RECV_GRAD,
+)
+
 Order = dict[int, list[Optional[TorchAction]]]
 #: Largest CSV read (a 64-stage, 1024-micro-batch order is about 2 MB).
 MAX_CELLS = 10_000_000
@@ -106,6 +115,9 @@ def schedule_from_order(order: Order, name: str = "torch-csv", batching: str = "
         peer_function(stage_to_rank),
         batching,
     )
+    # A forward-only order (PyTorch's schedules in eval, DeepSpeed's inference written out) has
+    # no gradient to reduce or step with: it gets no ReduceGrads or OptimizerStep.
+    trains = any(a.kind in _TRAINING for acts in flat.values() for a in acts)
     streams: list[list[list[Instruction]]] = []
     for rank in range(max(flat) + 1):
         steps: list[list[Instruction]] = []
@@ -118,7 +130,9 @@ def schedule_from_order(order: Order, name: str = "torch-csv", batching: str = "
                 step.append(Instruction(a.stage, a.kind, mb, buffer=mb))  # type: ignore[arg-type]
             steps.append(step)
         own = [a.stage for a in flat.get(rank, []) if a.kind]
-        if own:  # PyTorch steps every stage's optimizer after its last backward, as lowering does
+        if (
+            own and trains
+        ):  # PyTorch steps every stage's optimizer after its last backward, as lowering does
             first = min(own)
             steps.append(
                 [

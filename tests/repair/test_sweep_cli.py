@@ -251,3 +251,37 @@ def test_the_seeds_class_fails_for_real_and_runs_bitwise_equal_with_the_found_ru
     assert fixed.returncode == 0, fixed.stderr
     doc = json.loads(fixed.stdout)
     assert doc["ok"] and doc["bitwise_equal_to_reference"] is True
+
+
+#: Option sets whose sweep must ask each size what the single check asks (one verdict): a kind
+#: the gradient invariant does not apply to, the seed, and every option that changes the question.
+ONE_VERDICT = [
+    ["--kind", "deepspeed-inference"],
+    SEED,
+    ["--kind", "1f1b", "--model", "blocking"],
+    ["--kind", "interleaved-1f1b", "--chunks", "2", "--communicators", "lazy"],
+    ["--kind", "interleaved-1f1b", "--chunks", "2", "--receives", "deferred"],
+    ["--kind", "1f1b", "--parity", "--batching", "adjacent"],
+]
+
+
+@pytest.mark.slow  # each sweep runs in worker processes
+@pytest.mark.parametrize("options", ONE_VERDICT, ids=" ".join)
+def test_the_sweep_and_the_single_check_give_one_verdict(options):
+    from cli_in_process import call_cli
+
+    swept = cli("check", *options, "--sweep", "2-4:1-6", "--json", "--workers", "1")
+    assert swept.returncode in (0, 1), swept.stderr
+    cells = json.loads(swept.stdout)["cells"]
+    assert len(cells) == 18
+    for cell in cells:
+        size = ["--stages", str(cell["stages"]), "--microbatches", str(cell["microbatches"])]
+        single = call_cli(["check", *options, *size, "--json"])
+        if cell["skipped"]:
+            assert single.returncode == 2 and cell["skipped"] in single.stderr
+            continue
+        doc = json.loads(single.stdout)
+        assert cell["ok"] == doc["ok"] == (single.returncode == 0), (options, size)
+        assert cell["hazards"] == len(doc["hazards"])
+        assert cell["gradients"] == len(doc["gradients"]["not_exactly_once"])
+    assert json.loads(swept.stdout)["clean"] == sum(c["ok"] for c in cells)
