@@ -12,6 +12,16 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+#: The job's state (:func:`~explorer.traces.pipeline.follow.job_state`) in the report's head.
+JOB_WORDS = {
+    "running": "still running or cut off",
+    "finished": "finished",
+    "failed": "failed",
+    "stopped": "ended with no failure written",
+}
+#: A rank's state in words; ``stopped`` says why it is not running.
+STATE_WORDS = {"stopped": "stopped (no end written: killed, or the job ended)"}
+
 
 def read(path: Path, json_out: bool) -> int:
     from explorer.traces.pipeline.instrumented import read_instrumented
@@ -34,12 +44,12 @@ def text(run, doc: dict) -> str:
     lines = [
         f"DeepSpeed {doc['deepspeed_version']} job {doc['run']} traced by explorer.instrument "
         f"({len(doc['ranks'])} ranks, {len(doc['instructions'])} instructions; "
-        f"{'finished' if doc['finished'] else 'still running or cut off'})"
+        f"{JOB_WORDS[doc['state']]})"
     ]
     for r in doc["ranks"]:
         lines.append(
-            f"  rank {r['rank']} (stage {r['stage']}): {r['state']}, iteration {r['iteration']}, "
-            f"step {r['last_step']}"
+            f"  rank {r['rank']} (stage {r['stage']}): {STATE_WORDS.get(r['state'], r['state'])}, "
+            f"iteration {r['iteration']}, step {r['last_step']}"
         )
     f = doc["failure"]
     if f:

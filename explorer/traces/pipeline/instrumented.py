@@ -23,7 +23,7 @@ from typing import Optional
 from explorer.errors import InputError, excerpt
 from explorer.schedules.instructions import KIND_BY_DEEPSPEED_NAME, Instruction, Kind
 from explorer.schedules.schedule import Schedule, from_streams
-from explorer.traces.pipeline.follow import Follower, failure_kind, failure_of
+from explorer.traces.pipeline.follow import Follower, failure_kind, failure_of, job_state
 
 SOURCE = "deepspeed"
 
@@ -173,22 +173,28 @@ class InstrumentedRun:
         return {**record.to_dict(), "iteration": first.get("iteration"), "time": first.get("time")}
 
     def ranks(self) -> list[dict]:
-        """Per rank: stage, pid, state (running, done, failed), iteration and step reached."""
-        out = []
+        """Per rank: stage, pid, state, iteration and step reached.
+
+        The state is :func:`~explorer.traces.pipeline.follow.rank_state`'s: a rank that wrote no
+        end is ``stopped`` once another rank failed (torchrun killed it) or the job ended.
+        """
         stage_of = {int(e["rank"]): e.get("stages", [None])[0] for e in self.starts}
-        for rank in sorted(self.follower.ranks):
-            p = self.follower.ranks[rank]
-            out.append(
-                {
-                    "rank": rank,
-                    "stage": stage_of.get(rank),
-                    "pid": p.pid,
-                    "state": p.state,
-                    "iteration": p.iteration,
-                    "last_step": p.last_step,
-                }
-            )
-        return out
+        return [
+            {
+                "rank": p.rank,
+                "stage": stage_of.get(p.rank),
+                "pid": p.pid,
+                "state": p.state,
+                "iteration": p.iteration,
+                "last_step": p.last_step,
+            }
+            for p in self.follower.progress()
+        ]
+
+    @property
+    def state(self) -> str:
+        """The job in one word (:func:`~explorer.traces.pipeline.follow.job_state`)."""
+        return job_state(self.follower.states())
 
     @property
     def finished(self) -> bool:
@@ -211,6 +217,7 @@ class InstrumentedRun:
             "run": self.run_id,
             "ok": failure is None and self.finished,
             "finished": self.finished,
+            "state": self.state,
             "losses": [],
             "bitwise_equal_to_reference": None,
             "ranks": self.ranks(),
