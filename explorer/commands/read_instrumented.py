@@ -24,9 +24,13 @@ STATE_WORDS = {"stopped": "stopped (no end written: killed, or the job ended)"}
 
 
 def read(path: Path, json_out: bool) -> int:
+    import socket
+
+    from explorer.runtime.supervise.ranks import process_alive
     from explorer.traces.pipeline.instrumented import read_instrumented
 
     run = read_instrumented(path)
+    run.end_if_gone(process_alive, socket.gethostname())  # killed with torchrun: not running
     doc = run.to_dict()
     bad = (not doc["ok"]) or bool(doc["findings"])
     if json_out:

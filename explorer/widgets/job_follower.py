@@ -11,7 +11,8 @@ the job was still running.
 Every panel says a rank's state by one definition
 (:func:`~explorer.traces.pipeline.follow.rank_state`): a rank that wrote no end is ``stopped``,
 not running, once another rank failed or the job ended. The job has ended when its launcher
-(``job=``, the ``torchrun`` process) has exited, or when :meth:`stop` is called. Whether the
+(``job=``, the ``torchrun`` process) has exited, or when :meth:`stop` is called; without
+``job=``, when the processes of the ranks that wrote no end are gone from this machine. Whether the
 launcher ended is asked *before* the lines are read, so a poll that sees it ended has read every
 line the job wrote: the final picture is the same whether the follower polled just before the
 teardown or long after.
@@ -23,6 +24,7 @@ a poll is said in the status line and stops the thread, never the kernel.
 from __future__ import annotations
 
 import html
+import socket
 import threading
 import time
 from dataclasses import replace
@@ -32,6 +34,7 @@ from typing import Any, Optional, Sequence, Union
 import ipywidgets as w
 
 from explorer.analysis import check
+from explorer.runtime.supervise.ranks import process_alive
 from explorer.traces.pipeline.follow import job_state, ranks_in
 from explorer.traces.pipeline.instrumented import InstrumentedRun, is_instrumented
 from explorer.traces.pipeline.trace import to_measured
@@ -76,7 +79,7 @@ class JobFollower:
     # -- polling -----------------------------------------------------------------------------
     def poll(self) -> bool:
         """Read new lines; redraw what changed. True when the views were updated."""
-        ended = self.job_ended()  # asked first: when it is over, the read below has every line
+        ended = self.launcher_ended()  # asked first: when it is over, the read has every line
         if self.run is None:
             if not is_instrumented(self.folder):
                 return False
@@ -84,14 +87,17 @@ class JobFollower:
         follower = self.run.follower
         before = (len(follower.records), len(follower.events), follower.job_ended)
         self.run.poll()
-        follower.job_ended = ended
+        if ended:
+            follower.job_ended = True
+        elif self.job is None:  # no launcher to ask: the silent ranks' processes on this host
+            self.run.end_if_gone(process_alive, socket.gethostname())
         if (len(follower.records), len(follower.events), follower.job_ended) == before:
             return False
         self._redraw()
         return True
 
-    def job_ended(self) -> bool:
-        """The launcher has exited, or :meth:`stop` said the job is over."""
+    def launcher_ended(self) -> bool:
+        """The launcher (``job=``) has exited, or :meth:`stop` said the job is over."""
         return self.stopped or (self.job is not None and self.job.poll() is not None)
 
     def _redraw(self) -> None:

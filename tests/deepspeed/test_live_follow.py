@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import signal
 import subprocess
 import sys
 import time
@@ -59,8 +60,12 @@ def _release(proc, gate: Path) -> None:
     for name in ("failure", *(f"iteration-{i}" for i in range(8))):
         _open(gate, name)
     if proc.poll() is None:
-        proc.kill()
-        proc.wait(timeout=60)
+        proc.terminate()  # torchrun tears its workers down on SIGTERM
+        try:
+            proc.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(timeout=60)
 
 
 @pytest.fixture
@@ -173,3 +178,43 @@ def test_a_failure_is_pinned_while_the_job_runs_and_every_panel_agrees_once_it_e
     late = JobFollower(folder, job=proc)
     assert late.poll()
     assert late.history[-1]["states"] == states and late.status.value == status
+
+
+def test_a_job_killed_with_its_launcher_is_not_said_to_be_running(tmp_path, env):
+    """No rank writes a word when torchrun and its ranks are killed together: the follower given
+    the launcher knows from it, one without it and ``explorer read`` from the ranks' processes
+    (host and pid on their start lines) being gone."""
+    from explorer.runtime.supervise.ranks import process_alive
+    from explorer.widgets.job_follower import JobFollower
+
+    proc, follower, folder, gate = _job(tmp_path, env, "--iterations", "2")
+    blind = JobFollower(folder)  # no launcher to ask
+    pids: list[int] = []
+    try:
+        _until(follower, lambda f: f.history and f.history[-1]["iteration"] == 0, proc)
+        blind.poll()
+        assert set(blind.history[-1]["states"].values()) == {"running"}  # held at the gate
+        pids = [r["pid"] for r in follower.run.ranks()]
+        # torchrun and every rank (each in a session of its own), SIGKILL: nobody writes a word
+        for pid in (proc.pid, *pids):
+            os.kill(pid, signal.SIGKILL)
+        proc.wait(timeout=60)
+        deadline = time.monotonic() + 60
+        while any(process_alive(pid) for pid in pids):  # the ranks' ends, as the kernel says
+            assert time.monotonic() < deadline, "the ranks outlived SIGKILL"
+            time.sleep(0.05)
+        follower.poll()
+        blind.poll()
+    finally:
+        _release(proc, gate)
+        for pid in pids:
+            if process_alive(pid):
+                os.kill(pid, signal.SIGKILL)
+    stopped = {r: "stopped" for r in range(4)}
+    for each in (follower, blind):
+        assert each.history[-1]["states"] == stopped
+        assert "(stopped: ranks 0, 1, 2, 3 stopped with no end written" in each.status.value
+        bars = each.progress.figure.to_dict()["data"][0]
+        assert [t.split(" · ")[0] for t in bars["text"]] == ["stopped"] * 4
+    doc = json.loads(explorer_cli(["read", str(folder), "--json"], env, tmp_path).stdout)
+    assert doc["state"] == "stopped" and [r["state"] for r in doc["ranks"]] == ["stopped"] * 4

@@ -11,6 +11,7 @@ and ``tests/pipeline/test_pipeline_faults.py``.
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import numpy as np
@@ -129,3 +130,64 @@ def test_the_breakdown_names_every_rank_it_was_told_stopped():
     only = breakdown(rank, kind, start, end, np.full(4, -1), stopped=(3, 9))
     assert only.stopped == (3,) and "; rank 3 stopped early" in only.sentence()
     assert "stopped early" not in breakdown(rank, kind, start, end, np.full(4, -1)).sentence()
+
+
+def _instrumented(folder: Path, host: str, pids: dict, ends: dict) -> None:
+    """A folder as ``explorer.instrument`` writes it: each rank's ``start`` line, and an end."""
+    for rank, pid in pids.items():
+        _line(
+            folder / f"rank{rank}.jsonl",
+            type="start",
+            rank=rank,
+            run="job",
+            pid=pid,
+            host=host,
+            stages=[rank],
+            source="deepspeed",
+            num_stages=len(pids),
+            unix=1.0,
+        )
+        if rank in ends:
+            _line(folder / f"rank{rank}.jsonl", type=ends[rank], rank=rank, run="job", message="x")
+
+
+def test_a_job_whose_silent_ranks_processes_are_gone_has_ended(tmp_path):
+    """torchrun killed with its ranks writes nothing: the ranks' processes, named with their host
+    on their start lines, are how a reader knows (``explorer read`` after the fact)."""
+    from explorer.traces.pipeline.instrumented import read_instrumented
+
+    _instrumented(tmp_path, "here", {0: 10, 1: 11, 2: 12}, {2: "done"})
+    gone = set()
+
+    def alive(pid: int) -> bool:
+        return pid not in gone
+
+    run = read_instrumented(tmp_path)
+    assert not run.end_if_gone(alive, "here") and run.state == "running"
+    gone.add(10)
+    assert not run.end_if_gone(alive, "here")  # rank 1 still runs
+    gone.add(11)
+    assert not run.end_if_gone(alive, "elsewhere")  # not this machine's processes: unknown
+    assert run.end_if_gone(alive, "here")
+    assert [r["state"] for r in run.ranks()] == ["stopped", "stopped", "done"]
+    assert run.state == "stopped" and run.to_dict()["state"] == "stopped"
+
+
+def test_a_folder_without_hosts_or_with_missing_ranks_is_never_said_ended(tmp_path):
+    from explorer.traces.pipeline.instrumented import read_instrumented
+
+    _instrumented(tmp_path, None, {0: 10, 1: 11}, {})
+    assert not read_instrumented(tmp_path).end_if_gone(lambda pid: False, "here")
+    other = tmp_path / "other"
+    other.mkdir()
+    _instrumented(other, "here", {0: 10, 1: 11}, {})
+    (other / "rank1.jsonl").unlink()  # rank 1 has not started yet
+    assert not read_instrumented(other).end_if_gone(lambda pid: False, "here")
+
+
+def test_process_alive_knows_this_process_and_a_pid_that_cannot_exist():
+    from explorer.runtime.supervise.ranks import process_alive
+
+    assert process_alive(os.getpid())
+    pid_max = int(Path("/proc/sys/kernel/pid_max").read_text())
+    assert not process_alive(pid_max + 1)

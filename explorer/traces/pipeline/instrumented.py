@@ -18,7 +18,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Optional
+from typing import Callable, Optional
 
 from explorer.errors import InputError, excerpt
 from explorer.schedules.instructions import KIND_BY_DEEPSPEED_NAME, Instruction, Kind
@@ -195,6 +195,31 @@ class InstrumentedRun:
     def state(self) -> str:
         """The job in one word (:func:`~explorer.traces.pipeline.follow.job_state`)."""
         return job_state(self.follower.states())
+
+    def silent_ranks_gone(self, alive: Callable[[int], bool], host: str) -> bool:
+        """Every rank that wrote no end ran on ``host`` and its process is gone (``alive(pid)``
+        false): the job ended though no line said so (killed with its launcher).
+
+        False when it cannot be known: no silent rank, fewer ranks than stages started, a
+        rank on another machine, or a folder whose ``start`` lines name no host.
+        """
+        silent = [r for r, p in self.follower.ranks.items() if p.state not in ("done", "failed")]
+        if not silent or len(self.follower.ranks) < self.num_stages:
+            return False
+        where = {int(e["rank"]): (e.get("host"), e.get("pid")) for e in self.starts}
+        for rank in silent:
+            on, pid = where.get(rank, (None, None))
+            if on != host or isinstance(pid, bool) or not isinstance(pid, int) or alive(pid):
+                return False
+        return True
+
+    def end_if_gone(self, alive: Callable[[int], bool], host: str) -> bool:
+        """Mark the job ended (:attr:`Follower.job_ended`) when :meth:`silent_ranks_gone`; the
+        lines written before the processes ended are read first, so nothing is missed."""
+        if not self.follower.job_ended and self.silent_ranks_gone(alive, host):
+            self.poll()
+            self.follower.job_ended = True
+        return self.follower.job_ended
 
     @property
     def finished(self) -> bool:
