@@ -19,8 +19,6 @@ JOB_WORDS = {
     "failed": "failed",
     "stopped": "ended with no failure written",
 }
-#: A rank's state in words; ``stopped`` says why it is not running.
-STATE_WORDS = {"stopped": "stopped (no end written: killed, or the job ended)"}
 
 
 def read(path: Path, json_out: bool) -> int:
@@ -44,6 +42,7 @@ def text(run, doc: dict) -> str:
     """The plain-text report (see the module docstring)."""
     from explorer.analysis import check
     from explorer.printout.listing import rank_listing, summary
+    from explorer.traces.pipeline.follow import STATE_WORDS
 
     lines = [
         f"DeepSpeed {doc['deepspeed_version']} job {doc['run']} traced by explorer.instrument "

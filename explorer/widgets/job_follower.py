@@ -35,7 +35,7 @@ import ipywidgets as w
 
 from explorer.analysis import check
 from explorer.runtime.supervise.ranks import process_alive
-from explorer.traces.pipeline.follow import job_state, ranks_in
+from explorer.traces.pipeline.follow import STATE_WORDS, job_state, ranks_in
 from explorer.traces.pipeline.instrumented import InstrumentedRun, is_instrumented
 from explorer.traces.pipeline.trace import to_measured
 from explorer.views.live import failure_cell, pinned_grid, progress_figure
@@ -204,10 +204,7 @@ def job_words(ranks: Sequence[dict]) -> str:
         f"{_ranks_words(rs)} {what}"
         for rs, what in (
             (ranks_in(states, "failed"), "failed"),
-            (
-                ranks_in(states, "stopped"),
-                "stopped with no end written (killed, or ended silently)",
-            ),
+            (ranks_in(states, "stopped"), STATE_WORDS["stopped"]),
         )
         if rs
     ]

@@ -213,7 +213,7 @@ def test_a_job_killed_with_its_launcher_is_not_said_to_be_running(tmp_path, env)
     stopped = {r: "stopped" for r in range(4)}
     for each in (follower, blind):
         assert each.history[-1]["states"] == stopped
-        assert "(stopped: ranks 0, 1, 2, 3 stopped with no end written" in each.status.value
+        assert "(stopped: ranks 0, 1, 2, 3 stopped (no end written" in each.status.value
         bars = each.progress.figure.to_dict()["data"][0]
         assert [t.split(" · ")[0] for t in bars["text"]] == ["stopped"] * 4
     doc = json.loads(explorer_cli(["read", str(folder), "--json"], env, tmp_path).stdout)

@@ -58,7 +58,7 @@ def test_a_rank_that_wrote_no_end_after_its_neighbours_failed_is_not_said_to_be_
     # while following, before the launcher has ended: the failures alone say it
     status = follower.status.value
     assert "running" not in status
-    assert "(failed: ranks 1, 2, 3 failed; rank 0 stopped with no end written" in status
+    assert "(failed: ranks 1, 2, 3 failed; rank 0 stopped (no end written" in status
     bars = follower.progress.figure.to_dict()["data"][0]
     assert [t.split(" · ")[0] for t in bars["text"]] == ["stopped", "failed", "failed", "failed"]
     assert follower.history[-1]["states"] == {0: "stopped", 1: "failed", 2: "failed", 3: "failed"}

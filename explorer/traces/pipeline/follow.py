@@ -24,6 +24,8 @@ FollowerState = Literal["starting", "running", "done", "failed"]
 RankState = Literal["starting", "running", "done", "failed", "stopped"]
 #: The states of a rank that will write nothing more.
 ENDED_STATES = ("done", "failed", "stopped")
+#: A state in words where the word alone would not say why (every report and view uses these).
+STATE_WORDS = {"stopped": "stopped (no end written: killed, or the job ended)"}
 
 
 @dataclass
@@ -210,6 +212,7 @@ __all__ = [
     "FollowerState",
     "RankState",
     "ENDED_STATES",
+    "STATE_WORDS",
     "RankProgress",
     "rank_state",
     "rank_states",
