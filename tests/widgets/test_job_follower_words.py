@@ -78,3 +78,38 @@ def test_the_pinned_failure_is_said_in_the_title_not_written_over_the_cells(tmp_
     # on the <sup> line after the steps: appended after </sup> it was drawn on top of that line
     assert title.endswith("</sup>") and title.count("<sup>") == 1
     assert "rank 2 FAILED at stage 2, step 6: SendGrad(buffer_id=0) (AssertionError)" in title
+
+
+class _Launcher:
+    """Stands for the torchrun process: ``poll()`` is None until :meth:`end`."""
+
+    def __init__(self) -> None:
+        self.returncode = None
+
+    def poll(self):
+        return self.returncode
+
+    def end(self, code: int) -> None:
+        self.returncode = code
+
+
+def test_the_follower_thread_says_stopped_and_ends_once_the_launcher_ended(tmp_path):
+    """Two ranks started and then wrote nothing (killed with the launcher): the thread reads the
+    folder, says running while the launcher runs, then stopped, and ends by itself."""
+    import json
+
+    for rank in (0, 1):
+        line = {"type": "start", "rank": rank, "run": "job", "pid": 1, "stages": [rank]}
+        line.update(source="deepspeed", num_stages=2, unix=1.0, deepspeed_version="0.19.8")
+        (tmp_path / f"rank{rank}.jsonl").write_text(json.dumps(line) + "\n")
+    launcher = _Launcher()
+    follower = JobFollower(tmp_path, interval_s=0.01, job=launcher)
+    follower.poll()
+    assert follower.history[-1]["states"] == {0: "running", 1: "running"}
+    assert "(running)" in follower.status.value
+    follower.start()
+    launcher.end(-9)
+    follower._thread.join(timeout=60)
+    assert not follower._thread.is_alive(), "the thread goes on after the job ended"
+    assert follower.history[-1]["states"] == {0: "stopped", 1: "stopped"}
+    assert "(stopped: ranks 0, 1 stopped (no end written" in follower.status.value
