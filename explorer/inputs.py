@@ -16,6 +16,7 @@ import gzip
 import json
 import os
 import stat
+import tempfile
 import zlib
 from typing import Any
 
@@ -146,10 +147,12 @@ def check_output_file(path: str, what: str) -> None:
     parent = os.path.dirname(os.path.abspath(path))
     try:
         st = os.stat(path)
-    except FileNotFoundError:
-        st = None
+    except (FileNotFoundError, NotADirectoryError):
+        st = None  # said below: which of its folders is missing or a file
     except (OSError, ValueError) as exc:
-        raise InputError(f"{_at(what, path)}: cannot be written ({_reason(exc)})") from None
+        raise InputError(
+            f"{_at(what, path)}: cannot be written ({_reason(exc)}); give another file"
+        ) from None
     if st is not None:
         if stat.S_ISDIR(st.st_mode):
             raise InputError(f"{_at(what, path)} is a directory: give a file name inside it")
@@ -161,13 +164,40 @@ def check_output_file(path: str, what: str) -> None:
             )
         return  # a file to replace, or a device or pipe the user chose (/dev/null, >(gzip > x.gz))
     if not os.path.isdir(parent):
-        what_is = "does not exist" if not os.path.exists(parent) else "is not a directory"
+        if os.path.exists(parent):
+            raise InputError(
+                f"{_at(what, path)}: {excerpt(parent)} is a file, not a directory; give a path "
+                "in a folder"
+            )
         raise InputError(
-            f"{_at(what, path)}: the folder {excerpt(parent)} {what_is}; create it first or "
+            f"{_at(what, path)}: the folder {excerpt(parent)} does not exist; create it first or "
             "give another path"
         )
     if not os.access(parent, os.W_OK):
-        raise InputError(f"{_at(what, path)}: the folder {excerpt(parent)} is not writable")
+        raise InputError(
+            f"{_at(what, path)}: the folder {excerpt(parent)} is not writable; give a file in "
+            "another folder"
+        )
+    _try_new_file(path, what)
+
+
+def _try_new_file(path: str, what: str) -> None:
+    """Create ``path`` and remove it again: the only honest test that it can be written.
+
+    A folder can look writable and still refuse a new file (``/proc`` and ``/sys`` for root, a
+    read-only mount, a full quota); asked only at the end, the user lost the work before it.
+    """
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+    except FileExistsError:
+        return  # it appeared meanwhile: written (or refused) when the work is done
+    except (OSError, ValueError) as exc:
+        raise InputError(
+            f"{_at(what, path)}: cannot be written ({_reason(exc)}); give a file in a folder "
+            "you can write"
+        ) from None
+    os.close(fd)
+    os.unlink(path)
 
 
 def write_text(path: str, text: str, what: str) -> None:
@@ -208,7 +238,12 @@ def _write_fifo(path: str, text: str, what: str) -> None:
 
 
 def check_output_dir(path: str, what: str) -> None:
-    """A folder to create or reuse: refuse a file in its place or a file among its parents."""
+    """A folder to create or reuse, refused before any work when it cannot hold a new file.
+
+    Refused: an empty path, a file in its place or among its parents, and a folder that cannot
+    be created or written (``/proc/x``, ``/sys/x``, a read-only mount). Every command that
+    writes an output folder takes its argument through here, so each says it in one line.
+    """
     if not path:
         raise InputError(f"{what + ': ' if what else ''}the path is empty; give a folder")
     probe = os.path.abspath(path)
@@ -220,10 +255,48 @@ def check_output_dir(path: str, what: str) -> None:
         probe = os.path.dirname(probe)
     if not os.path.isdir(probe):
         raise InputError(
-            f"{_at(what, path)}: {excerpt(probe)} is a file, so the folder cannot be created"
+            f"{_at(what, path)}: {excerpt(probe)} is a file, so the folder cannot be created; "
+            "give a folder elsewhere"
         )
     if not os.access(probe, os.W_OK):
-        raise InputError(f"{_at(what, path)}: {excerpt(probe)} is not writable")
+        raise InputError(
+            f"{_at(what, path)}: {excerpt(probe)} is not writable; give another folder"
+        )
+    _try_folder(path, what)
+
+
+def _try_folder(path: str, what: str) -> None:
+    """Create the missing folders of ``path`` and one file in it, then remove what was made.
+
+    Looking is not enough: root sees ``/proc`` as writable, yet ``mkdir /proc/x`` fails with
+    "No such file or directory" and ``/sys/x`` with "Operation not permitted"; found by the
+    run's own ``mkdir``, that was a traceback after the command had started.
+    """
+    target = os.path.abspath(path)
+    missing = []
+    while not os.path.exists(target):
+        missing.append(target)
+        target = os.path.dirname(target)
+    made: list[str] = []
+    try:
+        for folder in reversed(missing):
+            os.mkdir(folder)
+            made.append(folder)
+        fd, name = tempfile.mkstemp(prefix=".explorer-probe-", dir=os.path.abspath(path))
+        os.close(fd)
+        os.unlink(name)
+    except (OSError, ValueError) as exc:
+        verb = "be created" if missing else "hold a new file"
+        raise InputError(
+            f"{_at(what, path)}: the folder cannot {verb} ({_reason(exc)}); give a folder you "
+            "can write (it is created if missing)"
+        ) from None
+    finally:
+        for folder in reversed(made):
+            try:
+                os.rmdir(folder)
+            except OSError:
+                pass
 
 
 def _at(what: str, path: str) -> str:

@@ -34,6 +34,9 @@ class Breakdown:
     ranks: tuple[int, ...]
     seconds: tuple[dict, ...]
     span: float
+    #: The ranks the caller said stopped early (failed, killed, no end written), as given: the
+    #: one that failed last has no time after its end, yet it stopped all the same.
+    stopped: tuple[int, ...] = ()
 
     def share(self, rank_index: int) -> dict:
         """Each category as a share of the span."""
@@ -50,7 +53,7 @@ class Breakdown:
             ("waiting", "transfer", "idle", "other"), key=lambda c: max(s[c] for s in self.seconds)
         )
         # A rank that stopped early idles after its end for a reason the schedule does not give.
-        early = [str(r) for i, r in enumerate(self.ranks) if self.seconds[i]["stopped"] > 0]
+        early = [str(r) for r in self.stopped]
         plural = "s" if len(early) > 1 else ""
         stopped = (
             [f"rank{plural} {', '.join(early)} stopped early (failed or ended)"] if early else []
@@ -132,7 +135,12 @@ def breakdown(
                 "stopped": after,
             }
         )
-    return Breakdown(tuple(int(r) for r in ranks), tuple(out), hi - lo)
+    return Breakdown(
+        tuple(int(r) for r in ranks),
+        tuple(out),
+        hi - lo,
+        tuple(int(r) for r in ranks.tolist() if r in stopped),
+    )
 
 
 def pair_by_key(stage: np.ndarray, kind: np.ndarray, microbatch: np.ndarray) -> np.ndarray:

@@ -12,6 +12,7 @@ import importlib
 import inspect
 from pathlib import Path
 
+from explorer.commands import validate
 from explorer.errors import InputError
 from explorer.traces.detect import detect
 
@@ -27,6 +28,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--html",
         metavar="FILE",
+        type=validate.output_file("--html"),
         help="also write the views as one self-contained page (profiler traces of a pipeline job)",
     )
     p.add_argument(

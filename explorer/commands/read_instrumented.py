@@ -12,11 +12,23 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+#: The job's state (:func:`~explorer.traces.pipeline.follow.job_state`) in the report's head.
+JOB_WORDS = {
+    "running": "still running or cut off",
+    "finished": "finished",
+    "failed": "failed",
+    "stopped": "ended with no failure written",
+}
+
 
 def read(path: Path, json_out: bool) -> int:
+    import socket
+
+    from explorer.runtime.supervise.ranks import process_alive
     from explorer.traces.pipeline.instrumented import read_instrumented
 
     run = read_instrumented(path)
+    run.end_if_gone(process_alive, socket.gethostname())  # killed with torchrun: not running
     doc = run.to_dict()
     bad = (not doc["ok"]) or bool(doc["findings"])
     if json_out:
@@ -30,16 +42,17 @@ def text(run, doc: dict) -> str:
     """The plain-text report (see the module docstring)."""
     from explorer.analysis import check
     from explorer.printout.listing import rank_listing, summary
+    from explorer.traces.pipeline.follow import STATE_WORDS
 
     lines = [
         f"DeepSpeed {doc['deepspeed_version']} job {doc['run']} traced by explorer.instrument "
         f"({len(doc['ranks'])} ranks, {len(doc['instructions'])} instructions; "
-        f"{'finished' if doc['finished'] else 'still running or cut off'})"
+        f"{JOB_WORDS[doc['state']]})"
     ]
     for r in doc["ranks"]:
         lines.append(
-            f"  rank {r['rank']} (stage {r['stage']}): {r['state']}, iteration {r['iteration']}, "
-            f"step {r['last_step']}"
+            f"  rank {r['rank']} (stage {r['stage']}): {STATE_WORDS.get(r['state'], r['state'])}, "
+            f"iteration {r['iteration']}, step {r['last_step']}"
         )
     f = doc["failure"]
     if f:

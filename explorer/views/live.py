@@ -71,8 +71,15 @@ def pinned_grid(report: Report, failure: Any = None) -> go.Figure:
 def progress_figure(
     ranks: Sequence[dict], steps: int, iterations: Optional[int] = None
 ) -> go.Figure:
-    """One bar per rank: steps done in its current iteration (colour: running, done, failed)."""
-    colours = {"running": "#1f77b4", "done": "#2ca02c", "failed": HAZARD, "starting": "#999999"}
+    """One bar per rank: steps done in its current iteration (colour: its state, see
+    :func:`~explorer.traces.pipeline.follow.rank_state`)."""
+    colours = {
+        "running": "#1f77b4",
+        "done": "#2ca02c",
+        "failed": HAZARD,
+        "starting": "#999999",
+        "stopped": "#3b3b3b",  # wrote no end: killed when a neighbour failed, or the job ended
+    }
     labels = [f"rank {r['rank']}" for r in ranks]
     done = [max(r.get("last_step", -1) + 1, 0) for r in ranks]
     text = [

@@ -8,6 +8,15 @@ failure pinned on its cell the moment a rank reports it. Every redraw is kept in
 (time, iteration, records, failure cell), which is how a test proves the view moved while
 the job was still running.
 
+Every panel says a rank's state by one definition
+(:func:`~explorer.traces.pipeline.follow.rank_state`): a rank that wrote no end is ``stopped``,
+not running, once another rank failed or the job ended. The job has ended when its launcher
+(``job=``, the ``torchrun`` process) has exited, or when :meth:`stop` is called; without
+``job=``, when the processes of the ranks that wrote no end are gone from this machine. Whether the
+launcher ended is asked *before* the lines are read, so a poll that sees it ended has read every
+line the job wrote: the final picture is the same whether the follower polled just before the
+teardown or long after.
+
 The polling runs in a daemon thread (:meth:`start`) or by hand (:meth:`poll`); an exception in
 a poll is said in the status line and stops the thread, never the kernel.
 """
@@ -15,15 +24,18 @@ a poll is said in the status line and stops the thread, never the kernel.
 from __future__ import annotations
 
 import html
+import socket
 import threading
 import time
 from dataclasses import replace
 from pathlib import Path
-from typing import Optional, Union
+from typing import Any, Optional, Sequence, Union
 
 import ipywidgets as w
 
 from explorer.analysis import check
+from explorer.runtime.supervise.ranks import process_alive
+from explorer.traces.pipeline.follow import STATE_WORDS, job_state, ranks_in
 from explorer.traces.pipeline.instrumented import InstrumentedRun, is_instrumented
 from explorer.traces.pipeline.trace import to_measured
 from explorer.views.live import failure_cell, pinned_grid, progress_figure
@@ -37,9 +49,14 @@ __all__ = ["JobFollower"]
 class JobFollower:
     """The live view of one traced job (see the module docstring)."""
 
-    def __init__(self, folder: Union[str, Path], *, interval_s: float = 0.2) -> None:
+    def __init__(
+        self, folder: Union[str, Path], *, interval_s: float = 0.2, job: Any = None
+    ) -> None:
         self.folder = Path(folder)
         self.interval_s = interval_s
+        #: The job's launcher (a ``subprocess.Popen`` of torchrun, or anything with ``poll()``):
+        #: once it has exited, no rank is running, whatever its lines say.
+        self.job = job
         self.run: Optional[InstrumentedRun] = None
         self.report = None
         self.history: list[dict] = []
@@ -62,16 +79,26 @@ class JobFollower:
     # -- polling -----------------------------------------------------------------------------
     def poll(self) -> bool:
         """Read new lines; redraw what changed. True when the views were updated."""
+        ended = self.launcher_ended()  # asked first: when it is over, the read has every line
         if self.run is None:
             if not is_instrumented(self.folder):
                 return False
             self.run = InstrumentedRun.open(self.folder)
-        before = (len(self.run.follower.records), len(self.run.follower.events))
+        follower = self.run.follower
+        before = (len(follower.records), len(follower.events), follower.job_ended)
         self.run.poll()
-        if (len(self.run.follower.records), len(self.run.follower.events)) == before:
+        if ended:
+            follower.job_ended = True
+        elif self.job is None:  # no launcher to ask: the silent ranks' processes on this host
+            self.run.end_if_gone(process_alive, socket.gethostname())
+        if (len(follower.records), len(follower.events), follower.job_ended) == before:
             return False
         self._redraw()
         return True
+
+    def launcher_ended(self) -> bool:
+        """The launcher (``job=``) has exited, or :meth:`stop` said the job is over."""
+        return self.stopped or (self.job is not None and self.job.poll() is not None)
 
     def _redraw(self) -> None:
         run = self.run
@@ -87,9 +114,7 @@ class JobFollower:
         records = [r for r in run.follower.records if r["iteration"] == iteration]
         failure = run.failure()
         if self.report is not None:
-            ended = tuple(
-                r["rank"] for r in ranks if r.get("state") in ("failed", "no end written")
-            )
+            ended = tuple(r["rank"] for r in ranks if r.get("state") in ("failed", "stopped"))
             trace = (
                 replace(to_measured(records, source=str(self.folder)), stopped=ended)
                 if records
@@ -108,36 +133,21 @@ class JobFollower:
                 "records": len(run.follower.records),
                 "failure_cell": self._pinned,
                 "finished": run.finished,
+                "states": {r["rank"]: r["state"] for r in ranks},
             }
         )
 
     def _ranks(self) -> list[dict]:
-        """Each rank's progress; once stopped, a rank with no end written is said as such."""
+        """Each rank's progress, its state by the one definition every panel uses."""
         assert self.run is not None
-        ranks = self.run.ranks()
-        if self.stopped and not self.run.finished:
-            ranks = [
-                {**r, "state": "no end written"} if r.get("state") in ("running", "starting") else r
-                for r in ranks
-            ]
-        return ranks
+        return self.run.ranks()
 
     def _say(self, ranks: list[dict], failure: Optional[dict]) -> None:
         run = self.run
         assert run is not None
-        silent = [str(r["rank"]) for r in ranks if r.get("state") == "no end written"]
-        if run.finished:
-            state = "finished"
-        elif silent:
-            state = (
-                f"following stopped; rank{'s' if len(silent) > 1 else ''} {', '.join(silent)} "
-                "wrote no end (killed, or still running)"
-            )
-        else:
-            state = "following stopped" if self.stopped else "running"
         head = (
             f"DeepSpeed {run.version} job {run.run_id}: {len(ranks)} ranks, "
-            f"{len(run.follower.records)} instructions ({state})"
+            f"{len(run.follower.records)} instructions ({job_words(ranks)})"
         )
         lines = [html.escape(head)]
         if failure:
@@ -164,8 +174,8 @@ class JobFollower:
                 self.errors.append(f"{type(exc).__name__}: {exc}")
                 self.status.value = f"<span style='color:{HAZARD}'>⚠ following stopped: {html.escape(self.errors[-1])}</span>"
                 return
-            if self.run is not None and self.run.finished:
-                return
+            if self.run is not None and (self.run.finished or self.run.follower.job_ended):
+                return  # every line is read: nothing more will come
             self._stop.wait(self.interval_s)
 
     def stop(self) -> None:
@@ -175,8 +185,31 @@ class JobFollower:
         if self._thread is not None:
             self._thread.join(timeout=5)
         self.stopped = True
-        if self.run is not None and self.history:
-            self._redraw()
+        if self.run is not None:
+            self.run.follower.job_ended = True
+            if self.history:
+                self._redraw()
 
     def _repr_mimebundle_(self, **kwargs: object) -> dict:
         return self.widget._repr_mimebundle_(**kwargs)
+
+
+def job_words(ranks: Sequence[dict]) -> str:
+    """The job's state in the status line, naming the ranks that failed and those that stopped."""
+    states = {r["rank"]: r["state"] for r in ranks}
+    state = job_state(states)
+    if state in ("running", "finished"):
+        return state
+    said = [
+        f"{_ranks_words(rs)} {what}"
+        for rs, what in (
+            (ranks_in(states, "failed"), "failed"),
+            (ranks_in(states, "stopped"), STATE_WORDS["stopped"]),
+        )
+        if rs
+    ]
+    return f"{state}: {'; '.join(said)}"
+
+
+def _ranks_words(ranks: Sequence[int]) -> str:
+    return f"rank{'s' if len(ranks) > 1 else ''} {', '.join(str(r) for r in ranks)}"

@@ -8,13 +8,17 @@ Start it as any DeepSpeed job::
 Without ``--out`` the job runs untraced (the overhead benchmark compares the two).
 ``--legacy-order`` trains with today's buffer count and DeepSpeed 0.8's send/receive order
 (the seed thread's combination); ``--pause S`` sleeps between iterations, as a job with real
-work per iteration would take time.
+work per iteration would take time. ``--gate DIR`` is for tests that watch the job live: after
+iteration I every rank waits for ``DIR/iteration-I``, and a rank whose ``train_batch`` raised
+waits for ``DIR/failure`` before it raises on, so a watcher sees each state while the job is
+still running, whatever the machine's load.
 """
 
 import argparse
 import json
 import os
 import time
+from pathlib import Path
 
 os.environ.setdefault("DS_ACCELERATOR", "cpu")
 
@@ -56,12 +60,22 @@ def batches(iteration):
     )
 
 
+def wait_for(gate, name):
+    """Wait (at most 300 s) until the watcher creates ``gate/name``; nothing without ``--gate``."""
+    if gate is None:
+        return
+    deadline = time.monotonic() + 300
+    while not (Path(gate) / name).exists() and time.monotonic() < deadline:
+        time.sleep(0.02)
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--out", default=None, help="trace folder (without it: not traced)")
     parser.add_argument("--iterations", type=int, default=3)
     parser.add_argument("--legacy-order", action="store_true")
     parser.add_argument("--pause", type=float, default=0.0)
+    parser.add_argument("--gate", default=None, help="a folder a watcher opens gates in")
     parser.add_argument("--alternate", action="store_true", help="trace even iterations only")
     parser.add_argument(
         "--local_rank", type=int, default=-1, help="passed by the deepspeed launcher"
@@ -100,7 +114,11 @@ def main():
         ):  # the overhead benchmark: traced every other iteration
             trace.attach() if iteration % 2 == 0 else trace.detach()
         start = time.perf_counter()
-        loss = engine.train_batch(data_iter=batches(iteration))
+        try:
+            loss = engine.train_batch(data_iter=batches(iteration))
+        except BaseException:
+            wait_for(args.gate, "failure")
+            raise
         took = time.perf_counter() - start
         if engine.global_rank == 0:
             print(
@@ -108,6 +126,7 @@ def main():
             )
             print(json.dumps({"iteration": iteration, "seconds": took}), flush=True)
         time.sleep(args.pause)
+        wait_for(args.gate, f"iteration-{iteration}")
 
 
 if __name__ == "__main__":

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from notebook_run import (
     NOTEBOOKS,
@@ -30,5 +32,8 @@ def test_notebook_executes_and_shows_the_claims():
     assert "DeepSpeed: rank 2, stage 2, step 6, SendGrad(buffer_id=0): AssertionError" in text
     assert "first failure: AssertionError" in text and "stage 2 step 6" in text
     assert "first failure: rank 2, stage 2, step 6" in text  # explorer read, from a terminal
+    # after job.wait(), no rank is listed as running: torchrun killed those that wrote no end
+    listed = re.findall(r"rank \d \(stage \d\): (\w+)", text)
+    assert len(listed) == 4 and set(listed) <= {"failed", "stopped"}, listed
     kinds = mimes(nb)
     assert any(PLOTLY in m for m in kinds) and any(WIDGET in m for m in kinds)

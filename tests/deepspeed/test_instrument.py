@@ -86,6 +86,10 @@ def test_a_job_with_the_seeds_order_is_read_back_with_deepspeeds_failure_and_the
     text = explorer_cli(["read", str(tmp_path / "trace")], env, tmp_path).stdout
     assert "first failure: rank 2, stage 2, step 6" in text
     assert "step 6: 2RA2b0 2SG0b0 2F2b0  <-- HAZARD" in text
+    # after the job, no rank is "running": torchrun killed the ones that wrote no end
+    assert doc["state"] == "failed" and doc["ranks"][2]["state"] == "failed"
+    assert {r["state"] for r in doc["ranks"]} <= {"failed", "stopped"}, doc["ranks"]
+    assert "running" not in text.split("first failure")[0] and "; failed)" in text
 
 
 def test_a_job_started_by_the_deepspeed_launcher_is_read_back(tmp_path, env):

@@ -21,10 +21,18 @@ def _timed(spec, folder, **kw):
 @pytest.mark.parametrize("how", ["kill", "raise"])
 def test_a_dying_rank_is_named_and_the_run_ends(tmp_path, how):
     schedule = build("deepspeed-train", 4, 8)
+    seen = []  # each rank's state as the explorer's Run control is told it
     result, took = _timed(
-        RunSpec.for_schedule(schedule, fault=Fault(rank=1, step=5, how=how)), tmp_path
+        RunSpec.for_schedule(schedule, fault=Fault(rank=1, step=5, how=how)),
+        tmp_path,
+        progress=lambda follower: seen.append({p.rank: p.state for p in follower.progress()}),
     )
     assert took < 30
+    # Once the run ended no rank is said to be running; the killed rank wrote no end: stopped.
+    final = seen[-1]
+    assert sorted(final) == [0, 1, 2, 3] and set(final.values()) <= {"failed", "stopped"}, final
+    assert final[1] == ("stopped" if how == "kill" else "failed")
+    assert result.stopped_ranks() == tuple(r for r in range(4) if final[r] != "done")
     assert not result.ok and result.failure.rank == 1 and result.failure.stage == 1
     assert result.failure.step == 5
     assert ("SIGKILL" in result.failure.message) == (how == "kill")

@@ -30,6 +30,7 @@ import atexit
 import json
 import os
 import re
+import socket
 import time
 import traceback
 import uuid
@@ -82,6 +83,7 @@ class EngineTrace:
         self._line(
             "start",
             pid=os.getpid(),
+            host=socket.gethostname(),  # with pid: a reader on this host sees the process gone
             stages=[self.stage],
             source="deepspeed",
             deepspeed_version=version,

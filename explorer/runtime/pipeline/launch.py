@@ -191,6 +191,8 @@ class Launch:
         self._progress = progress
         try:
             out = self.supervisor.wait()
+            self.follower.poll()  # every line the ranks wrote before they ended
+            self.follower.job_ended = True  # a rank with no end written is stopped, not running
             if progress:
                 progress(self.follower)
             codes: dict[int, Optional[int]] = dict(out.returncodes)

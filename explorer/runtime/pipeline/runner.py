@@ -16,7 +16,6 @@ shows as the reason.
 
 from __future__ import annotations
 
-from dataclasses import replace
 from typing import Any, Optional
 
 from explorer.analysis import Costs
@@ -83,7 +82,9 @@ class PipelineRunner:
 
     def _progress(self, follower: Follower) -> None:
         if self.app is not None:
-            self.app.show_progress([replace(p) for _, p in sorted(follower.ranks.items())])
+            # each rank's state by the one definition every view uses (stopped, not running,
+            # once a neighbour failed or the run ended)
+            self.app.show_progress(follower.progress())
 
 
 __all__ = ["RunFailed", "PipelineRunner"]

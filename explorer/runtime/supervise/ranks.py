@@ -14,7 +14,7 @@ import socket
 import sys
 from typing import Mapping, Optional
 
-__all__ = ["free_port", "python_path", "rank_env"]
+__all__ = ["free_port", "process_alive", "python_path", "rank_env"]
 
 
 def free_port() -> int:
@@ -22,6 +22,25 @@ def free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+def process_alive(pid: int) -> bool:
+    """True while a process ``pid`` exists on this machine and is not a zombie.
+
+    How a reader of a rank's trace knows its job ended when nothing said so (torchrun killed
+    with its ranks): the ranks' ``start`` lines name their host and pid.
+    """
+    try:
+        with open(f"/proc/{int(pid)}/stat", "rb") as fh:
+            return fh.read().rsplit(b")", 1)[-1].split()[0] != b"Z"
+    except (OSError, ValueError, IndexError):
+        try:
+            os.kill(int(pid), 0)  # no /proc (macOS): ask the kernel
+        except ProcessLookupError:
+            return False
+        except (OSError, ValueError):
+            return True  # exists, not ours (EPERM), or unknowable: not said to be gone
+        return True
 
 
 def python_path() -> str:

@@ -8,9 +8,9 @@ Works for any run folder the runtime writes - spawned from the notebook or start
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Literal, Optional
+from typing import Literal, Mapping, Optional
 
 from explorer import inputs
 from explorer.errors import InputError, excerpt
@@ -20,6 +20,12 @@ from explorer.traces.records import MeasuredTrace
 
 #: Where a rank is, as its lines tell: no line yet, instructions coming, finished, failed.
 FollowerState = Literal["starting", "running", "done", "failed"]
+#: Where a rank is, as every view says it (:func:`rank_state`): its lines, plus ``stopped``.
+RankState = Literal["starting", "running", "done", "failed", "stopped"]
+#: The states of a rank that will write nothing more.
+ENDED_STATES = ("done", "failed", "stopped")
+#: A state in words where the word alone would not say why (every report and view uses these).
+STATE_WORDS = {"stopped": "stopped (no end written: killed, or the job ended)"}
 
 
 @dataclass
@@ -30,7 +36,8 @@ class RankProgress:
     steps_done: int = 0  # steps of the current iteration with at least one instruction recorded
     last_step: int = -1
     iteration: int = -1
-    state: FollowerState = "starting"
+    #: What its own lines say; :meth:`Follower.progress` gives the state every view uses.
+    state: RankState = "starting"
     pid: Optional[int] = None
     failure: Optional[Failure] = None
 
@@ -76,6 +83,47 @@ def parse_record(line: str, where: str) -> dict:
     return record
 
 
+def rank_state(own: str, *, peer_failed: bool, job_ended: bool) -> RankState:
+    """A rank's state, the one definition the progress bars, the breakdown, the grid's words and
+    ``explorer read`` all use.
+
+    ``own`` is what the rank's own lines say (:data:`FollowerState`). A rank that wrote no end
+    (no ``done``, no ``failure``) is ``stopped``, not running, once another rank has failed (a
+    pipeline cannot go on without a stage; the launcher tears it down, often by SIGKILL, which
+    leaves no line) or once the job has ended (the launcher exited, or whoever started the job
+    said so). Silence alone is not an end: a rank between two instructions writes nothing.
+    """
+    if own in ("done", "failed"):
+        return own  # type: ignore[return-value]
+    if peer_failed or job_ended:
+        return "stopped"
+    return "starting" if own == "starting" else "running"
+
+
+def rank_states(own: Mapping[int, str], *, job_ended: bool = False) -> dict[int, RankState]:
+    """:func:`rank_state` of every rank, from each rank's own state (rank -> ``FollowerState``)."""
+    failed = {r for r, s in own.items() if s == "failed"}
+    return {
+        r: rank_state(s, peer_failed=bool(failed - {r}), job_ended=job_ended)
+        for r, s in own.items()
+    }
+
+
+def job_state(states: Mapping[int, str]) -> str:
+    """The job in one word from its ranks' states: running (some rank may still write),
+    finished (every rank done), failed (a rank failed), stopped (ended with no failure written)."""
+    if not states or any(s not in ENDED_STATES for s in states.values()):
+        return "running"
+    if any(s == "failed" for s in states.values()):
+        return "failed"
+    return "stopped" if any(s == "stopped" for s in states.values()) else "finished"
+
+
+def ranks_in(states: Mapping[int, str], state: str) -> list[int]:
+    """The ranks in ``state``, in rank order."""
+    return sorted(r for r, s in states.items() if s == state)
+
+
 def failure_kind(line: dict) -> Optional[str]:
     """The kind of a rank's ``failure`` line (folders written before the record said ``cause``)."""
     return line.get("kind") or line.get("cause")
@@ -97,7 +145,11 @@ class Follower:
     prefix: str = "rank"
     records: list[dict] = field(default_factory=list)
     events: list[dict] = field(default_factory=list)
+    #: Each rank's progress as its own lines say it (see :meth:`progress` for its state).
     ranks: dict[int, RankProgress] = field(default_factory=dict)
+    #: Whoever started the job says it is over (the launcher exited, or the run was collected):
+    #: a rank that wrote no end is then ``stopped`` (see :func:`rank_state`).
+    job_ended: bool = False
     _offsets: dict[Path, int] = field(default_factory=dict)
     _lines: dict[Path, int] = field(default_factory=dict)
 
@@ -140,6 +192,15 @@ class Follower:
         elif kind == "done":
             prog.state = "done"
 
+    def states(self) -> dict[int, RankState]:
+        """Each rank's state by :func:`rank_state` (the lines so far, and :attr:`job_ended`)."""
+        return rank_states({r: p.state for r, p in self.ranks.items()}, job_ended=self.job_ended)
+
+    def progress(self) -> list[RankProgress]:
+        """Each rank's progress in rank order, its ``state`` by :func:`rank_state` (copies)."""
+        states = self.states()
+        return [replace(self.ranks[r], state=states[r]) for r in sorted(self.ranks)]
+
     def trace(self, iteration: Optional[int] = None) -> MeasuredTrace:
         """The instructions measured so far (of one iteration when given), in seconds."""
         rows = [r for r in self.records if iteration is None or r["iteration"] == iteration]
@@ -149,7 +210,14 @@ class Follower:
 __all__ = [
     "parse_record",
     "FollowerState",
+    "RankState",
+    "ENDED_STATES",
+    "STATE_WORDS",
     "RankProgress",
+    "rank_state",
+    "rank_states",
+    "job_state",
+    "ranks_in",
     "Follower",
     "failure_kind",
     "failure_of",

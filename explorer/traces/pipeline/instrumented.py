@@ -18,12 +18,12 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Optional
+from typing import Callable, Optional
 
 from explorer.errors import InputError, excerpt
 from explorer.schedules.instructions import KIND_BY_DEEPSPEED_NAME, Instruction, Kind
 from explorer.schedules.schedule import Schedule, from_streams
-from explorer.traces.pipeline.follow import Follower, failure_kind, failure_of
+from explorer.traces.pipeline.follow import Follower, failure_kind, failure_of, job_state
 
 SOURCE = "deepspeed"
 
@@ -173,22 +173,53 @@ class InstrumentedRun:
         return {**record.to_dict(), "iteration": first.get("iteration"), "time": first.get("time")}
 
     def ranks(self) -> list[dict]:
-        """Per rank: stage, pid, state (running, done, failed), iteration and step reached."""
-        out = []
+        """Per rank: stage, pid, state, iteration and step reached.
+
+        The state is :func:`~explorer.traces.pipeline.follow.rank_state`'s: a rank that wrote no
+        end is ``stopped`` once another rank failed (torchrun killed it) or the job ended.
+        """
         stage_of = {int(e["rank"]): e.get("stages", [None])[0] for e in self.starts}
-        for rank in sorted(self.follower.ranks):
-            p = self.follower.ranks[rank]
-            out.append(
-                {
-                    "rank": rank,
-                    "stage": stage_of.get(rank),
-                    "pid": p.pid,
-                    "state": p.state,
-                    "iteration": p.iteration,
-                    "last_step": p.last_step,
-                }
-            )
-        return out
+        return [
+            {
+                "rank": p.rank,
+                "stage": stage_of.get(p.rank),
+                "pid": p.pid,
+                "state": p.state,
+                "iteration": p.iteration,
+                "last_step": p.last_step,
+            }
+            for p in self.follower.progress()
+        ]
+
+    @property
+    def state(self) -> str:
+        """The job in one word (:func:`~explorer.traces.pipeline.follow.job_state`)."""
+        return job_state(self.follower.states())
+
+    def silent_ranks_gone(self, alive: Callable[[int], bool], host: str) -> bool:
+        """Every rank that wrote no end ran on ``host`` and its process is gone (``alive(pid)``
+        false): the job ended though no line said so (killed with its launcher).
+
+        False when it cannot be known: no silent rank, fewer ranks than stages started, a
+        rank on another machine, or a folder whose ``start`` lines name no host.
+        """
+        silent = [r for r, p in self.follower.ranks.items() if p.state not in ("done", "failed")]
+        if not silent or len(self.follower.ranks) < self.num_stages:
+            return False
+        where = {int(e["rank"]): (e.get("host"), e.get("pid")) for e in self.starts}
+        for rank in silent:
+            on, pid = where.get(rank, (None, None))
+            if on != host or isinstance(pid, bool) or not isinstance(pid, int) or alive(pid):
+                return False
+        return True
+
+    def end_if_gone(self, alive: Callable[[int], bool], host: str) -> bool:
+        """Mark the job ended (:attr:`Follower.job_ended`) when :meth:`silent_ranks_gone`; the
+        lines written before the processes ended are read first, so nothing is missed."""
+        if not self.follower.job_ended and self.silent_ranks_gone(alive, host):
+            self.poll()
+            self.follower.job_ended = True
+        return self.follower.job_ended
 
     @property
     def finished(self) -> bool:
@@ -211,6 +242,7 @@ class InstrumentedRun:
             "run": self.run_id,
             "ok": failure is None and self.finished,
             "finished": self.finished,
+            "state": self.state,
             "losses": [],
             "bitwise_equal_to_reference": None,
             "ranks": self.ranks(),

@@ -22,7 +22,7 @@ from typing import Mapping, Optional
 
 from explorer.schedules.schedule import Schedule
 from explorer.traces.failure import Failure, FailureKind, signal_name
-from explorer.traces.pipeline.follow import Follower, failure_kind, failure_of
+from explorer.traces.pipeline.follow import Follower, failure_kind, failure_of, rank_states
 from explorer.traces.pipeline.trace import chrome_trace, last_iteration, table, to_measured
 from explorer.traces.records import MeasuredTrace
 
@@ -72,12 +72,21 @@ class PipelineRunResult:
         return replace(trace, stopped=self.stopped_ranks()) if self.failure else trace
 
     def stopped_ranks(self) -> tuple[int, ...]:
-        """Ranks that ended before finishing their work: they failed, were killed or were
-        stopped, or wrote no ``done`` line (nothing of a run that finished)."""
+        """Ranks that ended before finishing their work: they failed, or wrote no ``done`` line
+        (killed, stopped), by the one definition every view uses
+        (:func:`~explorer.traces.pipeline.follow.rank_states`, the run being over)."""
+        states = self.rank_states()
+        return tuple(r for r in sorted(states) if states[r] in ("failed", "stopped"))
+
+    def rank_states(self) -> dict[int, str]:
+        """Each rank's final state (done, failed or stopped): the run is over."""
         failed = {int(e["rank"]) for e in self.details.get("failures", [])}
         done = set(self.details.get("finished", ()))
-        ranks = set(self.returncodes) | failed
-        return tuple(sorted(r for r in ranks if r in failed or r not in done))
+        own = {
+            r: "failed" if r in failed else "done" if r in done else "running"
+            for r in set(self.returncodes) | failed | done
+        }
+        return dict(rank_states(own, job_ended=True))
 
     def chrome_trace(self) -> dict:
         return chrome_trace(self.records, self.failure)
