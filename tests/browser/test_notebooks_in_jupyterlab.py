@@ -701,6 +701,7 @@ def _click_a_marker(
 
 def _interact_05(run: NotebookRun, failures: list[str]) -> None:
     opened = lh.Explorer(run.nb, "CompileExplorer.open(")
+    run.shot("opened_job", opened.root)
     said = opened.texts()
     if "backend -" in said or "choose a scenario to probe one" not in said:
         failures.append(f"the explorer on the recorded job says: {said!r}")
