@@ -140,6 +140,7 @@ class SizesPanel:
         """The schedule above is now ``settings`` (None: one given from code, no settings):
         mark the map when it describes other settings, unmark it when they are back, and drop
         candidates searched from other settings."""
+        restored = False
         if self.search is not None and self.searched is not None:
             chosen = self.candidates.value
             fixed = (
@@ -151,8 +152,10 @@ class SizesPanel:
                 else None
             )
             same = settings is not None and settings.shape() == self.searched.shape()
-            if same and chosen is not None:  # the rules were removed: no candidate is applied
+            if same:  # back to the settings searched from (the rules removed): their own map
                 self._choose(None)
+                restored = self.sweep is not self.search.baseline
+                self.sweep, self.described = self.search.baseline, self.searched
             elif not same and (
                 fixed is None or settings is None or settings.shape() != fixed.shape()
             ):
@@ -167,7 +170,7 @@ class SizesPanel:
                 f"This map describes {self.described.describe()}, not the schedule above "
                 f"({now}): press Check every size to prove that one."
             )
-        if stale != self.stale:
+        if stale != self.stale or restored:
             self.stale = stale
             self._say_sweep()
             self._draw()
@@ -230,19 +233,17 @@ class SizesPanel:
     def _chosen(self, change: dict) -> None:
         """Apply the chosen candidate on top of the settings it was searched from (replacing an
         earlier choice), and show its proof as the map."""
-        if change["new"] is None or self.search is None or self.searched is None:
+        if change["new"] is None or self.search is None:
             return
         candidate = self.search.candidates[change["new"]]
         label = next(text for text, i in self.candidates.options if i == change["new"])
         self.chosen.value = f"<b>chosen:</b> {html.escape(label)}"
-        self.sweep = candidate.sweep
-        self.described = replace(
-            self.searched, rules=tuple(self.searched.rules) + tuple(candidate.names)
-        )
-        self.stale = ""
+        rules = (self.searched.rules if self.searched else ()) + tuple(candidate.names)
+        self.sweep, self.stale = candidate.sweep, ""
+        self.described = replace(self.searched, rules=rules) if self.searched else None
         self._say_sweep()
         self._draw()
-        self._on_apply(self.described.rules)
+        self._on_apply(rules)
 
     def _clicked(self, points: list) -> None:
         hit = next((p for p in points if p.get("curve") == 0), None)

@@ -79,6 +79,8 @@ def test_01_a_chosen_fix_becomes_the_map_and_a_second_choice_replaces_the_first(
     app.controls.clear_rules.click()  # remove the rules: no candidate is applied any more
     assert app.settings.rules == () and app.sizes.chosen.value == ""
     assert app.sizes.candidates.value is None and app.sizes.candidates.get_state()["index"] is None
+    said = words(app.sizes.status.value)  # the map is the search's own of these settings again
+    assert said.startswith("deepspeed-train (buffers fixed, P2P order legacy): 84 of 112 sizes")
     app.controls.kind.value = "gpipe"  # candidates searched from other settings go away
     assert app.sizes.candidates.options == () and app.sizes.candidates.layout.display == "none"
 
