@@ -200,8 +200,15 @@ class CompileExplorer:
         return guarded(doing, fn, self._say_problem)
 
     def _say_problem(self, message: str) -> None:
+        """The error, and what the diagnosis and figures below it still describe: an earlier
+        result's verdict under the error would read as the answer to what just failed."""
         self.errors.append(message)
-        self.status.value = f"<span style='color:{ERROR}'>⚠ {html.escape(message)}</span>"
+        shown = (
+            f"<br><i>Below: still the earlier result, {html.escape(self.result.label or 'probe')}.</i>"
+            if getattr(self, "result", None) is not None
+            else ""
+        )
+        self.status.value = f"<span style='color:{ERROR}'>⚠ {html.escape(message)}</span>{shown}"
 
     # -- work ----------------------------------------------------------------------------------
     def _on_scenario(self, change: dict[str, Any]) -> None:

@@ -366,6 +366,7 @@ class ScheduleExplorer:
     def load_size(self, stages: int, microbatches: int) -> None:
         """Show ``stages`` x ``microbatches`` (a click on the sizes map) with its first finding selected."""
         c = self.controls
+        self.notes = []
         c.stages.max, c.microbatches.max = (
             max(c.stages.max, stages),
             max(c.microbatches.max, microbatches),
