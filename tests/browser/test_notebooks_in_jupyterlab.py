@@ -544,6 +544,37 @@ def _interact_01(run: NotebookRun, failures: list[str]) -> None:
     shown = _grid_shows(app, "interleaved-1f1b · 12 stages", None)
     if shown:
         failures.append(f"interleaved-1f1b with 2 chunks on 6 ranks: the grid shows {shown}")
+    _overview_alternates(run, app, failures)
+
+
+# The share of rank 32's busy overview columns whose two half-rows hold different kinds.
+JS_MIXED_COLUMNS = """(gd) => {
+  const t = (gd._fullData || []).find((d) => d.name === 'instructions' && d.type === 'heatmap');
+  if (!t || !t.z || t.z.length < 66) return -1;
+  const up = Array.from(t.z[64]), down = Array.from(t.z[65]);
+  const busy = up.map((u, i) => [u, down[i]]).filter(([u, d]) => u !== null && !Number.isNaN(u));
+  return busy.filter(([u, d]) => u !== d).length / Math.max(busy.length, 1);
+}"""
+
+
+def _overview_alternates(run: NotebookRun, app: lh.Explorer, failures: list[str]) -> None:
+    """At 64 x 512 the timeline is an overview; 1F1B's steady state must read as alternating
+    (two kinds per column), not as solid backward like GPipe's drain."""
+    app.select("schedule", "1f1b")
+    app.type_slider("stages", 64)
+    app.type_slider("micro-batches", 512)
+    timeline = app.plot("Timeline")
+    if timeline.count() == 0:
+        failures.append("no timeline at 64 x 512")
+        return
+    timeline.scroll_into_view_if_needed()
+    run.shot("overview_64x512", timeline)
+    mixed = timeline.evaluate(JS_MIXED_COLUMNS)
+    if mixed < 0.5:
+        failures.append(
+            f"1f1b at 64 x 512: only {mixed:.0%} of rank 32's overview columns show two kinds "
+            "(-1: no two-row overview drawn); its steady state alternates forward and backward"
+        )
 
 
 def _interact_02(run: NotebookRun, failures: list[str]) -> None:
