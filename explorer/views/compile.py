@@ -234,8 +234,13 @@ def diagnosis_html(result: ProbeResult) -> str:
         )
     if result.error:
         parts.append(f"<p class='finding'>The step failed at {html.escape(result.error)}</p>")
+    backend = (
+        f"backend <code>{html.escape(result.backend)}</code>"
+        if result.backend
+        else "backend not named in these records"
+    )
     parts.append(
-        f"<p>backend <code>{html.escape(result.backend or '-')}</code>; compile records from "
+        f"<p>{backend}; compile records from "
         f"Dynamo's {html.escape(result.source)}; variants from the {html.escape(result.variant_source)}.</p>"
     )
     return "\n".join(parts)

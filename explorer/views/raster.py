@@ -57,6 +57,54 @@ def dominant(
     return Raster(z=z, x0=x0, width=width)
 
 
+#: A runner-up kind covering at least this share of a bin's busy time is drawn beside the first.
+MIX_SHARE = 0.2
+
+
+def first_two(
+    row: np.ndarray,
+    start: np.ndarray,
+    end: np.ndarray,
+    category: np.ndarray,
+    num_rows: int,
+    x_range: tuple[float, float],
+    bins: int = OVERVIEW_BINS,
+    num_categories: Optional[int] = None,
+    share: float = MIX_SHARE,
+) -> tuple[Raster, Raster]:
+    """Per row and bin, the category covering most of the bin and the runner-up.
+
+    The runner-up is the first again unless it covers at least ``share`` of the bin's busy
+    time. One colour per bin hides a mix: 1F1B's steady state alternates a forward (1 tick)
+    and a backward (2 ticks) inside every bin, so the dominant kind alone paints it solid
+    backward, like GPipe's drain; drawn as two half-rows it reads as alternating.
+    """
+    cats = int(
+        num_categories
+        if num_categories is not None
+        else (int(np.max(category)) + 1 if len(category) else 1)
+    )
+    cover, x0, width = _cover(
+        row, start, end, np.asarray(category), num_rows, max(cats, 1), x_range, bins
+    )
+    order = np.argsort(-cover, axis=2, kind="stable")
+    first = order[:, :, 0].astype(float)
+    top = np.take_along_axis(cover, order[:, :, :1], axis=2)[:, :, 0]
+    runner = (
+        np.take_along_axis(cover, order[:, :, 1:2], axis=2)[:, :, 0]
+        if cover.shape[2] > 1
+        else np.zeros_like(top)
+    )
+    busy = cover.sum(axis=2)
+    mixed = runner >= share * np.maximum(busy, 1e-12)
+    second = np.where(mixed, order[:, :, 1] if cover.shape[2] > 1 else order[:, :, 0], first)
+    second = second.astype(float)
+    empty = top <= 1e-9
+    first[empty] = np.nan
+    second[empty] = np.nan
+    return Raster(z=first, x0=x0, width=width), Raster(z=second, x0=x0, width=width)
+
+
 def mean_count(
     row: np.ndarray,
     start: np.ndarray,
@@ -103,4 +151,12 @@ def window(x_range: Optional[tuple[float, float]], lo: float, hi: float) -> tupl
     return (a, b) if b > a else (lo, hi)
 
 
-__all__ = ["OVERVIEW_BINS", "Raster", "dominant", "mean_count", "window"]
+__all__ = [
+    "OVERVIEW_BINS",
+    "MIX_SHARE",
+    "Raster",
+    "dominant",
+    "first_two",
+    "mean_count",
+    "window",
+]

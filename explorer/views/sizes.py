@@ -31,8 +31,10 @@ def verdict(cell: SizeCell) -> int:
     return 1 if cell.hazards else 0
 
 
-def sizes_figure(sweep: SizeSweep, title: str = "") -> go.Figure:
-    """The verdict map of ``sweep`` (see the module docstring)."""
+def sizes_figure(sweep: SizeSweep, title: str = "", stale: str = "") -> go.Figure:
+    """The verdict map of ``sweep`` (see the module docstring). ``stale`` says why the map no
+    longer describes what the page shows above it: the map is faded and the sentence is its
+    subtitle, so nobody reads an earlier schedule's verdicts as the current one's."""
     stages = sorted({c.stages for c in sweep.cells})
     mbs = sorted({c.microbatches for c in sweep.cells})
     row = {p: i for i, p in enumerate(stages)}
@@ -99,15 +101,30 @@ def sizes_figure(sweep: SizeSweep, title: str = "") -> go.Figure:
             )
         )
     head = title or "Every size"
+    if stale:
+        fig.update_traces(opacity=0.3)
+        fig.add_annotation(
+            text="earlier settings",
+            xref="paper",
+            yref="paper",
+            x=0.5,
+            y=0.5,
+            showarrow=False,
+            font=dict(size=28, color="#888"),
+        )
+    sub = (
+        f"<br><sup>⚠ {_wrap(stale, 140)}</sup>"
+        if stale
+        else (
+            f"<br><sup>smallest failing size {worst.stages}x{worst.microbatches} outlined; "
+            "click a cell to load that size</sup>"
+            if worst
+            else "<br><sup>click a cell to load that size</sup>"
+        )
+    )
     fig.update_layout(
         title=dict(
-            text=f"{head} · {sweep.describe().splitlines()[0]}"
-            + (
-                f"<br><sup>smallest failing size {worst.stages}x{worst.microbatches} outlined; "
-                "click a cell to load that size</sup>"
-                if worst
-                else "<br><sup>click a cell to load that size</sup>"
-            ),
+            text=f"{head} · {sweep.describe().splitlines()[0]}" + sub,
             font=dict(size=13),
         ),
         height=int(min(700, max(280, 16 * len(stages) + 160))),

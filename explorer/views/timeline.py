@@ -20,7 +20,7 @@ from explorer.schedules.schedule import Schedule
 from explorer.views.axes import rank_labels, row_height
 from explorer.views.bars import MAX_SVG_BARS, hbars
 from explorer.views.palette import IDLE, IDLE_SOLID, KIND_COLOURS, discrete_colorscale, kind_label
-from explorer.views.raster import dominant, window
+from explorer.views.raster import first_two, window
 from explorer.views.words import described, short_texts
 
 _COMPUTE = np.array(sorted(int(k) for k in COMPUTE_KINDS))
@@ -33,8 +33,11 @@ def timeline_figure(
     """Bars per instruction kind on a tick axis, idle gaps shaded, bubble fraction in the title.
 
     ``x_range`` is the time range on screen: bars are sent for it only, and when more than
-    ``max_bars`` fall in it the range is drawn as an overview (each column the kind that
-    runs most of it, idle in grey), exact again once the user zooms in.
+    ``max_bars`` fall in it the range is drawn as an overview, exact again once the user
+    zooms in: each rank's row is split in two, the upper half the kind that runs most of each
+    column and the lower half the next one when it runs a fifth of it or more (the same
+    colour when one kind has the column), idle in grey. So 1F1B's steady state reads as
+    forwards and backwards alternating, not as a solid backward like GPipe's drain.
     """
     s, tl = report.schedule, report.timeline
     fig = go.Figure()
@@ -57,7 +60,7 @@ def timeline_figure(
     shown = (dur > 0) & (tl.end >= lo) & (tl.start <= hi)
     overview = int(shown.sum()) > max_bars
     if overview:
-        r = dominant(
+        first, second = first_two(
             s.rank[shown],
             tl.start[shown],
             tl.end[shown],
@@ -66,20 +69,26 @@ def timeline_figure(
             (lo, hi),
             num_categories=len(Kind),
         )
+        # Half-rows: row 2r is rank r's first kind (upper half), 2r+1 its runner-up (lower half).
+        z = np.empty((2 * s.num_ranks, first.z.shape[1]), dtype=np.float32)
+        z[0::2], z[1::2] = first.z, second.z
+        halves = np.repeat(np.arange(s.num_ranks, dtype=float), 2) + np.tile(
+            [-0.2, 0.2], s.num_ranks
+        )
         # No per-cell hover text here: each string costs plotly a copy, and the colours and the
         # legend already say the kind; zooming in gives exact bars with their words.
         fig.add_trace(
             go.Heatmap(
                 name="instructions",
-                z=r.z.astype(np.float32),
-                x=r.centres,
-                y=np.arange(s.num_ranks),
+                z=z,
+                x=first.centres,
+                y=halves,
                 zmin=-0.5,
                 zmax=len(Kind) - 0.5,
                 colorscale=discrete_colorscale(),
                 showscale=False,
                 hoverongaps=False,
-                hovertemplate="row %{y} · t ≈ %{x:.4g}: zoom in for each instruction<extra></extra>",
+                hovertemplate="t ≈ %{x:.4g}: zoom in for each instruction<extra></extra>",
             )
         )
         for kind in (
@@ -152,7 +161,8 @@ def timeline_figure(
             text=f"Timeline · bubble {b.of_total:.1%} of total time ({b.of_ideal:.1%} of ideal compute) · "
             f"makespan {b.makespan:g} ticks"
             + (
-                "<br><sup>overview: each column shows the kind that runs most of it, idle in grey; zoom in for each instruction</sup>"
+                "<br><sup>overview: in each rank's row the upper half is the kind that runs most of a column, the lower half "
+                "the next one (one colour: one kind), idle in grey; zoom in for each instruction</sup>"
                 if overview
                 else ""
             )

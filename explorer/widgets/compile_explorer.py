@@ -34,6 +34,10 @@ from explorer.widgets.sync import LiveFigure
 
 BACKENDS = ("inductor", "aot_eager", "eager")
 ERROR = "#b00020"
+#: Why Run is off on a job read from its traces: no probe scenario made it.
+READ_JOB = (
+    "this job was read from its traces, not run by a probe scenario: choose a scenario to probe one"
+)
 
 
 class _Collect(logging.Filter):
@@ -131,9 +135,8 @@ class CompileExplorer:
         for live in (self.time_fig, self.compile_fig, self.guard_fig):
             live.on_error(self._say_problem)
         self.run_button.on_click(self._guarded("running the probe", lambda _b: self.run()))
-        self.scenario.observe(
-            self._guarded("choosing a scenario", self._on_scenario), names="value"
-        )
+        self._scenario_handler = self._guarded("choosing a scenario", self._on_scenario)
+        self.scenario.observe(self._scenario_handler, names="value")
         controls = w.HBox(
             [self.scenario, self.backend, self.iterations, self.run_button],
             layout=w.Layout(flex_flow="row wrap", align_items="center"),
@@ -163,7 +166,33 @@ class CompileExplorer:
 
         from explorer.traces.compile.from_trace import read_job
 
-        return cls(result=read_job(Path(path)))
+        explorer = cls(result=read_job(Path(path)))
+        explorer.describe_read()
+        return explorer
+
+    def describe_read(self) -> None:
+        """Make the controls describe the job on screen: no scenario made it (blank, Run off
+        until one is chosen), its backend when the records name it (blank otherwise), and the
+        iterations it ran. They used to show ``cycling``, ``inductor`` and 24 iterations over a
+        recorded ``limit`` job: Run would have probed something else than the page showed."""
+        result = self.result
+        self.scenario.unobserve(self._scenario_handler, names="value")
+        try:
+            self.scenario.value = None
+            if result is not None and result.backend:
+                if result.backend not in self.backend.options:
+                    self.backend.options = [result.backend, *self.backend.options]
+                self.backend.value = result.backend
+            else:
+                self.backend.value = None
+            if result is not None and result.iterations:
+                n = len(result.iterations)
+                self.iterations.value = min(max(n, self.iterations.min), self.iterations.max)
+        finally:
+            self.scenario.observe(self._scenario_handler, names="value")
+        self.run_button.disabled = True
+        self.run_button.tooltip = READ_JOB
+        self.status.value += f"<br><i>{html.escape(READ_JOB)}.</i>"
 
     # -- errors --------------------------------------------------------------------------------
     def _guarded(self, doing: str, fn: Callable[..., Any]) -> Callable[..., Any]:
@@ -171,12 +200,26 @@ class CompileExplorer:
         return guarded(doing, fn, self._say_problem)
 
     def _say_problem(self, message: str) -> None:
+        """The error, and what the diagnosis and figures below it still describe: an earlier
+        result's verdict under the error would read as the answer to what just failed."""
         self.errors.append(message)
-        self.status.value = f"<span style='color:{ERROR}'>⚠ {html.escape(message)}</span>"
+        shown = (
+            f"<br><i>Below: still the earlier result, {html.escape(self.result.label or 'probe')}.</i>"
+            if getattr(self, "result", None) is not None
+            else ""
+        )
+        self.status.value = f"<span style='color:{ERROR}'>⚠ {html.escape(message)}</span>{shown}"
 
     # -- work ----------------------------------------------------------------------------------
     def _on_scenario(self, change: dict[str, Any]) -> None:
+        if change["new"] is None:
+            return
         self.iterations.value = PRESETS[change["new"]].iterations
+        if self.run_button.tooltip == READ_JOB:
+            self.run_button.disabled = False
+            self.run_button.tooltip = ""
+            if self.backend.value is None:
+                self.backend.value = self.backend.options[0]
 
     def run(self) -> ProbeResult:
         """Probe the selected scenario and show it (exceptions propagate; the Run button's are said)."""
@@ -184,6 +227,8 @@ class CompileExplorer:
             f"running {html.escape(self.scenario.value)}: {self.iterations.value} iterations under "
             f"<code>{html.escape(self.backend.value)}</code> (compiles take seconds) …"
         )
+        if self.scenario.value is None or self.backend.value is None:
+            raise ValueError("choose a scenario and a backend first: " + READ_JOB)
         self.run_button.disabled = True
         notes: list[str] = []
         try:

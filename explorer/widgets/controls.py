@@ -20,7 +20,21 @@ from explorer.schedules.generators import ScheduleKind
 from explorer.schedules.generators.deepspeed import ExchangeOrder
 
 BUFFER_POLICIES = ("default", "minimal", "legacy", "fixed")
+#: ``legacy`` and ``fixed`` are DeepSpeed's formulas: every other kind offers only these.
+OTHER_KINDS_BUFFERS = ("default", "minimal")
 ORDERS = ("default", "legacy", "fixed")
+#: What the order dropdown offers a kind that orders its exchanges itself (the value builds no order).
+NO_ORDER = [("none", "default")]
+#: Chunks a rank holds when interleaved-1f1b is chosen from another kind (1 chunk would be plain 1F1B).
+INTERLEAVED_CHUNKS = 2
+#: The core's messages name the CLI's options; the page names its own controls.
+_CONTROL_NAMES = {
+    "--microbatches": "micro-batches",
+    "--stages": "stages",
+    "--chunks": "chunks / rank",
+    "--buffers": "buffers",
+    "--order": "P2P order",
+}
 COST_FIELDS = ("forward", "backward", "backward_input", "backward_weight", "p2p")
 
 
@@ -50,6 +64,28 @@ class ScheduleSettings:
             backward=c.backward / v,
             backward_input=c.backward_input / v,
             backward_weight=c.backward_weight / v,
+        )
+
+    def describe(self) -> str:
+        """The settings a sweep depends on, in the controls' words: every size of one schedule is
+        this, at another stages x micro-batches (costs change no finding)."""
+        parts = [f"buffers {_policy_word(self.buffers)}"]
+        if self.kind == "deepspeed-train":
+            parts.append(f"P2P order {self.order or 'default'}")
+        if self.kind == "interleaved-1f1b":
+            parts.insert(0, f"{self.chunks} chunks / rank")
+        if self.rules:
+            parts.append(f"rules {' + '.join(self.rules)}")
+        return f"{self.kind} ({', '.join(parts)})"
+
+    def shape(self) -> tuple:
+        """What :meth:`describe` says, as a key: equal keys, equal verdicts at every size."""
+        return (
+            self.kind,
+            self.chunks if self.kind == "interleaved-1f1b" else 1,
+            self.buffers,
+            self.order if self.kind == "deepspeed-train" else None,
+            tuple(self.rules),
         )
 
     def build(self) -> Schedule:
@@ -124,6 +160,7 @@ class Controls:
             description="remove the rules", icon="times", layout=w.Layout(width="12em")
         )
         self.show_rules()
+        self.adapt_to_kind(settings.kind, settings.kind)  # offer only what this kind takes
         self.set_stage_options(
             settings.stages
             if settings.kind != "interleaved-1f1b"
@@ -172,6 +209,44 @@ class Controls:
         self.chunks.disabled = self.kind.value != "interleaved-1f1b"
         self.order.disabled = self.kind.value != "deepspeed-train"
 
+    def adapt_to_kind(self, old: str, new: str) -> list[str]:
+        """Set the options ``new`` does not take back to what it does, and say each change.
+
+        Only deepspeed-train takes DeepSpeed's buffer formulas and a P2P order; a buffers
+        dropdown left on ``fixed`` under 1F1B made every later change fail with the same error.
+        Interleaving with one chunk per rank is plain 1F1B, so choosing it offers 2 chunks.
+        The caller pauses its observers: the result is one rebuild, not one per control.
+        """
+        said = []
+        buffers = BUFFER_POLICIES if new == "deepspeed-train" else OTHER_KINDS_BUFFERS
+        if self.buffers.value not in buffers:
+            said.append(
+                f"buffers {self.buffers.value} is DeepSpeed's formula (deepspeed-train only): "
+                f"buffers set to default for {new}"
+            )
+        value = self.buffers.value if self.buffers.value in buffers else "default"
+        if tuple(o if isinstance(o, str) else o[1] for o in self.buffers.options) != buffers:
+            self.buffers.options = list(buffers)
+        self.buffers.value = value
+        if new == "deepspeed-train":
+            if old != "deepspeed-train":
+                self.order.options, self.order.value = list(ORDERS), "default"
+        else:
+            if self.order.value != "default":
+                said.append(
+                    f"P2P order {self.order.value} applies to deepspeed-train only: {new} orders its exchanges itself"
+                )
+            self.order.options, self.order.value = NO_ORDER, "default"
+        if new == "interleaved-1f1b" and old != new and self.chunks.value == 1:
+            self.chunks.value = INTERLEAVED_CHUNKS
+            said.append(
+                f"chunks / rank set to {INTERLEAVED_CHUNKS}: with 1 chunk interleaving is plain 1F1B"
+            )
+        elif new != "interleaved-1f1b" and old == "interleaved-1f1b":
+            self.chunks.value = 1
+        self.update_enabled()
+        return said
+
     def set_stage_options(self, num_stages: int) -> None:
         """Offer "all" and every stage of the current schedule for the lifetimes view."""
         current = self.lifetimes_stage.value
@@ -193,6 +268,17 @@ class Controls:
         )
 
 
+def control_words(message: str) -> str:
+    """``message`` with the CLI's option names (``--microbatches 8``) replaced by the controls' labels."""
+    for flag, label in _CONTROL_NAMES.items():
+        message = message.replace(flag, label)
+    return message
+
+
+def _policy_word(buffers: Union[None, str, int]) -> str:
+    return "default" if buffers is None else str(buffers)
+
+
 def _policy(buffers: Union[None, str, int]) -> str:
     if buffers is None:
         return "default"
@@ -203,4 +289,14 @@ def _policy(buffers: Union[None, str, int]) -> str:
     )
 
 
-__all__ = ["BUFFER_POLICIES", "ORDERS", "COST_FIELDS", "ScheduleSettings", "Controls"]
+__all__ = [
+    "BUFFER_POLICIES",
+    "OTHER_KINDS_BUFFERS",
+    "ORDERS",
+    "NO_ORDER",
+    "INTERLEAVED_CHUNKS",
+    "COST_FIELDS",
+    "ScheduleSettings",
+    "Controls",
+    "control_words",
+]

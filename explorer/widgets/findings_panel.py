@@ -1,7 +1,9 @@
 """The findings panel: every hazard, unmatched exchange and deadlock, in words, clickable.
 
 Selecting a line calls back with the finding so the app can outline its cell on the grid,
-zoom to it and switch the lifetimes view to its stage. A broken 64-stage schedule has tens of
+zoom to it and switch the lifetimes view to its stage. A ``Select`` sends nothing when the
+line already selected is clicked again, so once a user zoomed away from a finding a click could
+not bring them back: "zoom to it again", beside the selected finding, does. A broken 64-stage schedule has tens of
 thousands of findings: they are listed a page at a time, with buttons to page through all of
 them, so none is out of reach.
 """
@@ -28,6 +30,13 @@ class FindingsPanel:
         self.list = w.Select(options=[], rows=6, layout=w.Layout(width="100%"))
         # A Select cuts a long line at its right edge: the selected finding is said in full here.
         self.detail = w.HTML()
+        self.again = w.Button(
+            description="zoom to it again",
+            icon="search",
+            tooltip="outline the selected finding and zoom the grid back to it",
+            layout=w.Layout(width="12em", display="none"),
+        )
+        self.again.on_click(lambda _b: self._show_again())
         self.previous = w.Button(
             description="previous", icon="chevron-left", layout=w.Layout(width="8em")
         )
@@ -38,7 +47,16 @@ class FindingsPanel:
         self.pager = w.HBox([self.previous, self.next, self.position])
         self.list.observe(self._changed, names="value")
         self.widget = w.VBox(
-            [self.header, self.list, self.detail, self.pager], layout=w.Layout(width="100%")
+            [
+                self.header,
+                self.list,
+                w.HBox(
+                    [self.detail, self.again],
+                    layout=w.Layout(align_items="center", flex_flow="row wrap"),
+                ),
+                self.pager,
+            ],
+            layout=w.Layout(width="100%"),
         )
 
     @property
@@ -67,6 +85,7 @@ class FindingsPanel:
         self.list.options = [(f"{a + i + 1}. {f.describe()}", a + i) for i, f in enumerate(shown)]
         self.list.value = None
         self.detail.value = ""
+        self.again.layout.display = "none"
         self.list.rows = max(1, min(6, len(shown)))
         self.list.layout.display = None if shown else "none"
         self.list.observe(self._changed, names="value")
@@ -86,12 +105,26 @@ class FindingsPanel:
             self.show_page(index // self.limit)
         self.list.value = index
 
+    def say_selected(self, why: str) -> None:
+        """Say why the selected finding was selected for the user (e.g. a failed run ran into it)."""
+        index = self.list.value
+        if index is not None:
+            self.detail.value = (
+                f"<b>selected:</b> {html.escape(why)}: {index + 1}. "
+                f"{html.escape(self.findings[index].describe())}"
+            )
+
+    def _show_again(self) -> None:
+        if self.list.value is not None:
+            self._on_select(self.findings[self.list.value])
+
     def _changed(self, change: dict) -> None:
         if change["new"] is not None:
             finding = self.findings[change["new"]]
             self.detail.value = (
                 f"<b>selected:</b> {change['new'] + 1}. {html.escape(finding.describe())}"
             )
+            self.again.layout.display = None
             self._on_select(self.findings[change["new"]])
 
 

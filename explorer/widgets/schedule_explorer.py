@@ -48,7 +48,7 @@ from explorer.views.marks import finding_cell
 from explorer.views.overlay import overlay_figure
 from explorer.views.schedule_figures import memory_view
 from explorer.views.timeline import timeline_figure
-from explorer.widgets.controls import Controls, ScheduleSettings
+from explorer.widgets.controls import Controls, ScheduleSettings, control_words
 from explorer.widgets.findings_panel import FindingsPanel
 from explorer.widgets.guard import guarded
 from explorer.widgets.sizes_panel import SizesPanel
@@ -102,12 +102,15 @@ class ScheduleExplorer:
         self.problem = w.HTML()
         self.findings = FindingsPanel(self._guarded("selecting a finding", self.select_finding))
         self.moved: list[tuple[int, int]] = []
+        #: What moving a control changed besides itself (a kind switch resets what it does not take).
+        self.notes: list[str] = []
         self.sizes = SizesPanel(
             lambda: self._make_at_size,
             self._guarded("loading a size", self.load_size),
             self._guarded("applying a fix", self.apply_rules),
             self._guarded,
             default_range=f"2-{max(8, stages)}:1-{max(16, microbatches)}",
+            current=lambda: self.settings,
         )
         self._live = {name: LiveFigure(fig) for name, fig in self._figures(VIEWS).items()}
         for name in ZOOMABLE:
@@ -128,6 +131,7 @@ class ScheduleExplorer:
         self.run_status = w.HTML(
             "" if runner else "<i>pass runner=PipelineRunner() to run this schedule for real</i>"
         )
+        self._run_tooltip = self.run_button.tooltip
         self.run_button.on_click(self._guarded("running", lambda _b: self.run()))
         # One handler each, kept, so a change made from code can pause exactly it (``unobserve_all``
         # would also drop ipywidgets' own observer that syncs a Dropdown's ``index`` to the page).
@@ -217,21 +221,53 @@ class ScheduleExplorer:
         """Rebuild the schedule from the controls and re-render every view (the slider callback)."""
         t0 = time.perf_counter()
         self.controls.update_enabled()
+        settings = self.controls.settings()
         try:
-            settings = self.controls.settings()
             report = check(settings.build(), settings.simulated_costs())
         except InputError as exc:
-            self.status.value = f"<span style='color:{ERROR}'>⚠ {html.escape(str(exc))}</span> (the figures still show the last valid schedule)"
+            self._show_invalid(settings, str(exc))
             return
         self.settings = settings
         self._show_report(report)
+        self.sizes.follow(settings)
         self.last_render_s = time.perf_counter() - t0
+
+    def _show_invalid(self, settings: ScheduleSettings, message: str) -> None:
+        """The controls describe no valid schedule: say why in the controls' words, and take away
+        everything that would still speak for the last valid one as if it were on screen (its
+        verdict, its findings, the Run button)."""
+        s = self.report.schedule
+        self.status.value = (
+            f"<span style='color:{ERROR}'>⚠ {html.escape(control_words(message))}</span><br>"
+            f"The figures below still show the last valid schedule ({html.escape(s.name)}, "
+            f"{s.num_stages} stages × {s.num_microbatches} micro-batches); its verdict and findings "
+            "are hidden and Run is off until the settings above are valid." + self._notes_html()
+        )
+        self.findings.widget.layout.display = "none"
+        self.gradients.layout.display = "none"
+        self._enable_run(False, "the settings above are not a valid schedule: change them to run")
+        self.sizes.follow(settings)
+
+    def _enable_run(self, on: bool, why: str = "") -> None:
+        """Run runs exactly the schedule on screen, so it is off while the controls describe none."""
+        if self.runner is None:
+            return
+        self.run_button.disabled = not on
+        self.run_button.tooltip = self._run_tooltip if on else why
+
+    def _notes_html(self) -> str:
+        return "".join(f"<br><i>{html.escape(n)}</i>" for n in self.notes)
 
     def show_schedule(self, schedule: Schedule) -> None:
         """Check and show a schedule built elsewhere (an order read from PyTorch's CSV with
         :mod:`explorer.schedules.torch_csv`, an edited order), with the current costs. The
-        controls keep their settings: moving one rebuilds from them."""
+        controls keep their settings: moving one rebuilds from them (the status says so)."""
+        self.notes = [
+            f"shown: {schedule.name}, given from code; the controls do not describe it, and "
+            "moving one rebuilds from them"
+        ]
         self._show_report(check(schedule, self.settings.simulated_costs()))
+        self.sizes.follow(None)
 
     def _show_report(self, report: Report) -> None:
         self.report, self.trace, self.selected, self.failed_at = report, None, None, None
@@ -239,6 +275,9 @@ class ScheduleExplorer:
         self.ranges = {name: None for name in VIEWS}
         self.problem.value = ""
         self.controls.set_stage_options(report.schedule.num_stages)
+        self.findings.widget.layout.display = None
+        self.gradients.layout.display = None
+        self._enable_run(True)
         self.findings.show(report.findings.all())
         self._render(VIEWS)
         self._show_status()
@@ -261,7 +300,7 @@ class ScheduleExplorer:
                 f"<span style='color:{ERROR}'>⚠ {len(wrong):,} (stage, micro-batch) weight "
                 "gradient(s) do not reach the optimizer step exactly once (see below the lifetimes)</span>"
             )
-        self.status.value = "<br>".join(said)
+        self.status.value = "<br>".join(said) + self._notes_html()
         self.gradients.value = self._gradient_words()
 
     @property
@@ -297,6 +336,17 @@ class ScheduleExplorer:
         )
 
     def _on_schedule_change(self, change: dict) -> None:
+        self.notes = []
+        if change.get("owner") is self.controls.kind:
+            c = self.controls
+            adapted = (c.buffers, c.order, c.chunks)
+            for control in adapted:
+                control.unobserve(self._schedule_handler, names="value")
+            try:
+                self.notes = c.adapt_to_kind(change["old"], change["new"])
+            finally:
+                for control in adapted:
+                    control.observe(self._schedule_handler, names="value")
         self.refresh()
 
     def _on_lifetimes_change(self, change: dict) -> None:
@@ -324,6 +374,7 @@ class ScheduleExplorer:
     def load_size(self, stages: int, microbatches: int) -> None:
         """Show ``stages`` x ``microbatches`` (a click on the sizes map) with its first finding selected."""
         c = self.controls
+        self.notes = []
         c.stages.max, c.microbatches.max = (
             max(c.stages.max, stages),
             max(c.microbatches.max, microbatches),
@@ -337,16 +388,19 @@ class ScheduleExplorer:
         if self.findings.findings:
             self.findings.select(0)
 
-    def apply_rules(self, rules: Optional[Sequence[Rule]]) -> None:
-        """Add ``rules`` to the schedule (None: remove every rule) and mark the cells they changed."""
-        before = self.report.schedule
-        self.controls.rules = (
-            () if rules is None else tuple(self.controls.rules) + tuple(r.name for r in rules)
-        )
+    def apply_rules(self, rules: Optional[Sequence[Union[Rule, str]]]) -> None:
+        """Build the schedule with exactly ``rules`` (rules or their names; they replace the rules
+        before, so a second fix chosen does not stack on the first; None: no rule) and mark the
+        cells they changed."""
+        self.notes = []
+        names = () if rules is None else tuple(r if isinstance(r, str) else r.name for r in rules)
+        self.controls.rules = names
         self.controls.show_rules()
         self.refresh()
-        self.moved = [] if rules is None else changed_cells(before, self.report.schedule)
-        self._render(("grid",))
+        if names and self.settings.rules == names:
+            before = replace(self.settings, rules=()).build()
+            self.moved = changed_cells(before, self.report.schedule)
+            self._render(("grid",))
 
     # -- findings, runs ------------------------------------------------------------------------
     def select_finding(self, finding: object) -> None:
@@ -429,6 +483,10 @@ class ScheduleExplorer:
         for i, finding in enumerate(self.findings.findings):
             if finding_cell(finding) == cell:
                 self.findings.select(i)
+                rank = f"rank {failure.rank}, " if failure.rank is not None else ""
+                self.findings.say_selected(
+                    f"the run failed here ({rank}stage {cell[0]}, step {cell[1]}), as this finding predicts"
+                )
                 return
         self.ranges["grid"] = (cell[1] - ZOOM_STEPS - 0.5, cell[1] + ZOOM_STEPS + 0.5)
         self._render(("grid",))

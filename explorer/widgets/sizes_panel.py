@@ -8,20 +8,31 @@ the proven candidates, best first, and the rejected ones with what rejected them
 candidate asks the app to apply its rules, which redraws the grid with the moved
 instructions marked. The sweep runs in the kernel, one size after another: keep the range to
 a few thousand sizes here and use ``explorer check --sweep`` (every core) for more.
+
+The map and the candidates describe the settings they were computed for, and say which.
+When the schedule above changes in a way that changes verdicts (kind, chunks, buffers,
+order, rules; not the size, which the map already spans), :meth:`SizesPanel.follow` fades
+the map and says which earlier settings it describes, and drops candidates that no longer
+apply: a red map under a clean schedule read as "today's DeepSpeed still fails". A chosen
+candidate's own sweep (the proof that made it a candidate) becomes the map, so the map
+follows the fix it proved.
 """
 
 from __future__ import annotations
 
 import html
-from typing import Callable, Sequence
+from dataclasses import replace
+from typing import TYPE_CHECKING, Callable, Optional, Sequence
 
 import ipywidgets as w
 
 from explorer.analysis.repair import FixSearch, search_fixes
-from explorer.analysis.rules import Rule
 from explorer.analysis.sizes import MakeSchedule, SizeSweep, check_sizes, parse_sizes
 from explorer.views.sizes import VERDICTS, sizes_figure, verdict
 from explorer.widgets.sync import LiveFigure
+
+if TYPE_CHECKING:  # the panel only reads the settings it is given
+    from explorer.widgets.controls import ScheduleSettings
 
 #: More sizes than this in the kernel would keep the page waiting for tens of seconds.
 MAX_PANEL_SIZES = 5000
@@ -34,13 +45,20 @@ class SizesPanel:
         self,
         make: Callable[[], MakeSchedule],
         on_pick: Callable[[int, int], None],
-        on_apply: Callable[[Sequence[Rule]], None],
+        on_apply: Callable[[Sequence[str]], None],
         guard: Callable,
         default_range: str = "2-12:1-32",
+        current: Optional[Callable[[], "ScheduleSettings"]] = None,
     ) -> None:
         self._make, self._on_pick, self._on_apply = make, on_pick, on_apply
+        self._current = current
         self.sweep: SizeSweep | None = None
         self.search: FixSearch | None = None
+        #: The settings the map describes, and those the candidates were searched from.
+        self.described: Optional["ScheduleSettings"] = None
+        self.searched: Optional["ScheduleSettings"] = None
+        #: Why the map no longer describes the schedule above ("": it does).
+        self.stale = ""
         self.range = w.Text(
             value=default_range,
             description="sizes",
@@ -86,15 +104,92 @@ class SizesPanel:
             )
         return stages, mbs
 
+    def _settings(self) -> Optional["ScheduleSettings"]:
+        return self._current() if self._current is not None else None
+
+    def _words(self) -> str:
+        return self.described.describe() if self.described is not None else "this schedule"
+
+    def _draw(self) -> None:
+        """The map of ``self.sweep``, titled with the settings it describes (faded when stale)."""
+        self.figure.show(
+            sizes_figure(self.sweep, f"Every size of {self._words()}", stale=self.stale)
+        )
+        self.figure.widget.layout.display = None
+
+    def _say_sweep(self) -> None:
+        said = html.escape(f"{self._words()}: {self.sweep.describe()}").replace("\n", "<br>")
+        if self.stale:
+            said = (
+                f"<span style='color:#b00020'>⚠ {html.escape(self.stale)}</span><br>"
+                f"<span style='color:#888'>{said}</span>"
+            )
+        self.status.value = said
+
     def check(self) -> SizeSweep:
         """Sweep the current schedule over the range and draw the verdict map."""
         stages, mbs = self._sizes()
         self.status.value = f"checking {len(stages) * len(mbs):,} sizes…"
         self.sweep = check_sizes(self._make(), stages, mbs, spec=self.range.value.replace(" ", ""))
-        self.status.value = html.escape(self.sweep.describe()).replace("\n", "<br>")
-        self.figure.show(sizes_figure(self.sweep))
-        self.figure.widget.layout.display = None
+        self.described, self.stale = self._settings(), ""
+        self._say_sweep()
+        self._draw()
         return self.sweep
+
+    def follow(self, settings: Optional["ScheduleSettings"]) -> None:
+        """The schedule above is now ``settings`` (None: one given from code, no settings):
+        mark the map when it describes other settings, unmark it when they are back, and drop
+        candidates searched from other settings."""
+        restored = False
+        if self.search is not None and self.searched is not None:
+            chosen = self.candidates.value
+            fixed = (
+                replace(
+                    self.searched,
+                    rules=tuple(self.searched.rules) + tuple(self.search.candidates[chosen].names),
+                )
+                if chosen is not None
+                else None
+            )
+            same = settings is not None and settings.shape() == self.searched.shape()
+            if same:  # back to the settings searched from (the rules removed): their own map
+                self._choose(None)
+                restored = self.sweep is not self.search.baseline
+                self.sweep, self.described = self.search.baseline, self.searched
+            elif not same and (
+                fixed is None or settings is None or settings.shape() != fixed.shape()
+            ):
+                self._drop_candidates()
+        if self.sweep is None or self.described is None:
+            return
+        if settings is not None and settings.shape() == self.described.shape():
+            stale = ""
+        else:
+            now = settings.describe() if settings is not None else "a schedule given from code"
+            stale = (
+                f"This map describes {self.described.describe()}, not the schedule above "
+                f"({now}): press Check every size to prove that one."
+            )
+        if stale != self.stale or restored:
+            self.stale = stale
+            self._say_sweep()
+            self._draw()
+
+    def _choose(self, index: Optional[int]) -> None:
+        """Set the candidate list's choice from code (no apply) and the chosen line with it."""
+        self.candidates.unobserve(self._on_choice, names="value")
+        self.candidates.value = index
+        self.candidates.observe(self._on_choice, names="value")
+        if index is None:
+            self.chosen.value = ""
+
+    def _drop_candidates(self) -> None:
+        self._choose(None)
+        self.candidates.unobserve(self._on_choice, names="value")
+        self.candidates.options = []
+        self.candidates.observe(self._on_choice, names="value")
+        self.candidates.layout.display = "none"
+        self.search = self.searched = None
 
     def fix(self) -> FixSearch:
         """Search rule combinations over the range; list the proven ones, best first."""
@@ -104,8 +199,9 @@ class SizesPanel:
             self._make(), stages, mbs, spec=self.range.value.replace(" ", "")
         )
         self.sweep = result.baseline
-        self.figure.show(sizes_figure(result.baseline))
-        self.figure.widget.layout.display = None
+        self.searched = self.described = self._settings()
+        self.stale = ""
+        self._draw()
         rejected = "; ".join(
             f"{' + '.join(c.names)} fails at {c.sweep.smallest_failing.stages}x"
             f"{c.sweep.smallest_failing.microbatches} ({VERDICTS[verdict(c.sweep.smallest_failing)]})"
@@ -113,8 +209,9 @@ class SizesPanel:
             if c.sweep.smallest_failing
         )
         self.status.value = (
-            f"{len(result.candidates)} proven fix(es) over {html.escape(result.baseline.spec)}; "
-            f"choose one to apply it. Rejected: {html.escape(rejected) or 'none'}"
+            f"{html.escape(self._words())}: {len(result.candidates)} proven fix(es) over "
+            f"{html.escape(result.baseline.spec)}; choose one to apply it (it replaces the one "
+            f"chosen before). Rejected: {html.escape(rejected) or 'none'}"
         )
         # only this handler: ``unobserve_all`` would also drop the observer that syncs ``index`` to the page
         self.candidates.unobserve(self._on_choice, names="value")
@@ -134,10 +231,19 @@ class SizesPanel:
         return result
 
     def _chosen(self, change: dict) -> None:
-        if change["new"] is not None and self.search is not None:
-            label = next(text for text, i in self.candidates.options if i == change["new"])
-            self.chosen.value = f"<b>chosen:</b> {html.escape(label)}"
-            self._on_apply(self.search.candidates[change["new"]].rules)
+        """Apply the chosen candidate on top of the settings it was searched from (replacing an
+        earlier choice), and show its proof as the map."""
+        if change["new"] is None or self.search is None:
+            return
+        candidate = self.search.candidates[change["new"]]
+        label = next(text for text, i in self.candidates.options if i == change["new"])
+        self.chosen.value = f"<b>chosen:</b> {html.escape(label)}"
+        rules = (self.searched.rules if self.searched else ()) + tuple(candidate.names)
+        self.sweep, self.stale = candidate.sweep, ""
+        self.described = replace(self.searched, rules=rules) if self.searched else None
+        self._say_sweep()
+        self._draw()
+        self._on_apply(rules)
 
     def _clicked(self, points: list) -> None:
         hit = next((p for p in points if p.get("curve") == 0), None)

@@ -16,11 +16,15 @@ from __future__ import annotations
 
 import html
 import threading
+from dataclasses import fields
+from pathlib import Path
 from typing import Any, Callable, Optional
 
 import ipywidgets as w
 
+from explorer.errors import InputError
 from explorer.runtime.xla.config import RunConfig
+from explorer.runtime.xla.launch import CONFIG_FILE
 from explorer.runtime.xla.presets import PRESETS
 from explorer.runtime.xla.run import run as run_config
 from explorer.traces.xla.records import XlaRun
@@ -30,6 +34,12 @@ from explorer.widgets.guard import guarded
 from explorer.widgets.sync import LiveFigure
 
 ERROR = "#b00020"
+#: The config fields the controls show; the others travel in ``XlaExplorer.options``.
+CONTROLLED = ("scenario", "steps", "layers", "bucket_mb", "fsdp")
+#: Why Run is off after opening artifacts that do not say which scenario made them.
+UNKNOWN_SCENARIO = (
+    "these artifacts do not say which scenario made them: choose a scenario to run one"
+)
 
 
 def print_progress(msg: dict[str, Any]) -> None:
@@ -38,6 +48,15 @@ def print_progress(msg: dict[str, Any]) -> None:
     line = views.progress_line(msg)
     if line:
         print(line, flush=True)
+
+
+def _config_beside(path: Path) -> Optional[RunConfig]:
+    """The config the explorer's own run wrote into its folder, or None (artifacts from elsewhere)."""
+    folder = path if path.is_dir() else path.parent
+    try:
+        return RunConfig.from_json((folder / CONFIG_FILE).read_text(encoding="utf-8"))
+    except (OSError, ValueError, TypeError, InputError):
+        return None
 
 
 def _notes_html(got: Any) -> str:
@@ -110,9 +129,8 @@ class XlaExplorer:
         self.run_button.on_click(
             self._guarded("starting the run", lambda _b: self.run(block=False))
         )
-        self.scenario.observe(
-            self._guarded("choosing a scenario", self._on_scenario), names="value"
-        )
+        self._scenario_handler = self._guarded("choosing a scenario", self._on_scenario)
+        self.scenario.observe(self._scenario_handler, names="value")
         for dd in (self.graph_a, self.graph_b):
             dd.observe(
                 self._guarded("diffing the chosen graphs", lambda _c: self._show_diff()),
@@ -140,6 +158,7 @@ class XlaExplorer:
         )
         self.result: Optional[XlaRun] = None
         self.read: Optional[Any] = None
+        self._controls_note = ""
         self._quiet = False
         self._thread: Optional[threading.Thread] = None
         if run is not None:
@@ -162,8 +181,42 @@ class XlaExplorer:
         got = read_artifacts(Path(path))
         explorer = cls(run=got.run)
         explorer.read = got
-        explorer._say(views.run_html(got.run) + _notes_html(got))
+        explorer.describe_opened(_config_beside(Path(path)), len(got.run.steps))
+        explorer._say(views.run_html(got.run) + explorer._controls_note + _notes_html(got))
         return explorer
+
+    def describe_opened(self, cfg: Optional[RunConfig], steps: int) -> None:
+        """Make the controls describe the run on screen, so Run runs it again and nothing else.
+
+        A folder the explorer's own run wrote keeps that run's config beside the artifacts: the
+        controls take every value of it. Artifacts from elsewhere (a TPU job) do not say which
+        scenario made them: the scenario is left blank and Run is off until one is chosen.
+        """
+        self.scenario.unobserve(self._scenario_handler, names="value")
+        try:
+            if cfg is not None and cfg.scenario in PRESETS:
+                self.scenario.value = cfg.scenario
+                self.steps.value = min(max(cfg.steps, self.steps.min), self.steps.max)
+                self.layers.value = min(max(cfg.layers, self.layers.min), self.layers.max)
+                self.bucket.value = float(cfg.bucket_mb or 0.0)
+                self.fsdp.value = cfg.fsdp
+                default = RunConfig()
+                self.options = {
+                    f.name: getattr(cfg, f.name)
+                    for f in fields(RunConfig)
+                    if f.name not in CONTROLLED and getattr(cfg, f.name) != getattr(default, f.name)
+                }
+                self._controls_note = (
+                    "<p><i>The controls show this run's settings: Run runs it again.</i></p>"
+                )
+            else:
+                self.scenario.value = None
+                self.steps.value = min(max(steps, self.steps.min), self.steps.max)
+                self.run_button.disabled = True
+                self.run_button.tooltip = UNKNOWN_SCENARIO
+                self._controls_note = f"<p><i>{html.escape(UNKNOWN_SCENARIO)}.</i></p>"
+        finally:
+            self.scenario.observe(self._scenario_handler, names="value")
 
     def _guarded(self, doing: str, fn: Callable[..., Any]) -> Callable[..., Any]:
         """``fn`` with any exception said in the status line (see :mod:`explorer.widgets.guard`)."""
@@ -180,9 +233,14 @@ class XlaExplorer:
         self.status.value = text
 
     def _on_scenario(self, change: dict[str, Any]) -> None:
+        if change["new"] is None:
+            return
         preset = PRESETS[change["new"]]
         self.steps.value = preset.steps
         self.bucket.value = preset.bucket_mb or 0.0
+        if self.run_button.tooltip == UNKNOWN_SCENARIO:
+            self.run_button.disabled = False
+            self.run_button.tooltip = "run the steps in a child process (the kernel stays free)"
 
     def config(self) -> RunConfig:
         """The run the controls describe."""

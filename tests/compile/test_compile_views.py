@@ -214,6 +214,7 @@ def test_callback_errors_are_said_in_the_status_line(limit_result, monkeypatch) 
     monkeypatch.setattr(compile_explorer, "probe_scenario", broken)
     app.run_button.click()
     assert "while running the probe: RuntimeError: the probe broke" in app.status.value
+    assert f"Below: still the earlier result, {limit_result.label}" in app.status.value
     assert app.run_button.disabled is False and app.errors
     monkeypatch.setattr(compile_explorer, "PRESETS", {})
     app.scenario.value = "cycling"

@@ -173,6 +173,13 @@ def test_compile_explorer_opens_a_trace_folder(jobs) -> None:
     assert sorted(x for t in bars for x in t["x"]) == list(range(12))
     table = app.figures()[1].to_dict()["data"][0]["cells"]["values"]
     assert "0/1" in table[0] and "rank 1 compiled 0/1" in app._repr_html_()
+    # the controls describe the job read, not a probe scenario: Run is off until one is chosen
+    assert app.scenario.value is None and app.iterations.value == 12 and app.run_button.disabled
+    assert "backend <code>-</code>" not in app.summary.value
+    assert app.backend.value == (app.result.backend or None)
+    assert "choose a scenario to probe one" in app.status.value
+    app.scenario.value = "cycling"
+    assert not app.run_button.disabled and app.backend.value is not None
 
 
 def test_a_profiler_trace_recorded_without_a_schedule_is_named_and_not_used(jobs, tmp_path) -> None:

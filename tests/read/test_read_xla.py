@@ -59,7 +59,13 @@ def ran(tmp_path_factory) -> dict:
     shutil.copy(save, artifacts / Path(save).name)
     shutil.copy(out / DEBUG_FILE, artifacts / "debug.log")
     shutil.copy(out / METRICS_FILE, artifacts / "metrics.txt")
-    return {"doc": json.loads(got.stdout), "rc": got.returncode, "dir": artifacts, "save": save}
+    return {
+        "doc": json.loads(got.stdout),
+        "rc": got.returncode,
+        "dir": artifacts,
+        "save": save,
+        "out": out,
+    }
 
 
 def _read(path: Path) -> tuple[dict, int]:
@@ -163,3 +169,23 @@ def test_the_explorer_opens_the_folder(ran):
     assert [s.cause for s in ex.result.steps] == [s["cause"] for s in ran["doc"]["steps"]]
     assert len(ex.figures()) == 3 and ex.read.cannot_answer
     assert "not in these artifacts" in ex.status.value
+    # artifacts alone do not say which scenario made them: no scenario shown, Run off until one is chosen
+    assert ex.scenario.value is None and ex.scenario.get_state()["index"] is None
+    assert ex.steps.value == STEPS and ex.run_button.disabled
+    assert "choose a scenario to run one" in ex.status.value
+    ex.scenario.value = "steady"
+    assert not ex.run_button.disabled and ex.config().scenario == "steady"
+
+
+def test_the_explorer_opens_its_own_run_with_the_controls_of_that_run(ran):
+    """The notebook's case: the folder of a logging run. The controls showed ``steady`` and 6 steps
+    over it; Run would have run another scenario than the one on screen."""
+    from explorer.runtime.xla.config import RunConfig
+    from explorer.runtime.xla.launch import CONFIG_FILE
+    from explorer.widgets.xla_explorer import XlaExplorer
+
+    ex = XlaExplorer.open(str(ran["out"]))
+    shown = RunConfig.from_json((ran["out"] / CONFIG_FILE).read_text())
+    assert (ex.scenario.value, ex.steps.value, ex.layers.value) == ("logging", STEPS, 1)
+    assert ex.config().resolved() == shown and not ex.run_button.disabled
+    assert "Run runs it again" in ex.status.value
