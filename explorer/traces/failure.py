@@ -110,6 +110,16 @@ class Failure:
         ]
         return ", ".join(p for p in parts if p)
 
+    def describe(self) -> str:
+        """The failure in sentences, as a notebook prints it: the place and the message, the
+        traceback's tail, then what it did to the other ranks (never the raw record)."""
+        lines = [f"{self.where() or 'the run'}: {self.message}"]
+        lines += [self.traceback_tail.rstrip()] if self.traceback_tail.strip() else []
+        if self.consequences:
+            lines.append("consequences:")
+            lines += [f"  {c}" for c in self.consequences]
+        return "\n".join(lines)
+
 
 def from_exception(
     exc: BaseException,

@@ -68,3 +68,18 @@ def test_a_rank_line_from_before_the_record_said_cause_still_reads():
 def test_signal_names_and_tails():
     assert signal_name(-6) == "SIGABRT" and signal_name(1) is None and signal_name(None) is None
     assert tail("\n".join(str(i) for i in range(100)), lines=3) == "97\n98\n99"
+
+
+def test_a_failure_describes_itself_in_sentences_not_as_a_record():
+    try:
+        _raise_in_a_step()
+    except ValueError as exc:
+        f = from_exception(exc, rank=1, stage=1, step=3).at(
+            consequences=("rank 0: its neighbour closed the connection",)
+        )
+    said = f.describe().splitlines()
+    assert said[0] == "rank 1, stage 1, step 3: ValueError: diverged at step 3"
+    assert said[-2:] == ["consequences:", "  rank 0: its neighbour closed the connection"]
+    assert "'message'" not in f.describe() and "\\n" not in f.describe()  # no raw record
+    bare = Failure(FailureKind.TIMEOUT, "no progress in 30 s")
+    assert bare.describe() == "the run: no progress in 30 s"

@@ -70,7 +70,10 @@ def test_01_a_chosen_fix_becomes_the_map_and_a_second_choice_replaces_the_first(
     # the map is the fix's own proof, and says so: no red map under a clean schedule
     said = words(app.sizes.status.value)
     assert said.startswith("deepspeed-train (buffers fixed, P2P order legacy, rules grads-first)")
-    assert "no hazard, mismatch or deadlock at any of" in said and "This map" not in said
+    assert (
+        "no hazard, mismatch, deadlock or wrong gradient count at any of" in said
+        and "This map" not in said
+    )
     second = app.sizes.search.candidates[1].names
     app.sizes.candidates.value = 1  # replaces the first: "chosen:" and the rules agree
     assert app.settings.rules == tuple(second), app.settings.rules
