@@ -12,6 +12,11 @@ from pathlib import Path
 
 import pytest
 
+# Imported here, at collection, not inside a test: pytester restores ``sys.modules`` after each
+# test, and a torch (and numpy) first imported inside one would be dropped, so the next test to
+# import numpy in this process fails with "cannot load module more than once per process".
+import torch
+
 pytestmark = pytest.mark.slow
 
 CONFTEST = (Path(__file__).with_name("conftest.py")).read_text()
@@ -85,8 +90,6 @@ def test_a_tier_that_selects_nothing_exits_0_but_an_empty_path_still_exits_5(pla
 
 
 def test_a_gpu_test_is_skipped_only_for_want_of_a_cuda_device(planted):
-    import torch
-
     planted.makepyfile(
         "import pytest\n\n@pytest.mark.gpu\ndef test_gpu():\n"
         "    import torch\n    assert torch.cuda.is_available()\n"
