@@ -18,7 +18,7 @@ import os
 import stat
 import tempfile
 import zlib
-from typing import Any
+from typing import Any, BinaryIO
 
 from explorer.errors import InputError, excerpt
 
@@ -60,13 +60,31 @@ def check_input_file(path: str, what: str, limit: int = MAX_TEXT_BYTES) -> int:
     return st.st_size
 
 
+def _read_capped(fh: BinaryIO, limit: int, first: int = 1 << 20) -> bytes:
+    """At most ``limit + 1`` bytes of ``fh``, read in pieces.
+
+    ``read(n)`` sets aside n bytes before it reads: one ``read(limit + 1)`` claimed 512 MiB
+    for an empty file. ``first`` is the first piece (a plain file's size, and one more byte to
+    see that it grew since ``stat``).
+    """
+    pieces, total, ask = [], 0, min(first, limit + 1)
+    while total <= limit:
+        piece = fh.read(ask)
+        if not piece:
+            break
+        pieces.append(piece)
+        total += len(piece)
+        ask = min(1 << 20, limit + 1 - total)
+    return b"".join(pieces)
+
+
 def read_bytes(path: str, what: str, limit: int = MAX_TEXT_BYTES) -> bytes:
     """The bytes of a regular file, decompressed when ``path`` ends with ``.gz`` (both capped at ``limit``)."""
-    check_input_file(path, what, limit)
+    size = check_input_file(path, what, limit)
     try:
         if path.endswith(".gz"):
             with gzip.open(path, "rb") as fh:
-                data = fh.read(limit + 1)
+                data = _read_capped(fh, limit)
             if len(data) > limit:
                 raise InputError(
                     f"{_at(what, path)} decompresses to more than the {limit / 2**20:,.0f} MiB "
@@ -74,7 +92,7 @@ def read_bytes(path: str, what: str, limit: int = MAX_TEXT_BYTES) -> bytes:
                 )
             return data
         with open(path, "rb") as fh:
-            return fh.read(limit + 1)
+            return _read_capped(fh, limit, first=size + 1)
     except InputError:
         raise
     except (OSError, EOFError, zlib.error) as exc:

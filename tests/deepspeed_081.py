@@ -7,10 +7,12 @@ DeepSpeed. One place fetches it, so the three test folders that use it cannot dr
 
 from __future__ import annotations
 
+import importlib.util
 import subprocess
 import sys
 import tarfile
 from pathlib import Path
+from types import ModuleType
 
 TARBALL = Path(sys.prefix) / "sdists" / "deepspeed-0.8.1.tar.gz"
 _MEMBER = "deepspeed-0.8.1/deepspeed/runtime/pipe/schedule.py"
@@ -48,3 +50,27 @@ def write_ds081_package(root: Path) -> Path:
     (pipe / "schedule.py").write_bytes(schedule_081_source())
     (root / "seedfix.py").write_text(_SEEDFIX)
     return root
+
+
+def import_schedule_081(folder: Path) -> ModuleType:
+    """0.8.1's ``schedule.py`` imported under the installed package (its one relative import,
+    ``call_to_str``, resolves to real DeepSpeed code); ``folder`` holds the file."""
+    path = folder / "schedule_081.py"
+    path.write_bytes(schedule_081_source())
+    spec = importlib.util.spec_from_file_location(
+        "deepspeed.runtime.pipe.schedule_081", path, submodule_search_locations=None
+    )
+    module = importlib.util.module_from_spec(spec)
+    module.__package__ = "deepspeed.runtime.pipe"
+    spec.loader.exec_module(module)
+    return module
+
+
+def without_plus_one(train_schedule: type) -> type:
+    """The seed's FixBufferTrainSchedule: only the ``+1`` removed from num_pipe_buffers."""
+
+    class FixBufferTrainSchedule(train_schedule):
+        def num_pipe_buffers(self):
+            return max(2, min(self.stages - self.stage_id, self.micro_batches))
+
+    return FixBufferTrainSchedule

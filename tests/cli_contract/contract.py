@@ -4,18 +4,20 @@ Every bad invocation must end with exit 2, exactly one line on stderr that names
 constraint (``needle``), no traceback, nothing on stdout, within a time bound and (measured
 with ``wait4``) a memory bound.
 
-Each table is asserted twice. In the fast tier, :func:`assert_bad_input_in_process` calls
-``explorer.cli.main`` in the test's own interpreter: the same exit code, the same one line, no
-traceback, no stdout, the time bound; what it cannot see is the memory bound and anything that
-only shows in a fresh interpreter (a stray import at start-up, the process's real exit). The
-slow tier runs :func:`assert_bad_input` on the whole table through ``python -m explorer.cli`` in
-a child, which checks all of it. :func:`tiers` makes the two parameter lists from one table.
+Each table is asserted in two tiers. In the fast tier, :func:`assert_bad_input_in_process`
+calls ``explorer.cli.main`` in the test's own interpreter: the same exit code, the same one
+line, no traceback, no stdout, the time bound, and the memory bound on what the refusal
+allocated (``tracemalloc``'s peak). What only shows in a fresh interpreter (the process's real
+exit, its resident memory, a stray import at start-up) is the same for every refusal of a
+command, since all are refused by the same edge, so the slow tier runs :func:`assert_bad_input`
+through ``python -m explorer.cli`` in a child on one case of each table and on every case that
+cannot run in process (those import a user's module, which may end the interpreter);
+``test_refusals_stay_light`` checks the start-up imports. :func:`tiers` makes the two lists.
 """
 
 from __future__ import annotations
 
 import json
-import math
 import os
 import signal
 import subprocess
@@ -65,10 +67,15 @@ def tiers(cases: Sequence[Case]) -> tuple[list, list]:
     """``(in_process, through_the_cli)`` parameters for one table.
 
     In process: every case that is not itself slow (those import a user's module, which may
-    end the interpreter). Through the CLI: every case, all in the slow tier.
+    end the interpreter). Through the CLI, all in the slow tier: every slow case, and the
+    table's first in-process case, the child that proves the real interpreter's contract for
+    the refusals the fast tier runs (see the module docstring).
     """
-    in_process = [c.param() for c in cases if not c.slow]
-    cli = [pytest.param(c, id=c.id, marks=(*c.marks, pytest.mark.slow)) for c in cases]
+    fast = [c for c in cases if not c.slow]
+    in_process = [c.param() for c in fast]
+    first = fast[0] if fast else None
+    child = [c for c in cases if c.slow or c is first]
+    cli = [pytest.param(c, id=c.id, marks=(*c.marks, pytest.mark.slow)) for c in child]
     return in_process, cli
 
 
@@ -133,13 +140,27 @@ def run_cli(
 def call_cli(argv: Sequence[str], cwd: str) -> Ran:
     """``explorer.cli.main(ARGV)`` in this interpreter (see ``tests/cli_in_process.py``), timed.
 
-    Memory is not measured in-process (``max_rss_mb`` is NaN): the child form checks it.
+    ``max_rss_mb`` is the peak of what the call allocated (``tracemalloc``), not the
+    interpreter's resident size, which holds everything earlier tests loaded.
     """
+    import tracemalloc
+
     from cli_in_process import call_cli as call
 
+    tracing = tracemalloc.is_tracing()
+    if not tracing:
+        tracemalloc.start()
+    tracemalloc.reset_peak()
+    before = tracemalloc.get_traced_memory()[0]
     start = time.monotonic()
-    called = call(argv, cwd)
-    return Ran(called.returncode, called.stdout, called.stderr, time.monotonic() - start, math.nan)
+    try:
+        called = call(argv, cwd)
+        seconds = time.monotonic() - start
+        peak = tracemalloc.get_traced_memory()[1] - before
+    finally:
+        if not tracing:
+            tracemalloc.stop()
+    return Ran(called.returncode, called.stdout, called.stderr, seconds, peak / 2**20)
 
 
 def assert_bad_input_in_process(case: Case, folder: Path) -> Ran:
@@ -147,6 +168,9 @@ def assert_bad_input_in_process(case: Case, folder: Path) -> Ran:
     argv = [a.replace("{d}", str(folder)) for a in case.argv]
     ran = call_cli(argv, str(folder))
     _assert_refused(case, ran)
+    assert ran.max_rss_mb < case.megabytes, (
+        f"allocated {ran.max_rss_mb:.0f} MB at peak (bound {case.megabytes} MB)"
+    )
     return ran
 
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import math
 import os
-import threading
 
 import pytest
 
@@ -163,19 +162,17 @@ def test_a_fifo_is_refused_for_reading_and_for_writing_without_a_reader(tmp_path
 
 
 def test_a_fifo_with_a_reader_is_written(tmp_path):
+    """The reader's end is open before the write (a non-blocking open returns at once), so
+    no thread has to win a race to open it first."""
     fifo = tmp_path / "pipe"
     os.mkfifo(fifo)
-    got = []
-    reader = threading.Thread(target=lambda: got.append(open(fifo).read()))
-    reader.start()
-    for _ in range(200):  # wait for the reader to open its end
-        try:
-            write_text(str(fifo), "hello", "--out")
-            break
-        except InputError:
-            threading.Event().wait(0.01)
-    reader.join(5)
-    assert got == ["hello"]
+    reader = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)
+    try:
+        write_text(str(fifo), "hello", "--out")
+        got = os.read(reader, 100)
+    finally:
+        os.close(reader)
+    assert got == b"hello"
 
 
 def test_an_xla_timeout_blames_collectives_only_with_several_devices():

@@ -31,7 +31,18 @@ def test_json_document_for_the_period_three_scenario() -> None:
     assert out.returncode == 1, out.stderr  # a finding: a period
     doc = json.loads(out.stdout)
     assert doc["ok"] is True and doc["period"] == 3 and doc["cause"] == "cycling"
-    assert set(doc["iterations"][0]) == {"iteration", "ms", "compiled", "variant", "fallback"}
+    assert set(doc["iterations"][0]) == {
+        "iteration",
+        "ms",
+        "cpu_ms",
+        "waited_ms",
+        "compiled",
+        "variant",
+        "fallback",
+    }
+    # the process's CPU time and the wait for a core (Linux) are measured, and the wait is
+    # inside the wall time it was read in
+    assert all(0 <= it["waited_ms"] <= it["ms"] and it["cpu_ms"] >= 0 for it in doc["iterations"])
     assert [it["compiled"] for it in doc["iterations"]] == [True] * 3 + [False] * 9
     assert [c["compile_id"] for c in doc["compiles"]] == ["0/0", "0/1", "0/2"]
     assert doc["compiles"][0]["reason"] is None and "mode == 0" in doc["compiles"][1]["reason"]

@@ -37,8 +37,23 @@ def test_bad_sections_say_what_to_change(section: dict, words: list[str]) -> Non
         assert word in str(err.value)
 
 
-def test_default_backend_is_one_that_exists() -> None:
-    assert default_backend() in ("inductor", "aot_eager")
+def test_default_backend_follows_the_cxx_compiler_on_path(tmp_path, monkeypatch) -> None:
+    """inductor where a C++ compiler is found (on PATH or named by CXX), aot_eager without one (on CPU)."""
+    import torch
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    monkeypatch.delenv("CXX", raising=False)
+    assert default_backend() == "inductor"  # the project's machines have g++
+    monkeypatch.setenv("PATH", str(tmp_path))  # an empty folder: no compiler on PATH
+    assert default_backend() == "aot_eager"
+    cxx = tmp_path / "my-cxx"
+    cxx.write_text("#!/bin/sh\n")
+    cxx.chmod(0o755)
+    monkeypatch.setenv("CXX", "my-cxx")
+    assert default_backend() == "inductor"
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)  # inductor emits Triton there
+    monkeypatch.delenv("CXX")
+    assert default_backend() == "inductor"
 
 
 def test_registered_and_unknown_backend_names() -> None:

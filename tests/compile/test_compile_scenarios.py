@@ -76,12 +76,9 @@ def test_limit_falls_back_to_eager_with_period_six(results) -> None:
 
 
 def test_accumulation_is_periodic_work_unrelated_to_compile(results) -> None:
-    """Time-only evidence: on a machine shared with other jobs one run can drown in noise, so up to 3 runs."""
+    """Time-only evidence, read from each iteration's own time: a busy machine's waits for a core are not in it."""
     r = results("accumulation")
-    for _ in range(2):
-        if r.diagnosis.cause != "steady":
-            break
-        r = run_scenario("accumulation")
+    assert all(it.waited_ms is not None and it.cpu_ms is not None for it in r.iterations)
     assert (r.diagnosis.cause, r.diagnosis.period) == ("unrelated", 3), r.diagnosis.sentence
     assert len(r.compiles) == 1 and "iteration % 3 == 2" in r.diagnosis.sentence
 

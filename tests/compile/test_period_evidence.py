@@ -115,6 +115,9 @@ def test_the_probe_finds_a_thin_period_four_in_a_real_sixteen_iteration_loop() -
         time.sleep(0.1 if iteration % 4 == 3 else 0.001)
 
     result = run_step(step, 16, label="sleepy")
+    sleeps = [it for it in result.iterations if it.iteration % 4 == 3]
+    assert all(it.waited_ms is not None and it.waited_ms < it.ms for it in result.iterations)
+    assert all(it.cpu_ms < it.ms / 2 for it in sleeps), "a sleep is wall time, not CPU time"
     d = result.diagnosis
     assert (d.cause, d.period, d.confidence, d.cycles) == ("unrelated", 4, "tentative", 3), (
         d.sentence
@@ -137,3 +140,55 @@ def test_a_long_period_four_is_not_reported_as_half_of_it() -> None:
     times = [(100.0 if i % 4 == 3 else 1.0) * (1 + rng.gauss(0, 0.1)) for i in idx]
     found = find_time_period(idx, times)
     assert found is not None and (found.period, found.phase, found.confirmed) == (4, 3, True)
+
+
+def _probed(walls: list[float], cpus: list[float], waits: list[float]):
+    """A diagnosed probe result from per-iteration clocks: one variant, compiled at iteration 0."""
+    from explorer.analysis.compile.diagnosis import diagnose
+    from explorer.traces.compile.records import Iteration, ProbeResult
+
+    its = [
+        Iteration(i, w, i == 0, ("0/0",), False, c, q)
+        for i, (w, c, q) in enumerate(zip(walls, cpus, waits))
+    ]
+    result = ProbeResult(iterations=its)
+    result.diagnosis = diagnose(result)
+    return result
+
+
+def test_a_neighbour_taking_the_core_every_third_iteration_is_not_a_period() -> None:
+    """Wall time repeats every 3 iterations only because another process held the core then:
+    the iteration's own time is flat, so no period is found (held out: the period is not this job's)."""
+    rng = random.Random(5)
+    n = 45
+    cpus = [5.0 * (1 + rng.gauss(0, 0.02)) for _ in range(n)]
+    waits = [(40.0 if i % 3 == 2 else 0.2) * (1 + rng.gauss(0, 0.05)) for i in range(n)]
+    walls = [c + w for c, w in zip(cpus, waits)]
+    idx = list(range(2, n))
+    assert find_time_period(idx, walls[2:]).period == 3  # the trap: wall time alone has one
+    d = _probed(walls, cpus, waits).diagnosis
+    assert d.cause == "steady" and d.period is None, d.sentence
+    assert "other processes held the cores for" in d.sentence
+
+
+def test_a_busy_machine_does_not_drown_a_real_period() -> None:
+    """Every 3rd iteration does 5x the work, while other processes hold the core for a random
+    0-300 ms of each: wall time shows no period, the iterations' own time shows it confirmed."""
+    rng = random.Random(11)
+    n = 45
+    cpus = [(25.0 if i % 3 == 2 else 5.0) * (1 + rng.gauss(0, 0.05)) for i in range(n)]
+    waits = [rng.uniform(0, 300) for _ in range(n)]
+    walls = [c + w for c, w in zip(cpus, waits)]
+    assert find_time_period(list(range(2, n)), walls[2:]) is None  # drowned in wall time
+    d = _probed(walls, cpus, waits).diagnosis
+    assert (d.cause, d.period, d.confidence) == ("unrelated", 3, "confirmed"), d.sentence
+    assert "iteration % 3 == 2" in d.sentence and "other processes held the cores" in d.sentence
+
+
+def test_without_the_wait_the_wall_time_is_read() -> None:
+    """A profiler trace has no waits: the period is read from wall time as before."""
+    n = 30
+    walls = [25.0 if i % 3 == 2 else 5.0 for i in range(n)]
+    d = _probed(walls, [None] * n, [None] * n).diagnosis
+    assert (d.cause, d.period) == ("unrelated", 3), d.sentence
+    assert "other processes" not in d.sentence

@@ -11,6 +11,7 @@ import shutil
 from pathlib import Path
 
 import pytest
+from built_once import built_once
 
 from explorer.runtime.compile.example_job import record
 from tests.cli_contract.contract import Case, assert_bad_input
@@ -20,6 +21,13 @@ pytestmark = pytest.mark.slow
 
 @pytest.fixture(scope="module")
 def folder(tmp_path_factory) -> Path:
+    """The bad folders, recorded once per test run (both xdist workers read the same ones)."""
+    return built_once(
+        tmp_path_factory, "compile-bad-trace-folders", lambda: _bad_folders(tmp_path_factory)
+    )
+
+
+def _bad_folders(tmp_path_factory) -> Path:
     job = record("cycling", tmp_path_factory.mktemp("job"), iterations=3)
     trace = next((job / "torch_trace").iterdir())
     profile = next((job / "profiler").iterdir())

@@ -23,7 +23,9 @@ from explorer.hlo.listing import list_modules, near_duplicate_groups, similarity
 
 DATA = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "data", "hlo")
 SOURCES = [open(os.path.join(DATA, n)).read() for n in ("order_a.hlo.txt", "scalar_save.hlo.txt")]
-#: Seconds one mutated module may take: the fixtures parse in milliseconds, quadratic ones took minutes.
+#: CPU seconds one mutated module may take: the fixtures parse in milliseconds, quadratic ones took
+#: minutes. Every bound here is on this thread's CPU time, which other processes on a busy machine
+#: do not inflate (wall time would grow with their load, not with the parser's).
 BOUND_S = 3.0
 SCALE = float(os.environ.get("EXPLORER_FUZZ_SCALE", "1"))
 
@@ -38,7 +40,7 @@ def _settings(n: int) -> settings:
 
 
 def _check(text: str) -> None:
-    start = time.perf_counter()
+    start = time.thread_time()
     try:
         modules = parse_modules(text)
     except HloParseError as exc:
@@ -47,7 +49,7 @@ def _check(text: str) -> None:
         modules = []
     for m in modules:
         canonical_text(m)
-    took = time.perf_counter() - start
+    took = time.thread_time() - start
     assert took < BOUND_S, f"{took:.1f} s for {len(text):,} characters"
 
 
@@ -138,10 +140,10 @@ def test_every_space_of_a_line_widened(source, data, run):
     ],
 )
 def test_pathological_lines_of_the_issue_parse_in_linear_time(name, text):
-    start = time.perf_counter()
+    start = time.thread_time()
     with pytest.raises(HloParseError) as caught:
         parse_modules(text)
-    assert time.perf_counter() - start < 1.0, name
+    assert time.thread_time() - start < 1.0, name
     assert len(str(caught.value)) <= 700
 
 
@@ -207,9 +209,9 @@ def test_listing_20000_tiny_modules_is_near_linear():
     """The issue's case took 38 s (all pairs); grouping is now a small part of reading the file."""
     rng = random.Random(0)
     modules = parse_modules("\n".join(_module(i, rng) for i in range(20_000)))
-    start = time.perf_counter()
+    start = time.thread_time()
     infos = list_modules(modules)
-    assert time.perf_counter() - start < 10.0
+    assert time.thread_time() - start < 10.0
     assert len(infos) == 20_000 and len({i.group for i in infos}) < 100
 
 
@@ -220,6 +222,6 @@ def test_grouping_20000_similar_modules_does_not_rescan_each_component():
         _fake(Counter({("c", "f32[]"): 45, **{(f"u{i}_{k}", "f32[]"): 1 for k in range(5)}}))
         for i in range(20_000)
     ]
-    start = time.perf_counter()
+    start = time.thread_time()
     assert set(near_duplicate_groups(modules)) == {0}
-    assert time.perf_counter() - start < 10.0
+    assert time.thread_time() - start < 10.0

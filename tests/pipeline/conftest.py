@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+from built_once import built_once
 
 from explorer.analysis import build
 from explorer.runtime.pipeline import RunSpec, run_pipeline
@@ -18,21 +19,30 @@ CORRECT = (
 @pytest.fixture(scope="session")
 def correct_runs(tmp_path_factory):
     """{(stages, name): (schedule, result)} for 2 and 4 stages, 8 micro-batches, the MLP on gloo."""
-    runs = {}
-    for stages in (2, 4):
-        for name, kind, buffers, order in CORRECT:
-            schedule = build(kind, stages, 8, buffers=buffers, order=order)
-            folder = tmp_path_factory.mktemp(f"run-{stages}-{name}")
-            runs[stages, name] = schedule, run_pipeline(RunSpec.for_schedule(schedule), folder)
-    return runs
+
+    def launch_all():
+        runs = {}
+        for stages in (2, 4):
+            for name, kind, buffers, order in CORRECT:
+                schedule = build(kind, stages, 8, buffers=buffers, order=order)
+                folder = tmp_path_factory.mktemp(f"run-{stages}-{name}")
+                runs[stages, name] = schedule, run_pipeline(RunSpec.for_schedule(schedule), folder)
+        return runs
+
+    return built_once(tmp_path_factory, "pipeline-correct-runs", launch_all)
 
 
 @pytest.fixture(scope="session")
 def seed_bug_run(tmp_path_factory):
     """The seed's schedule: DeepSpeed's buffers without the +1, with the old send/recv order."""
     schedule = build("deepspeed-train", 4, 8, buffers="fixed", order="legacy")
-    return schedule, run_pipeline(
-        RunSpec.for_schedule(schedule), tmp_path_factory.mktemp("seed-bug")
+    return built_once(
+        tmp_path_factory,
+        "pipeline-seed-bug-run",
+        lambda: (
+            schedule,
+            run_pipeline(RunSpec.for_schedule(schedule), tmp_path_factory.mktemp("seed-bug")),
+        ),
     )
 
 

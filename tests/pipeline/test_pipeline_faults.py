@@ -22,12 +22,14 @@ def _timed(spec, folder, **kw):
 def test_a_dying_rank_is_named_and_the_run_ends(tmp_path, how):
     schedule = build("deepspeed-train", 4, 8)
     seen = []  # each rank's state as the explorer's Run control is told it
+    # A receive times out only after 120 s: a run that ends sooner ended by the death itself,
+    # whatever the machine's load (an ordering, not a race against a short bound).
     result, took = _timed(
-        RunSpec.for_schedule(schedule, fault=Fault(rank=1, step=5, how=how)),
+        RunSpec.for_schedule(schedule, fault=Fault(rank=1, step=5, how=how), stall_timeout_s=120),
         tmp_path,
         progress=lambda follower: seen.append({p.rank: p.state for p in follower.progress()}),
     )
-    assert took < 30
+    assert took < 120
     # Once the run ended no rank is said to be running; the killed rank wrote no end: stopped.
     final = seen[-1]
     assert sorted(final) == [0, 1, 2, 3] and set(final.values()) <= {"failed", "stopped"}, final
@@ -56,7 +58,9 @@ def test_a_hanging_rank_ends_by_timeout_naming_the_waiting_stages(tmp_path):
         schedule, fault=Fault(rank=1, step=5, how="hang"), stall_timeout_s=3
     )
     result, took = _timed(spec, tmp_path)
-    assert took < 30
+    # The verdict is the message (each waiting stage named by its own receive timeout, which
+    # only a rank that is still alive can write); the bound is a hang back-stop.
+    assert took < 300
     message = result.failure.message
     assert (
         message.startswith("stalled")
@@ -89,7 +93,7 @@ def test_a_deadlock_launched_anyway_stalls_and_times_out(tmp_path):
     result, took = _timed(
         RunSpec.for_schedule(blocking, stall_timeout_s=3), tmp_path, check_first=False
     )
-    assert took < 30 and not result.ok
+    assert took < 300 and not result.ok  # a hang back-stop: the message is the verdict
     message = result.failure.message
     assert (
         "stalled" in message

@@ -8,9 +8,13 @@ from __future__ import annotations
 
 import json
 import os
+import pty
+import re
+import select
 import signal
 import subprocess
 import sys
+import threading
 import time
 
 import pytest
@@ -97,8 +101,31 @@ def test_bad_sweeps_give_one_line_and_exit_2(explorer_cli, args, words):
     assert words in out.stderr and "Traceback" not in out.stderr
 
 
+def _read_until_cells_are_checked(fd: int, deadline_s: float = 300.0) -> bytes:
+    """The terminal output of a sweep up to its first progress bar with a checked size (the
+    bar is drawn on a terminal only); the deadline is a hang back-stop."""
+    seen, end = b"", time.monotonic() + deadline_s
+    while not re.search(rb"\] [1-9][0-9,]*/", seen):
+        ready, _, _ = select.select([fd], [], [], max(0.0, end - time.monotonic()))
+        assert ready, f"no size checked within {deadline_s:.0f} s: {seen[-300:]!r}"
+        seen += os.read(fd, 4096)  # OSError when the child ended first: a failure too
+    return seen
+
+
+def _drain(fd: int) -> None:
+    """Keep reading the terminal so the child never blocks on a full one, until it closes."""
+    try:
+        while os.read(fd, 4096):
+            pass
+    except OSError:
+        pass
+
+
 @pytest.mark.slow
 def test_ctrl_c_keeps_what_was_checked():
+    """Ctrl-C once the first sizes are checked (seen on the progress bar, not after a guessed
+    sleep): exit 130, and the JSON holds the sizes checked so far, all of them."""
+    terminal, child_side = pty.openpty()
     proc = subprocess.Popen(
         [
             sys.executable,
@@ -112,13 +139,22 @@ def test_ctrl_c_keeps_what_was_checked():
             "--json",
         ],
         stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
+        stderr=child_side,
         text=True,
     )
-    time.sleep(6)
-    proc.send_signal(signal.SIGINT)
-    out, err = proc.communicate(timeout=60)
-    assert proc.returncode == 130, err
+    os.close(child_side)
+    try:
+        shown = _read_until_cells_are_checked(terminal)
+        proc.send_signal(signal.SIGINT)
+        drain = threading.Thread(target=_drain, args=(terminal,), daemon=True)
+        drain.start()
+        out, _ = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        os.close(terminal)
+    assert proc.returncode == 130, shown[-500:]
     doc = json.loads(out)
     assert doc["interrupted"] and 0 < len(doc["cells"]) < 63 * 256
     assert all(c["ok"] for c in doc["cells"])

@@ -8,11 +8,10 @@ import (``call_to_str``) resolves to real DeepSpeed code.
 
 from __future__ import annotations
 
-import importlib.util
 from pathlib import Path
 
 import pytest
-from deepspeed_081 import schedule_081_source
+from deepspeed_081 import import_schedule_081, without_plus_one
 
 from explorer.analysis import build, check
 from explorer.schedules.adapters import from_deepspeed, from_torch_pipelining
@@ -26,26 +25,7 @@ ROOT = Path(__file__).resolve().parents[2]
 @pytest.fixture(scope="session")
 def deepspeed_081_schedule(tmp_path_factory):
     """DeepSpeed 0.8.1's ``deepspeed/runtime/pipe/schedule.py``, as shipped (before the fix)."""
-    source = schedule_081_source()
-    path = tmp_path_factory.mktemp("ds081") / "schedule_081.py"
-    path.write_bytes(source)
-    spec = importlib.util.spec_from_file_location(
-        "deepspeed.runtime.pipe.schedule_081", path, submodule_search_locations=None
-    )
-    module = importlib.util.module_from_spec(spec)
-    module.__package__ = "deepspeed.runtime.pipe"
-    spec.loader.exec_module(module)
-    return module
-
-
-def without_plus_one(train_schedule):
-    """The seed's FixBufferTrainSchedule: only the ``+1`` removed from num_pipe_buffers."""
-
-    class FixBufferTrainSchedule(train_schedule):
-        def num_pipe_buffers(self):
-            return max(2, min(self.stages - self.stage_id, self.micro_batches))
-
-    return FixBufferTrainSchedule
+    return import_schedule_081(tmp_path_factory.mktemp("ds081"))
 
 
 def test_deepspeed_081_as_shipped_is_our_legacy_schedule_and_is_clean(deepspeed_081_schedule):

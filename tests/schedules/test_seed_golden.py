@@ -2,17 +2,36 @@
 
 The seed printed ``FixBufferTrainSchedule(8, 4, 2)``: DeepSpeed 0.8's TrainSchedule with only
 the ``+1`` removed from ``num_pipe_buffers`` (so stage 2 of 4 gets 2 buffers, with the legacy
-send/recv order) and marked step 6 ``# WRONG!``.
+send/recv order) and marked step 6 ``# WRONG!``. DeepSpeed 0.8.1's real class writes the
+listing in the test; the thread's copy (``golden/seed_001_fixbuffer_stage2.txt``) is kept as
+the check that it is the listing the seed posted, and for the step it marked wrong.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+from deepspeed_081 import import_schedule_081, without_plus_one
+
 from explorer.analysis import build, check
 from explorer.printout.listing import MARK, rank_listing
 
 GOLDEN = Path(__file__).parent.parent / "golden"
+
+
+@pytest.fixture(scope="module")
+def real_seed_lines(tmp_path_factory) -> list[str]:
+    """``pprint(list(FixBufferTrainSchedule(8, 4, 2)))``'s steps, written by 0.8.1's real class.
+
+    Each step as the seed printed it: the step's micro-batch id, then its instructions.
+    """
+    schedule = import_schedule_081(tmp_path_factory.mktemp("ds081"))
+    seed = without_plus_one(schedule.TrainSchedule)(8, 4, 2)
+    return [
+        "[" + ", ".join([str(seed._step_to_micro_batch(i)[0]), *map(repr, cmds)]) + "]"
+        for i, cmds in enumerate(seed.steps())
+    ]
 
 
 def seed_lines() -> tuple[list[str], int]:
@@ -40,12 +59,16 @@ def seed_lines() -> tuple[list[str], int]:
     return lines, wrong
 
 
-def test_seed_listing_and_hazard_reproduced_exactly():
+def test_the_seed_thread_posted_what_deepspeed_081_writes(real_seed_lines):
+    posted, _ = seed_lines()
+    assert len(real_seed_lines) == 22 and posted == real_seed_lines
+
+
+def test_seed_listing_and_hazard_reproduced_exactly(real_seed_lines):
     report = check(build("deepspeed-train", 4, 8, buffers="fixed", order="legacy"))
     ours = rank_listing(report, 2)[1:]
-    expected, wrong = seed_lines()
-    assert len(expected) == 22
-    assert [line.split(MARK)[0] for line in ours] == expected
+    _, wrong = seed_lines()
+    assert [line.split(MARK)[0] for line in ours] == real_seed_lines
     marked = [i for i, line in enumerate(ours) if MARK in line]
     assert marked[0] == wrong == 6
     first = [h for h in report.findings.hazards if h.stage == 2][0]

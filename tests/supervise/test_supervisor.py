@@ -122,7 +122,12 @@ def test_all_clean_is_finished(tmp_path):
 
 @pytest.mark.slow
 def test_a_stalled_process_is_killed_after_the_grace_and_the_others_may_report(tmp_path):
-    """No report for ``stall_s``: the grace lets a slower rank still say its part, then both die."""
+    """No report for ``stall_s``: the grace lets a slower rank still say its part, then both die.
+
+    Rank 1 speaks 0.9 s after its first report: after the 0.6 s stall, 2.1 s inside the grace,
+    a margin no busy machine's wake-up delay reaches. Lower bounds follow from the sleeps; the
+    upper bound is only a hang back-stop (the verdict is the ending and the kills).
+    """
     scripts = [
         "import time\nreport('begin', step=0)\ntime.sleep(3600)",
         # speaks once more during the grace period, then hangs as well
@@ -130,13 +135,13 @@ def test_a_stalled_process_is_killed_after_the_grace_and_the_others_may_report(t
         "time.sleep(3600)",
     ]
     t0 = time.monotonic()
-    out = Supervisor(Scripted(tmp_path, scripts, grace_s=1.0), stall_s=0.6).start().wait()
+    out = Supervisor(Scripted(tmp_path, scripts, grace_s=3.0), stall_s=0.6).start().wait()
     took = time.monotonic() - t0
     assert out.ending == "stalled" and out.stopped == frozenset({0, 1})
     assert out.returncodes == {0: -signal.SIGKILL, 1: -signal.SIGKILL}
     assert [r.kind for r in out.reports[1]] == ["begin", "waiting"]
-    # 0.9 s to the last report, then 0.6 s of stall and 1.0 s of grace: well under 10 s
-    assert 2.0 < took < 10.0, took
+    # 0.9 s to the last report, then 0.6 s of stall and 3.0 s of grace
+    assert 4.5 < took < 120.0, took
 
 
 @pytest.mark.slow
@@ -145,19 +150,20 @@ def test_after_a_failure_the_others_get_the_grace_then_are_killed(tmp_path):
         "import time\nreport('begin')\ntime.sleep(3600)",
         "import time\ntime.sleep(0.3)\nraise RuntimeError('own fault')",
     ]
-    t0 = time.monotonic()
     out = supervise(Scripted(tmp_path, scripts, grace_s=0.8))
-    assert time.monotonic() - t0 < 8.0
+    # rank 0 sleeps an hour: killed is the proof it was not waited for (no wall-time bound)
     assert out.ending == "failed" and out.stopped == frozenset({0})
     assert out.returncodes == {0: -signal.SIGKILL, 1: 1}
 
 
 @pytest.mark.slow
 def test_a_hard_timeout_ends_the_run_at_once(tmp_path):
+    """The deadline counts from the start, so it leaves a busy machine's interpreter start-up
+    (seconds under load) time to tick a few times first."""
     out = supervise(
         Scripted(tmp_path, ["import time\nwhile True:\n    report('tick'); time.sleep(0.05)"]),
-        stall_s=30.0,
-        timeout_s=1.0,
+        stall_s=60.0,
+        timeout_s=5.0,
     )
     assert out.ending == "timeout" and out.returncodes == {0: -signal.SIGKILL}
     assert len(out.reports[0]) > 3  # it kept reporting: not a stall, a timeout
@@ -222,23 +228,25 @@ class Piped(Engine):
 
 @pytest.mark.slow
 def test_piped_stdout_reports_arrive_live_and_other_output_is_kept(tmp_path):
-    script = """
-        import json, sys, time
+    """Live by construction: the child prints its second report only once the supervisor has
+    passed on the first (a file the callback writes); reports read at the end would leave it
+    waiting, and it would exit 9 instead of 4."""
+    go = tmp_path / "first-report-arrived"
+    script = f"""
+        import json, os, sys, time
         print('hello from the user step')
         for step in range(3):
-            print('@@report ' + json.dumps({'event': 'step', 'step': step}), flush=True)
-            time.sleep(0.2)
+            print('@@report ' + json.dumps({{'event': 'step', 'step': step}}), flush=True)
+            end = time.monotonic() + 120
+            while not os.path.exists({str(go)!r}):
+                if time.monotonic() > end:
+                    sys.exit(9)
+                time.sleep(0.01)
         print('oops', file=sys.stderr)
         sys.exit(4)
     """
-    arrivals: list[float] = []
-    out = supervise(
-        Piped(tmp_path, script),
-        on_report=lambda new: arrivals.extend(time.monotonic() for _ in new),
-    )
+    out = supervise(Piped(tmp_path, script), on_report=lambda new: go.touch())
     assert [r.data["step"] for r in out.reports[0]] == [0, 1, 2]
     assert out.output[0] == ["hello from the user step"]
     assert out.returncodes == {0: 4} and out.ending == "failed"
     assert "oops" in (tmp_path / "stderr.txt").read_text()
-    # live: the reports came while the child ran (0.2 s apart), not all at the end
-    assert arrivals[-1] - arrivals[0] > 0.25

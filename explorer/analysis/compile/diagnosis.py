@@ -32,6 +32,9 @@ from explorer.traces.compile.records import CompileEvent, Diagnosis, Iteration, 
 
 #: Exact repeats of the variant sequence needed to call a cycle confirmed (labels carry no noise).
 LABEL_CONFIRMED_CYCLES = 3
+#: Share of the steady iterations' wall time spent waiting for cores that other processes
+#: held, from which on a diagnosis says so.
+BUSY_SHARE = 0.1
 
 
 def steady_iterations(iterations: Sequence[Iteration]) -> list[Iteration]:
@@ -177,7 +180,7 @@ def _cycling(result: ProbeResult, compiled: list[CompileEvent]) -> Optional[Diag
     steady = steady_iterations(result.iterations)
     per_variant: dict[str, list[float]] = {}
     for it in steady:
-        per_variant.setdefault(it.variant or "?", []).append(it.ms)
+        per_variant.setdefault(it.variant or "?", []).append(own_ms(it))
     speeds = {v: median(ms) for v, ms in per_variant.items() if v in cycle}
     speed = ""
     if len(speeds) >= 2:
@@ -206,13 +209,45 @@ def _cycling(result: ProbeResult, compiled: list[CompileEvent]) -> Optional[Diag
     return Diagnosis("cycling", k, sentence, cycles, confirmed)
 
 
+def busy_share(iterations: Sequence[Iteration]) -> Optional[float]:
+    """The share of ``iterations``' wall time spent waiting for a core another process held.
+
+    None when an iteration's wait is unknown (a profiler trace, no scheduler statistics).
+    """
+    if not iterations or any(it.waited_ms is None for it in iterations):
+        return None
+    wall = sum(it.ms for it in iterations)
+    return sum(it.waited_ms or 0.0 for it in iterations) / wall if wall > 0 else 0.0
+
+
+def own_ms(it: Iteration) -> float:
+    """The iteration's wall time less the time it waited for a core another process held.
+
+    What the iteration would take on a machine the probe had to itself: its CPU work, and
+    everything it waits for (I/O, a sleep, a device, another rank), but not its neighbours.
+    A neighbour that takes the core every few iterations puts its own period in wall time,
+    and a busy one drowns a real period in noise; neither reaches this clock. It is the wall
+    time where the wait is unknown (a profiler trace, no scheduler statistics).
+    """
+    return it.ms - it.waited_ms if it.waited_ms is not None else it.ms
+
+
+def _busy(steady: Sequence[Iteration]) -> str:
+    """`` (other processes held the cores for 43% of the run's wall time)`` when that is BUSY_SHARE or more."""
+    share = busy_share(steady)
+    if share is None or share < BUSY_SHARE:
+        return ""
+    return f" (other processes held the cores for {100 * share:.0f}% of the run's wall time)"
+
+
 def _unrelated(result: ProbeResult) -> Optional[Diagnosis]:
     steady = steady_iterations(result.iterations)
-    found = find_time_period([it.iteration for it in steady], [it.ms for it in steady])
+    times = [own_ms(it) for it in steady]
+    found = find_time_period([it.iteration for it in steady], times)
     if found is None:
         return None
     k = found.period
-    phases = phase_medians([it.iteration for it in steady], [it.ms for it in steady], k)
+    phases = phase_medians([it.iteration for it in steady], times, k)
     slow = found.phase
     rest = median(v for p, v in phases.items() if p != slow)
     pct = 100.0 * (phases[slow] - rest) / rest if rest else 0.0
@@ -221,7 +256,7 @@ def _unrelated(result: ProbeResult) -> Optional[Diagnosis]:
         f"Periodic work unrelated to compilation: every {_nth(k)} iteration (iteration % {k} == "
         f"{slow}) takes {_ms(phases[slow])} against {_ms(rest)} ({pct:.0f}% slower), while "
         f"the same compiled variant{'s' if len(variants) > 1 else ''} {', '.join(variants)} "
-        f"run{'' if len(variants) > 1 else 's'} and nothing recompiles after warm-up. Look for work on a schedule: an optimizer "
+        f"run{'' if len(variants) > 1 else 's'} and nothing recompiles after warm-up{_busy(steady)}. Look for work on a schedule: an optimizer "
         f"step at a gradient-accumulation boundary, logging, checkpointing; {found.describe()}."
     )
     return Diagnosis("unrelated", k, sentence, found.cycles, found.confirmed)
@@ -241,7 +276,11 @@ def diagnose(result: ProbeResult) -> Diagnosis:
         if found is not None:
             return found
     steady = steady_iterations(result.iterations)
-    flat = f"; steady time {_ms(median(it.ms for it in steady))} per iteration" if steady else ""
+    flat = (
+        f"; steady time {_ms(median(own_ms(it) for it in steady))} per iteration{_busy(steady)}"
+        if steady
+        else ""
+    )
     last = max((c.iteration for c in compiled if c.iteration >= 0), default=None)
     when = f", the last at iteration {last}" if last is not None else ""
     breaks = sorted({g.reason for g in result.graph_breaks})
@@ -258,4 +297,11 @@ def diagnose(result: ProbeResult) -> Diagnosis:
     return Diagnosis("steady", None, sentence)
 
 
-__all__ = ["LABEL_CONFIRMED_CYCLES", "steady_iterations", "diagnose"]
+__all__ = [
+    "LABEL_CONFIRMED_CYCLES",
+    "BUSY_SHARE",
+    "busy_share",
+    "own_ms",
+    "steady_iterations",
+    "diagnose",
+]

@@ -4,7 +4,8 @@ The user's code runs in this process (it holds their model; a child process woul
 Dynamo's state), so the probe is defensive instead: Dynamo's config changes and log
 handlers are undone in ``finally`` blocks, and an exception in the step ends the run with a
 result that carries the error and the iterations recorded so far, instead of losing them.
-Per iteration it costs two clock reads, one read of Dynamo's bounded metrics deque and, with
+Per iteration it costs three clock reads (wall, the process's CPU time, and on Linux the
+time this thread waited for a core, from ``/proc/thread-self/schedstat``), one read of Dynamo's bounded metrics deque and, with
 a :class:`VariantTracker`, one dict update per compiled graph call (see the benchmark).
 """
 
@@ -39,6 +40,19 @@ def _synchronize() -> Callable[[], None]:
     if torch.cuda.is_available() and torch.cuda.is_initialized():
         return torch.cuda.synchronize
     return lambda: None
+
+
+def _waited_ns() -> Optional[int]:
+    """Nanoseconds this thread has spent ready to run but waiting for a core (Linux), None elsewhere.
+
+    The kernel's run-queue delay: the time other processes held the cores this thread wanted.
+    It tells a busy machine from slow work (see :class:`Iteration`).
+    """
+    try:
+        with open("/proc/thread-self/schedstat", "rb") as f:
+            return int(f.read().split()[1])
+    except (OSError, IndexError, ValueError):
+        return None
 
 
 def _frame_key(frame: str) -> tuple[int, str]:
@@ -102,7 +116,11 @@ def probe(
         for i in range(iterations):
             before = tracker.snapshot() if tracker is not None else None
             sync()
+            # The wait is read inside the wall-time interval, so it never exceeds it: a wait
+            # is counted when it ends (the thread gets a core), which is before the next read.
             start = time.perf_counter()
+            waited = _waited_ns()
+            cpu = time.process_time()
             try:
                 step(i)
                 sync()
@@ -115,13 +133,20 @@ def probe(
                 )
                 break
             finally:
+                cpu_ms = (time.process_time() - cpu) * 1e3
+                after = _waited_ns()
                 ms = (time.perf_counter() - start) * 1e3
+                waited_ms = (
+                    (after - waited) / 1e6 if waited is not None and after is not None else None
+                )
             events, breaks = src.drain(i)
             _record(result, events, breaks)
             limited |= {c.frame for c in events if c.failed == LIMIT_FAILURE}
             variants, fallback = _variants(tracker, before, limited)
             compiled = any(not c.failed for c in events)
-            result.iterations.append(Iteration(i, ms, compiled, variants, fallback))
+            result.iterations.append(
+                Iteration(i, ms, compiled, variants, fallback, cpu_ms, waited_ms)
+            )
         result.guards = cache.guard_differences() if cache.supported() else []
     result.diagnosis = diagnose(result)
     return result

@@ -105,9 +105,16 @@ def _iterations(per_rank: Mapping[int, ProbeResult]) -> list[Iteration]:
             else (None if any(it.fallback is None for it in its) else False)
         )
         variants = tuple(dict.fromkeys(v for it in its for v in it.variants))
+        slowest = max(its, key=lambda it: it.ms)  # it sets the pace; its clocks go together
         out.append(
             Iteration(
-                i, max(it.ms for it in its), any(it.compiled for it in its), variants, fallback
+                i,
+                slowest.ms,
+                any(it.compiled for it in its),
+                variants,
+                fallback,
+                slowest.cpu_ms,
+                slowest.waited_ms,
             )
         )
     return out

@@ -95,6 +95,11 @@ class Iteration:
     ``variants`` lists the compile ids whose graphs ran (one per frame, the last one when a
     frame ran several); a frame that fell back to eager shows as ``"eager"``. ``fallback`` is
     ``None`` when the probe could not tell (no tracking backend after the limit was hit).
+    ``cpu_ms`` is the CPU time every thread of the process spent in the iteration and
+    ``waited_ms`` the time the probing thread was ready to run but waited for a core another
+    process held; both ``None`` where unmeasured (a profiler trace, a system without
+    scheduler statistics). On a busy machine ``ms`` grows by ``waited_ms``, which is why the
+    diagnosis reads periods from ``ms - waited_ms``, the time the iteration would take alone.
     """
 
     iteration: int
@@ -102,6 +107,8 @@ class Iteration:
     compiled: bool
     variants: tuple[str, ...] = ()
     fallback: Optional[bool] = False
+    cpu_ms: Optional[float] = None
+    waited_ms: Optional[float] = None
 
     @property
     def variant(self) -> Optional[str]:
@@ -186,6 +193,8 @@ class ProbeResult:
                 {
                     "iteration": it.iteration,
                     "ms": round(it.ms, 4),
+                    "cpu_ms": None if it.cpu_ms is None else round(it.cpu_ms, 4),
+                    "waited_ms": None if it.waited_ms is None else round(it.waited_ms, 4),
                     "compiled": it.compiled,
                     "variant": it.variant,
                     "fallback": it.fallback,
