@@ -121,6 +121,10 @@ def _drain(fd: int) -> None:
         pass
 
 
+def _sigint_as_at_a_terminal() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 @pytest.mark.slow
 def test_ctrl_c_keeps_what_was_checked():
     """Ctrl-C once the first sizes are checked (seen on the progress bar, not after a guessed
@@ -141,6 +145,10 @@ def test_ctrl_c_keeps_what_was_checked():
         stdout=subprocess.PIPE,
         stderr=child_side,
         text=True,
+        # As a user's shell starts it: a suite started in the background (``make test &``)
+        # passes SIGINT on ignored, and Python then installs no KeyboardInterrupt handler, so
+        # the signal would do nothing and the sweep would run to its end.
+        preexec_fn=_sigint_as_at_a_terminal,
     )
     os.close(child_side)
     try:
