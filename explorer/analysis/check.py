@@ -69,7 +69,7 @@ class Report:
             "bubble": self.timeline.bubble.to_dict() if self.timeline else None,
             "peak_activations": list(self.timeline.peak_activations) if self.timeline else None,
             "costs": vars(self.timeline.costs) if self.timeline else None,
-            "gradients": gradients_report(s, list(f.gradients)),
+            "gradients": gradients_report(s, f.gradients),
             **(
                 {
                     "lazy_communicators": {

@@ -17,6 +17,8 @@ every gradient counted, since nothing in it comes after the step.
 
 from __future__ import annotations
 
+from typing import Sequence
+
 import numpy as np
 
 from explorer.analysis.findings import GradientCount
@@ -102,11 +104,10 @@ def _pinned(
     return GradientCount(stage, microbatch, count, late, rank, step)
 
 
-def gradients_report(schedule: Schedule, wrong: list[GradientCount] | None = None) -> dict:
+def gradients_report(schedule: Schedule, wrong: Sequence[GradientCount]) -> dict:
     """JSON-ready: whether the invariant applies, ``ok``, and each (stage, micro-batch) that is
-    not exactly once (``wrong``: the counts already computed, e.g. by the check)."""
+    not exactly once (``wrong``: the check's own findings, never counted again here)."""
     applies = trains(schedule)
-    wrong = gradient_counts(schedule) if wrong is None else wrong
     return {
         "ok": not wrong,
         "applies": applies,

@@ -78,7 +78,7 @@ def memory_figure(
                 x=[m.peak_time],
                 y=[m.peak],
                 mode="markers+text",
-                text=[f"peak {m.peak} after {peak_words(m)}"],
+                text=[f"peak {m.peak} after {m.peak_words()}"],
                 # a late peak is labelled on its left: on its right the words ran off the plot
                 textposition="middle left" if m.peak_time > 0.6 * end else "middle right",
                 marker=dict(color=HAZARD, size=9),
@@ -102,11 +102,6 @@ def memory_figure(
         title=dict(text=TITLE), height=max(260, 150 * rows + 80), plot_bgcolor="white"
     )
     return fig
-
-
-def peak_words(m: RankMemory) -> str:
-    """The instruction at the peak as the grid writes it (:meth:`RankMemory.peak_words`)."""
-    return m.peak_words()
 
 
 def binned_totals(memory: Sequence[RankMemory], bins: int = OVERVIEW_BINS) -> tuple:
@@ -180,5 +175,4 @@ __all__ = [
     "memory_figure",
     "binned_totals",
     "empty_memory_figure",
-    "peak_words",
 ]

@@ -44,17 +44,32 @@ def dominant(
     num_categories: Optional[int] = None,
 ) -> Raster:
     """Per row and bin of ``x_range``, the category whose intervals cover most of the bin."""
+    cover, x0, width = _category_cover(
+        row, start, end, category, num_rows, x_range, bins, num_categories
+    )
+    z = np.argmax(cover, axis=2).astype(float)
+    z[cover.max(axis=2) <= 1e-9] = np.nan
+    return Raster(z=z, x0=x0, width=width)
+
+
+def _category_cover(
+    row: np.ndarray,
+    start: np.ndarray,
+    end: np.ndarray,
+    category: np.ndarray,
+    num_rows: int,
+    x_range: tuple[float, float],
+    bins: int,
+    num_categories: Optional[int],
+) -> tuple[np.ndarray, float, float]:
+    """How much of each (row, bin) each category covers; the categories are counted from the
+    data unless given (a view with a fixed palette gives them, so colours never shift)."""
     cats = int(
         num_categories
         if num_categories is not None
         else (int(np.max(category)) + 1 if len(category) else 1)
     )
-    cover, x0, width = _cover(
-        row, start, end, np.asarray(category), num_rows, max(cats, 1), x_range, bins
-    )
-    z = np.argmax(cover, axis=2).astype(float)
-    z[cover.max(axis=2) <= 1e-9] = np.nan
-    return Raster(z=z, x0=x0, width=width)
+    return _cover(row, start, end, np.asarray(category), num_rows, max(cats, 1), x_range, bins)
 
 
 #: A runner-up kind covering at least this share of a bin's busy time is drawn beside the first.
@@ -79,13 +94,8 @@ def first_two(
     and a backward (2 ticks) inside every bin, so the dominant kind alone paints it solid
     backward, like GPipe's drain; drawn as two half-rows it reads as alternating.
     """
-    cats = int(
-        num_categories
-        if num_categories is not None
-        else (int(np.max(category)) + 1 if len(category) else 1)
-    )
-    cover, x0, width = _cover(
-        row, start, end, np.asarray(category), num_rows, max(cats, 1), x_range, bins
+    cover, x0, width = _category_cover(
+        row, start, end, category, num_rows, x_range, bins, num_categories
     )
     order = np.argsort(-cover, axis=2, kind="stable")
     first = order[:, :, 0].astype(float)

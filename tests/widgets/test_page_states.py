@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import re
 
-from explorer.traces.failure import Failure, FailureKind
 from explorer.widgets.schedule_explorer import ScheduleExplorer
 
 
@@ -145,25 +144,3 @@ def test_zoom_to_the_selected_finding_again_after_zooming_away():
     assert app.figures["grid"].layout.xaxis.range == whole
     app.findings.again.click()
     assert tuple(app.figures["grid"].layout.xaxis.range) == tuple(near)
-
-
-def test_a_failed_run_selects_its_finding_and_says_why():
-    class Failed(RuntimeError):
-        result = type(
-            "R",
-            (),
-            {
-                "failure": Failure(
-                    FailureKind.ERROR, "inputs[0].grad is None", rank=2, stage=2, step=6
-                )
-            },
-        )()
-
-    def runner(schedule, costs):
-        raise Failed("rank 2, stage 2, step 6: inputs[0].grad is None")
-
-    app = seed_app(runner=runner)
-    app.run_button.click()
-    detail = words(app.findings.detail.value)
-    assert "the run failed here (rank 2, stage 2, step 6)" in detail and "SendGrad" in detail
-    assert app.findings.again.layout.display is None

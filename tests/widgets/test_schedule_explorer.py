@@ -232,3 +232,7 @@ def test_a_failed_run_selects_the_finding_it_ran_into():
     selected = next(t for t in app.figures["grid"].data if t.name == "selected")
     xs = [x for x in selected.x if x is not None and x == x]
     assert min(xs) > 5 and max(xs) < 7
+    # The detail line says why the finding is selected, and the button returns to it.
+    detail = re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", app.findings.detail.value))
+    assert "the run failed here (rank 2, stage 2, step 6)" in detail and "SendGrad" in detail
+    assert app.findings.again.layout.display is None
