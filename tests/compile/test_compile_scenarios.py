@@ -66,6 +66,16 @@ def test_zero3_hooks_break_the_graph_and_nothing_compiled_runs(results) -> None:
     assert "ran eagerly" in r.diagnosis.sentence
 
 
+def test_presets_run_on_one_intra_op_thread_and_give_the_count_back(results) -> None:
+    """One thread makes an iteration's own time exact on a busy machine (see one_intra_op_thread)."""
+    import torch
+
+    before = torch.get_num_threads()
+    r = results("graph-break")
+    assert r.threads == 1 and r.to_json()["threads"] == 1
+    assert torch.get_num_threads() == before
+
+
 def test_limit_falls_back_to_eager_with_period_six(results) -> None:
     r = results("limit")
     assert (r.diagnosis.cause, r.diagnosis.period) == ("eager-fallback", 6), r.diagnosis.sentence

@@ -192,3 +192,35 @@ def test_without_the_wait_the_wall_time_is_read() -> None:
     d = _probed(walls, [None] * n, [None] * n).diagnosis
     assert (d.cause, d.period) == ("unrelated", 3), d.sentence
     assert "other processes" not in d.sentence
+
+
+def test_that_nothing_compiled_ran_is_said_whatever_period_is_found() -> None:
+    """A fact about the run is not hidden by a timing verdict: an eager run with a slow every
+    3rd iteration is diagnosed as periodic work and still says the model ran eagerly."""
+    from explorer.analysis.compile.diagnosis import diagnose
+    from explorer.traces.compile.records import Iteration, ProbeResult
+
+    its = [
+        Iteration(i, 25.0 if i % 3 == 2 else 5.0, i == 0, (), False, None, 0.0) for i in range(30)
+    ]
+    result = ProbeResult(iterations=its, variant_source="tracking backend")
+    d = diagnose(result)
+    assert d.cause == "unrelated" and "ran eagerly" in d.sentence, d.sentence
+    result.iterations = [Iteration(0, 5.0, True, ("0/0",), False, None, 0.0)] + its[1:]
+    assert "ran eagerly" not in diagnose(result).sentence  # one iteration ran a compiled graph
+
+
+def test_a_busy_run_on_several_threads_says_its_own_time_is_not_clean() -> None:
+    rng = random.Random(11)
+    n = 30
+    cpus = [5.0 * (1 + rng.gauss(0, 0.02)) for _ in range(n)]
+    waits = [5.0] * n
+    walls = [c + w for c, w in zip(cpus, waits)]
+    many = _probed(walls, cpus, waits)
+    many.threads = 4
+    from explorer.analysis.compile.diagnosis import diagnose
+
+    assert "on 4 intra-op threads" in diagnose(many).sentence
+    many.threads = 1
+    sentence = diagnose(many).sentence
+    assert "other processes held the cores" in sentence and "intra-op" not in sentence

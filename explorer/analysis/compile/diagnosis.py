@@ -18,6 +18,7 @@ Pure python over :mod:`records`.
 from __future__ import annotations
 
 from collections import Counter
+from dataclasses import replace
 from statistics import median
 from typing import Optional, Sequence
 
@@ -232,12 +233,24 @@ def own_ms(it: Iteration) -> float:
     return it.ms - it.waited_ms if it.waited_ms is not None else it.ms
 
 
-def _busy(steady: Sequence[Iteration]) -> str:
-    """`` (other processes held the cores for 43% of the run's wall time)`` when that is BUSY_SHARE or more."""
+def _busy(steady: Sequence[Iteration], threads: Optional[int] = None) -> str:
+    """`` (other processes held the cores for 43% of the run's wall time)`` when that is BUSY_SHARE or more.
+
+    With several intra-op threads the probing thread also waits, off the run queue, for a
+    worker that waits for a core; that wait stays in its own time, so the note says so.
+    """
     share = busy_share(steady)
     if share is None or share < BUSY_SHARE:
         return ""
-    return f" (other processes held the cores for {100 * share:.0f}% of the run's wall time)"
+    shared = (
+        f"; on {threads} intra-op threads some of that stays in the iterations' own time, "
+        "torch.set_num_threads(1) gives a clean clock"
+        if threads is not None and threads > 1
+        else ""
+    )
+    return (
+        f" (other processes held the cores for {100 * share:.0f}% of the run's wall time{shared})"
+    )
 
 
 def _unrelated(result: ProbeResult) -> Optional[Diagnosis]:
@@ -256,14 +269,33 @@ def _unrelated(result: ProbeResult) -> Optional[Diagnosis]:
         f"Periodic work unrelated to compilation: every {_nth(k)} iteration (iteration % {k} == "
         f"{slow}) takes {_ms(phases[slow])} against {_ms(rest)} ({pct:.0f}% slower), while "
         f"the same compiled variant{'s' if len(variants) > 1 else ''} {', '.join(variants)} "
-        f"run{'' if len(variants) > 1 else 's'} and nothing recompiles after warm-up{_busy(steady)}. Look for work on a schedule: an optimizer "
+        f"run{'' if len(variants) > 1 else 's'} and nothing recompiles after warm-up{_busy(steady, result.threads)}. Look for work on a schedule: an optimizer "
         f"step at a gradient-accumulation boundary, logging, checkpointing; {found.describe()}."
     )
     return Diagnosis("unrelated", k, sentence, found.cycles, found.confirmed)
 
 
 def diagnose(result: ProbeResult) -> Diagnosis:
-    """The period and its cause, testing the causes in the order the module docstring gives."""
+    """The period and its cause, testing the causes in the order the module docstring gives.
+
+    That no compiled graph ran is a fact about the run, not about its period: it is said
+    whichever cause is found, so no timing can hide it.
+    """
+    found = _cause(result)
+    eager = _ran_eagerly(result)
+    return replace(found, sentence=f"{found.sentence}{eager}") if eager else found
+
+
+def _ran_eagerly(result: ProbeResult) -> str:
+    """The sentence saying no compiled graph ran, or "" (it is known only from the tracking backend)."""
+    if result.variant_source == "tracking backend" and not any(
+        it.variants for it in result.iterations
+    ):
+        return " No compiled graph ran in any iteration: the graph breaks left nothing to compile, so the model ran eagerly."
+    return ""
+
+
+def _cause(result: ProbeResult) -> Diagnosis:
     limits = [c for c in result.compiles if c.failed and "Limit" in c.failed]
     compiled = [c for c in result.compiles if not c.failed]
     for test in (
@@ -277,7 +309,7 @@ def diagnose(result: ProbeResult) -> Diagnosis:
             return found
     steady = steady_iterations(result.iterations)
     flat = (
-        f"; steady time {_ms(median(own_ms(it) for it in steady))} per iteration{_busy(steady)}"
+        f"; steady time {_ms(median(own_ms(it) for it in steady))} per iteration{_busy(steady, result.threads)}"
         if steady
         else ""
     )
@@ -285,14 +317,9 @@ def diagnose(result: ProbeResult) -> Diagnosis:
     when = f", the last at iteration {last}" if last is not None else ""
     breaks = sorted({g.reason for g in result.graph_breaks})
     named = f" ({'; '.join(breaks[:2])})" if breaks else ""
-    eager = ""
-    if result.variant_source == "tracking backend" and not any(
-        it.variants for it in result.iterations
-    ):
-        eager = " No compiled graph ran in any iteration: the graph breaks left nothing to compile, so the model ran eagerly."
     sentence = (
         f"No period: {len(compiled)} compile{'s' if len(compiled) != 1 else ''}{when}, "
-        f"{len(breaks)} distinct graph break{'s' if len(breaks) != 1 else ''}{named}{flat}.{eager}"
+        f"{len(breaks)} distinct graph break{'s' if len(breaks) != 1 else ''}{named}{flat}."
     )
     return Diagnosis("steady", None, sentence)
 

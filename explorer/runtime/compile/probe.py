@@ -106,6 +106,7 @@ def probe(
     sync = _synchronize()
     result = ProbeResult(iterations=[], backend=backend, source=src.name, label=label)
     result.variant_source = "tracking backend" if tracker is not None else "dynamo cache"
+    result.threads = torch.get_num_threads()
     limited: set[str] = set()
     with torch._dynamo.config.patch(**patch), src:
         result.recompile_limit = getattr(

@@ -5,7 +5,8 @@ Shared by the CLI, the widget and the notebook, so all three run exactly the sam
 
 from __future__ import annotations
 
-from typing import Any, Callable, Mapping, Optional
+from contextlib import contextmanager
+from typing import Any, Callable, Iterator, Mapping, Optional
 
 from explorer.runtime.compile.config import parse_config
 from explorer.runtime.compile.scenarios import build
@@ -38,18 +39,40 @@ def run_scenario(
     import torch._dynamo
 
     torch._dynamo.reset()
-    scenario = build(name, cfg, tracker)
-    result = probe(
-        synchronised(scenario.step) if ranked else scenario.step,
-        iterations or scenario.preset.iterations,
-        tracker=tracker,
-        source=source,
-        reset=True,
-        dynamo_config=scenario.dynamo_config,
-        backend=cfg.backend_name,
-        label=name,
-    )
+    with one_intra_op_thread():
+        scenario = build(name, cfg, tracker)
+        result = probe(
+            synchronised(scenario.step) if ranked else scenario.step,
+            iterations or scenario.preset.iterations,
+            tracker=tracker,
+            source=source,
+            reset=True,
+            dynamo_config=scenario.dynamo_config,
+            backend=cfg.backend_name,
+            label=name,
+        )
     return gather(result, name) if ranked else result
+
+
+@contextmanager
+def one_intra_op_thread() -> Iterator[None]:
+    """Run the block on one intra-op thread, then restore the count.
+
+    The presets are tiny models that gain nothing from parallel kernels, and one thread makes
+    an iteration's own time (wall less the probing thread's waits for a core) exact: with
+    several, the probing thread also waits, off the run queue, for a worker that waits on it,
+    and a busy machine leaks back into the clock (measured: 2 ms iterations read 55 ms own
+    time beside two busy neighbours on two intra-op threads, 1.5 ms on one). Inductor sizes
+    its kernels' thread count when it compiles, so the models are built and compiled inside.
+    """
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
 
 
 def run_step(
@@ -73,4 +96,4 @@ def run_step(
     return gather(result, label) if ranked else result
 
 
-__all__ = ["run_scenario", "run_step"]
+__all__ = ["one_intra_op_thread", "run_scenario", "run_step"]

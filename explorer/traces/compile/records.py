@@ -167,6 +167,8 @@ class ProbeResult:
     ranks: list[dict[str, Any]] = field(default_factory=list)
     divergence: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    #: Intra-op threads the step ran on (None: not known, e.g. read from a trace).
+    threads: Optional[int] = None
 
     @property
     def error(self) -> Optional[str]:
@@ -189,6 +191,7 @@ class ProbeResult:
             "label": self.label,
             "backend": self.backend,
             "source": self.source,
+            "threads": self.threads,
             "iterations": [
                 {
                     "iteration": it.iteration,
