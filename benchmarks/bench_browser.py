@@ -199,7 +199,7 @@ def notebook(*cells: str) -> dict:
     }
 
 
-IMPORT = "from explorer.widgets.schedule_explorer import ScheduleExplorer"
+IMPORT = "from explorer.pipeline.app.schedule_explorer import ScheduleExplorer"
 
 
 def measure(

@@ -27,10 +27,10 @@ def main() -> None:
 
     import torch
 
-    from explorer.runtime.compile.config import parse_config
-    from explorer.runtime.compile.probe import probe
-    from explorer.runtime.compile.tracking import VariantTracker
-    from explorer.runtime.compile.wrapper import compile_model
+    from explorer.compile.runtime.config import parse_config
+    from explorer.compile.runtime.probe import probe
+    from explorer.compile.runtime.tracking import VariantTracker
+    from explorer.compile.runtime.wrapper import compile_model
 
     torch.manual_seed(0)
     torch._dynamo.reset()

@@ -1,6 +1,6 @@
 """How fast ``explorer read`` answers for a job's TORCH_TRACE and profiler traces, and what period detection costs.
 
-A real job (:mod:`explorer.runtime.compile.example_job`, ``period4``, aot_eager) runs
+A real job (:mod:`explorer.compile.runtime.example_job`, ``period4``, aot_eager) runs
 ``--iterations`` profiled iterations, so its profiler trace is as long as a user's; its
 structured trace is then copied as 8 and 64 ranks (the same content, ``rank_N`` names) to
 time reading and merging many ranks. Then :func:`find_time_period` on 1,000 and 10,000
@@ -41,9 +41,9 @@ def main() -> int:
     parser.add_argument("--iterations", type=int, default=400)
     args = parser.parse_args()
 
-    from explorer.analysis.compile.period import find_time_period
-    from explorer.runtime.compile.example_job import record
-    from explorer.traces.compile.from_trace import read_job
+    from explorer.compile.analysis.from_trace import read_job
+    from explorer.compile.analysis.period import find_time_period
+    from explorer.compile.runtime.example_job import record
 
     work = Path(tempfile.mkdtemp(prefix="bench-compile-read-"))
     ok = True

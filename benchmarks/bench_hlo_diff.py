@@ -75,7 +75,7 @@ def structural(a: str, b: str, repeat: int) -> dict:
 
 def baseline(a: str, b: str, repeat: int) -> dict:
     """difflib on the canonical texts: best wall and CPU of ``repeat`` runs."""
-    from explorer.hlo import canonical_text, read_modules
+    from explorer.xla.hlo import canonical_text, read_modules
 
     ta = canonical_text(read_modules(a)[0]).splitlines()
     tb = canonical_text(read_modules(b)[0]).splitlines()

@@ -61,7 +61,7 @@ def wrapper_cost_us(n: int = 20000) -> float:
     import io
     import time
 
-    from explorer.runtime.deepspeed.instrument import EngineTrace
+    from explorer.pipeline.runtime.deepspeed.instrument import EngineTrace
 
     trace = EngineTrace.__new__(EngineTrace)  # the hot path only: no engine, no process group
     trace.stage, trace.rank, trace.run_id, trace.iteration, trace.step = 2, 2, "bench", 0, 0

@@ -20,9 +20,10 @@ import platform
 import statistics
 import sys
 
-from explorer.analysis import build, check
-from explorer.runtime.pipeline import ModelSpec, RunSpec, run_pipeline
-from explorer.traces.pipeline.trace import makespan, measured_costs
+from explorer.pipeline.analysis import build, check
+from explorer.pipeline.analysis.recost import measured_costs
+from explorer.pipeline.runtime import ModelSpec, RunSpec, run_pipeline
+from explorer.pipeline.traces.trace import makespan
 
 SCHEDULES = (
     ("deepspeed legacy", "deepspeed-train", "legacy", "legacy"),

@@ -27,12 +27,12 @@ import time
 
 import numpy as np
 
-from explorer.analysis import build, check
-from explorer.analysis.buffers import buffer_hazards, needed_buffers
-from explorer.analysis.deadlock import find_deadlock
-from explorer.analysis.p2p import match
-from explorer.analysis.timeline import Costs, simulate
-from explorer.schedules import Kind
+from explorer.pipeline.analysis import build, check
+from explorer.pipeline.analysis.buffers import buffer_hazards, needed_buffers
+from explorer.pipeline.analysis.deadlock import find_deadlock
+from explorer.pipeline.analysis.p2p import match
+from explorer.pipeline.analysis.timeline import Costs, simulate
+from explorer.pipeline.schedules import Kind
 
 
 def best(fn, repeat: int) -> tuple[float, object]:

@@ -28,9 +28,9 @@ from pathlib import Path
 
 import numpy as np
 
-from explorer.analysis import build
-from explorer.analysis.sizes import parse_sizes
-from explorer.schedules import Kind
+from explorer.pipeline.analysis import build
+from explorer.pipeline.analysis.sizes import parse_sizes
+from explorer.pipeline.schedules import Kind
 
 ROOT = Path(__file__).resolve().parents[1]
 GOAL = 10.0

@@ -19,12 +19,12 @@ import statistics
 import sys
 import time
 
-from explorer.analysis import build, check
-from explorer.views.grid import grid_figure
-from explorer.views.lifetimes import lifetimes_figure
-from explorer.views.overlay import overlay_figure
-from explorer.views.timeline import timeline_figure
-from explorer.widgets.schedule_explorer import ScheduleExplorer
+from explorer.pipeline.analysis import build, check
+from explorer.pipeline.app.schedule_explorer import ScheduleExplorer
+from explorer.pipeline.views.grid import grid_figure
+from explorer.pipeline.views.lifetimes import lifetimes_figure
+from explorer.pipeline.views.overlay import overlay_figure
+from explorer.pipeline.views.timeline import timeline_figure
 
 GOAL_S = 0.100
 

@@ -31,7 +31,7 @@ def main() -> int:
     parser.add_argument("--width", type=int, default=32)
     args = parser.parse_args()
 
-    from explorer.runtime.xla import run_scenario
+    from explorer.xla.runtime import run_scenario
 
     skip = 3  # steps 0 and 1 compile; step 2 is the first cached one (allocator warm-up)
     default_name = "capture (default: source lines until settled)"

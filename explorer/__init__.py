@@ -1,14 +1,15 @@
 """explorer: an interactive explorer for the places where distributed training goes quietly wrong.
 
-Layers (data flows one way; nothing lower imports anything higher):
+Three products over one thin base (the layout ``tests/test_layering.py`` checks):
 
-- ``explorer.schedules`` and ``explorer.analysis`` and ``explorer.hlo``: the pure core
-  (python + numpy). Importing them never imports torch, torch_xla, plotly or ipywidgets.
-- ``explorer.runtime``: real executions (torch.distributed, torch_xla, torch.compile),
-  heavy packages imported lazily inside functions.
-- ``explorer.views``: plotly figures, pure functions of data.
-- ``explorer.widgets``: the only ipywidgets importer.
-- ``explorer.cli``: the same capabilities from a terminal.
+- ``explorer.pipeline``: pipeline schedules, their hazards, mismatches and deadlocks, and real runs;
+- ``explorer.xla``: PyTorch/XLA graphs that vary between steps, and the HLO that says why;
+- ``explorer.compile``: why ``torch.compile`` recompiles, and with what period.
+
+Each has the same floors (records, analysis, runtime, views, app, cli; nothing below runtime
+imports torch, plotly or ipywidgets). Under them, the ground every product shares (errors,
+inputs, loading, failure, processes, ui, cli_options); over them, the door (``explorer read``
+and the CLI). ``import explorer`` stays light: ``explorer.instrument`` loads on first use.
 """
 
 __version__ = "0.1.0"
@@ -19,7 +20,7 @@ __all__ = ["instrument"]
 def __getattr__(name: str):
     """``explorer.instrument(engine, out_dir)``: imported on first use, so ``import explorer`` stays light."""
     if name == "instrument":
-        from explorer.runtime.deepspeed.instrument import instrument
+        from explorer.pipeline.runtime.deepspeed.instrument import instrument
 
         return instrument
     raise AttributeError(f"module 'explorer' has no attribute {name!r}")

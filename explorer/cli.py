@@ -1,6 +1,6 @@
 """Command-line entry point: ``explorer <command> ...``.
 
-Each command lives in its own module under ``explorer.commands`` and exposes
+Each command lives in its own module under ``explorer.pipeline.cli`` and exposes
 ``register(subparsers)``, which adds a sub-parser whose ``func(args) -> int`` does the work.
 Exit codes are a contract other tools rely on: 0 ok, 1 findings (a hazard, a recompile, a
 failed run), 2 bad input. Bad input never shows a traceback: :class:`InputError` becomes one
@@ -18,29 +18,29 @@ from explorer.errors import InputError, MissingExtraError, one_line
 
 #: Command modules, in the order ``explorer --help`` lists them.
 COMMANDS: tuple[str, ...] = (
-    "explorer.commands.schedule",
-    "explorer.commands.check",
-    "explorer.commands.fix",
-    "explorer.commands.compile_probe",
-    "explorer.commands.hlo",
-    "explorer.commands.run",
-    "explorer.commands.xla_run",
-    "explorer.commands.read",
+    "explorer.pipeline.cli.schedule",
+    "explorer.pipeline.cli.check",
+    "explorer.pipeline.cli.fix",
+    "explorer.compile.cli.probe",
+    "explorer.xla.cli.hlo",
+    "explorer.pipeline.cli.run",
+    "explorer.xla.cli.run",
+    "explorer.read",
 )
 
 #: The command names each module registers, so that a run imports only its own command's module
 #: (``hlo-diff`` need not pay for numpy and the schedule generators). A name missing here still
 #: works: the full parser is built. ``tests/test_cli_lazy.py`` checks the table against ``register``.
 COMMAND_NAMES: dict[str, str] = {
-    "schedule": "explorer.commands.schedule",
-    "check": "explorer.commands.check",
-    "fix": "explorer.commands.fix",
-    "compile-probe": "explorer.commands.compile_probe",
-    "hlo-diff": "explorer.commands.hlo",
-    "hlo-list": "explorer.commands.hlo",
-    "run": "explorer.commands.run",
-    "xla-run": "explorer.commands.xla_run",
-    "read": "explorer.commands.read",
+    "schedule": "explorer.pipeline.cli.schedule",
+    "check": "explorer.pipeline.cli.check",
+    "fix": "explorer.pipeline.cli.fix",
+    "compile-probe": "explorer.compile.cli.probe",
+    "hlo-diff": "explorer.xla.cli.hlo",
+    "hlo-list": "explorer.xla.cli.hlo",
+    "run": "explorer.pipeline.cli.run",
+    "xla-run": "explorer.xla.cli.run",
+    "read": "explorer.read",
 }
 
 

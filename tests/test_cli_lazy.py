@@ -25,15 +25,15 @@ def test_every_registered_command_is_in_the_table_with_its_module():
 
 
 @pytest.mark.slow  # a fresh interpreter
-def test_hlo_diff_does_not_import_the_schedule_commands():
+def test_hlo_diff_imports_nothing_of_the_pipeline_product():
     code = (
         "import sys, json\n"
         "from explorer import cli\n"
         "try:\n    cli.main(['hlo-diff', '--help'])\nexcept SystemExit:\n    pass\n"
-        "print(json.dumps(sorted(m for m in sys.modules if m.startswith(('numpy', 'explorer.commands.')))))"
+        "print(json.dumps(sorted(m for m in sys.modules if m.startswith(('numpy', 'explorer.')))))"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     loaded = json.loads(out.stdout.strip().splitlines()[-1])
-    assert "explorer.commands.hlo" in loaded
-    assert "explorer.commands.schedule" not in loaded
+    assert "explorer.xla.cli.hlo" in loaded
+    assert [m for m in loaded if m.startswith("explorer.pipeline")] == []
     assert not [m for m in loaded if m.startswith("numpy")]

@@ -1,19 +1,30 @@
-"""Layers hold: no module imports a higher layer, and heavy packages stay at the edge.
+"""Three products over one thin base: the rules of the layout, checked on the AST of every module.
 
-Two kinds of check. The static one parses every module of ``explorer/`` with :mod:`ast` and
-collects every ``explorer.*`` import, at module level and inside functions, so a lazy import
-that climbs a layer is caught as surely as a top-level one; it runs in the fast tier. The
-dynamic one imports a module in a fresh interpreter and reads ``sys.modules``, which also
-catches what the imported modules pull in transitively; it starts a process, so it is slow.
+This test is the specification of ``explorer/``'s shape (``../README.md``, "Layout")::
 
-Layers, low to high (a module may import its own layer and any lower one)::
+    explorer/
+      pipeline/  schedules 0, traces 1, analysis 2, runtime 3, printout/views 4, app 5, cli 6
+      xla/       hlo 0, traces 1, analysis 2, runtime 3, views 4, app 5, cli 6
+      compile/   traces 0, analysis 1, runtime 2, printout/views 3, app 4, cli 5
+      ground     errors, inputs, loading, failure, user_step, detect, lazy, processes, ui, cli_options
+      door       read, cli, __main__
 
-    0  explorer (the package itself), errors, inputs, schedules
-    1  analysis, hlo, traces, report       the pure core: may import each other
-    2  runtime                             starts processes, imports torch lazily
-    3  views                               plotly figures
-    4  widgets                             the only ipywidgets/anywidget importer
-    5  commands, cli                       the terminal
+Rules (every import counts, at module level or inside a function, except under
+``if TYPE_CHECKING:``):
+
+* products never import each other, nor the door; the ground imports no product and no door;
+  the door (``explorer read`` and the CLI, which list every product) may import anything;
+* inside a product the floors run one way: a module imports its own floor or a lower one, and
+  the product's ``__init__`` (its public face) may import any of its floors;
+* no import circle, between modules or through a package's ``__init__``;
+* the pure floors (below ``runtime``) and the ground (but ``ui``) import no torch, torch_xla,
+  deepspeed, plotly or ipywidgets at module level; only an ``app`` floor and ``ui`` import a
+  widget package at all;
+* a product's face (its ``__init__``) names by string only modules of its own product;
+* a part not placed here is a violation: a new folder is placed deliberately.
+
+The static check runs in the fast tier; the dynamic ones (an interpreter's ``sys.modules`` after
+importing a module) start processes and are slow.
 """
 
 from __future__ import annotations
@@ -25,39 +36,84 @@ import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Optional
 
 import pytest
 
 import explorer
 
-#: Layer of each top-level part of ``explorer`` (a subpackage or a top-level module).
-LAYERS: dict[str, int] = {
-    "": 0,  # explorer/__init__.py
-    "errors": 0,
-    "inputs": 0,
-    "loading": 0,
-    "schedules": 0,
-    "analysis": 1,
-    "hlo": 1,
-    "traces": 1,
-    "printout": 1,
-    "runtime": 2,
-    "views": 3,
-    "widgets": 4,
-    "commands": 5,
-    "cli": 5,
-    "__main__": 5,
+#: Each product's floors, low to high. A product's ``__init__`` (its face) sits above them all.
+PRODUCTS: dict[str, dict[str, int]] = {
+    "pipeline": {
+        "schedules": 0,
+        "traces": 1,
+        "analysis": 2,
+        "runtime": 3,
+        "printout": 4,
+        "views": 4,
+        "app": 5,
+        "cli": 6,
+    },
+    "xla": {"hlo": 0, "traces": 1, "analysis": 2, "runtime": 3, "views": 4, "app": 5, "cli": 6},
+    "compile": {
+        "traces": 0,
+        "analysis": 1,
+        "runtime": 2,
+        "printout": 3,
+        "views": 3,
+        "app": 4,
+        "cli": 5,
+    },
 }
-LAYER_NAMES = ("base", "pure core", "runtime", "views", "widgets", "commands/cli")
-#: Public entry points the package itself re-exports lazily (inside ``__getattr__``, so
-#: ``import explorer`` stays light): the one line a user adds to their own training script.
-FACADE = frozenset({("explorer", "explorer.runtime.deepspeed.instrument")})
-#: Parts whose modules must not import a heavy package at module level.
-PURE = frozenset(part for part, layer in LAYERS.items() if layer <= 1)
+#: The floor every product stands on, and what it must never reach up to.
+GROUND = frozenset(
+    {
+        "",  # explorer/__init__.py
+        "errors",
+        "inputs",
+        "loading",
+        "failure",
+        "user_step",
+        "detect",
+        "lazy",
+        "processes",
+        "ui",
+        "cli_options",
+    }
+)
+#: Above every product: the commands that list all of them.
+DOOR = frozenset({"read", "cli", "__main__"})
+#: Floors below which nothing imports a heavy package at module level.
+RUNTIME_FLOOR = "runtime"
+#: Ground parts that may import heavy packages at module level (what every app shares).
+HEAVY_GROUND = frozenset({"ui"})
+#: The one light entry point the package re-exports lazily: the line a user adds to a training script.
+FACADE = frozenset({("explorer", "explorer.pipeline.runtime.deepspeed.instrument")})
 HEAVY = ("torch", "torch_xla", "plotly", "ipywidgets", "deepspeed", "anywidget")
 WIDGET_PACKAGES = ("ipywidgets", "anywidget")
 
 PACKAGE_ROOT = Path(explorer.__file__).parent
+
+
+@dataclass(frozen=True)
+class Place:
+    """Where a module sits: its room (a product, ``ground`` or ``door``) and its floor there."""
+
+    room: str
+    part: str  # the product's floor name, or the ground/door part
+    floor: int
+
+    @property
+    def pure(self) -> bool:
+        if self.room == "ground":
+            return self.part not in HEAVY_GROUND
+        if self.room in PRODUCTS:
+            return self.floor < PRODUCTS[self.room].get(RUNTIME_FLOOR, 99)
+        return False
+
+    @property
+    def may_import_widgets(self) -> bool:
+        return self.part in ("app", "ui")
 
 
 @dataclass(frozen=True)
@@ -67,7 +123,8 @@ class Import:
     module: str  # importing module, dotted
     target: str  # imported module, dotted (for ``from a import b``: ``a.b`` when b is a module)
     line: int
-    module_level: bool  # False inside a function body or under ``if TYPE_CHECKING:``
+    module_level: bool  # False inside a function body
+    type_only: bool  # under ``if TYPE_CHECKING:``
 
 
 def module_name(path: Path, root: Path) -> str:
@@ -76,6 +133,24 @@ def module_name(path: Path, root: Path) -> str:
     if parts[-1] == "__init__":
         parts.pop()
     return ".".join([root.name, *parts])
+
+
+def place_of(dotted: str, package: str) -> Optional[Place]:
+    """The place of a module of ``package`` (None: outside the package, or a part not placed)."""
+    if dotted != package and not dotted.startswith(package + "."):
+        return None
+    parts = dotted.split(".")[1:]
+    head = parts[0] if parts else ""
+    if head in PRODUCTS:
+        floors = PRODUCTS[head]
+        if len(parts) == 1:
+            return Place(head, "", max(floors.values()) + 1)
+        return Place(head, parts[1], floors[parts[1]]) if parts[1] in floors else None
+    if head in GROUND:
+        return Place("ground", head, 0)
+    if head in DOOR:
+        return Place("door", head, 0)
+    return None
 
 
 def _is_type_checking(test: ast.expr) -> bool:
@@ -99,93 +174,158 @@ def _modules_under(root: Path) -> frozenset[str]:
 
 
 def imports_of(path: Path, root: Path) -> list[Import]:
-    """Every import in one file, with the runtime context each one runs in."""
+    """Every import in one file, with the context each one runs in."""
     module = module_name(path, root)
     is_package = path.name == "__init__.py"
     tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
     found: list[Import] = []
     known = _modules_under(root)
 
-    def visit(node: ast.AST, module_level: bool) -> None:
+    def visit(node: ast.AST, module_level: bool, type_only: bool) -> None:
         for child in ast.iter_child_nodes(node):
             if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
-                visit(child, False)
+                visit(child, False, type_only)
             elif isinstance(child, ast.If) and _is_type_checking(child.test):
                 for stmt in child.body:
-                    visit(ast.Module(body=[stmt], type_ignores=[]), False)
+                    visit(ast.Module(body=[stmt], type_ignores=[]), False, True)
                 for stmt in child.orelse:
-                    visit(ast.Module(body=[stmt], type_ignores=[]), module_level)
+                    visit(ast.Module(body=[stmt], type_ignores=[]), module_level, type_only)
             elif isinstance(child, ast.Import):
                 for alias in child.names:
-                    found.append(Import(module, alias.name, child.lineno, module_level))
+                    found.append(Import(module, alias.name, child.lineno, module_level, type_only))
             elif isinstance(child, ast.ImportFrom):
                 source = _resolve_from(child, module, is_package)
                 for alias in child.names:
                     candidate = f"{source}.{alias.name}"
                     target = candidate if candidate in known else source
-                    found.append(Import(module, target, child.lineno, module_level))
+                    found.append(Import(module, target, child.lineno, module_level, type_only))
             else:
-                visit(child, module_level)
+                visit(child, module_level, type_only)
 
-    visit(tree, True)
+    visit(tree, True, False)
     return found
 
 
-def part_of(dotted: str, package: str) -> str | None:
-    """The top-level part (``"analysis"``, ``"cli"``, ``""`` for the package) of a dotted name."""
-    if dotted == package:
-        return ""
-    if not dotted.startswith(package + "."):
+def _crossing(source: Place, target: Place, imp: Import) -> Optional[str]:
+    """Why an import from ``source`` to ``target`` breaks the rules (None: it does not)."""
+    if source.room == "door":
         return None
-    return dotted.split(".")[1]
+    if (imp.module, imp.target) in FACADE and not imp.module_level:
+        return None
+    if source.room == "ground":
+        if target.room != "ground":
+            return f"the ground imports {target.room} ({imp.target})"
+        return None
+    if target.room == "ground":
+        return None
+    if target.room != source.room:
+        return (
+            f"{source.room} imports {target.room} ({imp.target}): products never import each other"
+        )
+    if target.floor > source.floor:
+        return (
+            f"{source.room}.{source.part} (floor {source.floor}) imports {imp.target} "
+            f"(floor {target.floor}, higher)"
+        )
+    return None
 
 
-def layering_violations(root: Path, layers: dict[str, int] = LAYERS) -> list[str]:
-    """One line per import that breaks the layering rules, for the package in folder ``root``.
-
-    Rules: no import of a higher layer (anywhere in the file); the pure core imports no heavy
-    package at module level; ``views`` never imports a widget package; nothing but ``widgets``
-    imports one. A part missing from ``layers`` is itself a violation: a new package must be
-    placed deliberately.
-    """
+def layering_violations(root: Path) -> list[str]:
+    """One line per import (or module) that breaks the rules, for the package in folder ``root``."""
     package = root.name
     problems: list[str] = []
     for path in sorted(root.rglob("*.py")):
         rel = path.relative_to(root.parent)
-        source_part = part_of(module_name(path, root), package)
-        if source_part not in layers:
-            problems.append(f"{rel}: part {source_part!r} has no layer; add it to LAYERS")
+        source = place_of(module_name(path, root), package)
+        if source is None:
+            problems.append(f"{rel}: not placed in PRODUCTS, GROUND or DOOR")
             continue
-        source_layer = layers[source_part]
         for imp in imports_of(path, root):
             where = f"{rel}:{imp.line}"
             top = imp.target.split(".")[0]
-            target_part = part_of(imp.target, package)
-            if target_part is not None:
-                if target_part not in layers:
-                    problems.append(f"{where}: imports {imp.target}, whose part has no layer")
-                elif layers[target_part] > source_layer and not (
-                    (imp.module, imp.target) in FACADE and not imp.module_level
-                ):
-                    problems.append(
-                        f"{where}: {source_part or package} (layer {source_layer}) imports "
-                        f"{imp.target} (layer {layers[target_part]}, higher)"
-                    )
-            if top in HEAVY and imp.module_level and source_part in PURE:
+            if top == package and not imp.type_only:
+                target = place_of(imp.target, package)
+                if target is None:
+                    problems.append(f"{where}: imports {imp.target}, which is not placed")
+                else:
+                    why = _crossing(source, target, imp)
+                    if why:
+                        problems.append(f"{where}: {why}")
+            if top in HEAVY and imp.module_level and not imp.type_only and source.pure:
                 problems.append(f"{where}: pure module imports {top} at module level")
-            if top in WIDGET_PACKAGES and source_part != "widgets":
-                problems.append(f"{where}: imports {top}; only explorer.widgets may")
-    return problems
+            if top in WIDGET_PACKAGES and not source.may_import_widgets:
+                problems.append(f"{where}: imports {top}; only an app floor or explorer.ui may")
+        if source.room in PRODUCTS and source.part == "":
+            problems += _face_names_elsewhere(path, rel, source.room, package)
+    return problems + import_circles(root)
 
 
-def test_no_module_imports_a_higher_layer_or_a_heavy_package_out_of_place():
+def _face_names_elsewhere(path: Path, rel: Path, product: str, package: str) -> list[str]:
+    """A product's face names its modules by string (loaded on first use): each must be its own."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    own = f"{package}.{product}"
+    return [
+        f"{rel}:{node.lineno}: the face of {product} names {node.value}, outside its product"
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Constant)
+        and isinstance(node.value, str)
+        and node.value.startswith(f"{package}.")
+        and not (node.value == own or node.value.startswith(own + "."))
+    ]
+
+
+def import_circles(root: Path) -> list[str]:
+    """One line per circle of modules importing each other (type-only imports aside)."""
+    package = root.name
+    graph: dict[str, set[str]] = {}
+    for path in root.rglob("*.py"):
+        name = module_name(path, root)
+        graph.setdefault(name, set())
+        for imp in imports_of(path, root):
+            if imp.target.split(".")[0] == package and not imp.type_only and imp.target != name:
+                graph[name].add(imp.target)
+    return [f"import circle: {' -> '.join(c + [c[0]])}" for c in _circles(graph)]
+
+
+def _circles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components of more than one module (Tarjan), each sorted."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on_stack.add(v)
+        for w in sorted(graph.get(v, ())):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                component.append(w)
+                if w == v:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    sys.setrecursionlimit(max(sys.getrecursionlimit(), 10_000))
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return found
+
+
+def test_the_tree_keeps_the_layout():
     problems = layering_violations(PACKAGE_ROOT)
-    assert not problems, "layering broken:\n" + "\n".join(problems)
-
-
-def test_every_part_of_the_package_has_a_layer():
-    parts = {part_of(module_name(p, PACKAGE_ROOT), "explorer") for p in PACKAGE_ROOT.rglob("*.py")}
-    assert parts <= set(LAYERS), f"unplaced parts: {sorted(parts - set(LAYERS))}"
+    assert not problems, "layout broken:\n" + "\n".join(problems)
 
 
 def _plant(tmp_path: Path, files: dict[str, str]) -> Path:
@@ -199,74 +339,122 @@ def _plant(tmp_path: Path, files: dict[str, str]) -> Path:
 
 CLEAN = {
     "errors.py": "",
-    "schedules/__init__.py": "from explorer.errors import x\n",
-    "analysis/__init__.py": "from . import check\nfrom explorer.hlo import y\n",
-    "analysis/check.py": "from ..schedules import z\nfrom explorer import errors\n",
-    "hlo/__init__.py": "from explorer.traces import t\n",
-    "traces/__init__.py": "from explorer.analysis.check import c\n",
-    "runtime/__init__.py": "def f():\n    import torch\n    from explorer.analysis import a\n",
-    "views/__init__.py": "import plotly.graph_objects as go\nfrom explorer.runtime import r\n",
-    "widgets/__init__.py": "import ipywidgets\nimport anywidget\nfrom explorer.views import v\n",
-    "commands/__init__.py": "from explorer.widgets import w\n",
-    "cli.py": "from explorer.commands import c\n",
+    "ui/__init__.py": "import anywidget\nimport plotly\nfrom explorer.errors import E\n",
+    "pipeline/__init__.py": "def __getattr__(n):\n    from explorer.pipeline.app import w\n",
+    "pipeline/schedules/__init__.py": "from explorer.errors import x\n",
+    "pipeline/traces/__init__.py": "from explorer.pipeline.schedules import s\n",
+    "pipeline/analysis/__init__.py": "from . import check\n",
+    "pipeline/analysis/check.py": "from ..traces import t\nfrom explorer import errors\n",
+    "pipeline/runtime/__init__.py": "import torch\nfrom explorer.pipeline.analysis import a\n",
+    "pipeline/views/__init__.py": "import plotly.graph_objects as go\nfrom explorer.pipeline.runtime import r\n",
+    "pipeline/app/__init__.py": "import ipywidgets\nfrom explorer.pipeline.views import v\nfrom explorer.ui import u\n",
+    "pipeline/cli/__init__.py": "from explorer.pipeline.app import w\n",
+    "xla/hlo/__init__.py": "from explorer.errors import x\n",
+    "xla/traces/__init__.py": "from explorer.xla.hlo import h\n",
+    "compile/analysis/__init__.py": "from explorer.compile.traces import t\n",
+    "compile/traces/__init__.py": "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from explorer.compile.analysis import a\n",
+    "read.py": "from explorer.pipeline.cli import c\nfrom explorer.xla.traces import t\n",
+    "cli.py": "from explorer import read\n",
 }
 
 
-def test_checker_accepts_a_well_layered_tree(tmp_path):
+def test_checker_accepts_a_well_laid_out_tree(tmp_path):
     assert layering_violations(_plant(tmp_path, CLEAN)) == []
 
 
 @pytest.mark.parametrize(
     "name, text, expected",
     [
-        # a module-level climb, absolute and relative
-        ("schedules/bad.py", "from explorer.analysis import check\n", "imports explorer.analysis"),
-        ("analysis/bad.py", "from ..runtime import r\n", "imports explorer.runtime"),
-        # a function-level (lazy) climb is a climb too
-        ("hlo/bad.py", "def f():\n    import explorer.views\n", "imports explorer.views"),
-        ("runtime/bad.py", "def f():\n    from explorer import widgets\n", "explorer.widgets"),
-        ("views/bad.py", "from explorer.commands import c\n", "imports explorer.commands"),
-        ("widgets/bad.py", "from explorer.cli import main\n", "imports explorer.cli"),
-        # heavy packages at module level in the pure core
-        ("traces/bad.py", "import torch\n", "imports torch at module level"),
-        ("analysis/bad.py", "from plotly import graph_objects\n", "imports plotly"),
+        (
+            "xla/traces/bad.py",
+            "from explorer.pipeline.schedules import s\n",
+            "products never import each other",
+        ),
+        (
+            "compile/runtime/bad.py",
+            "def f():\n    from explorer.xla.hlo import h\n",
+            "products never import each other",
+        ),
+        ("pipeline/views/bad.py", "from explorer.read import r\n", "pipeline imports door"),
+        (
+            "loading.py",
+            "from explorer.pipeline.schedules import s\n",
+            "the ground imports pipeline",
+        ),
+        (
+            "processes/bad.py",
+            "def f():\n    from explorer.cli import main\n",
+            "the ground imports door",
+        ),
+        (
+            "pipeline/traces/bad.py",
+            "from explorer.pipeline.analysis import check\n",
+            "(floor 2, higher)",
+        ),
+        ("pipeline/analysis/bad.py", "from ..printout import p\n", "(floor 4, higher)"),
+        ("xla/hlo/bad.py", "def f():\n    import explorer.xla.views\n", "(floor 4, higher)"),
+        ("pipeline/app/bad.py", "from explorer.pipeline.cli import c\n", "(floor 6, higher)"),
+        ("pipeline/traces/bad.py", "import torch\n", "imports torch at module level"),
+        ("xla/analysis/bad.py", "from plotly import graph_objects\n", "imports plotly"),
         ("errors.py", "import deepspeed\n", "imports deepspeed"),
-        ("hlo/bad.py", "try:\n    import torch_xla\nexcept ImportError:\n    pass\n", "torch_xla"),
-        # widget packages outside widgets, even lazily
-        ("views/bad.py", "def f():\n    import ipywidgets\n", "only explorer.widgets may"),
-        ("runtime/bad.py", "def f():\n    import anywidget\n", "only explorer.widgets may"),
-        # a new package nobody placed
-        ("newpart/__init__.py", "", "has no layer"),
+        (
+            "xla/hlo/bad.py",
+            "try:\n    import torch_xla\nexcept ImportError:\n    pass\n",
+            "torch_xla",
+        ),
+        ("pipeline/views/bad.py", "def f():\n    import ipywidgets\n", "only an app floor"),
+        ("compile/runtime/bad.py", "def f():\n    import anywidget\n", "only an app floor"),
+        ("pipeline/newfloor/__init__.py", "", "not placed"),
+        ("newpart.py", "", "not placed"),
+        ("pipeline/schedules/a.py", "from explorer.pipeline.schedules import b\n", "import circle"),
+        ("xla/__init__.py", "T = {'graphs': 'explorer.compile.views'}\n", "outside its product"),
     ],
     ids=[
-        "schedules-imports-analysis",
-        "analysis-imports-runtime-relatively",
+        "a-product-imports-another",
+        "a-product-imports-another-in-a-function",
+        "a-product-imports-the-door",
+        "the-ground-imports-a-product",
+        "the-ground-imports-the-door-lazily",
+        "a-reader-calls-the-analysis",
+        "an-analysis-prints-relatively",
         "hlo-imports-views-in-a-function",
-        "runtime-imports-widgets-in-a-function",
-        "views-imports-commands",
-        "widgets-imports-cli",
-        "traces-imports-torch",
-        "analysis-imports-plotly",
+        "an-app-imports-its-cli",
+        "a-pure-floor-imports-torch",
+        "xla-analysis-imports-plotly",
         "errors-imports-deepspeed",
         "hlo-tries-torch_xla",
         "views-imports-ipywidgets-in-a-function",
         "runtime-imports-anywidget-in-a-function",
-        "an-unplaced-package",
+        "an-unplaced-floor",
+        "an-unplaced-part",
+        "two-modules-import-each-other",
+        "a-face-names-another-products-module",
     ],
 )
 def test_checker_finds_a_planted_violation(tmp_path, name, text, expected):
-    problems = layering_violations(_plant(tmp_path, {**CLEAN, name: text}))
+    files = {**CLEAN, name: text}
+    if name == "pipeline/schedules/a.py":
+        files["pipeline/schedules/b.py"] = "from explorer.pipeline.schedules import a\n"
+    problems = layering_violations(_plant(tmp_path, files))
     assert len(problems) == 1 and expected in problems[0], problems
-    assert name.split("/")[0] in problems[0]
 
 
 def test_checker_allows_heavy_imports_inside_functions_and_for_type_checking(tmp_path):
     lazy = (
         "from typing import TYPE_CHECKING\n"
-        "if TYPE_CHECKING:\n    import torch\n"
+        "if TYPE_CHECKING:\n    import torch\n    from explorer.pipeline.runtime import r\n"
         "def f():\n    import torch_xla\n    import plotly\n"
     )
-    assert layering_violations(_plant(tmp_path, {**CLEAN, "analysis/lazy.py": lazy})) == []
+    assert layering_violations(_plant(tmp_path, {**CLEAN, "pipeline/analysis/lazy.py": lazy})) == []
+
+
+def test_every_module_of_the_package_is_placed():
+    unplaced = [
+        module_name(p, PACKAGE_ROOT)
+        for p in PACKAGE_ROOT.rglob("*.py")
+        if place_of(module_name(p, PACKAGE_ROOT), "explorer") is None
+    ]
+    assert unplaced == []
 
 
 # The dynamic checks: each starts an interpreter, so they live in the slow tier.
@@ -276,25 +464,25 @@ def test_checker_allows_heavy_imports_inside_functions_and_for_type_checking(tmp
 @pytest.mark.parametrize(
     "module",
     [
-        "explorer.schedules",
-        "explorer.analysis",
-        "explorer.printout.listing",
-        "explorer.traces.torch_trace",
-        "explorer.traces.compile_profile",
-        "explorer.traces.torch_trace_detect",
-        "explorer.traces.detect",
-        "explorer.traces.compile.from_trace",
-        "explorer.traces.compile.ranks",
-        "explorer.printout.html",
+        "explorer.pipeline.schedules",
+        "explorer.pipeline.analysis",
+        "explorer.pipeline.printout.listing",
+        "explorer.compile.traces.torch_trace",
+        "explorer.compile.traces.profile",
+        "explorer.compile.traces.detect",
+        "explorer.detect",
+        "explorer.compile.analysis.from_trace",
+        "explorer.compile.analysis.ranks",
+        "explorer.pipeline.printout.html",
         "explorer.cli",
-        "explorer.runtime.pipelining_orders",
-        "explorer.runtime.supervise",
-        "explorer.traces.failure",
+        "explorer.pipeline.runtime.pipelining_orders",
+        "explorer.processes",
+        "explorer.failure",
         "explorer",
-        "explorer.traces.pipeline.instrumented",
-        "explorer.runtime.deepspeed.guard",
-        "explorer.runtime.deepspeed.schedules",
-        "explorer.runtime.deepspeed.engine",
+        "explorer.pipeline.traces.instrumented",
+        "explorer.pipeline.runtime.deepspeed.guard",
+        "explorer.pipeline.runtime.deepspeed.schedules",
+        "explorer.pipeline.runtime.deepspeed.engine",
     ],
 )
 def test_import_does_not_pull_heavy_packages(module):
@@ -308,7 +496,7 @@ def test_import_does_not_pull_heavy_packages(module):
 @pytest.mark.slow
 def test_building_and_checking_a_schedule_stays_light():
     code = (
-        "import sys, json; from explorer.analysis import build, check; check(build('1f1b', 4, 8)); "
+        "import sys, json; from explorer.pipeline.analysis import build, check; check(build('1f1b', 4, 8)); "
         f"print(json.dumps(sorted(m for m in sys.modules if m.split('.')[0] in {HEAVY!r})))"
     )
     out = subprocess.run(
@@ -328,3 +516,19 @@ def test_the_cli_parser_with_every_command_stays_light():
         [sys.executable, "-c", code], capture_output=True, text=True, check=True
     ).stdout
     assert json.loads(out) == []
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("product", sorted(PRODUCTS))
+def test_a_products_face_is_light_and_every_name_it_lists_resolves(product):
+    """Importing the face costs nothing heavy; each listed name then loads from its home."""
+    code = (
+        f"import sys, json, explorer.{product} as face\n"
+        f"heavy = sorted(m for m in sys.modules if m.split('.')[0] in {HEAVY!r})\n"
+        "missing = [n for n in face.__all__ if getattr(face, n, None) is None]\n"
+        "print(json.dumps([heavy, missing, sorted(dir(face)) == sorted(face.__all__)]))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True
+    ).stdout
+    assert json.loads(out.strip().splitlines()[-1]) == [[], [], True]

@@ -31,8 +31,8 @@ def _run_folder(
 
 
 def _valid_spec() -> dict:
-    from explorer.analysis import build
-    from explorer.runtime.pipeline.spec import RunSpec
+    from explorer.pipeline.analysis import build
+    from explorer.pipeline.runtime.spec import RunSpec
 
     return RunSpec.for_schedule(build("1f1b", 2, 2)).to_json()
 

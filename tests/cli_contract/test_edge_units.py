@@ -7,12 +7,12 @@ import os
 
 import pytest
 
-from explorer.analysis import Costs, check
 from explorer.errors import InputError, excerpt, one_line
 from explorer.inputs import loads_json, read_text, write_text
 from explorer.loading import import_user_module
-from explorer.schedules import io
-from explorer.schedules.adapters import from_deepspeed
+from explorer.pipeline.analysis import Costs, check
+from explorer.pipeline.schedules import io
+from explorer.pipeline.schedules.adapters import from_deepspeed
 
 
 class LoadMicroBatch:
@@ -176,7 +176,7 @@ def test_a_fifo_with_a_reader_is_written(tmp_path):
 
 
 def test_an_xla_timeout_blames_collectives_only_with_several_devices():
-    from explorer.runtime.xla.launch import _ending
+    from explorer.xla.runtime.launch import _ending
 
     one = _ending([{"event": "begin", "step": 0}], -9, "", True, 5.0, several_devices=False)
     many = _ending([{"event": "begin", "step": 0}], -9, "", True, 5.0, several_devices=True)

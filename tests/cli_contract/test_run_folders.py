@@ -117,8 +117,8 @@ def test_lines_of_another_run_are_not_read(tmp_path):
 
 def test_collect_names_the_failure_the_live_run_named(tmp_path):
     """A rank killed from outside: its exit code is saved, so the folder alone tells the same story."""
-    from explorer.analysis import build
-    from explorer.runtime.pipeline import Fault, RunSpec, run_pipeline
+    from explorer.pipeline.analysis import build
+    from explorer.pipeline.runtime import Fault, RunSpec, run_pipeline
 
     folder = tmp_path / "run"
     live = run_pipeline(

@@ -7,8 +7,8 @@ import textwrap
 
 import pytest
 
+from explorer.compile.runtime.config import default_backend, parse_config, resolve_backend
 from explorer.errors import InputError
-from explorer.runtime.compile.config import default_backend, parse_config, resolve_backend
 
 
 def test_accepts_whole_deepspeed_config_or_section() -> None:
@@ -76,7 +76,7 @@ def test_dotted_path_backend_is_imported_and_used(tmp_path, monkeypatch) -> None
     monkeypatch.syspath_prepend(str(tmp_path))
     import torch
 
-    from explorer.runtime.compile.wrapper import compile_model
+    from explorer.compile.runtime.wrapper import compile_model
 
     model = compile_model(
         torch.nn.Linear(4, 4), parse_config({"backend": "my_backend_mod.my_backend"})
@@ -96,8 +96,8 @@ def test_dotted_path_backend_is_imported_and_used(tmp_path, monkeypatch) -> None
 def test_wrapper_reaches_user_methods_and_attributes() -> None:
     import torch
 
-    from explorer.runtime.compile.models import ModeNet
-    from explorer.runtime.compile.wrapper import compile_model
+    from explorer.compile.runtime.models import ModeNet
+    from explorer.compile.runtime.wrapper import compile_model
 
     net = ModeNet()
     model = compile_model(net, parse_config({"backend": "eager"}))
@@ -114,7 +114,7 @@ def test_wrapper_reaches_user_methods_and_attributes() -> None:
 def test_compiler_fn_and_disabled_compile() -> None:
     import torch
 
-    from explorer.runtime.compile.wrapper import compile_model
+    from explorer.compile.runtime.wrapper import compile_model
 
     seen = []
 

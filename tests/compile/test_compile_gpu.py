@@ -57,7 +57,7 @@ USER_STEP = """
 
 
 def test_a_cuda_step_compiles_with_inductor_and_its_time_includes_the_gpu_work(tmp_path):
-    from explorer.runtime.compile import default_backend
+    from explorer.compile.runtime import default_backend
 
     assert default_backend() == "inductor"  # a CUDA device: Triton needs no C++ compiler
     (tmp_path / "train_gpu.py").write_text(textwrap.dedent(USER_STEP))

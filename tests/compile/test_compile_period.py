@@ -7,9 +7,9 @@ import random
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from explorer.analysis.compile.diagnosis import diagnose, steady_iterations
-from explorer.analysis.compile.period import label_period, time_period
-from explorer.traces.compile.records import CompileEvent, Iteration, ProbeResult
+from explorer.compile.analysis.diagnosis import diagnose, steady_iterations
+from explorer.compile.analysis.period import label_period, time_period
+from explorer.compile.traces.records import CompileEvent, Iteration, ProbeResult
 
 
 @given(k=st.integers(2, 6), cycles=st.integers(2, 6), offset=st.integers(0, 5))

@@ -8,8 +8,8 @@ import textwrap
 
 import pytest
 
+from explorer.compile.runtime import load_step, run_scenario, run_step
 from explorer.errors import InputError
-from explorer.runtime.compile import load_step, run_scenario, run_step
 
 
 def _shape(r):
@@ -94,7 +94,7 @@ def test_step_must_take_the_iteration(tmp_path) -> None:
 
 
 def test_iterations_and_dynamo_options_are_validated() -> None:
-    from explorer.runtime.compile.probe import probe
+    from explorer.compile.runtime.probe import probe
 
     with pytest.raises(InputError, match="positive integer"):
         probe(lambda i: None, 0)
@@ -105,7 +105,7 @@ def test_iterations_and_dynamo_options_are_validated() -> None:
 @pytest.mark.slow  # a fresh interpreter
 def test_importing_the_probe_package_does_not_import_torch() -> None:
     code = (
-        "import sys, explorer.runtime.compile, explorer.commands.compile_probe; "
+        "import sys, explorer.compile.runtime, explorer.compile.cli.probe; "
         "print(sorted(m for m in ('torch', 'plotly', 'ipywidgets') if m in sys.modules))"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)

@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from explorer.traces.compile.ranks import merge_ranks
-from explorer.traces.compile.records import CompileEvent, Iteration, ProbeResult
+from explorer.compile.analysis.ranks import merge_ranks
+from explorer.compile.traces.records import CompileEvent, Iteration, ProbeResult
 from tests.cli_contract.contract import Case, assert_bad_input, assert_bad_input_in_process, tiers
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -239,7 +239,7 @@ def test_the_probe_as_one_rank_of_a_users_torchrun_job(tmp_path: Path) -> None:
     (tmp_path / "train.py").write_text(
         textwrap.dedent("""
         import json, torch, torch.distributed as dist
-        from explorer.runtime.compile.distributed import probe_rank
+        from explorer.compile.runtime.distributed import probe_rank
         dist.init_process_group("gloo")
         model = torch.compile(torch.nn.Linear(8, 8), backend="aot_eager")
         def step(iteration):

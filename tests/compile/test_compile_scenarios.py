@@ -10,8 +10,8 @@ import importlib.util
 
 import pytest
 
-from explorer.runtime.compile import default_backend, run_scenario
-from explorer.traces.compile.records import EAGER
+from explorer.compile.runtime import default_backend, run_scenario
+from explorer.compile.traces.records import EAGER
 
 pytestmark = pytest.mark.slow
 

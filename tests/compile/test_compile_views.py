@@ -12,12 +12,12 @@ import logging
 
 import pytest
 
-from explorer.traces.compile.records import CompileEvent, Iteration, ProbeResult
-from explorer.views import compile as views
-from explorer.widgets.compile_explorer import probe_scenario
+from explorer.compile import views
+from explorer.compile.app import probe_scenario
+from explorer.compile.traces.records import CompileEvent, Iteration, ProbeResult
 
 LIMIT_BLOCK = """torch._dynamo hit config.recompile_limit (4)
-   function: 'forward' (/work/main/explorer/runtime/compile/models.py:34)
+   function: 'forward' (/work/main/explorer/compile/runtime/models.py:34)
    last reason: 0/3: self.mode == 3
 To log all recompilation reasons, use TORCH_LOGS="recompiles"."""
 
@@ -166,7 +166,7 @@ def test_probe_keeps_torch_warnings_off_the_console_and_hands_them_back() -> Non
 
 @pytest.mark.slow  # a real probe: torch.compile
 def test_widget_shows_result_and_reruns(limit_result, tmp_path) -> None:
-    from explorer.widgets.compile_explorer import CompileExplorer
+    from explorer.compile.app import CompileExplorer
 
     app = CompileExplorer("limit", backend="aot_eager", result=limit_result)
     assert len(app.time_fig.figure.data) == len(views.iteration_figure(limit_result).data)
@@ -187,7 +187,7 @@ def test_widget_shows_result_and_reruns(limit_result, tmp_path) -> None:
 @pytest.mark.slow  # a real probe: torch.compile
 def test_first_display_sends_complete_tables(probed) -> None:
     """What the page gets on first display: every table has headers and text in every column."""
-    from explorer.widgets.compile_explorer import CompileExplorer
+    from explorer.compile.app import CompileExplorer
 
     result, notes = probed
     app = CompileExplorer("limit", backend="aot_eager", result=result)
@@ -204,7 +204,7 @@ def test_first_display_sends_complete_tables(probed) -> None:
 
 @pytest.mark.slow  # a real probe: torch.compile
 def test_callback_errors_are_said_in_the_status_line(limit_result, monkeypatch) -> None:
-    from explorer.widgets import compile_explorer
+    from explorer.compile import app as compile_explorer
 
     app = compile_explorer.CompileExplorer("limit", backend="aot_eager", result=limit_result)
 

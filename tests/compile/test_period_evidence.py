@@ -16,7 +16,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from explorer.analysis.compile.period import find_time_period
+from explorer.compile.analysis.period import find_time_period
 
 #: Most false periods tolerated per noise-only series (measured: about 0.1 %).
 FALSE_PERIOD_RATE = 0.01
@@ -109,7 +109,7 @@ def test_stray_slow_iterations_sharing_a_phase_are_not_a_period() -> None:
 
 def test_the_probe_finds_a_thin_period_four_in_a_real_sixteen_iteration_loop() -> None:
     """A real loop through the real probe: every 4th iteration sleeps 100 ms, the others 1 ms."""
-    from explorer.runtime.compile import run_step
+    from explorer.compile.runtime import run_step
 
     def step(iteration: int) -> None:
         time.sleep(0.1 if iteration % 4 == 3 else 0.001)
@@ -144,8 +144,8 @@ def test_a_long_period_four_is_not_reported_as_half_of_it() -> None:
 
 def _probed(walls: list[float], cpus: list[float], waits: list[float]):
     """A diagnosed probe result from per-iteration clocks: one variant, compiled at iteration 0."""
-    from explorer.analysis.compile.diagnosis import diagnose
-    from explorer.traces.compile.records import Iteration, ProbeResult
+    from explorer.compile.analysis.diagnosis import diagnose
+    from explorer.compile.traces.records import Iteration, ProbeResult
 
     its = [
         Iteration(i, w, i == 0, ("0/0",), False, c, q)
@@ -197,8 +197,8 @@ def test_without_the_wait_the_wall_time_is_read() -> None:
 def test_that_nothing_compiled_ran_is_said_whatever_period_is_found() -> None:
     """A fact about the run is not hidden by a timing verdict: an eager run with a slow every
     3rd iteration is diagnosed as periodic work and still says the model ran eagerly."""
-    from explorer.analysis.compile.diagnosis import diagnose
-    from explorer.traces.compile.records import Iteration, ProbeResult
+    from explorer.compile.analysis.diagnosis import diagnose
+    from explorer.compile.traces.records import Iteration, ProbeResult
 
     its = [
         Iteration(i, 25.0 if i % 3 == 2 else 5.0, i == 0, (), False, None, 0.0) for i in range(30)
@@ -218,7 +218,7 @@ def test_a_busy_run_on_several_threads_says_its_own_time_is_not_clean() -> None:
     walls = [c + w for c, w in zip(cpus, waits)]
     many = _probed(walls, cpus, waits)
     many.threads = 4
-    from explorer.analysis.compile.diagnosis import diagnose
+    from explorer.compile.analysis.diagnosis import diagnose
 
     assert "on 4 intra-op threads" in diagnose(many).sentence
     many.threads = 1

@@ -1,7 +1,7 @@
 """``explorer read`` on broken or mixed TORCH_TRACE folders: exit 2, one line naming the constraint, no traceback.
 
 The trace that the mixed and broken folders are made of is written in the test by a real
-compiled loop (:mod:`explorer.runtime.compile.example_job`); each case then copies, renames, cuts or
+compiled loop (:mod:`explorer.compile.runtime.example_job`); each case then copies, renames, cuts or
 corrupts it the way a real folder goes wrong.
 """
 
@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from built_once import built_once
 
-from explorer.runtime.compile.example_job import record
+from explorer.compile.runtime.example_job import record
 from tests.cli_contract.contract import Case, assert_bad_input
 
 pytestmark = pytest.mark.slow

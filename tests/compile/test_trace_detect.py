@@ -10,9 +10,9 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from explorer.compile.traces.detect import MAX_ENTRIES, recognise, trace_files
 from explorer.errors import InputError
-from explorer.traces.detect import detect
-from explorer.traces.torch_trace_detect import MAX_ENTRIES, recognise, trace_files
+from explorer.read import detect
 
 LINE = 'V1124 09:59:29.548000 7965 torch/_dynamo/convert_frame.py:249] {"dynamo_start": {"stack": []}, "frame_id": 0}\n'
 

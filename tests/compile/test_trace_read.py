@@ -1,6 +1,6 @@
 """``explorer read`` on what real compiled jobs leave behind: TORCH_TRACE folders and profiler traces.
 
-Every folder is written in the test by :mod:`explorer.runtime.compile.example_job` running under real
+Every folder is written in the test by :mod:`explorer.compile.runtime.example_job` running under real
 ``torch.compile`` with ``TORCH_TRACE`` set and ``torch.profiler`` on a schedule, and read back
 through the CLI: the compiles, every failed guard, the iterations, the variants, the period.
 """
@@ -15,9 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from explorer.runtime.compile.example_job import record
-from explorer.traces.compile.from_trace import read_job
-from explorer.traces.detect import detect
+from explorer.compile.analysis.from_trace import read_job
+from explorer.compile.runtime.example_job import record
+from explorer.read import detect
 
 pytestmark = pytest.mark.slow
 
@@ -161,7 +161,7 @@ def test_one_rank_file_and_the_python_reader_agree(jobs) -> None:
 
 
 def test_compile_explorer_opens_a_trace_folder(jobs) -> None:
-    from explorer.widgets.compile_explorer import CompileExplorer
+    from explorer.compile.app import CompileExplorer
 
     app = CompileExplorer.open(jobs("diverge"))
     assert app.result is not None and [r["rank"] for r in app.result.ranks] == [0, 1]

@@ -91,9 +91,9 @@ def test_stock_and_08_style_schedules_give_bitwise_equal_losses(ds081_env, tmp_p
 def test_every_rank_is_gone_soon_after_a_failure_even_when_the_failing_rank_stays_alive(
     ds081_env, tmp_path, monkeypatch
 ):
-    from explorer.analysis import build
-    from explorer.runtime.deepspeed.engine import run_deepspeed_engine
-    from explorer.runtime.pipeline.spec import Fault, RunSpec
+    from explorer.pipeline.analysis import build
+    from explorer.pipeline.runtime.deepspeed.engine import run_deepspeed_engine
+    from explorer.pipeline.runtime.spec import Fault, RunSpec
 
     spec = RunSpec.for_schedule(
         build("deepspeed-train", 4, 8), fault=Fault(rank=1, step=4, how="linger")

@@ -6,9 +6,14 @@ import types
 
 import pytest
 
-from explorer.analysis import build
-from explorer.runtime.deepspeed.guard import INSTRUCTIONS, UnsupportedDeepSpeed, check, missing
-from explorer.runtime.deepspeed.schedules import unrunnable
+from explorer.pipeline.analysis import build
+from explorer.pipeline.runtime.deepspeed.guard import (
+    INSTRUCTIONS,
+    UnsupportedDeepSpeed,
+    check,
+    missing,
+)
+from explorer.pipeline.runtime.deepspeed.schedules import unrunnable
 
 SCHEDULE = types.SimpleNamespace(PipeSchedule=type("PipeSchedule", (), {}))
 

@@ -76,7 +76,7 @@ def env() -> dict:
 
 def _job(tmp_path, env, *args):
     """torchrun with 4 ranks of the user's script, its gates in ``tmp_path/gate``, and a follower."""
-    from explorer.widgets.job_follower import JobFollower
+    from explorer.pipeline.app.job_follower import JobFollower
 
     folder, gate, log = tmp_path / "trace", tmp_path / "gate", tmp_path / "torchrun.log"
     gate.mkdir()
@@ -176,7 +176,7 @@ def test_a_failure_is_pinned_while_the_job_runs_and_every_panel_agrees_once_it_e
     assert "running" not in text.split("first failure")[0], text[:1500]
 
     # a follower that opens the folder only now says exactly the same
-    from explorer.widgets.job_follower import JobFollower
+    from explorer.pipeline.app.job_follower import JobFollower
 
     late = JobFollower(folder, job=proc)
     assert late.poll()
@@ -187,8 +187,8 @@ def test_a_job_killed_with_its_launcher_is_not_said_to_be_running(tmp_path, env)
     """No rank writes a word when torchrun and its ranks are killed together: the follower given
     the launcher knows from it, one without it and ``explorer read`` from the ranks' processes
     (host and pid on their start lines) being gone."""
-    from explorer.runtime.supervise.ranks import process_alive
-    from explorer.widgets.job_follower import JobFollower
+    from explorer.pipeline.app.job_follower import JobFollower
+    from explorer.processes.ranks import process_alive
 
     proc, follower, folder, gate = _job(tmp_path, env, "--iterations", "2")
     blind = JobFollower(folder)  # no launcher to ask

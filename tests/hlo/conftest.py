@@ -6,7 +6,7 @@ import os
 
 import pytest
 
-from explorer.hlo import Module, read_modules
+from explorer.xla.hlo import Module, read_modules
 
 DATA = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "data", "hlo")
 

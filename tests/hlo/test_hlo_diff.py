@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from explorer.hlo import canonical_text, diff_modules, module_fingerprint, parse_module
+from explorer.xla.hlo import canonical_text, diff_modules, module_fingerprint, parse_module
 from tests.hlo.synthetic import planted_pair
 
 

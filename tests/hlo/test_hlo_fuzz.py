@@ -12,8 +12,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from explorer.hlo import HloParseError, canonical_text, diff_modules, parse_modules
-from explorer.hlo.reader import read_text
+from explorer.xla.hlo import HloParseError, canonical_text, diff_modules, parse_modules
+from explorer.xla.hlo.reader import read_text
 
 DATA = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "data", "hlo")
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from explorer.hlo import HloParseError, parse_module, parse_modules
-from explorer.hlo.model import tuple_arity
+from explorer.xla.hlo import HloParseError, parse_module, parse_modules
+from explorer.xla.hlo.model import tuple_arity
 
 SMALL = """HloModule m.1, entry_computation_layout={(f32[2]{0})->(f32[2]{0}, s32[])}
 

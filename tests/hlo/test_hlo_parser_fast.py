@@ -12,9 +12,9 @@ import os
 
 import pytest
 
-from explorer.hlo import read_text
-from explorer.hlo.errors import HloParseError
-from explorer.hlo.lines import _parse_careful, parse_common_instruction, parse_hlo_line
+from explorer.xla.hlo import read_text
+from explorer.xla.hlo.errors import HloParseError
+from explorer.xla.hlo.lines import _parse_careful, parse_common_instruction, parse_hlo_line
 
 DATA = os.path.join(os.path.dirname(os.path.dirname(__file__)), "data", "hlo")
 

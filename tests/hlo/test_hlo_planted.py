@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from explorer.hlo import diff_modules, parse_module
+from explorer.xla.hlo import diff_modules, parse_module
 from tests.hlo.synthetic import planted_pair
 
 SCALE = float(os.environ.get("EXPLORER_FUZZ_SCALE", "1"))

@@ -18,8 +18,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from explorer.hlo import HloParseError, canonical_text, parse_modules
-from explorer.hlo.listing import list_modules, near_duplicate_groups, similarity
+from explorer.xla.hlo import HloParseError, canonical_text, parse_modules
+from explorer.xla.hlo.listing import list_modules, near_duplicate_groups, similarity
 
 DATA = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "data", "hlo")
 SOURCES = [open(os.path.join(DATA, n)).read() for n in ("order_a.hlo.txt", "scalar_save.hlo.txt")]

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from explorer.hlo import diff_modules
-from explorer.views.hlo import changed_region, diff_rows, diff_table, report_html
+from explorer.xla.hlo import diff_modules
+from explorer.xla.views.hlo import changed_region, diff_rows, diff_table, report_html
 
 
 def test_table_has_one_row_per_difference(load):

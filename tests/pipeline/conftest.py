@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 from built_once import built_once
 
-from explorer.analysis import build
-from explorer.runtime.pipeline import RunSpec, run_pipeline
+from explorer.pipeline.analysis import build
+from explorer.pipeline.runtime import RunSpec, run_pipeline
 
 #: (name, kind, buffers, order): DeepSpeed 0.8 (legacy), today's DeepSpeed (fixed), and PyTorch-style 1F1B.
 CORRECT = (

@@ -7,8 +7,8 @@ import pytest
 
 @pytest.mark.slow
 def test_run_control_shows_the_failure_and_the_partial_trace():
-    from explorer.runtime.pipeline import PipelineRunner
-    from explorer.widgets.schedule_explorer import ScheduleExplorer
+    from explorer.pipeline.app.schedule_explorer import ScheduleExplorer
+    from explorer.pipeline.runtime import PipelineRunner
 
     runner = PipelineRunner(iterations=1)
     app = runner.attach(

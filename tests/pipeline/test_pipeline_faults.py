@@ -6,8 +6,8 @@ import time
 
 import pytest
 
-from explorer.analysis import build
-from explorer.runtime.pipeline import Fault, RunSpec, run_pipeline
+from explorer.pipeline.analysis import build
+from explorer.pipeline.runtime import Fault, RunSpec, run_pipeline
 from tests.pipeline.conftest import alive
 
 

@@ -6,7 +6,7 @@ from collections import Counter
 
 import pytest
 
-from explorer.analysis import check
+from explorer.pipeline.analysis import check
 from tests.pipeline.conftest import CORRECT, alive
 
 
@@ -59,8 +59,8 @@ def test_seed_schedule_fails_at_the_predicted_stage_and_step(seed_bug_run):
 
 @pytest.mark.slow
 def test_transformer_matches_reference_bitwise(tmp_path):
-    from explorer.analysis import build
-    from explorer.runtime.pipeline import ModelSpec, RunSpec, run_pipeline
+    from explorer.pipeline.analysis import build
+    from explorer.pipeline.runtime import ModelSpec, RunSpec, run_pipeline
 
     result = run_pipeline(
         RunSpec.for_schedule(build("deepspeed-train", 2, 4), model=ModelSpec("transformer")),
@@ -73,8 +73,8 @@ def test_transformer_matches_reference_bitwise(tmp_path):
 @pytest.mark.slow
 def test_silent_wrong_read_is_a_finding_at_the_predicted_step(tmp_path):
     """GPipe with 2 buffers instead of 4: the backward reads another micro-batch's output, silently in DeepSpeed."""
-    from explorer.analysis import build
-    from explorer.runtime.pipeline import RunSpec, run_pipeline
+    from explorer.pipeline.analysis import build
+    from explorer.pipeline.runtime import RunSpec, run_pipeline
 
     schedule = build("gpipe", 2, 4, buffers=2)
     predicted = min(check(schedule).findings.hazards, key=lambda h: (h.step, h.stage))
@@ -91,7 +91,7 @@ def test_silent_wrong_read_is_a_finding_at_the_predicted_step(tmp_path):
 @pytest.mark.slow  # reads a real run (correct_runs)
 def test_a_crash_while_tearing_down_after_done_does_not_fail_a_finished_run(correct_runs):
     """A rank that recorded "done" had handed in its results; a signal at interpreter exit is noted, not blamed."""
-    from explorer.traces.pipeline.result import collect
+    from explorer.pipeline.traces.result import collect
 
     schedule, result = correct_runs[4, "fixed"]
     codes = {0: 0, 1: -11, 2: 0, 3: 0}

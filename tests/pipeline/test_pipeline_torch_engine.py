@@ -7,9 +7,9 @@ from collections import Counter
 
 import pytest
 
-from explorer.analysis import build
-from explorer.runtime.pipeline import RunSpec
-from explorer.runtime.pipeline.torch_orders import choose_order, explorer_order, order_problem
+from explorer.pipeline.analysis import build
+from explorer.pipeline.runtime import RunSpec
+from explorer.pipeline.runtime.torch_orders import choose_order, explorer_order, order_problem
 
 
 def test_pytorch_1f1b_order_is_replaced_by_ours_and_says_why():
@@ -48,7 +48,7 @@ def test_order_problem_names_what_is_wrong():
 
 @pytest.mark.slow
 def test_both_engines_side_by_side_on_1f1b(tmp_path):
-    from explorer.runtime.pipeline.engines import compare_engines
+    from explorer.pipeline.runtime.engines import compare_engines
 
     spec = RunSpec.for_schedule(build("1f1b", 2, 4), iterations=2)
     both = compare_engines(spec, tmp_path)
@@ -81,7 +81,7 @@ def test_both_engines_side_by_side_on_1f1b(tmp_path):
 
 @pytest.mark.slow
 def test_non_power_of_two_microbatches_agree_within_tolerance_not_bitwise(tmp_path):
-    from explorer.runtime.pipeline.torch_engine import run_torch_engine
+    from explorer.pipeline.runtime.torch_engine import run_torch_engine
 
     result = run_torch_engine(RunSpec.for_schedule(build("gpipe", 2, 3)), tmp_path)
     assert result.ok and result.order.torch_schedule == "ScheduleGPipe"

@@ -8,10 +8,11 @@ from dataclasses import replace
 
 import pytest
 
-from explorer.analysis import Costs, check
-from explorer.traces import read_chrome_trace
-from explorer.traces.pipeline.follow import Follower
-from explorer.traces.pipeline.trace import last_iteration, makespan, measured_costs
+from explorer.pipeline.analysis import Costs, check
+from explorer.pipeline.analysis.recost import measured_costs
+from explorer.pipeline.traces import read_chrome_trace
+from explorer.pipeline.traces.follow import Follower
+from explorer.pipeline.traces.trace import last_iteration, makespan
 
 
 @pytest.mark.slow
@@ -139,8 +140,8 @@ def test_a_damaged_line_is_one_input_error_naming_file_and_line(tmp_path, line, 
 def test_a_stall_names_a_rank_whose_neighbour_ended_before_its_own_timeout(tmp_path):
     """On a busy machine rank 1 reaches its blocking send late: rank 0 times out and exits
     first, and rank 1's send fails on the closed connection. It waited there all the same."""
-    from explorer.analysis import build
-    from explorer.traces.pipeline.result import collect
+    from explorer.pipeline.analysis import build
+    from explorer.pipeline.traces.result import collect
 
     def failure(rank, kind, stage, step, instruction):
         return {"type": "failure", "rank": rank, "kind": kind, "message": f"{kind} on {rank}",

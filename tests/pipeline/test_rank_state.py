@@ -17,15 +17,16 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from explorer.analysis.breakdown import breakdown
-from explorer.traces.pipeline.follow import (
+from explorer.pipeline.analysis.breakdown import breakdown
+from explorer.pipeline.analysis.instrumented import instrumented_document
+from explorer.pipeline.traces.follow import (
     Follower,
     job_state,
     rank_state,
     rank_states,
     ranks_in,
 )
-from explorer.traces.pipeline.result import PipelineRunResult
+from explorer.pipeline.traces.result import PipelineRunResult
 
 
 @pytest.mark.parametrize(
@@ -154,7 +155,7 @@ def _instrumented(folder: Path, host: str, pids: dict, ends: dict) -> None:
 def test_a_job_whose_silent_ranks_processes_are_gone_has_ended(tmp_path):
     """torchrun killed with its ranks writes nothing: the ranks' processes, named with their host
     on their start lines, are how a reader knows (``explorer read`` after the fact)."""
-    from explorer.traces.pipeline.instrumented import read_instrumented
+    from explorer.pipeline.traces.instrumented import read_instrumented
 
     _instrumented(tmp_path, "here", {0: 10, 1: 11, 2: 12}, {2: "done"})
     gone = set()
@@ -170,11 +171,11 @@ def test_a_job_whose_silent_ranks_processes_are_gone_has_ended(tmp_path):
     assert not run.end_if_gone(alive, "elsewhere")  # not this machine's processes: unknown
     assert run.end_if_gone(alive, "here")
     assert [r["state"] for r in run.ranks()] == ["stopped", "stopped", "done"]
-    assert run.state == "stopped" and run.to_dict()["state"] == "stopped"
+    assert run.state == "stopped" and instrumented_document(run)["state"] == "stopped"
 
 
 def test_a_folder_without_hosts_or_with_missing_ranks_is_never_said_ended(tmp_path):
-    from explorer.traces.pipeline.instrumented import read_instrumented
+    from explorer.pipeline.traces.instrumented import read_instrumented
 
     _instrumented(tmp_path, None, {0: 10, 1: 11}, {})
     assert not read_instrumented(tmp_path).end_if_gone(lambda pid: False, "here")
@@ -186,7 +187,7 @@ def test_a_folder_without_hosts_or_with_missing_ranks_is_never_said_ended(tmp_pa
 
 
 def test_process_alive_knows_this_process_and_a_pid_that_cannot_exist():
-    from explorer.runtime.supervise.ranks import process_alive
+    from explorer.processes.ranks import process_alive
 
     assert process_alive(os.getpid())
     pid_max = int(Path("/proc/sys/kernel/pid_max").read_text())

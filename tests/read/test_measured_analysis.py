@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from explorer.analysis.measured import bubble, critical_path, summary, waits
+from explorer.pipeline.analysis.measured import bubble, critical_path, summary, waits
 
 
 def _rec(rank, stage, kind, mb, start, end, wait=0.0, action=None):

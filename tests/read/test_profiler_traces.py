@@ -150,7 +150,7 @@ def test_single_stage_labels_on_three_ranks(jobs):
 
 @pytest.mark.slow
 def test_unlabelled_interleaved_matches_pytorchs_own_order(jobs):
-    from explorer.runtime.pipelining_orders import pipeline_order
+    from explorer.pipeline.runtime.pipelining_orders import pipeline_order
 
     code, out = _read(jobs["interleaved"], "--json")
     assert code == 0, out
@@ -195,9 +195,9 @@ def test_unlabelled_1f1b_one_stage_per_rank(jobs):
 
 @pytest.mark.slow
 def test_views_and_page(jobs, tmp_path):
-    from explorer.analysis.measured import critical_path
-    from explorer.commands.read_profile import load
-    from explorer.commands.read_profile_views import figures
+    from explorer.pipeline.analysis.measured import critical_path
+    from explorer.pipeline.cli.read_profile import load
+    from explorer.pipeline.cli.read_profile_views import figures
 
     job = load(jobs["runtime"])
     figs = figures(job)
@@ -255,9 +255,9 @@ def test_hostile_folders(jobs, tmp_path):
 
 @pytest.mark.slow
 def test_measured_order_against_a_planned_csv(jobs, tmp_path):
-    from explorer.runtime.pipelining_orders import pipeline_order
-    from explorer.schedules.torch_actions import to_action
-    from explorer.schedules.torch_csv import write_torch_csv
+    from explorer.pipeline.runtime.pipelining_orders import pipeline_order
+    from explorer.pipeline.schedules.torch_actions import to_action
+    from explorer.pipeline.schedules.torch_csv import write_torch_csv
 
     theirs = pipeline_order("ScheduleInterleaved1F1B", 2, M, 2)
     order = {int(r): [to_action(a) for a in acts if a is not None] for r, acts in theirs.items()}
@@ -292,7 +292,7 @@ dist.destroy_process_group()
 
 @pytest.mark.slow
 def test_a_profiled_job_without_a_pipeline_is_refused(tmp_path):
-    from explorer.runtime.supervise import free_port
+    from explorer.processes import free_port
 
     cmd = [sys.executable, "-c", _NOT_A_PIPELINE, str(tmp_path), str(free_port())]
     subprocess.run(cmd, check=True, capture_output=True, timeout=120, env=_env())

@@ -9,7 +9,7 @@ import sys
 import pytest
 
 from explorer.errors import InputError
-from explorer.traces.detect import DETECTORS, detect
+from explorer.read import DETECTORS, detect
 
 
 def cli(*args: str) -> subprocess.CompletedProcess:

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from explorer.traces.xla.records import (
+from explorer.xla.traces.records import (
     DEBUG_FILE,
     DUMP_DIR,
     METRICS_FILE,
@@ -163,7 +163,7 @@ def test_broken_artifacts_are_one_line_and_exit_2(ran, tmp_path, case):
 
 
 def test_the_explorer_opens_the_folder(ran):
-    from explorer.widgets.xla_explorer import XlaExplorer
+    from explorer.xla.app import XlaExplorer
 
     ex = XlaExplorer.open(str(ran["dir"]))
     assert [s.cause for s in ex.result.steps] == [s["cause"] for s in ran["doc"]["steps"]]
@@ -180,9 +180,9 @@ def test_the_explorer_opens_the_folder(ran):
 def test_the_explorer_opens_its_own_run_with_the_controls_of_that_run(ran):
     """The notebook's case: the folder of a logging run. The controls showed ``steady`` and 6 steps
     over it; Run would have run another scenario than the one on screen."""
-    from explorer.runtime.xla.config import RunConfig
-    from explorer.runtime.xla.launch import CONFIG_FILE
-    from explorer.widgets.xla_explorer import XlaExplorer
+    from explorer.xla.app import XlaExplorer
+    from explorer.xla.runtime.config import RunConfig
+    from explorer.xla.runtime.launch import CONFIG_FILE
 
     ex = XlaExplorer.open(str(ran["out"]))
     shown = RunConfig.from_json((ran["out"] / CONFIG_FILE).read_text())

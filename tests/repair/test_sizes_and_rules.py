@@ -7,11 +7,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from explorer.analysis import build, check
-from explorer.analysis.repair import search_fixes
-from explorer.analysis.rules import RULES, apply_rules, parse_rules
-from explorer.analysis.sizes import check_sizes, parse_sizes
 from explorer.errors import InputError
+from explorer.pipeline.analysis import build, check
+from explorer.pipeline.analysis.repair import search_fixes
+from explorer.pipeline.analysis.rules import RULES, apply_rules, parse_rules
+from explorer.pipeline.analysis.sizes import check_sizes, parse_sizes
 
 
 def seed(p: int, m: int):

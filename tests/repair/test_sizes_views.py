@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from explorer.analysis import build
-from explorer.analysis.rules import RULES, apply_rules, changed_cells
-from explorer.analysis.sizes import check_sizes, parse_sizes
-from explorer.views.sizes import VERDICTS, sizes_figure
-from explorer.widgets.schedule_explorer import ScheduleExplorer
+from explorer.pipeline.analysis import build
+from explorer.pipeline.analysis.rules import RULES, apply_rules, changed_cells
+from explorer.pipeline.analysis.sizes import check_sizes, parse_sizes
+from explorer.pipeline.app.schedule_explorer import ScheduleExplorer
+from explorer.pipeline.views.sizes import VERDICTS, sizes_figure
 
 
 def test_the_map_colours_each_size_by_its_verdict_and_outlines_the_smallest_failure():

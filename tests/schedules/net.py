@@ -14,11 +14,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable
 
-from explorer.analysis import build
-from explorer.analysis.buffers import with_minimal_buffers
-from explorer.schedules.adapters import from_torch_pipelining
-from explorer.schedules.schedule import Schedule
-from explorer.schedules.torch_csv import (
+from explorer.pipeline.analysis import build
+from explorer.pipeline.analysis.buffers import with_minimal_buffers
+from explorer.pipeline.schedules.adapters import from_torch_pipelining
+from explorer.pipeline.schedules.schedule import Schedule
+from explorer.pipeline.schedules.torch_csv import (
     order_from_schedule,
     read_torch_csv,
     schedule_from_order,
@@ -62,7 +62,7 @@ def _generator(kind: str, **options) -> Make:
 
 def _torch_class(name: str, chunks: int) -> Make:
     def make(p: int, m: int) -> Schedule:
-        from explorer.runtime.pipelining_orders import pipeline_order
+        from explorer.pipeline.runtime.pipelining_orders import pipeline_order
 
         order = pipeline_order(name, p, m, chunks)
         return with_minimal_buffers(

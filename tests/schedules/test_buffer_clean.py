@@ -6,8 +6,8 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from explorer.analysis import buffers as B
-from explorer.analysis import build
+from explorer.pipeline.analysis import buffers as B
+from explorer.pipeline.analysis import build
 from tests.schedules.strategies import schedule_args
 
 

@@ -14,7 +14,7 @@ import textwrap
 import pytest
 from cli_in_process import run_cli_child
 
-from explorer.schedules import io
+from explorer.pipeline.schedules import io
 
 SEED = [
     "--kind",
@@ -184,7 +184,7 @@ def test_from_class_on_pythonpath(tmp_path):
     "fmt,reader", [("json", lambda t: io.from_json(json.loads(t))), ("csv", io.from_csv)]
 )
 def test_schedule_exports_read_back(explorer_cli, fmt, reader):
-    from explorer.analysis import build
+    from explorer.pipeline.analysis import build
 
     res = explorer_cli(
         "schedule", "--kind", "zb-h1", "--stages", "3", "--microbatches", "5", "--format", fmt

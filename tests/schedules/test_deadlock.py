@@ -6,11 +6,11 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from explorer.analysis import build, check, find_deadlock, match
-from explorer.analysis.deadlock import _stuck_rows, stuck_heads, walk_heads
-from explorer.analysis.p2p_models import deadlock_from_heads, dependency_steps_ok
-from explorer.analysis.reference import run
-from explorer.schedules import Kind, from_streams, generate
+from explorer.pipeline.analysis import build, check, find_deadlock, match
+from explorer.pipeline.analysis.deadlock import _stuck_rows, stuck_heads, walk_heads
+from explorer.pipeline.analysis.p2p_models import deadlock_from_heads, dependency_steps_ok
+from explorer.pipeline.analysis.reference import run
+from explorer.pipeline.schedules import Kind, from_streams, generate
 from tests.schedules.strategies import schedule_args
 
 

@@ -6,11 +6,11 @@ from typing import get_args
 
 import pytest
 
-from explorer.analysis.p2p_models import MODELS, P2PModel, check_model
 from explorer.errors import InputError
-from explorer.schedules.generators import KINDS, ScheduleKind, generate
-from explorer.schedules.generators.deepspeed import BUFFER_FORMULAS, ORDERS, ExchangeOrder
-from explorer.schedules.lowering import PLACEMENTS, Placement
+from explorer.pipeline.analysis.p2p_models import MODELS, P2PModel, check_model
+from explorer.pipeline.schedules.generators import KINDS, ScheduleKind, generate
+from explorer.pipeline.schedules.generators.deepspeed import BUFFER_FORMULAS, ORDERS, ExchangeOrder
+from explorer.pipeline.schedules.lowering import PLACEMENTS, Placement
 
 
 def test_every_schedule_kind_is_in_the_literal_and_builds():

@@ -11,11 +11,11 @@ from typing import Callable
 
 import pytest
 
-from explorer.analysis import build, check
-from explorer.analysis.check import Report
-from explorer.schedules.instructions import Kind
-from explorer.schedules.schedule import Schedule, from_streams
-from explorer.schedules.torch_csv import order_from_schedule, schedule_from_order
+from explorer.pipeline.analysis import build, check
+from explorer.pipeline.analysis.check import Report
+from explorer.pipeline.schedules.instructions import Kind
+from explorer.pipeline.schedules.schedule import Schedule, from_streams
+from explorer.pipeline.schedules.torch_csv import order_from_schedule, schedule_from_order
 
 from .net import drop_last_weight_pass, run_last_weight_pass_twice
 
@@ -122,8 +122,8 @@ CASES: list[tuple[str, Callable[[Report], object], Callable[[], Report], Callabl
 
 def _torch_1f1b(p: int, m: int) -> Schedule:
     """PyTorch 2.9's own Schedule1F1B order, whose later ranks number micro-batches one ahead."""
-    from explorer.runtime.pipelining_orders import pipeline_order
-    from explorer.schedules.adapters import from_torch_pipelining
+    from explorer.pipeline.runtime.pipelining_orders import pipeline_order
+    from explorer.pipeline.schedules.adapters import from_torch_pipelining
 
     return from_torch_pipelining(pipeline_order("Schedule1F1B", p, m), num_microbatches=m)
 

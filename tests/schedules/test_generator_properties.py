@@ -7,12 +7,16 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from explorer.analysis import Costs, build, check, find_deadlock, match
-from explorer.analysis.reference import run
-from explorer.analysis.timeline import simulate
-from explorer.schedules import Kind, generate
-from explorer.schedules.generators.pipelines import gpipe_plan, interleaved_orders, one_f_one_b_plan
-from explorer.schedules.lowering import asap_steps
+from explorer.pipeline.analysis import Costs, build, check, find_deadlock, match
+from explorer.pipeline.analysis.reference import run
+from explorer.pipeline.analysis.timeline import simulate
+from explorer.pipeline.schedules import Kind, generate
+from explorer.pipeline.schedules.generators.pipelines import (
+    gpipe_plan,
+    interleaved_orders,
+    one_f_one_b_plan,
+)
+from explorer.pipeline.schedules.lowering import asap_steps
 from tests.schedules.strategies import schedule_args
 
 FAST = settings(max_examples=60, deadline=None)

@@ -6,9 +6,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from explorer.analysis import build
 from explorer.errors import InputError
-from explorer.schedules import Instruction, Kind, io, parse_instruction
+from explorer.pipeline.analysis import build
+from explorer.pipeline.schedules import Instruction, Kind, io, parse_instruction
 from tests.schedules.strategies import schedule_args
 
 

@@ -8,8 +8,8 @@ import json
 import numpy as np
 import pytest
 
-from explorer.analysis import build, check
-from explorer.printout.json_text import dumps_indented
+from explorer.pipeline.analysis import build, check
+from explorer.pipeline.printout.json_text import dumps_indented
 
 
 class Colour(enum.IntEnum):
@@ -39,7 +39,7 @@ def test_odd_documents_match_the_standard_library(doc: object, indent: int) -> N
 
 
 def test_a_check_report_matches_byte_for_byte() -> None:
-    from explorer.analysis.memory import memory_over_time
+    from explorer.pipeline.analysis.memory import memory_over_time
 
     report = check(build("zb-h1", 4, 8))
     doc = report.to_dict()

@@ -8,11 +8,15 @@ import sys
 
 import pytest
 
-from explorer.analysis import build, check
-from explorer.analysis.gradients import gradient_counts
-from explorer.analysis.memory import memory_over_time
-from explorer.schedules.torch_csv import order_from_schedule, schedule_from_order, write_torch_csv
-from explorer.views.memory import memory_figure
+from explorer.pipeline.analysis import build, check
+from explorer.pipeline.analysis.gradients import gradient_counts
+from explorer.pipeline.analysis.memory import memory_over_time
+from explorer.pipeline.schedules.torch_csv import (
+    order_from_schedule,
+    schedule_from_order,
+    write_torch_csv,
+)
+from explorer.pipeline.views.memory import memory_figure
 
 
 @pytest.mark.parametrize(("kind", "p", "m"), [("1f1b", 4, 8), ("gpipe", 4, 8), ("1f1b", 3, 2)])

@@ -5,7 +5,7 @@ Every built-in schedule kind with every option combination meant to be correct, 
 schedule classes through the adapter, and the CSV round trip of each are proved clean over at
 least 2-12 stages x 1-32 micro-batches (:mod:`net`) under every P2P model that applies; each
 schedule known to be wrong still fails at its known smallest size. An invariant added to
-:func:`explorer.analysis.check` meets all of them here before it lands: the gradient invariant
+:func:`explorer.pipeline.analysis.check` meets all of them here before it lands: the gradient invariant
 once called DeepSpeed's forward-only schedule wrong at every size, and nothing had asked it.
 """
 
@@ -13,9 +13,9 @@ from __future__ import annotations
 
 import pytest
 
-from explorer.analysis import check
-from explorer.analysis.sizes import Asking, check_size, check_sizes, parse_sizes
 from explorer.errors import InputError
+from explorer.pipeline.analysis import check
+from explorer.pipeline.analysis.sizes import Asking, check_size, check_sizes, parse_sizes
 
 from .net import CORRECT, RANGE, WRONG, Correct, Wrong
 

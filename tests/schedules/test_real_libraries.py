@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 from deepspeed_081 import import_schedule_081, without_plus_one
 
-from explorer.analysis import build, check
-from explorer.schedules.adapters import from_deepspeed, from_torch_pipelining
+from explorer.pipeline.analysis import build, check
+from explorer.pipeline.schedules.adapters import from_deepspeed, from_torch_pipelining
 
 deepspeed_schedule = pytest.importorskip(
     "deepspeed.runtime.pipe.schedule", reason="make install provides deepspeed"
@@ -59,7 +59,7 @@ def test_deepspeed_today_equals_our_fixed_schedule_and_is_clean(p, m):
 
 
 def test_torch_gpipe_order_is_valid_and_times_like_ours():
-    from explorer.runtime.pipelining_orders import pipeline_order
+    from explorer.pipeline.runtime.pipelining_orders import pipeline_order
 
     order = pipeline_order("ScheduleGPipe", 4, 8)
     report = check(from_torch_pipelining(order))
@@ -68,7 +68,7 @@ def test_torch_gpipe_order_is_valid_and_times_like_ours():
 
 
 def test_torch_interleaved_order_is_valid():
-    from explorer.runtime.pipelining_orders import pipeline_order
+    from explorer.pipeline.runtime.pipelining_orders import pipeline_order
 
     schedule = from_torch_pipelining(pipeline_order("ScheduleInterleaved1F1B", 4, 8, chunks=2))
     assert schedule.num_stages == 8 and schedule.stage_to_rank == (0, 1, 2, 3, 0, 1, 2, 3)
@@ -77,7 +77,7 @@ def test_torch_interleaved_order_is_valid():
 
 def test_torch_1f1b_order_verdict_follows_its_content():
     """torch 2.9's Schedule1F1B order omits the last rank's F0; the analysis must say so."""
-    from explorer.runtime.pipelining_orders import pipeline_order
+    from explorer.pipeline.runtime.pipelining_orders import pipeline_order
 
     order = pipeline_order("Schedule1F1B", 4, 8)
     last = [str(a) for a in order[3] if a is not None]
@@ -95,9 +95,9 @@ def test_our_dualpipev_is_pytorchs_order_and_both_time_alike(p, m):
     """PyTorch's ScheduleDualPipeV order (overlapped pairs run one after the other) is ours."""
     import numpy as np
 
-    from explorer.analysis import Costs, match
-    from explorer.analysis.reference import run
-    from explorer.runtime.pipelining_orders import pipeline_order
+    from explorer.pipeline.analysis import Costs, match
+    from explorer.pipeline.analysis.reference import run
+    from explorer.pipeline.runtime.pipelining_orders import pipeline_order
 
     theirs = from_torch_pipelining(
         pipeline_order("ScheduleDualPipeV", p, m, chunks=2), num_microbatches=m

@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 from deepspeed_081 import import_schedule_081, without_plus_one
 
-from explorer.analysis import build, check
-from explorer.printout.listing import MARK, rank_listing
+from explorer.pipeline.analysis import build, check
+from explorer.pipeline.printout.listing import MARK, rank_listing
 
 GOLDEN = Path(__file__).parent.parent / "golden"
 

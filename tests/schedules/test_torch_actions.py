@@ -7,8 +7,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from explorer.errors import InputError
-from explorer.schedules.instructions import Kind
-from explorer.schedules.torch_actions import (
+from explorer.pipeline.schedules.instructions import Kind
+from explorer.pipeline.schedules.torch_actions import (
     KIND_BY_TYPE,
     ActionType,
     TorchAction,

@@ -8,10 +8,10 @@ import sys
 
 import pytest
 
-from explorer.analysis import build, check
-from explorer.analysis.torch_words import cycle_words
 from explorer.errors import InputError
-from explorer.schedules.torch_csv import (
+from explorer.pipeline.analysis import build, check
+from explorer.pipeline.analysis.torch_words import cycle_words
+from explorer.pipeline.schedules.torch_csv import (
     order_from_schedule,
     read_torch_csv,
     schedule_from_order,
@@ -87,7 +87,7 @@ def test_pytorchs_own_loader_and_dumper_agree() -> None:
     """PyTorch's ``_load_csv`` reads our CSV to the same order; its ``_dump_csv`` reads back through ours."""
     from torch.distributed.pipelining.schedules import _PipelineScheduleRuntime
 
-    from explorer.runtime.pipelining_orders import StageShape
+    from explorer.pipeline.runtime.pipelining_orders import StageShape
 
     order = order_from_schedule(build("interleaved-1f1b", 2, 4, chunks=2))
     ours = write_torch_csv(order)

@@ -8,16 +8,16 @@ import sys
 
 import pytest
 
-from explorer.analysis import build, check
-from explorer.analysis.communicators import first_contacts, lazy_communicator_deadlock
-from explorer.analysis.torch_words import cycle_words
-from explorer.schedules.torch_csv import (
+from explorer.pipeline.analysis import build, check
+from explorer.pipeline.analysis.communicators import first_contacts, lazy_communicator_deadlock
+from explorer.pipeline.analysis.torch_words import cycle_words
+from explorer.pipeline.schedules.torch_csv import (
     order_from_schedule,
     read_torch_csv,
     schedule_from_order,
     write_torch_csv,
 )
-from explorer.schedules.torch_p2p import (
+from explorer.pipeline.schedules.torch_p2p import (
     batches,
     communicator_deadlock,
     defer_receives,
@@ -53,7 +53,7 @@ def pytorch_lowered(tmp_path_factory):
     """PyTorch's own compute+comms order for interleaved 1F1B, 2 ranks x 2 chunks, 4 micro-batches (its _dump_csv)."""
     from torch.distributed.pipelining.schedules import _PipelineScheduleRuntime
 
-    from explorer.runtime.pipelining_orders import StageShape
+    from explorer.pipeline.runtime.pipelining_orders import StageShape
 
     folder = tmp_path_factory.mktemp("csv")
     src, out = folder / "compute.csv", folder / "comms.csv"

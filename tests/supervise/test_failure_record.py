@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import json
 
-from explorer.traces.failure import Failure, FailureKind, from_exception, signal_name, tail
-from explorer.traces.pipeline.follow import failure_of
+from explorer.failure import Failure, FailureKind, from_exception, signal_name, tail
+from explorer.pipeline.traces.follow import failure_of
 
 
 def _raise_in_a_step() -> None:

@@ -19,7 +19,7 @@ from typing import Optional, Sequence
 
 import pytest
 
-from explorer.runtime.supervise import Child, Engine, Report, Supervisor, supervise
+from explorer.processes import Child, Engine, Report, Supervisor, supervise
 
 REPORT = """
 import json, os, sys

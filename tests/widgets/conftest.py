@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from explorer.analysis import build, check
+from explorer.pipeline.analysis import build, check
 
 
 @pytest.fixture(scope="session")

@@ -10,9 +10,9 @@ from __future__ import annotations
 from pathlib import Path
 from types import SimpleNamespace
 
-from explorer.analysis import build
-from explorer.traces.pipeline.follow import Follower, RankProgress
-from explorer.widgets.job_follower import JobFollower
+from explorer.pipeline.analysis import build
+from explorer.pipeline.app.job_follower import JobFollower
+from explorer.pipeline.traces.follow import Follower, RankProgress
 
 FAILURE = {
     "rank": 2,

@@ -6,9 +6,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from explorer.analysis import build, check
-from explorer.analysis.lifetimes import occupancy, substep_positions
-from explorer.schedules import KINDS
+from explorer.pipeline.analysis import build, check
+from explorer.pipeline.analysis.lifetimes import occupancy, substep_positions
+from explorer.pipeline.schedules import KINDS
 
 
 def _slot(occ, stage, buffer):
@@ -58,7 +58,7 @@ def test_core_helpers_stay_light():
     import sys
 
     code = (
-        "import sys, explorer.analysis.lifetimes, explorer.traces; "
+        "import sys, explorer.pipeline.analysis.lifetimes, explorer.pipeline.traces; "
         "print(sorted(m for m in ('plotly', 'ipywidgets', 'torch') if m in sys.modules))"
     )
     out = subprocess.run(

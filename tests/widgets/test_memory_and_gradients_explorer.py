@@ -8,11 +8,11 @@ from dataclasses import replace
 import numpy as np
 from figdict import figure_dict
 
-from explorer.analysis import build, check
-from explorer.analysis.memory import memory_over_time
-from explorer.schedules.torch_csv import order_from_schedule, schedule_from_order
-from explorer.views.memory import MAX_ROWS, binned_totals, memory_figure
-from explorer.widgets.schedule_explorer import ScheduleExplorer
+from explorer.pipeline.analysis import build, check
+from explorer.pipeline.analysis.memory import memory_over_time
+from explorer.pipeline.app.schedule_explorer import ScheduleExplorer
+from explorer.pipeline.schedules.torch_csv import order_from_schedule, schedule_from_order
+from explorer.pipeline.views.memory import MAX_ROWS, binned_totals, memory_figure
 
 
 def _peaks(fig: dict) -> list[tuple[float, int]]:

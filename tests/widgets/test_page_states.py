@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 
-from explorer.widgets.schedule_explorer import ScheduleExplorer
+from explorer.pipeline.app.schedule_explorer import ScheduleExplorer
 
 
 def words(value: str) -> str:

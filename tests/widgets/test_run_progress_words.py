@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from explorer.traces.pipeline.follow import RankProgress
-from explorer.traces.pipeline.result import PipelineRunResult
-from explorer.widgets.schedule_explorer import ScheduleExplorer
+from explorer.pipeline.app.schedule_explorer import ScheduleExplorer
+from explorer.pipeline.traces.follow import RankProgress
+from explorer.pipeline.traces.result import PipelineRunResult
 
 
 def test_rank_progress_records_become_one_line_per_rank():

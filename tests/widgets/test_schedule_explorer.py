@@ -13,12 +13,12 @@ import numpy as np
 import pytest
 from figdict import figure_dict
 
-from explorer.analysis import check
-from explorer.schedules import Kind
-from explorer.traces import MeasuredTrace
-from explorer.traces.failure import Failure, FailureKind
-from explorer.views.palette import SELECTED
-from explorer.widgets.schedule_explorer import ScheduleExplorer
+from explorer.failure import Failure, FailureKind
+from explorer.pipeline.analysis import check
+from explorer.pipeline.app.schedule_explorer import ScheduleExplorer
+from explorer.pipeline.schedules import Kind
+from explorer.pipeline.traces import MeasuredTrace
+from explorer.pipeline.views.palette import SELECTED
 
 
 def grid_of(app: ScheduleExplorer) -> dict:

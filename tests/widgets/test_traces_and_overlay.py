@@ -8,11 +8,11 @@ import numpy as np
 import pytest
 from figdict import figure_dict
 
-from explorer.analysis import build, check
 from explorer.errors import InputError
-from explorer.schedules import Kind
-from explorer.traces import MeasuredTrace, read_chrome_trace
-from explorer.views.overlay import EMPTY_NOTE, overlay_figure
+from explorer.pipeline.analysis import build, check
+from explorer.pipeline.schedules import Kind
+from explorer.pipeline.traces import MeasuredTrace, read_chrome_trace
+from explorer.pipeline.views.overlay import EMPTY_NOTE, overlay_figure
 
 
 def test_reads_pp_actions_from_a_real_profiler_export(tmp_path):

@@ -9,11 +9,11 @@ import numpy as np
 import pytest
 from figdict import figure_dict, trace
 
-from explorer.analysis import build, check
-from explorer.schedules import Kind
-from explorer.views.grid import grid_figure
-from explorer.views.marks import findings_by_cell
-from explorer.views.palette import HAZARD, KIND_COLOURS, SELECTED
+from explorer.pipeline.analysis import build, check
+from explorer.pipeline.schedules import Kind
+from explorer.pipeline.views.grid import grid_figure
+from explorer.pipeline.views.marks import findings_by_cell
+from explorer.pipeline.views.palette import HAZARD, KIND_COLOURS, SELECTED
 
 
 def colour_of(heat: dict, value: float) -> str:

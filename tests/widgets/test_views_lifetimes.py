@@ -6,8 +6,8 @@ import pytest
 from figdict import figure_dict, trace
 
 from explorer.errors import InputError
-from explorer.views.lifetimes import lifetimes_figure
-from explorer.views.palette import ACTIVATION, GRADIENT, HAZARD
+from explorer.pipeline.views.lifetimes import lifetimes_figure
+from explorer.pipeline.views.palette import ACTIVATION, GRADIENT, HAZARD
 
 OVERWRITE = "overwritten while needed (hazard)"
 

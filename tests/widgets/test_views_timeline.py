@@ -6,10 +6,10 @@ import numpy as np
 import pytest
 from figdict import figure_dict, trace
 
-from explorer.analysis import build, check
-from explorer.schedules import Kind
-from explorer.views.palette import IDLE, KIND_COLOURS, kind_label
-from explorer.views.timeline import timeline_figure
+from explorer.pipeline.analysis import build, check
+from explorer.pipeline.schedules import Kind
+from explorer.pipeline.views.palette import IDLE, KIND_COLOURS, kind_label
+from explorer.pipeline.views.timeline import timeline_figure
 
 
 @pytest.mark.parametrize(
@@ -82,7 +82,7 @@ def test_large_schedules_switch_to_an_overview_that_agrees_with_the_bars():
 
 
 def test_comparison_shows_each_schedules_bubble_and_peak_memory():
-    from explorer.views.compare import comparison_figure
+    from explorer.pipeline.views.compare import comparison_figure
 
     reports = {k: check(build(k, 4, 8)) for k in ("gpipe", "1f1b", "zb-h1")}
     d = figure_dict(comparison_figure(reports))

@@ -11,7 +11,7 @@ from built_once import built_once
 
 
 def _run(name: str, **options):
-    from explorer.runtime.xla import run_scenario
+    from explorer.xla.runtime import run_scenario
 
     return run_scenario(name, layers=1, **options)
 

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from explorer.analysis.xla.from_artifacts import _split, sync_site
-from explorer.traces.xla.artifacts import kind_of_file
-from explorer.traces.xla.debuglog import DebugEvent
-from explorer.traces.xla.metrics_report import duration_ms, parse_metrics_report
+from explorer.xla.analysis.from_artifacts import _split, sync_site
+from explorer.xla.traces.artifacts import kind_of_file
+from explorer.xla.traces.debuglog import DebugEvent
+from explorer.xla.traces.metrics_report import duration_ms, parse_metrics_report
 
 LOOP = ["sync (/x/site-packages/torch_xla/torch_xla.py:87)", "train (/u/train.py:40)"]
 SETUP = ["sync (/x/site-packages/torch_xla/torch_xla.py:87)", "setup (/u/train.py:12)"]

@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from explorer.runtime.xla import STEP_KEYS
+from explorer.xla.runtime import STEP_KEYS
 
 pytestmark = pytest.mark.slow
 

@@ -13,7 +13,7 @@ pytestmark = pytest.mark.slow
 
 
 def test_queued_callbacks_give_four_graphs_then_alternate():
-    from explorer.runtime.xla import run_scenario
+    from explorer.xla.runtime import run_scenario
 
     run = run_scenario("deferred-callbacks", layers=1, steps=6)
     assert run.ok, run.failure

@@ -9,13 +9,13 @@ import sys
 
 import pytest
 
-from explorer.analysis.xla.explain import cached_sentence, new_graph_sentence, reasons
 from explorer.errors import InputError
-from explorer.hlo import diff_modules, read_modules
-from explorer.runtime.xla.config import RunConfig, parse_fsdp_options
-from explorer.traces.xla.debuglog import parse_debug, slice_events
-from explorer.traces.xla.failure import fatal_line, from_exit
-from explorer.traces.xla.protocol import decode, encode
+from explorer.xla.analysis.explain import cached_sentence, new_graph_sentence, reasons
+from explorer.xla.hlo import diff_modules, read_modules
+from explorer.xla.runtime.config import RunConfig, parse_fsdp_options
+from explorer.xla.traces.debuglog import parse_debug, slice_events
+from explorer.xla.traces.failure import fatal_line, from_exit
+from explorer.xla.traces.protocol import decode, encode
 
 HLO = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "data", "hlo")
 
@@ -140,7 +140,7 @@ def test_explanations_from_real_torch_xla_hlo() -> None:
 @pytest.mark.slow  # a fresh interpreter
 def test_importing_the_xla_parts_imports_neither_torch_nor_torch_xla() -> None:
     code = (
-        "import sys, explorer.runtime.xla, explorer.commands.xla_run, explorer.analysis.xla.assemble; "
+        "import sys, explorer.xla.runtime, explorer.xla.cli.run, explorer.xla.analysis.assemble; "
         "print(sorted(m for m in ('torch', 'torch_xla') if m in sys.modules))"
     )
     out = subprocess.run(

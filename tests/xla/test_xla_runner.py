@@ -8,7 +8,7 @@ import textwrap
 import pytest
 
 from explorer.errors import InputError
-from explorer.runtime.xla import STEP_KEYS, run_scenario, run_step
+from explorer.xla.runtime import STEP_KEYS, run_scenario, run_step
 
 pytestmark = pytest.mark.slow
 
@@ -57,7 +57,7 @@ def test_logging_is_a_recompile_explained_by_added_ops(logging_run) -> None:
     assert run.ok, run.failure
     step = run.steps[2]
     assert step.new_graphs and run.graph(step.new_graphs[-1]).recompile
-    assert "added" in step.cause and "explorer/runtime/xla/steps.py" in step.cause
+    assert "added" in step.cause and "explorer/xla/runtime/steps.py" in step.cause
     assert step.diff_summary and "added" in step.diff_summary
     # the logged step's graph is cached from then on; the plain steps run the plain graph
     assert not run.steps[5].compiled and run.steps[5].graph_hash == step.graph_hash

@@ -9,8 +9,8 @@ from __future__ import annotations
 import pytest
 
 from explorer.errors import InputError
-from explorer.runtime.xla import run_scenario
-from explorer.runtime.xla.config import RunConfig
+from explorer.xla.runtime import run_scenario
+from explorer.xla.runtime.config import RunConfig
 
 pytestmark = pytest.mark.slow
 

@@ -11,7 +11,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from explorer.views import xla as views
+from explorer.xla.views import runs as views
 
 pytestmark = pytest.mark.slow
 
@@ -51,7 +51,7 @@ def test_default_diff_is_the_last_recompile(logging_run) -> None:
 
 
 def test_explorer_shows_a_run_and_renders_offline(logging_run, tmp_path) -> None:
-    from explorer.widgets.xla_explorer import XlaExplorer
+    from explorer.xla.app import XlaExplorer
 
     app = XlaExplorer("logging", run=logging_run)
     a, b = views.default_pair(logging_run)
@@ -68,7 +68,7 @@ def test_explorer_shows_a_run_and_renders_offline(logging_run, tmp_path) -> None
 
 
 def test_run_control_does_not_block_and_follows_each_step() -> None:
-    from explorer.widgets.xla_explorer import XlaExplorer
+    from explorer.xla.app import XlaExplorer
 
     app = XlaExplorer("steady", steps=2)
     assert app.run(block=False) is None and app.run_button.disabled
@@ -115,7 +115,7 @@ def test_timeline_title_matches_the_run(logging_run) -> None:
 
 
 def test_progress_lines_for_a_notebook_cell(capsys) -> None:
-    from explorer.widgets.xla_explorer import print_progress
+    from explorer.xla.app import print_progress
 
     print_progress({"event": "setup", "device": {"pjrt_device": "CPU"}, "setup_ms": 1500.0})
     print_progress({"event": "begin", "step": 0})
@@ -132,7 +132,7 @@ def test_progress_lines_for_a_notebook_cell(capsys) -> None:
 
 def test_tables_are_complete_on_first_display(logging_run) -> None:
     """Issue 10: the graphs table's last column and the diff table's headers opened blank."""
-    from explorer.widgets.xla_explorer import XlaExplorer
+    from explorer.xla.app import XlaExplorer
 
     assert _empty_columns(views.graphs_table(logging_run).to_dict()["data"][0]) == []
     app = XlaExplorer("logging", run=logging_run)
@@ -146,7 +146,7 @@ def test_tables_are_complete_on_first_display(logging_run) -> None:
 
 
 def test_callback_errors_are_said_in_the_status_line(logging_run, monkeypatch) -> None:
-    from explorer.widgets.xla_explorer import XlaExplorer
+    from explorer.xla.app import XlaExplorer
 
     app = XlaExplorer("logging", run=logging_run)
     app.timeline.widget._message(None, {"type": "click", "points": [{"curve": 3, "index": 99}]}, [])

@@ -3,8 +3,8 @@ no device), as a person sees them in ``XlaExplorer.open``: built from records, n
 
 from __future__ import annotations
 
-from explorer.traces.xla.records import Graph, Step, XlaRun
-from explorer.views import xla as views
+from explorer.xla.traces.records import Graph, Step, XlaRun
+from explorer.xla.views import runs as views
 
 
 def _read_back_run() -> XlaRun:

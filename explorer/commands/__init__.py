@@ -1,3 +1,0 @@
-"""One module per CLI command; each exposes ``register(subparsers)``."""
-
-__all__: list[str] = []

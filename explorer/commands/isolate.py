@@ -1,5 +1,0 @@
-"""The CLI's name for :mod:`explorer.runtime.isolate` (user code in a child process with a timeout)."""
-
-from explorer.runtime.isolate import INPUT_ERROR, MARKER, Outcome, run_child
-
-__all__ = ["INPUT_ERROR", "MARKER", "Outcome", "run_child"]

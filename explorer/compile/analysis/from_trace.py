@@ -1,0 +1,285 @@
+"""A job's ``TORCH_TRACE`` (and profiler traces) as the probe's own records, one :class:`ProbeResult` per rank.
+
+The probe records each iteration as it runs; a job's traces are read after the fact and put
+into the same records, so the diagnosis, the views, the report and the JSON are the probe's:
+
+* compiles come from the structured trace, with *every* failed guard of a recompile;
+* iterations come from a profiler trace recorded with a ``schedule=`` (``ProfilerStep#N``):
+  each step's time, the compiled regions that ran in it (the variants), and the compiles
+  whose start falls inside it (both clocks are wall-clock microseconds);
+* a frame past its ``recompile_limit`` that ran no compiled region in a step ran eagerly:
+  the same rule as the probe's tracking backend.
+
+Without a profiler trace nothing says which iteration compiled or which variant ran: those
+fields stay empty, and a note says so and how to record one. Pure python: no torch.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Optional, Sequence
+
+from explorer.compile.analysis.diagnosis import diagnose
+from explorer.compile.analysis.ranks import merge_ranks
+from explorer.compile.traces.compiles_only import diagnose_compiles_only
+from explorer.compile.traces.detect import profile_files, trace_files
+from explorer.compile.traces.profile import CompileProfile, ProfiledStep, read_compile_profile
+from explorer.compile.traces.records import (
+    EAGER,
+    LIMIT_FAILURE,
+    UNKNOWN,
+    CompileEvent,
+    GraphBreak,
+    Iteration,
+    ProbeResult,
+    VariantGuards,
+    frame_of,
+    limit_failure,
+)
+from explorer.compile.traces.torch_trace import TorchTrace, read_torch_trace
+from explorer.errors import InputError, excerpt
+
+#: How to record what the structured trace lacks, said wherever it is missing.
+HOW_TO_PROFILE = (
+    "record a profiler trace beside it: torch.profiler.profile(schedule=torch.profiler.schedule("
+    "wait=1, warmup=1, active=20), on_trace_ready=torch.profiler.tensorboard_trace_handler(DIR)) "
+    "with prof.step() at the end of every iteration"
+)
+#: Slack when placing a compile's start inside a profiled step (two clocks read microseconds apart).
+SLACK_US = 1000.0
+
+
+def _step_of(start_us: Optional[float], steps: Sequence[ProfiledStep]) -> int:
+    if start_us is None:
+        return UNKNOWN
+    for slack in (0.0, SLACK_US):  # a step that holds it outright before one that nearly does
+        for s in steps:
+            if s.start_us - slack <= start_us <= s.end_us + slack:
+                return s.step
+    return UNKNOWN
+
+
+def _compiles(trace: TorchTrace, steps: Sequence[ProfiledStep], wall: bool) -> list[CompileEvent]:
+    names = {frame_of(c.compile_id): c.function for c in trace.compiles if c.function}
+    out = []
+    for c in trace.compiles:
+        if not (c.metrics or c.function):
+            continue  # a cache answer or guard dump without its compile: nothing to report
+        failed = limit_failure(c.failed, c.fail_reason)
+        out.append(
+            CompileEvent(
+                compile_id=c.compile_id,
+                iteration=_step_of(c.start_us, steps) if wall else UNKNOWN,
+                function=c.function or names.get(frame_of(c.compile_id)),
+                reason=c.reasons[0] if c.reasons else None,
+                failed=failed,
+                seconds=c.seconds,
+                reasons=tuple(c.reasons),
+                cache=tuple(c.cache),
+            )
+        )
+    return out
+
+
+def _iterations(
+    trace: TorchTrace, steps: Sequence[ProfiledStep], compiles: Sequence[CompileEvent], wall: bool
+) -> list[Iteration]:
+    """One record per profiled step: its time, whether it compiled, the variants that ran, eager fallback."""
+    starts = {c.compile_id: c.start_us for c in trace.compiles}
+    limits = [c for c in compiles if c.failed == LIMIT_FAILURE]
+    out = []
+    for s in steps:
+        ran: dict[str, str] = {}
+        for region in s.regions:
+            ran[frame_of(region)] = region
+        compiled = (
+            any(c.iteration == s.step and not c.failed for c in compiles)
+            if wall
+            else s.compiles > 0
+        )
+        limited = {
+            c.frame
+            for c in limits
+            if 0 <= c.iteration <= s.step
+            or (
+                wall
+                and starts.get(c.compile_id) is not None
+                and starts[c.compile_id] <= s.end_us + SLACK_US
+            )
+        }
+        fell = limited - set(ran)
+        labels = {**ran, **{f: EAGER for f in fell}}
+        variants = tuple(labels[f] for f in sorted(labels, key=lambda f: (len(f), f)))
+        fallback = bool(fell) if wall or not limits else None
+        out.append(Iteration(s.step, s.dur_us / 1000.0, compiled, variants, fallback))
+    return out
+
+
+def _breaks(trace: TorchTrace, compiles: Sequence[CompileEvent]) -> list[GraphBreak]:
+    """Graph breaks once per reason and place (Dynamo logs one at every compile of the frame)."""
+    when = {c.compile_id: c.iteration for c in compiles}
+    seen: dict[tuple[str, str], list] = {}
+    for b in trace.breaks:
+        seen.setdefault((b.reason, b.where), [b, []])[1].append(b.compile_id)
+    for c in trace.compiles:
+        for text in c.restart_reasons if not trace.breaks else ():
+            seen.setdefault((text.splitlines()[0], ""), [None, []])[1].append(c.compile_id)
+    out = []
+    for (reason, where), (first, ids) in seen.items():
+        detail = "\n".join(
+            x for x in (f"at {where}" if where else "", first.detail if first else "") if x
+        )
+        out.append(
+            GraphBreak(ids[0], when.get(ids[0], UNKNOWN), reason, detail, tuple(dict.fromkeys(ids)))
+        )
+    return out
+
+
+def _guards(trace: TorchTrace) -> list[VariantGuards]:
+    """For each frame with several variants: the guards each holds that not all of them share."""
+    frames: dict[str, list] = {}
+    for c in trace.compiles:
+        if c.guards:
+            frames.setdefault(frame_of(c.compile_id), []).append(c)
+    out = []
+    for variants in frames.values():
+        if len(variants) < 2:
+            continue
+        shared = set.intersection(*(set(v.guards) for v in variants))
+        out += [
+            VariantGuards(
+                v.compile_id, v.function or "?", tuple(g for g in v.guards if g not in shared)
+            )
+            for v in variants
+        ]
+    return out
+
+
+def rank_result(
+    trace: TorchTrace, profiles: Sequence[CompileProfile], label: str = ""
+) -> ProbeResult:
+    """One process's records: compiles from its trace, iterations from its profiler steps (if any)."""
+    by_step: dict[int, ProfiledStep] = {}
+    for p in profiles:
+        for s in p.steps:
+            by_step.setdefault(s.step, s)
+    steps = [by_step[k] for k in sorted(by_step)]
+    wall = bool(profiles) and all(p.wall_clock for p in profiles)
+    compiles = _compiles(trace, steps, wall)
+    result = ProbeResult(
+        iterations=_iterations(trace, steps, compiles, wall),
+        compiles=compiles,
+        graph_breaks=_breaks(trace, compiles),
+        guards=_guards(trace),
+        source="TORCH_TRACE",
+        variant_source="profiler trace's compiled regions"
+        if steps
+        else "nothing (no profiler steps)",
+        label=label or Path(trace.path).name,
+    )
+    result.notes = _notes(trace, profiles, steps, compiles, wall)
+    result.diagnosis = diagnose(result) if result.iterations else diagnose_compiles_only(result)
+    return result
+
+
+def _notes(
+    trace: TorchTrace,
+    profiles: Sequence[CompileProfile],
+    steps: Sequence[ProfiledStep],
+    compiles: Sequence[CompileEvent],
+    wall: bool,
+) -> list[str]:
+    notes = []
+    if not profiles:
+        notes.append(
+            "TORCH_TRACE has no iteration records and never logs that a cached variant ran: which iteration "
+            "compiled, iteration times, the variant each ran and any period cannot be known from it alone; "
+            + HOW_TO_PROFILE
+            + "."
+        )
+    elif not steps:
+        notes.append(
+            "the profiler trace has no ProfilerStep#N events (it was recorded without schedule=), so "
+            "iterations cannot be told apart; " + HOW_TO_PROFILE + "."
+        )
+    elif not wall:
+        notes.append(
+            "the profiler trace has no baseTimeNanoseconds, so compiles cannot be placed in iterations by "
+            "time: iterations are marked compiled from the profiler's own compile events."
+        )
+    outside = [c for c in compiles if c.iteration == UNKNOWN]
+    if steps and wall and outside:
+        notes.append(
+            f"{len(outside)} of {len(compiles)} compiles ({', '.join(c.compile_id for c in outside[:6])}"
+            f"{', ...' if len(outside) > 6 else ''}) happened outside the profiled steps "
+            f"{steps[0].step}-{steps[-1].step}: their iteration is unknown."
+        )
+    if trace.truncated:
+        notes.append(
+            f"{Path(trace.path).name} ends in a cut line (the job was stopped while writing?): "
+            "the records before it are read."
+        )
+    return notes
+
+
+def _key(trace: TorchTrace, traces: Sequence[TorchTrace], folder: Path) -> int:
+    """The rank of a trace; one trace without a rank is rank 0. Two traces for one rank are two runs: refused."""
+    if len(traces) == 1:
+        return trace.rank if trace.rank is not None else 0
+    if trace.rank is None:
+        pids = ", ".join(str(t.pid) for t in traces if t.rank is None)
+        raise InputError(
+            f"{excerpt(str(folder))} holds {len(traces)} structured traces and "
+            f"{Path(trace.path).name} (pid {trace.pid}) names no rank (pids without one: {pids}): "
+            "several processes outside torch.distributed, or several runs; read one file, or move the "
+            "others aside"
+        )
+    twins = [t for t in traces if t.rank == trace.rank]
+    if len(twins) > 1:
+        raise InputError(
+            f"{excerpt(str(folder))} holds {len(twins)} structured traces for rank {trace.rank} "
+            f"({', '.join(Path(t.path).name for t in twins[:3])}): two runs in one folder; move the "
+            "older one aside (TORCH_TRACE appends a new file per run)"
+        )
+    return trace.rank
+
+
+def read_job(path: Path) -> ProbeResult:
+    """Every rank's records in ``path`` (a TORCH_TRACE folder or file), merged into one report."""
+    traces = [read_torch_trace(f) for f in trace_files(path)]
+    if not traces:
+        raise InputError(
+            f"{excerpt(str(path))} holds no dedicated_log_torch_trace_*.log: run the job with TORCH_TRACE=DIR"
+        )
+    profiles, stepless = [], []
+    for f in profile_files(path):
+        found = read_compile_profile(f)
+        profiles += found
+        stepless += [] if found else [f.name]
+    per_rank: dict[int, ProbeResult] = {}
+    used: set[int] = set()
+    for t in traces:
+        rank = _key(t, traces, path)
+        mine = [p for p in profiles if p.pid is not None and p.pid == t.pid]
+        used |= {id(p) for p in mine}
+        per_rank[rank] = rank_result(t, mine, f"rank {rank}")
+        per_rank[rank].ranks = [
+            {"file": t.path, "pid": t.pid, "profiles": sorted({p.path for p in mine})}
+        ]
+    merged = merge_ranks(per_rank, label=str(path))
+    if stepless:
+        merged.notes.append(
+            f"{len(stepless)} profiler trace(s) without ProfilerStep#N events were not used "
+            f"({', '.join(stepless[:3])}{', ...' if len(stepless) > 3 else ''}): they were recorded "
+            "without schedule=, so they cannot tell iterations apart."
+        )
+    strays = sorted({f"{Path(p.path).name} (pid {p.pid})" for p in profiles if id(p) not in used})
+    if strays:
+        merged.notes.append(
+            f"profiler traces from processes that left no structured trace here were not used: "
+            f"{', '.join(strays[:4])}{', ...' if len(strays) > 4 else ''}."
+        )
+    return merged
+
+
+__all__ = ["HOW_TO_PROFILE", "SLACK_US", "rank_result", "read_job"]

@@ -1,0 +1,220 @@
+"""``explorer compile-probe``: run a training loop under torch.compile and name the period's cause.
+
+``--scenario NAME`` runs a preset; ``--step MODULE:FUNCTION`` runs the user's own
+``step(iteration)``. ``--json`` prints the record document (issue 7's shape); otherwise a
+short report. Exit 0 when nothing periodic or recompiling was found, 1 for findings
+(a period, recompiles after warm-up, eager fallback, or a step that raised), 2 for bad input.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from typing import Any
+
+from explorer import cli_options, inputs
+from explorer.compile.printout import probe_report
+from explorer.compile.runtime.scenarios import PRESETS
+from explorer.errors import InputError, excerpt
+
+
+def register(subparsers: Any) -> None:
+    """Add the ``compile-probe`` sub-command."""
+    p = subparsers.add_parser(
+        "compile-probe",
+        help="run a loop under torch.compile: compiles, guard failures, variants, period and cause",
+        description=__doc__.splitlines()[0],
+    )
+    what = p.add_mutually_exclusive_group(required=True)
+    what.add_argument("--scenario", choices=list(PRESETS), help="a preset loop")
+    what.add_argument(
+        "--step",
+        metavar="MODULE:FUNCTION",
+        type=cli_options.user_ref("--step", "my_train:step or train.py:step", files=True),
+        help="your own step(iteration) function (run in a child process, see --timeout)",
+    )
+    p.add_argument(
+        "--iterations",
+        default=None,
+        help="iterations to run (default: the preset's)",
+        type=cli_options.count(
+            "--iterations",
+            hi=MAX_ITERATIONS,
+            label="iterations",
+            why="each iteration is a real, timed step; a period shows within a few dozen",
+        ),
+    )
+    p.add_argument(
+        "--nproc",
+        default=1,
+        type=cli_options.count(
+            "--nproc", hi=MAX_NPROC, label="nproc", why="each rank is a process on this machine"
+        ),
+        help="ranks to run, each in its own process on a gloo group (default 1); the report merges them",
+    )
+    p.add_argument(
+        "--timeout",
+        default=900.0,
+        metavar="S",
+        type=cli_options.seconds("--timeout", "a day"),
+        help="seconds a --step run may take before its child process is stopped (default 900)",
+    )
+    p.add_argument(
+        "--backend",
+        default=None,
+        type=_backend_name,
+        help="registered name or dotted path (default: inductor if a C++ compiler exists, else aot_eager)",
+    )
+    p.add_argument(
+        "--config", default=None, help="a DeepSpeed-style JSON file with a 'compile' section"
+    )
+    p.add_argument(
+        "--source",
+        choices=("auto", "metrics", "log"),
+        default="auto",
+        help="where compile events are read from",
+    )
+    p.add_argument("--json", action="store_true", help="print the JSON document")
+    p.set_defaults(func=run)
+
+
+#: Most iterations one probe runs.
+MAX_ITERATIONS = 10_000
+#: Most ranks ``--nproc`` starts on one machine.
+MAX_NPROC = 64
+#: Largest --config read (a DeepSpeed config is a few KB).
+MAX_CONFIG_BYTES = 16 * 2**20
+#: Set in the child that runs a --step, so it does not start a child of its own.
+CHILD_ENV = "EXPLORER_COMPILE_PROBE_CHILD"
+
+
+def _backend_name(text: str) -> str:
+    """A registered backend name or a dotted path (an argparse type; resolved later, with torch)."""
+    if not text.strip() or not all(part.isidentifier() for part in text.strip().split(".")):
+        raise argparse.ArgumentTypeError(
+            f"{excerpt(text)} is not a backend: give a registered name such as inductor "
+            "or aot_eager, or the dotted path of a backend function, my_pkg.my_backend"
+        )
+    return text.strip()
+
+
+def _load_config(path: str | None) -> dict[str, Any]:
+    """The --config file: a regular UTF-8 file holding one strict JSON object (no NaN, not deeply nested)."""
+    if not path:
+        return {}
+    config = inputs.read_json(path, "--config", MAX_CONFIG_BYTES)
+    if not isinstance(config, dict):
+        raise InputError(
+            f"--config {excerpt(path)} holds a JSON {type(config).__name__}: it must be an object such "
+            'as {"compile": {"backend": "inductor"}}'
+        )
+    return config
+
+
+def run(args: argparse.Namespace) -> int:
+    """Probe, print, and return 0 (nothing found), 1 (findings) or 2 (bad input, via InputError)."""
+    if args.step and (args.backend or args.config):
+        raise InputError("--backend/--config apply to --scenario; a --step compiles its own model")
+    config = _load_config(args.config)
+    if args.nproc > 1:
+        return _print(_run_ranks(args, config), args)
+    if args.step and not os.environ.get(CHILD_ENV):
+        return _run_in_child(args)
+    from explorer.compile.runtime.config import parse_config
+    from explorer.user_step import load_step
+
+    step = (
+        load_step(args.step) if args.step else None
+    )  # a bad --step is refused before torch is imported
+    parse_config(config.get("compile", config) if config else None)
+    from explorer.compile.runtime.run import run_scenario, run_step
+
+    if args.scenario:
+        result = run_scenario(args.scenario, args.iterations, args.backend, config, args.source)
+    else:
+        result = run_step(step, args.iterations or 20, args.source, label=args.step)
+    return _print(result, args)
+
+
+def _run_ranks(args: argparse.Namespace, config: dict[str, Any]) -> Any:
+    """``--nproc N``: N ranks on a gloo group, each probing, merged into one result (see runtime.compile.launch)."""
+    if args.scenario:
+        from explorer.compile.runtime.config import parse_config
+
+        parse_config(config.get("compile", config) if config else None)
+    from explorer.compile.runtime.launch import run_ranks
+
+    spec = {
+        "scenario": args.scenario,
+        "step": args.step,
+        "iterations": args.iterations,
+        "backend": args.backend,
+        "config": config,
+        "source": args.source,
+    }
+    return run_ranks(args.nproc, spec, args.timeout, label=args.scenario or args.step)
+
+
+def _print(result: Any, args: argparse.Namespace) -> int:
+    """Print the report or the JSON document; 0 nothing found, 1 findings or a failed step."""
+    if args.json:
+        print(json.dumps(result.to_json(), indent=1))
+    else:
+        print(probe_report(result))
+    if result.error:
+        print(f"explorer compile-probe: the step failed at {result.error}", file=sys.stderr)
+        return 1
+    return 0 if result.diagnosis is None or result.diagnosis.cause == "steady" else 1
+
+
+def _run_in_child(args: argparse.Namespace) -> int:
+    """Run this same command in a child with ``--timeout``: a step's sys.exit, segfault or hang is a failure, not ours.
+
+    The child's own endings (0, 1, 2) pass through with its output; any other ending is one line
+    on stderr (and, with ``--json``, a document with ``"ok": false`` and the failure), exit 1:
+    the input was valid, the user's code failed.
+    """
+    from explorer.processes.isolate import run_child
+
+    env = {**os.environ, CHILD_ENV: "1"}
+    outcome = run_child([sys.executable, "-m", "explorer.cli", *args.argv], args.timeout, env=env)
+    if outcome.returncode in (0, 1, 2) and not outcome.timed_out:
+        sys.stdout.write(outcome.stdout)
+        errors = [
+            line
+            for line in outcome.stderr.splitlines()
+            if line.startswith("explorer compile-probe: error:")
+        ]
+        # bad input: its one line only (torch may have printed warnings before it)
+        sys.stderr.write(
+            errors[-1] + "\n" if outcome.returncode == 2 and errors else outcome.stderr
+        )
+        return outcome.returncode
+    message = outcome.ending(f"the step {args.step}", args.timeout)
+    if args.json:
+        from explorer.failure import Failure, FailureKind
+
+        failure = Failure(
+            FailureKind.TIMEOUT
+            if outcome.timed_out
+            else FailureKind.ABORT
+            if outcome.signal
+            else FailureKind.EXIT,
+            message,
+            returncode=outcome.returncode,
+            signal=outcome.signal,
+        )
+        doc = {
+            "label": args.step,
+            "ok": False,
+            "failure": failure.to_dict(),
+            "seconds": round(outcome.seconds, 3),
+        }
+        print(json.dumps(doc, indent=1))
+    print(f"explorer compile-probe: the step failed: {message}", file=sys.stderr)
+    return 1
+
+
+__all__ = ["register", "MAX_ITERATIONS", "MAX_NPROC", "MAX_CONFIG_BYTES", "CHILD_ENV", "run"]

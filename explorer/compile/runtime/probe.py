@@ -1,0 +1,161 @@
+"""The probe: run a step function for N iterations and record what Dynamo did in each.
+
+The user's code runs in this process (it holds their model; a child process would hide
+Dynamo's state), so the probe is defensive instead: Dynamo's config changes and log
+handlers are undone in ``finally`` blocks, and an exception in the step ends the run with a
+result that carries the error and the iterations recorded so far, instead of losing them.
+Per iteration it costs three clock reads (wall, the process's CPU time, and on Linux the
+time this thread waited for a core, from ``/proc/thread-self/schedstat``), one read of Dynamo's bounded metrics deque and, with
+a :class:`VariantTracker`, one dict update per compiled graph call (see the benchmark).
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any, Callable, Mapping, Optional
+
+from explorer.compile.analysis.diagnosis import diagnose
+from explorer.compile.runtime import cache
+from explorer.compile.runtime.sources import SourceKind, make_source
+from explorer.compile.runtime.tracking import VariantTracker
+from explorer.compile.traces.records import (
+    EAGER,
+    LIMIT_FAILURE,
+    CompileEvent,
+    GraphBreak,
+    Iteration,
+    ProbeResult,
+    frame_of,
+)
+from explorer.errors import InputError
+from explorer.failure import FailureKind, from_exception
+
+Step = Callable[[int], Any]
+
+
+def _synchronize() -> Callable[[], None]:
+    """A device barrier so GPU work lands in the iteration that queued it; a no-op on CPU."""
+    import torch
+
+    if torch.cuda.is_available() and torch.cuda.is_initialized():
+        return torch.cuda.synchronize
+    return lambda: None
+
+
+def _waited_ns() -> Optional[int]:
+    """Nanoseconds this thread has spent ready to run but waiting for a core (Linux), None elsewhere.
+
+    The kernel's run-queue delay: the time other processes held the cores this thread wanted.
+    It tells a busy machine from slow work (see :class:`Iteration`).
+    """
+    try:
+        with open("/proc/thread-self/schedstat", "rb") as f:
+            return int(f.read().split()[1])
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+def _frame_key(frame: str) -> tuple[int, str]:
+    return (int(frame), frame) if frame.isdigit() else (1 << 30, frame)
+
+
+def _variants(
+    tracker: Optional[VariantTracker], before: Optional[dict[str, int]], limited: set[str]
+) -> tuple[tuple[str, ...], Optional[bool]]:
+    """The variants that ran (one per frame) and whether a frame past its limit ran eagerly."""
+    if tracker is not None and before is not None:
+        ran = tracker.ran_since(before)
+        fell = {f for f in limited if f not in ran}
+        labels = dict(ran)
+        labels.update({f: EAGER for f in fell})
+        return tuple(labels[f] for f in sorted(labels, key=_frame_key)), bool(fell)
+    fronts = cache.front_variants() if cache.supported() else {}
+    ordered = tuple(fronts[f] for f in sorted(fronts, key=_frame_key))
+    return ordered, (None if limited else False)
+
+
+def probe(
+    step: Step,
+    iterations: int,
+    *,
+    tracker: Optional[VariantTracker] = None,
+    source: SourceKind = "auto",
+    reset: bool = True,
+    dynamo_config: Optional[Mapping[str, Any]] = None,
+    backend: str = "",
+    label: str = "",
+) -> ProbeResult:
+    """Run ``step(i)`` for ``i`` in ``range(iterations)`` and return every record and a diagnosis.
+
+    ``reset`` clears Dynamo's caches first (``torch._dynamo.reset()``), so compile ids start
+    at ``0/0`` and every compile of the run is seen; it also drops compiled code of other
+    models in this process. ``dynamo_config`` patches ``torch._dynamo.config`` for the run
+    only (e.g. ``{"recompile_limit": 3}``).
+    """
+    if not isinstance(iterations, int) or iterations < 1:
+        raise InputError(f"iterations must be a positive integer, got {iterations!r}")
+    import torch._dynamo
+
+    patch = dict(dynamo_config or {})
+    unknown = [k for k in patch if not hasattr(torch._dynamo.config, k)]
+    if unknown:
+        raise InputError(f"torch._dynamo.config has no option(s) {', '.join(unknown)}")
+    if reset:
+        torch._dynamo.reset()
+    src = make_source(source)
+    sync = _synchronize()
+    result = ProbeResult(iterations=[], backend=backend, source=src.name, label=label)
+    result.variant_source = "tracking backend" if tracker is not None else "dynamo cache"
+    result.threads = torch.get_num_threads()
+    limited: set[str] = set()
+    with torch._dynamo.config.patch(**patch), src:
+        result.recompile_limit = getattr(
+            torch._dynamo.config,
+            "recompile_limit",
+            getattr(torch._dynamo.config, "cache_size_limit", None),
+        )
+        for i in range(iterations):
+            before = tracker.snapshot() if tracker is not None else None
+            sync()
+            # The wait is read inside the wall-time interval, so it never exceeds it: a wait
+            # is counted when it ends (the thread gets a core), which is before the next read.
+            start = time.perf_counter()
+            waited = _waited_ns()
+            cpu = time.process_time()
+            try:
+                step(i)
+                sync()
+            except Exception as exc:  # the user's step: keep what was recorded so far
+                result.failure = from_exception(
+                    exc,
+                    FailureKind.EXCEPTION,
+                    message=f"iteration {i}: {type(exc).__name__}: {exc}",
+                    step=i,
+                )
+                break
+            finally:
+                cpu_ms = (time.process_time() - cpu) * 1e3
+                after = _waited_ns()
+                ms = (time.perf_counter() - start) * 1e3
+                waited_ms = (
+                    (after - waited) / 1e6 if waited is not None and after is not None else None
+                )
+            events, breaks = src.drain(i)
+            _record(result, events, breaks)
+            limited |= {c.frame for c in events if c.failed == LIMIT_FAILURE}
+            variants, fallback = _variants(tracker, before, limited)
+            compiled = any(not c.failed for c in events)
+            result.iterations.append(
+                Iteration(i, ms, compiled, variants, fallback, cpu_ms, waited_ms)
+            )
+        result.guards = cache.guard_differences() if cache.supported() else []
+    result.diagnosis = diagnose(result)
+    return result
+
+
+def _record(result: ProbeResult, events: list[CompileEvent], breaks: list[GraphBreak]) -> None:
+    result.compiles.extend(events)
+    result.graph_breaks.extend(breaks)
+
+
+__all__ = ["probe", "Step", "frame_of"]

@@ -1,0 +1,207 @@
+"""What a measured pipeline iteration says across ranks: waits, bubble per rank, the critical path.
+
+Input is one iteration's placed records (rank, stage, action, kind code, microbatch, start, end,
+``wait``, ``arrived``), as ``explorer read`` places them from profiler traces or ``explorer run``
+writes them. Pure: plain dicts in, plain dicts out.
+
+**Waits.** A compute that needs another stage's output (a forward after stage 0, a backward
+before the last stage) is *blocked* from its start until its data arrived. Of that, the part
+before the producer even posted its send is *waiting* for the partner; the rest is *transfer*
+(the data on its way once both sides were there).
+
+**Bubble.** Per rank, the time in the iteration not spent computing (blocked time inside a
+compute counts as bubble), over two denominators tools disagree on: the whole iteration (the
+share of total time, ``(p-1)/(m+p-1)`` for ideal GPipe/1F1B) and the rank's own compute (the
+share of ideal time, ``(p-1)/m``). Both are given, each labelled.
+
+**Critical path.** From the compute that ends last, walk back: when a compute's data arrived
+after the rank's previous compute had ended, the data gated it and the path crosses to the
+producer on its rank (a send/receive edge); otherwise it stays on the rank. The result is the
+chain of actions that set the iteration's length, and each crossing said in words:
+"rank 1's 1F3 waited 2.1 ms for rank 0's send of micro-batch 3".
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from typing import Optional, Sequence
+
+from explorer.pipeline.schedules.instructions import Kind
+
+_F, _B, _I, _W = (
+    k.code for k in (Kind.FORWARD, Kind.BACKWARD, Kind.BACKWARD_INPUT, Kind.BACKWARD_WEIGHT)
+)
+COMPUTE = (_F, _B, _I, _W)
+_SEND_F, _SEND_B = Kind.SEND_ACTIVATION.code, Kind.SEND_GRAD.code
+_EPS = 1e-7
+
+
+def _producer_key(row: dict) -> Optional[tuple]:
+    """(stage, kind code, microbatch) of the compute whose output ``row`` consumes, or None."""
+    if row["kind"] == _F:
+        return (row["stage"] - 1, _F, row["microbatch"])
+    if row["kind"] in (_B, _I):
+        return (row["stage"] + 1, None, row["microbatch"])
+    return None
+
+
+def _index(rows: Sequence[dict]) -> tuple[dict, dict]:
+    computes = {}
+    sends = {}
+    for r in rows:
+        if r["kind"] in COMPUTE:
+            computes[(r["stage"], r["kind"], r["microbatch"])] = r
+        elif r["kind"] in (_SEND_F, _SEND_B):
+            sends[(r["stage"], r["kind"], r["microbatch"])] = r
+    return computes, sends
+
+
+def _producer(row: dict, computes: dict, sends: dict) -> tuple[Optional[dict], Optional[dict]]:
+    """The compute that produced ``row``'s input and the send that carried it (either may be None)."""
+    key = _producer_key(row)
+    if key is None:
+        return None, None
+    stage, kind, mb = key
+    if kind == _F:
+        return computes.get((stage, _F, mb)), sends.get((stage, _SEND_F, mb))
+    comp = computes.get((stage, _B, mb)) or computes.get((stage, _I, mb))
+    return comp, sends.get((stage, _SEND_B, mb))
+
+
+def waits(rows: Sequence[dict]) -> list[dict]:
+    """Per compute that receives its input: blocked, waiting (partner not there yet), transfer (s)."""
+    computes, sends = _index(rows)
+    out = []
+    for r in rows:
+        if r["kind"] not in COMPUTE or _producer_key(r) is None or r["stage"] < 0:
+            continue
+        prod, send = _producer(r, computes, sends)
+        if prod is None and send is None:
+            continue
+        blocked = float(r.get("wait") or 0.0)
+        sent = send["start"] if send is not None else prod["end"]
+        waiting = min(max(sent - r["start"], 0.0), blocked)
+        out.append(
+            {
+                "rank": r["rank"],
+                "stage": r["stage"],
+                "action": r["action"],
+                "microbatch": r["microbatch"],
+                "from_rank": (send or prod)["rank"],
+                "from_action": (send or prod)["action"],
+                "needed": r["start"],
+                "sent": sent,
+                "arrived": r.get("arrived"),
+                "blocked": blocked,
+                "waiting": waiting,
+                "transfer": blocked - waiting,
+            }
+        )
+    return out
+
+
+def bubble(rows: Sequence[dict]) -> list[dict]:
+    """Per rank: compute seconds, idle seconds, and idle as a share of the iteration and of compute."""
+    if not rows:
+        return []
+    lo = min(r["start"] for r in rows)
+    span = max(r["end"] for r in rows) - lo
+    busy: dict[int, float] = defaultdict(float)
+    for r in rows:
+        busy[r["rank"]] += 0.0
+        if r["kind"] in COMPUTE:
+            busy[r["rank"]] += max(r["end"] - r["start"] - float(r.get("wait") or 0.0), 0.0)
+    out = []
+    for rank in sorted(busy):
+        idle = max(span - busy[rank], 0.0)
+        out.append(
+            {
+                "rank": rank,
+                "iteration_s": span,
+                "compute_s": busy[rank],
+                "idle_s": idle,
+                "share_of_iteration": idle / span if span > 0 else 0.0,
+                "share_of_compute": idle / busy[rank] if busy[rank] > 0 else None,
+            }
+        )
+    return out
+
+
+def critical_path(rows: Sequence[dict]) -> dict:
+    """The chain of computes that set the iteration's length, and each send/receive crossing in words."""
+    computes, sends = _index(rows)
+    by_rank: dict[int, list[dict]] = defaultdict(list)
+    for r in rows:
+        if r["kind"] in COMPUTE:
+            by_rank[r["rank"]].append(r)
+    for lst in by_rank.values():
+        lst.sort(key=lambda r: r["start"])
+    position = {id(r): i for lst in by_rank.values() for i, r in enumerate(lst)}
+    if not by_rank:
+        return {"steps": [], "sentences": [], "length_s": 0.0, "waited_s": 0.0}
+    cur: Optional[dict] = max((r for lst in by_rank.values() for r in lst), key=lambda r: r["end"])
+    steps: list[dict] = []
+    seen: set[int] = set()
+    while cur is not None and id(cur) not in seen:
+        seen.add(id(cur))
+        i = position[id(cur)]
+        local = by_rank[cur["rank"]][i - 1] if i > 0 else None
+        prod, send = _producer(cur, computes, sends)
+        blocked = float(cur.get("wait") or 0.0)
+        gated = (
+            prod is not None
+            and blocked > _EPS
+            and (local is None or cur["start"] + blocked > local["end"] + _EPS)
+        )
+        step = {k: cur[k] for k in ("rank", "stage", "action", "microbatch", "start", "end")}
+        step["via"] = "receive" if gated else ("rank" if local is not None else "start")
+        step["waited_s"] = blocked if gated else 0.0
+        if gated:
+            step["from_rank"] = prod["rank"]
+            step["from_action"] = (send or prod)["action"]
+            step["from_send"] = send is not None
+            step["sent"] = send["start"] if send is not None else prod["end"]
+        steps.append(step)
+        cur = prod if gated else local
+    steps.reverse()
+    sentences = [
+        f"rank {s['rank']}'s {s['action']} waited {s['waited_s'] * 1e3:.3g} ms for rank "
+        f"{s['from_rank']}'s {'send' if s['from_send'] else 'output'} of "
+        f"micro-batch {s['microbatch']} ({s['from_action']})"
+        for s in steps
+        if s["via"] == "receive"
+    ]
+    start = steps[0]["start"] if steps else 0.0
+    return {
+        "steps": steps,
+        "sentences": sentences,
+        "length_s": (steps[-1]["end"] - start) if steps else 0.0,
+        "waited_s": sum(s["waited_s"] for s in steps),
+        "ranks": [s["rank"] for s in steps],
+    }
+
+
+def summary(path: dict) -> str:
+    """One line: how long the path is, which ranks it crosses, how much of it is waiting."""
+    if not path["steps"]:
+        return "critical path: no compute placed"
+    hops = [path["steps"][0]["rank"]]
+    for s in path["steps"][1:]:
+        if s["rank"] != hops[-1]:
+            hops.append(s["rank"])
+    return (
+        f"critical path: {len(path['steps'])} computes, {path['length_s'] * 1e3:.3g} ms, ranks "
+        f"{' -> '.join(map(str, hops))}; {path['waited_s'] * 1e3:.3g} ms of it waiting for data"
+    )
+
+
+def planned_order(rows: list[dict]) -> dict[int, list[str]]:
+    """Each rank's compute actions in the order they ran: the plan the actions show."""
+    out: dict[int, list[str]] = {}
+    for r in sorted(rows, key=lambda r: r["start"]):
+        if r["kind"] in ("F", "B", "I", "W"):
+            out.setdefault(r["rank"], []).append(r["action"])
+    return out
+
+
+__all__ = ["bubble", "critical_path", "planned_order", "summary", "waits"]

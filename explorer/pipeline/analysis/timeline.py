@@ -1,0 +1,392 @@
+"""Timeline simulation: start and end of every instruction under per-instruction costs.
+
+Costs are per instruction kind (``F``, ``B``, ``I``, ``W``, time inside a send or receive call,
+P2P latency...). A rank runs its stream in order; under ``blocking`` P2P a pair starts when
+both ends are ready and occupies both for the latency (plus each side's time in its call);
+under ``batched`` a send occupies its rank for the send cost and the receive starts no earlier
+than the send's end plus the latency, then occupies its rank for the receive cost.
+
+Fast path: when every wait points to the same or an earlier step, step ``t`` depends only on
+earlier steps and on itself, so steps are processed in order, all ranks at once, as small dense (rank x slot)
+blocks: a rank's row is a max-plus scan - ``end_k = A_k + max(clock, max_{j<=k} (dep_j -
+A'_j))`` with ``A``/``A'`` the inclusive/exclusive prefix costs - and the P2P dependencies
+inside the step are iterated to their fixed point (two or three rounds). Other schedules use
+the per-instruction simulator, which is also the oracle the property tests compare with.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields, replace
+from typing import ClassVar
+
+import numpy as np
+
+from explorer.errors import InputError
+from explorer.pipeline.analysis.exchanges import exchanges
+from explorer.pipeline.analysis.findings import Bubble
+from explorer.pipeline.analysis.p2p import Matching
+from explorer.pipeline.analysis.p2p_models import (
+    P2PModel,
+    check_model,
+    dependency_steps_ok,
+    execution_order,
+    is_identity_order,
+)
+from explorer.pipeline.analysis.peaks import peak_per_group
+from explorer.pipeline.analysis.reference import run
+from explorer.pipeline.schedules.instructions import COMPUTE_KINDS, Kind
+from explorer.pipeline.schedules.schedule import Schedule
+
+
+@dataclass(frozen=True)
+class Costs:
+    """Time per instruction kind, in any unit (the views say "ticks")."""
+
+    forward: float = 1.0
+    backward: float = 2.0
+    backward_input: float = 1.0
+    backward_weight: float = 1.0
+    p2p: float = (
+        0.0  # latency: from the start of a rendezvous, or from a send's end to its data's arrival
+    )
+    send: float = 0.0  # time a rank spends inside a send call (measured runs show it is not free)
+    recv: float = 0.0  # time a rank spends inside a receive call once the data is there
+    load: float = 0.0
+    reduce: float = 0.0
+    optimizer: float = 0.0
+    #: Ranks whose costs differ: ``((rank, (("send", 6.2), ...)), ...)``, made by :meth:`with_rank`.
+    #: Measured runs need it: on a loaded CPU one rank's sends can be 100x slower than another's.
+    rank_overrides: tuple = ()
+    #: Largest cost accepted: a schedule's sum of costs (millions of instructions) stays finite and exact enough.
+    MAX: ClassVar[float] = 1e12
+
+    def __post_init__(self) -> None:
+        for f in fields(self):
+            if f.name != "rank_overrides":
+                _check_cost(f.name, getattr(self, f.name))
+        names = {f.name for f in fields(self)} - {"rank_overrides", "p2p"}
+        for rank, values in self.rank_overrides:
+            for name, value in values:
+                if name not in names:
+                    raise InputError(
+                        f"rank {rank}: {name!r} is not a per-rank cost; use one of {', '.join(sorted(names))}"
+                    )
+                _check_cost(f"{name} on rank {rank}", value)
+
+    def with_rank(self, rank: int, **values: float) -> "Costs":
+        """These costs, with ``values`` (e.g. ``send=6.2``) replacing the defaults on ``rank``."""
+        kept = tuple((r, v) for r, v in self.rank_overrides if r != rank)
+        return replace(self, rank_overrides=kept + ((int(rank), tuple(sorted(values.items()))),))
+
+    def row_costs(self, schedule: Schedule) -> np.ndarray:
+        """The cost of every row of ``schedule`` (per kind, then the per-rank exceptions)."""
+        kinds = schedule.kind.astype(np.int64)
+        cost = self.by_kind()[kinds]
+        for rank, values in self.rank_overrides:
+            rows = schedule.rank == rank
+            cost[rows] = replace(self, rank_overrides=(), **dict(values)).by_kind()[kinds[rows]]
+        return cost
+
+    def by_kind(self) -> np.ndarray:
+        """Cost of each :class:`Kind`, indexed by its value (the latency is added by the simulation)."""
+        table = np.zeros(len(Kind))
+        table[Kind.LOAD] = self.load
+        table[Kind.FORWARD] = self.forward
+        table[Kind.BACKWARD] = self.backward
+        table[Kind.BACKWARD_INPUT] = self.backward_input
+        table[Kind.BACKWARD_WEIGHT] = self.backward_weight
+        table[Kind.REDUCE_GRADS] = self.reduce
+        table[Kind.REDUCE_TIED_GRADS] = self.reduce
+        table[Kind.OPTIMIZER_STEP] = self.optimizer
+        table[Kind.SEND_ACTIVATION] = table[Kind.SEND_GRAD] = self.send
+        table[Kind.RECV_ACTIVATION] = table[Kind.RECV_GRAD] = self.recv
+        return table
+
+
+def _check_cost(name: str, value: object) -> None:
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, (int, float))
+        or value != value
+        or value < 0
+    ):
+        raise InputError(f"cost {name} must be a non-negative number, got {value!r}")
+    if value > Costs.MAX:  # also infinity; a huge int compares exactly, no float overflow
+        raise InputError(
+            f"cost {name} must be finite and at most {Costs.MAX:g} (so sums over a schedule stay "
+            f"finite), got {value!r}"
+        )
+
+
+@dataclass(frozen=True)
+class Timeline:
+    """Simulated start/end per row of the schedule, and what follows from them."""
+
+    start: np.ndarray
+    end: np.ndarray
+    model: P2PModel
+    costs: Costs
+    bubble: Bubble
+    #: Per stage, the most micro-batches holding activations at once (forward to last backward).
+    peak_activations: tuple[int, ...]
+
+    @property
+    def makespan(self) -> float:
+        return self.bubble.makespan
+
+
+def simulate(
+    schedule: Schedule, matching: Matching, costs: Costs = Costs(), model: P2PModel = "blocking"
+) -> Timeline:
+    """Simulate ``schedule``; raises ``ValueError`` if it deadlocks (check first)."""
+    check_model(model)
+    row_cost = costs.row_costs(schedule)
+    partner = matching.partner
+    unmatched = (partner < 0) & (exchanges(schedule).cls > 0)
+    if not unmatched.any() and dependency_steps_ok(schedule, partner, model):
+        start, end = _per_step(schedule, partner, row_cost, costs.p2p, model)
+    else:
+        result = run(schedule, partner, row_cost, costs.p2p, model)
+        if result.heads:
+            raise ValueError("the schedule deadlocks; see explorer.pipeline.analysis.find_deadlock")
+        start, end = result.start, result.end
+    return Timeline(
+        start=start,
+        end=end,
+        model=model,
+        costs=costs,
+        bubble=bubble(schedule, start, end),
+        peak_activations=tuple(peak_activations(schedule)),
+    )
+
+
+def _per_step(
+    schedule: Schedule, partner: np.ndarray, row_cost: np.ndarray, latency: float, model: P2PModel
+) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`per_step_columns` on ``schedule``'s columns."""
+    return per_step_columns(
+        schedule.rank,
+        schedule.step,
+        schedule.kind,
+        execution_order(schedule, model),
+        partner,
+        row_cost,
+        latency,
+        model,
+        schedule.num_ranks,
+        schedule.num_steps,
+        exchange=exchanges(schedule).cls,
+    )
+
+
+def per_step_columns(
+    rank_of_row: np.ndarray,
+    step_of_row: np.ndarray,
+    kind_of_row: np.ndarray,
+    order: np.ndarray,
+    partner: np.ndarray,
+    row_cost: np.ndarray,
+    latency: float,
+    model: P2PModel,
+    num_ranks: int,
+    num_steps: int,
+    exchange: np.ndarray | None = None,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Start and end of every row, one step at a time over a dense ``(step, rank, slot)`` grid.
+
+    Takes bare columns (rows sorted by rank then step, ``order`` the execution order) so that
+    several schedules laid side by side on disjoint ranks can be walked in one pass
+    (:mod:`.timelines`).
+
+    The fast path of :func:`simulate`, valid when :func:`dependency_steps_ok` holds (every wait
+    points to the same or an earlier step); :func:`explorer.pipeline.analysis.reference.run` is the
+    plain walk it must agree with. A row's *slot* is its position among the rows its rank
+    performs in that step (in execution order), counted from 1; steps with fewer rows leave
+    free slots of cost 0. Slot 0 is the rank's clock, a free slot whose lower bound is the end
+    of the rank's previous step.
+
+    Inside a step a rank runs its slots back to back, so a slot starts at the latest of its own
+    lower bound and the end of the slot before it. With ``before`` the cost of the slots before
+    each slot, that is ``max.accumulate(bound - before) + before`` for a whole step at once. The
+    lower bounds are: for slot 0, the end of the rank's last slot in the previous step; for a
+    receive, its send's end plus the latency (no latency for a hand-off between stages of one
+    rank); for each end of a blocking rendezvous, the moment its partner reaches the call (the
+    end of the slot before it). Every bound is some cell's start plus a delay. Bounds that
+    point to an earlier step are known before the step starts: each cell names the cell it
+    reads (a constant -inf cell when nothing bounds it), so a step is one gather and one scan.
+    Bounds inside a step depend on starts in the same step and are raised in rounds until
+    nothing moves (at most one round per cell of the step, plus two).
+    """
+    rows = len(rank_of_row)
+    rank, step = rank_of_row, step_of_row
+    # Rows are grouped by (rank, step) and ``order`` only reorders inside a group, so a row's
+    # slot is its position in ``order`` less its group's first row (plus one: slot 0 is the clock).
+    group_starts = np.empty(rows, dtype=bool)
+    group_starts[0] = True
+    group_starts[1:] = (rank[1:] != rank[:-1]) | (step[1:] != step[:-1])
+    firsts = np.flatnonzero(group_starts)
+    group_first = np.repeat(firsts, np.diff(firsts, append=rows))
+    if is_identity_order(order):  # the usual case: a row's position is its index
+        slot = np.arange(1, rows + 1) - group_first
+    else:
+        position = np.empty(rows, dtype=np.int64)
+        position[order] = np.arange(rows)
+        slot = position - group_first + 1
+    num_slots = int(slot.max()) + 1
+    cells_per_step = num_ranks * num_slots
+    cells = num_steps * cells_per_step
+    cell_of_row = (step.astype(np.int64) * num_ranks + rank) * num_slots + slot
+
+    if exchange is None:  # per row: 0, _SEND or _RECV (a schedule's own is kept with it)
+        exchange = _EXCHANGE[kind_of_row.astype(np.intp)]
+    is_recv = exchange == _RECV
+    # Only exchanges wait; a rendezvous (blocking, between two ranks) waits both ways.
+    waits = np.flatnonzero(exchange if model == "blocking" else is_recv)
+    partner_rank = rank[partner[waits]]  # every waiting exchange has a partner here
+    local = partner_rank == rank[waits]
+    rendezvous = np.zeros(rows, dtype=bool)
+    if model == "blocking":
+        rendezvous[waits[~local]] = True
+        waits = waits[~local | is_recv[waits]]  # a local send waits for nothing
+        local = rank[partner[waits]] == rank[waits]
+    # Two constant cells after the grid: -inf (nothing bounds the cell) and 0 (step 0's clock).
+    cost = np.zeros(cells + 2)
+    # sends and receives: the time spent inside the call (and the latency of a rendezvous)
+    if model == "blocking":
+        row_cost = np.where(rendezvous, row_cost + latency, row_cost)
+    cost[cell_of_row] = row_cost
+    cost_grid = cost[:cells].reshape(num_steps, num_ranks, num_slots)
+    before_grid = cost_grid.copy()  # the running sum along the slots (as cumsum), less the slot
+    for k in range(1, num_slots):
+        before_grid[:, :, k] += before_grid[:, :, k - 1]
+    before_grid -= cost_grid
+
+    # The cell each cell reads for its bound, and the delay added to that cell's start.
+    never, zero = cells, cells + 1
+    reads = np.full(cells, never, dtype=np.intp)  # the loop's gathers take intp without a cast
+    reads_grid = reads.reshape(num_steps, num_ranks, num_slots)
+    reads_grid[0, :, 0] = zero
+    reads_grid[1:, :, 0] = (
+        np.arange(num_ranks * num_slots, cells, num_slots) - cells_per_step + num_slots - 1
+    ).reshape(num_steps - 1, num_ranks)
+    # A receive's data arrives at its send's end plus the latency (none for a local hand-off).
+    # A rendezvous end waits for its partner to arrive: the end of the slot before the partner.
+    wait_cell = cell_of_row[waits]
+    wait_src = cell_of_row[partner[waits]] - rendezvous[waits]
+    wait_delay = np.where(rendezvous[waits] | local, 0.0, latency) + cost[wait_src]
+    wait_step = step[waits]
+    in_step = wait_src >= wait_step.astype(np.int64) * cells_per_step
+    any_inner = bool(in_step.any())
+    earlier = np.flatnonzero(~in_step) if any_inner else slice(None)
+    reads[wait_cell[earlier]] = wait_src[earlier]
+    delay = np.zeros(cells)
+    delay[wait_cell[earlier]] = wait_delay[earlier]
+    delay_grid = delay.reshape(num_steps, num_ranks, num_slots)
+    delay_grid[1:, :, 0] = cost_grid[:-1, :, -1]  # the clock: the end of the previous last slot
+    # Waits inside a step, grouped by step: step t has [bounds[t], bounds[t + 1]).
+    inner = np.flatnonzero(in_step)
+    inner = inner[np.argsort(wait_step[inner], kind="stable")]
+    inner_cell, inner_src, inner_delay = wait_cell[inner], wait_src[inner], wait_delay[inner]
+    bounds = np.searchsorted(wait_step[inner], np.arange(num_steps + 1))
+    has_inner = (bounds[1:] > bounds[:-1]).tolist()
+
+    start = np.empty(cells + 2)  # the grid's starts, then the two constant cells
+    start[never], start[zero] = -np.inf, 0.0
+    grid = start[:cells].reshape(num_steps, num_ranks, num_slots)
+    for t in range(num_steps):
+        step_start = grid[t]
+        step_before = before_grid[t]
+        np.add(start[reads_grid[t]], delay_grid[t], out=step_start)  # each cell's bound
+        if has_inner[t]:
+            _inner_rounds(
+                step_start,
+                step_before,
+                inner_cell[bounds[t] : bounds[t + 1]] - t * cells_per_step,
+                inner_src[bounds[t] : bounds[t + 1]] - t * cells_per_step,
+                inner_delay[bounds[t] : bounds[t + 1]],
+            )
+            continue
+        step_start -= step_before
+        np.maximum.accumulate(step_start, axis=1, out=step_start)
+        step_start += step_before
+    row_start = start[cell_of_row]
+    row_end = row_start + row_cost
+    return row_start, row_end
+
+
+_SEND, _RECV = 1, 2
+#: Change in held activations per kind, on a stage without (first half) and with (second
+#: half) split backwards.
+_HOLD_DELTA = np.zeros(2 * len(Kind), dtype=np.int8)
+_HOLD_DELTA[[Kind.FORWARD, len(Kind) + Kind.FORWARD]] = 1
+_HOLD_DELTA[[Kind.BACKWARD, len(Kind) + Kind.BACKWARD_WEIGHT]] = -1
+_COMPUTE = np.zeros(len(Kind), dtype=bool)
+_COMPUTE[[int(k) for k in COMPUTE_KINDS]] = True
+_EXCHANGE = np.zeros(len(Kind), dtype=np.int8)
+_EXCHANGE[[Kind.SEND_ACTIVATION, Kind.SEND_GRAD]] = _SEND
+_EXCHANGE[[Kind.RECV_ACTIVATION, Kind.RECV_GRAD]] = _RECV
+
+
+def _inner_rounds(
+    step_start: np.ndarray,
+    step_before: np.ndarray,
+    cells: np.ndarray,
+    src: np.ndarray,
+    delay: np.ndarray,
+) -> None:
+    """Starts of one step whose waits point inside it, in place: ``step_start`` holds each
+    cell's bound from earlier steps; raise the bounds in rounds until nothing moves."""
+    bound = step_start.copy()
+    flat_bound = bound.reshape(-1)
+    flat = step_start.reshape(-1)
+    for _ in range(step_start.size + 3):
+        np.subtract(bound, step_before, out=step_start)
+        np.maximum.accumulate(step_start, axis=1, out=step_start)
+        step_start += step_before
+        candidate = flat[src] + delay
+        current = flat_bound[cells]
+        if (candidate <= current).all():
+            return
+        flat_bound[cells] = np.maximum(current, candidate)
+
+
+def bubble(schedule: Schedule, start: np.ndarray, end: np.ndarray) -> Bubble:
+    """Idle share of the timeline with both denominators (see :class:`Bubble`)."""
+    makespan = float(np.nanmax(end)) if len(end) else 0.0
+    # Table lookups index by intp: numpy gathers by an int8 index several times slower.
+    compute = np.flatnonzero(_COMPUTE[schedule.kind.astype(np.intp)])
+    busy = np.bincount(
+        schedule.rank[compute], weights=end[compute] - start[compute], minlength=schedule.num_ranks
+    )
+    ranks = max(schedule.num_ranks, 1)
+    total = ranks * makespan
+    mean_busy = float(busy.mean()) if len(busy) else 0.0
+    of_total = float(1 - busy.sum() / total) if total > 0 else 0.0
+    of_ideal = float((makespan - mean_busy) / mean_busy) if mean_busy > 0 else 0.0
+    return Bubble(
+        makespan=makespan,
+        busy_per_rank=tuple(float(b) for b in busy),
+        of_total=of_total,
+        of_ideal=of_ideal,
+    )
+
+
+def peak_activations(schedule: Schedule) -> list[int]:
+    """Per stage, the most micro-batches between their forward and their last backward part."""
+    kind = schedule.kind.astype(np.intp)  # an intp index: numpy's fast path for the lookups
+    split = np.zeros(schedule.num_stages, dtype=bool)
+    split[schedule.stage[kind == Kind.BACKWARD_WEIGHT]] = True
+    # +1 at a forward, -1 at the backward part that releases (W on a split stage, else B).
+    if split.any():
+        delta = _HOLD_DELTA[split[schedule.stage.astype(np.intp)] * len(Kind) + kind]
+    else:
+        delta = _HOLD_DELTA[kind]
+    rows = np.flatnonzero(delta)
+    stage, delta = schedule.stage[rows], delta[rows].astype(np.int64)
+    if len(rows) > 1 and not (stage[1:] >= stage[:-1]).all():  # one stage per rank: sorted
+        order = np.argsort(stage, kind="stable")  # rows are in stream order already
+        stage, delta = stage[order], delta[order]
+    return peak_per_group(stage, delta, schedule.num_stages)
+
+
+__all__ = ["Costs", "Timeline", "simulate", "bubble", "peak_activations"]

@@ -1,0 +1,215 @@
+"""Follow a user's DeepSpeed job live: ``JobFollower(folder).start()`` in a notebook.
+
+The folder is the one the job's ``explorer.instrument(engine, folder)`` writes. Each poll reads
+what the ranks appended (:class:`~explorer.pipeline.traces.instrumented.InstrumentedRun`); when
+something new arrived it redraws the per-rank progress, the overlay of the current iteration's
+measured instructions on the simulation of the schedule the ranks ran, and the grid, with the
+failure pinned on its cell the moment a rank reports it. Every redraw is kept in ``history``
+(time, iteration, records, failure cell), which is how a test proves the view moved while
+the job was still running.
+
+Every panel says a rank's state by one definition
+(:func:`~explorer.pipeline.traces.follow.rank_state`): a rank that wrote no end is ``stopped``,
+not running, once another rank failed or the job ended. The job has ended when its launcher
+(``job=``, the ``torchrun`` process) has exited, or when :meth:`stop` is called; without
+``job=``, when the processes of the ranks that wrote no end are gone from this machine. Whether the
+launcher ended is asked *before* the lines are read, so a poll that sees it ended has read every
+line the job wrote: the final picture is the same whether the follower polled just before the
+teardown or long after.
+
+The polling runs in a daemon thread (:meth:`start`) or by hand (:meth:`poll`); an exception in
+a poll is said in the status line and stops the thread, never the kernel.
+"""
+
+from __future__ import annotations
+
+import html
+import socket
+import threading
+import time
+from dataclasses import replace
+from pathlib import Path
+from typing import Any, Optional, Sequence, Union
+
+import ipywidgets as w
+
+from explorer.pipeline.analysis import check
+from explorer.pipeline.traces.follow import STATE_WORDS, job_state, ranks_in
+from explorer.pipeline.traces.instrumented import InstrumentedRun, is_instrumented
+from explorer.pipeline.traces.trace import to_measured
+from explorer.pipeline.views.live import failure_cell, pinned_grid, progress_figure
+from explorer.pipeline.views.overlay import overlay_figure
+from explorer.pipeline.views.palette import HAZARD
+from explorer.processes.ranks import process_alive
+from explorer.ui.sync import LiveFigure
+
+__all__ = ["JobFollower"]
+
+
+class JobFollower:
+    """The live view of one traced job (see the module docstring)."""
+
+    def __init__(
+        self, folder: Union[str, Path], *, interval_s: float = 0.2, job: Any = None
+    ) -> None:
+        self.folder = Path(folder)
+        self.interval_s = interval_s
+        #: The job's launcher (a ``subprocess.Popen`` of torchrun, or anything with ``poll()``):
+        #: once it has exited, no rank is running, whatever its lines say.
+        self.job = job
+        self.run: Optional[InstrumentedRun] = None
+        self.report = None
+        self.history: list[dict] = []
+        self.errors: list[str] = []
+        self._stop = threading.Event()
+        #: :meth:`stop` was called: whoever started the job says it is over, so a rank that
+        #: wrote no end (killed when a neighbour failed) is not shown as still running.
+        self.stopped = False
+        self._thread: Optional[threading.Thread] = None
+        self._pinned: Optional[tuple[int, int]] = None
+        self.status = w.HTML(f"waiting for {html.escape(str(self.folder))} …")
+        self.progress = LiveFigure()
+        self.overlay = LiveFigure()
+        self.grid = LiveFigure()
+        self.widget = w.VBox(
+            [self.status, self.progress.widget, self.overlay.widget, self.grid.widget],
+            layout=w.Layout(width="100%"),
+        )
+
+    # -- polling -----------------------------------------------------------------------------
+    def poll(self) -> bool:
+        """Read new lines; redraw what changed. True when the views were updated."""
+        ended = self.launcher_ended()  # asked first: when it is over, the read has every line
+        if self.run is None:
+            if not is_instrumented(self.folder):
+                return False
+            self.run = InstrumentedRun.open(self.folder)
+        follower = self.run.follower
+        before = (len(follower.records), len(follower.events), follower.job_ended)
+        self.run.poll()
+        if ended:
+            follower.job_ended = True
+        elif self.job is None:  # no launcher to ask: the silent ranks' processes on this host
+            self.run.end_if_gone(process_alive, socket.gethostname())
+        if (len(follower.records), len(follower.events), follower.job_ended) == before:
+            return False
+        self._redraw()
+        return True
+
+    def launcher_ended(self) -> bool:
+        """The launcher (``job=``) has exited, or :meth:`stop` said the job is over."""
+        return self.stopped or (self.job is not None and self.job.poll() is not None)
+
+    def _redraw(self) -> None:
+        run = self.run
+        assert run is not None
+        if self.report is None:
+            schedule = run.schedule()
+            if schedule is not None:
+                self.report = check(schedule, other_model=False)
+        ranks = self._ranks()
+        steps = self.report.schedule.num_steps if self.report is not None else 1
+        self.progress.show(progress_figure(ranks, steps))
+        iteration = max((r["iteration"] for r in ranks), default=-1)
+        records = [r for r in run.follower.records if r["iteration"] == iteration]
+        failure = run.failure()
+        if self.report is not None:
+            ended = tuple(r["rank"] for r in ranks if r.get("state") in ("failed", "stopped"))
+            trace = (
+                replace(to_measured(records, source=str(self.folder)), stopped=ended)
+                if records
+                else None
+            )
+            self.overlay.show(overlay_figure(self.report, trace))
+            cell = failure_cell(failure)
+            if not self.history or cell != self._pinned or self.history[-1]["finished"]:
+                self.grid.show(pinned_grid(self.report, failure))
+                self._pinned = cell
+        self._say(ranks, failure)
+        self.history.append(
+            {
+                "time": time.time(),
+                "iteration": iteration,
+                "records": len(run.follower.records),
+                "failure_cell": self._pinned,
+                "finished": run.finished,
+                "states": {r["rank"]: r["state"] for r in ranks},
+            }
+        )
+
+    def _ranks(self) -> list[dict]:
+        """Each rank's progress, its state by the one definition every panel uses."""
+        assert self.run is not None
+        return self.run.ranks()
+
+    def _say(self, ranks: list[dict], failure: Optional[dict]) -> None:
+        run = self.run
+        assert run is not None
+        head = (
+            f"DeepSpeed {run.version} job {run.run_id}: {len(ranks)} ranks, "
+            f"{len(run.follower.records)} instructions ({job_words(ranks)})"
+        )
+        lines = [html.escape(head)]
+        if failure:
+            lines.append(
+                f"<span style='color:{HAZARD}'>first failure: rank {failure['rank']}, stage "
+                f"{failure['stage']}, step {failure['step']}, {html.escape(str(failure['instruction']))}: "
+                f"{html.escape(str(failure['message']))}</span>"
+            )
+        self.status.value = "<br>".join(lines)
+
+    # -- following in the background --------------------------------------------------------
+    def start(self) -> "JobFollower":
+        """Poll every ``interval_s`` in a daemon thread until every rank ended (or :meth:`stop`)."""
+        self._stop.clear()
+        self._thread = threading.Thread(target=self._loop, name="explorer-follow", daemon=True)
+        self._thread.start()
+        return self
+
+    def _loop(self) -> None:
+        while not self._stop.is_set():
+            try:
+                self.poll()
+            except Exception as exc:  # said in the status line; the kernel goes on
+                self.errors.append(f"{type(exc).__name__}: {exc}")
+                self.status.value = f"<span style='color:{HAZARD}'>⚠ following stopped: {html.escape(self.errors[-1])}</span>"
+                return
+            if self.run is not None and (self.run.finished or self.run.follower.job_ended):
+                return  # every line is read: nothing more will come
+            self._stop.wait(self.interval_s)
+
+    def stop(self) -> None:
+        """Stop following (the job ended, or the user has seen enough): the views stop saying
+        "running" about ranks that never wrote an end."""
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+        self.stopped = True
+        if self.run is not None:
+            self.run.follower.job_ended = True
+            if self.history:
+                self._redraw()
+
+    def _repr_mimebundle_(self, **kwargs: object) -> dict:
+        return self.widget._repr_mimebundle_(**kwargs)
+
+
+def job_words(ranks: Sequence[dict]) -> str:
+    """The job's state in the status line, naming the ranks that failed and those that stopped."""
+    states = {r["rank"]: r["state"] for r in ranks}
+    state = job_state(states)
+    if state in ("running", "finished"):
+        return state
+    said = [
+        f"{_ranks_words(rs)} {what}"
+        for rs, what in (
+            (ranks_in(states, "failed"), "failed"),
+            (ranks_in(states, "stopped"), STATE_WORDS["stopped"]),
+        )
+        if rs
+    ]
+    return f"{state}: {'; '.join(said)}"
+
+
+def _ranks_words(ranks: Sequence[int]) -> str:
+    return f"rank{'s' if len(ranks) > 1 else ''} {', '.join(str(r) for r in ranks)}"

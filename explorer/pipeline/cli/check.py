@@ -1,0 +1,99 @@
+"""``explorer check``: verdict on a schedule; exit 0 valid, 1 findings, 2 bad input.
+
+With ``--sweep STAGES:MICROBATCHES`` it checks every size of the range on every core and
+names the smallest failing size (:mod:`explorer.pipeline.analysis.sizes`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+from explorer.pipeline.analysis.check import Report
+from explorer.pipeline.analysis.gradients import trains
+from explorer.pipeline.analysis.memory import RankMemory, memory_over_time
+from explorer.pipeline.analysis.torch_words import cycle_words
+from explorer.pipeline.cli.schedule_options import (
+    add_p2p_convention_options,
+    add_schedule_options,
+    emit,
+    report_from_args,
+)
+from explorer.pipeline.cli.sweeping import add_sweep_options, sweep_from_args
+from explorer.pipeline.printout.json_text import dumps_indented
+from explorer.pipeline.printout.listing import summary
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    p = subparsers.add_parser(
+        "check",
+        help="check a schedule for hazards, unmatched P2P and deadlocks",
+        description="Check a schedule. Exit 0 when valid, 1 with findings, 2 on bad input.",
+    )
+    add_schedule_options(p)
+    add_p2p_convention_options(p)
+    add_sweep_options(p)
+    p.add_argument("--json", action="store_true", help="print the report as JSON")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.sweep:
+        sweep = sweep_from_args(args)
+        emit(
+            json.dumps(sweep.to_dict(), indent=1) + "\n" if args.json else sweep.describe() + "\n",
+            None,
+        )
+        return 130 if sweep.interrupted else (0 if sweep.smallest_failing is None else 1)
+    report = report_from_args(args)
+    words = cycle_words(report.schedule, report.findings.deadlock, report.matching.partner)
+    memory = memory_over_time(report.schedule, report.timeline) if report.timeline else None
+    if args.json:
+        doc = report.to_dict()
+        if words:
+            doc["deadlock_in_pytorch_words"] = words
+        doc["memory"] = _memory_doc(memory)
+        emit(dumps_indented(doc, indent=1) + "\n", None)
+    else:
+        emit("\n".join(_text_lines(report, words, memory)) + "\n", None)
+    return 0 if report.ok else 1
+
+
+def _text_lines(report: Report, words: str | None, memory: list[RankMemory] | None) -> list[str]:
+    """The summary (every finding), then memory peaks, then the gradient invariant's tally (or
+    why it does not apply)."""
+    f = report.findings
+    lines = [summary(report)] + ([words] if words else [])
+    lines += [f"# {m.describe()}" for m in _peaks(memory)]
+    if not trains(report.schedule):
+        lines.append("# no weight gradients to count: a forward-only schedule trains nothing")
+    elif f.gradients:
+        lines.append(f"# {len(f.gradients)} (stage, micro-batch) weight gradients not exactly once")
+    else:
+        lines.append("# every weight gradient reaches the optimizer step exactly once")
+    return lines
+
+
+def _peaks(memory: list[RankMemory] | None) -> list[RankMemory]:
+    """The rank with the highest peak first; at most four lines."""
+    return sorted(memory or [], key=lambda m: (-m.peak, m.rank))[:4]
+
+
+def _memory_doc(memory: list[RankMemory] | None) -> dict | None:
+    if memory is None:
+        return None
+    top = max(memory, key=lambda m: (m.peak, -m.rank))
+    return {
+        "unit": "micro-batches (activations held + input buffers in use: received, or loaded on the first stage)",
+        "time_unit": "ticks of the simulation",
+        "peak": {
+            "rank": top.rank,
+            "value": top.peak,
+            "time": top.peak_time,
+            "after": top.peak_instruction,
+        },
+        "ranks": [m.to_dict() for m in memory],
+    }
+
+
+__all__ = ["register", "run"]

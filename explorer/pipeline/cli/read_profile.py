@@ -1,0 +1,161 @@
+"""``explorer read`` on a pipelining job's profiler traces: every action placed, waits, bubble, critical path.
+
+The document (``--json``) has ``kind: "pipeline"`` and the keys of ``explorer run``'s
+(``instructions``: one record per placed action, every iteration), plus what only a
+measurement across ranks says, for the last iteration (the first pays for warm-up):
+``ranks`` (how each rank's actions were placed), ``bubble`` per rank with both denominators,
+``critical_path`` (steps and sentences), ``waits`` (each receive split into waiting and
+transfer), ``planned`` (the compute order the actions show, or the one given with ``--from FILE.csv``
+and where the measured order leaves it),
+``unplaced`` (what could not be placed, and why) and ``notes``. Exit 0 when every action was
+placed (and the order matches ``--from``), 1 otherwise, 2 on bad input. ``--html FILE`` writes
+the views. Times in ``instructions`` are seconds from the job's first placed action; those in
+``critical_path``, ``waits`` and ``bubble`` from the analysed iteration's first action.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Optional
+
+from explorer.pipeline.analysis.measured import bubble, critical_path, planned_order, summary, waits
+from explorer.pipeline.traces.profiler.job import ProfiledJob, read_job
+
+
+def _orders(name: str, ranks: int, microbatches: int, chunks: int) -> dict:
+    """PyTorch's own ``pipeline_order`` for a class (imports torch; only for unlabelled traces)."""
+    from explorer.pipeline.runtime.pipelining_orders import pipeline_order
+
+    return pipeline_order(name, ranks, microbatches, chunks)
+
+
+def load(path: Path) -> ProfiledJob:
+    return read_job(Path(path), _orders)
+
+
+def order_differences(measured: dict[int, list[str]], planned: dict[int, list[str]]) -> list[str]:
+    """Per rank, where the measured compute order leaves the plan, said in one line each."""
+    out = []
+    for rank in sorted(set(measured) | set(planned)):
+        got, want = measured.get(rank, []), planned.get(rank, [])
+        if got == want:
+            continue
+        i = next((k for k, (a, b) in enumerate(zip(got, want)) if a != b), min(len(got), len(want)))
+        ran = got[i] if i < len(got) else "nothing more"
+        plan = want[i] if i < len(want) else "nothing more"
+        missing = sorted(set(want) - set(got))
+        extra = sorted(set(got) - set(want))
+        line = f"rank {rank}: action {i} ran {ran} where the plan has {plan}"
+        if missing:
+            line += f"; never ran {', '.join(missing[:8])}"
+        if extra:
+            line += f"; ran unplanned {', '.join(extra[:8])}"
+        out.append(line)
+    return out
+
+
+def plan_order(plan: str) -> dict[int, list[str]]:
+    """Each rank's compute actions of a PyTorch schedule CSV, in order."""
+    from explorer import inputs
+    from explorer.errors import InputError, excerpt
+    from explorer.pipeline.schedules.torch_csv import read_torch_csv
+
+    try:
+        order = read_torch_csv(inputs.read_text(plan, "schedule CSV"))
+    except InputError as exc:
+        raise InputError(f"--from {excerpt(plan)}: {exc}") from None
+    return {
+        r: [str(p) for a in acts if a is not None for p in a.parts if p.type.is_compute]
+        for r, acts in order.items()
+    }
+
+
+def document(job: ProfiledJob, path: Optional[Path] = None, plan: Optional[str] = None) -> dict:
+    """The ``--json`` document (see the module docstring)."""
+    rows = job.iteration()
+    measured = planned_order(rows)
+    if plan:
+        planned = {"source": plan, "order": plan_order(plan)}
+        planned["differences"] = order_differences(measured, planned["order"])
+    else:
+        planned = {"source": "the measured actions", "order": measured, "differences": []}
+    stages: dict[int, set] = {}
+    for r in job.records:
+        stages.setdefault(r["rank"], set()).add(r["stage"])
+    return {
+        "kind": "pipeline",
+        "source": "profiler traces",
+        "path": str(path or job.path),
+        "ok": not job.unplaced,
+        "iterations": job.iterations,
+        "iteration": job.iterations - 1,
+        "ranks": [
+            {
+                "rank": rank,
+                "placed_by": job.methods.get(rank),
+                "stages": sorted(stages.get(rank, ())),
+                "actions": sum(1 for r in rows if r["rank"] == rank),
+            }
+            for rank in job.ranks
+        ],
+        "instructions": job.records,
+        "bubble": bubble(rows),
+        "critical_path": critical_path(rows),
+        "waits": waits(rows),
+        "planned": planned,
+        "unplaced": job.unplaced,
+        "notes": job.notes,
+    }
+
+
+def text(doc: dict) -> str:
+    """The report a person reads: placement per rank, bubble, the critical path in words, the longest waits."""
+    lines = [
+        f"profiler traces of {len(doc['ranks'])} rank(s), {doc['iterations']} iteration(s); "
+        f"figures for iteration {doc['iteration']} (the last)"
+    ]
+    for r in doc["ranks"]:
+        lines.append(
+            f"  rank {r['rank']}: stages {r['stages']}, {r['actions']} actions, placed from {r['placed_by']}"
+        )
+    lines.append("bubble (idle share of the iteration | idle over the rank's own compute):")
+    for b in doc["bubble"]:
+        ideal = "n/a" if b["share_of_compute"] is None else f"{b['share_of_compute']:.2f}x"
+        lines.append(
+            f"  rank {b['rank']}: {b['share_of_iteration']:.1%} of {b['iteration_s'] * 1e3:.3g} ms | "
+            f"{ideal} of {b['compute_s'] * 1e3:.3g} ms compute"
+        )
+    cp = doc["critical_path"]
+    lines.append(summary(cp))
+    lines += [f"  {s}" for s in cp["sentences"]]
+    worst = sorted(doc["waits"], key=lambda w: -w["blocked"])[:5]
+    if worst:
+        lines.append("longest receives (blocked = waiting for the partner + transfer):")
+        for w in worst:
+            lines.append(
+                f"  rank {w['rank']} {w['action']} <- rank {w['from_rank']} {w['from_action']}: "
+                f"{w['blocked'] * 1e3:.3g} ms = {w['waiting'] * 1e3:.3g} waiting + "
+                f"{w['transfer'] * 1e3:.3g} transfer"
+            )
+    lines += [f"differs from the plan: {d}" for d in doc["planned"]["differences"]]
+    lines += [f"note: {n}" for n in doc["notes"]]
+    lines += [f"not placed: {u}" for u in doc["unplaced"]]
+    return "\n".join(lines)
+
+
+def read(path: Path, json_out: bool, html: Optional[str] = None, plan: Optional[str] = None) -> int:
+    """Read the job's traces at ``path``; print the report or JSON; exit 1 when something was not
+    placed or the measured order differs from the ``--from`` plan."""
+    job = load(path)
+    doc = document(job, path, plan)
+    print(json.dumps(doc) if json_out else text(doc), flush=True)
+    if html:
+        from explorer.pipeline.cli.read_profile_views import write_html
+        from explorer.pipeline.schedules.torch_csv import read_schedule_csv
+
+        write_html(job, html, read_schedule_csv(plan) if plan else None)
+    return 0 if doc["ok"] and not doc["planned"]["differences"] else 1
+
+
+__all__ = ["load", "order_differences", "plan_order", "document", "text", "read"]

@@ -1,0 +1,60 @@
+"""The views of ``explorer read`` on profiler traces: planned vs measured, critical path, bubble; and their page."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Optional
+
+from explorer.pipeline.analysis.check import check
+from explorer.pipeline.analysis.measured import bubble, critical_path, planned_order, waits
+from explorer.pipeline.schedules.adapters import from_torch_pipelining
+from explorer.pipeline.schedules.schedule import Schedule
+from explorer.pipeline.traces.profiler.job import ProfiledJob
+from explorer.pipeline.traces.records import MeasuredTrace
+
+
+def measured_trace(rows: list[dict], source: str = "profiler traces") -> MeasuredTrace:
+    return MeasuredTrace.from_records(rows, unit="s", source=source)
+
+
+def planned_schedule(rows: list[dict]) -> Schedule:
+    """The compute order the measured actions show, as a schedule (exchanges added as PyTorch adds them)."""
+    return from_torch_pipelining(planned_order(rows), name="measured order")
+
+
+def figures(job: ProfiledJob, planned: Optional[Schedule] = None) -> dict:
+    """``planned_vs_measured``, ``critical_path`` and ``bubble`` figures of the job's last iteration."""
+    from explorer.pipeline.views.measured import bubble_figure, critical_path_figure
+    from explorer.pipeline.views.overlay import overlay_figure
+
+    rows = job.iteration()
+    schedule = planned or planned_schedule(rows)
+    return {
+        "planned_vs_measured": overlay_figure(check(schedule), measured_trace(rows)),
+        "critical_path": critical_path_figure(rows, critical_path(rows), waits(rows)),
+        "bubble": bubble_figure(bubble(rows)),
+    }
+
+
+def write_html(job: ProfiledJob, path: str, planned: Optional[Schedule] = None) -> Path:
+    """A self-contained page with the three figures."""
+    from explorer import inputs
+    from explorer.ui.html import page
+
+    figs = figures(job, planned)
+    doc = page(
+        f"Pipeline job: {job.path}",
+        [
+            "<h2>Planned vs measured</h2>",
+            figs["planned_vs_measured"],
+            "<h2>Critical path across ranks</h2>",
+            figs["critical_path"],
+            "<h2>Bubble per rank</h2>",
+            figs["bubble"],
+        ],
+    )
+    inputs.write_text(path, doc, "HTML report")
+    return Path(path)
+
+
+__all__ = ["measured_trace", "planned_schedule", "figures", "write_html"]

@@ -1,0 +1,107 @@
+"""``run --collect DIR``: check a run folder's files before the collector reads them.
+
+A run folder is written by ``explorer run`` (``spec.json``, ``rank<R>.jsonl``, ``result.json``),
+but ``--collect`` reads whatever is there: an edited spec, a truncated or foreign JSON line, a
+FIFO named ``spec.json``. Each such file is one :class:`InputError` naming the file and what
+is wrong, instead of a ``KeyError`` from deep inside the collector.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from explorer import inputs
+from explorer.errors import InputError, excerpt, one_line
+from explorer.pipeline.traces.follow import parse_record
+
+#: Largest per-rank trace read back (a long run writes a few MB per rank).
+MAX_TRACE_BYTES = 512 * 2**20
+
+
+def read_spec(folder: Path):
+    """The folder's :class:`~explorer.pipeline.runtime.spec.RunSpec`, checked field by field."""
+    from explorer.pipeline.runtime.spec import RunSpec
+
+    path = Path(folder) / "spec.json"
+    if not path.exists() and not path.is_symlink():
+        raise InputError(
+            f"{excerpt(str(folder))} holds no spec.json: is it a run folder written by `explorer run`?"
+        )
+    data = inputs.read_json(str(path), "--collect")
+    if not isinstance(data, dict):
+        raise InputError(
+            f"{excerpt(str(path))} holds a JSON {type(data).__name__}, not the object `explorer run` "
+            "writes: is it a run folder?"
+        )
+    if not isinstance(data.get("schedule"), dict):
+        raise InputError(
+            f"{excerpt(str(path))} has no schedule object: is it a run folder written by `explorer run`?"
+        )
+    if not isinstance(data.get("model", {}), dict):
+        raise InputError(
+            f'{excerpt(str(path))}: \'model\' must be an object like {{"name": "mlp"}}'
+        )
+    for key, kinds, what in _FIELDS:
+        value = data.get(key)
+        if key in data and (
+            isinstance(value, bool) and bool not in kinds or not isinstance(value, kinds)
+        ):
+            raise InputError(
+                f"{excerpt(str(path))}: {key!r} must be {what}, got {excerpt(json.dumps(value))}"
+            )
+    try:
+        return RunSpec.from_json(data)
+    except InputError as exc:
+        raise InputError(f"{excerpt(str(path))}: {exc}") from None
+    except (TypeError, ValueError, KeyError, AttributeError) as exc:
+        raise InputError(
+            f"{excerpt(str(path))} is not a run spec `explorer run` writes "
+            f"({type(exc).__name__}: {one_line(str(exc), 160)})"
+        ) from None
+
+
+#: Fields of spec.json with the JSON types ``explorer run`` writes.
+_FIELDS = [
+    ("backend", (str,), "a string"),
+    ("device", (str,), "a string"),
+    ("microbatch_size", (int,), "an integer"),
+    ("iterations", (int,), "an integer"),
+    ("seed", (int,), "an integer"),
+    ("timing", (bool,), "true or false"),
+    ("untimed_iterations", (int,), "an integer"),
+    ("stall_timeout_s", (int, float), "a number"),
+    ("threads", (int,), "an integer"),
+    ("fault", (dict, type(None)), "an object or null"),
+    ("run_id", (str,), "a string"),
+    ("engine", (str,), "a string"),
+    ("schedule_class", (str,), "a string"),
+]
+
+
+def records_checked(folder: Path) -> None:
+    """Every complete line of every ``rank*.jsonl`` is a record the ranks write (the follower's
+    own check, :func:`~explorer.pipeline.traces.follow.parse_record`), before anything is read."""
+    for path in sorted(Path(folder).glob("rank*.jsonl")):
+        text = inputs.read_text(str(path), "--collect", MAX_TRACE_BYTES)
+        complete = text[
+            : text.rfind("\n") + 1
+        ]  # a line still being written is left, as the collector does
+        for n, line in enumerate(complete.splitlines(), 1):
+            if line.strip():
+                parse_record(line, f"{path.name} line {n}")
+    result = Path(folder) / "result.json"
+    if result.exists() or result.is_symlink():
+        doc = inputs.read_json(str(result), "--collect")
+        if (
+            not isinstance(doc, dict)
+            or not isinstance(doc.get("losses"), list)
+            or not all(x is None or isinstance(x, (int, float)) for x in doc["losses"])
+        ):
+            raise InputError(
+                f"{excerpt(str(result))} is not the result `explorer run` writes "
+                "(an object with a list of losses, null where a loss was not finite): was it edited?"
+            )
+
+
+__all__ = ["read_spec", "records_checked"]

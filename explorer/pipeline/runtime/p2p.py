@@ -1,0 +1,88 @@
+"""Point-to-point exchanges between stages on ``torch.distributed``, under the schedule's P2P model.
+
+Two models, as in the analysis (``schedule.params["p2p"]``):
+
+- ``blocking`` (DeepSpeed): ``dist.send``/``dist.recv``. Gloo's send waits for the matching
+  receive to be posted, so an exchange is a rendezvous, like the engine's pairwise P2P.
+- ``batched`` (PyTorch-style): a send is posted with ``dist.isend`` right after the compute that
+  produced it and completes in the background; receives wait. The pending sends are waited at
+  the end of the iteration (they keep their tensors alive until then).
+
+Each direction between two stages is its own channel (a tag), so a rank holding several stages
+(interleaving) never mixes them up. Stages on the same rank hand tensors over locally. With a
+GPU shared through gloo, tensors cross through host memory (a copy each way per exchange).
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict, deque
+
+import torch
+import torch.distributed as dist
+
+from explorer.pipeline.schedules.instructions import Instruction, Kind
+
+
+class Channels:
+    """Sends and receives for one rank (see the module docstring)."""
+
+    def __init__(
+        self,
+        rank: int,
+        stage_to_rank: tuple[int, ...],
+        boundaries: list[tuple[torch.Size, torch.dtype]],
+        *,
+        blocking: bool,
+        device: torch.device,
+        via_host: bool,
+    ) -> None:
+        self.rank, self.stage_to_rank, self.boundaries = rank, stage_to_rank, boundaries
+        self.blocking, self.device, self.via_host = blocking, device, via_host
+        self.pending: list[tuple[dist.Work, torch.Tensor]] = []
+        self.local: dict[int, deque[torch.Tensor]] = defaultdict(deque)
+
+    @staticmethod
+    def peer_stage(ins: Instruction) -> int:
+        """The stage on the other end of a P2P instruction."""
+        return (
+            ins.stage + 1 if ins.kind in (Kind.SEND_ACTIVATION, Kind.RECV_GRAD) else ins.stage - 1
+        )
+
+    @staticmethod
+    def tag(sender_stage: int, kind: Kind) -> int:
+        return 2 * sender_stage + (kind in (Kind.SEND_GRAD, Kind.RECV_GRAD))
+
+    def send(self, ins: Instruction, tensor: torch.Tensor) -> None:
+        peer = self.peer_stage(ins)
+        tag, dst = self.tag(ins.stage, ins.kind), self.stage_to_rank[peer]
+        if dst == self.rank:
+            self.local[tag].append(tensor.detach().clone())
+            return
+        wire = tensor.detach().cpu() if self.via_host else tensor.detach().contiguous()
+        if self.blocking:
+            dist.send(wire, dst, tag=tag)
+        else:
+            self.pending.append((dist.isend(wire, dst, tag=tag), wire))
+
+    def recv(self, ins: Instruction) -> torch.Tensor:
+        peer = self.peer_stage(ins)
+        tag, src = self.tag(peer, ins.kind), self.stage_to_rank[peer]
+        if src == self.rank:
+            return self.local[tag].popleft()
+        # An activation entering stage s has the shape of boundary s; a gradient coming back
+        # into stage s has the shape of stage s's output, boundary s + 1.
+        shape, dtype = self.boundaries[
+            ins.stage if ins.kind == Kind.RECV_ACTIVATION else ins.stage + 1
+        ]
+        wire = torch.empty(shape, dtype=dtype, device="cpu" if self.via_host else self.device)
+        dist.recv(wire, src, tag=tag)
+        return wire.to(self.device) if self.via_host else wire
+
+    def drain(self) -> None:
+        """Wait for every posted send (end of an iteration)."""
+        for work, _ in self.pending:
+            work.wait()
+        self.pending.clear()
+
+
+__all__ = ["Channels"]

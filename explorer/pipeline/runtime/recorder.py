@@ -1,0 +1,100 @@
+"""Per-rank live trace: one JSON line per event, appended to ``rank<R>.jsonl`` as the run goes.
+
+Each rank owns its file, so nothing is shared between processes and a follower (the notebook,
+``explorer.pipeline.traces.follow``) can tail the folder while the job runs. Lines are written
+at the end of every step, so a rank that is killed leaves every step it finished on disk: the
+partial trace of a failed run is never lost.
+
+Line types: ``start`` (rank, pid, stages), ``instr`` (one timed instruction), ``iteration``
+(its span), ``failure`` (where and why a rank stopped: a :class:`~explorer.failure.Failure`), ``done``. Times are seconds since the
+rank's ``t0``, taken right after a barrier that every rank leaves together, which aligns the
+ranks' clocks to within the barrier's skew (tens of microseconds on one host; see the README
+section of the package for several machines).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from pathlib import Path
+from typing import Any, Optional, TextIO
+
+from explorer.failure import Failure
+from explorer.pipeline.schedules.instructions import Instruction
+
+
+def rank_file(folder: Path, rank: int, prefix: str = "rank") -> Path:
+    return Path(folder) / f"{prefix}{rank}.jsonl"
+
+
+class Recorder:
+    """Buffered writer of one rank's trace lines (see the module docstring)."""
+
+    def __init__(self, folder: Path, rank: int, run_id: str = "", prefix: str = "rank") -> None:
+        self.rank = rank
+        self.run_id = run_id  # every line names its run, so a folder can never mix two
+        self.path = rank_file(folder, rank, prefix)
+        self._fh: TextIO = open(self.path, "a", buffering=1 << 16, encoding="utf-8")
+        self._pending: list[tuple[int, int, Instruction, Any, Any]] = []
+        self.t0_ns = 0
+
+    def event(self, kind: str, /, **fields: Any) -> None:
+        """Write one non-instruction line and push it to disk at once (they are rare)."""
+        self._fh.write(
+            json.dumps({"type": kind, "rank": self.rank, "run": self.run_id, **fields}) + "\n"
+        )
+        self._fh.flush()
+
+    def failure(self, failure: Failure, **fields: Any) -> None:
+        """This rank's :class:`Failure` as one ``failure`` line (its own rank filled in)."""
+        doc = failure.at(rank=self.rank).to_dict()
+        doc.pop("rank")
+        self.event("failure", **doc, time=time.time(), **fields)
+
+    def start(self, stages: list[int], t0_ns: int, **fields: Any) -> None:
+        self.t0_ns = t0_ns
+        self.event("start", pid=os.getpid(), stages=stages, **fields)
+
+    def add(self, iteration: int, step: int, ins: Instruction, start: Any, end: Any) -> None:
+        """Remember one instruction's start/end marks (ints in ns, or CUDA events)."""
+        self._pending.append((iteration, step, ins, start, end))
+
+    def flush(self, resolve: Optional[Any] = None) -> None:
+        """Write the remembered instructions; ``resolve`` turns CUDA events into ns first."""
+        if not self._pending:
+            return
+        marks = [m for _, _, _, a, b in self._pending for m in (a, b)]
+        ns = resolve(marks) if resolve else marks
+        t0, lines = self.t0_ns, []
+        for i, (it, step, ins, _, _) in enumerate(self._pending):
+            lines.append(
+                json.dumps(
+                    {
+                        "type": "instr",
+                        "iteration": it,
+                        "rank": self.rank,
+                        "run": self.run_id,
+                        "stage": ins.stage,
+                        "step": step,
+                        "instruction": ins.deepspeed_repr(),
+                        "text": str(ins),
+                        "microbatch": ins.microbatch,
+                        "buffer": ins.buffer,
+                        "start": (ns[2 * i] - t0) * 1e-9,
+                        "end": (ns[2 * i + 1] - t0) * 1e-9,
+                    }
+                )
+            )
+        self._fh.write("\n".join(lines) + "\n")
+        self._fh.flush()
+        self._pending.clear()
+
+    def seconds(self, ns: int) -> float:
+        return (ns - self.t0_ns) * 1e-9
+
+    def close(self) -> None:
+        self._fh.close()
+
+
+__all__ = ["rank_file", "Recorder"]

@@ -1,0 +1,190 @@
+"""One rank of a real pipeline run: the process that ``torchrun`` or the launcher starts.
+
+Reads ``RANK``/``WORLD_SIZE``/``LOCAL_RANK``/``MASTER_ADDR``/``MASTER_PORT`` like any
+``torch.distributed`` program, and the run's ``spec.json`` from the run folder. Every rank builds
+the whole model from the same seed, keeps its stages, runs its stream, and appends its trace to
+``rank<R>.jsonl``. At the end rank 0 gathers the losses and gradients, trains the reference
+(:mod:`.reference`) and writes ``result.json`` (:mod:`.result_writer`, shared with PyTorch's engine).
+
+A rank that fails writes a ``failure`` line (a :class:`~explorer.failure.Failure`: step,
+instruction, kind, message, traceback tail), keeps
+everything it measured, and exits 1 at once (``os._exit``: a process group whose peer is gone
+must not hang in its destructor). Usage: ``python -m explorer.pipeline.runtime.worker RUN_DIR``.
+"""
+
+from __future__ import annotations
+
+import datetime
+import os
+import sys
+import time
+from pathlib import Path
+
+import torch
+import torch.distributed as dist
+
+from explorer.failure import FailureKind, from_exception
+from explorer.pipeline.runtime.clock import CpuClock, CudaClock
+from explorer.pipeline.runtime.executor import InstructionFailed, RankExecutor
+from explorer.pipeline.runtime.models import build_model
+from explorer.pipeline.runtime.p2p import Channels
+from explorer.pipeline.runtime.recorder import Recorder
+from explorer.pipeline.runtime.result_writer import write_result
+from explorer.pipeline.runtime.spec import RunSpec
+from explorer.pipeline.runtime.stage_state import StageState
+
+
+def main(folder: Path) -> int:
+    """Run this process's rank of the run in ``folder``; returns the exit code."""
+    rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
+    spec = RunSpec.read(folder)
+    recorder = Recorder(folder, rank, spec.run_id)
+    try:
+        return _run(rank, world, spec, folder, recorder)
+    except InstructionFailed as exc:
+        recorder.flush()
+        recorder.failure(
+            from_exception(
+                exc.__cause__ or exc,
+                FailureKind(exc.cause),
+                message=str(exc),
+                stage=exc.instruction.stage,
+                step=exc.step,
+                instruction=exc.instruction.deepspeed_repr(),
+            ),
+            text=str(exc.instruction),
+        )
+    except BaseException as exc:  # setup failures (model, rendezvous) are still this rank's story
+        recorder.failure(from_exception(exc, FailureKind.ERROR), text=None)
+    recorder.close()
+    sys.stdout.flush()
+    os._exit(1)
+
+
+def _device(spec: RunSpec) -> torch.device:
+    if spec.device == "cpu":
+        return torch.device("cpu")
+    local = int(os.environ.get("LOCAL_RANK", "0"))
+    return torch.device("cuda", local % max(torch.cuda.device_count(), 1))
+
+
+def _run(rank: int, world: int, spec: RunSpec, folder: Path, recorder: Recorder) -> int:
+    torch.set_num_threads(spec.threads)
+    torch.use_deterministic_algorithms(True)
+    device = _device(spec)
+    if device.type == "cuda":
+        torch.cuda.set_device(device)
+    schedule = spec.build_schedule()
+    if world != schedule.num_ranks:
+        raise RuntimeError(f"the schedule has {schedule.num_ranks} ranks but WORLD_SIZE is {world}")
+    dist.init_process_group(
+        spec.backend,
+        rank=rank,
+        world_size=world,
+        timeout=datetime.timedelta(seconds=spec.stall_timeout_s),
+        device_id=device if spec.backend == "nccl" else None,
+    )
+    model = build_model(spec.model, schedule.num_stages, spec.microbatch_size, spec.seed)
+    boundaries = _boundaries(model)
+    mine = schedule.stages_of_rank(rank)
+    states = {
+        s: StageState(
+            s,
+            model.stages[s].to(device),
+            schedule.buffers[s],
+            first=s == 0,
+            last=s == schedule.num_stages - 1,
+            loss_fn=model.loss_fn,
+            num_microbatches=schedule.num_microbatches,
+        )
+        for s in mine
+    }
+    channels = Channels(
+        rank,
+        schedule.stage_to_rank,
+        boundaries,
+        blocking=schedule.params.get("p2p") == "blocking",
+        device=device,
+        via_host=spec.backend == "gloo" and device.type == "cuda",
+    )
+    executor = RankExecutor(
+        rank, schedule, states, channels, model.data_fn, device, recorder, spec.fault
+    )
+    dist.barrier()
+    clock = CudaClock() if device.type == "cuda" else CpuClock()
+    recorder.start(
+        mine, time.perf_counter_ns(), device=str(device), backend=spec.backend, unix=time.time()
+    )
+    losses: list[list[torch.Tensor]] = []
+    for it, timed in enumerate(_pattern(spec)):
+        dist.barrier()
+        start = time.perf_counter_ns()
+        executor.run(it, clock=clock if timed else None)
+        if timed and clock.deferred:
+            recorder.flush(clock.resolve)
+        if device.type == "cuda":
+            torch.cuda.synchronize()
+        recorder.event(
+            "iteration",
+            iteration=it,
+            timed=timed,
+            start=recorder.seconds(start),
+            end=recorder.seconds(time.perf_counter_ns()),
+        )
+        last = states.get(schedule.num_stages - 1)
+        if last is not None:
+            losses.append([last.losses[m].cpu() for m in sorted(last.losses)])
+    grads = {s: [_cpu_grad(p) for p in states[s].module.parameters()] for s in mine}
+    gathered: list = [None] * world if rank == 0 else None
+    dist.gather_object({"losses": losses, "grads": grads}, gathered, dst=0)
+    if rank == 0:
+        write_result(
+            folder / "result.json",
+            spec,
+            schedule.num_stages,
+            schedule.num_microbatches,
+            gathered,
+            len(_pattern(spec)),
+        )
+    recorder.event("done")
+    recorder.close()
+    dist.destroy_process_group()
+    return 0
+
+
+def _pattern(spec: RunSpec) -> list[bool]:
+    """Timed and untimed iterations, interleaved, so both see the same machine conditions."""
+    timed, untimed = [True] * spec.iterations, [False] * spec.untimed_iterations
+    out: list[bool] = []
+    while timed or untimed:
+        for queue in (timed, untimed):
+            if queue:
+                out.append(queue.pop())
+    return out
+
+
+def _boundaries(model) -> list[tuple[torch.Size, torch.dtype]]:
+    """Shape and dtype entering each stage (index s), from one no-grad pass over micro-batch 0."""
+    x, _ = model.data_fn(0)
+    out = [(x.shape, x.dtype)]
+    with torch.no_grad():
+        for stage in model.stages:
+            x = stage(x)
+            if not isinstance(x, torch.Tensor):
+                raise TypeError(
+                    f"a stage returned {type(x).__name__}: stages must pass one tensor to the next"
+                )
+            out.append((x.shape, x.dtype))
+    return out
+
+
+def _cpu_grad(p: torch.Tensor) -> torch.Tensor:
+    return (
+        p.grad.detach().cpu().clone() if p.grad is not None else torch.zeros_like(p, device="cpu")
+    )
+
+
+if __name__ == "__main__":
+    sys.exit(main(Path(sys.argv[1])))
+
+__all__ = ["main"]

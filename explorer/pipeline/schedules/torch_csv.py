@@ -1,0 +1,196 @@
+"""PyTorch's schedule CSV (``_dump_csv``/``_load_csv``, torchtitan's ``pipeline_parallel_schedule_csv``), in and out.
+
+One row per rank, one cell per action in PyTorch's text (``0F0``, ``1SEND_F0``, ``0UNSHARD``),
+an empty cell for an idle step. PyTorch knows two contents: ``compute_only`` (F, B, I, W; its
+runtime adds the sends and receives) and ``compute_comms`` (the order with every send and
+receive where the user put it). A file with any exchange in it is read as ``compute_comms`` and
+its exchanges keep their places, one action per step, so the deadlock search judges exactly
+that order; a compute-only file is lowered the way PyTorch lowers it (each send right after the
+compute that produced its data, each receive right before the compute that needs it).
+``UNSHARD``/``RESHARD`` (FSDP) have no counterpart in the schedules and are set aside, counted.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+from typing import Optional
+
+from explorer.errors import InputError, excerpt
+from explorer.pipeline.schedules.adapters import from_torch_pipelining
+from explorer.pipeline.schedules.instructions import COMPUTE_KINDS, Instruction, Kind
+from explorer.pipeline.schedules.schedule import Schedule, from_streams
+from explorer.pipeline.schedules.torch_actions import TorchAction, format_action, parse_action
+from explorer.pipeline.schedules.torch_p2p import batches, peer_function
+
+#: Action kinds only a training order has.
+_TRAINING = (
+    Kind.BACKWARD,
+    Kind.BACKWARD_INPUT,
+    Kind.BACKWARD_WEIGHT,
+    Kind.SEND_GRAD,
+    Kind.RECV_GRAD,
+)
+
+Order = dict[int, list[Optional[TorchAction]]]
+#: Largest CSV read (a 64-stage, 1024-micro-batch order is about 2 MB).
+MAX_CELLS = 10_000_000
+
+
+def read_torch_csv(text: str) -> Order:
+    """Rank -> actions (None: idle) of a PyTorch schedule CSV; InputError naming the row and column."""
+    out: Order = {}
+    cells = 0
+    for rank, row in enumerate(csv.reader(io.StringIO(text))):
+        actions: list[Optional[TorchAction]] = []
+        for col, cell in enumerate(row):
+            cells += 1
+            if cells > MAX_CELLS:
+                raise InputError(
+                    f"the CSV holds more than {MAX_CELLS:,} cells: no schedule needs that many"
+                )
+            try:
+                actions.append(parse_action(cell))
+            except InputError as exc:
+                raise InputError(f"row {rank + 1} (rank {rank}), column {col + 1}: {exc}") from None
+        out[rank] = actions
+    if not any(a is not None for acts in out.values() for a in acts):
+        raise InputError("the CSV holds no action: one row per rank, cells like 0F0 or 1SEND_F0")
+    return out
+
+
+def write_torch_csv(order: Order) -> str:
+    """The CSV PyTorch's ``_load_csv`` reads: one row per rank in rank order, empty cells for idle steps."""
+    buf = io.StringIO()
+    writer = csv.writer(buf, lineterminator="\n")
+    for rank in sorted(order):
+        writer.writerow(["" if a is None else format_action(a) for a in order[rank]])
+    return buf.getvalue()
+
+
+def has_comms(order: Order) -> bool:
+    return any(
+        a is not None and a.kind is not None and a.kind.is_p2p
+        for acts in order.values()
+        for a in acts
+    )
+
+
+def schedule_from_order(order: Order, name: str = "torch-csv", batching: str = "none") -> Schedule:
+    """A schedule from a CSV's order: lowered when compute-only, exchanges kept in place otherwise.
+
+    ``batching`` (compute+comms orders) says which adjacent exchanges one ``batch_isend_irecv``
+    posts together (:func:`explorer.pipeline.schedules.torch_p2p.batches`): each on its own (``none``,
+    PyTorch's runtime), every adjacent run (``adjacent``), or one batch per peer (``per-peer``).
+    """
+    if not has_comms(order):
+        return from_torch_pipelining(
+            {
+                r: [None if a is None else format_action(a) for a in acts]
+                for r, acts in order.items()
+            },
+            name=name,
+        )
+    flat = {r: [p for a in acts if a is not None for p in a.parts] for r, acts in order.items()}
+    stage_to_rank: dict[int, int] = {}
+    for rank, acts in sorted(flat.items()):
+        for a in acts:
+            if a.type.is_compute:
+                stage_to_rank.setdefault(a.stage, rank)
+    last = max(a.stage for acts in flat.values() for a in acts if a.kind)
+    for rank, acts in flat.items():
+        for a in acts:
+            if a.kind is not None and a.microbatch is None:
+                raise InputError(
+                    f"rank {rank}: {format_action(a)} has no micro-batch; exchanges and "
+                    "computes need one (e.g. 1SEND_F0)"
+                )
+            if a.kind is not None and a.kind.is_p2p and not _peer_known(a, stage_to_rank):
+                raise InputError(
+                    f"rank {rank}: {format_action(a)} exchanges with a stage no rank computes; "
+                    "complete the order"
+                )
+    steps_of = batches(
+        {r: [a for a in acts if a.kind is not None] for r, acts in flat.items()},
+        peer_function(stage_to_rank),
+        batching,
+    )
+    # A forward-only order (PyTorch's schedules in eval, DeepSpeed's inference written out) has
+    # no gradient to reduce or step with: it gets no ReduceGrads or OptimizerStep.
+    trains = any(a.kind in _TRAINING for acts in flat.values() for a in acts)
+    streams: list[list[list[Instruction]]] = []
+    for rank in range(max(flat) + 1):
+        steps: list[list[Instruction]] = []
+        for group in steps_of.get(rank, []):
+            step: list[Instruction] = []
+            for a in group:
+                mb = int(a.microbatch)  # type: ignore[arg-type]
+                if a.kind is Kind.FORWARD and a.stage in (0, last):
+                    step.append(Instruction(a.stage, Kind.LOAD, mb, buffer=mb))
+                step.append(Instruction(a.stage, a.kind, mb, buffer=mb))  # type: ignore[arg-type]
+            steps.append(step)
+        own = [a.stage for a in flat.get(rank, []) if a.kind]
+        if (
+            own and trains
+        ):  # PyTorch steps every stage's optimizer after its last backward, as lowering does
+            first = min(own)
+            steps.append(
+                [
+                    Instruction(first, Kind.REDUCE_GRADS, -1),
+                    Instruction(first, Kind.OPTIMIZER_STEP, -1),
+                ]
+            )
+        streams.append(steps)
+    return from_streams(
+        streams,
+        name=name,
+        params={
+            "kind": name,
+            "p2p": "batched",
+            "format": "compute_comms",
+            "batching": batching,
+            "grad_receive": "per-microbatch",
+        },
+    )
+
+
+def _peer_known(a: TorchAction, stage_to_rank: dict[int, int]) -> bool:
+    step = -1 if a.type.value in ("RECV_F", "SEND_B") else 1
+    return a.stage + step in stage_to_rank
+
+
+def order_from_schedule(schedule: Schedule, comms: bool = False) -> Order:
+    """Each rank's actions in stream order: compute only (PyTorch's default CSV) or with exchanges."""
+    out: Order = {}
+    for rank in range(schedule.num_ranks):
+        acts: list[Optional[TorchAction]] = []
+        for step in schedule.stream(rank):
+            for ins in step:
+                if ins.kind in COMPUTE_KINDS or (comms and ins.kind.is_p2p):
+                    acts.append(TorchAction.of(ins.stage, ins.kind, ins.microbatch))
+        out[rank] = acts
+    return out
+
+
+def read_schedule_csv(path: str) -> Schedule:
+    """``--from FILE.csv``: the file's schedule, named after the file."""
+    from pathlib import Path
+
+    from explorer import inputs
+
+    text = inputs.read_text(path, "schedule CSV")
+    try:
+        order = read_torch_csv(text)
+    except InputError as exc:
+        raise InputError(f"{excerpt(path)}: {exc}") from None
+    return schedule_from_order(order, name=Path(path).name)
+
+
+__all__ = [
+    "has_comms",
+    "order_from_schedule",
+    "read_schedule_csv",
+    "read_torch_csv",
+    "schedule_from_order",
+    "write_torch_csv",
+]

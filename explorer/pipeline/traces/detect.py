@@ -1,0 +1,35 @@
+"""The pipeline product's folders for ``explorer read``: a run folder and a DeepSpeed job's live trace."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Optional
+
+from explorer.detect import Detector
+from explorer.pipeline.traces.instrumented import is_instrumented
+
+
+def _run_folder(path: Path) -> Optional[str]:
+    if path.is_dir() and (path / "spec.json").is_file() and any(path.glob("rank*.jsonl")):
+        return "a run folder of `explorer run` (spec.json and per-rank rank<R>.jsonl records)"
+    return None
+
+
+def _instrumented(path: Path) -> Optional[str]:
+    if is_instrumented(path):
+        return "a DeepSpeed job's live trace written by explorer.instrument(engine, out_dir)"
+    return None
+
+
+INSTRUMENTED = Detector(
+    "pipeline-instrumented",
+    "a folder explorer.instrument(engine, DIR) wrote in a DeepSpeed job: rank<R>.jsonl",
+    _instrumented,
+)
+RUN_FOLDER = Detector(
+    "pipeline-run",
+    "a folder `explorer run --out DIR` wrote: spec.json and rank<R>.jsonl",
+    _run_folder,
+)
+
+__all__ = ["INSTRUMENTED", "RUN_FOLDER"]

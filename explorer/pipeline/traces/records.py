@@ -1,0 +1,128 @@
+"""``MeasuredTrace``: what actually ran, one row per instruction, in columns.
+
+A record is ``(rank, stage, step, kind, microbatch, start, end)``; ``step`` is ``-1`` when the
+source does not know it (a profiler sees actions, not DeepSpeed steps), which is why the
+overlay matches measured to simulated rows by ``(stage, kind, microbatch)``. Times are in
+``unit`` (seconds unless said otherwise). Columns rather than objects, for the same reason
+as :class:`explorer.pipeline.schedules.Schedule`: a real run of 64 stages has hundreds of thousands.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Iterable, Mapping, Union
+
+import numpy as np
+
+from explorer.errors import InputError
+from explorer.pipeline.schedules.instructions import KIND_BY_CODE, KIND_BY_DEEPSPEED_NAME, Kind
+
+KindLike = Union[Kind, int, str]
+_FIELDS = ("rank", "stage", "step", "kind", "microbatch", "start", "end")
+
+
+def as_kind(value: KindLike) -> Kind:
+    """A :class:`Kind` from itself, its value, its code (``RA``) or DeepSpeed's name (``RecvActivation``)."""
+    if isinstance(value, Kind):
+        return value
+    if isinstance(value, (int, np.integer)):
+        return Kind(int(value))
+    if value in KIND_BY_CODE:
+        return KIND_BY_CODE[value]
+    name = "ForwardPass" if value == "Forward" else "BackwardPass" if value == "Backward" else value
+    if name in KIND_BY_DEEPSPEED_NAME:
+        return KIND_BY_DEEPSPEED_NAME[name]
+    raise InputError(
+        f"unknown instruction kind {value!r}: use a code ({', '.join(KIND_BY_CODE)}) or a DeepSpeed name"
+    )
+
+
+@dataclass(frozen=True, eq=False)
+class MeasuredTrace:
+    """Measured instruction intervals as parallel columns (see the module docstring)."""
+
+    rank: np.ndarray
+    stage: np.ndarray
+    step: np.ndarray
+    kind: np.ndarray
+    microbatch: np.ndarray
+    start: np.ndarray
+    end: np.ndarray
+    unit: str = "s"
+    source: str = ""
+    #: Ranks that stopped before the end (failed, killed, or wrote no end): their time after
+    #: their last instruction is not the schedule's bubble (see :mod:`explorer.pipeline.analysis.breakdown`).
+    stopped: tuple[int, ...] = ()
+
+    def __len__(self) -> int:
+        return len(self.rank)
+
+    @classmethod
+    def from_records(
+        cls, records: Iterable[Mapping[str, object]], unit: str = "s", source: str = ""
+    ) -> "MeasuredTrace":
+        """From mappings with keys rank, stage, kind, microbatch, start, end and optionally step."""
+        rows = []
+        for i, rec in enumerate(records):
+            try:
+                rows.append(
+                    (
+                        int(rec["rank"]),
+                        int(rec["stage"]),
+                        int(rec.get("step", -1)),  # type: ignore[arg-type]
+                        int(as_kind(rec["kind"])),
+                        int(rec.get("microbatch", -1)),  # type: ignore[arg-type]
+                        float(rec["start"]),
+                        float(rec["end"]),
+                    )
+                )  # type: ignore[arg-type]
+            except KeyError as exc:
+                raise InputError(
+                    f"measured record {i} has no {exc.args[0]!r}: each record needs {', '.join(_FIELDS)} (step optional)"
+                ) from None
+            if rows[-1][6] < rows[-1][5]:
+                raise InputError(
+                    f"measured record {i} ends ({rows[-1][6]}) before it starts ({rows[-1][5]})"
+                )
+        arr = np.array(rows, dtype=float).reshape(-1, 7)
+        ints = [arr[:, j].astype(np.int64) for j in range(5)]
+        return cls(*ints, start=arr[:, 5], end=arr[:, 6], unit=unit, source=source)
+
+    def to_records(self) -> list[dict]:
+        """The rows as plain dicts (JSON-ready), kinds by code."""
+        return [
+            {
+                "rank": int(r),
+                "stage": int(s),
+                "step": int(t),
+                "kind": Kind(int(k)).code,
+                "microbatch": int(m),
+                "start": float(a),
+                "end": float(b),
+            }
+            for r, s, t, k, m, a, b in zip(
+                self.rank, self.stage, self.step, self.kind, self.microbatch, self.start, self.end
+            )
+        ]
+
+    @staticmethod
+    def concat(traces: Iterable["MeasuredTrace"]) -> "MeasuredTrace":
+        """One trace from several (one profiler file per rank); units must agree."""
+        traces = list(traces)
+        if not traces:
+            return MeasuredTrace.from_records([])
+        units = {t.unit for t in traces}
+        if len(units) > 1:
+            raise InputError(
+                f"cannot join traces measured in different units {sorted(units)}: convert them first"
+            )
+        cols = {f: np.concatenate([getattr(t, f) for t in traces]) for f in _FIELDS}
+        return MeasuredTrace(
+            **cols,
+            unit=traces[0].unit,
+            source="; ".join(t.source for t in traces if t.source),
+            stopped=tuple(sorted({r for t in traces for r in t.stopped})),
+        )
+
+
+__all__ = ["KindLike", "as_kind", "MeasuredTrace"]

@@ -1,0 +1,109 @@
+"""Views of a job followed while it runs: the grid with the failure pinned, progress per rank.
+
+Pure functions of data (a :class:`~explorer.pipeline.analysis.check.Report` of the schedule the ranks
+ran, the failure record, the per-rank progress); the follower widget redraws them as lines
+arrive. The failure is pinned where it happened: its cell outlined as the selection and a
+marker with the rank and DeepSpeed's exception, so it reads at a glance on the grid itself.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Optional, Sequence
+
+import plotly.graph_objects as go
+
+from explorer.pipeline.analysis.check import Report
+from explorer.pipeline.views.grid import grid_figure
+from explorer.pipeline.views.palette import HAZARD
+
+__all__ = ["failure_cell", "pinned_grid", "progress_figure"]
+
+
+def failure_cell(failure: Optional[dict]) -> Optional[tuple[int, int]]:
+    """``(stage, step)`` of a failure that happened at an instruction; None otherwise."""
+    if not failure or failure.get("stage") is None or failure.get("step") is None:
+        return None
+    return int(failure["stage"]), int(failure["step"])
+
+
+def pinned_grid(report: Report, failure: Any = None) -> go.Figure:
+    """The grid of the schedule as run, with ``failure`` (when it has a cell) pinned on it."""
+    if failure is not None and hasattr(failure, "to_dict"):  # a Failure record
+        failure = failure.to_dict()
+    cell = failure_cell(failure)
+    fig = grid_figure(report, selected=cell)
+    if cell is None:
+        return fig
+    stage, step = cell
+    what = failure.get("exception_type") or failure.get("kind") or "failed"
+    fig.add_trace(
+        go.Scatter(
+            x=[step],
+            y=[stage],
+            # The words are in the title and the hover: drawn above the cell they covered the
+            # neighbouring cells' instructions.
+            mode="markers",
+            name="failure",
+            marker=dict(symbol="x", size=14, color=HAZARD, line=dict(width=1.5, color="white")),
+            text=[f"rank {failure.get('rank')}: {what}"],
+            hovertext=[
+                f"rank {failure.get('rank')}: {what}<br>{str(failure.get('message', ''))[:300]}"
+            ],
+            hoverinfo="text",
+            showlegend=False,
+        )
+    )
+    said = (
+        f"<span style='color:{HAZARD}'>rank {failure.get('rank')} FAILED at stage {stage}, "
+        f"step {step}: {failure.get('instruction')} ({what})</span>"
+    )
+    title = fig.layout.title.text or ""
+    # The grid's title ends with a <sup> line (the steps shown); said after it, the failure was
+    # drawn on top of that line. It goes on the small line, after the steps.
+    if title.endswith("</sup>"):
+        title = f"{title[: -len('</sup>')]} · {said}</sup>"
+    else:
+        title = f"{title}<br><sup>{said}</sup>"
+    fig.update_layout(title=dict(text=title))
+    return fig
+
+
+def progress_figure(
+    ranks: Sequence[dict], steps: int, iterations: Optional[int] = None
+) -> go.Figure:
+    """One bar per rank: steps done in its current iteration (colour: its state, see
+    :func:`~explorer.pipeline.traces.follow.rank_state`)."""
+    colours = {
+        "running": "#1f77b4",
+        "done": "#2ca02c",
+        "failed": HAZARD,
+        "starting": "#999999",
+        "stopped": "#3b3b3b",  # wrote no end: killed when a neighbour failed, or the job ended
+    }
+    labels = [f"rank {r['rank']}" for r in ranks]
+    done = [max(r.get("last_step", -1) + 1, 0) for r in ranks]
+    text = [
+        f"{r.get('state')} · iteration {max(r.get('iteration', -1), 0)}"
+        + (f"/{iterations}" if iterations else "")
+        + f" · step {r.get('last_step', -1)}"
+        for r in ranks
+    ]
+    fig = go.Figure(
+        go.Bar(
+            x=done,
+            y=labels,
+            orientation="h",
+            marker_color=[colours.get(str(r.get("state")), "#999999") for r in ranks],
+            text=text,
+            textposition="auto",
+            name="progress",
+        )
+    )
+    fig.update_layout(
+        title=dict(text="Progress per rank (steps of the current iteration)"),
+        xaxis=dict(range=[0, max(steps, 1)], title="step"),
+        yaxis=dict(autorange="reversed"),
+        height=80 + 30 * max(len(ranks), 1),
+        margin=dict(l=60, r=20, t=40, b=40),
+    )
+    return fig

@@ -1,0 +1,101 @@
+"""``explorer read PATH``: whatever a job left behind, answered with the same report as a run.
+
+The kind of the artifact is detected by the first detector of :data:`KINDS` that recognises
+it; its reader prints the same text and ``--json`` document as the command that would have
+made it (``run`` for a run folder). Exit codes follow that command: 0 ok, 1 findings or a
+failed run, 2 bad input.
+
+This is the door over the three products: it alone imports every product's detector and
+reader, and their order is written here once, where every kind is in view.
+"""
+
+from __future__ import annotations
+
+import argparse
+import inspect
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+from explorer import cli_options
+from explorer.compile.cli import read as compile_read
+from explorer.compile.traces.detect import TORCH_TRACE
+from explorer.detect import Detected, Detector, first_recognised
+from explorer.errors import InputError
+from explorer.pipeline.cli import read_instrumented, read_profile, read_run
+from explorer.pipeline.traces.detect import INSTRUMENTED, RUN_FOLDER
+from explorer.pipeline.traces.profiler.detect import PROFILE
+from explorer.xla.cli import read as xla_read
+from explorer.xla.traces.detect import ARTIFACTS
+
+
+@dataclass(frozen=True)
+class Kind:
+    """A kind of artifact: how to recognise it, and the reader that answers for it.
+
+    ``read(path, json_out, **options) -> exit code``; the options it accepts are the keyword
+    parameters it declares (``html``, ``plan``).
+    """
+
+    detector: Detector
+    read: Callable[..., int]
+
+
+#: Tried in this order, the first that recognises a path wins. A compile job's folder may hold
+#: profiler traces beside its TORCH_TRACE logs (with distributedInfo whenever a process group
+#: existed), and those belong to it: torch-trace comes before pipeline-profile.
+KINDS: tuple[Kind, ...] = (
+    Kind(INSTRUMENTED, read_instrumented.read),
+    Kind(RUN_FOLDER, read_run.read),
+    Kind(TORCH_TRACE, compile_read.read),
+    Kind(PROFILE, read_profile.read),
+    Kind(ARTIFACTS, xla_read.read),
+)
+#: Every detector, in the order they are tried.
+DETECTORS: tuple[Detector, ...] = tuple(k.detector for k in KINDS)
+
+
+def detect(path: Path) -> Detected:
+    """The kind of ``path``, or an InputError naming every kind the explorer reads."""
+    return first_recognised(path, DETECTORS)
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    p = subparsers.add_parser(
+        "read",
+        help="read what a job left behind (run folders, traces, dumps) and report on it",
+        description=__doc__.splitlines()[0],
+    )
+    p.add_argument("path", metavar="PATH", help="a file or folder a job wrote")
+    p.add_argument("--json", action="store_true", help="print the report as JSON (with kind: ...)")
+    p.add_argument(
+        "--html",
+        metavar="FILE",
+        type=cli_options.output_file("--html"),
+        help="also write the views as one self-contained page (profiler traces of a pipeline job)",
+    )
+    p.add_argument(
+        "--from",
+        dest="plan",
+        metavar="FILE.csv",
+        help="the planned schedule (PyTorch's CSV) to compare a pipeline job's measured order with",
+    )
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    found = detect(Path(args.path))
+    reader = next(k.read for k in KINDS if k.detector.kind == found.kind)
+    extra = {}
+    for option, name in (("--html", "html"), ("--from", "plan")):
+        if getattr(args, name, None):
+            if name not in inspect.signature(reader).parameters:
+                raise InputError(
+                    f"{option} is not available for {found.kind} ({found.why}); drop it, or point "
+                    "explorer read at a pipeline job's profiler traces"
+                )
+            extra[name] = getattr(args, name)
+    return int(reader(Path(args.path), args.json, **extra))
+
+
+__all__ = ["DETECTORS", "KINDS", "Kind", "detect", "register", "run"]

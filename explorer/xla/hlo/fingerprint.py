@@ -1,0 +1,154 @@
+"""Structural fingerprints: hashes that ignore names, ``.N`` suffixes and line order.
+
+An instruction's *self* fingerprint covers what it is (opcode, shape, literal, structural
+attributes, and the fingerprints of the computations it calls); its *subgraph* fingerprint
+adds the subgraph fingerprints of its operands, in operand order. Two instructions with equal
+subgraph fingerprints compute the same thing from the same kinds of inputs, which is the
+first and strongest matching signal (as in OpenXLA's ``hlo_diff``).
+
+Entry parameters are fingerprinted without their number so that a permuted parameter still
+matches; the permutation is then reported, not hidden. Hashes are blake2b so they are stable
+across processes (a fingerprint printed by ``hlo-list`` today means the same tomorrow); the
+matcher, which only compares two modules in one process, uses an :class:`Interner` instead:
+exact (no collisions) and several times faster than hashing 70,000 keys.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from hashlib import blake2b
+from typing import Callable
+
+from explorer.xla.hlo.model import (
+    CALL_KEYS,
+    NON_STRUCTURAL_KEYS,
+    Computation,
+    HloInstruction,
+    Module,
+)
+
+_CALL_NAME = re.compile(r"%?([A-Za-z_][\w.\-]*)")
+
+
+def stable_hash(text: str) -> str:
+    """16 hex digits, the same in every process."""
+    return blake2b(text.encode(), digest_size=8).hexdigest()
+
+
+@dataclass
+class Interner:
+    """Equal keys get equal short ids; share one between the two modules being compared."""
+
+    table: dict[str, str] = field(default_factory=dict)
+
+    def __call__(self, key: str) -> str:
+        got = self.table.get(key)
+        if got is None:
+            got = self.table[key] = format(len(self.table), "x")
+        return got
+
+
+def structural_attrs(inst: HloInstruction, comp_names: dict[str, str], marker: str) -> list[str]:
+    """``key=value`` for the attributes that define the computation (no metadata), with each
+    called computation (``to_apply=``, ``calls=``...) named ``marker + comp_names[name]``, so
+    renumbered computations compare equal. The canonical text and the fingerprints share it."""
+    out = []
+    for key, value in inst.attrs:
+        if key in NON_STRUCTURAL_KEYS:
+            continue
+        if key in CALL_KEYS:
+            value = _CALL_NAME.sub(lambda m: marker + comp_names.get(m.group(1), m.group(1)), value)
+        out.append(f"{key}={value}")
+    return out
+
+
+def self_key(inst: HloInstruction, comp_hashes: dict[str, str], with_number: bool) -> str:
+    """The text an instruction's self fingerprint is the hash of."""
+    parts = [inst.opcode, inst.shape]
+    if inst.opcode != "parameter" or with_number:
+        parts.append(inst.literal)
+    parts.extend(structural_attrs(inst, comp_hashes, "#"))
+    return "|".join(parts)
+
+
+@dataclass
+class ComputationPrints:
+    """Self and subgraph fingerprints of one computation's instructions, by name."""
+
+    self_print: dict[str, str]
+    subgraph_print: dict[str, str]
+    root_print: str
+
+
+def computation_prints(
+    comp: Computation,
+    comp_hashes: dict[str, str],
+    with_numbers: bool,
+    hasher: Callable[[str], str] = stable_hash,
+) -> ComputationPrints:
+    """Fingerprints of every instruction of ``comp`` (operands first, so one pass)."""
+    stable_hash_ = hasher
+    # An Interner's table answers most lookups without a Python call.
+    known = hasher.table if isinstance(hasher, Interner) else {}
+    selfs: dict[str, str] = {}
+    subs: dict[str, str] = {}
+    for inst in comp.order:
+        if inst.attrs:
+            key = self_key(inst, comp_hashes, with_numbers)
+        elif with_numbers or inst.opcode != "parameter":
+            key = f"{inst.opcode}|{inst.shape}|{inst.literal}"  # self_key without attributes
+        else:
+            key = f"{inst.opcode}|{inst.shape}"
+        own = known.get(key) or stable_hash_(key)
+        selfs[inst.name] = own
+        if inst.operands:
+            key = own + "(" + ",".join([subs[o] for o in inst.operands]) + ")"
+            subs[inst.name] = known.get(key) or stable_hash_(key)
+        else:
+            subs[inst.name] = own
+    assert comp.root is not None
+    return ComputationPrints(selfs, subs, subs[comp.root.name])
+
+
+def computation_hashes(module: Module, include_entry: bool = True) -> dict[str, str]:
+    """A fingerprint per computation, callees first; includes parameter numbers and dead code."""
+    done: dict[str, str] = {}
+
+    def visit(name: str) -> None:
+        stack = [name]
+        while stack:
+            cur = stack[-1]
+            comp = module.computations[cur]
+            todo = [c for i in comp.instructions for c in i.called if c not in done]
+            if todo:
+                stack.extend(todo)
+                continue
+            stack.pop()
+            if cur in done:
+                continue
+            prints = computation_prints(comp, done, with_numbers=True)
+            dead = sorted(prints.subgraph_print.values())
+            done[cur] = stable_hash(prints.root_print + ":" + ",".join(dead))
+
+    for name in module.computations:
+        if name not in done and (include_entry or name != module.entry.name):
+            visit(name)
+    return done
+
+
+def module_fingerprint(module: Module) -> str:
+    """The structural identity of a module: equal iff same program with the same parameter order."""
+    return computation_hashes(module)[module.entry.name]
+
+
+__all__ = [
+    "stable_hash",
+    "Interner",
+    "structural_attrs",
+    "self_key",
+    "ComputationPrints",
+    "computation_prints",
+    "computation_hashes",
+    "module_fingerprint",
+]

@@ -1,0 +1,36 @@
+"""Run real PyTorch/XLA steps in a child process and explain every graph they compile.
+
+Importing this package never imports torch or torch_xla: the parent validates a
+:class:`RunConfig`, launches ``python -m explorer.xla.runtime.child``, and joins what torch_xla
+wrote (``PT_XLA_DEBUG_LEVEL`` blocks, ``--xla_dump_to`` HLO) with the HLO diff of
+:mod:`explorer.xla.hlo`. What runs where: PJRT CPU by default, ``XlaFullyShardedDataParallel`` at
+world size 1 (collectives across several CPU devices deadlock upstream) or the SPMD FSDPv2
+variant over 4 virtual CPU devices; TPU when ``PJRT_DEVICE=TPU``.
+
+Typical use::
+
+    from explorer.xla.runtime import run_scenario
+    run = run_scenario("logging")
+    [s.cause for s in run.steps]   # 'new graph: yes, because against graph 1a2b3c4d (step 1, ...'
+"""
+
+from explorer.failure import Failure
+from explorer.xla.runtime.config import RunConfig, parse_fsdp_options
+from explorer.xla.runtime.presets import PRESETS, Preset
+from explorer.xla.runtime.run import run, run_scenario, run_step
+from explorer.xla.traces.records import STEP_KEYS, Graph, Step, XlaRun
+
+__all__ = [
+    "PRESETS",
+    "Preset",
+    "RunConfig",
+    "STEP_KEYS",
+    "Failure",
+    "Graph",
+    "Step",
+    "XlaRun",
+    "parse_fsdp_options",
+    "run",
+    "run_scenario",
+    "run_step",
+]

@@ -1,0 +1,174 @@
+"""Start the child, follow its messages, and collect what it and torch_xla wrote.
+
+The parent never imports torch_xla. It sets the capture variables (read once per process,
+so they must be in the child's environment from the start) and hands the child to the
+supervisor (:mod:`explorer.processes`) as :class:`XlaEngine`: the child's stdout is read
+line by line so a caller can show per-step progress, a timeout ends the child's whole process
+group (collectives across CPU devices deadlock rather than fail), and any ending other than
+"done" becomes a :class:`Failure` that keeps the steps recorded so far.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any, Callable, Optional
+
+from explorer.errors import InputError
+from explorer.failure import Failure, FailureKind, signal_name, tail
+from explorer.processes import Child, Engine, Report, supervise
+from explorer.xla.runtime.config import RunConfig
+from explorer.xla.traces import failure as failures
+from explorer.xla.traces.protocol import decode
+from explorer.xla.traces.records import DEBUG_FILE, DUMP_DIR, SAVE_FILE, ChildResult
+
+Progress = Callable[[dict[str, Any]], None]
+
+CONFIG_FILE, STDERR_FILE = "config.json", "stderr.txt"
+
+
+def child_env(cfg: RunConfig, out_dir: str) -> dict[str, str]:
+    """The child's environment: the PJRT device plus, with capture, torch_xla's debug outputs."""
+    env = dict(os.environ)
+    for key in (
+        "PT_XLA_DEBUG_LEVEL",
+        "PT_XLA_DEBUG_FILE",
+        "XLA_SAVE_TENSORS_FILE",
+        "XLA_IR_DEBUG",
+        "XLA_HLO_DEBUG",
+    ):
+        env.pop(key, None)
+    env["PJRT_DEVICE"] = cfg.pjrt_device
+    if cfg.fsdp == "v2" and cfg.pjrt_device == "CPU":
+        env["CPU_NUM_DEVICES"] = str(cfg.virtual_devices)
+    flags = [f for f in env.get("XLA_FLAGS", "").split() if not f.startswith("--xla_dump")]
+    if cfg.capture:
+        env.update(PT_XLA_DEBUG_LEVEL="2", PT_XLA_DEBUG_FILE=os.path.join(out_dir, DEBUG_FILE))
+        if cfg.source_lines:
+            env.update(XLA_IR_DEBUG="1", XLA_HLO_DEBUG="1")
+        if cfg.save_tensors:
+            env.update(
+                XLA_SAVE_TENSORS_FILE=os.path.join(out_dir, SAVE_FILE), XLA_SAVE_TENSORS_FMT="hlo"
+            )
+        flags += [
+            f"--xla_dump_to={os.path.join(out_dir, DUMP_DIR)}",
+            "--xla_dump_hlo_module_re=SyncTensorsGraph",
+        ]
+    env["XLA_FLAGS"] = " ".join(flags)
+    env.setdefault("TF_CPP_MIN_LOG_LEVEL", "1")
+    env["PYTHONUNBUFFERED"] = "1"
+    return env
+
+
+class XlaEngine(Engine):
+    """The XLA child on the supervisor: one process, its reports marked lines on stdout."""
+
+    def __init__(self, cfg: RunConfig, out_dir: str, config_path: str) -> None:
+        self.cfg, self.out_dir, self.config_path = cfg, out_dir, config_path
+        self.messages: list[dict[str, Any]] = []
+
+    def children(self) -> list[Child]:
+        return [
+            Child(
+                0,
+                [sys.executable, "-m", "explorer.xla.runtime.child", self.config_path],
+                child_env(self.cfg, self.out_dir),
+                Path(self.out_dir) / STDERR_FILE,
+                pipe_stdout=True,
+            )
+        ]
+
+    def read_line(self, rank: int, line: str) -> Optional[Report]:
+        msg = decode(line)
+        if msg is None:
+            return None
+        self.messages.append(msg)
+        return Report(rank, str(msg["event"]), msg)
+
+
+def launch(
+    cfg: RunConfig, out_dir: Optional[str] = None, progress: Optional[Progress] = None
+) -> ChildResult:
+    """Run ``cfg`` (already :meth:`~RunConfig.resolved`) in a child process and wait for it."""
+    out_dir = out_dir or tempfile.mkdtemp(prefix="explorer-xla-")
+    os.makedirs(out_dir, exist_ok=True)
+    for stale in (DEBUG_FILE,):
+        if os.path.exists(os.path.join(out_dir, stale)):
+            os.remove(os.path.join(out_dir, stale))
+    config_path = os.path.join(out_dir, CONFIG_FILE)
+    with open(config_path, "w", encoding="utf-8") as fh:
+        fh.write(cfg.to_json())
+    engine = XlaEngine(cfg, out_dir, config_path)
+
+    def on_report(new: list[Report]) -> None:
+        if progress is not None:
+            for report in new:
+                progress(dict(report.data))
+
+    out = supervise(engine, on_report=on_report, timeout_s=cfg.timeout_s)
+    stderr = (Path(out_dir) / STDERR_FILE).read_text(encoding="utf-8", errors="replace")
+    result = ChildResult(out_dir, messages=engine.messages)
+    result.output = "\n".join(out.output.get(0, [])[-200:])
+    several = cfg.fsdp == "v2" and cfg.virtual_devices > 1  # only then can CPU collectives deadlock
+    result.failure = _ending(
+        result.messages,
+        out.returncodes[0],
+        stderr,
+        out.ending == "timeout",
+        cfg.timeout_s,
+        several,
+    )
+    return result
+
+
+def _running_step(messages: list[dict[str, Any]]) -> Optional[int]:
+    begun = [m["step"] for m in messages if m["event"] == "begin"]
+    done = {m["step"] for m in messages if m["event"] == "step"}
+    return begun[-1] if begun and begun[-1] not in done else None
+
+
+def _ending(
+    messages: list[dict[str, Any]],
+    returncode: int,
+    stderr: str,
+    timed_out: bool,
+    timeout_s: float,
+    several_devices: bool = False,
+) -> Optional[Failure]:
+    events = {m["event"]: m for m in messages}
+    step = _running_step(messages)
+    if "input_error" in events:
+        raise InputError(events["input_error"]["message"])
+    if timed_out:
+        where = f"step {step}" if step is not None else "setup"
+        why = (
+            "; collectives across several CPU devices deadlock upstream"
+            if several_devices
+            else "; the step itself did not finish: a loop, a sleep, or a step too large for the timeout"
+        )
+        return Failure(
+            FailureKind.TIMEOUT,
+            f"no result after {timeout_s:g} s (stopped during {where}{why})",
+            step=step,
+            returncode=returncode,
+            signal=signal_name(returncode),
+            traceback_tail=tail(stderr),
+        )
+    if "error" in events:
+        error = events["error"]
+        return Failure(
+            FailureKind.EXCEPTION,
+            error["message"],
+            step=step,
+            exception_type=error.get("type"),
+            returncode=returncode,
+            traceback_tail=tail(error.get("traceback", "") or stderr),
+        )
+    if "done" in events and returncode == 0:
+        return None
+    return failures.from_exit(returncode, stderr, step)
+
+
+__all__ = ["Progress", "child_env", "XlaEngine", "launch"]

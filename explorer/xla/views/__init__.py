@@ -1,0 +1,3 @@
+"""Plotly figures of XLA runs and HLO diffs: pure functions of records."""
+
+__all__: list[str] = []
