@@ -40,3 +40,22 @@ def test_readme_and_ci_use_the_two_make_commands():
 def test_console_script_is_declared():
     scripts = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["scripts"]
     assert scripts["explorer"] == "explorer.cli:main"
+
+
+def test_every_file_the_package_reads_is_declared_as_package_data():
+    """A wheel holds a package's non-Python files only when package-data names them: the plot
+    view's JavaScript moved with its module once and its declaration had to follow it."""
+    import fnmatch
+
+    declared = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"][
+        "package-data"
+    ]
+    package = ROOT / "explorer"
+    missing = []
+    for path in package.rglob("*"):
+        if not path.is_file() or path.suffix in (".py", ".pyc") or "__pycache__" in path.parts:
+            continue
+        dotted = ".".join(path.parent.relative_to(ROOT).parts)
+        if not any(fnmatch.fnmatch(path.name, g) for g in declared.get(dotted, [])):
+            missing.append(str(path.relative_to(ROOT)))
+    assert missing == []
