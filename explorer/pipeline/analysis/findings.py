@@ -9,10 +9,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import TYPE_CHECKING, Optional
+from typing import Literal, Optional, get_args
 
-if TYPE_CHECKING:  # p2p_models imports this module
-    from explorer.pipeline.analysis.p2p_models import P2PModel
+#: How a send meets its receive: ``blocking`` (DeepSpeed's rendezvous) or ``batched``
+#: (PyTorch's ``batch_isend_irecv``); what executing a stream means under each is
+#: :mod:`explorer.pipeline.analysis.p2p_models`. Defined here, where the records that name it are.
+P2PModel = Literal["blocking", "batched"]
+MODELS: tuple[P2PModel, ...] = get_args(P2PModel)
 
 
 @dataclass(frozen=True)
@@ -327,6 +330,8 @@ class Findings:
 
 
 __all__ = [
+    "MODELS",
+    "P2PModel",
     "Ref",
     "Hazard",
     "Unmatched",

@@ -14,19 +14,15 @@ of waiting stages that explains a deadlock.
 from __future__ import annotations
 
 import weakref
-from typing import Literal, cast, get_args
+from typing import cast
 
 import numpy as np
 
 from explorer.errors import InputError
 from explorer.pipeline.analysis.exchanges import RECV, SEND, exchanges
-from explorer.pipeline.analysis.findings import Deadlock, Waiting
+from explorer.pipeline.analysis.findings import MODELS, Deadlock, P2PModel, Waiting
 from explorer.pipeline.analysis.refs import ref
 from explorer.pipeline.schedules.schedule import Schedule
-
-#: How a send meets its receive: ``blocking`` (DeepSpeed) or ``batched`` (PyTorch), see above.
-P2PModel = Literal["blocking", "batched"]
-MODELS: tuple[P2PModel, ...] = get_args(P2PModel)
 
 
 def check_model(model: str) -> P2PModel:
