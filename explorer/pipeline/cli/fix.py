@@ -60,7 +60,7 @@ def run(args: argparse.Namespace) -> int:
     def sweep(rules: Sequence[Rule], p: Sequence[int], m: Sequence[int], spec: str) -> SizeSweep:
         return swept[tuple(r.name for r in rules)]
 
-    from explorer.pipeline.cli.sweep_workers import build_from_job
+    from explorer.pipeline.runtime.sweep_pool import build_from_job
 
     make = _parent_make(args, base_rules, build_from_job)
     result = search_fixes(make, stages, mbs, max_rules=args.max_rules, spec=spec, sweep=sweep)
@@ -76,7 +76,7 @@ def _parent_make(args: argparse.Namespace, base_rules: Sequence[Rule], build_fro
     if not args.from_class:
         return build_from_job(job_from_args(args, base_rules))
     from explorer.pipeline.analysis.rules import apply_rules
-    from explorer.pipeline.cli.user_schedule import schedule_from_class
+    from explorer.pipeline.runtime.user_schedule import schedule_from_class
 
     return lambda p, m: apply_rules(
         schedule_from_class(args.from_class, p, m, args.timeout), base_rules

@@ -203,7 +203,7 @@ def run(args: argparse.Namespace) -> int:
 
     rules = parse_rules(args.rules or "")  # a typo costs no launch
     if args.from_class:
-        from explorer.pipeline.cli.user_schedule import schedule_from_class
+        from explorer.pipeline.runtime.user_schedule import schedule_from_class
 
         base = schedule_from_class(args.from_class, args.stages, args.microbatches, 60.0)
     else:

@@ -11,6 +11,7 @@ from explorer.inputs import write_text
 from explorer.pipeline.analysis import Costs, Report, build, check
 from explorer.pipeline.schedules import KINDS
 from explorer.pipeline.schedules.schedule import Schedule
+from explorer.pipeline.schedules.torch_csv import with_p2p_conventions
 
 #: Why the stage and micro-batch counts have an upper limit (shown with the refusal).
 _SIZE_WHY = "the analyses hold every instruction in memory"
@@ -224,30 +225,6 @@ def _with_p2p_conventions(args: argparse.Namespace, schedule: Schedule) -> Sched
     return with_p2p_conventions(schedule, **p2p_conventions(args))
 
 
-def with_p2p_conventions(
-    schedule: Schedule, receives: str = "as-given", parity: bool = False, batching: str = "none"
-) -> Schedule:
-    """``schedule`` with its exchanges moved and grouped as the conventions say (unchanged by
-    the defaults)."""
-    if receives == "as-given" and not parity and batching == "none":
-        return schedule
-    from explorer.pipeline.schedules.torch_csv import order_from_schedule, schedule_from_order
-    from explorer.pipeline.schedules.torch_p2p import defer_receives, parity_order
-
-    order = order_from_schedule(schedule, comms=True)
-    if receives == "deferred":
-        order = defer_receives(order)
-    if parity:
-        order = parity_order(order)
-    name = "+".join(
-        [schedule.name]
-        + (["deferred receives"] if receives == "deferred" else [])
-        + (["even/odd"] if parity else [])
-        + ([f"{batching} batches"] if batching != "none" else [])
-    )
-    return schedule_from_order(order, name=name, batching=batching)
-
-
 def require_size(args: argparse.Namespace) -> None:
     """One size is needed unless the command sweeps a range of them."""
     if args.stages is None or args.microbatches is None:
@@ -281,7 +258,7 @@ def _named_schedule(args: argparse.Namespace) -> Schedule:
         if args.kind:
             raise InputError("give either --kind or --from, not both")
         cli_options.schedule_size(None, args.stages, args.microbatches)
-        from explorer.pipeline.cli.user_schedule import schedule_from_class
+        from explorer.pipeline.runtime.user_schedule import schedule_from_class
 
         return schedule_from_class(args.from_class, args.stages, args.microbatches, args.timeout)
     if not args.kind:
@@ -326,7 +303,6 @@ __all__ = [
     "parse_costs",
     "schedule_from_args",
     "p2p_conventions",
-    "with_p2p_conventions",
     "from_csv",
     "require_size",
     "report_from_args",

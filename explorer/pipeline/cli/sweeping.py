@@ -81,7 +81,7 @@ def run_sweep(
     args: argparse.Namespace,
     label: str = "",
 ) -> SizeSweep:
-    from explorer.pipeline.cli.sweep_workers import (  # only a sweep
+    from explorer.pipeline.runtime.sweep_pool import (  # only a sweep
         default_workers,
         sweep_in_workers,
     )
@@ -111,7 +111,7 @@ def run_rule_sets(
     args: argparse.Namespace,
 ) -> list[SizeSweep]:
     """One sweep per set of rule names, all in one pass over the sizes (``explorer fix``)."""
-    from explorer.pipeline.cli.sweep_workers import default_workers, sweep_rule_sets_in_workers
+    from explorer.pipeline.runtime.sweep_pool import default_workers, sweep_rule_sets_in_workers
 
     bar = _bar(f"{len(rule_sets)} rule sets: ") if sys.stderr.isatty() else None
     sweeps = sweep_rule_sets_in_workers(

@@ -21,7 +21,12 @@ from explorer.pipeline.schedules.adapters import from_torch_pipelining
 from explorer.pipeline.schedules.instructions import COMPUTE_KINDS, Instruction, Kind
 from explorer.pipeline.schedules.schedule import Schedule, from_streams
 from explorer.pipeline.schedules.torch_actions import TorchAction, format_action, parse_action
-from explorer.pipeline.schedules.torch_p2p import batches, peer_function
+from explorer.pipeline.schedules.torch_p2p import (
+    batches,
+    defer_receives,
+    parity_order,
+    peer_function,
+)
 
 #: Action kinds only a training order has.
 _TRAINING = (
@@ -186,11 +191,33 @@ def read_schedule_csv(path: str) -> Schedule:
     return schedule_from_order(order, name=Path(path).name)
 
 
+def with_p2p_conventions(
+    schedule: Schedule, receives: str = "as-given", parity: bool = False, batching: str = "none"
+) -> Schedule:
+    """``schedule`` with its exchanges moved and grouped as the conventions say (unchanged by
+    the defaults)."""
+    if receives == "as-given" and not parity and batching == "none":
+        return schedule
+    order = order_from_schedule(schedule, comms=True)
+    if receives == "deferred":
+        order = defer_receives(order)
+    if parity:
+        order = parity_order(order)
+    name = "+".join(
+        [schedule.name]
+        + (["deferred receives"] if receives == "deferred" else [])
+        + (["even/odd"] if parity else [])
+        + ([f"{batching} batches"] if batching != "none" else [])
+    )
+    return schedule_from_order(order, name=name, batching=batching)
+
+
 __all__ = [
     "has_comms",
     "order_from_schedule",
     "read_schedule_csv",
     "read_torch_csv",
     "schedule_from_order",
+    "with_p2p_conventions",
     "write_torch_csv",
 ]

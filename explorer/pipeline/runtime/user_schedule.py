@@ -1,6 +1,6 @@
 """``--from MODULE:CLASS``: read a user's schedule class in a child process.
 
-The parent (the CLI) starts ``python -m explorer.pipeline.cli.user_schedule`` with the class, the
+The parent (``schedule``, ``check``, ``fix`` or ``run`` with ``--from``) starts ``python -m explorer.pipeline.runtime.user_schedule`` with the class, the
 sizes and its own ``sys.path``; the child imports the class, runs it for every stage through
 :func:`explorer.pipeline.schedules.adapters.from_deepspeed` and writes the schedule's JSON form to its
 stdout. Whatever the class does - raise, ``sys.exit``, segfault, loop forever, print - the
@@ -24,7 +24,7 @@ def schedule_from_class(spec: str, stages: int, microbatches: int, timeout_s: fl
     argv = [
         sys.executable,
         "-m",
-        "explorer.pipeline.cli.user_schedule",
+        "explorer.pipeline.runtime.user_schedule",
         spec,
         str(stages),
         str(microbatches),

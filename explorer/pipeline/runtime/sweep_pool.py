@@ -6,8 +6,8 @@ small and large sizes alike), and each child checks its share a group of sizes a
 writing one JSON line per size as soon as its group is checked; a child also says which size
 it is about to build (a heartbeat), so a ``--from`` class that hangs is named at its size. With
 several rule sets (``explorer fix``) each size is built once and every set applied to it. The
-parent merges the lines, draws a progress bar on a terminal, and stops a child that stays silent longer than ``timeout_s`` on
-one size (a ``--from`` class that sleeps), naming that size. The children run in their own
+parent merges the lines, reports progress (the CLI draws it as a bar), and stops a child that
+stays silent longer than ``timeout_s`` on one size (a ``--from`` class that sleeps), naming that size. The children run in their own
 sessions and die with their process group, so Ctrl-C in the parent keeps what was checked,
 stops the rest, and leaves nothing behind. A ``--from`` class is only ever imported in a child.
 """
@@ -25,7 +25,7 @@ from typing import Callable, Optional, Sequence
 
 from explorer.errors import InputError, excerpt, one_line
 from explorer.pipeline.analysis.sizes import Asking, SizeCell, SizeSweep
-from explorer.processes.isolate_cli import MARKER
+from explorer.processes.isolate import MARKER
 
 
 def default_workers() -> int:
@@ -91,7 +91,7 @@ def sweep_rule_sets_in_workers(
                 }
             )
             proc = subprocess.Popen(
-                [sys.executable, "-m", "explorer.pipeline.cli.sweep_workers"],
+                [sys.executable, "-m", "explorer.pipeline.runtime.sweep_pool"],
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE,
@@ -197,7 +197,7 @@ def build_from_job(job: dict) -> Callable[[int, int], object]:
     """The ``make(stages, microbatches)`` a job describes: a generator or a ``--from`` class, then ``rules``."""
     from explorer.pipeline.analysis import build
     from explorer.pipeline.analysis.rules import apply_rules, parse_rules
-    from explorer.pipeline.cli.schedule_options import with_p2p_conventions
+    from explorer.pipeline.schedules.torch_csv import with_p2p_conventions
 
     rules = parse_rules(job.get("rules") or [])
     conventions = job.get("conventions") or {}
