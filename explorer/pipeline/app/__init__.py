@@ -1,3 +1,3 @@
-"""Interactive apps built from ``explorer.pipeline.views`` figures: the only place importing ipywidgets."""
+"""The pipeline product's widgets (ScheduleExplorer, JobFollower, the sizes panel), built from its views' figures."""
 
 __all__: list[str] = []

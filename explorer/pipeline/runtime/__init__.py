@@ -11,9 +11,11 @@ Pieces: :mod:`.spec` (what a run is), :mod:`.models` (the model contract and the
 examples), :mod:`.stage_state` (DeepSpeed's buffer semantics), :mod:`.p2p`, :mod:`.executor`,
 :mod:`.worker` (one rank), :mod:`.launch` (this engine on the one process supervisor,
 :mod:`explorer.processes`), :mod:`.result_writer` (rank 0's result, both engines),
-:mod:`.result`, :mod:`.trace` (Chrome trace, table, costs), :mod:`.follow` (live runs),
-:mod:`.torch_engine` and :mod:`.engines` (PyTorch's own engine
-on the same run, side by side with ours), :mod:`.runner` (the explorer's Run control).
+:mod:`.torch_engine` and :mod:`.engines` (PyTorch's own engine on the same run, side by side
+with ours), :mod:`.runner` (the explorer's Run control), :mod:`.deepspeed` (DeepSpeed's engine),
+:mod:`.sweep_pool` (sizes checked in worker processes), :mod:`.user_schedule` (a ``--from``
+class read in a child). What a run leaves is read by :mod:`explorer.pipeline.traces`
+(``result``, ``trace``, ``follow``).
 
 Several machines, with ``torchrun`` (each node runs the same command; the ``explorer run``
 command detects that torchrun started it and acts as one rank)::
@@ -21,8 +23,8 @@ command detects that torchrun started it and acts as one rank)::
     torchrun --nnodes 2 --nproc-per-node 2 --node-rank N --master-addr HOST0 --master-port 29500 \\
         -m explorer.cli run --kind deepspeed-train --stages 4 --microbatches 8 --out runs/seed --json
 
-Every rank writes ``runs/seed/rank<R>.jsonl`` on its own node as it goes (``explorer.runtime.
-pipeline.follow`` tails it); rank 0 gathers losses and gradients and prints the JSON result.
+Every rank writes ``runs/seed/rank<R>.jsonl`` on its own node as it goes
+(:mod:`explorer.pipeline.traces.follow` tails it); rank 0 gathers losses and gradients and prints the JSON result.
 After a failure, ``explorer run --collect runs/seed --json`` on a node reads what its ranks left.
 
 Backends: ``gloo`` on CPU (default). ``nccl`` when each rank has its own GPU (``--backend nccl``,

@@ -1,7 +1,9 @@
-"""Measured instruction timings: one generic record format, and readers that produce it.
+"""Records of what a pipeline ran, and the readers that produce them. Pure python + numpy.
 
-The real pipeline (its own issue) and PyTorch's profiler both yield a :class:`MeasuredTrace`;
-the measured-overlay view consumes only that. Pure python + numpy.
+A run of the explorer's engine, PyTorch's or DeepSpeed's (:mod:`.result`, :mod:`.follow`,
+:mod:`.instrumented`), a Chrome trace (:mod:`.chrome`) and per-rank profiler traces
+(:mod:`.profiler`) all yield a :class:`MeasuredTrace`, the measured-overlay view's input.
+Readers only read: what a measurement means is :mod:`explorer.pipeline.analysis`'s.
 """
 
 from explorer.pipeline.traces.chrome import read_chrome_trace
