@@ -15,7 +15,7 @@ from __future__ import annotations
 import argparse
 import math
 import re
-from typing import Callable, Optional
+from typing import Callable, Optional, Sequence
 
 from explorer.errors import InputError, excerpt
 from explorer.inputs import check_input_file, check_output_dir, check_output_file
@@ -211,8 +211,27 @@ def schedule_size(kind: Optional[str], stages: int, microbatches: int, chunks: i
         )
 
 
+def add_scenario_or_step(
+    parser: argparse.ArgumentParser, presets: Sequence[str], preset: str, step: str
+) -> None:
+    """``--scenario NAME`` (one of ``presets``) or ``--step MODULE:FUNCTION``, exactly one.
+
+    ``compile-probe`` and ``xla-run`` both run either a preset or the user's own step; the
+    pair is declared here once, so both refuse a bad ``--step`` in the same words.
+    """
+    what = parser.add_mutually_exclusive_group(required=True)
+    what.add_argument("--scenario", choices=list(presets), help=preset)
+    what.add_argument(
+        "--step",
+        metavar="MODULE:FUNCTION",
+        type=user_ref("--step", "my_train:step or train.py:step", files=True),
+        help=step,
+    )
+
+
 __all__ = [
     "MAX_STAGES",
+    "add_scenario_or_step",
     "MAX_MICROBATCHES",
     "MAX_CELLS",
     "MAX_SECONDS",

@@ -27,13 +27,11 @@ def register(subparsers: Any) -> None:
         help="run a loop under torch.compile: compiles, guard failures, variants, period and cause",
         description=__doc__.splitlines()[0],
     )
-    what = p.add_mutually_exclusive_group(required=True)
-    what.add_argument("--scenario", choices=list(PRESETS), help="a preset loop")
-    what.add_argument(
-        "--step",
-        metavar="MODULE:FUNCTION",
-        type=cli_options.user_ref("--step", "my_train:step or train.py:step", files=True),
-        help="your own step(iteration) function (run in a child process, see --timeout)",
+    cli_options.add_scenario_or_step(
+        p,
+        PRESETS,
+        preset="a preset loop",
+        step="your own step(iteration) function (run in a child process, see --timeout)",
     )
     p.add_argument(
         "--iterations",

@@ -32,13 +32,8 @@ def register(subparsers: Any) -> None:
         help="run a real PyTorch/XLA FSDP step in a child process; explain every recompile",
         description=__doc__.splitlines()[0],
     )
-    what = p.add_mutually_exclusive_group(required=True)
-    what.add_argument("--scenario", choices=list(PRESETS), help="a preset step")
-    what.add_argument(
-        "--step",
-        metavar="MODULE:FUNCTION",
-        type=cli_options.user_ref("--step", "my_train:step or train.py:step", files=True),
-        help="your own step(step_index) on the XLA device",
+    cli_options.add_scenario_or_step(
+        p, PRESETS, preset="a preset step", step="your own step(step_index) on the XLA device"
     )
     p.add_argument(
         "--steps",
