@@ -133,7 +133,7 @@ def _evidence(
     k: int, groups: dict[int, list[float]], overall: float, params: dict[str, float], tested: int
 ) -> Optional[PeriodEvidence]:
     medians = {p: median(g) for p, g in groups.items()}
-    slow = max(medians, key=medians.get)
+    slow = max(medians, key=medians.__getitem__)
     others = [medians[p] for p in medians if p != slow]
     rest = median(others)
     excess = medians[slow] - rest

@@ -231,7 +231,7 @@ def check_group(
     saving. ``on_build(stages, microbatches)`` is told before each schedule is built (a
     worker's heartbeat, so a size whose builder hangs can be named)."""
     cells: list[Optional[SizeCell]] = [None] * len(sizes)
-    simulate: dict[str, list[tuple[int, Report]]] = {}
+    simulate: dict[P2PModel, list[tuple[int, Report]]] = {}
     for i, (p, m) in enumerate(sizes):
         if on_build is not None:
             on_build(p, m)

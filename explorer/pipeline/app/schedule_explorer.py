@@ -492,7 +492,7 @@ class ScheduleExplorer:
         self._render(("grid",))
 
     # -- display -------------------------------------------------------------------------------
-    def _repr_mimebundle_(self, **kwargs: object) -> dict:
+    def _repr_mimebundle_(self, **kwargs: object) -> Optional[dict]:
         """The live widget; IPython adds ``_repr_html_`` as the static fallback."""
         return self.widget._repr_mimebundle_(**kwargs)
 
