@@ -228,9 +228,9 @@ def find_time_period(
     return None
 
 
-def time_period(indices: Sequence[int], times: Sequence[float], **kwargs: float) -> Optional[int]:
-    """The period :func:`find_time_period` finds, confirmed or tentative (None when none)."""
-    found = find_time_period(indices, times, **kwargs)  # type: ignore[arg-type]
+def time_period(indices: Sequence[int], times: Sequence[float]) -> Optional[int]:
+    """The period :func:`find_time_period` finds with its defaults, confirmed or tentative (None when none)."""
+    found = find_time_period(indices, times)
     return found.period if found else None
 
 

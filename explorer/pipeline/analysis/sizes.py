@@ -255,7 +255,9 @@ def check_group(
         bubbles = bubbles_together([(r.schedule, r.matching) for _, r in pending], model)
         for (i, report), b in zip(pending, bubbles):
             cells[i] = _cell(*sizes[i], report, b.of_total)
-    return cells  # type: ignore[return-value]
+    done = [c for c in cells if c is not None]
+    assert len(done) == len(cells)  # each size was skipped, found deadlocked or simulated
+    return done
 
 
 def _cell(stages: int, microbatches: int, report: Report, bubble: Optional[float]) -> SizeCell:
