@@ -1,7 +1,7 @@
 # Two commands do all the set-up on a fresh machine (see README.md):
 #   make lab   - install into .venv, install the kernel specs, open JupyterLab on notebooks/
 #   make test  - install into .venv (and Debian's chromium for the browser test), run the suite
-# While editing: make test-fast (lint and the `not slow` tier: no process, compiler or browser,
+# While editing: make test-fast (lint, types and the `not slow` tier: no process, compiler or browser,
 # under a minute); make test-slow (the rest); make test-gpu (the CUDA/NCCL paths).
 # Every step is idempotent: a stamp file records that .venv matches pyproject.toml.
 
@@ -49,10 +49,13 @@ chromium:
 lab: install
 	$(BIN)/jupyter lab $(ROOT_FLAG) --notebook-dir=notebooks $(LAB_ARGS)
 
-# Lint and format are checked first: a style slip fails fast, before the long tiers.
+# Lint, format and types are checked first: a slip fails fast, before the long tiers.
+# pyrefly reads [tool.pyrefly] in pyproject.toml (the package, default preset, Python 3.10)
+# and the types of what is installed in $(VENV).
 lint: install
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
+	$(BIN)/pyrefly check --python-interpreter-path $(BIN)/python
 
 # The whole suite, every tier (PYTEST_ARGS may add its own -m, e.g. '-m "not browser"').
 test: install chromium lint

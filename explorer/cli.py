@@ -51,7 +51,7 @@ class _Parser(argparse.ArgumentParser):
     constraint, and points at ``--help``.
     """
 
-    def error(self, message: str):  # type: ignore[override]
+    def error(self, message: str):
         self.exit(2, f"{self.prog}: error: {one_line(message)} (see {self.prog} --help)\n")
 
 

@@ -16,10 +16,20 @@ later (``run --collect``) rebuilds the same record with :meth:`Failure.from_dict
 from __future__ import annotations
 
 import signal as _signal
+import sys
 import traceback as _traceback
 from dataclasses import asdict, dataclass, field, replace
-from enum import StrEnum
 from typing import Any, Mapping, Optional
+
+if sys.version_info >= (3, 11):
+    from enum import StrEnum
+else:  # Python 3.10 (requires-python) has no StrEnum: str() and format() give the value alike
+    from enum import Enum
+
+    class StrEnum(str, Enum):
+        def __str__(self) -> str:
+            return str.__str__(self)
+
 
 __all__ = [
     "Failure",

@@ -60,7 +60,7 @@ def check_input_file(path: str, what: str, limit: int = MAX_TEXT_BYTES) -> int:
     return st.st_size
 
 
-def _read_capped(fh: BinaryIO, limit: int, first: int = 1 << 20) -> bytes:
+def _read_capped(fh: BinaryIO | gzip.GzipFile, limit: int, first: int = 1 << 20) -> bytes:
     """At most ``limit + 1`` bytes of ``fh``, read in pieces.
 
     ``read(n)`` sets aside n bytes before it reads: one ``read(limit + 1)`` claimed 512 MiB

@@ -203,9 +203,10 @@ class CompileExplorer:
         """The error, and what the diagnosis and figures below it still describe: an earlier
         result's verdict under the error would read as the answer to what just failed."""
         self.errors.append(message)
+        earlier = getattr(self, "result", None)  # not yet set while __init__ builds the controls
         shown = (
-            f"<br><i>Below: still the earlier result, {html.escape(self.result.label or 'probe')}.</i>"
-            if getattr(self, "result", None) is not None
+            f"<br><i>Below: still the earlier result, {html.escape(earlier.label or 'probe')}.</i>"
+            if earlier is not None
             else ""
         )
         self.status.value = f"<span style='color:{ERROR}'>⚠ {html.escape(message)}</span>{shown}"

@@ -16,11 +16,15 @@ from __future__ import annotations
 
 import html
 import re
-from typing import Any, Sequence
+from types import ModuleType
+from typing import TYPE_CHECKING, Sequence
 
 from explorer.compile.traces.records import EAGER, LIMIT_FAILURE, ProbeResult, frame_of
 from explorer.errors import require
 from explorer.ui.layout import BOTTOM_LEGEND, BOTTOM_MARGIN, table_height
+
+if TYPE_CHECKING:  # plotly is the lab extra's, imported when a figure is drawn (see _go)
+    import plotly.graph_objects as go
 
 _PALETTE = ("#1f77b4", "#2ca02c", "#9467bd", "#8c564b", "#e377c2", "#17becf", "#bcbd22", "#7f7f7f")
 _EAGER_COLOUR = "#d62728"
@@ -28,7 +32,8 @@ _EAGER_COLOUR = "#d62728"
 BAR_WIDTH = 0.8
 
 
-def _go() -> Any:
+def _go() -> ModuleType:
+    """plotly.graph_objects, imported when a figure is drawn (plotly is the ``lab`` extra's)."""
     return require("plotly.graph_objects", "lab", "Compile-probe figures")
 
 
@@ -42,7 +47,7 @@ def _bar_name(label: str) -> str:
     return "ran eagerly (no variant matched)" if label == EAGER else f"variant {label}"
 
 
-def iteration_figure(result: ProbeResult) -> Any:
+def iteration_figure(result: ProbeResult) -> go.Figure:
     """Per-iteration time, one bar colour per variant, compile markers, and where the limit was hit."""
     go = _go()
     labels = [it.variant or "none" for it in result.iterations]
@@ -108,7 +113,7 @@ def iteration_figure(result: ProbeResult) -> Any:
     return fig
 
 
-def _mark_limit(fig: Any, result: ProbeResult) -> None:
+def _mark_limit(fig: go.Figure, result: ProbeResult) -> None:
     """A dotted line where a frame hit the recompile limit: from there on, unmatched inputs run eagerly."""
     hits = [c for c in result.compiles if c.failed == LIMIT_FAILURE and c.iteration >= 0]
     if not hits:
@@ -137,7 +142,9 @@ def _functions(result: ProbeResult) -> dict[str, str]:
     return out
 
 
-def _table(header: list[str], columns: list[list[str]], weights: list[float], title: str) -> Any:
+def _table(
+    header: list[str], columns: list[list[str]], weights: list[float], title: str
+) -> go.Figure:
     go = _go()
     fig = go.Figure(
         go.Table(
@@ -159,7 +166,7 @@ def _table(header: list[str], columns: list[list[str]], weights: list[float], ti
     return fig
 
 
-def compile_table(result: ProbeResult) -> Any:
+def compile_table(result: ProbeResult) -> go.Figure:
     """Every compile event with its iteration, function and reason (guard failure or failure type)."""
     rows = result.compiles
     names = _functions(result)
@@ -191,7 +198,7 @@ def compile_table(result: ProbeResult) -> Any:
     )
 
 
-def guards_table(result: ProbeResult) -> Any:
+def guards_table(result: ProbeResult) -> go.Figure:
     """For each variant of a frame with several: the guards that set it apart from its siblings."""
     rows = result.guards
     if not rows:

@@ -325,14 +325,14 @@ class XlaExplorer:
 
     def _on_marker(self, points: list) -> None:
         """A click on a new-graph marker (the timeline's last trace): diff that graph against its closest earlier graph."""
-        figure = self.timeline.figure
-        if self.result is None or not figure.data:
+        traces = list(self.timeline.figure.select_traces())  # ``figure.data``, in order
+        if self.result is None or not traces:
             return
-        last = len(figure.data) - 1
+        last = len(traces) - 1
         hits = [p for p in points if p.get("curve") == last and isinstance(p.get("index"), int)]
-        if not hits or figure.data[last].customdata is None:
+        if not hits or traces[last].customdata is None:
             return
-        g = self.result.graph(figure.data[last].customdata[hits[0]["index"]])
+        g = self.result.graph(traces[last].customdata[hits[0]["index"]])
         if g is not None and g.closest and g.graph_hash in self.result.modules:
             self._quiet = True
             try:

@@ -123,9 +123,13 @@ def _fallback(result: ProbeResult, limits: list[CompileEvent]) -> Optional[Diagn
         it.variant or "?" for it in _contiguous_tail([it for it in its if it.iteration >= first])
     ]
     k = label_period(tail)
-    cycles, confirmed = _label_cycles(tail, k) if k else (None, None)
+    cycles: Optional[int] = None
+    confirmed: Optional[bool] = None
+    every = ""
+    if k:
+        cycles, confirmed = _label_cycles(tail, k)
+        every = f", repeating every {k} iterations{_confidence(k, cycles, confirmed)}"
     limit = f" ({result.recompile_limit})" if result.recompile_limit is not None else ""
-    every = f", repeating every {k} iterations{_confidence(k, cycles, confirmed)}" if k else ""
     guards = list(dict.fromkeys(g for c in limits for g in _all_guards(c)))
     last = (
         f" The guards that failed there: {', '.join(f'`{g}`' for g in guards[:4])}."
@@ -185,8 +189,8 @@ def _cycling(result: ProbeResult, compiled: list[CompileEvent]) -> Optional[Diag
     speeds = {v: median(ms) for v, ms in per_variant.items() if v in cycle}
     speed = ""
     if len(speeds) >= 2:
-        slow = max(speeds, key=speeds.get)
-        fast = min(speeds, key=speeds.get)
+        slow = max(speeds, key=speeds.__getitem__)
+        fast = min(speeds, key=speeds.__getitem__)
         speed = (
             f"; variant {slow} is the slowest ({_ms(speeds[slow])} median against "
             f"{_ms(speeds[fast])} for {fast})"

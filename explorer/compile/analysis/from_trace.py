@@ -103,8 +103,8 @@ def _iterations(
             if 0 <= c.iteration <= s.step
             or (
                 wall
-                and starts.get(c.compile_id) is not None
-                and starts[c.compile_id] <= s.end_us + SLACK_US
+                and (start := starts.get(c.compile_id)) is not None
+                and start <= s.end_us + SLACK_US
             )
         }
         fell = limited - set(ran)

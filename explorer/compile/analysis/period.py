@@ -133,7 +133,7 @@ def _evidence(
     k: int, groups: dict[int, list[float]], overall: float, params: dict[str, float], tested: int
 ) -> Optional[PeriodEvidence]:
     medians = {p: median(g) for p, g in groups.items()}
-    slow = max(medians, key=medians.get)
+    slow = max(medians, key=medians.__getitem__)
     others = [medians[p] for p in medians if p != slow]
     rest = median(others)
     excess = medians[slow] - rest
@@ -228,9 +228,9 @@ def find_time_period(
     return None
 
 
-def time_period(indices: Sequence[int], times: Sequence[float], **kwargs: float) -> Optional[int]:
-    """The period :func:`find_time_period` finds, confirmed or tentative (None when none)."""
-    found = find_time_period(indices, times, **kwargs)  # type: ignore[arg-type]
+def time_period(indices: Sequence[int], times: Sequence[float]) -> Optional[int]:
+    """The period :func:`find_time_period` finds with its defaults, confirmed or tentative (None when none)."""
+    found = find_time_period(indices, times)
     return found.period if found else None
 
 

@@ -12,7 +12,7 @@ both end here. Pure python.
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import Any, Mapping, Optional, Sequence
+from typing import Any, Iterable, Mapping, Optional
 
 from explorer.compile.analysis.diagnosis import diagnose
 from explorer.compile.traces.compiles_only import diagnose_compiles_only
@@ -26,7 +26,7 @@ from explorer.compile.traces.records import (
 )
 
 
-def _who(ranks: Sequence[int]) -> str:
+def _who(ranks: Iterable[int]) -> str:
     ranks = sorted(ranks)
     return f"rank {ranks[0]}" if len(ranks) == 1 else f"ranks {', '.join(str(r) for r in ranks)}"
 

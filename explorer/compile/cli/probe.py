@@ -129,7 +129,7 @@ def run(args: argparse.Namespace) -> int:
     parse_config(config.get("compile", config) if config else None)
     from explorer.compile.runtime.run import run_scenario, run_step
 
-    if args.scenario:
+    if step is None:  # --scenario and --step are a required pair of alternatives
         result = run_scenario(args.scenario, args.iterations, args.backend, config, args.source)
     else:
         result = run_step(step, args.iterations or 20, args.source, label=args.step)

@@ -183,7 +183,7 @@ class ProbeResult:
         merged over ranks or read from a job's traces.
         """
         diagnosis = self.diagnosis
-        doc = {
+        doc: dict[str, Any] = {
             "kind": "compile",
             "ok": self.failure is None,
             "error": self.error,

@@ -260,12 +260,12 @@ def read_torch_trace(path: str | Path) -> TorchTrace:
                 env = json.loads(m.group(2)) if m else None
             except ValueError:
                 env = None
-            if not isinstance(env, dict):
+            if m is None or not isinstance(env, dict):  # (no prefix: env is None too)
                 trace.skipped += 1
                 trace.truncated = not complete
                 continue
             trace.records += 1
-            trace.pid = trace.pid if trace.pid is not None else int(m.group(1))  # type: ignore[union-attr]
+            trace.pid = trace.pid if trace.pid is not None else int(m.group(1))
             pending = env
         if pending is not None:
             reader.envelope(pending, "\n".join(payload))

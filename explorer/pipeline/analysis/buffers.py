@@ -297,22 +297,22 @@ def buffer_hazards(schedule: Schedule) -> list[Hazard]:
     wrong = reads[g_found != mb[reads]]
     if len(wrong):
         g_val, g_origin = input_grad(np.arange(len(rows)))
-    for j in wrong:
-        row = int(rows[j])
-        hazards.append(
-            (
-                row,
-                _hazard(
-                    schedule,
+        for j in wrong:
+            row = int(rows[j])
+            hazards.append(
+                (
                     row,
-                    _GRAD,
-                    int(mb[j]),
-                    src=int(g_src[j]),
-                    src_row=g_origin,
-                    src_val=g_val,
-                ),
+                    _hazard(
+                        schedule,
+                        row,
+                        _GRAD,
+                        int(mb[j]),
+                        src=int(g_src[j]),
+                        src_row=g_origin,
+                        src_val=g_val,
+                    ),
+                )
             )
-        )
     hazards.sort(key=lambda x: x[0])
     return [h for _, h in hazards]
 

@@ -109,12 +109,12 @@ def _stuck_rows(schedule: Schedule, partner: np.ndarray, model: P2PModel) -> np.
     # Receives wait for their send (batched pairs, and local hand-offs under either model);
     # only waits inside one step can close a cycle. Rows that never run: unmatched receives
     # (batched: a send does not wait) or unmatched exchanges (blocking).
+    local = schedule.rank[partner[matched]] == schedule.rank[matched]
     if model == "batched":
         never = facts.recvs[partner[facts.recvs] < 0]
         recv_rows = matched
     else:
         never = np.flatnonzero((facts.cls > 0) & (partner < 0))
-        local = schedule.rank[partner[matched]] == schedule.rank[matched]
         recv_rows = matched[local]
     recv_rows = recv_rows[schedule.step[partner[recv_rows]] == schedule.step[recv_rows]]
     if model == "batched" and not len(recv_rows) and not len(never):

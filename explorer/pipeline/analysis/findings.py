@@ -44,6 +44,7 @@ class Ref:
         }
 
 
+@dataclass(frozen=True)
 class _PinnedAt:
     """Records that point at one instruction (``at``) expose its stage and step directly."""
 

@@ -76,10 +76,13 @@ def waits(rows: Sequence[dict]) -> list[dict]:
         if r["kind"] not in COMPUTE or _producer_key(r) is None or r["stage"] < 0:
             continue
         prod, send = _producer(r, computes, sends)
-        if prod is None and send is None:
+        if send is not None:
+            source, sent = send, send["start"]
+        elif prod is not None:
+            source, sent = prod, prod["end"]
+        else:
             continue
         blocked = float(r.get("wait") or 0.0)
-        sent = send["start"] if send is not None else prod["end"]
         waiting = min(max(sent - r["start"], 0.0), blocked)
         out.append(
             {
@@ -87,8 +90,8 @@ def waits(rows: Sequence[dict]) -> list[dict]:
                 "stage": r["stage"],
                 "action": r["action"],
                 "microbatch": r["microbatch"],
-                "from_rank": (send or prod)["rank"],
-                "from_action": (send or prod)["action"],
+                "from_rank": source["rank"],
+                "from_action": source["action"],
                 "needed": r["start"],
                 "sent": sent,
                 "arrived": r.get("arrived"),

@@ -53,7 +53,7 @@ def match(schedule: Schedule) -> Matching:
     for row in np.nonzero((facts.cls > 0) & (partner < 0))[0]:
         k, s = Kind(int(kind[row])), int(stage[row])
         peer = s + 1 if k in (Kind.SEND_ACTIVATION, Kind.RECV_GRAD) else s - 1
-        r = ref(schedule, row)
+        r = ref(schedule, int(row))
         if peer < 0 or peer > last:
             why = f"stage {s} step {r.step}: {r.deepspeed_repr} has no stage {peer} to talk to (stages are 0..{last})"
         else:

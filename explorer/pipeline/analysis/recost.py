@@ -138,7 +138,7 @@ def measured_costs(records: Sequence[dict], model: P2PModel = "batched") -> Cost
     if model == "batched":
         waited = [rcv["end"] - snd["end"] for snd, rcv in pairs if rcv["start"] < snd["end"]]
         values["p2p"] = max(_mean_ms(waited) - values["recv"], 0.0) if waited else 0.0
-    costs = Costs(**values)
+    costs = Costs.of(values)
     # One rank's calls can be far slower than another's (the one whose send wakes a waiting
     # peer loses its core), and the pipeline runs at the slow rank's pace: keep them per rank.
     for rank in sorted({r for r, _ in send_times} | {r for r, _ in recv_times}):

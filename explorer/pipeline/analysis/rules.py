@@ -122,7 +122,8 @@ def one_more_buffer(schedule: Schedule) -> Schedule:
 
 
 def _with_rule(schedule: Schedule, name: str) -> Schedule:
-    applied = tuple(schedule.params.get("rules", ())) + (name,)
+    earlier = schedule.params.get("rules", ())  # a schedule file's params may hold anything
+    applied = (*(earlier if isinstance(earlier, Iterable) else (earlier,)), name)
     return schedule.replace(params={**schedule.params, "rules": applied})
 
 

@@ -231,7 +231,7 @@ def check_group(
     saving. ``on_build(stages, microbatches)`` is told before each schedule is built (a
     worker's heartbeat, so a size whose builder hangs can be named)."""
     cells: list[Optional[SizeCell]] = [None] * len(sizes)
-    simulate: dict[str, list[tuple[int, Report]]] = {}
+    simulate: dict[P2PModel, list[tuple[int, Report]]] = {}
     for i, (p, m) in enumerate(sizes):
         if on_build is not None:
             on_build(p, m)
@@ -255,7 +255,9 @@ def check_group(
         bubbles = bubbles_together([(r.schedule, r.matching) for _, r in pending], model)
         for (i, report), b in zip(pending, bubbles):
             cells[i] = _cell(*sizes[i], report, b.of_total)
-    return cells  # type: ignore[return-value]
+    done = [c for c in cells if c is not None]
+    assert len(done) == len(cells)  # each size was skipped, found deadlocked or simulated
+    return done
 
 
 def _cell(stages: int, microbatches: int, report: Report, bubble: Optional[float]) -> SizeCell:

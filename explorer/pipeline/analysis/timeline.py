@@ -17,7 +17,7 @@ the per-instruction simulator, which is also the oracle the property tests compa
 from __future__ import annotations
 
 from dataclasses import dataclass, fields, replace
-from typing import ClassVar
+from typing import ClassVar, Mapping
 
 import numpy as np
 
@@ -72,6 +72,11 @@ class Costs:
                         f"rank {rank}: {name!r} is not a per-rank cost; use one of {', '.join(sorted(names))}"
                     )
                 _check_cost(f"{name} on rank {rank}", value)
+
+    @classmethod
+    def of(cls, values: Mapping[str, float]) -> "Costs":
+        """Costs named by field (``{"forward": 1.5, ...}``, the defaults for the rest), no per-rank ones."""
+        return replace(cls(), **values)
 
     def with_rank(self, rank: int, **values: float) -> "Costs":
         """These costs, with ``values`` (e.g. ``send=6.2``) replacing the defaults on ``rank``."""

@@ -58,7 +58,9 @@ def bubbles_together(
         shape = grown
     if group:
         _walk(items, group, model, costs, out)
-    return out  # type: ignore[return-value]
+    bubbles = [b for b in out if b is not None]
+    assert len(bubbles) == len(out)  # each item was simulated, alone or in its group
+    return bubbles
 
 
 def _fast(schedule: Schedule, partner: np.ndarray, model: P2PModel) -> bool:

@@ -191,7 +191,7 @@ class Controls:
             chunks=self.chunks.value,
             buffers=None if policy == "default" else policy,
             order=None if self.order.value == "default" else self.order.value,
-            costs=Costs(**{name: float(box.value) for name, box in self.costs.items()}),
+            costs=Costs.of({name: float(box.value) for name, box in self.costs.items()}),
             rules=self.rules,
         )
 

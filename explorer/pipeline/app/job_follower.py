@@ -190,7 +190,7 @@ class JobFollower:
             if self.history:
                 self._redraw()
 
-    def _repr_mimebundle_(self, **kwargs: object) -> dict:
+    def _repr_mimebundle_(self, **kwargs: object) -> Optional[dict]:
         return self.widget._repr_mimebundle_(**kwargs)
 
 

@@ -46,7 +46,7 @@ from explorer.pipeline.traces.records import MeasuredTrace
 from explorer.pipeline.traces.result import PipelineRunResult
 from explorer.pipeline.views.grid import grid_figure
 from explorer.pipeline.views.lifetimes import lifetimes_figure
-from explorer.pipeline.views.marks import finding_cell
+from explorer.pipeline.views.marks import Pinned, finding_cell
 from explorer.pipeline.views.overlay import overlay_figure
 from explorer.pipeline.views.schedule_figures import memory_view
 from explorer.pipeline.views.timeline import timeline_figure
@@ -89,7 +89,7 @@ class ScheduleExplorer:
         )  # bad initial settings raise here, with the core's message
         self.settings = settings
         self.trace: Optional[MeasuredTrace] = None
-        self.selected: Optional[object] = None
+        self.selected: Optional[Pinned] = None
         self.failed_at: Optional[tuple[int, int]] = None
         self.ranges: dict[str, Optional[tuple[float, float]]] = {name: None for name in VIEWS}
         self.runner = runner
@@ -356,11 +356,14 @@ class ScheduleExplorer:
     def _on_arrows_change(self, change: dict) -> None:
         self._render(("grid",))
 
-    def _zoomed(self, name: str, x_range: object) -> None:
+    def _zoomed(self, name: str, x_range: Optional[str | Sequence[float]]) -> None:
         """The user zoomed ``name`` to ``x_range`` ("auto": reset): send that range's detail."""
         if x_range is None:
             return
-        new = None if x_range == "auto" else tuple(x_range)  # type: ignore[arg-type]
+        new = None
+        if not isinstance(x_range, str):  # the one string is "auto"
+            lo, hi = x_range
+            new = (lo, hi)
         if new == self.ranges[name]:
             return
         self.ranges[name] = new
@@ -403,7 +406,7 @@ class ScheduleExplorer:
             self._render(("grid",))
 
     # -- findings, runs ------------------------------------------------------------------------
-    def select_finding(self, finding: object) -> None:
+    def select_finding(self, finding: Pinned) -> None:
         """Outline ``finding``'s cell on the grid, zoom the grid to it and show its stage's buffer lifetimes."""
         self.selected = finding
         stage, step = finding_cell(finding)
@@ -492,7 +495,7 @@ class ScheduleExplorer:
         self._render(("grid",))
 
     # -- display -------------------------------------------------------------------------------
-    def _repr_mimebundle_(self, **kwargs: object) -> dict:
+    def _repr_mimebundle_(self, **kwargs: object) -> Optional[dict]:
         """The live widget; IPython adds ``_repr_html_`` as the static fallback."""
         return self.widget._repr_mimebundle_(**kwargs)
 

@@ -110,15 +110,13 @@ class SizesPanel:
     def _words(self) -> str:
         return self.described.describe() if self.described is not None else "this schedule"
 
-    def _draw(self) -> None:
-        """The map of ``self.sweep``, titled with the settings it describes (faded when stale)."""
-        self.figure.show(
-            sizes_figure(self.sweep, f"Every size of {self._words()}", stale=self.stale)
-        )
+    def _draw(self, sweep: SizeSweep) -> None:
+        """The map of ``sweep`` (``self.sweep``), titled with the settings it describes (faded when stale)."""
+        self.figure.show(sizes_figure(sweep, f"Every size of {self._words()}", stale=self.stale))
         self.figure.widget.layout.display = None
 
-    def _say_sweep(self) -> None:
-        said = html.escape(f"{self._words()}: {self.sweep.describe()}").replace("\n", "<br>")
+    def _say_sweep(self, sweep: SizeSweep) -> None:
+        said = html.escape(f"{self._words()}: {sweep.describe()}").replace("\n", "<br>")
         if self.stale:
             said = (
                 f"<span style='color:#b00020'>⚠ {html.escape(self.stale)}</span><br>"
@@ -132,8 +130,8 @@ class SizesPanel:
         self.status.value = f"checking {len(stages) * len(mbs):,} sizes…"
         self.sweep = check_sizes(self._make(), stages, mbs, spec=self.range.value.replace(" ", ""))
         self.described, self.stale = self._settings(), ""
-        self._say_sweep()
-        self._draw()
+        self._say_sweep(self.sweep)
+        self._draw(self.sweep)
         return self.sweep
 
     def follow(self, settings: Optional["ScheduleSettings"]) -> None:
@@ -172,8 +170,8 @@ class SizesPanel:
             )
         if stale != self.stale or restored:
             self.stale = stale
-            self._say_sweep()
-            self._draw()
+            self._say_sweep(self.sweep)
+            self._draw(self.sweep)
 
     def _choose(self, index: Optional[int]) -> None:
         """Set the candidate list's choice from code (no apply) and the chosen line with it."""
@@ -201,7 +199,7 @@ class SizesPanel:
         self.sweep = result.baseline
         self.searched = self.described = self._settings()
         self.stale = ""
-        self._draw()
+        self._draw(self.sweep)
         rejected = "; ".join(
             f"{' + '.join(c.names)} fails at {c.sweep.smallest_failing.stages}x"
             f"{c.sweep.smallest_failing.microbatches} ({VERDICTS[verdict(c.sweep.smallest_failing)]})"
@@ -241,8 +239,8 @@ class SizesPanel:
         rules = (self.searched.rules if self.searched else ()) + tuple(candidate.names)
         self.sweep, self.stale = candidate.sweep, ""
         self.described = replace(self.searched, rules=rules) if self.searched else None
-        self._say_sweep()
-        self._draw()
+        self._say_sweep(self.sweep)
+        self._draw(self.sweep)
         self._on_apply(rules)
 
     def _clicked(self, points: list) -> None:

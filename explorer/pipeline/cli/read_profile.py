@@ -76,8 +76,12 @@ def document(job: ProfiledJob, path: Optional[Path] = None, plan: Optional[str] 
     rows = job.iteration()
     measured = planned_order(rows)
     if plan:
-        planned = {"source": plan, "order": plan_order(plan)}
-        planned["differences"] = order_differences(measured, planned["order"])
+        order = plan_order(plan)
+        planned = {
+            "source": plan,
+            "order": order,
+            "differences": order_differences(measured, order),
+        }
     else:
         planned = {"source": "the measured actions", "order": measured, "differences": []}
     stages: dict[int, set] = {}

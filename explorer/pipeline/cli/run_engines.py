@@ -42,6 +42,7 @@ def report_engines(spec, args: argparse.Namespace) -> int:
         from explorer.pipeline.runtime.torch_engine import run_torch_engine
 
         torch_run = run_torch_engine(spec, args.out, order=args.torch_order)
+        both = None
         ok = torch_run.ok and bool(torch_run.within_tolerance)
         doc = {
             "ok": torch_run.ok,
@@ -80,7 +81,7 @@ def report_engines(spec, args: argparse.Namespace) -> int:
         )
     print(json.dumps(doc) if args.json else text.rstrip(), flush=True)
     if (
-        args.trace and args.engine == "both"
+        args.trace and both is not None
     ):  # after the result: a trace that cannot be written loses no run
         write_text(args.trace, json.dumps(both.explorer.chrome_trace()), "--trace")
     return 0 if ok else 1

@@ -170,7 +170,7 @@ def parse_costs(text: str) -> Costs:
                 "cost must be at least 0", "cost must be non-negative (at least 0)"
             )
             raise InputError(f"--costs item {excerpt(part)}: {reason}") from None
-    return Costs(**values)
+    return Costs.of(values)
 
 
 def schedule_from_args(args: argparse.Namespace) -> Schedule:

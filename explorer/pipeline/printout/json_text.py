@@ -30,27 +30,27 @@ class _Unusual(Exception):
 
 
 def _encode(value: object, indent: int, level: int) -> str:
-    kind = type(value)
-    if kind is str:
+    kind = type(value)  # exact types: a str or int subclass goes the slow way
+    if type(value) is str:
         return encode_basestring_ascii(value)
-    if kind is dict:
+    if type(value) is dict:
         if not value:
             return "{}"
         inner = "\n" + " " * (indent * (level + 1))
         parts = []
-        for key, item in value.items():  # type: ignore[union-attr]
+        for key, item in value.items():
             if type(key) is not str:
                 raise _Unusual
             parts.append(encode_basestring_ascii(key) + ": " + _encode(item, indent, level + 1))
         return "{" + inner + ("," + inner).join(parts) + "\n" + " " * (indent * level) + "}"
-    if kind is list or kind is tuple:
+    if type(value) is list or type(value) is tuple:
         if not value:
             return "[]"
         inner = "\n" + " " * (indent * (level + 1))
-        if all(type(x) is int or type(x) is float for x in value):  # type: ignore[union-attr]
-            items = _COMPACT.encode(list(value))[1:-1].split(",")  # type: ignore[call-overload]
+        if all(type(x) is int or type(x) is float for x in value):
+            items = _COMPACT.encode(list(value))[1:-1].split(",")
         else:
-            items = [_encode(x, indent, level + 1) for x in value]  # type: ignore[union-attr]
+            items = [_encode(x, indent, level + 1) for x in value]
         return "[" + inner + ("," + inner).join(items) + "\n" + " " * (indent * level) + "]"
     if value is None or kind is bool or kind is int or kind is float:
         return _COMPACT.encode(value)

@@ -85,7 +85,7 @@ class RankExecutor:
             state.zero_grad()
         for step, instructions in enumerate(self.stream):
             if self.fault is not None and iteration == 0 and step == self.fault.step:
-                self._inject(step, instructions)
+                self._inject(self.fault, step, instructions)
             for ins in instructions:
                 start = clock.now() if clock else None
                 try:
@@ -94,7 +94,7 @@ class RankExecutor:
                     raise InstructionFailed(
                         step, ins, classify(exc), f"{type(exc).__name__}: {exc}"
                     ) from exc
-                if clock:
+                if clock and self.recorder is not None:
                     self.recorder.add(iteration, step, ins, start, clock.now())
                 state = self.states[ins.stage]
                 if state.observations and self.recorder is not None:
@@ -110,7 +110,8 @@ class RankExecutor:
                             time=time.time(),
                         )
                     state.observations.clear()
-            if clock and instructions and not getattr(clock, "deferred", False):
+            deferred = getattr(clock, "deferred", False)
+            if clock and instructions and not deferred and self.recorder is not None:
                 self.recorder.flush()
         last = len(self.stream) - 1
         try:
@@ -150,13 +151,13 @@ class RankExecutor:
                 self.states[stage].optimizer_step()
         # ReduceGrads / ReduceTiedGrads: one pipeline, no data parallelism, no tied weights: nothing to reduce.
 
-    def _inject(self, step: int, instructions: list[Instruction]) -> None:
+    def _inject(self, fault: Fault, step: int, instructions: list[Instruction]) -> None:
         """The requested fault, for real: SIGKILL, an exception, or a hang."""
         if self.recorder is not None:
             self.recorder.flush()
-        if self.fault.how == "kill":
+        if fault.how == "kill":
             os.kill(os.getpid(), signal.SIGKILL)
-        if self.fault.how == "hang":
+        if fault.how == "hang":
             time.sleep(3600)
         ins = instructions[0] if instructions else Instruction(min(self.states), Kind.FORWARD, 0, 0)
         injected = RuntimeError(f"fault injected on rank {self.rank} at step {step}")

@@ -38,7 +38,7 @@ class Channels:
     ) -> None:
         self.rank, self.stage_to_rank, self.boundaries = rank, stage_to_rank, boundaries
         self.blocking, self.device, self.via_host = blocking, device, via_host
-        self.pending: list[tuple[dist.Work, torch.Tensor]] = []
+        self.pending: list[tuple[dist.Work | None, torch.Tensor]] = []  # None: not in the group
         self.local: dict[int, deque[torch.Tensor]] = defaultdict(deque)
 
     @staticmethod
@@ -81,7 +81,8 @@ class Channels:
     def drain(self) -> None:
         """Wait for every posted send (end of an iteration)."""
         for work, _ in self.pending:
-            work.wait()
+            if work is not None:
+                work.wait()
         self.pending.clear()
 
 

@@ -97,6 +97,7 @@ def sweep_rule_sets_in_workers(
                 stderr=subprocess.PIPE,
                 start_new_session=True,
             )
+            assert proc.stdin is not None and proc.stdout is not None  # both PIPE above
             proc.stdin.write(payload.encode())
             proc.stdin.close()
             os.set_blocking(proc.stdout.fileno(), False)

@@ -71,6 +71,7 @@ def _run_id(folder: Path) -> str:
 def _run(rank: int, world: int, folder: Path) -> int:
     from torch.distributed.pipelining import PipelineStage
     from torch.distributed.pipelining.schedules import _Action, _PipelineScheduleRuntime
+    from torch.distributed.pipelining.stage import _PipelineStageBase
     from torch.profiler import ProfilerActivity, profile, record_function
 
     spec = RunSpec.read(folder)
@@ -90,7 +91,9 @@ def _run(rank: int, world: int, folder: Path) -> int:
     )
     model = build_model(spec.model, num_stages, spec.microbatch_size, spec.seed)
     mine = [s for s, r in enumerate(stage_to_rank) if r == rank]
-    stages = [PipelineStage(model.stages[s], s, num_stages, torch.device("cpu")) for s in mine]
+    stages: list[_PipelineStageBase] = [
+        PipelineStage(model.stages[s], s, num_stages, torch.device("cpu")) for s in mine
+    ]
     for stage in stages:
         _skip_neighbour_handshake(stage)
     runtime = _PipelineScheduleRuntime(stages, m, loss_fn=model.loss_fn, scale_grads=True)
@@ -118,11 +121,11 @@ def _run(rank: int, world: int, folder: Path) -> int:
     prof.stop()
     prof.export_chrome_trace(str(folder / f"torch_rank{rank}.json"))
     grads = {s: [_grad(p) for p in model.stages[s].parameters()] for s in mine}
-    gathered: list = [None] * world if rank == 0 else None
+    gathered: list | None = [None] * world if rank == 0 else None
     dist.gather_object(
         {"losses": losses if num_stages - 1 in mine else [], "grads": grads}, gathered, dst=0
     )
-    if rank == 0:
+    if gathered is not None:  # rank 0, where the gather lands
         write_result(folder / "torch_result.json", spec, num_stages, m, gathered, spec.iterations)
     dist.destroy_process_group()
     return 0

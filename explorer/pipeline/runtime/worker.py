@@ -135,9 +135,9 @@ def _run(rank: int, world: int, spec: RunSpec, folder: Path, recorder: Recorder)
         if last is not None:
             losses.append([last.losses[m].cpu() for m in sorted(last.losses)])
     grads = {s: [_cpu_grad(p) for p in states[s].module.parameters()] for s in mine}
-    gathered: list = [None] * world if rank == 0 else None
+    gathered: list | None = [None] * world if rank == 0 else None
     dist.gather_object({"losses": losses, "grads": grads}, gathered, dst=0)
-    if rank == 0:
+    if gathered is not None:  # rank 0, where the gather lands
         write_result(
             folder / "result.json",
             spec,

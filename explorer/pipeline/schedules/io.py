@@ -59,7 +59,9 @@ def from_text(text: str) -> Schedule:
             params = json.loads(line[len("# params=") :])
             continue
         if line.startswith("#"):
-            header.update(kv.split("=", 1) for kv in line[1:].split() if "=" in kv)
+            header.update(
+                (k, v) for k, eq, v in (kv.partition("=") for kv in line[1:].split()) if eq
+            )
             continue
         m = _LINE.match(line)
         if not m:

@@ -174,7 +174,7 @@ def lower(
     )
 
 
-def _column(x: object, n: int, dtype: type = np.int32) -> np.ndarray:
+def _column(x: np.ndarray | np.integer | int, n: int, dtype: type = np.int32) -> np.ndarray:
     """``x`` as a column of ``n`` rows (a scalar repeated); cheaper than broadcasting.
     int32 (int8 for kinds) is the schedule's own column type (fewer bytes to concatenate and
     reorder)."""
@@ -222,7 +222,7 @@ def asap_steps(
 
 
 # Forward, gradient-producing (full or input backward), weight gradient.
-_CATEGORY = {
+_CATEGORY: dict[int, int] = {
     Kind.FORWARD: 0,
     Kind.BACKWARD: 1,
     Kind.BACKWARD_INPUT: 1,

@@ -124,7 +124,7 @@ class Schedule:
     def replace(self, **changes: object) -> "Schedule":
         values = {f: getattr(self, f) for f in self.__dataclass_fields__}
         values.update(changes)
-        return Schedule(**values)  # type: ignore[arg-type]
+        return Schedule(**values)
 
 
 def from_columns(

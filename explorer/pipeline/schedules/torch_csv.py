@@ -129,10 +129,11 @@ def schedule_from_order(order: Order, name: str = "torch-csv", batching: str = "
         for group in steps_of.get(rank, []):
             step: list[Instruction] = []
             for a in group:
-                mb = int(a.microbatch)  # type: ignore[arg-type]
-                if a.kind is Kind.FORWARD and a.stage in (0, last):
+                kind, mb = a.kind, a.microbatch
+                assert kind is not None and mb is not None  # both, as checked above
+                if kind is Kind.FORWARD and a.stage in (0, last):
                     step.append(Instruction(a.stage, Kind.LOAD, mb, buffer=mb))
-                step.append(Instruction(a.stage, a.kind, mb, buffer=mb))  # type: ignore[arg-type]
+                step.append(Instruction(a.stage, kind, mb, buffer=mb))
             steps.append(step)
         own = [a.stage for a in flat.get(rank, []) if a.kind]
         if (

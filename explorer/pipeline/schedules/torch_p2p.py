@@ -21,7 +21,7 @@ be checked under each convention side by side:
 
 from __future__ import annotations
 
-from typing import Callable, Optional
+from typing import Callable, Optional, TypeGuard
 
 from explorer.pipeline.schedules.torch_actions import ActionType, TorchAction
 
@@ -30,7 +30,7 @@ _RECV = (ActionType.RECV_F, ActionType.RECV_B)
 _SEND = (ActionType.SEND_F, ActionType.SEND_B)
 
 
-def _is_comm(a: Optional[TorchAction]) -> bool:
+def _is_comm(a: Optional[TorchAction]) -> TypeGuard[TorchAction]:
     return a is not None and (a.type in _RECV or a.type in _SEND)
 
 
@@ -76,7 +76,7 @@ def parity_order(order: Order) -> Order:
 
         for a in acts:
             if _is_comm(a):
-                run.append(a)  # type: ignore[arg-type]
+                run.append(a)
             else:
                 flush()
                 res.append(a)
@@ -146,8 +146,8 @@ def communicator_cycle(order: Order, stage_to_rank: dict[int, int]) -> Optional[
     for rank, acts in order.items():
         seen: list[int] = []
         for a in acts:
-            if _is_comm(a) and peer(a) not in seen and peer(a) != rank:  # type: ignore[arg-type]
-                seen.append(peer(a))  # type: ignore[arg-type]
+            if _is_comm(a) and peer(a) not in seen and peer(a) != rank:
+                seen.append(peer(a))
         firsts[rank] = seen
     return communicator_deadlock(firsts)
 

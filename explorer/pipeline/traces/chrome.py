@@ -40,7 +40,7 @@ def read_chrome_trace(source: Source, rank: Optional[int] = None) -> MeasuredTra
     if rank is None and isinstance(doc, Mapping):
         info = doc.get("distributedInfo")
         if isinstance(info, Mapping) and "rank" in info:
-            rank = int(info["rank"])  # type: ignore[arg-type]
+            rank = int(info["rank"])
     records = []
     for ev in events:
         if not isinstance(ev, Mapping) or ev.get("ph") != "X":

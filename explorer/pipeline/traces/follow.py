@@ -94,7 +94,7 @@ def rank_state(own: str, *, peer_failed: bool, job_ended: bool) -> RankState:
     said so). Silence alone is not an end: a rank between two instructions writes nothing.
     """
     if own in ("done", "failed"):
-        return own  # type: ignore[return-value]
+        return own
     if peer_failed or job_ended:
         return "stopped"
     return "starting" if own == "starting" else "running"

@@ -18,11 +18,14 @@ from explorer.errors import InputError
 from explorer.pipeline.schedules.instructions import KIND_BY_CODE, KIND_BY_DEEPSPEED_NAME, Kind
 
 KindLike = Union[Kind, int, str]
+#: A record's value: a number, or a kind as :func:`as_kind` reads it.
+RecordValue = Union[int, float, str]
 _FIELDS = ("rank", "stage", "step", "kind", "microbatch", "start", "end")
 
 
-def as_kind(value: KindLike) -> Kind:
-    """A :class:`Kind` from itself, its value, its code (``RA``) or DeepSpeed's name (``RecvActivation``)."""
+def as_kind(value: KindLike | float) -> Kind:
+    """A :class:`Kind` from itself, its value, its code (``RA``) or DeepSpeed's name (``RecvActivation``);
+    anything else (a float too) is refused with :class:`InputError`."""
     if isinstance(value, Kind):
         return value
     if isinstance(value, (int, np.integer)):
@@ -59,7 +62,7 @@ class MeasuredTrace:
 
     @classmethod
     def from_records(
-        cls, records: Iterable[Mapping[str, object]], unit: str = "s", source: str = ""
+        cls, records: Iterable[Mapping[str, RecordValue]], unit: str = "s", source: str = ""
     ) -> "MeasuredTrace":
         """From mappings with keys rank, stage, kind, microbatch, start, end and optionally step."""
         rows = []
@@ -69,13 +72,13 @@ class MeasuredTrace:
                     (
                         int(rec["rank"]),
                         int(rec["stage"]),
-                        int(rec.get("step", -1)),  # type: ignore[arg-type]
+                        int(rec.get("step", -1)),
                         int(as_kind(rec["kind"])),
-                        int(rec.get("microbatch", -1)),  # type: ignore[arg-type]
+                        int(rec.get("microbatch", -1)),
                         float(rec["start"]),
                         float(rec["end"]),
                     )
-                )  # type: ignore[arg-type]
+                )
             except KeyError as exc:
                 raise InputError(
                     f"measured record {i} has no {exc.args[0]!r}: each record needs {', '.join(_FIELDS)} (step optional)"

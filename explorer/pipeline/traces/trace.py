@@ -70,7 +70,8 @@ def chrome_trace(
 ) -> dict:
     """A Chrome trace-event JSON object (``chrome://tracing``, ui.perfetto.dev)."""
     events: list[dict] = []
-    for rank in sorted({r["rank"] for r in records} | ({failure.rank} if failure else set())):
+    failed = {failure.rank} if failure and failure.rank is not None else set()  # None: no one rank
+    for rank in sorted({r["rank"] for r in records} | failed):
         events.append(
             {
                 "ph": "M",

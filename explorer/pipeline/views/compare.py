@@ -20,11 +20,10 @@ from explorer.pipeline.analysis.check import Report
 def comparison_figure(reports: Mapping[str, Report], title: Optional[str] = None) -> go.Figure:
     """Makespan, bubble (share of total time) and peak activations held on the busiest stage, per schedule."""
     names = list(reports)
-    makespan = [reports[n].timeline.makespan if reports[n].timeline else None for n in names]
-    bubble = [reports[n].timeline.bubble.of_total if reports[n].timeline else None for n in names]
-    peak = [
-        max(reports[n].timeline.peak_activations) if reports[n].timeline else None for n in names
-    ]
+    timelines = [reports[n].timeline for n in names]
+    makespan = [t.makespan if t else None for t in timelines]
+    bubble = [t.bubble.of_total if t else None for t in timelines]
+    peak = [max(t.peak_activations) if t else None for t in timelines]
     fig = make_subplots(
         rows=1,
         cols=3,

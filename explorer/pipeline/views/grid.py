@@ -150,7 +150,9 @@ def legend_height(fig: go.Figure, top: float, bottom: float) -> int:
     """Figure height at which every legend entry fits beside the plot: below it, plotly clips
     the legend and gives it a scroll bar (3 stages x 3 micro-batches hid OptimizerStep)."""
     entries = sum(
-        1 for t in fig.data if t.type == "scatter" and t.showlegend is not False and t.name
+        1
+        for t in fig.select_traces()
+        if t.type == "scatter" and t.showlegend is not False and t.name
     )
     return int(top + bottom + LEGEND_ROW * entries + 30)  # + the legend's own padding
 
@@ -254,7 +256,9 @@ def _detail(report: Report, marks: dict, lo: int, hi: int, *, with_text: bool, w
         mine = by_cell[a:b]
         st, t = divmod(int(rel[mine[0]]), width)
         codes = [short[i] for i in mine]
-        if with_text:  # one code per line (two side by side do not fit a cell), at most MAX_LINES
+        if (
+            text is not None
+        ):  # with_text: one code per line (two side by side do not fit a cell), at most MAX_LINES
             per_line = -(-len(codes) // MAX_LINES)
             text[st, t] = "<br>".join(
                 " ".join(codes[i : i + per_line]) for i in range(0, len(codes), per_line)

@@ -8,7 +8,7 @@ marker with the rank and DeepSpeed's exception, so it reads at a glance on the g
 
 from __future__ import annotations
 
-from typing import Any, Optional, Sequence
+from typing import Any, Optional, Sequence, cast
 
 import plotly.graph_objects as go
 
@@ -57,7 +57,8 @@ def pinned_grid(report: Report, failure: Any = None) -> go.Figure:
         f"<span style='color:{HAZARD}'>rank {failure.get('rank')} FAILED at stage {stage}, "
         f"step {step}: {failure.get('instruction')} ({what})</span>"
     )
-    title = fig.layout.title.text or ""
+    layout = cast(go.Layout, fig.layout)  # plotly's getter is unannotated
+    title = layout.title.text or ""
     # The grid's title ends with a <sup> line (the steps shown); said after it, the failure was
     # drawn on top of that line. It goes on the small line, after the steps.
     if title.endswith("</sup>"):

@@ -7,6 +7,8 @@ this one table, so a hazard is never outlined in one figure and missing from ano
 
 from __future__ import annotations
 
+from typing import Protocol
+
 from explorer.pipeline.analysis.check import Report
 from explorer.pipeline.printout.listing import findings_by_cell as _by_cell
 
@@ -16,9 +18,19 @@ def findings_by_cell(report: Report) -> dict[tuple[int, int], list[str]]:
     return _by_cell(report, key="stage")
 
 
-def finding_cell(finding: object) -> tuple[int, int]:
+class Pinned(Protocol):
+    """A finding record that points at a cell (every record of :mod:`~explorer.pipeline.analysis.findings` but the bubble)."""
+
+    @property
+    def stage(self) -> int: ...
+
+    @property
+    def step(self) -> int: ...
+
+
+def finding_cell(finding: Pinned) -> tuple[int, int]:
     """The ``(stage, step)`` cell a finding record points at (deadlocks: the first stuck rank)."""
-    return int(finding.stage), int(finding.step)  # type: ignore[attr-defined]
+    return int(finding.stage), int(finding.step)
 
 
 __all__ = ["findings_by_cell", "finding_cell"]

@@ -24,6 +24,7 @@ import plotly.graph_objects as go
 from explorer.pipeline.analysis.breakdown import CATEGORIES, breakdown, pair_by_key, wait_split
 from explorer.pipeline.analysis.check import Report
 from explorer.pipeline.analysis.recost import recosted
+from explorer.pipeline.analysis.timeline import Timeline
 from explorer.pipeline.schedules.instructions import Kind
 from explorer.pipeline.traces.records import MeasuredTrace
 from explorer.pipeline.views.axes import rank_labels
@@ -87,6 +88,7 @@ def overlay_figure(
     sim_start, sim_end = tl.start * to_axis, tl.end * to_axis
     sim_wait = wait_split(s.kind, tl.start, tl.end, sim.matching.partner) * to_axis
     rows = [(s.rank, s.kind, sim_start, sim_end, sim_wait, s.microbatch, -0.2, "simulated", 0.45)]
+    parts = [breakdown(s.rank, s.kind, sim_start, sim_end, sim.matching.partner)]
     if measured:
         offset = float(trace.start.min())
         m_start, m_end = trace.start - offset, trace.end - offset
@@ -95,6 +97,16 @@ def overlay_figure(
         )
         rows.append(
             (trace.rank, trace.kind, m_start, m_end, m_wait, trace.microbatch, 0.2, "measured", 1.0)
+        )
+        parts.append(
+            breakdown(
+                trace.rank,
+                trace.kind,
+                m_start,
+                m_end,
+                pair_by_key(trace.stage, trace.kind, trace.microbatch),
+                stopped=trace.stopped,
+            )
         )
     span = max(float(max(r[3].max(initial=0.0) for r in rows)), 1e-12)
     lo, hi = window(x_range, 0.0, span)
@@ -126,23 +138,11 @@ def overlay_figure(
             hoverinfo="skip",
         )
     )
-    parts = [breakdown(s.rank, s.kind, sim_start, sim_end, sim.matching.partner)]
-    if measured:
-        parts.append(
-            breakdown(
-                trace.rank,
-                trace.kind,
-                m_start,
-                m_end,
-                pair_by_key(trace.stage, trace.kind, trace.microbatch),
-                stopped=trace.stopped,
-            )
-        )
     words = _where_time_went(fig, parts, unit)
     _per_kind(fig, s, tl, to_axis, trace if measured else None, unit)
     fig.update_layout(
         **_layout(
-            report, sim, trace if measured else None, s.num_ranks, unit, (lo, hi), words, overview
+            report, tl, trace if measured else None, s.num_ranks, unit, (lo, hi), words, overview
         )
     )
     return fig
@@ -319,7 +319,7 @@ def _per_kind(
 
 def _layout(
     report: Report,
-    sim: Report,
+    tl: Timeline,
     trace: Optional[MeasuredTrace],
     ranks: int,
     unit: str,
@@ -349,7 +349,7 @@ def _layout(
     else:
         title = (
             f"Measured vs simulated · {len(trace)} measured instructions from {_source(trace.source)}<br>"
-            f"<sup>simulation re-costed from this measurement · makespan simulated {sim.timeline.makespan * 1e-3:.4g} s, "
+            f"<sup>simulation re-costed from this measurement · makespan simulated {tl.makespan * 1e-3:.4g} s, "
             f"measured {float(trace.end.max() - trace.start.min()):.4g} s</sup>"
         )
     panel = dict(

@@ -25,7 +25,14 @@ _MODULE_NUMBER = re.compile(r"module_(\d+)\.")
 def dumped_modules(dump_dir: str) -> list[str]:
     """The before-optimization dumps in compile order (XLA numbers modules as it creates them)."""
     files = glob.glob(os.path.join(dump_dir, "module_*.before_optimizations.txt"))
-    return sorted(files, key=lambda f: int(_MODULE_NUMBER.search(os.path.basename(f)).group(1)))
+    return sorted(files, key=_module_number)
+
+
+def _module_number(path: str) -> int:
+    m = _MODULE_NUMBER.search(os.path.basename(path))
+    if m is None:  # the glob above matched a name XLA does not write
+        raise ValueError(f"{path}: not an XLA module dump (module_<number>.<name>...)")
+    return int(m.group(1))
 
 
 def _read_debug(path: str) -> str:
@@ -39,7 +46,7 @@ def _read_debug(path: str) -> str:
 def assemble(child: ChildResult, label: str, threshold: float = 0.8) -> XlaRun:
     """The run's records; with capture off, steps carry wall time only."""
     msgs = child.messages
-    setup = next((m for m in msgs if m["event"] == "setup"), {})
+    setup: dict[str, Any] = next((m for m in msgs if m["event"] == "setup"), {})
     step_msgs = [m for m in msgs if m["event"] == "step"]
     run = XlaRun(
         label=label,
@@ -207,7 +214,7 @@ def _explain(run: XlaRun, modules: dict[str, Module], threshold: float) -> None:
                     "again from the next step, so a repeat of this graph will name its lines)"
                 )
             g = run.graph(s.new_graphs[-1])
-            s.diff_summary = (g.diff_summary or None) if g.recompile else None
+            s.diff_summary = (g.diff_summary or None) if g is not None and g.recompile else None
         elif s.graph_hash is not None or not s.compiled:
             g = run.graph(s.graph_hash) if s.graph_hash else None
             s.cause = cached_sentence(s.graph_hash, g.step if g else None, evicted=s.compiled)

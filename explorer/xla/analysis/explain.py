@@ -10,7 +10,7 @@ line, changed shapes.
 from __future__ import annotations
 
 from collections import Counter
-from typing import Iterable, Optional
+from typing import Optional, Sequence
 
 from explorer.xla.hlo import HloDiff, Module
 from explorer.xla.hlo.listing import similarity
@@ -29,12 +29,12 @@ def profile(module: Module, shapes: bool = True) -> Counter:
     return Counter(i.opcode for c in module.computations.values() for i in c.instructions)
 
 
-def closest(target: Counter, earlier: Iterable[tuple[str, Counter]]) -> tuple[Optional[str], float]:
-    """The earlier graph most alike ``target``, with its similarity (0..1); ``(None, 0)`` if none."""
-    best, score = None, 0.0
-    for key, prof in earlier:
+def closest(target: Counter, earlier: Sequence[tuple[str, Counter]]) -> tuple[str, float]:
+    """The earlier graph most alike ``target``, with its similarity (0..1); ``earlier`` holds one at least."""
+    best, score = earlier[0][0], similarity(target, earlier[0][1])
+    for key, prof in earlier[1:]:
         s = similarity(target, prof)
-        if best is None or s > score:
+        if s > score:
             best, score = key, s
     return best, score
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Optional
 
-from explorer.xla.hlo import diff_modules, module_fingerprint
+from explorer.xla.hlo import Module, diff_modules, module_fingerprint
 from explorer.xla.traces.records import XlaRun
 from explorer.xla.traces.savefile import SaveBlock
 
@@ -38,29 +38,29 @@ def find_same_hash(
 ) -> list[SameHash]:
     """Hashes whose saved programs differ in structure, not only in renumbering: kept apart."""
     step_of = _block_steps(blocks, executions)
-    by_hash: dict[str, list[tuple[str, SaveBlock]]] = {}
+    by_hash: dict[str, list[tuple[str, SaveBlock, Module]]] = {}
     for b in blocks:
         if b.module is None or not b.graph_hash:
             continue
         variants = by_hash.setdefault(b.graph_hash, [])
         fp = module_fingerprint(b.module)
-        if all(fp != v for v, _ in variants):
-            variants.append((fp, b))
+        if all(fp != v for v, _, _ in variants):
+            variants.append((fp, b, b.module))
     out = []
     for h, variants in by_hash.items():
         if len(variants) < 2:
             continue
-        base = variants[0][1]
-        diffs = [diff_modules(base.module, b.module).summary for _, b in variants[1:]]
+        _, base, base_module = variants[0]
+        diffs = [diff_modules(base_module, m).summary for _, _, m in variants[1:]]
         same = SameHash(
             h,
-            [b.line for _, b in variants],
-            [step_of.get(b.line) for _, b in variants],
-            [b.module.instruction_count for _, b in variants],
+            [b.line for _, b, _ in variants],
+            [step_of.get(b.line) for _, b, _ in variants],
+            [m.instruction_count for _, _, m in variants],
             " | ".join(diffs),
         )
         out.append(same)
-        for (_, b), summary in zip(variants[1:], diffs):
+        for (_, b, _), summary in zip(variants[1:], diffs):
             step = step_of.get(b.line)
             for s in run.steps:
                 if s.step == step:

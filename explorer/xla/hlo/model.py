@@ -94,8 +94,10 @@ class Computation:
     @property
     def parameters(self) -> list[HloInstruction]:
         """Parameters sorted by number."""
-        params = [i for i in self.instructions if i.parameter_number is not None]
-        return sorted(params, key=lambda i: i.parameter_number)
+        numbered = [
+            (i.parameter_number, i) for i in self.instructions if i.parameter_number is not None
+        ]
+        return [i for _, i in sorted(numbered, key=lambda pair: pair[0])]
 
 
 @dataclass(slots=True)

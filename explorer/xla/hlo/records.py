@@ -130,7 +130,7 @@ class HloDiff:
 
 
 def _group_json(g: InstructionGroup) -> dict[str, Any]:
-    out = asdict(g)
+    out: dict[str, Any] = asdict(g)
     out["opcodes"] = dict(g.opcodes)
     return out
 

@@ -108,5 +108,13 @@ def find_artifacts(path: Path) -> XlaArtifacts:
         kind = kind_of_file(f)
         if kind is not None:
             getattr(found, f"{kind}_files").append(f)
-    found.dump_files.sort(key=lambda f: int(_DUMP.search(os.path.basename(f)).group(1)))
+    found.dump_files.sort(key=_dump_number)
     return found
+
+
+def _dump_number(path: str) -> int:
+    """The module number in a dump's name (:func:`kind_of_file` called it a dump for it)."""
+    m = _DUMP.search(os.path.basename(path))
+    if m is None:
+        raise ValueError(f"{path}: not an XLA module dump (module_<number>.<name>...)")
+    return int(m.group(1))

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import html as _html
 import re
+from types import ModuleType
+from typing import TYPE_CHECKING
 
 from explorer.errors import require
 from explorer.ui.html import page
@@ -16,6 +18,9 @@ from explorer.ui.layout import table_height
 from explorer.xla.hlo.diff import short
 from explorer.xla.hlo.model import Computation, Module
 from explorer.xla.hlo.records import HloDiff
+
+if TYPE_CHECKING:  # plotly is the lab extra's, imported when a figure is drawn (see _go)
+    import plotly.graph_objects as go
 
 _COLORS = {
     "added": "#2e7d32",
@@ -31,7 +36,8 @@ _COLORS = {
 _PATH = re.compile(r"(?:/[^\s/()`'\"]+)+/([^\s/()`'\"]+/[^\s/()`'\"]+)")
 
 
-def _go():
+def _go() -> ModuleType:
+    """plotly.graph_objects, imported when a figure is drawn (plotly is the ``lab`` extra's)."""
     return require("plotly.graph_objects", "lab", "Drawing HLO diff figures")
 
 
@@ -121,7 +127,7 @@ def diff_rows(
     return rows
 
 
-def diff_table(d: HloDiff, a: Module, b: Module, limit: int = 400) -> object:
+def diff_table(d: HloDiff, a: Module, b: Module, limit: int = 400) -> go.Figure:
     """The aligned table: one row per difference, A on the left, B on the right.
 
     Empty cells read "-" and a diff with no differences gets one row that says so: a column
@@ -171,7 +177,7 @@ def _region(d: HloDiff, b: Module, max_nodes: int) -> dict[str, str]:
     return region
 
 
-def changed_region(d: HloDiff, a: Module, b: Module, max_nodes: int = 40) -> object:
+def changed_region(d: HloDiff, a: Module, b: Module, max_nodes: int = 40) -> go.Figure:
     """A compact graph of B's changed region: added, changed and permuted nodes with neighbours.
 
     Nodes are laid out by depth inside the region (operands left of users); removed

@@ -10,12 +10,18 @@ is a new computation.
 from __future__ import annotations
 
 import html
-from typing import Any, Optional
+from types import ModuleType
+from typing import TYPE_CHECKING, Any, Optional, cast
 
 from explorer.errors import require
 from explorer.ui.layout import BOTTOM_LEGEND, BOTTOM_MARGIN, table_height
 from explorer.xla.hlo import diff_modules
 from explorer.xla.views.hlo import diff_table, short_paths
+
+if TYPE_CHECKING:  # plotly is the lab extra's, imported when a figure is drawn (see _go)
+    import plotly.graph_objects as go
+
+    from explorer.xla.traces.records import Step, XlaRun
 
 COMPILE, EXECUTE, RECOMPILE, NEW = "#ff7f0e", "#1f77b4", "#d62728", "#7f7f7f"
 GROUP_FILLS = (
@@ -30,11 +36,12 @@ GROUP_FILLS = (
 )
 
 
-def _go() -> Any:
+def _go() -> ModuleType:
+    """plotly.graph_objects, imported when a figure is drawn (plotly is the ``lab`` extra's)."""
     return require("plotly.graph_objects", "lab", "XLA run figures")
 
 
-def step_timeline(run: Any) -> Any:
+def step_timeline(run: XlaRun) -> go.Figure:
     """Compile and execute time per step (log axis), with a marker over each step that made a new graph.
 
     A run read back from artifacts has no per-step times (torch_xla writes none): then every step
@@ -59,7 +66,7 @@ def step_timeline(run: Any) -> Any:
     return fig
 
 
-def _new_graph_marker(go: Any, run: Any, y: list) -> Any:
+def _new_graph_marker(go: ModuleType, run: XlaRun, y: list) -> go.Scatter:
     """The triangles over the steps that compiled a graph (the widget's click target: the last trace)."""
     new = [s for s in run.steps if s.new_graphs]
     kinds = [_is_recompile(run, s) for s in new]
@@ -80,7 +87,7 @@ def _new_graph_marker(go: Any, run: Any, y: list) -> Any:
     )
 
 
-def _timed_steps(go: Any, run: Any) -> Any:
+def _timed_steps(go: ModuleType, run: XlaRun) -> go.Figure:
     steps = run.steps
     x = [s.step for s in steps]
     fig = go.Figure()
@@ -127,7 +134,7 @@ def _timed_steps(go: Any, run: Any) -> Any:
     return fig
 
 
-def _untimed_steps(go: Any, run: Any) -> Any:
+def _untimed_steps(go: ModuleType, run: XlaRun) -> go.Figure:
     cached = [s for s in run.steps if not s.new_graphs]
     fig = go.Figure()
     fig.add_trace(
@@ -162,7 +169,7 @@ def _untimed_steps(go: Any, run: Any) -> Any:
     return fig
 
 
-def graph_counts(run: Any) -> str:
+def graph_counts(run: XlaRun) -> str:
     """What the title counts, said precisely: graphs the steps compiled (the number a user expects),
     how many of those are near-duplicates of an earlier graph (red markers), and setup graphs apart.
 
@@ -186,12 +193,12 @@ def graph_counts(run: Any) -> str:
     return text
 
 
-def _is_recompile(run: Any, step: Any) -> bool:
+def _is_recompile(run: XlaRun, step: Step) -> bool:
     g = run.graph(step.new_graphs[-1])
     return bool(g and g.recompile)
 
 
-def graphs_table(run: Any) -> Any:
+def graphs_table(run: XlaRun) -> go.Figure:
     """Every distinct graph, grouped as near-duplicates (one fill colour per group).
 
     Every cell has text ("-" where a graph has nothing to say), so no column of the table the
@@ -257,7 +264,7 @@ def _cut(text: str, limit: int) -> str:
     return text[:limit] + ("..." if len(text) > limit else "")
 
 
-def graph_diff(run: Any, hash_a: str, hash_b: str) -> Any:
+def graph_diff(run: XlaRun, hash_a: str, hash_b: str) -> go.Figure:
     """The HLO diff table from graph ``hash_a`` to graph ``hash_b`` (both must have HLO)."""
     modules = run.modules
     if hash_a not in modules or hash_b not in modules:
@@ -275,11 +282,12 @@ def graph_diff(run: Any, hash_a: str, hash_b: str) -> Any:
     a, b = modules[hash_a], modules[hash_b]
     d = diff_modules(a, b)
     fig = diff_table(d, a, b)
-    fig.update_layout(title=f"{hash_a[:8]} -> {hash_b[:8]}: {fig.layout.title.text}")
+    layout = cast("go.Layout", fig.layout)  # plotly's getter is unannotated
+    fig.update_layout(title=f"{hash_a[:8]} -> {hash_b[:8]}: {layout.title.text}")
     return fig
 
 
-def default_pair(run: Any) -> Optional[tuple[str, str]]:
+def default_pair(run: XlaRun) -> Optional[tuple[str, str]]:
     """The pair worth showing first: the last recompile and the graph it was compared against."""
     for g in reversed(run.graphs):
         if g.recompile and g.closest:
@@ -287,7 +295,7 @@ def default_pair(run: Any) -> Optional[tuple[str, str]]:
     return None
 
 
-def run_html(run: Any) -> str:
+def run_html(run: XlaRun) -> str:
     """Device, workarounds, per-step explanations and any failure, as an HTML fragment."""
     dev = run.device
     where = str(dev.get("pjrt_device") or "?")

@@ -76,6 +76,7 @@ class EngineTrace:
         self._written_ns = 0
         self._counters: dict[str, int] = {}
         self._last_rows: Optional[list] = None
+        self._buffers: Optional[int] = None  # set from the schedule before its first iteration
         self._fh = open(self.folder / f"rank{self.rank}.jsonl", "a", encoding="utf-8")
         if dist.is_initialized():
             dist.barrier()  # every rank leaves together: t0 aligns the ranks' clocks
@@ -281,7 +282,7 @@ class _Followed:
     def __iter__(self) -> Iterator[list]:
         trace = self.trace
         steps = [list(cmds) for cmds in _steps(self.inner)]  # a schedule's steps are pure data
-        if not hasattr(trace, "_buffers"):
+        if trace._buffers is None:
             trace._buffers = int(self.inner.num_pipe_buffers())
         trace.begin_iteration(
             [[(type(c).__name__, int(getattr(c, "buffer_id", -1))) for c in row] for row in steps]

@@ -25,7 +25,7 @@ import os
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Optional
 
 
 def main(folder: Path) -> int:
@@ -103,6 +103,7 @@ class _Run:
             return loss
 
         from deepspeed.pipe import PipelineModule
+        from deepspeed.runtime.pipe.engine import PipelineEngine
 
         module = PipelineModule(
             layers=list(model.stages),
@@ -118,9 +119,10 @@ class _Run:
             "steps_per_print": 10**9,
             "wall_clock_breakdown": False,
         }
-        engine, *_ = deepspeed.initialize(
-            model=module, model_parameters=module.parameters(), config=config
-        )
+        # No model_parameters: DeepSpeed then takes the module's (its own annotation of that
+        # argument names a Module where it takes an iterable of parameters).
+        engine, *_ = deepspeed.initialize(model=module, config=config)
+        assert isinstance(engine, PipelineEngine)  # what DeepSpeed makes of a PipelineModule
         stage = engine.stage_id
         engine._train_schedule = self._schedule_hook(ds_schedule, schedule, stage, micro)
         grads: list[torch.Tensor] = []
@@ -143,13 +145,13 @@ class _Run:
             data = iter([model.data_fn(it * micro + mb) for mb in range(micro)])
             engine.train_batch(data_iter=data)
             self.losses.append(list(row))
-        gathered: list = [None] * world if rank == 0 else None
+        gathered: Optional[list] = [None] * world if rank == 0 else None
         dist.gather_object(
             {"losses": self.losses if stage == stages - 1 else [], "grads": {stage: grads}},
             gathered,
             dst=0,
         )
-        if rank == 0:
+        if gathered is not None:  # rank 0, where the gather lands
             from explorer.pipeline.runtime.result_writer import write_result
 
             write_result(

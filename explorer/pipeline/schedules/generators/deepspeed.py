@@ -35,8 +35,8 @@ BUFFER_FORMULAS: tuple[BufferFormula, ...] = get_args(BufferFormula)
 BufferSpec = Union[BufferFormula, int, Sequence[int]]
 
 
-def deepspeed_buffers(policy: BufferSpec, stages: int, microbatches: int) -> list[int]:
-    """Buffer count per stage for a DeepSpeed ``TrainSchedule`` buffer policy."""
+def deepspeed_buffers(policy: BufferSpec | str, stages: int, microbatches: int) -> list[int]:
+    """Buffer count per stage for a DeepSpeed ``TrainSchedule`` buffer policy (any other name is refused here)."""
     if isinstance(policy, str):
         if policy not in BUFFER_FORMULAS:
             raise InputError(
@@ -82,7 +82,7 @@ def _step_to_microbatch(
 def deepspeed_train(
     stages: int,
     microbatches: int,
-    buffers: BufferSpec = "fixed",
+    buffers: BufferSpec | str = "fixed",
     order: ExchangeOrder = "fixed",
 ) -> Schedule:
     """DeepSpeed ``TrainSchedule`` for every stage, with selectable buffers and send/recv order."""

@@ -97,7 +97,9 @@ def read_rank_trace(path: Path) -> RankTrace:
             f"{where} has no 'traceEvents' list: export it with prof.export_chrome_trace"
         )
     info = doc.get("distributedInfo")
-    rank = info.get("rank") if isinstance(info, dict) else None
+    if not isinstance(info, dict):
+        info = {}
+    rank = info.get("rank")
     if not isinstance(rank, int) or isinstance(rank, bool) or rank < 0:
         raise InputError(
             f"{where} has no distributedInfo.rank: profile after init_process_group, so the "
