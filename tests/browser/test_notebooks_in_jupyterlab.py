@@ -24,6 +24,12 @@ For each notebook: *Run → Run All Cells* in a fresh JupyterLab (see ``lab_harn
 * in 06, once the job ended and the follower stopped, the live view says so: no "(running)" and
   no rank drawn as running (torchrun kills the rank that never failed itself).
 
+Each notebook is saved by the page right after Run All (before any interaction, as nbclient
+would have left it) and the saved file must hold the notebook's own claims, the same
+assertions (``tests/notebook_claims.py``) the nbclient test of each notebook makes on its own
+execution. A run that selects both executes each notebook once, here: the nbclient test of a
+notebook whose lab check is selected is deselected (``conftest.py`` beside this file).
+
 A screenshot per notebook goes to ``$EXPLORER_SHOTS`` (default: a pytest temporary folder); the
 paths are printed. Notebooks 03–05 run real torch, torch_xla and torch.compile work: minutes here.
 """
@@ -39,6 +45,7 @@ from typing import Callable, Optional
 
 import lab_harness as lh
 import pytest
+from notebook_claims import CLAIMS, MARK
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
@@ -109,6 +116,9 @@ class NotebookRun:
     first_tables: list = field(default_factory=list)
     unexecuted: list = field(default_factory=list)
     screenshots: list = field(default_factory=list)
+    #: The notebook as the page saved it after Run All (nbformat), or why it could not be saved.
+    saved: object = None
+    save_failure: str = ""
     _interacted: Optional[list] = None
 
     def shot(self, name: str, target=None) -> Path:
@@ -177,6 +187,10 @@ def run(request, lab_kernels, chromium, shots, tmp_path_factory):
             r.unexecuted = nb.unexecuted_cells()
             r.first_plots, r.first_tables = _first_display(nb)
             r.shot("after_run_all", r.explorer().root)
+            try:  # before any interaction: what nbclient's run of the notebook would hold
+                r.saved = nb.save()
+            except AssertionError as exc:  # only the claims test needs it
+                r.save_failure = str(exc)
             yield r
         finally:
             page.close()
@@ -223,6 +237,27 @@ def test_explorer_figures_fill_their_output_width(run):
         f"{run.where()}: explorer figures narrower than 90% of their output area:\n  "
         + "\n  ".join(problems)
     )
+
+
+@pytest.mark.parametrize(
+    "run",
+    [pytest.param(n, marks=getattr(pytest.mark, MARK)(n[:2], "lab"), id=n[:2]) for n in NOTEBOOKS],
+    indirect=True,
+)
+def test_the_notebooks_own_claims_hold_on_the_lab_run(run):
+    """The notebook's claims (what its nbclient test asserts), on the file the page saved after
+    Run All: every code cell executed, no error output, then the same assertions."""
+    assert run.saved is not None, (
+        f"{run.where()}: the page did not save the notebook: {run.save_failure}"
+    )
+    code = [c for c in run.saved.cells if c.cell_type == "code"]
+    unexecuted = [
+        c.source.splitlines()[0] for c in code if c.source.strip() and c.execution_count is None
+    ]
+    assert not unexecuted, f"{run.where()}: cells saved without an execution count: {unexecuted}"
+    errors = [f"{o.ename}: {o.evalue}" for c in code for o in c.outputs if o.output_type == "error"]
+    assert not errors, f"{run.where()}: cells saved with an error: {errors}"
+    CLAIMS[run.key](run.saved)
 
 
 def test_tables_have_no_empty_header_or_column_on_first_display(run):
