@@ -652,7 +652,8 @@ class NotebookPage:
         outputs = self.page.evaluate(JS_OUTPUT_COUNTS)
         clicked = time.time() - 0.01  # the file system's clock, a little before the click
         self.page.locator(".lm-MenuBar-itemLabel", has_text=re.compile(r"^File$")).first.click()
-        self.page.locator('[data-command="docmanager:save"]').first.click()
+        # the menu's item (the notebook's toolbar has a save button with the same command)
+        self.page.locator('.lm-Menu [data-command="docmanager:save"]').first.click()
         saved: dict = {}
 
         def written() -> bool:
