@@ -77,6 +77,19 @@ FIRST_DISPLAY_WAIT_S = 30  # how long the page may take to finish drawing once t
 #: of the same sweep says so too).
 SMALLEST = (3, 3)
 
+
+def _notebook(name: str, *marks: pytest.MarkDecorator) -> object:
+    """``name`` as a parameter of ``run``, in its notebook's xdist group.
+
+    A module fixture is per worker: under ``pytest -n 2`` (``--dist loadgroup``, see
+    pyproject.toml) every test of one notebook goes to the same worker, so its Run All is done
+    once, not once per worker that drew one of its tests.
+    """
+    return pytest.param(
+        name, marks=[pytest.mark.xdist_group(f"lab{name[:2]}"), *marks], id=name[:2]
+    )
+
+
 # Page position of the centre of the heatmap cell at (micro-batches, stages), from plotly's own axes.
 JS_CELL_XY = """([plot, m, p]) => {
   const gd = plot; const xa = gd._fullLayout.xaxis, ya = gd._fullLayout.yaxis;
@@ -170,7 +183,7 @@ def _first_display(nb: lh.NotebookPage) -> tuple[list, list]:
         nb.page.wait_for_timeout(500)
 
 
-@pytest.fixture(scope="module", params=NOTEBOOKS, ids=lambda n: n[:2])
+@pytest.fixture(scope="module", params=[_notebook(n) for n in NOTEBOOKS])
 def run(request, lab_kernels, chromium, shots, tmp_path_factory):
     name = request.param
     key = name[:2]
@@ -241,7 +254,7 @@ def test_explorer_figures_fill_their_output_width(run):
 
 @pytest.mark.parametrize(
     "run",
-    [pytest.param(n, marks=getattr(pytest.mark, MARK)(n[:2], "lab"), id=n[:2]) for n in NOTEBOOKS],
+    [_notebook(n, getattr(pytest.mark, MARK)(n[:2], "lab")) for n in NOTEBOOKS],
     indirect=True,
 )
 def test_the_notebooks_own_claims_hold_on_the_lab_run(run):
@@ -292,19 +305,19 @@ def test_no_error_or_stderr_after_run_all_and_interactions(run):
     assert not message, f"{run.where()}:\n" + "\n".join(message)
 
 
-@pytest.mark.parametrize("run", NOTEBOOKS[:1], indirect=True, ids=lambda n: n[:2])
+@pytest.mark.parametrize("run", [_notebook(n) for n in NOTEBOOKS[:1]], indirect=True)
 def test_01_grid_follows_the_stage_slider_and_the_microbatch_box(run):
     failures = run.interactions()
     assert not failures, f"{run.where()}:\n  " + "\n  ".join(failures)
 
 
-@pytest.mark.parametrize("run", NOTEBOOKS[5:6], indirect=True, ids=lambda n: n[:2])
+@pytest.mark.parametrize("run", [_notebook(n) for n in NOTEBOOKS[5:6]], indirect=True)
 def test_06_the_live_view_says_the_job_ended(run):
     failures = run.interactions()
     assert not failures, f"{run.where()}:\n  " + "\n  ".join(failures)
 
 
-@pytest.mark.parametrize("run", NOTEBOOKS[1:2], indirect=True, ids=lambda n: n[:2])
+@pytest.mark.parametrize("run", [_notebook(n) for n in NOTEBOOKS[1:2]], indirect=True)
 def test_02_sizes_map_click_fix_and_apply(run):
     """02's "every size" panel, after its "Try it" steps (the same Run All, not another): a person
     presses *Check every size*, hovers the outlined smallest failing size, clicks it, presses
