@@ -32,6 +32,7 @@ __all__ = [
     "claims_04",
     "claims_05",
     "claims_06",
+    "scheduling_unit",
     "superseded_runs",
 ]
 
@@ -168,6 +169,24 @@ CLAIMS: dict[str, Callable[[Any], None]] = {
 }
 
 T = TypeVar("T")
+
+#: The browser tier's module, whose tests of one notebook share one Run All (a module fixture).
+LAB_MODULE = "browser/test_notebooks_in_jupyterlab.py"
+
+
+def scheduling_unit(nodeid: str) -> str:
+    """What pytest-xdist sends to one worker together: a notebook's browser tests, or one test.
+
+    The browser tests of a notebook (ids ending in ``[NN]``) share a module fixture that does
+    its Run All; a worker that runs any one of them sets it up, so under ``--dist load`` (which
+    deals tests round-robin) 01-04 were each run in the lab by both workers. Every other test
+    is a unit of its own, as ``--dist load`` schedules it.
+    """
+    path, _, rest = nodeid.partition("::")
+    found = re.search(r"\[(\d\d)\]$", rest)
+    if path.endswith(LAB_MODULE) and found:
+        return f"{path}::[{found.group(1)}]"
+    return nodeid
 
 
 def superseded_runs(selected: Iterable[tuple[T, str, str]], lab_can_run: bool) -> list[T]:

@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from notebook_claims import CLAIMS, superseded_runs
+from notebook_claims import CLAIMS, scheduling_unit, superseded_runs
 from notebook_run import NOTEBOOKS
 
 REPO = Path(__file__).resolve().parents[1]
@@ -94,3 +94,19 @@ def test_the_hook_leaves_out_the_nbclient_run_only_when_the_lab_check_is_selecte
     assert rc == 0 and lab_claims in only_03, only_03
     left = {t for t in nbclient if t in only_03}
     assert left == (nbclient - {of_03} if lab else nbclient), only_03
+
+
+def test_a_notebooks_browser_tests_are_one_scheduling_unit_and_other_tests_their_own():
+    lab = "tests/browser/test_notebooks_in_jupyterlab.py"
+    assert (
+        scheduling_unit(f"{lab}::test_run_all_executes_every_cell[03]")
+        == scheduling_unit(f"{lab}::test_the_notebooks_own_claims_hold_on_the_lab_run[03]")
+        == f"{lab}::[03]"
+    )
+    assert scheduling_unit(f"{lab}::test_run_all_executes_every_cell[04]") == f"{lab}::[04]"
+    for alone in (
+        "tests/pipeline/test_pipeline_notebook.py::test_notebook_executes_and_shows_the_claims",
+        "tests/schedules/test_x.py::test_y[03]",
+        f"{lab}::test_helper",
+    ):
+        assert scheduling_unit(alone) == alone

@@ -79,15 +79,13 @@ SMALLEST = (3, 3)
 
 
 def _notebook(name: str, *marks: pytest.MarkDecorator) -> object:
-    """``name`` as a parameter of ``run``, in its notebook's xdist group.
+    """``name`` as a parameter of ``run``, with the id ``[NN]`` (its number).
 
-    A module fixture is per worker: under ``pytest -n 2`` (``--dist loadgroup``, see
-    pyproject.toml) every test of one notebook goes to the same worker, so its Run All is done
-    once, not once per worker that drew one of its tests.
+    ``run`` is a module fixture, so it is set up once per notebook in each pytest-xdist worker
+    that runs one of its tests: under ``pytest -n`` every test whose id ends in a notebook's
+    ``[NN]`` goes to one worker (``pytest_xdist_make_scheduler`` in ``tests/conftest.py``).
     """
-    return pytest.param(
-        name, marks=[pytest.mark.xdist_group(f"lab{name[:2]}"), *marks], id=name[:2]
-    )
+    return pytest.param(name, marks=list(marks), id=name[:2])
 
 
 # Page position of the centre of the heatmap cell at (micro-batches, stages), from plotly's own axes.
