@@ -248,3 +248,29 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     """
     if exitstatus == pytest.ExitCode.NO_TESTS_COLLECTED and _DESELECTED:
         session.exitstatus = pytest.ExitCode.OK
+
+
+# --- under pytest -n, one notebook's browser tests run on one worker --------------------------
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """``--dist load`` (what ``-n`` means alone), except that a notebook's browser tests go
+    to one worker together, so its Run All (a module fixture, set up per worker) is done once.
+
+    xdist's own ``--dist loadgroup`` would do it from ``xdist_group`` marks, but it renames
+    node ids through an attribute pytest 9 no longer reads, so the marks are ignored. Units
+    are made by :func:`notebook_claims.scheduling_unit` (imported here, where only the
+    suite's controller calls it); every other test is a unit of its own, as under ``load``.
+    An explicit ``--dist`` other than ``load`` is left to xdist.
+    """
+    if config.getoption("dist") != "load":
+        return None
+    from notebook_claims import scheduling_unit
+    from xdist.scheduler import LoadScopeScheduling
+
+    class NotebookScheduling(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return scheduling_unit(nodeid)
+
+    return NotebookScheduling(config, log)

@@ -564,6 +564,10 @@ JS_PROMPTS = """() => [...document.querySelectorAll('.jp-Notebook .jp-CodeCell')
   return {prompt: p ? p.textContent.trim() : '', first: (line ? line.textContent : '').trim().slice(0, 80)};
 })"""
 
+# How many outputs each code cell's output area shows (one child per output of the cell's model).
+JS_OUTPUT_COUNTS = """() => [...document.querySelectorAll('.jp-Notebook .jp-CodeCell')].map((cell) =>
+  cell.querySelectorAll(':scope .jp-OutputArea > .jp-OutputArea-child').length)"""
+
 # Resolves after two animation frames: everything queued for drawing has been painted.
 JS_TWO_FRAMES = "() => new Promise((r) => requestAnimationFrame(() => requestAnimationFrame(() => r(performance.now()))))"
 
@@ -632,6 +636,53 @@ class NotebookPage:
             lambda: len(self.wire.requests) > before, deadline, "Run All to send its first cell"
         )
         self.wait_kernel_done(deadline, "Run All")
+
+    def save(self, timeout_s: float = 120) -> Any:
+        """*File → Save Notebook*; the notebook as the page saved it (an nbformat node).
+
+        The Lab serves a copy (``lab.root``), so this never touches the committed file. Returns
+        once the file on disk was written after the click and holds every execution count the
+        page shows and as many outputs per cell as the page shows: the outputs JupyterLab held
+        then, as a reader of the file sees them.
+        """
+        import nbformat
+
+        path = self.lab.root / self.notebook
+        shown = [_count(p["prompt"]) for p in self.prompts()]
+        outputs = self.page.evaluate(JS_OUTPUT_COUNTS)
+        clicked = time.time() - 0.01  # the file system's clock, a little before the click
+        self.page.locator(".lm-MenuBar-itemLabel", has_text=re.compile(r"^File$")).first.click()
+        # the menu's item (the notebook's toolbar has a save button with the same command)
+        self.page.locator('.lm-Menu [data-command="docmanager:save"]').first.click()
+        saved: dict = {}
+
+        def written() -> bool:
+            try:
+                if path.stat().st_mtime < clicked:
+                    return False
+                saved["text"] = path.read_text()
+                cells = json.loads(saved["text"])["cells"]
+            except (OSError, ValueError, KeyError):  # not yet there, or being replaced
+                return False
+            code = [c for c in cells if c["cell_type"] == "code"]
+            saved["counts"] = (
+                [c["execution_count"] for c in code],
+                [len(c["outputs"]) for c in code],
+            )
+            return saved["counts"] == (shown, outputs)
+
+        try:
+            self.wait_until(
+                written,
+                time.monotonic() + timeout_s,
+                f"the saved file to hold the page's execution counts {shown} and output "
+                f"counts {outputs}",
+                250,
+            )
+        except AssertionError as exc:
+            on_disk = saved.get("counts", "nothing written since the click")
+            raise AssertionError(f"{exc}; on disk: {on_disk}") from None
+        return nbformat.reads(saved["text"], as_version=4)
 
     def mark(self) -> None:
         """Count problems from now on (:meth:`run_all` marks itself the first time)."""
@@ -736,6 +787,12 @@ class NotebookPage:
             pass  # a screenshot of whatever is in view still helps
         self.page.screenshot(path=str(path))
         return path
+
+
+def _count(prompt: str) -> Optional[int]:
+    """The execution count a prompt shows (``[3]:`` -> 3); None for ``[ ]:``, ``[*]:`` or none."""
+    found = re.fullmatch(r"\[(\d+)\]:", prompt)
+    return int(found.group(1)) if found else None
 
 
 # -- checks shared by the tests ----------------------------------------------------------------

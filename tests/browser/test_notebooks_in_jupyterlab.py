@@ -24,6 +24,12 @@ For each notebook: *Run → Run All Cells* in a fresh JupyterLab (see ``lab_harn
 * in 06, once the job ended and the follower stopped, the live view says so: no "(running)" and
   no rank drawn as running (torchrun kills the rank that never failed itself).
 
+Each notebook is saved by the page right after Run All (before any interaction, as nbclient
+would have left it) and the saved file must hold the notebook's own claims, the same
+assertions (``tests/notebook_claims.py``) the nbclient test of each notebook makes on its own
+execution. A run that selects both executes each notebook once, here: the nbclient test of a
+notebook whose lab check is selected is deselected (``conftest.py`` beside this file).
+
 A screenshot per notebook goes to ``$EXPLORER_SHOTS`` (default: a pytest temporary folder); the
 paths are printed. Notebooks 03–05 run real torch, torch_xla and torch.compile work: minutes here.
 """
@@ -39,6 +45,7 @@ from typing import Callable, Optional
 
 import lab_harness as lh
 import pytest
+from notebook_claims import CLAIMS, MARK
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
@@ -69,6 +76,17 @@ FIRST_DISPLAY_WAIT_S = 30  # how long the page may take to finish drawing once t
 #: The seed's schedule over the panel's default range (2-8:1-16) first fails here (the CLI test
 #: of the same sweep says so too).
 SMALLEST = (3, 3)
+
+
+def _notebook(name: str, *marks: pytest.MarkDecorator) -> object:
+    """``name`` as a parameter of ``run``, with the id ``[NN]`` (its number).
+
+    ``run`` is a module fixture, so it is set up once per notebook in each pytest-xdist worker
+    that runs one of its tests: under ``pytest -n`` every test whose id ends in a notebook's
+    ``[NN]`` goes to one worker (``pytest_xdist_make_scheduler`` in ``tests/conftest.py``).
+    """
+    return pytest.param(name, marks=list(marks), id=name[:2])
+
 
 # Page position of the centre of the heatmap cell at (micro-batches, stages), from plotly's own axes.
 JS_CELL_XY = """([plot, m, p]) => {
@@ -109,6 +127,9 @@ class NotebookRun:
     first_tables: list = field(default_factory=list)
     unexecuted: list = field(default_factory=list)
     screenshots: list = field(default_factory=list)
+    #: The notebook as the page saved it after Run All (nbformat), or why it could not be saved.
+    saved: object = None
+    save_failure: str = ""
     _interacted: Optional[list] = None
 
     def shot(self, name: str, target=None) -> Path:
@@ -160,7 +181,7 @@ def _first_display(nb: lh.NotebookPage) -> tuple[list, list]:
         nb.page.wait_for_timeout(500)
 
 
-@pytest.fixture(scope="module", params=NOTEBOOKS, ids=lambda n: n[:2])
+@pytest.fixture(scope="module", params=[_notebook(n) for n in NOTEBOOKS])
 def run(request, lab_kernels, chromium, shots, tmp_path_factory):
     name = request.param
     key = name[:2]
@@ -177,6 +198,10 @@ def run(request, lab_kernels, chromium, shots, tmp_path_factory):
             r.unexecuted = nb.unexecuted_cells()
             r.first_plots, r.first_tables = _first_display(nb)
             r.shot("after_run_all", r.explorer().root)
+            try:  # before any interaction: what nbclient's run of the notebook would hold
+                r.saved = nb.save()
+            except Exception as exc:  # only the claims test needs it; the others still run
+                r.save_failure = f"{type(exc).__name__}: {exc}"
             yield r
         finally:
             page.close()
@@ -225,6 +250,27 @@ def test_explorer_figures_fill_their_output_width(run):
     )
 
 
+@pytest.mark.parametrize(
+    "run",
+    [_notebook(n, getattr(pytest.mark, MARK)(n[:2], "lab")) for n in NOTEBOOKS],
+    indirect=True,
+)
+def test_the_notebooks_own_claims_hold_on_the_lab_run(run):
+    """The notebook's claims (what its nbclient test asserts), on the file the page saved after
+    Run All: every code cell executed, no error output, then the same assertions."""
+    assert run.saved is not None, (
+        f"{run.where()}: the page did not save the notebook: {run.save_failure}"
+    )
+    code = [c for c in run.saved.cells if c.cell_type == "code"]
+    unexecuted = [
+        c.source.splitlines()[0] for c in code if c.source.strip() and c.execution_count is None
+    ]
+    assert not unexecuted, f"{run.where()}: cells saved without an execution count: {unexecuted}"
+    errors = [f"{o.ename}: {o.evalue}" for c in code for o in c.outputs if o.output_type == "error"]
+    assert not errors, f"{run.where()}: cells saved with an error: {errors}"
+    CLAIMS[run.key](run.saved)
+
+
 def test_tables_have_no_empty_header_or_column_on_first_display(run):
     empty = lh.empty_table_columns(run.first_tables)
     assert not empty, (
@@ -257,19 +303,19 @@ def test_no_error_or_stderr_after_run_all_and_interactions(run):
     assert not message, f"{run.where()}:\n" + "\n".join(message)
 
 
-@pytest.mark.parametrize("run", NOTEBOOKS[:1], indirect=True, ids=lambda n: n[:2])
+@pytest.mark.parametrize("run", [_notebook(n) for n in NOTEBOOKS[:1]], indirect=True)
 def test_01_grid_follows_the_stage_slider_and_the_microbatch_box(run):
     failures = run.interactions()
     assert not failures, f"{run.where()}:\n  " + "\n  ".join(failures)
 
 
-@pytest.mark.parametrize("run", NOTEBOOKS[5:6], indirect=True, ids=lambda n: n[:2])
+@pytest.mark.parametrize("run", [_notebook(n) for n in NOTEBOOKS[5:6]], indirect=True)
 def test_06_the_live_view_says_the_job_ended(run):
     failures = run.interactions()
     assert not failures, f"{run.where()}:\n  " + "\n  ".join(failures)
 
 
-@pytest.mark.parametrize("run", NOTEBOOKS[1:2], indirect=True, ids=lambda n: n[:2])
+@pytest.mark.parametrize("run", [_notebook(n) for n in NOTEBOOKS[1:2]], indirect=True)
 def test_02_sizes_map_click_fix_and_apply(run):
     """02's "every size" panel, after its "Try it" steps (the same Run All, not another): a person
     presses *Check every size*, hovers the outlined smallest failing size, clicks it, presses
