@@ -15,7 +15,7 @@ from __future__ import annotations
 import argparse
 import math
 import re
-from typing import Callable, Optional, Sequence
+from typing import Callable, Iterable, Optional
 
 from explorer.errors import InputError, excerpt
 from explorer.inputs import check_input_file, check_output_dir, check_output_file
@@ -212,7 +212,7 @@ def schedule_size(kind: Optional[str], stages: int, microbatches: int, chunks: i
 
 
 def add_scenario_or_step(
-    parser: argparse.ArgumentParser, presets: Sequence[str], preset: str, step: str
+    parser: argparse.ArgumentParser, presets: Iterable[str], preset: str, step: str
 ) -> None:
     """``--scenario NAME`` (one of ``presets``) or ``--step MODULE:FUNCTION``, exactly one.
 
