@@ -23,7 +23,8 @@ from explorer.pipeline.schedules.instructions import Kind
 from explorer.pipeline.traces.records import MeasuredTrace
 from explorer.pipeline.traces.trace import p2p_pairs, record_kind
 
-_FIELDS = {
+#: The compute kinds a measurement's median gives the simulator a cost for (the ``Costs`` field).
+_MEDIAN_FIELDS = {
     Kind.FORWARD: "forward",
     Kind.BACKWARD: "backward",
     Kind.BACKWARD_INPUT: "backward_input",
@@ -31,6 +32,10 @@ _FIELDS = {
     Kind.LOAD: "load",
     Kind.REDUCE_GRADS: "reduce",
     Kind.OPTIMIZER_STEP: "optimizer",
+}
+#: Every kind a trace gives a cost for: the compute kinds, and the exchanges' time in the call.
+_FIELDS = {
+    **_MEDIAN_FIELDS,
     Kind.SEND_ACTIVATION: "send",
     Kind.SEND_GRAD: "send",
     Kind.RECV_ACTIVATION: "recv",
@@ -70,18 +75,6 @@ def trace_costs(trace: MeasuredTrace) -> Costs:
 def recosted(report: Report, trace: MeasuredTrace) -> Report:
     """``report``'s schedule simulated with the costs ``trace`` measured (times in milliseconds)."""
     return check(report.schedule, trace_costs(trace))
-
-
-#: The compute kinds a measurement's median gives the simulator a cost for.
-_MEDIAN_FIELDS = {
-    Kind.FORWARD: "forward",
-    Kind.BACKWARD: "backward",
-    Kind.BACKWARD_INPUT: "backward_input",
-    Kind.BACKWARD_WEIGHT: "backward_weight",
-    Kind.LOAD: "load",
-    Kind.REDUCE_GRADS: "reduce",
-    Kind.OPTIMIZER_STEP: "optimizer",
-}
 
 
 def measured_costs(records: Sequence[dict], model: P2PModel = "batched") -> Costs:
