@@ -46,14 +46,10 @@ def findings_by_cell(report: Report, key: str = "rank") -> dict[tuple[int, int],
     return dict(cells)
 
 
-def header(report: Report, rank: int) -> str:
-    return stream_header(report.schedule, rank)
-
-
 def rank_listing(report: Report, rank: int, cells: Optional[dict] = None) -> list[str]:
     """The lines for one rank's stream (header first), each finding marked on its line."""
     cells = findings_by_cell(report) if cells is None else cells
-    lines = [header(report, rank)]
+    lines = [stream_header(report.schedule, rank)]
     for t, body in enumerate(stream_lines(report.schedule, rank)):
         marks = cells.get((rank, t))
         lines.append(body + (MARK + " | ".join(marks) if marks else ""))
@@ -96,4 +92,4 @@ def summary(report: Report) -> str:
     return "\n".join(lines)
 
 
-__all__ = ["MARK", "findings_by_cell", "header", "rank_listing", "listing", "summary"]
+__all__ = ["MARK", "findings_by_cell", "rank_listing", "listing", "summary"]
