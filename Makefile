@@ -68,9 +68,13 @@ test-fast: install lint
 test-slow: install chromium
 	$(BIN)/python -m pytest -n $(PYTEST_WORKERS) -m slow $(PYTEST_ARGS)
 
-# Skipped (with the reason) where torch sees no CUDA device.
-test-gpu: install
-	$(BIN)/python -m pytest -m gpu -rs $(PYTEST_ARGS)
+# The gpu tests, skipped (with the reason) where torch sees no CUDA device. Needs no network:
+# a GPU machine's own python (its torch) runs them when there is no venv; only the files that
+# hold gpu tests are collected, so nothing else of the suite needs to be installed there.
+GPU_PYTHON ?= $(if $(wildcard $(BIN)/python),$(BIN)/python,$(PYTHON))
+GPU_TESTS  := $(shell grep -rl --include='test_*.py' 'pytest.mark.gpu\b' tests)
+test-gpu:
+	PYTHONPATH=$(CURDIR)$${PYTHONPATH:+:$$PYTHONPATH} $(GPU_PYTHON) -m pytest -m gpu -rs -p no:cacheprovider $(GPU_TESTS) $(PYTEST_ARGS)
 
 # Every benchmark, one after the other; a script exits 1 when it misses its goal, which is
 # reported here without stopping the others (the figures go to benchmarks/RESULTS.md by hand).

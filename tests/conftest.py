@@ -163,27 +163,41 @@ def explorer_cli(request) -> Callable[..., Any]:
 
 # --- gpu tests run wherever torch sees a CUDA device ------------------------------------------
 
-_CUDA: Optional[bool] = None
+_GPUS: Optional[int] = None
 
 
-def _cuda_available() -> bool:
-    """``torch.cuda.is_available()``, asked once, and only when a ``gpu`` test is about to run."""
-    global _CUDA
-    if _CUDA is None:
+def _cuda_devices() -> int:
+    """How many CUDA devices torch sees, asked once, and only when a ``gpu`` test is about to run."""
+    global _GPUS
+    if _GPUS is None:
         try:
             import torch
         except ImportError:
-            _CUDA = False
+            _GPUS = 0
         else:
-            _CUDA = bool(torch.cuda.is_available())
-    return _CUDA
+            _GPUS = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    return _GPUS
+
+
+def _gpu_skip_reason(item: pytest.Item) -> Optional[str]:
+    """Why a ``gpu`` test cannot run here: no CUDA device, or fewer than its ``gpus(n)`` marker asks."""
+    if item.get_closest_marker("gpu") is None:
+        return None
+    found = _cuda_devices()
+    if found == 0:
+        return "needs a CUDA device"
+    wanted = item.get_closest_marker("gpus")
+    if wanted is not None and found < int(wanted.args[0]):
+        return f"needs {wanted.args[0]} CUDA devices, this machine has {found}"
+    return None
 
 
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_setup(item: pytest.Item):
     _GROUP_BEFORE[item.nodeid] = _leftover_process_group()
-    if item.get_closest_marker("gpu") is not None and not _cuda_available():
-        pytest.skip("needs a CUDA device")
+    reason = _gpu_skip_reason(item)
+    if reason is not None:
+        pytest.skip(reason)
     with _tier(item):
         return (yield)
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 import tomllib
 import yaml
 
@@ -59,3 +60,25 @@ def test_every_file_the_package_reads_is_declared_as_package_data():
         if not any(fnmatch.fnmatch(path.name, g) for g in declared.get(dotted, [])):
             missing.append(str(path.relative_to(ROOT)))
     assert missing == []
+
+
+@pytest.mark.slow  # runs make
+def test_make_test_gpu_needs_no_network_and_collects_only_the_gpu_test_files(tmp_path):
+    """A GPU machine is often offline: ``make test-gpu`` must not depend on ``install`` (pip)."""
+    import subprocess
+
+    root = Path(__file__).resolve().parents[1]
+    plan = subprocess.run(
+        ["make", "-n", "test-gpu", f"VENV={tmp_path / 'no-venv'}"],
+        cwd=root,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    assert "-m pip" not in plan and "-m venv" not in plan, plan
+    assert " -m gpu " in plan and "python3 -m pytest" in plan  # the machine's own python
+    assert (
+        "tests/pipeline/test_pipeline_gpu.py" in plan
+        and "tests/compile/test_compile_gpu.py" in plan
+    )
+    assert "tests/browser" not in plan  # nothing that needs the rest of the install

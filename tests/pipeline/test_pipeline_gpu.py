@@ -3,8 +3,11 @@
 These are the paths ``explorer run --backend nccl`` and ``explorer run --backend gloo --device
 cuda`` take on a GPU machine, run through the CLI as a user runs them. They need a CUDA device
 (``gpu``: ``tests/conftest.py`` skips them only where torch sees none) and start one process
-per rank (``slow``). Losses are compared with the CPU reference within float tolerance, not
-bit for bit: CUDA kernels round differently from CPU ones.
+per rank (``slow``). The reference trains on the run's own device, so a right run is bitwise
+equal to it there too (a CPU reference would differ in the last bits: cuBLAS adds in another
+order); the result file names the reference's device and the tolerance of ``within_tolerance``.
+Beside the runs: the CUDA clock against a GPU sleep of known length, a fault on CUDA with its
+failure line, and DeepSpeed's engine on one GPU.
 """
 
 from __future__ import annotations
@@ -39,15 +42,21 @@ def _starts(folder: Path) -> list[dict]:
 def _assert_trained_like_the_reference(folder: Path, data: dict, microbatches: int) -> None:
     assert data["ok"] is True and data["failure"] is None, data["failure"]
     assert len(data["losses"]) == microbatches
-    reference = json.loads((folder / "result.json").read_text())["reference_losses"]
-    assert data["losses"] == pytest.approx(reference, rel=1e-4, abs=1e-6)
+    result = json.loads((folder / "result.json").read_text())
+    assert result["reference_device"].startswith("cuda"), result["reference_device"]
+    assert data["losses"] == pytest.approx(result["reference_losses"], rel=1e-4, abs=1e-6)
+    assert data["bitwise_equal_to_reference"] is True, (
+        f"max |diff| {result['max_abs_diff_to_reference']} to a reference trained on "
+        f"{result['reference_device']}"
+    )
     assert data["instructions"] and all(
         r["end"] >= r["start"] >= 0 for r in data["instructions"]
-    ), "every instruction is timed by CUDA events"
+    ), "every instruction is timed"
 
 
+@pytest.mark.gpus(2)  # NCCL refuses two ranks on one GPU: on one GPU this would test no exchange
 def test_nccl_gives_each_rank_its_own_gpu_and_trains_like_the_reference(tmp_path):
-    """One rank per GPU (up to 4) on NCCL; with two or more GPUs the activations cross devices."""
+    """One rank per GPU (up to 4) on NCCL: the activations and gradients cross devices."""
     import torch
 
     stages = min(torch.cuda.device_count(), 4)
@@ -118,3 +127,92 @@ def test_the_seed_schedule_fails_on_the_gpu_where_the_analysis_says(tmp_path):
         "SendGrad(buffer_id=0)",
     )
     assert all(s["device"].startswith("cuda:") for s in _starts(folder))
+
+
+def test_one_rank_on_one_gpu_over_nccl_trains_bitwise_like_a_reference_on_that_gpu(tmp_path):
+    """World size 1: no exchange, but NCCL's set-up, the CUDA clock and the same-device reference."""
+    folder = tmp_path / "run"
+    out = _run(
+        folder, "--kind", "1f1b", "--stages", "1", "--microbatches", "4", "--backend", "nccl"
+    )
+    assert out.returncode == 0, out.stderr[-3000:]
+    _assert_trained_like_the_reference(folder, json.loads(out.stdout), 4)
+    assert [s["device"] for s in _starts(folder)] == ["cuda:0"]
+
+
+def test_the_cuda_clock_measures_a_gpu_sleep_by_its_length_not_its_launch():
+    """A sleep the GPU runs for a known time: the clock's marks span it; the host's launch does not."""
+    import time
+
+    import torch
+
+    from explorer.pipeline.runtime.clock import CudaClock
+
+    torch.cuda.init()
+    cycles = _cycles_for_ms(50.0)
+    torch.cuda.synchronize()
+    host_start = time.perf_counter_ns()
+    torch.cuda._sleep(cycles)
+    torch.cuda.synchronize()
+    host_ms = (time.perf_counter_ns() - host_start) / 1e6  # the sleep's length, by the host
+    clock = CudaClock()
+    launch_start = time.perf_counter_ns()
+    a = clock.now()
+    torch.cuda._sleep(cycles)
+    b = clock.now()
+    launch_ms = (time.perf_counter_ns() - launch_start) / 1e6
+    start_ns, end_ns = clock.resolve([a, b])
+    clock_ms = (end_ns - start_ns) / 1e6
+    assert clock_ms == pytest.approx(host_ms, rel=0.2, abs=2.0), (clock_ms, host_ms)
+    assert launch_ms < 0.5 * clock_ms, f"the launch took {launch_ms:.1f} ms: no sleep was queued"
+    assert start_ns >= clock.base_ns  # on the host's axis, after the clock's zero
+
+
+def _cycles_for_ms(ms: float) -> int:
+    """GPU clock cycles that ``torch.cuda._sleep`` spends in about ``ms`` on this device."""
+    import torch
+
+    probe = 10_000_000
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    start.record()
+    torch.cuda._sleep(probe)
+    end.record()
+    torch.cuda.synchronize()
+    return int(probe * ms / max(start.elapsed_time(end), 1e-3))
+
+
+def test_a_fault_on_cuda_is_written_with_every_step_timed_before_it(tmp_path):
+    """The failure path flushes CUDA events: the fault's own line, not a TypeError, and the steps before it."""
+    from explorer.pipeline.analysis import build
+    from explorer.pipeline.runtime import Fault, RunSpec, run_pipeline
+
+    spec = RunSpec.for_schedule(
+        build("1f1b", 4, 8), backend="gloo", device="cuda", fault=Fault(1, 5, "raise")
+    )
+    result = run_pipeline(spec, tmp_path / "run", timeout_s=300)
+    failure = result.failure
+    assert failure is not None and not result.ok
+    assert (failure.rank, failure.step) == (1, 5), failure
+    assert "fault injected on rank 1 at step 5" in failure.message, failure.message
+    steps = {r["step"] for r in result.records if r["rank"] == 1}
+    busy = {s for s, step in enumerate(spec.build_schedule().stream(1)[:5]) if step}
+    assert steps == busy, sorted(steps)  # every step before the fault, timed on the GPU
+
+
+def test_deepspeed_engine_on_one_gpu_over_nccl_trains_bitwise_like_the_reference(tmp_path):
+    """DeepSpeed's own engine on CUDA: its device, its clock (CUDA events), the same-device reference."""
+    folder = tmp_path / "run"
+    out = _run(
+        folder,
+        *FIXED,
+        "--stages",
+        "1",
+        "--microbatches",
+        "4",
+        "--engine",
+        "deepspeed",
+        "--backend",
+        "nccl",
+    )
+    assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-3000:]
+    _assert_trained_like_the_reference(folder, json.loads(out.stdout), 4)

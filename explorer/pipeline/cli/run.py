@@ -229,7 +229,7 @@ def run(args: argparse.Namespace) -> int:
         # DeepSpeed's engine runs the class itself (its instructions mapped onto today's), unless rules rewrote it
         schedule_class=args.from_class if args.from_class and not rules else "",
     )
-    _check_devices(spec)
+    _check_devices(spec, args.engine)
     from explorer.pipeline.runtime.launch import preflight, run_pipeline
 
     verdict = preflight(schedule)
@@ -368,23 +368,11 @@ def _run_folder(text: str) -> str:
     return text
 
 
-def _check_devices(spec) -> None:
-    """NCCL needs one GPU per rank on each machine; say what is missing before anything starts."""
-    if spec.device != "cuda":
-        return
-    import torch
+def _check_devices(spec, engine: str) -> None:
+    """Refuse a device/backend/engine combination that cannot run here, before anything starts."""
+    from explorer.pipeline.runtime.launch import refuse_impossible_devices
 
-    local = int(os.environ.get("LOCAL_WORLD_SIZE", spec.world_size))
-    found = torch.cuda.device_count()
-    if found == 0:
-        raise InputError(
-            "--device cuda: this machine has no CUDA device; use --backend gloo --device cpu"
-        )
-    if spec.backend == "nccl" and found < local:
-        raise InputError(
-            f"--backend nccl needs one GPU per rank: {local} ranks here but {found} GPU(s); "
-            "use --backend gloo --device cuda to share one GPU (transfers go through host memory)"
-        )
+    refuse_impossible_devices(dataclasses.replace(spec, engine=engine))
 
 
 __all__ = ["register", "run", "MAX_RANKS", "MAX_MICROBATCHES", "MAX_MICROBATCH_RUNS"]

@@ -47,7 +47,7 @@ def classify(exc: BaseException) -> str:
     if isinstance(exc, BufferFault):
         return "buffer"
     text = str(exc).lower()
-    if "timed out" in text or "timeout" in text:
+    if any(word in text for word in ("timed out", "timeout", "timing out")):  # gloo, NCCL
         return "timeout"
     if any(word in text for word in _PEER_WORDS):
         return "peer"
@@ -110,9 +110,8 @@ class RankExecutor:
                             time=time.time(),
                         )
                     state.observations.clear()
-            deferred = getattr(clock, "deferred", False)
-            if clock and instructions and not deferred and self.recorder is not None:
-                self.recorder.flush()
+            if clock and instructions and self.recorder is not None:
+                self.recorder.flush_ready()  # on a GPU: the steps whose events completed
         last = len(self.stream) - 1
         try:
             self.channels.drain()
@@ -153,8 +152,8 @@ class RankExecutor:
 
     def _inject(self, fault: Fault, step: int, instructions: list[Instruction]) -> None:
         """The requested fault, for real: SIGKILL, an exception, or a hang."""
-        if self.recorder is not None:
-            self.recorder.flush()
+        if self.recorder is not None:  # every step measured before the fault stays on disk
+            self.recorder.flush_before_failure()
         if fault.how == "kill":
             os.kill(os.getpid(), signal.SIGKILL)
         if fault.how == "hang":

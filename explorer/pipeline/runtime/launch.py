@@ -24,9 +24,10 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Callable, Optional, Union
 
+from explorer.errors import InputError
 from explorer.failure import FailureKind
 from explorer.pipeline.analysis import check
-from explorer.pipeline.runtime.spec import BUILTIN_MODELS, RunSpec
+from explorer.pipeline.runtime.spec import BUILTIN_MODELS, RunSpec, device_refusal
 from explorer.pipeline.schedules.schedule import Schedule
 from explorer.pipeline.traces.folder import RunFolderLock, new_run_id
 from explorer.pipeline.traces.follow import Follower, failure_kind
@@ -87,6 +88,18 @@ STARTUP_S = {"explorer": 0.0, "deepspeed": 120.0}
 LINGER_S = 5.0
 
 
+def refuse_impossible_devices(spec: RunSpec) -> None:
+    """Raise :class:`InputError` for a device/backend pair this machine cannot run (see ``device_refusal``)."""
+    if spec.device != "cuda":
+        return
+    import torch
+
+    local = int(os.environ.get("LOCAL_WORLD_SIZE", spec.world_size))
+    why = device_refusal(spec.engine, spec.backend, spec.device, local, torch.cuda.device_count())
+    if why is not None:
+        raise InputError(why)
+
+
 class PipelineEngine(Engine):
     """A pipeline on the supervisor: one worker per rank (:data:`WORKERS`), reports from ``rank<R>.jsonl``."""
 
@@ -132,6 +145,7 @@ class Launch:
     """The processes of one run, and the watch over them (see the module docstring)."""
 
     def __init__(self, spec: RunSpec, folder: Union[None, str, Path] = None) -> None:
+        refuse_impossible_devices(spec)
         self.spec = replace(spec, run_id=spec.run_id or new_run_id())
         self.schedule = spec.build_schedule()
         self.folder = Path(folder) if folder else Path(tempfile.mkdtemp(prefix="explorer-run-"))

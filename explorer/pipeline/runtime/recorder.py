@@ -6,7 +6,12 @@ at the end of every step, so a rank that is killed leaves every step it finished
 partial trace of a failed run is never lost.
 
 Line types: ``start`` (rank, pid, stages), ``instr`` (one timed instruction), ``iteration``
-(its span), ``failure`` (where and why a rank stopped: a :class:`~explorer.failure.Failure`), ``done``. Times are seconds since the
+(its span), ``failure`` (where and why a rank stopped: a :class:`~explorer.failure.Failure`),
+``lost`` (timed instructions whose marks could no longer be read, and why), ``done``.
+
+The recorder holds the rank's clock (:mod:`.clock`), so every write resolves the marks the same
+way: a failure path that writes what was measured before it cannot meet a CUDA event where it
+expected nanoseconds, and a failure line is written even when the device cannot be read. Times are seconds since the
 rank's ``t0``, taken right after a barrier that every rank leaves together, which aligns the
 ranks' clocks to within the barrier's skew (tens of microseconds on one host; see the README
 section of the package for several machines).
@@ -21,6 +26,7 @@ from pathlib import Path
 from typing import Any, Optional, TextIO
 
 from explorer.failure import Failure
+from explorer.pipeline.runtime.clock import Clock, CpuClock
 from explorer.pipeline.schedules.instructions import Instruction
 
 
@@ -38,6 +44,7 @@ class Recorder:
         self._fh: TextIO = open(self.path, "a", buffering=1 << 16, encoding="utf-8")
         self._pending: list[tuple[int, int, Instruction, Any, Any]] = []
         self.t0_ns = 0
+        self.clock: Clock = CpuClock()
 
     def event(self, kind: str, /, **fields: Any) -> None:
         """Write one non-instruction line and push it to disk at once (they are rare)."""
@@ -52,22 +59,61 @@ class Recorder:
         doc.pop("rank")
         self.event("failure", **doc, time=time.time(), **fields)
 
-    def start(self, stages: list[int], t0_ns: int, **fields: Any) -> None:
+    def start(
+        self, stages: list[int], t0_ns: int, clock: Optional[Clock] = None, **fields: Any
+    ) -> None:
+        """The rank's ``start`` line; ``clock`` makes every mark from now on (default: the host's)."""
         self.t0_ns = t0_ns
+        if clock is not None:
+            self.clock = clock
         self.event("start", pid=os.getpid(), stages=stages, **fields)
 
     def add(self, iteration: int, step: int, ins: Instruction, start: Any, end: Any) -> None:
         """Remember one instruction's start/end marks (ints in ns, or CUDA events)."""
         self._pending.append((iteration, step, ins, start, end))
 
-    def flush(self, resolve: Optional[Any] = None) -> None:
-        """Write the remembered instructions; ``resolve`` turns CUDA events into ns first."""
-        if not self._pending:
+    def flush(self) -> None:
+        """Write every remembered instruction (on a GPU: waits for the device if it must)."""
+        self._write(len(self._pending))
+
+    def flush_ready(self) -> None:
+        """Write the remembered instructions whose marks can be read now, without waiting.
+
+        Called after every step: on CPU that is all of them; on a GPU, those whose events have
+        completed, so a follower sees a GPU rank progress too and the run is never stalled.
+        """
+        ready = self.clock.ready
+        count = 0
+        for _, _, _, _, end in self._pending:
+            if not ready(end):
+                break
+            count += 1
+        self._write(count)
+
+    def flush_before_failure(self) -> None:
+        """Write what can still be read, then say what could not; never raises.
+
+        After a device error the events may be unreadable: the failure line that follows must
+        be written all the same, so the loss is recorded (``lost``) instead of raised.
+        """
+        why = ""
+        for attempt in (self.flush, self.flush_ready):
+            try:
+                attempt()
+                return
+            except Exception as exc:  # the device may be gone: try the next, then give up
+                why = f"{type(exc).__name__}: {exc}"
+        count, self._pending[:] = len(self._pending), []
+        self.event("lost", instructions=count, message=why)
+
+    def _write(self, count: int) -> None:
+        """Resolve and write the first ``count`` remembered instructions."""
+        if count == 0:
             return
-        marks = [m for _, _, _, a, b in self._pending for m in (a, b)]
-        ns = resolve(marks) if resolve else marks
+        done = self._pending[:count]
+        ns = self.clock.resolve([m for _, _, _, a, b in done for m in (a, b)])
         t0, lines = self.t0_ns, []
-        for i, (it, step, ins, _, _) in enumerate(self._pending):
+        for i, (it, step, ins, _, _) in enumerate(done):
             lines.append(
                 json.dumps(
                     {
@@ -88,7 +134,7 @@ class Recorder:
             )
         self._fh.write("\n".join(lines) + "\n")
         self._fh.flush()
-        self._pending.clear()
+        del self._pending[:count]
 
     def seconds(self, ns: int) -> float:
         return (ns - self.t0_ns) * 1e-9

@@ -1,4 +1,4 @@
-"""The reference: the same model trained without a pipeline, and bitwise comparisons with it.
+"""The reference: the same model trained without a pipeline, on the run's device, and bitwise comparisons with it.
 
 One process runs every stage in order on the same micro-batches, with the same loss scaling,
 the same optimizer and the same seed. A pipeline that executes a correct schedule performs
@@ -36,10 +36,20 @@ class Outcome:
 
 
 def train_reference(
-    model: PipelineModel, iterations: int, microbatches: int, lr: float = 0.1
+    model: PipelineModel,
+    iterations: int,
+    microbatches: int,
+    lr: float = 0.1,
+    device: str = "cpu",
 ) -> Outcome:
-    """Train ``model`` (freshly built, all stages) without a pipeline."""
-    full = torch.nn.Sequential(*model.stages)
+    """Train ``model`` (freshly built, all stages) without a pipeline, on ``device``.
+
+    ``device`` is where the pipeline's ranks trained: the same kernels, so the same rounding.
+    A GPU's matrix products add in another order than a CPU's, so a CUDA run compared with a
+    CPU reference would differ in the last bits while every instruction was right.
+    """
+    where = torch.device(device)
+    full = torch.nn.Sequential(*model.stages).to(where)
     opt = torch.optim.SGD(full.parameters(), lr=lr)
     losses = []
     for it in range(iterations):
@@ -47,12 +57,12 @@ def train_reference(
         row = []
         for mb in range(microbatches):
             x, y = model.data_fn(it * microbatches + mb)
-            loss = model.loss_fn(full(x), y)
-            row.append(loss.detach().clone())
+            loss = model.loss_fn(full(x.to(where)), y.to(where))
+            row.append(loss.detach().cpu().clone())
             (loss * (1.0 / microbatches)).backward()
         opt.step()
         losses.append(row)
-    grads = [[_grad(p) for p in stage.parameters()] for stage in model.stages]
+    grads = [[_grad(p).cpu() for p in stage.parameters()] for stage in model.stages]
     return Outcome(losses, grads)
 
 

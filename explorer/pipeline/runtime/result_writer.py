@@ -22,7 +22,10 @@ from explorer.pipeline.runtime.models import build_model
 from explorer.pipeline.runtime.reference import Outcome, bitwise_equal, train_reference
 from explorer.pipeline.runtime.spec import RunSpec
 
-__all__ = ["write_result"]
+__all__ = ["ATOL", "RTOL", "write_result"]
+
+#: The tolerance of ``within_tolerance`` (``torch.allclose``), written into every result file.
+RTOL, ATOL = 1e-5, 1e-6
 
 
 def write_result(
@@ -32,16 +35,23 @@ def write_result(
     microbatches: int,
     gathered: Sequence[dict[str, Any]],
     iterations: int,
+    device: str = "cpu",
 ) -> dict[str, Any]:
     """Compare what the ranks gathered (``losses``, ``grads`` per stage) with the reference; write ``path``.
 
-    ``iterations`` is how many optimizer steps the engine took, so the reference takes as many.
+    ``iterations`` is how many optimizer steps the engine took, so the reference takes as many;
+    ``device`` is where rank 0 trained, and the reference trains there too (see
+    :func:`~.reference.train_reference`): the verdict is bitwise on every device, and the
+    file names the device and the tolerance of ``within_tolerance``.
     """
     losses = next(g["losses"] for g in gathered if g["losses"])
     grads = [part["grads"][s] for s in range(stages) for part in gathered if s in part["grads"]]
     run = Outcome(losses, grads)
     reference = train_reference(
-        build_model(spec.model, stages, spec.microbatch_size, spec.seed), iterations, microbatches
+        build_model(spec.model, stages, spec.microbatch_size, spec.seed),
+        iterations,
+        microbatches,
+        device=device,
     )
     pairs = list(
         zip(
@@ -51,7 +61,7 @@ def write_result(
         )
     )
     diff = max((float((a - b).abs().max()) for a, b in pairs if a.numel()), default=0.0)
-    close = all(torch.allclose(a, b, rtol=1e-5, atol=1e-6) for a, b in pairs)
+    close = all(torch.allclose(a, b, rtol=RTOL, atol=ATOL) for a, b in pairs)
     ref_size = sum(float(g.abs().sum()) for st in reference.grads for g in st)
     # Exactly M when the engine summed micro-batch gradients without averaging them.
     scale = sum(float(g.abs().sum()) for st in grads for g in st) / ref_size if ref_size else None
@@ -69,6 +79,8 @@ def write_result(
         "digest": run.digest(),
         "reference_digest": reference.digest(),
         "reference_losses": [_number(x) for x in reference.losses[-1]],
+        "reference_device": device,
+        "tolerance": {"rtol": RTOL, "atol": ATOL},
     }
     tmp = path.with_name(path.name + ".tmp")
     tmp.write_text(json.dumps(result, indent=1, allow_nan=False))

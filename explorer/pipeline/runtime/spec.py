@@ -147,4 +147,49 @@ class RunSpec:
             ) from None
 
 
-__all__ = ["BACKENDS", "BUILTIN_MODELS", "FAULTS", "ModelSpec", "Fault", "RunSpec"]
+def device_refusal(
+    engine: str, backend: str, device: str, ranks_here: int, gpus: int
+) -> Optional[str]:
+    """Why ``engine`` cannot run ``ranks_here`` ranks on ``backend``/``device`` with ``gpus`` GPUs; None when it can.
+
+    Decided before any process starts, from facts the launcher has: a combination that would
+    fail minutes later inside a library (or, worse, run somewhere else than asked) is refused
+    with the change that makes it work.
+    """
+    if device != "cuda":
+        return None
+    if engine in ("torch", "both", "all"):
+        return (
+            f"--engine {engine} runs PyTorch's pipelining on gloo/CPU only: "
+            "use --engine explorer or deepspeed with --device cuda, or drop --device cuda"
+        )
+    if engine == "deepspeed" and backend == "gloo":
+        return (
+            "--engine deepspeed --backend gloo --device cuda: DeepSpeed hands CUDA tensors to "
+            "gloo's send, which takes CPU tensors only; use --backend nccl (one GPU per rank) "
+            "or --device cpu"
+        )
+    if gpus == 0:
+        return "--device cuda: this machine has no CUDA device; use --backend gloo --device cpu"
+    if backend == "nccl" and gpus < ranks_here:
+        share = (
+            "use --backend gloo --device cuda to share one GPU (transfers go through host memory)"
+            if engine == "explorer"
+            else "use fewer stages, or --device cpu"
+        )
+        return (
+            f"--backend nccl needs one GPU per rank (NCCL refuses two ranks on one GPU): "
+            f"{ranks_here} ranks here but {gpus} GPU(s); {share}"
+        )
+    return None
+
+
+__all__ = [
+    "BACKENDS",
+    "BUILTIN_MODELS",
+    "FAULTS",
+    "ModelSpec",
+    "Fault",
+    "RunSpec",
+    "device_refusal",
+]

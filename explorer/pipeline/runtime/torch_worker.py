@@ -32,6 +32,7 @@ import torch
 import torch.distributed as dist
 
 from explorer.failure import FailureKind, from_exception
+from explorer.pipeline.runtime.determinism import prepare_rank
 from explorer.pipeline.runtime.models import build_model
 from explorer.pipeline.runtime.recorder import Recorder
 from explorer.pipeline.runtime.result_writer import write_result
@@ -79,8 +80,7 @@ def _run(rank: int, world: int, folder: Path) -> int:
         int(r): [_Action.from_str(a) for a in acts]
         for r, acts in json.loads((folder / "actions.json").read_text()).items()
     }
-    torch.set_num_threads(spec.threads)
-    torch.use_deterministic_algorithms(True)
+    prepare_rank("gloo", "cpu", spec.threads)  # PyTorch's pipelining runs here on gloo/CPU
     stage_to_rank = spec.schedule["stage_to_rank"]
     num_stages, m = len(stage_to_rank), spec.schedule["num_microbatches"]
     dist.init_process_group(

@@ -24,10 +24,11 @@ import torch
 import torch.distributed as dist
 
 from explorer.failure import FailureKind, from_exception
-from explorer.pipeline.runtime.clock import CpuClock, CudaClock
+from explorer.pipeline.runtime.clock import clock_for
+from explorer.pipeline.runtime.determinism import gpu_index, prepare_rank
 from explorer.pipeline.runtime.executor import InstructionFailed, RankExecutor
 from explorer.pipeline.runtime.models import build_model
-from explorer.pipeline.runtime.p2p import Channels
+from explorer.pipeline.runtime.p2p import Channels, open_directions
 from explorer.pipeline.runtime.recorder import Recorder
 from explorer.pipeline.runtime.result_writer import write_result
 from explorer.pipeline.runtime.spec import RunSpec
@@ -42,7 +43,7 @@ def main(folder: Path) -> int:
     try:
         return _run(rank, world, spec, folder, recorder)
     except InstructionFailed as exc:
-        recorder.flush()
+        recorder.flush_before_failure()  # what it measured first: the failure line follows regardless
         recorder.failure(
             from_exception(
                 exc.__cause__ or exc,
@@ -65,12 +66,11 @@ def _device(spec: RunSpec) -> torch.device:
     if spec.device == "cpu":
         return torch.device("cpu")
     local = int(os.environ.get("LOCAL_RANK", "0"))
-    return torch.device("cuda", local % max(torch.cuda.device_count(), 1))
+    return torch.device("cuda", gpu_index(local, torch.cuda.device_count()))
 
 
 def _run(rank: int, world: int, spec: RunSpec, folder: Path, recorder: Recorder) -> int:
-    torch.set_num_threads(spec.threads)
-    torch.use_deterministic_algorithms(True)
+    prepare_rank(spec.backend, spec.device, spec.threads)
     device = _device(spec)
     if device.type == "cuda":
         torch.cuda.set_device(device)
@@ -106,22 +106,29 @@ def _run(rank: int, world: int, spec: RunSpec, folder: Path, recorder: Recorder)
         blocking=schedule.params.get("p2p") == "blocking",
         device=device,
         via_host=spec.backend == "gloo" and device.type == "cuda",
+        # NCCL pairs by communicator and order, not by tag: one communicator per direction.
+        groups=open_directions(schedule.stage_to_rank) if spec.backend == "nccl" else None,
     )
     executor = RankExecutor(
         rank, schedule, states, channels, model.data_fn, device, recorder, spec.fault
     )
     dist.barrier()
-    clock = CudaClock() if device.type == "cuda" else CpuClock()
+    clock = clock_for(device.type)
     recorder.start(
-        mine, time.perf_counter_ns(), device=str(device), backend=spec.backend, unix=time.time()
+        mine,
+        clock.base_ns,
+        clock,
+        device=str(device),
+        backend=spec.backend,
+        unix=time.time(),
     )
     losses: list[list[torch.Tensor]] = []
     for it, timed in enumerate(_pattern(spec)):
         dist.barrier()
         start = time.perf_counter_ns()
         executor.run(it, clock=clock if timed else None)
-        if timed and clock.deferred:
-            recorder.flush(clock.resolve)
+        if timed:
+            recorder.flush()  # the marks still pending on a GPU: one wait per iteration
         if device.type == "cuda":
             torch.cuda.synchronize()
         recorder.event(
@@ -145,6 +152,7 @@ def _run(rank: int, world: int, spec: RunSpec, folder: Path, recorder: Recorder)
             schedule.num_microbatches,
             gathered,
             len(_pattern(spec)),
+            device=str(device),
         )
     recorder.event("done")
     recorder.close()

@@ -22,6 +22,12 @@ every instruction it finished; a failure line is written before the exception go
 dispatches through the class attribute ``_INSTRUCTION_MAP``; this instance gets its own copy
 whose entries time the original function, and its ``_train_schedule`` hook is wrapped to count
 steps. Nothing else of the engine changes, so a job behaves as it would without the line.
+
+On a GPU an instruction returns when its kernels are queued: the marks are then CUDA events on
+the current stream (:class:`~explorer.pipeline.runtime.clock.CudaClock`), read when they have
+completed (no wait while the job runs) and all at an iteration's end (one wait), so each
+instruction's time is its work's, not its launch's, and no work lands in whichever
+instruction synchronises next.
 """
 
 from __future__ import annotations
@@ -37,6 +43,7 @@ import uuid
 from pathlib import Path
 from typing import Any, Callable, Iterator, Optional, Union
 
+from explorer.pipeline.runtime.clock import Clock, clock_for
 from explorer.pipeline.runtime.deepspeed.guard import require_installed
 from explorer.pipeline.schedules.instructions import KIND_BY_DEEPSPEED_NAME, Instruction
 
@@ -52,7 +59,11 @@ class EngineTrace:
     """The live trace of one rank's engine (see the module docstring); made by :func:`instrument`."""
 
     def __init__(
-        self, engine: Any, out_dir: Union[str, Path], run_id: Optional[str] = None
+        self,
+        engine: Any,
+        out_dir: Union[str, Path],
+        run_id: Optional[str] = None,
+        clock: Optional[Clock] = None,
     ) -> None:
         import torch.distributed as dist
 
@@ -80,7 +91,9 @@ class EngineTrace:
         self._fh = open(self.folder / f"rank{self.rank}.jsonl", "a", encoding="utf-8")
         if dist.is_initialized():
             dist.barrier()  # every rank leaves together: t0 aligns the ranks' clocks
-        self.t0_ns = time.perf_counter_ns()
+        # The marks' clock: CUDA events when the engine computes on a GPU (see the module docstring).
+        self.clock = clock or clock_for(getattr(getattr(engine, "device", None), "type", "cpu"))
+        self.t0_ns = self.clock.base_ns
         self._line(
             "start",
             pid=os.getpid(),
@@ -132,7 +145,7 @@ class EngineTrace:
             self.engine.__dict__.pop("_train_schedule", None)
 
     def _timed(self, name: str, fn: Callable) -> Callable:
-        pending, clock = self._pending, time.perf_counter_ns
+        pending, clock = self._pending, self.clock.now
 
         def run(engine: Any, **kwargs: Any) -> Any:
             start = clock()
@@ -180,10 +193,11 @@ class EngineTrace:
         end of an iteration and before a failure line: the cost stays far below an iteration's
         while a follower still sees progress several times a second.
         """
-        if self._pending:
+        done = self._resolved(everything=force)
+        if done:
             t0, lines, head = self.t0_ns, self._lines, self._head
             counters = self._counters
-            for step, name, buffer, start, end in self._pending:
+            for step, name, buffer, start, end in done:
                 mb = counters.get(name, 0)
                 counters[name] = mb + 1
                 key = (name, mb, buffer)
@@ -194,13 +208,25 @@ class EngineTrace:
                     f'{head}"iteration": {self.iteration}, "step": {step}, {middle}'
                     f'"start": {(start - t0) * 1e-9!r}, "end": {(end - t0) * 1e-9!r}}}'
                 )
-            self._pending.clear()
         now = time.perf_counter_ns()
         if self._lines and (force or now - self._written_ns >= WRITE_EVERY_S * 1e9):
             self._fh.write("\n".join(self._lines) + "\n")
             self._fh.flush()
             self._lines.clear()
             self._written_ns = now
+
+    def _resolved(self, everything: bool) -> list[tuple]:
+        """Take the pending instructions whose marks can be read (all: ``everything``), in nanoseconds."""
+        pending, ready = self._pending, self.clock.ready
+        count = len(pending)
+        if not everything:
+            count = next((i for i, p in enumerate(pending) if not ready(p[4])), count)
+        if count == 0:
+            return []
+        taken = pending[:count]
+        ns = self.clock.resolve([m for p in taken for m in (p[3], p[4])])
+        del pending[:count]
+        return [(p[0], p[1], p[2], ns[2 * i], ns[2 * i + 1]) for i, p in enumerate(taken)]
 
     def _middle(self, name: str, count: int, buffer: int) -> str:
         """The fixed part of a line for the ``count``-th ``name`` on ``buffer`` (cached: they repeat)."""
@@ -228,7 +254,11 @@ class EngineTrace:
         """Write what failed, where and when, before the exception goes on."""
         now = time.time()
         self.failed = True
-        self.flush(force=True)
+        try:
+            self.flush(force=True)
+        except Exception as lost:  # a device error can leave the events unreadable
+            count, self._pending[:] = len(self._pending), []
+            self._line("lost", instructions=count, message=f"{type(lost).__name__}: {lost}")
         # The callers (the engine's schedule loop, train_batch) and the frames that raised,
         # without this module's wrappers: the traceback the job would print, innermost last.
         outer = traceback.extract_stack()[:-1] if where else []
@@ -321,10 +351,18 @@ def _shared_run_id(dist: Any) -> str:
 
 
 def instrument(
-    engine: Any, out_dir: Union[str, Path], *, run_id: Optional[str] = None
+    engine: Any,
+    out_dir: Union[str, Path],
+    *,
+    run_id: Optional[str] = None,
+    clock: Optional[Clock] = None,
 ) -> EngineTrace:
-    """Trace ``engine`` (a DeepSpeed ``PipelineEngine``) live into ``out_dir`` (see the module docstring)."""
-    return EngineTrace(engine, out_dir, run_id)
+    """Trace ``engine`` (a DeepSpeed ``PipelineEngine``) live into ``out_dir`` (see the module docstring).
+
+    ``clock`` makes the marks; by default CUDA events when the engine's device is a GPU, else
+    the host's ``perf_counter_ns``.
+    """
+    return EngineTrace(engine, out_dir, run_id, clock)
 
 
 __all__ = ["EngineTrace", "TRACEBACK_FRAMES", "instrument"]

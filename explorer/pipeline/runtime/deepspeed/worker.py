@@ -80,10 +80,14 @@ class _Run:
         version, engine_class, ds_schedule = require_installed()
         # Else the first init_distributed builds an inference-only shared-memory op with g++.
         getattr(deepspeed.ops, "__compatible_ops__", {})["deepspeed_shm_comm"] = False
-        if spec.device == "cuda":
-            torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", "0")))
-        torch.set_num_threads(spec.threads)
-        torch.use_deterministic_algorithms(True)
+        from explorer.pipeline.runtime.determinism import gpu_index, prepare_rank
+
+        prepare_rank(spec.backend, spec.device, spec.threads)
+        device = torch.device("cpu")
+        if spec.device == "cuda":  # as the explorer's worker: more ranks than GPUs share them
+            local = int(os.environ.get("LOCAL_RANK", "0"))
+            device = torch.device("cuda", gpu_index(local, torch.cuda.device_count()))
+            torch.cuda.set_device(device)
         schedule = spec.build_schedule()
         stages, micro = schedule.num_stages, schedule.num_microbatches
         world = int(os.environ["WORLD_SIZE"])
@@ -155,7 +159,13 @@ class _Run:
             from explorer.pipeline.runtime.result_writer import write_result
 
             write_result(
-                self.folder / "result.json", spec, stages, micro, gathered, spec.iterations
+                self.folder / "result.json",
+                spec,
+                stages,
+                micro,
+                gathered,
+                spec.iterations,
+                device=str(device),
             )
         self.tracer.close()
         dist.destroy_process_group()
