@@ -24,7 +24,7 @@ from typing import Any, Callable, Iterator, Optional
 import ipywidgets as w
 
 from explorer.compile import views
-from explorer.compile.runtime.config import default_backend
+from explorer.compile.runtime.config import PRESETS_DEVICE, default_backend
 from explorer.compile.runtime.run import run_scenario
 from explorer.compile.runtime.scenarios import PRESETS
 from explorer.compile.traces.records import ProbeResult
@@ -110,7 +110,7 @@ class CompileExplorer:
         self.scenario = w.Dropdown(
             options=list(PRESETS), value=scenario, description="scenario", style=style
         )
-        backends = list(dict.fromkeys([backend or default_backend(), *BACKENDS]))
+        backends = list(dict.fromkeys([backend or default_backend(PRESETS_DEVICE), *BACKENDS]))
         self.backend = w.Dropdown(
             options=backends,
             value=backends[0],

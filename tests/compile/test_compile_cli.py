@@ -39,7 +39,10 @@ def test_json_document_for_the_period_three_scenario() -> None:
         "compiled",
         "variant",
         "fallback",
+        "synchronized",
     }
+    # no CUDA initialised on a CPU run: nothing to wait for, and the document says so
+    assert all(it["synchronized"] is False for it in doc["iterations"])
     # the process's CPU time and the wait for a core (Linux) are measured, and the wait is
     # inside the wall time it was read in
     assert all(0 <= it["waited_ms"] <= it["ms"] and it["cpu_ms"] >= 0 for it in doc["iterations"])

@@ -7,7 +7,13 @@ import textwrap
 
 import pytest
 
-from explorer.compile.runtime.config import default_backend, parse_config, resolve_backend
+from explorer.compile.runtime.config import (
+    PRESETS_DEVICE,
+    choose_backend,
+    default_backend,
+    parse_config,
+    resolve_backend,
+)
 from explorer.errors import InputError
 
 
@@ -37,23 +43,57 @@ def test_bad_sections_say_what_to_change(section: dict, words: list[str]) -> Non
         assert word in str(err.value)
 
 
+@pytest.mark.parametrize(
+    "device, cxx, backend",
+    [
+        ("cpu", True, "inductor"),
+        ("cpu", False, "aot_eager"),
+        ("cuda", False, "inductor"),  # Triton kernels: no C++ compiler needed
+        ("cuda:1", False, "inductor"),
+        ("cuda", True, "inductor"),
+    ],
+)
+def test_the_backend_follows_where_the_tensors_live(device, cxx, backend) -> None:
+    assert choose_backend(device, cxx_found=cxx) == backend
+
+
 def test_default_backend_follows_the_cxx_compiler_on_path(tmp_path, monkeypatch) -> None:
     """inductor where a C++ compiler is found (on PATH or named by CXX), aot_eager without one (on CPU)."""
-    import torch
-
-    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
     monkeypatch.delenv("CXX", raising=False)
-    assert default_backend() == "inductor"  # the project's machines have g++
+    assert default_backend("cpu") == "inductor"  # the project's machines have g++
     monkeypatch.setenv("PATH", str(tmp_path))  # an empty folder: no compiler on PATH
-    assert default_backend() == "aot_eager"
+    assert default_backend("cpu") == "aot_eager"
+    assert default_backend("cuda") == "inductor"  # inductor emits Triton there
     cxx = tmp_path / "my-cxx"
     cxx.write_text("#!/bin/sh\n")
     cxx.chmod(0o755)
     monkeypatch.setenv("CXX", "my-cxx")
-    assert default_backend() == "inductor"
-    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)  # inductor emits Triton there
-    monkeypatch.delenv("CXX")
-    assert default_backend() == "inductor"
+    assert default_backend("cpu") == "inductor"
+
+
+def test_a_visible_gpu_does_not_pick_inductor_for_the_cpu_presets(tmp_path, monkeypatch) -> None:
+    """A GPU machine without a C++ compiler: the presets' tensors are on CPU, so aot_eager.
+
+    Inductor there would compile C++ for the CPU tensors and fail for want of a compiler.
+    """
+    import torch
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.delenv("CXX", raising=False)
+    monkeypatch.setenv("PATH", str(tmp_path))  # an empty folder: no compiler on PATH
+    assert PRESETS_DEVICE == "cpu"
+    assert parse_config({}).backend == "aot_eager"
+    assert parse_config({}, device=PRESETS_DEVICE).backend == "aot_eager"
+    assert parse_config({}, device="cuda").backend == "inductor"
+
+
+def test_the_presets_tensors_are_where_presets_device_says() -> None:
+    """The constant the presets' backend follows matches the tensors the preset models hold."""
+    from explorer.compile.runtime.scenarios import build
+
+    scenario = build("cycling", parse_config({"backend": "eager"}))
+    devices = {p.device.type for p in scenario.model.parameters()}
+    assert devices == {PRESETS_DEVICE}
 
 
 def test_registered_and_unknown_backend_names() -> None:

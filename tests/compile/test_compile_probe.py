@@ -110,3 +110,83 @@ def test_importing_the_probe_package_does_not_import_torch() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
+
+
+@pytest.mark.parametrize(
+    "available, initialized, wait",
+    [(False, False, False), (False, True, False), (True, False, False), (True, True, True)],
+)
+def test_the_barrier_is_due_only_where_cuda_is_up(available, initialized, wait) -> None:
+    from explorer.compile.runtime.probe import should_synchronize
+
+    assert should_synchronize(available, initialized) is wait
+
+
+class FakeCuda:
+    """``torch.cuda`` as a step that first touches CUDA inside step 0 leaves it.
+
+    ``is_initialized()`` turns True when the step first queues work; queued work is
+    ``work_s`` of device time that only ``synchronize()`` waits for, as kernels are.
+    """
+
+    def __init__(self, work_s: float) -> None:
+        self.work_s = work_s
+        self.initialized = False
+        self.pending_until = 0.0
+        self.synchronize_calls = 0
+
+    def is_available(self) -> bool:
+        return True
+
+    def is_initialized(self) -> bool:
+        return self.initialized
+
+    def launch(self) -> None:
+        """Queue ``work_s`` of device work and return at once (a kernel launch)."""
+        import time
+
+        self.initialized = True
+        self.pending_until = max(self.pending_until, time.perf_counter()) + self.work_s
+
+    def synchronize(self) -> None:
+        import time
+
+        self.synchronize_calls += 1
+        time.sleep(max(0.0, self.pending_until - time.perf_counter()))
+
+
+def _fake_cuda(monkeypatch, work_s: float) -> FakeCuda:
+    """Put a :class:`FakeCuda` behind ``torch.cuda``'s three calls the probe makes."""
+    import torch
+
+    fake = FakeCuda(work_s)
+    for name in ("is_available", "is_initialized", "synchronize"):
+        monkeypatch.setattr(torch.cuda, name, getattr(fake, name))
+    return fake
+
+
+def test_a_step_that_starts_cuda_in_step_zero_is_timed_by_its_work(monkeypatch) -> None:
+    """The barrier is decided each iteration: step 0 starts CUDA, and its own work is in its time.
+
+    Decided once before step 0 (CUDA not yet up), no iteration would wait and each would
+    read as its launch only; the lower bound below holds by construction once it waits.
+    """
+    from explorer.compile.runtime.probe import probe
+
+    fake = _fake_cuda(monkeypatch, work_s=0.05)
+    r = probe(lambda i: fake.launch(), 3, reset=False)
+    assert r.error is None
+    # step 0: no barrier before it (nothing could be pending), one after; then two each
+    assert fake.synchronize_calls == 1 + 2 + 2
+    assert [it.synchronized for it in r.iterations] == [True] * 3
+    assert all(it.ms >= 1e3 * fake.work_s for it in r.iterations), [it.ms for it in r.iterations]
+    assert [it["synchronized"] for it in r.to_json()["iterations"]] == [True] * 3
+
+
+def test_a_cpu_step_is_not_synchronized_and_says_so(monkeypatch) -> None:
+    from explorer.compile.runtime.probe import probe
+
+    fake = _fake_cuda(monkeypatch, work_s=0.0)  # CUDA visible, never started by the step
+    r = probe(lambda i: None, 2, reset=False)
+    assert fake.synchronize_calls == 0
+    assert [it.synchronized for it in r.iterations] == [False, False]

@@ -30,7 +30,7 @@ def results():
 
 def test_cycling_is_period_three_cycling_not_recompiles(results) -> None:
     r = results("cycling")
-    assert r.error is None and r.backend == default_backend()
+    assert r.error is None and r.backend == default_backend("cpu")
     assert (r.diagnosis.cause, r.diagnosis.period) == ("cycling", 3), r.diagnosis.sentence
     assert [c.compile_id for c in r.compiles] == ["0/0", "0/1", "0/2"]
     assert [c.iteration for c in r.compiles] == [0, 1, 2]

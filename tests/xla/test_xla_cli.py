@@ -14,12 +14,15 @@ from explorer.xla.runtime import STEP_KEYS
 pytestmark = pytest.mark.slow
 
 
-def _cli(*args: str, cwd: str | None = None) -> subprocess.CompletedProcess:
+def _cli(
+    *args: str, cwd: str | None = None, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess:
     return subprocess.run(
         [sys.executable, "-m", "explorer.cli", "xla-run", *args],
         capture_output=True,
         text=True,
         cwd=cwd,
+        env=None if env is None else {**os.environ, **env},
         timeout=400,
     )
 
@@ -60,6 +63,17 @@ def test_bad_input_is_one_line_and_exit_2(args, words) -> None:
         and len(proc.stderr.strip().splitlines()) == 1
         and "Traceback" not in proc.stderr
     )
+
+
+def test_pjrt_device_cuda_is_refused_in_one_line() -> None:
+    """torch_xla 2.9 ships no XLA:CUDA plugin (pytorch/xla #9597): say so, and what to use."""
+    proc = _cli("--scenario", "steady", "--steps", "1", env={"PJRT_DEVICE": "CUDA"})
+    assert proc.returncode == 2, proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in proc.stderr, proc.stderr
+    assert "torch_xla 2.9 ships no XLA:CUDA plugin" in lines[0]
+    assert "PJRT_DEVICE=TPU" in lines[0] and "XLA:CPU" in lines[0]
+    assert proc.stdout == ""
 
 
 def test_missing_user_function_is_bad_input_from_the_child(tmp_path) -> None:

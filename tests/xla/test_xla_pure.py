@@ -99,6 +99,28 @@ def test_bad_configs_say_what_to_change(kwargs, words) -> None:
         RunConfig(**kwargs).resolved()
 
 
+@pytest.mark.parametrize("device", ["CUDA", "cuda", "GPU"])
+def test_xla_on_cuda_is_refused_before_a_child_starts(device, monkeypatch, tmp_path) -> None:
+    """torch_xla 2.9 has no XLA:CUDA: asked by field or by environment, refused in one line."""
+    from explorer.xla.runtime.launch import launch
+
+    monkeypatch.delenv("PJRT_DEVICE", raising=False)
+    with pytest.raises(InputError, match="no XLA:CUDA plugin.*PJRT_DEVICE=TPU"):
+        RunConfig(device=device).resolved()
+    monkeypatch.setenv("PJRT_DEVICE", device)
+    with pytest.raises(InputError, match="torch_xla 2.9 ships no XLA:CUDA"):
+        RunConfig().resolved()
+    with pytest.raises(InputError, match="no XLA:CUDA"):  # a config that skipped resolved()
+        launch(RunConfig(steps=1), str(tmp_path))
+    assert not os.listdir(tmp_path)  # refused before anything was written or started
+
+
+def test_cpu_and_tpu_are_not_refused(monkeypatch) -> None:
+    monkeypatch.delenv("PJRT_DEVICE", raising=False)
+    assert RunConfig().resolved().pjrt_device == "CPU"
+    assert RunConfig(device="tpu").resolved().pjrt_device == "TPU"
+
+
 def test_config_round_trips_and_presets_fill_defaults() -> None:
     cfg = RunConfig(
         scenario="bucketed-nested", fsdp_options={"flatten_parameters": False}

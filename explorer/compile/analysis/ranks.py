@@ -115,6 +115,7 @@ def _iterations(per_rank: Mapping[int, ProbeResult]) -> list[Iteration]:
                 fallback,
                 slowest.cpu_ms,
                 slowest.waited_ms,
+                slowest.synchronized,
             )
         )
     return out

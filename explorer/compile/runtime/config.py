@@ -52,27 +52,49 @@ def _qualname(fn: Any) -> str:
     return f"{module}.{name}" if module else name
 
 
-def default_backend() -> str:
-    """``inductor`` when a C++ compiler is on PATH (inductor's CPU code generation needs one), else ``aot_eager``.
+#: Where every preset's tensors live: the presets are CPU training loops, GPU or not.
+PRESETS_DEVICE = "cpu"
+#: Device types whose tensors inductor compiles to Triton kernels (no C++ compiler needed).
+TRITON_DEVICES = ("cuda",)
 
-    On a GPU machine inductor emits Triton instead, so a CUDA device counts too.
+
+def choose_backend(device: str, cxx_found: bool) -> str:
+    """The default backend for tensors on ``device`` (``cpu``, ``cuda``, ``cuda:1``, a ``torch.device``).
+
+    It follows where the tensors live, not what hardware is visible: on a GPU machine a model
+    on CPU still gets inductor's CPU code generation, which needs a C++ compiler
+    (``cxx_found``), and ``aot_eager`` without one; only tensors on CUDA get inductor's
+    Triton kernels, which need none.
+
+    >>> choose_backend("cpu", cxx_found=False), choose_backend("cuda:0", cxx_found=False)
+    ('aot_eager', 'inductor')
     """
-    try:
-        import torch
+    kind = str(device).split(":", 1)[0].strip().lower()
+    if kind in TRITON_DEVICES or cxx_found:
+        return "inductor"
+    return "aot_eager"
 
-        if torch.cuda.is_available():
-            return "inductor"
-    except ImportError:  # pragma: no cover - the probe needs torch anyway
-        pass
+
+def cxx_on_path() -> bool:
+    """Whether a C++ compiler is found: ``$CXX``, or ``g++``, ``c++``, ``clang++`` on PATH."""
     compilers = [os.environ.get("CXX", ""), "g++", "c++", "clang++"]
-    return "inductor" if any(c and shutil.which(c) for c in compilers) else "aot_eager"
+    return any(c and shutil.which(c) for c in compilers)
+
+
+def default_backend(device: str) -> str:
+    """:func:`choose_backend` for ``device`` on this machine (no torch import: it is not asked)."""
+    return choose_backend(device, cxx_on_path())
 
 
 def parse_config(
     config: Optional[Mapping[str, Any]] = None,
     compiler_fn: Optional[Callable[[Any], Any]] = None,
+    device: str = PRESETS_DEVICE,
 ) -> CompileConfig:
     """Validate a DeepSpeed-style config (whole, or just its ``compile`` section).
+
+    ``device`` is where the compiled model's tensors live; it picks the backend when the
+    section names none (:func:`default_backend`). The presets' tensors are on CPU.
 
     >>> parse_config({"compile": {"backend": "aot_eager", "kwargs": {"dynamic": False}}}).kwargs
     {'dynamic': False}
@@ -109,9 +131,7 @@ def parse_config(
         raise InputError(
             "compile.kwargs may set 'mode' or 'options', not both (torch.compile refuses both)"
         )
-    backend = (
-        section["backend"] if "backend" in section else default_backend()
-    )  # torch only when needed
+    backend = section["backend"] if "backend" in section else default_backend(device)
     if not (isinstance(backend, str) and backend.strip()) and not callable(backend):
         raise InputError(
             f"compile.backend must be a registered name, a dotted path 'module.function' or a "
@@ -156,6 +176,10 @@ __all__ = [
     "COMPILE_KWARGS",
     "Backend",
     "CompileConfig",
+    "PRESETS_DEVICE",
+    "TRITON_DEVICES",
+    "choose_backend",
+    "cxx_on_path",
     "default_backend",
     "parse_config",
     "resolve_backend",

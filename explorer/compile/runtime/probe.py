@@ -7,12 +7,15 @@ result that carries the error and the iterations recorded so far, instead of los
 Per iteration it costs three clock reads (wall, the process's CPU time, and on Linux the
 time this thread waited for a core, from ``/proc/thread-self/schedstat``), one read of Dynamo's bounded metrics deque and, with
 a :class:`VariantTracker`, one dict update per compiled graph call (see the benchmark).
+Where CUDA is initialised, the device is synchronised before the start and before the end
+time of an iteration, decided afresh each time (:func:`should_synchronize`), so GPU work is
+timed in the iteration that queued it; each iteration records whether it was.
 """
 
 from __future__ import annotations
 
 import time
-from typing import Any, Callable, Mapping, Optional
+from typing import Any, Callable, Mapping, Optional, Protocol
 
 from explorer.compile.analysis.diagnosis import diagnose
 from explorer.compile.runtime import cache
@@ -33,13 +36,42 @@ from explorer.failure import FailureKind, from_exception
 Step = Callable[[int], Any]
 
 
-def _synchronize() -> Callable[[], None]:
-    """A device barrier so GPU work lands in the iteration that queued it; a no-op on CPU."""
+class CudaLike(Protocol):
+    """The three calls of ``torch.cuda`` the probe's barrier needs (a fake in the CPU tests)."""
+
+    def is_available(self) -> bool: ...
+
+    def is_initialized(self) -> bool: ...
+
+    def synchronize(self) -> None: ...
+
+
+def should_synchronize(cuda_available: bool, cuda_initialized: bool) -> bool:
+    """Whether to wait for the device before reading a clock: only where CUDA is up in this process.
+
+    Asked afresh before every clock read of every iteration, never once for the run: a step
+    that first touches CUDA inside step 0 (a model built or moved lazily) starts CUDA there,
+    and from that moment its kernels run after their launches return. Without the barrier the
+    iteration's end time would be taken when the launches are queued, and the work would land
+    in whichever later iteration waits. Before CUDA is initialised no GPU work can be pending,
+    so skipping the barrier then loses nothing (and never starts CUDA for a CPU-only step).
+    """
+    return cuda_available and cuda_initialized
+
+
+def _barrier(cuda: Optional[CudaLike]) -> bool:
+    """Wait for the device if :func:`should_synchronize` says so now; True when it waited."""
+    if cuda is None or not should_synchronize(cuda.is_available(), cuda.is_initialized()):
+        return False
+    cuda.synchronize()
+    return True
+
+
+def _cuda() -> Optional[CudaLike]:
+    """This process's ``torch.cuda``; None where torch was built without it."""
     import torch
 
-    if torch.cuda.is_available() and torch.cuda.is_initialized():
-        return torch.cuda.synchronize
-    return lambda: None
+    return getattr(torch, "cuda", None)
 
 
 def _waited_ns() -> Optional[int]:
@@ -103,7 +135,7 @@ def probe(
     if reset:
         torch._dynamo.reset()
     src = make_source(source)
-    sync = _synchronize()
+    cuda = _cuda()
     result = ProbeResult(iterations=[], backend=backend, source=src.name, label=label)
     result.variant_source = "tracking backend" if tracker is not None else "dynamo cache"
     result.threads = torch.get_num_threads()
@@ -116,15 +148,16 @@ def probe(
         )
         for i in range(iterations):
             before = tracker.snapshot() if tracker is not None else None
-            sync()
+            _barrier(cuda)  # work queued before this iteration is not its own
             # The wait is read inside the wall-time interval, so it never exceeds it: a wait
             # is counted when it ends (the thread gets a core), which is before the next read.
             start = time.perf_counter()
             waited = _waited_ns()
             cpu = time.process_time()
+            synchronized = False
             try:
                 step(i)
-                sync()
+                synchronized = _barrier(cuda)  # decided now: step(i) may have started CUDA
             except Exception as exc:  # the user's step: keep what was recorded so far
                 result.failure = from_exception(
                     exc,
@@ -146,7 +179,7 @@ def probe(
             variants, fallback = _variants(tracker, before, limited)
             compiled = any(not c.failed for c in events)
             result.iterations.append(
-                Iteration(i, ms, compiled, variants, fallback, cpu_ms, waited_ms)
+                Iteration(i, ms, compiled, variants, fallback, cpu_ms, waited_ms, synchronized)
             )
         result.guards = cache.guard_differences() if cache.supported() else []
     result.diagnosis = diagnose(result)
@@ -158,4 +191,4 @@ def _record(result: ProbeResult, events: list[CompileEvent], breaks: list[GraphB
     result.graph_breaks.extend(breaks)
 
 
-__all__ = ["probe", "Step", "frame_of"]
+__all__ = ["CudaLike", "probe", "should_synchronize", "Step", "frame_of"]

@@ -8,7 +8,7 @@ from __future__ import annotations
 from contextlib import contextmanager
 from typing import Any, Callable, Iterator, Mapping, Optional
 
-from explorer.compile.runtime.config import parse_config
+from explorer.compile.runtime.config import PRESETS_DEVICE, parse_config
 from explorer.compile.runtime.scenarios import build
 from explorer.compile.runtime.sources import SourceKind
 from explorer.compile.runtime.tracking import VariantTracker
@@ -34,7 +34,7 @@ def run_scenario(
     section = dict((config or {}).get("compile", config or {}))
     if backend:
         section["backend"] = backend
-    cfg = parse_config(section)
+    cfg = parse_config(section, device=PRESETS_DEVICE)  # a GPU in sight moves no preset tensor
     tracker = VariantTracker()
     import torch._dynamo
 

@@ -100,6 +100,9 @@ class Iteration:
     process held; both ``None`` where unmeasured (a profiler trace, a system without
     scheduler statistics). On a busy machine ``ms`` grows by ``waited_ms``, which is why the
     diagnosis reads periods from ``ms - waited_ms``, the time the iteration would take alone.
+    ``synchronized`` is True when the probe waited for the GPU before taking the end time, so
+    ``ms`` is the device's work, and False when there was nothing to wait for (no CUDA
+    initialised: CPU work is timed by itself); ``None`` where unknown (a profiler trace).
     """
 
     iteration: int
@@ -109,6 +112,7 @@ class Iteration:
     fallback: Optional[bool] = False
     cpu_ms: Optional[float] = None
     waited_ms: Optional[float] = None
+    synchronized: Optional[bool] = None
 
     @property
     def variant(self) -> Optional[str]:
@@ -201,6 +205,7 @@ class ProbeResult:
                     "compiled": it.compiled,
                     "variant": it.variant,
                     "fallback": it.fallback,
+                    "synchronized": it.synchronized,
                 }
                 for it in self.iterations
             ],

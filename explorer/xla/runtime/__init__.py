@@ -5,7 +5,16 @@ Importing this package never imports torch or torch_xla: the parent validates a
 wrote (``PT_XLA_DEBUG_LEVEL`` blocks, ``--xla_dump_to`` HLO) with the HLO diff of
 :mod:`explorer.xla.hlo`. What runs where: PJRT CPU by default, ``XlaFullyShardedDataParallel`` at
 world size 1 (collectives across several CPU devices deadlock upstream) or the SPMD FSDPv2
-variant over 4 virtual CPU devices; TPU when ``PJRT_DEVICE=TPU``.
+variant over 4 virtual CPU devices; TPU when ``PJRT_DEVICE=TPU``. No GPU: torch_xla 2.9 ships no
+XLA:CUDA plugin (pytorch/xla #9597), so ``PJRT_DEVICE=CUDA`` (or ``GPU``) is refused before a
+child starts (:func:`~explorer.xla.runtime.config.refuse_xla_cuda`).
+
+On a TPU the child is still one process, with no ``xmp.spawn`` or torchrun: the v1 step runs at
+world size 1 on one chip. Such a run covers what XLA:TPU compiles at each step and why (the
+graphs, their causes, the HLO diffs), with FSDP's wrapping and collective ops in the graph; it
+does not cover sharding across chips or hosts, nor the timing or hangs of real collectives
+between them, which need one process per chip. ``fsdp="v2"`` (SPMD) meshes over every device
+the one process sees. Neither variant has yet run on a TPU.
 
 Typical use::
 

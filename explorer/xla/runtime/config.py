@@ -21,6 +21,24 @@ FSDP_KINDS = ("v1", "v2")
 MODELS = ("encoder",)
 #: The ``--step`` example every message quotes.
 STEP_EXAMPLE = "my_train:step or train.py:step"
+#: ``PJRT_DEVICE`` names that ask for XLA on an NVIDIA GPU (``GPU`` is the older spelling).
+CUDA_PJRT_DEVICES = ("CUDA", "GPU")
+
+
+def refuse_xla_cuda(pjrt_device: str) -> None:
+    """Refuse XLA:CUDA before a child starts: torch_xla 2.9 ships no CUDA plugin.
+
+    Its 2.9 wheels carry XLA:CPU and XLA:TPU only (pytorch/xla #9597: the CUDA plugin was
+    removed, deprecated since 2.8), so a child asked for ``PJRT_DEVICE=CUDA`` would die deep in PJRT's start-up; one
+    line that says what to use instead is worth more than that traceback.
+    """
+    name = pjrt_device.strip().upper()
+    if name in CUDA_PJRT_DEVICES:
+        raise InputError(
+            f"PJRT_DEVICE={name}: torch_xla 2.9 ships no XLA:CUDA plugin (pytorch/xla #9597), "
+            "so XLA cannot run on a GPU; unset PJRT_DEVICE (or set CPU) for XLA:CPU, "
+            "or run on a TPU host with PJRT_DEVICE=TPU"
+        )
 
 
 @dataclass(frozen=True)
@@ -99,6 +117,7 @@ class RunConfig:
         return cfg
 
     def _check(self) -> None:
+        refuse_xla_cuda(self.pjrt_device)
         positive = {
             "steps": self.steps,
             "layers": self.layers,
@@ -197,4 +216,12 @@ def _no_constant(name: str) -> Any:
     raise ValueError(f"{name} is not a value an FSDP option takes (JSON has no NaN or Infinity)")
 
 
-__all__ = ["FSDP_KINDS", "MODELS", "STEP_EXAMPLE", "RunConfig", "parse_fsdp_options"]
+__all__ = [
+    "CUDA_PJRT_DEVICES",
+    "FSDP_KINDS",
+    "MODELS",
+    "STEP_EXAMPLE",
+    "RunConfig",
+    "parse_fsdp_options",
+    "refuse_xla_cuda",
+]

@@ -19,7 +19,7 @@ from typing import Any, Callable, Optional
 from explorer.errors import InputError
 from explorer.failure import Failure, FailureKind, signal_name, tail
 from explorer.processes import Child, Engine, Report, supervise
-from explorer.xla.runtime.config import RunConfig
+from explorer.xla.runtime.config import RunConfig, refuse_xla_cuda
 from explorer.xla.traces import failure as failures
 from explorer.xla.traces.protocol import decode
 from explorer.xla.traces.records import DEBUG_FILE, DUMP_DIR, SAVE_FILE, ChildResult
@@ -92,6 +92,7 @@ def launch(
     cfg: RunConfig, out_dir: Optional[str] = None, progress: Optional[Progress] = None
 ) -> ChildResult:
     """Run ``cfg`` (already :meth:`~RunConfig.resolved`) in a child process and wait for it."""
+    refuse_xla_cuda(cfg.pjrt_device)  # also for a config that skipped resolved()
     out_dir = out_dir or tempfile.mkdtemp(prefix="explorer-xla-")
     os.makedirs(out_dir, exist_ok=True)
     for stale in (DEBUG_FILE,):
