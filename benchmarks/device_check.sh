@@ -74,6 +74,15 @@ for kind in ("ForwardPass", "BackwardPass", "SendActivation", "RecvActivation"):
         print(f"{kind}: median {statistics.median(ms):.3f} ms over {len(ms)} (CUDA events)")
 starts = sorted((r["rank"], r["device"]) for r in rows if r.get("type") == "start")
 print("ranks on", starts)
+# Why the reference trains on the run's device: the same model trained on the CPU.
+from explorer.pipeline.runtime.models import build_model
+from explorer.pipeline.runtime.reference import train_reference
+from explorer.pipeline.runtime.spec import RunSpec
+spec = RunSpec.read(folder)
+cpu = train_reference(build_model(spec.model, 4, spec.microbatch_size, spec.seed), 2, 8)
+gpu = result["reference_losses"]
+diff = max(abs(float(a) - b) for a, b in zip(cpu.losses[-1], gpu))
+print(f"a CPU reference against the GPU one: losses bitwise equal {diff == 0.0}, max |diff| {diff:.3g}")
 sys.exit(0 if result["bitwise_equal_to_reference"] else 1)
 EOF
 
