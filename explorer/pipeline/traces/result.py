@@ -168,6 +168,8 @@ def collect(
             "result": final,
             "failures": [e for e in follower.events if e["type"] == "failure"],
             "hazards": [e for e in follower.events if e["type"] == "hazard"],
+            # timed instructions a rank could not read back (a GPU that failed): said, not hidden
+            "lost": [e for e in follower.events if e["type"] == "lost"],
             "iterations": [e for e in follower.events if e["type"] == "iteration"],
             "finished": sorted(_finished(follower)),
             "teardown_exit_codes": {
