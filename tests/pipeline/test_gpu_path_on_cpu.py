@@ -380,6 +380,15 @@ def test_ranks_beyond_the_gpus_share_them_in_turn():
     assert gpu_index(3, 0) == 0  # never a device ordinal that cannot exist
 
 
+def test_both_engines_pick_their_gpu_by_the_same_rule():
+    """DeepSpeed's worker set ``LOCAL_RANK`` as the device: invalid where ranks outnumber GPUs."""
+    runtime = ROOT / "explorer" / "pipeline" / "runtime"
+    for path in (runtime / "worker.py", runtime / "deepspeed" / "worker.py"):
+        text = path.read_text()
+        assert "gpu_index(local, torch.cuda.device_count())" in text, path
+        assert 'set_device(int(os.environ.get("LOCAL_RANK"' not in text, path
+
+
 def test_the_cli_refuses_deepspeed_on_gloo_with_cuda_in_one_line_naming_the_pair():
     from cli_in_process import call_cli
 
