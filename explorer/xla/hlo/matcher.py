@@ -18,7 +18,6 @@ users that read them: exactly what a permutation needs.
 from __future__ import annotations
 
 from collections import Counter
-from difflib import SequenceMatcher
 
 from explorer.xla.hlo.graph import Graph
 
@@ -54,6 +53,8 @@ def _operand_pairs(ga: Graph, gb: Graph, a: int, b: int) -> list[tuple[int, int]
     oa, ob = ga.operands[a], gb.operands[b]
     if len(oa) == len(ob) or min(len(oa), len(ob)) == 0 or max(len(oa), len(ob)) > 20000:
         return list(zip(oa, ob))
+    from difflib import SequenceMatcher  # here: rarely needed, and costly to import
+
     sm = SequenceMatcher(
         None, [ga.subgraph_print[x] for x in oa], [gb.subgraph_print[y] for y in ob], autojunk=False
     )
