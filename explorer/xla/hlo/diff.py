@@ -124,8 +124,9 @@ def _changed(
     ga: Graph, gb: Graph, pairs: list[tuple[int, int]], b_to_a: list[int]
 ) -> list[ChangedInstruction]:
     out = []
+    sub_a, sub_b = ga.subgraph_print, gb.subgraph_print
     for x, y in pairs:
-        if ga.subgraph_print[x] == gb.subgraph_print[y]:
+        if sub_a[x] == sub_b[y]:
             continue
         ia, ib = ga.insts[x], gb.insts[y]
         kinds = []
@@ -162,6 +163,11 @@ def _in_order(seq: list[int]) -> list[bool]:
     tail_idx: list[int] = []
     prev = [-1] * len(seq)
     for i, v in enumerate(seq):
+        if not tails or v > tails[-1]:  # what bisect_left would say: the common, in-order case
+            prev[i] = tail_idx[-1] if tails else -1
+            tails.append(v)
+            tail_idx.append(i)
+            continue
         k = bisect_left(tails, v)
         if k == len(tails):
             tails.append(v)
@@ -181,12 +187,20 @@ def _in_order(seq: list[int]) -> list[bool]:
 def _moved_constants(
     ga: Graph, gb: Graph, pairs: list[tuple[int, int]], a_to_b: list[int]
 ) -> list[MovedConstant]:
-    by_file = sorted(pairs, key=lambda p: ga.file_pos[p[0]])
-    keep = _in_order([gb.file_pos[y] for _, y in by_file])
+    if ga.file_pos == list(range(len(ga))):
+        by_file = pairs  # already in A's file order (pairs come in A's order)
+    else:
+        by_file = sorted(pairs, key=lambda p: ga.file_pos[p[0]])
+    pos_b = gb.file_pos
+    keep = _in_order([pos_b[y] for _, y in by_file])
+    insts_a, insts_b = ga.insts, gb.insts
     out = []
     for (x, y), stays in zip(by_file, keep):
-        ia, ib = ga.insts[x], gb.insts[y]
-        if ia.opcode != "constant" or ib.opcode != "constant":
+        ia = insts_a[x]
+        if ia.opcode != "constant":
+            continue
+        ib = insts_b[y]
+        if ib.opcode != "constant":
             continue
         users_changed = sorted(a_to_b[u] for u in ga.users[x]) != sorted(gb.users[y])
         if stays and not users_changed:

@@ -184,12 +184,13 @@ def _metadata(value: str) -> Metadata:
 
 # The common line, read by one regular expression: an array shape, no nested parentheses in the
 # operand list. Anything else (tuples, comments, odd spacing, errors) takes the careful path below,
-# which accepts the same language and names the column of a mistake. The operand list of a dump
-# (``%a, %b``) is recognised by the same pass (group ``names``), so it needs no second regex.
+# which accepts the same language and names the column of a mistake. The two usual operand lists,
+# a dump's ``%a, %b`` (group ``names``) and torch_xla's ``f32[2]{0} %a, f32[] %b`` (group
+# ``shaped``), are recognised by the same pass, so they need no second regex to check them.
 _ARR_FAST = r"[a-z][a-z0-9]*\[[\d,<=?]*\](?:\{[^{}()]*\})?"
 _FAST_LINE = re.compile(
     rf"[ \t]*(ROOT[ \t]+)?%?({NAME})[ \t]*=[ \t]*({_ARR_FAST})[ \t]+([a-z][a-z0-9\-]*)"
-    rf"\(((%{NAME}(?:, %{NAME})*)|[^()]*)\)(.*)"
+    rf"\(((%{NAME}(?:, %{NAME})*)|({_ARR_FAST} %{NAME}(?:, {_ARR_FAST} %{NAME})*)|[^()]*)\)(.*)"
 )
 _FAST_OPS = re.compile(
     rf"[ \t]*(?:{_ARR_FAST}[ \t]+)?%?{NAME}(?:[ \t]*,[ \t]*(?:{_ARR_FAST}[ \t]+)?%?{NAME})*[ \t]*"
@@ -246,7 +247,7 @@ def parse_common_instruction(line: str, lineno: int) -> Optional[HloInstruction]
     m = _FAST_LINE.fullmatch(line)
     if m is None:
         return None
-    root, name, shape, opcode, inner, names, rest = m.groups()
+    root, name, shape, opcode, inner, names, shaped, rest = m.groups()
     literal, operands, number = "", (), None
     if opcode == "constant":
         literal = " ".join(inner.split())
@@ -261,6 +262,8 @@ def parse_common_instruction(line: str, lineno: int) -> Optional[HloInstruction]
         literal = str(number)
     elif names is not None:
         operands = tuple(names[1:].split(", %"))
+    elif shaped is not None:
+        operands = tuple(_FAST_OP_NAME.findall(shaped))
     elif inner:
         if not _FAST_OPS.fullmatch(inner):
             return None
