@@ -41,13 +41,15 @@ def stable_hash(text: str) -> str:
 class Interner:
     """Equal keys get equal short ids; share one between the two modules being compared.
 
-    Keys are texts, or tuples of ids (a subgraph: its own id, then its operands'), which
-    never equal a text.
+    ``table`` gives texts short hexadecimal ids (they go into other texts). ``graph_ids`` is
+    the entry graphs' own table: integer ids for self-key texts and for subgraph keys, tuples
+    of ids (its own id, then its operands'), which never equal a text.
     """
 
-    table: dict = field(default_factory=dict)
+    table: dict[str, str] = field(default_factory=dict)
+    graph_ids: dict = field(default_factory=dict)
 
-    def __call__(self, key) -> str:
+    def __call__(self, key: str) -> str:
         got = self.table.get(key)
         if got is None:
             got = self.table[key] = format(len(self.table), "x")

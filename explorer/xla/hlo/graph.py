@@ -22,8 +22,8 @@ class Graph:
     index: dict[str, int]
     operands: list[list[int]]
     users: list[list[int]]
-    self_print: list[str]
-    subgraph_print: list[str]
+    self_print: list[int]
+    subgraph_print: list[int]
     file_pos: list[int]
     root: int
 
@@ -42,13 +42,14 @@ def entry_graph(module: Module, interner: Interner) -> Graph:
     """
     hashes = computation_hashes(module, include_entry=False, hasher=interner)
     comp = module.entry
-    table = interner.table
+    ids = interner.graph_ids
+    ids_get = ids.get
     insts = list(comp.order)
     index: dict[str, int] = {}
     operands: list[list[int]] = []
-    users: list[list[int]] = []
-    selfs: list[str] = []
-    subs: list[str] = []
+    users: list[list[int]] = [[] for _ in insts]
+    selfs: list[int] = []
+    subs: list[int] = []
     for k, inst in enumerate(insts):
         opcode = inst.opcode
         if opcode == "parameter":
@@ -57,10 +58,11 @@ def entry_graph(module: Module, interner: Interner) -> Graph:
             key = opcode + "|" + inst.shape + "|" + inst.literal
         if inst.attrs:
             key += attr_text(inst, hashes)
-        own = table.get(key) or interner(key)
+        own = ids_get(key)
+        if own is None:
+            own = ids[key] = len(ids)
         selfs.append(own)
         index[inst.name] = k
-        users.append([])
         names = inst.operands
         if not names:
             operands.append([])
@@ -77,7 +79,10 @@ def entry_graph(module: Module, interner: Interner) -> Graph:
                 users[o].append(k)
             sub_key = (own, *[subs[o] for o in ops])
         operands.append(ops)
-        subs.append(table.get(sub_key) or interner(sub_key))
+        sub = ids_get(sub_key)
+        if sub is None:
+            sub = ids[sub_key] = len(ids)
+        subs.append(sub)
     if comp.order == comp.instructions:  # the usual case: file order is topological
         file_pos = list(range(len(insts)))
     else:
