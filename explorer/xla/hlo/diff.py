@@ -10,11 +10,13 @@ from __future__ import annotations
 import re
 from bisect import bisect_left
 from collections import Counter
+from itertools import compress
+from operator import attrgetter, ne
 
 from explorer.xla.hlo.fingerprint import Interner
 from explorer.xla.hlo.gcpause import paused_gc
 from explorer.xla.hlo.graph import Graph, entry_graph
-from explorer.xla.hlo.matcher import match
+from explorer.xla.hlo.matcher import UNMATCHED, match
 from explorer.xla.hlo.model import HloInstruction, Module, tuple_arity
 from explorer.xla.hlo.records import (
     ChangedInstruction,
@@ -37,31 +39,42 @@ def _diff(a: Module, b: Module) -> HloDiff:
     interner = Interner()
     ga, gb = entry_graph(a, interner), entry_graph(b, interner)
     m = match(ga, gb)
-    pairs = m.pairs()
+    # The pairs in A's order, and the few whose subgraphs differ, filtered in C: a pair with
+    # equal subgraph fingerprints has equal shapes too, so only those can have changed.
+    xs = list(compress(range(len(ga)), map(UNMATCHED.__ne__, m.a_to_b)))
+    ys = list(map(m.a_to_b.__getitem__, xs))
+    pairs = list(zip(xs, ys))
+    sub_a, sub_b = ga.subgraph_print, gb.subgraph_print
+    unequal = list(compress(pairs, map(ne, map(sub_a.__getitem__, xs), map(sub_b.__getitem__, ys))))
+    name = attrgetter("name")
     out = HloDiff(
         module_a=a.name,
         module_b=b.name,
         instructions_a=len(ga),
         instructions_b=len(gb),
         matched_count=len(pairs),
-        parameter_permutation=_permutation(ga, gb, pairs),
+        parameter_permutation=_permutation(ga, gb, m.a_to_b),
         parameters_a=a.parameter_count,
         parameters_b=b.parameter_count,
         added=_groups("added", gb, [k for k, x in enumerate(m.b_to_a) if x == -1]),
         removed=_groups("removed", ga, [k for k, x in enumerate(m.a_to_b) if x == -1]),
-        changed=_changed(ga, gb, pairs, m.b_to_a),
+        changed=_changed(ga, gb, unequal, m.b_to_a),
         moved_constants=_moved_constants(ga, gb, pairs, m.a_to_b),
-        tuple_arity=_arity(ga, gb, pairs),
-        pairs=[(ga.insts[x].name, gb.insts[y].name) for x, y in pairs],
+        tuple_arity=_arity(ga, gb, unequal),
+        pairs=list(
+            zip(map(name, map(ga.insts.__getitem__, xs)), map(name, map(gb.insts.__getitem__, ys)))
+        ),
     )
     out.summary = summarize(out)
     return out
 
 
-def _permutation(ga: Graph, gb: Graph, pairs: list[tuple[int, int]]) -> list[ParameterMove]:
+def _permutation(ga: Graph, gb: Graph, a_to_b: list[int]) -> list[ParameterMove]:
     moves = []
-    for x, y in pairs:
-        ia, ib = ga.insts[x], gb.insts[y]
+    for x, ia in enumerate(ga.insts):
+        if ia.parameter_number is None or a_to_b[x] == -1:
+            continue
+        ib = gb.insts[a_to_b[x]]
         if (
             ia.parameter_number is not None
             and ib.parameter_number is not None
@@ -123,6 +136,7 @@ def short(inst: HloInstruction) -> str:
 def _changed(
     ga: Graph, gb: Graph, pairs: list[tuple[int, int]], b_to_a: list[int]
 ) -> list[ChangedInstruction]:
+    """Matched pairs that differ, from ``pairs`` (those with unequal subgraph fingerprints)."""
     out = []
     sub_a, sub_b = ga.subgraph_print, gb.subgraph_print
     for x, y in pairs:

@@ -23,7 +23,8 @@ from itertools import compress
 from explorer.xla.hlo.graph import Graph
 
 _EXACT, _SELF, _OPCODE = 0, 1, 2
-_UNMATCHED = -1
+#: What ``a_to_b``/``b_to_a`` hold for an instruction without a partner.
+UNMATCHED = -1
 
 
 class Matching:
@@ -80,7 +81,7 @@ def _top_down(m: Matching, level: int) -> None:
     insts_a, insts_b = ga.insts, gb.insts
     users_a = ga.users
     # Users of free instructions, found from the few free ones rather than from every pair.
-    free = compress(range(len(a_to_b)), map(_UNMATCHED.__eq__, a_to_b))  # runs in C
+    free = compress(range(len(a_to_b)), map(UNMATCHED.__eq__, a_to_b))  # runs in C
     with_free = {u for x in free for u in users_a[x]}
     work = [(a, a_to_b[a]) for a in sorted(with_free) if a_to_b[a] != -1]
     while work:
@@ -127,12 +128,13 @@ def _bottom_up(m: Matching) -> int:
 
 def _leftovers(m: Matching) -> int:
     ga, gb = m.ga, m.gb
-    free_b: dict[str, list[int]] = {}
-    for b in range(len(gb) - 1, -1, -1):
-        if m.b_to_a[b] == -1:
-            free_b.setdefault(gb.subgraph_print[b], []).append(b)
+    free_b: dict[int, list[int]] = {}
+    sub_b = gb.subgraph_print
+    for b in reversed(list(compress(range(len(gb)), map(UNMATCHED.__eq__, m.b_to_a)))):
+        free_b.setdefault(sub_b[b], []).append(b)
     added = 0
-    for a in sorted((a for a in range(len(ga)) if m.a_to_b[a] == -1), key=lambda a: ga.file_pos[a]):
+    free_a = compress(range(len(ga)), map(UNMATCHED.__eq__, m.a_to_b))
+    for a in sorted(free_a, key=ga.file_pos.__getitem__):
         cands = free_b.get(ga.subgraph_print[a])
         if cands:
             m.pair(a, cands.pop())
@@ -162,4 +164,4 @@ def match(ga: Graph, gb: Graph) -> Matching:
     return m
 
 
-__all__ = ["Matching", "match"]
+__all__ = ["UNMATCHED", "Matching", "match"]
