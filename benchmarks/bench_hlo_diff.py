@@ -61,19 +61,32 @@ def cli_once(a: str, b: str, code: str = ROOT) -> dict:
     return {"wall_s": wall, "json": json.loads(out)}
 
 
-def structural(a: str, b: str, repeat: int, code: str = ROOT) -> dict:
-    """Best wall and best CPU of ``repeat`` CLI runs; the largest peak RSS seen."""
-    walls, cpus = [], []
-    result = None
+def structural(a: str, b: str, repeat: int, codes: list[str]) -> list[dict]:
+    """Per code tree: best wall and best CPU of ``repeat`` CLI runs, the largest peak RSS.
+
+    With several trees the runs alternate (this code, the other, this code, ...), so a burst of
+    load from other jobs falls on both alike.
+    """
+    walls: list[list[float]] = [[] for _ in codes]
+    cpus: list[list[float]] = [[] for _ in codes]
+    rss: list[float] = [0.0 for _ in codes]
+    results: list = [None for _ in codes]
     for _ in range(repeat):
-        before = resource.getrusage(resource.RUSAGE_CHILDREN)
-        run = cli_once(a, b, code)
-        after = resource.getrusage(resource.RUSAGE_CHILDREN)
-        walls.append(run["wall_s"])
-        cpus.append((after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime))
-        result = run["json"]
-    rss_mb = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
-    return {"wall_s": min(walls), "cpu_s": min(cpus), "rss_mb": rss_mb, "json": result}
+        for k, code in enumerate(codes):
+            before = resource.getrusage(resource.RUSAGE_CHILDREN)
+            run = cli_once(a, b, code)
+            after = resource.getrusage(resource.RUSAGE_CHILDREN)
+            walls[k].append(run["wall_s"])
+            cpus[k].append((after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime))
+            # ru_maxrss of the children is the largest so far: it moves only when this run set it
+            # (otherwise the figure is an upper bound, an earlier child having peaked higher).
+            if after.ru_maxrss > before.ru_maxrss or not rss[k]:
+                rss[k] = max(rss[k], after.ru_maxrss / 1024)
+            results[k] = run["json"]
+    return [
+        {"wall_s": min(w), "cpu_s": min(c), "rss_mb": r, "json": j}
+        for w, c, r, j in zip(walls, cpus, rss, results)
+    ]
 
 
 def baseline(a: str, b: str, repeat: int) -> dict:
@@ -94,7 +107,8 @@ def baseline(a: str, b: str, repeat: int) -> dict:
 def report(label: str, a: str, b: str, repeat: int, baseline_code: str | None) -> bool:
     """Print one pair's figures; return whether the goals are met on it."""
     load = os.getloadavg()[0]
-    s = structural(a, b, repeat)
+    runs = structural(a, b, repeat, [ROOT] + ([baseline_code] if baseline_code else []))
+    s = runs[0]
     d = baseline(a, b, max(1, repeat // 2))
     j = s["json"]
     print(f"{label}: {os.path.basename(a)} vs {os.path.basename(b)} (load average {load:.1f})")
@@ -106,7 +120,7 @@ def report(label: str, a: str, b: str, repeat: int, baseline_code: str | None) -
         f"peak RSS {s['rss_mb']:.0f} MB"
     )
     if baseline_code:
-        old = structural(a, b, repeat, baseline_code)
+        old = runs[1]
         same = "same JSON" if old["json"] == j else "DIFFERENT JSON"
         print(
             f"  the same with {baseline_code}: wall {old['wall_s']:.2f} s, CPU {old['cpu_s']:.2f} s "
