@@ -58,15 +58,17 @@ def _check_computation(comp: Computation, source: str) -> None:
     numbers: dict[int, HloInstruction] = {}
     insts = comp.instructions
     for inst in [i for i in insts if i.parameter_number is not None]:
-        if inst.parameter_number in numbers:
+        number = inst.parameter_number
+        assert number is not None  # the comprehension kept only these
+        if number in numbers:
             raise HloParseError(
-                f"parameter number {inst.parameter_number} used twice in %{comp.name}",
+                f"parameter number {number} used twice in %{comp.name}",
                 inst.line,
                 1,
                 inst.name,
                 source,
             )
-        numbers[inst.parameter_number] = inst
+        numbers[number] = inst
     roots = [i for i in insts if i.is_root]
     seen: set[str] = set()
     defined, add = seen.issuperset, seen.add
