@@ -10,8 +10,7 @@ from __future__ import annotations
 import re
 from bisect import bisect_left
 from collections import Counter
-from itertools import compress
-from operator import attrgetter, ne
+from operator import attrgetter
 
 from explorer.xla.hlo.fingerprint import Interner
 from explorer.xla.hlo.gcpause import paused_gc
@@ -39,13 +38,14 @@ def _diff(a: Module, b: Module) -> HloDiff:
     interner = Interner()
     ga, gb = entry_graph(a, interner), entry_graph(b, interner)
     m = match(ga, gb)
-    # The pairs in A's order, and the few whose subgraphs differ, filtered in C: a pair with
-    # equal subgraph fingerprints has equal shapes too, so only those can have changed.
-    xs = list(compress(range(len(ga)), map(UNMATCHED.__ne__, m.a_to_b)))
-    ys = list(map(m.a_to_b.__getitem__, xs))
+    # The pairs in A's order, and those whose subgraphs differ: a pair with equal subgraph
+    # fingerprints has equal shapes too, so only those can have changed.
+    a_to_b = m.a_to_b
+    xs = [x for x, y in enumerate(a_to_b) if y != UNMATCHED]
+    ys = [a_to_b[x] for x in xs]
     pairs = list(zip(xs, ys))
     sub_a, sub_b = ga.subgraph_print, gb.subgraph_print
-    unequal = list(compress(pairs, map(ne, map(sub_a.__getitem__, xs), map(sub_b.__getitem__, ys))))
+    unequal = [(x, y) for x, y in pairs if sub_a[x] != sub_b[y]]
     name = attrgetter("name")
     out = HloDiff(
         module_a=a.name,

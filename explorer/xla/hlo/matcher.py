@@ -18,7 +18,6 @@ users that read them: exactly what a permutation needs.
 from __future__ import annotations
 
 from collections import Counter
-from itertools import compress
 
 from explorer.xla.hlo.graph import Graph
 
@@ -81,8 +80,7 @@ def _top_down(m: Matching, level: int) -> None:
     insts_a, insts_b = ga.insts, gb.insts
     users_a = ga.users
     # Users of free instructions, found from the few free ones rather than from every pair.
-    free = compress(range(len(a_to_b)), map(UNMATCHED.__eq__, a_to_b))  # runs in C
-    with_free = {u for x in free for u in users_a[x]}
+    with_free = {u for x, y in enumerate(a_to_b) if y == -1 for u in users_a[x]}
     work = [(a, a_to_b[a]) for a in sorted(with_free) if a_to_b[a] != -1]
     while work:
         a, b = work.pop()
@@ -130,10 +128,12 @@ def _leftovers(m: Matching) -> int:
     ga, gb = m.ga, m.gb
     free_b: dict[int, list[int]] = {}
     sub_b = gb.subgraph_print
-    for b in reversed(list(compress(range(len(gb)), map(UNMATCHED.__eq__, m.b_to_a)))):
-        free_b.setdefault(sub_b[b], []).append(b)
+    b_to_a = m.b_to_a
+    for b in range(len(gb) - 1, -1, -1):
+        if b_to_a[b] == UNMATCHED:
+            free_b.setdefault(sub_b[b], []).append(b)
     added = 0
-    free_a = compress(range(len(ga)), map(UNMATCHED.__eq__, m.a_to_b))
+    free_a = [a for a, b in enumerate(m.a_to_b) if b == -1]
     for a in sorted(free_a, key=ga.file_pos.__getitem__):
         cands = free_b.get(ga.subgraph_print[a])
         if cands:
