@@ -94,8 +94,8 @@ def run_diff(args: argparse.Namespace) -> int:
 
         write_text(args.html, report_html(d, a, b), "--html")
     if args.json:
-        json.dump(d.to_json(), sys.stdout, indent=1)
-        sys.stdout.write("\n")
+        # One write: json.dump would write each of tens of thousands of pieces separately.
+        sys.stdout.write(json.dumps(d.to_json(), indent=1) + "\n")
     else:
         print(d.summary)
         for p in d.parameter_permutation[:20]:

@@ -10,11 +10,12 @@ from __future__ import annotations
 import re
 from bisect import bisect_left
 from collections import Counter
+from operator import attrgetter
 
 from explorer.xla.hlo.fingerprint import Interner
 from explorer.xla.hlo.gcpause import paused_gc
 from explorer.xla.hlo.graph import Graph, entry_graph
-from explorer.xla.hlo.matcher import match
+from explorer.xla.hlo.matcher import UNMATCHED, match
 from explorer.xla.hlo.model import HloInstruction, Module, tuple_arity
 from explorer.xla.hlo.records import (
     ChangedInstruction,
@@ -37,31 +38,43 @@ def _diff(a: Module, b: Module) -> HloDiff:
     interner = Interner()
     ga, gb = entry_graph(a, interner), entry_graph(b, interner)
     m = match(ga, gb)
-    pairs = m.pairs()
+    # The pairs in A's order, and those whose subgraphs differ: a pair with equal subgraph
+    # fingerprints has equal shapes too, so only those can have changed.
+    a_to_b = m.a_to_b
+    xs = [x for x, y in enumerate(a_to_b) if y != UNMATCHED]
+    ys = [a_to_b[x] for x in xs]
+    pairs = list(zip(xs, ys))
+    sub_a, sub_b = ga.subgraph_print, gb.subgraph_print
+    unequal = [(x, y) for x, y in pairs if sub_a[x] != sub_b[y]]
+    name = attrgetter("name")
     out = HloDiff(
         module_a=a.name,
         module_b=b.name,
         instructions_a=len(ga),
         instructions_b=len(gb),
         matched_count=len(pairs),
-        parameter_permutation=_permutation(ga, gb, pairs),
+        parameter_permutation=_permutation(ga, gb, m.a_to_b),
         parameters_a=a.parameter_count,
         parameters_b=b.parameter_count,
         added=_groups("added", gb, [k for k, x in enumerate(m.b_to_a) if x == -1]),
         removed=_groups("removed", ga, [k for k, x in enumerate(m.a_to_b) if x == -1]),
-        changed=_changed(ga, gb, pairs, m.b_to_a),
+        changed=_changed(ga, gb, unequal, m.b_to_a),
         moved_constants=_moved_constants(ga, gb, pairs, m.a_to_b),
-        tuple_arity=_arity(ga, gb, pairs),
-        pairs=[(ga.insts[x].name, gb.insts[y].name) for x, y in pairs],
+        tuple_arity=_arity(ga, gb, unequal),
+        pairs=list(
+            zip(map(name, map(ga.insts.__getitem__, xs)), map(name, map(gb.insts.__getitem__, ys)))
+        ),
     )
     out.summary = summarize(out)
     return out
 
 
-def _permutation(ga: Graph, gb: Graph, pairs: list[tuple[int, int]]) -> list[ParameterMove]:
+def _permutation(ga: Graph, gb: Graph, a_to_b: list[int]) -> list[ParameterMove]:
     moves = []
-    for x, y in pairs:
-        ia, ib = ga.insts[x], gb.insts[y]
+    for x, ia in enumerate(ga.insts):
+        if ia.parameter_number is None or a_to_b[x] == -1:
+            continue
+        ib = gb.insts[a_to_b[x]]
         if (
             ia.parameter_number is not None
             and ib.parameter_number is not None
@@ -123,9 +136,11 @@ def short(inst: HloInstruction) -> str:
 def _changed(
     ga: Graph, gb: Graph, pairs: list[tuple[int, int]], b_to_a: list[int]
 ) -> list[ChangedInstruction]:
+    """Matched pairs that differ, from ``pairs`` (those with unequal subgraph fingerprints)."""
     out = []
+    sub_a, sub_b = ga.subgraph_print, gb.subgraph_print
     for x, y in pairs:
-        if ga.subgraph_print[x] == gb.subgraph_print[y]:
+        if sub_a[x] == sub_b[y]:
             continue
         ia, ib = ga.insts[x], gb.insts[y]
         kinds = []
@@ -162,6 +177,11 @@ def _in_order(seq: list[int]) -> list[bool]:
     tail_idx: list[int] = []
     prev = [-1] * len(seq)
     for i, v in enumerate(seq):
+        if not tails or v > tails[-1]:  # what bisect_left would say: the common, in-order case
+            prev[i] = tail_idx[-1] if tails else -1
+            tails.append(v)
+            tail_idx.append(i)
+            continue
         k = bisect_left(tails, v)
         if k == len(tails):
             tails.append(v)
@@ -181,12 +201,20 @@ def _in_order(seq: list[int]) -> list[bool]:
 def _moved_constants(
     ga: Graph, gb: Graph, pairs: list[tuple[int, int]], a_to_b: list[int]
 ) -> list[MovedConstant]:
-    by_file = sorted(pairs, key=lambda p: ga.file_pos[p[0]])
-    keep = _in_order([gb.file_pos[y] for _, y in by_file])
+    if ga.file_pos == list(range(len(ga))):
+        by_file = pairs  # already in A's file order (pairs come in A's order)
+    else:
+        by_file = sorted(pairs, key=lambda p: ga.file_pos[p[0]])
+    pos_b = gb.file_pos
+    keep = _in_order([pos_b[y] for _, y in by_file])
+    insts_a, insts_b = ga.insts, gb.insts
     out = []
     for (x, y), stays in zip(by_file, keep):
-        ia, ib = ga.insts[x], gb.insts[y]
-        if ia.opcode != "constant" or ib.opcode != "constant":
+        ia = insts_a[x]
+        if ia.opcode != "constant":
+            continue
+        ib = insts_b[y]
+        if ib.opcode != "constant":
             continue
         users_changed = sorted(a_to_b[u] for u in ga.users[x]) != sorted(gb.users[y])
         if stays and not users_changed:

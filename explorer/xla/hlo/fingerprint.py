@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from hashlib import blake2b
 from typing import Callable
 
 from explorer.xla.hlo.model import (
@@ -33,14 +32,22 @@ _CALL_NAME = re.compile(r"%?([A-Za-z_][\w.\-]*)")
 
 def stable_hash(text: str) -> str:
     """16 hex digits, the same in every process."""
+    from hashlib import blake2b  # here: a diff never calls it, and OpenSSL's import is not free
+
     return blake2b(text.encode(), digest_size=8).hexdigest()
 
 
 @dataclass
 class Interner:
-    """Equal keys get equal short ids; share one between the two modules being compared."""
+    """Equal keys get equal short ids; share one between the two modules being compared.
+
+    ``table`` gives texts short hexadecimal ids (they go into other texts). ``graph_ids`` is
+    the entry graphs' own table: integer ids for self-key texts and for subgraph keys, tuples
+    of ids (its own id, then its operands'), which never equal a text.
+    """
 
     table: dict[str, str] = field(default_factory=dict)
+    graph_ids: dict = field(default_factory=dict)
 
     def __call__(self, key: str) -> str:
         got = self.table.get(key)
@@ -81,38 +88,70 @@ class ComputationPrints:
     root_print: str
 
 
+#: ``|key=value`` text of attribute tuples that call no computation (so the text depends on the
+#: tuple alone). The parser shares one tuple among the many lines with the same tail.
+_ATTR_TEXT: dict[tuple, str] = {}
+
+
+def attr_text(inst: HloInstruction, comp_hashes: dict[str, str]) -> str:
+    """What :func:`self_key` appends for the attributes: ``|`` and each structural attribute."""
+    attrs = inst.attrs
+    text = _ATTR_TEXT.get(attrs)
+    if text is not None:
+        return text
+    parts = structural_attrs(inst, comp_hashes, "#")
+    text = "".join(["|" + p for p in parts])
+    if not any(key in CALL_KEYS for key, _ in attrs):
+        if len(_ATTR_TEXT) > 100_000:
+            _ATTR_TEXT.clear()
+        _ATTR_TEXT[attrs] = text
+    return text
+
+
 def computation_prints(
     comp: Computation,
     comp_hashes: dict[str, str],
     with_numbers: bool,
     hasher: Callable[[str], str] = stable_hash,
 ) -> ComputationPrints:
-    """Fingerprints of every instruction of ``comp`` (operands first, so one pass)."""
-    stable_hash_ = hasher
-    # An Interner's table answers most lookups without a Python call.
+    """Fingerprints of every instruction of ``comp`` (operands first, so one pass).
+
+    Builds the text :func:`self_key` defines without calling it per instruction: the attribute
+    part is cached per attribute tuple, and an :class:`Interner`'s table answers most lookups
+    without a Python call.
+    """
     known = hasher.table if isinstance(hasher, Interner) else {}
     selfs: dict[str, str] = {}
     subs: dict[str, str] = {}
     for inst in comp.order:
+        opcode = inst.opcode
+        if with_numbers or opcode != "parameter":
+            key = opcode + "|" + inst.shape + "|" + inst.literal
+        else:
+            key = opcode + "|" + inst.shape
         if inst.attrs:
-            key = self_key(inst, comp_hashes, with_numbers)
-        elif with_numbers or inst.opcode != "parameter":
-            key = f"{inst.opcode}|{inst.shape}|{inst.literal}"  # self_key without attributes
+            key += attr_text(inst, comp_hashes)
+        own = known.get(key) or hasher(key)
+        name = inst.name
+        selfs[name] = own
+        operands = inst.operands
+        if operands:
+            key = own + "(" + ",".join([subs[o] for o in operands]) + ")"
+            subs[name] = known.get(key) or hasher(key)
         else:
-            key = f"{inst.opcode}|{inst.shape}"
-        own = known.get(key) or stable_hash_(key)
-        selfs[inst.name] = own
-        if inst.operands:
-            key = own + "(" + ",".join([subs[o] for o in inst.operands]) + ")"
-            subs[inst.name] = known.get(key) or stable_hash_(key)
-        else:
-            subs[inst.name] = own
+            subs[name] = own
     assert comp.root is not None
     return ComputationPrints(selfs, subs, subs[comp.root.name])
 
 
-def computation_hashes(module: Module, include_entry: bool = True) -> dict[str, str]:
-    """A fingerprint per computation, callees first; includes parameter numbers and dead code."""
+def computation_hashes(
+    module: Module, include_entry: bool = True, hasher: Callable[[str], str] = stable_hash
+) -> dict[str, str]:
+    """A fingerprint per computation, callees first; includes parameter numbers and dead code.
+
+    ``hasher`` is :func:`stable_hash` for fingerprints shown to people; a diff passes its
+    :class:`Interner` (exact, and equal texts get equal ids, which is all a diff compares).
+    """
     done: dict[str, str] = {}
 
     def visit(name: str) -> None:
@@ -127,9 +166,9 @@ def computation_hashes(module: Module, include_entry: bool = True) -> dict[str, 
             stack.pop()
             if cur in done:
                 continue
-            prints = computation_prints(comp, done, with_numbers=True)
+            prints = computation_prints(comp, done, with_numbers=True, hasher=hasher)
             dead = sorted(prints.subgraph_print.values())
-            done[cur] = stable_hash(prints.root_print + ":" + ",".join(dead))
+            done[cur] = hasher(prints.root_print + ":" + ",".join(dead))
 
     for name in module.computations:
         if name not in done and (include_entry or name != module.entry.name):
@@ -146,6 +185,7 @@ __all__ = [
     "stable_hash",
     "Interner",
     "structural_attrs",
+    "attr_text",
     "self_key",
     "ComputationPrints",
     "computation_prints",

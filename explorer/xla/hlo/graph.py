@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from explorer.xla.hlo.fingerprint import Interner, computation_hashes, computation_prints
+from explorer.xla.hlo.fingerprint import Interner, attr_text, computation_hashes
 from explorer.xla.hlo.model import Computation, HloInstruction, Module
 
 
@@ -22,8 +22,8 @@ class Graph:
     index: dict[str, int]
     operands: list[list[int]]
     users: list[list[int]]
-    self_print: list[str]
-    subgraph_print: list[str]
+    self_print: list[int]
+    subgraph_print: list[int]
     file_pos: list[int]
     root: int
 
@@ -35,27 +35,59 @@ def entry_graph(module: Module, interner: Interner) -> Graph:
     """The entry computation as a :class:`Graph`, parameters fingerprinted without numbers.
 
     Pass the same ``interner`` for both modules of a diff so equal structures get equal ids.
+    The fingerprints are those of :func:`computation_prints` (same self keys, so equal exactly
+    when those are equal), computed in the same pass that numbers operands and users: a
+    subgraph's key is the tuple of its own id and its operands' ids, which the interner
+    tells apart from the self keys (strings) and from each other as exactly as the text did.
     """
-    hashes = computation_hashes(module, include_entry=False)
+    hashes = computation_hashes(module, include_entry=False, hasher=interner)
     comp = module.entry
-    prints = computation_prints(comp, hashes, with_numbers=False, hasher=interner)
+    ids = interner.graph_ids
+    ids_get = ids.get
     insts = list(comp.order)
-    names = [inst.name for inst in insts]
-    index = {name: k for k, name in enumerate(names)}
-    lookup = index.__getitem__
-    operands = [list(map(lookup, inst.operands)) for inst in insts]
+    index: dict[str, int] = {}
+    operands: list[list[int]] = []
     users: list[list[int]] = [[] for _ in insts]
-    for k, ops in enumerate(operands):
-        if len(ops) == 1:
-            users[ops[0]].append(k)
+    selfs: list[int] = []
+    subs: list[int] = []
+    for k, inst in enumerate(insts):
+        opcode = inst.opcode
+        if opcode == "parameter":
+            key = opcode + "|" + inst.shape
         else:
+            key = opcode + "|" + inst.shape + "|" + inst.literal
+        if inst.attrs:
+            key += attr_text(inst, hashes)
+        own = ids_get(key)
+        if own is None:
+            own = ids[key] = len(ids)
+        selfs.append(own)
+        index[inst.name] = k
+        names = inst.operands
+        if not names:
+            operands.append([])
+            subs.append(own)
+            continue
+        if len(names) == 1:
+            o = index[names[0]]
+            ops = [o]
+            users[o].append(k)
+            sub_key: tuple = (own, subs[o])
+        else:
+            ops = [index[n] for n in names]
             for o in dict.fromkeys(ops):
                 users[o].append(k)
-    if [i.name for i in comp.instructions] == names:  # the usual case: file order is topological
+            sub_key = (own, *[subs[o] for o in ops])
+        operands.append(ops)
+        sub = ids_get(sub_key)
+        if sub is None:
+            sub = ids[sub_key] = len(ids)
+        subs.append(sub)
+    if comp.order == comp.instructions:  # the usual case: file order is topological
         file_pos = list(range(len(insts)))
     else:
         file_index = {inst.name: k for k, inst in enumerate(comp.instructions)}
-        file_pos = [file_index[name] for name in names]
+        file_pos = [file_index[inst.name] for inst in insts]
     assert comp.root is not None
     return Graph(
         comp=comp,
@@ -63,8 +95,8 @@ def entry_graph(module: Module, interner: Interner) -> Graph:
         index=index,
         operands=operands,
         users=users,
-        self_print=list(map(prints.self_print.__getitem__, names)),
-        subgraph_print=list(map(prints.subgraph_print.__getitem__, names)),
+        self_print=selfs,
+        subgraph_print=subs,
         file_pos=file_pos,
         root=index[comp.root.name],
     )

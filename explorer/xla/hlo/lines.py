@@ -184,16 +184,62 @@ def _metadata(value: str) -> Metadata:
 
 # The common line, read by one regular expression: an array shape, no nested parentheses in the
 # operand list. Anything else (tuples, comments, odd spacing, errors) takes the careful path below,
-# which accepts the same language and names the column of a mistake.
+# which accepts the same language and names the column of a mistake. The two usual operand lists,
+# a dump's ``%a, %b`` (group ``names``) and torch_xla's ``f32[2]{0} %a, f32[] %b`` (group
+# ``shaped``), are recognised by the same pass, so they need no second regex to check them.
 _ARR_FAST = r"[a-z][a-z0-9]*\[[\d,<=?]*\](?:\{[^{}()]*\})?"
 _FAST_LINE = re.compile(
-    rf"[ \t]*(ROOT[ \t]+)?%?({NAME})[ \t]*=[ \t]*({_ARR_FAST})[ \t]+([a-z][a-z0-9\-]*)\(([^()]*)\)(.*)"
+    rf"[ \t]*(ROOT[ \t]+)?%?({NAME})[ \t]*=[ \t]*({_ARR_FAST})[ \t]+([a-z][a-z0-9\-]*)"
+    rf"\(((%{NAME}(?:, %{NAME})*)|({_ARR_FAST} %{NAME}(?:, {_ARR_FAST} %{NAME})*)|[^()]*)\)(.*)"
 )
 _FAST_OPS = re.compile(
     rf"[ \t]*(?:{_ARR_FAST}[ \t]+)?%?{NAME}(?:[ \t]*,[ \t]*(?:{_ARR_FAST}[ \t]+)?%?{NAME})*[ \t]*"
 )
 _FAST_OP_NAME = re.compile(rf"(?:^|,)[ \t]*(?:{_ARR_FAST}[ \t]+)?%?({NAME})")
 _FAST_BARE_NAME = re.compile(NAME)
+#: What the text after the operand list became: (metadata, attributes, called computations), or
+#: None when only the careful path can read it. Most dumps repeat a few such tails
+#: (``, dimensions={0}``) tens of thousands of times.
+_REST_CACHE: dict[str, Optional[tuple[Metadata, tuple, tuple]]] = {}
+
+
+def _read_rest(rest: str, lineno: int) -> Optional[tuple[Metadata, tuple, tuple]]:
+    """Metadata, attributes and called computations from the text after the operands."""
+    metadata = NO_METADATA
+    at = rest.find(", metadata={")
+    if at >= 0:
+        body = rest[at + 12 : -1]
+        if (
+            rest[-1] == "}"
+            and "{" not in body
+            and "}" not in body
+            and "\\" not in body
+            and not body.count('"') % 2
+        ):  # metadata last and plain, what _METADATA would match, without the regex
+            metadata = _metadata(body)
+            rest = rest[:at]
+        else:
+            meta = _METADATA.match(rest, at)
+            if meta is None:
+                return None
+            metadata = _metadata(meta.group(1))
+            rest = rest[: meta.start()] + rest[meta.end() :]
+    if not rest:
+        return metadata, (), ()
+    try:
+        pairs = _split_attrs(rest, 0, lineno)
+    except HloParseError:
+        return None
+    kept = []
+    called: list[str] = []
+    for key, value in pairs:
+        if key == "metadata":
+            metadata = _metadata(value)
+            continue
+        if key in CALL_KEYS:
+            called.extend(_CALLED.findall(value))
+        kept.append((key, value))
+    return metadata, tuple(kept), tuple(called)
 
 
 def parse_common_instruction(line: str, lineno: int) -> Optional[HloInstruction]:
@@ -201,7 +247,7 @@ def parse_common_instruction(line: str, lineno: int) -> Optional[HloInstruction]
     m = _FAST_LINE.fullmatch(line)
     if m is None:
         return None
-    root, name, shape, opcode, inner, rest = m.groups()
+    root, name, shape, opcode, inner, names, shaped, rest = m.groups()
     literal, operands, number = "", (), None
     if opcode == "constant":
         literal = " ".join(inner.split())
@@ -214,60 +260,40 @@ def parse_common_instruction(line: str, lineno: int) -> Optional[HloInstruction]
         if number > MAX_PARAMETER:
             return None
         literal = str(number)
+    elif names is not None:
+        operands = tuple(names[1:].split(", %"))
+    elif shaped is not None:
+        operands = tuple(_FAST_OP_NAME.findall(shaped))
     elif inner:
         if not _FAST_OPS.fullmatch(inner):
             return None
         operands = tuple(
             _FAST_BARE_NAME.findall(inner) if "[" not in inner else _FAST_OP_NAME.findall(inner)
         )
-    metadata = NO_METADATA
-    attrs: tuple = ()
-    called: list[str] = []
     if rest:
-        at = rest.find(", metadata={")
-        if at >= 0:
-            body = rest[at + 12 : -1]
-            if (
-                rest[-1] == "}"
-                and "{" not in body
-                and "}" not in body
-                and "\\" not in body
-                and not body.count('"') % 2
-            ):  # metadata last and plain, what _METADATA would match, without the regex
-                metadata = _metadata(body)
-                rest = rest[:at]
-            else:
-                meta = _METADATA.match(rest, at)
-                if meta is None:
-                    return None
-                metadata = _metadata(meta.group(1))
-                rest = rest[: meta.start()] + rest[meta.end() :]
-    if rest:
-        try:
-            pairs = _split_attrs(rest, 0, lineno)
-        except HloParseError:
-            return None
-        kept = []
-        for key, value in pairs:
-            if key == "metadata":
-                metadata = _metadata(value)
-                continue
-            if key in CALL_KEYS:
-                called.extend(_CALLED.findall(value))
-            kept.append((key, value))
-        attrs = tuple(kept)
+        tail = _REST_CACHE.get(rest)
+        if tail is None:
+            tail = _read_rest(rest, lineno)
+            if tail is None:
+                return None
+            if len(_REST_CACHE) > 100_000:
+                _REST_CACHE.clear()
+            _REST_CACHE[rest] = tail
+        metadata, attrs, called = tail
+    else:
+        metadata, attrs, called = NO_METADATA, (), ()
     return HloInstruction(
-        name=name,
-        shape=shape,
-        opcode=opcode,
-        operands=operands,
-        attrs=attrs,
-        literal=literal,
-        metadata=metadata,
-        line=lineno,
-        is_root=root is not None,
-        parameter_number=number,
-        called=tuple(called),
+        name,
+        shape,
+        opcode,
+        operands,
+        attrs,
+        literal,
+        metadata,
+        lineno,
+        root is not None,
+        number,
+        called,
     )
 
 

@@ -18,11 +18,12 @@ users that read them: exactly what a permutation needs.
 from __future__ import annotations
 
 from collections import Counter
-from difflib import SequenceMatcher
 
 from explorer.xla.hlo.graph import Graph
 
 _EXACT, _SELF, _OPCODE = 0, 1, 2
+#: What ``a_to_b``/``b_to_a`` hold for an instruction without a partner.
+UNMATCHED = -1
 
 
 class Matching:
@@ -54,6 +55,8 @@ def _operand_pairs(ga: Graph, gb: Graph, a: int, b: int) -> list[tuple[int, int]
     oa, ob = ga.operands[a], gb.operands[b]
     if len(oa) == len(ob) or min(len(oa), len(ob)) == 0 or max(len(oa), len(ob)) > 20000:
         return list(zip(oa, ob))
+    from difflib import SequenceMatcher  # here: rarely needed, and costly to import
+
     sm = SequenceMatcher(
         None, [ga.subgraph_print[x] for x in oa], [gb.subgraph_print[y] for y in ob], autojunk=False
     )
@@ -123,12 +126,15 @@ def _bottom_up(m: Matching) -> int:
 
 def _leftovers(m: Matching) -> int:
     ga, gb = m.ga, m.gb
-    free_b: dict[str, list[int]] = {}
+    free_b: dict[int, list[int]] = {}
+    sub_b = gb.subgraph_print
+    b_to_a = m.b_to_a
     for b in range(len(gb) - 1, -1, -1):
-        if m.b_to_a[b] == -1:
-            free_b.setdefault(gb.subgraph_print[b], []).append(b)
+        if b_to_a[b] == UNMATCHED:
+            free_b.setdefault(sub_b[b], []).append(b)
     added = 0
-    for a in sorted((a for a in range(len(ga)) if m.a_to_b[a] == -1), key=lambda a: ga.file_pos[a]):
+    free_a = [a for a, b in enumerate(m.a_to_b) if b == -1]
+    for a in sorted(free_a, key=ga.file_pos.__getitem__):
         cands = free_b.get(ga.subgraph_print[a])
         if cands:
             m.pair(a, cands.pop())
@@ -143,9 +149,13 @@ def match(ga: Graph, gb: Graph) -> Matching:
     count_a = Counter(ga.subgraph_print)
     count_b = Counter(gb.subgraph_print)
     first_b = {p: b for b, p in enumerate(gb.subgraph_print) if count_b[p] == 1}
+    a_to_b, b_to_a = m.a_to_b, m.b_to_a
     for a, p in enumerate(ga.subgraph_print):
         if count_a[p] == 1 and p in first_b:
-            m.pair(a, first_b[p])
+            b = first_b[p]
+            if a_to_b[a] == -1 and b_to_a[b] == -1:  # Matching.pair, inline (35,000 calls)
+                a_to_b[a] = b
+                b_to_a[b] = a
     for _ in range(2):
         for level in (_EXACT, _SELF, _OPCODE):
             _top_down(m, level)
@@ -154,4 +164,4 @@ def match(ga: Graph, gb: Graph) -> Matching:
     return m
 
 
-__all__ = ["Matching", "match"]
+__all__ = ["UNMATCHED", "Matching", "match"]

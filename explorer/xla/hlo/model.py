@@ -8,6 +8,7 @@ numbers, metadata) is pulled out into fields.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Optional
 
@@ -143,10 +144,29 @@ def strip_comments(text: str) -> str:
         pos = end + 2
 
 
+_BRACKET_GROUP = re.compile(r"\[[^\[\]{}()]*\]|\{[^\[\]{}()]*\}")
+_BRACKETS_COMMAS = str.maketrans("", "", "[]{},")
+
+
 def tuple_arity(shape: str) -> Optional[int]:
     """Number of top-level elements of a tuple shape, or None for an array shape."""
     if not shape.startswith("("):
         return None
+    inner = shape[1:-1]
+    if shape.endswith(")") and "(" not in inner and ")" not in inner:
+        # A tuple of arrays (the usual case, thousands of elements in a root tuple): the commas
+        # left once every [dims] and {layout} is cut out are the top-level ones. The same
+        # answer as the scan below, in a few passes that run in C.
+        top = _BRACKET_GROUP.sub("", inner)
+        if not any(c in top for c in "[]{}"):
+            content = inner.translate(_BRACKETS_COMMAS)
+            seen = (content != "" and not content.isspace()) or inner.count(",") != top.count(",")
+            return top.count(",") + 1 if seen else 0
+    return _tuple_arity_scan(shape)
+
+
+def _tuple_arity_scan(shape: str) -> Optional[int]:
+    """:func:`tuple_arity` character by character (any nesting)."""
     depth, count, seen = 0, 0, False
     for ch in shape:
         if ch in "({[":

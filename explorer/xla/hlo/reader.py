@@ -56,25 +56,28 @@ def _check_computation(comp: Computation, source: str) -> None:
     order takes the general checks and Kahn's algorithm.
     """
     numbers: dict[int, HloInstruction] = {}
-    roots: list[HloInstruction] = []
+    insts = comp.instructions
+    for inst in [i for i in insts if i.parameter_number is not None]:
+        number = inst.parameter_number
+        assert number is not None  # the comprehension kept only these
+        if number in numbers:
+            raise HloParseError(
+                f"parameter number {number} used twice in %{comp.name}",
+                inst.line,
+                1,
+                inst.name,
+                source,
+            )
+        numbers[number] = inst
+    roots = [i for i in insts if i.is_root]
     seen: set[str] = set()
+    defined, add = seen.issuperset, seen.add
     in_file_order = True
-    for inst in comp.instructions:
-        if inst.parameter_number is not None:
-            if inst.parameter_number in numbers:
-                raise HloParseError(
-                    f"parameter number {inst.parameter_number} used twice in %{comp.name}",
-                    inst.line,
-                    1,
-                    inst.name,
-                    source,
-                )
-            numbers[inst.parameter_number] = inst
-        if inst.is_root:
-            roots.append(inst)
-        if in_file_order and inst.operands and not seen.issuperset(inst.operands):
+    for inst in insts:
+        if inst.operands and not defined(inst.operands):
             in_file_order = False
-        seen.add(inst.name)
+            break
+        add(inst.name)
     if not in_file_order:
         for inst in comp.instructions:
             for op in inst.operands:
