@@ -129,8 +129,26 @@ def build_lessons(
     else:
         with ProcessPoolExecutor(max_workers=workers) as pool:
             built = list(pool.map(write_lesson, sources, [out] * len(sources)))
-    (out / "index.html").write_text(index_page(built), encoding="utf-8")
+    (out / "index.html").write_text(index_page(_listed(paths, built, out)), encoding="utf-8")
     return built
+
+
+def _listed(paths: Sequence[Path], built: Sequence[BuiltLesson], out: Path) -> list[BuiltLesson]:
+    """Every lesson whose page is in ``out``: those just built, and those an earlier build left."""
+    fresh = {b.slug: b for b in built}
+    listed = []
+    for path in paths:
+        page = out / f"{path.stem}.html"
+        if path.stem in fresh:
+            listed.append(fresh[path.stem])
+        elif page.is_file():
+            source = read_lesson(path)
+            listed.append(
+                BuiltLesson(
+                    source.slug, source.title, source.summary, page, page.stat().st_size, 0.0, 0.0
+                )
+            )
+    return listed
 
 
 def write_lesson(source: LessonSource, out: Path) -> BuiltLesson:

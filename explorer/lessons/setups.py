@@ -14,7 +14,7 @@ command would not.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Optional, Union
 
 from explorer.errors import InputError
@@ -87,7 +87,7 @@ def parse_setup(text: str, where: str) -> Setup:
         rules=tuple(r for r in values.get("rules", "").split(",") if r),
         model=values.get("model"),
     )
-    return Setup(**{**setup.__dict__, "label": label.strip() or setup.spec})
+    return replace(setup, label=label.strip() or setup.spec)
 
 
 def schedule_of(setup: Setup, stages: int, microbatches: int) -> "Schedule":
