@@ -100,7 +100,10 @@
         figs.grid.scrollIntoView({ block: "nearest" });
       }
     }
+    // Controls can change faster than figures draw: only the latest change marks the block drawn.
+    let latest = 0;
     async function update() {
+      const token = ++latest;
       const [s, p, m] = current();
       stagesOut.textContent = String(p);
       mbsOut.textContent = String(m);
@@ -127,11 +130,12 @@
         if (state.more) findings.appendChild(el("li", { class: "more", text: "… and " + state.more + " more (explorer check lists them all)" }));
         for (const [name, div] of Object.entries(figs)) {
           delete div.dataset.located;
+          if (token !== latest) return;
           await draw(div, state.figs[name]);
         }
       }
-      if (sizes) await draw(sizes, block.sizes[s]);
-      section.dataset.drawn = s + "/" + p + "/" + m;
+      if (sizes && token === latest) await draw(sizes, block.sizes[s]);
+      if (token === latest) section.dataset.drawn = s + "/" + p + "/" + m;
     }
     setup.addEventListener("change", update);
     stages.addEventListener("input", update);

@@ -48,7 +48,9 @@ def read_recorded(name: str, root: Path = RECORDED) -> Any:
             target.parent.mkdir(parents=True, exist_ok=True)
             with gzip.open(path, "rb") as src, open(target, "wb") as dst:
                 shutil.copyfileobj(src, dst)
-        return read_job(Path(tmp))
+        result = read_job(Path(tmp))
+    result.label = f"recorded run {name}"  # not the temporary folder: the same page on every build
+    return result
 
 
 def _run(d: Directive) -> Any:
