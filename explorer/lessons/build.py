@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any, Optional, Sequence
 
 from explorer.errors import InputError
+from explorer.inputs import check_output_dir
 from explorer.lessons.explore import explore_block
 from explorer.lessons.markdown import to_html
 from explorer.lessons.questions import question_block
@@ -90,11 +91,8 @@ def fixes_block(d: Directive) -> dict[str, Any]:
 
 
 def check_out_folder(out: Path) -> None:
-    """``out`` must be a folder that is missing, empty or an earlier lesson build."""
-    if out.exists() and not out.is_dir():
-        raise InputError(
-            f"--out {out} is a file: give a folder for the lessons (created when missing)"
-        )
+    """``out`` must be a folder that can be made, and missing, empty or an earlier lesson build."""
+    check_output_dir(str(out), "--out")
     if out.is_dir() and any(out.iterdir()) and not (out / MARKER).exists():
         raise InputError(
             f"--out {out} already holds other files: give an empty or new folder "

@@ -22,7 +22,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     actions = p.add_subparsers(dest="action", metavar="ACTION", required=True)
     b = actions.add_parser("build", help="write every lesson and index.html into --out")
-    b.add_argument("--out", required=True, type=Path, metavar="DIR", help="folder to write into")
+    b.add_argument(
+        "--out",
+        required=True,
+        type=cli_options.output_dir("--out"),
+        metavar="DIR",
+        help="folder to write into (created when missing; an earlier lesson build is replaced)",
+    )
     b.add_argument(
         "--only",
         default="",
@@ -44,13 +50,14 @@ def run(args: argparse.Namespace) -> int:
 
     start = time.perf_counter()
     only = [s.strip() for s in args.only.split(",") if s.strip()] or None
-    built = build_lessons(args.out, only=only, jobs=args.jobs)
+    out = Path(args.out)
+    built = build_lessons(out, only=only, jobs=args.jobs)
     for lesson in built:
         print(
             f"{lesson.path}  {lesson.bytes / 1e6:.2f} MB  {lesson.seconds:.1f} s "
             f"({lesson.cpu_seconds:.1f} s CPU)  {lesson.title}"
         )
-    print(f"{args.out / 'index.html'}  ({len(built)} lessons, {time.perf_counter() - start:.1f} s)")
+    print(f"{out / 'index.html'}  ({len(built)} lessons, {time.perf_counter() - start:.1f} s)")
     return 0
 
 

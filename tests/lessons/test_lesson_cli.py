@@ -23,7 +23,9 @@ def _refused(called, *words: str) -> None:
 def test_out_that_is_a_file_is_refused(tmp_path):
     target = tmp_path / "lessons.html"
     target.write_text("not a folder")
-    _refused(call_cli(["lesson", "build", "--out", target]), "is a file", "give a folder")
+    _refused(
+        call_cli(["lesson", "build", "--out", target]), "is a file, not a folder", "give a folder"
+    )
     assert target.read_text() == "not a folder"
 
 
