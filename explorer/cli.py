@@ -26,6 +26,7 @@ COMMANDS: tuple[str, ...] = (
     "explorer.pipeline.cli.run",
     "explorer.xla.cli.run",
     "explorer.read",
+    "explorer.lessons.cli",
 )
 
 #: The command names each module registers, so that a run imports only its own command's module
@@ -41,6 +42,7 @@ COMMAND_NAMES: dict[str, str] = {
     "run": "explorer.pipeline.cli.run",
     "xla-run": "explorer.xla.cli.run",
     "read": "explorer.read",
+    "lesson": "explorer.lessons.cli",
 }
 
 

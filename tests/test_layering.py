@@ -7,7 +7,7 @@ This test is the specification of ``explorer/``'s shape (``../README.md``, "Layo
       xla/       hlo 0, traces 1, analysis 2, runtime 3, views 4, app 5, cli 6
       compile/   traces 0, analysis 1, runtime 2, printout/views 3, app 4, cli 5
       ground     errors, inputs, loading, failure, user_step, detect, lazy, processes, ui, cli_options
-      door       read, cli, __main__
+      door       read, cli, __main__, lessons (they teach with every product's public face)
 
 Rules (every import counts, at module level or inside a function, except under
 ``if TYPE_CHECKING:``):
@@ -81,8 +81,9 @@ GROUND = frozenset(
         "cli_options",
     }
 )
-#: Above every product: the commands that list all of them.
-DOOR = frozenset({"read", "cli", "__main__"})
+#: Above every product: the commands that list all of them, and the lessons, which teach with
+#: several products at once (through each product's public face, like ``read``).
+DOOR = frozenset({"read", "cli", "__main__", "lessons"})
 #: Floors below which nothing imports a heavy package at module level.
 RUNTIME_FLOOR = "runtime"
 #: Ground parts that may import heavy packages at module level (what every app shares).

@@ -20,7 +20,10 @@ _TABLE = {
     "Report": _ANALYSIS,
     "check_sizes": f"{_ANALYSIS}.sizes",
     "parse_sizes": f"{_ANALYSIS}.sizes",
+    "SizeAsking": (f"{_ANALYSIS}.sizes", "Asking"),
     "search_fixes": f"{_ANALYSIS}.repair",
+    "RULES": f"{_ANALYSIS}.rules",
+    "apply_rules": f"{_ANALYSIS}.rules",
     "measured_costs": f"{_ANALYSIS}.recost",
     # text
     "listing": "explorer.pipeline.printout.listing",
@@ -37,6 +40,7 @@ _TABLE = {
     "sizes_figure": f"{_VIEWS}.sizes",
     "overlay_figure": f"{_VIEWS}.overlay",
     "pinned_grid": f"{_VIEWS}.live",
+    "findings_by_cell": f"{_VIEWS}.marks",
     # real runs
     "RunSpec": _RUNTIME,
     "run_pipeline": _RUNTIME,

@@ -30,6 +30,7 @@ FOLDER_COMMANDS = {
     "run-torch": ["run", *SIZE, "--engine", "torch", "--out"],
     "run-all": ["run", *SIZE, "--engine", "all", "--out"],
     "xla-run": ["xla-run", "--scenario", "steady", "--out"],
+    "lesson-build": ["lesson", "build", "--out"],
 }
 
 #: Each command that writes an output file, as argv before the file.
@@ -120,7 +121,16 @@ def test_every_command_that_writes_is_in_the_table() -> None:
     parser = build_parser()
     sub = next(a for a in parser._actions if a.__class__.__name__ == "_SubParsersAction")
     writers = set()
-    for name, command in sub.choices.items():
+    # a command's own actions, and those of its actions' sub-commands (``lesson build``)
+    commands = [(name, command) for name, command in sub.choices.items()]
+    commands += [
+        (name, nested)
+        for name, command in sub.choices.items()
+        for a in command._actions
+        if a.__class__.__name__ == "_SubParsersAction"
+        for nested in a.choices.values()
+    ]
+    for name, command in commands:
         for action in command._actions:
             if set(action.option_strings) & {"--out", "--trace", "--html"}:
                 writers.add((name, action.option_strings[0]))

@@ -1,0 +1,64 @@
+"""``explorer lesson build --out DIR``: write the lessons, one offline HTML file each, and an index.
+
+Exit 0 when every lesson was written, 2 on bad input (a ``--out`` that is a file or holds
+other files, an unknown ``--only`` lesson, a lesson source a teacher must fix), with one line
+on stderr that says what to change.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from pathlib import Path
+
+from explorer import cli_options
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    p = subparsers.add_parser(
+        "lesson",
+        help="build self-contained lessons (one offline HTML file each) for teaching",
+        description=__doc__.splitlines()[0],
+    )
+    actions = p.add_subparsers(dest="action", metavar="ACTION", required=True)
+    b = actions.add_parser("build", help="write every lesson and index.html into --out")
+    b.add_argument(
+        "--out",
+        required=True,
+        type=cli_options.output_dir("--out"),
+        metavar="DIR",
+        help="folder to write into (created when missing; an earlier lesson build is replaced)",
+    )
+    b.add_argument(
+        "--only",
+        default="",
+        metavar="SLUG,...",
+        help="build only these lessons (file names without .md, comma-separated)",
+    )
+    b.add_argument(
+        "--jobs",
+        type=cli_options.count("--jobs", hi=64, label="processes", why="more is a typo"),
+        default=None,
+        metavar="N",
+        help="lessons built at once (default: one per core)",
+    )
+    b.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from explorer.lessons.build import build_lessons
+
+    start = time.perf_counter()
+    only = [s.strip() for s in args.only.split(",") if s.strip()] or None
+    out = Path(args.out)
+    built = build_lessons(out, only=only, jobs=args.jobs)
+    for lesson in built:
+        print(
+            f"{lesson.path}  {lesson.bytes / 1e6:.2f} MB  {lesson.seconds:.1f} s "
+            f"({lesson.cpu_seconds:.1f} s CPU)  {lesson.title}"
+        )
+    print(f"{out / 'index.html'}  ({len(built)} lessons, {time.perf_counter() - start:.1f} s)")
+    return 0
+
+
+__all__ = ["register", "run"]

@@ -1,0 +1,99 @@
+"""``explorer lesson build``: bad input is one line and exit 2, before any work; a lesson source
+a teacher must fix says which file and line. The build itself is exercised by the slow tests."""
+
+from __future__ import annotations
+
+import pytest
+from cli_in_process import call_cli
+
+from explorer.lessons.build import MARKER
+from explorer.lessons.source import LessonError, parse_lesson
+
+
+def _refused(called, *words: str) -> None:
+    assert called.returncode == 2
+    assert called.stdout == ""
+    lines = called.stderr.strip().splitlines()
+    assert len(lines) == 1, called.stderr
+    assert "Traceback" not in called.stderr
+    for w in words:
+        assert w in lines[0], lines[0]
+
+
+def test_out_that_is_a_file_is_refused(tmp_path):
+    target = tmp_path / "lessons.html"
+    target.write_text("not a folder")
+    _refused(
+        call_cli(["lesson", "build", "--out", target]), "is a file, not a folder", "give a folder"
+    )
+    assert target.read_text() == "not a folder"
+
+
+def test_out_that_holds_other_files_is_refused(tmp_path):
+    (tmp_path / "thesis.tex").write_text("mine")
+    _refused(call_cli(["lesson", "build", "--out", tmp_path]), "already holds other files")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["thesis.tex"]
+    assert not (tmp_path / MARKER).exists()
+
+
+def test_unknown_lesson_is_refused_with_the_names_to_choose(tmp_path):
+    called = call_cli(["lesson", "build", "--out", tmp_path / "out", "--only", "no-such-lesson"])
+    _refused(called, "no-such-lesson", "01_deepspeed_buffer_bug")
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize(
+    "argv, words",
+    [
+        (["lesson", "build"], ["--out"]),
+        (["lesson"], ["ACTION"]),
+        (["lesson", "build", "--out", "x", "--jobs", "0"], ["positive"]),
+        (["lesson", "teach", "--out", "x"], ["teach"]),
+    ],
+    ids=["no-out", "no-action", "zero-jobs", "unknown-action"],
+)
+def test_bad_usage_is_one_line(argv, words):
+    _refused(call_cli(argv), *words)
+
+
+@pytest.mark.parametrize(
+    "text, words",
+    [
+        ("# no front matter\n", ["lesson.md:1", "'---'"]),
+        ("---\nsummary: x\n---\n", ["title"]),
+        ("---\ntitle: T\nauthor: me\n---\n", ["lesson.md:3", "author"]),
+        ("---\ntitle: T\n---\n```question\nask: first-hazard\n", ["lesson.md:4", "closing"]),
+        ("---\ntitle: T\n---\n```explore\nnot a field\n```\n", ["lesson.md:4", "key: value"]),
+    ],
+    ids=["no-front-matter", "no-title", "unknown-key", "unclosed-block", "bad-field"],
+)
+def test_a_bad_source_names_the_line(text, words):
+    with pytest.raises(LessonError) as caught:
+        parse_lesson(text, "lesson")
+    for w in words:
+        assert w in str(caught.value)
+
+
+def test_a_bad_directive_is_refused_with_its_place(tmp_path):
+    """A directive whose set-up or question cannot be built: the teacher is told where and what."""
+    from explorer.lessons.build import lesson_data
+
+    bad = [
+        ("```explore\nsetup: deepspeed-train colour=red\n```\n", "colour=red"),
+        ("```explore\nsetup: 1f1b\nshow: grid heatmap\n```\n", "heatmap"),
+        ("```question\nask: guess\n\nWhat?\n```\n", "guess"),
+        (
+            "```question\nask: first-hazard\nsetup: 1f1b\nsize: 4x8\n\nClick.\n```\n",
+            "no hazard to click",
+        ),
+        (
+            "```question\nask: smallest-failing\nsetup: deepspeed-train buffers=fixed order=legacy\n"
+            "stages: 2-4\nmicrobatches: 1-4\noption: 2x2\n\nWhich?\n```\n",
+            "none of the options is right",
+        ),
+    ]
+    for body, word in bad:
+        source = parse_lesson("---\ntitle: T\n---\nProse.\n" + body, "t", "t.md")
+        with pytest.raises(LessonError) as caught:
+            lesson_data(source, figures=False)
+        assert "t.md:5" in str(caught.value) and word in str(caught.value), str(caught.value)
