@@ -56,8 +56,13 @@ def test_every_file_the_package_reads_is_declared_as_package_data():
     for path in package.rglob("*"):
         if not path.is_file() or path.suffix in (".py", ".pyc") or "__pycache__" in path.parts:
             continue
-        dotted = ".".join(path.parent.relative_to(ROOT).parts)
-        if not any(fnmatch.fnmatch(path.name, g) for g in declared.get(dotted, [])):
+        # setuptools reads each glob relative to the package that declares it (a subfolder
+        # such as "content/*.md" included): try every package above the file
+        parts = path.relative_to(ROOT).parts
+        owners = [(".".join(parts[:i]), "/".join(parts[i:])) for i in range(1, len(parts))]
+        if not any(
+            fnmatch.fnmatch(rest, g) for dotted, rest in owners for g in declared.get(dotted, [])
+        ):
             missing.append(str(path.relative_to(ROOT)))
     assert missing == []
 
