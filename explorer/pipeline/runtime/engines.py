@@ -1,4 +1,5 @@
-"""Both engines on one run: ours (:mod:`.launch`) and PyTorch's (:mod:`.torch_engine`), side by side.
+"""Two or three engines on one run: ours (:mod:`.launch`), PyTorch's (:mod:`.torch_engine`) and
+DeepSpeed's (:mod:`.deepspeed.engine`), side by side.
 
 :func:`compare_engines` runs one :class:`RunSpec` on each engine, one after the other (never at
 once: on a small machine they would steal each other's cores), and :class:`EngineComparison`
@@ -6,6 +7,12 @@ lines up what each measured on its last iteration: losses, mean and median time 
 instruction kind, and makespan. The kinds mean different things at the edges, and the table
 says so rather than hide it: our receive blocks until the data is there, PyTorch's only posts
 an ``irecv`` and waits inside the ``F``/``B`` that needs the data (the ``torch wait`` column).
+:func:`compare_three_engines` adds DeepSpeed's run (:class:`ThreeEngines`; the comparison is
+:func:`explorer.pipeline.analysis.engines.side_by_side`).
+
+Each result says whether it *passed*: it ran and matched the reference (ours and DeepSpeed's
+bitwise; PyTorch's within rtol 1e-5 because it averages gradients after summing them, see
+:mod:`.torch_engine`). That is the verdict ``explorer run --engine ...`` exits with.
 """
 
 from __future__ import annotations
@@ -15,6 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional, Union
 
+from explorer.errors import InputError
 from explorer.pipeline.runtime.spec import RunSpec
 from explorer.pipeline.runtime.torch_engine import TorchRunResult, run_torch_engine
 from explorer.pipeline.runtime.torch_orders import OrderSource
@@ -55,6 +63,11 @@ class EngineComparison:
         if self.explorer.digest is None or self.torch.digest is None:
             return None
         return self.explorer.digest == self.torch.digest
+
+    @property
+    def passed(self) -> bool:
+        """Both engines ran and matched the reference (ours bitwise, PyTorch's within tolerance)."""
+        return explorer_passed(self.explorer) and torch_passed(self.torch)
 
     def makespans_ms(self) -> dict[str, float]:
         return {
@@ -137,6 +150,66 @@ def compare_engines(
     return EngineComparison(ours, theirs)
 
 
+def explorer_passed(result: PipelineRunResult) -> bool:
+    """The explorer's (or DeepSpeed's) run finished and matched the reference bitwise."""
+    return result.ok and bool(result.bitwise_equal_to_reference)
+
+
+def torch_passed(result: TorchRunResult) -> bool:
+    """PyTorch's run finished and matched the reference within tolerance."""
+    return result.ok and bool(result.within_tolerance)
+
+
+@dataclass
+class ThreeEngines:
+    """One spec run by the explorer's engine, PyTorch's and DeepSpeed's, one after the other."""
+
+    explorer: PipelineRunResult
+    torch: TorchRunResult
+    deepspeed: PipelineRunResult
+
+    @property
+    def passed(self) -> bool:
+        """Every engine ran and matched the reference."""
+        return (
+            explorer_passed(self.explorer)
+            and torch_passed(self.torch)
+            and explorer_passed(self.deepspeed)
+        )
+
+
+def run_deepspeed(spec: RunSpec, folder: Union[None, str, Path] = None) -> PipelineRunResult:
+    """DeepSpeed's engine on ``spec``; a DeepSpeed without the internals the explorer needs is bad input."""
+    from explorer.pipeline.runtime.deepspeed.engine import run_deepspeed_engine
+
+    result = run_deepspeed_engine(spec, folder)
+    _refuse_unsupported(result)
+    return result
+
+
+def _refuse_unsupported(result: PipelineRunResult) -> None:
+    """An unsupported DeepSpeed is the user's install, not a run that failed: its one line, exit 2."""
+    f = result.failure
+    if f is not None and f.exception_type == "UnsupportedDeepSpeed":
+        raise InputError(f.message.split(": ", 1)[-1])
+
+
+def compare_three_engines(
+    spec: RunSpec, folder: Union[None, str, Path] = None, *, order: OrderSource = "auto"
+) -> ThreeEngines:
+    """Ours, PyTorch's, then DeepSpeed's engine on ``spec``; ``folder`` gets a run folder for each.
+
+    Whether DeepSpeed can run ``spec`` is checked before anything runs.
+    """
+    from explorer.pipeline.runtime.deepspeed.engine import check_runnable
+
+    check_runnable(spec)
+    base = Path(folder) if folder else None
+    both = compare_engines(spec, base, order=order)
+    ds = run_deepspeed(spec, base / "deepspeed" if base else None)
+    return ThreeEngines(both.explorer, both.torch, ds)
+
+
 def _mean(values: list[float]) -> Optional[float]:
     return statistics.fmean(values) if values else None
 
@@ -149,4 +222,12 @@ def _ms(value: Optional[float]) -> str:
     return "-" if value is None else f"{value:.3f}"
 
 
-__all__ = ["EngineComparison", "compare_engines"]
+__all__ = [
+    "EngineComparison",
+    "ThreeEngines",
+    "compare_engines",
+    "compare_three_engines",
+    "explorer_passed",
+    "run_deepspeed",
+    "torch_passed",
+]
