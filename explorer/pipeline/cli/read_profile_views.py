@@ -6,7 +6,13 @@ from pathlib import Path
 from typing import Optional
 
 from explorer.pipeline.analysis.check import check
-from explorer.pipeline.analysis.measured import bubble, critical_path, planned_order, waits
+from explorer.pipeline.analysis.measured import (
+    bubble,
+    critical_path,
+    measured_vs_simulated,
+    planned_order,
+    waits,
+)
 from explorer.pipeline.schedules.adapters import from_torch_pipelining
 from explorer.pipeline.schedules.schedule import Schedule
 from explorer.pipeline.traces.profiler.job import ProfiledJob
@@ -30,7 +36,9 @@ def figures(job: ProfiledJob, planned: Optional[Schedule] = None) -> dict:
     rows = job.iteration()
     schedule = planned or planned_schedule(rows)
     return {
-        "planned_vs_measured": overlay_figure(check(schedule), measured_trace(rows)),
+        "planned_vs_measured": overlay_figure(
+            measured_vs_simulated(check(schedule), measured_trace(rows))
+        ),
         "critical_path": critical_path_figure(rows, critical_path(rows), waits(rows)),
         "bubble": bubble_figure(bubble(rows)),
     }

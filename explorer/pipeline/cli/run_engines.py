@@ -101,6 +101,7 @@ def _write_overlays(path: str, schedule, three) -> None:
     """
     from explorer import inputs
     from explorer.pipeline.analysis import check
+    from explorer.pipeline.analysis.measured import measured_vs_simulated
     from explorer.pipeline.views.overlay import overlay_figure
     from explorer.ui.html import page
 
@@ -121,7 +122,7 @@ def _write_overlays(path: str, schedule, three) -> None:
                 "<p>No instruction was measured: the engine did not run an iteration.</p>"
             )
         else:
-            sections.append(overlay_figure(report, trace))
+            sections.append(overlay_figure(measured_vs_simulated(report, trace)))
     inputs.write_text(path, page(f"Three engines on {schedule.name}", sections), "HTML report")
 
 
