@@ -27,6 +27,9 @@ after the rank's previous compute had ended, the data gated it and the path cros
 producer on its rank (a send/receive edge); otherwise it stays on the rank. The result is the
 chain of actions that set the iteration's length, and each crossing said in words:
 "rank 1's 1F3 waited 2.1 ms for rank 0's send of micro-batch 3".
+
+**Plans.** The compute order each rank ran (:func:`planned_order`), as a schedule to simulate
+(:func:`planned_schedule`) and where it leaves a given plan (:func:`order_differences`).
 """
 
 from __future__ import annotations
@@ -41,7 +44,9 @@ from explorer.pipeline.analysis.breakdown import Breakdown, breakdown, pair_by_k
 from explorer.pipeline.analysis.check import Report
 from explorer.pipeline.analysis.recost import recosted
 from explorer.pipeline.analysis.timeline import Timeline
+from explorer.pipeline.schedules.adapters import from_torch_pipelining
 from explorer.pipeline.schedules.instructions import Kind, parse_instruction
+from explorer.pipeline.schedules.schedule import Schedule
 from explorer.pipeline.traces.records import MeasuredTrace
 
 _F, _B, _I, _W = (
@@ -239,6 +244,32 @@ def planned_order(rows: list[dict]) -> dict[int, list[str]]:
     return out
 
 
+def order_differences(measured: dict[int, list[str]], planned: dict[int, list[str]]) -> list[str]:
+    """Per rank, where the measured compute order leaves the plan, said in one line each."""
+    out = []
+    for rank in sorted(set(measured) | set(planned)):
+        got, want = measured.get(rank, []), planned.get(rank, [])
+        if got == want:
+            continue
+        i = next((k for k, (a, b) in enumerate(zip(got, want)) if a != b), min(len(got), len(want)))
+        ran = got[i] if i < len(got) else "nothing more"
+        plan = want[i] if i < len(want) else "nothing more"
+        missing = sorted(set(want) - set(got))
+        extra = sorted(set(got) - set(want))
+        line = f"rank {rank}: action {i} ran {ran} where the plan has {plan}"
+        if missing:
+            line += f"; never ran {', '.join(missing[:8])}"
+        if extra:
+            line += f"; ran unplanned {', '.join(extra[:8])}"
+        out.append(line)
+    return out
+
+
+def planned_schedule(rows: list[dict]) -> Schedule:
+    """The compute order the measured actions show, as a schedule (exchanges added as PyTorch adds them)."""
+    return from_torch_pipelining(planned_order(rows), name="measured order")
+
+
 @dataclass(frozen=True, eq=False)
 class Lane:
     """One lane of bars on every rank's row: the simulated or the measured iteration, on the
@@ -372,7 +403,9 @@ __all__ = [
     "critical_path",
     "measured_bubble",
     "measured_vs_simulated",
+    "order_differences",
     "planned_order",
+    "planned_schedule",
     "summary",
     "waits",
 ]

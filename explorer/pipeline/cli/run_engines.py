@@ -18,13 +18,14 @@ The JSON keeps ``explorer run``'s contract (``ok``, ``losses``, ``bitwise_equal_
   engine's last iteration on the simulation of the same schedule.
 
 Exit codes: 0 when every engine that ran finished and matched the reference (ours and
-DeepSpeed's bitwise; PyTorch's within rtol 1e-5, see :mod:`explorer.pipeline.runtime.engines`),
+DeepSpeed's bitwise; PyTorch's within rtol 1e-5, see :mod:`explorer.pipeline.analysis.engines`),
 1 otherwise (including a schedule PyTorch's engine cannot run, reported under
 ``torch_engine.status``), 2 on bad input (including a DeepSpeed release without the internals
 the explorer needs).
 
-The runs are :mod:`explorer.pipeline.runtime.engines`', the words
-:mod:`explorer.pipeline.printout.engines`'; this module only chooses and prints.
+The runs are :mod:`explorer.pipeline.runtime.engines`', the comparisons and verdicts
+:mod:`explorer.pipeline.analysis.engines`', the words :mod:`explorer.pipeline.printout.engines`';
+this module only chooses and prints.
 """
 
 from __future__ import annotations
@@ -49,7 +50,7 @@ def report_engines(spec, args: argparse.Namespace) -> int:
 
 
 def _torch(spec, args: argparse.Namespace) -> int:
-    from explorer.pipeline.runtime.engines import torch_passed
+    from explorer.pipeline.analysis.engines import torch_passed
     from explorer.pipeline.runtime.torch_engine import run_torch_engine
 
     torch_run = run_torch_engine(spec, args.out, order=args.torch_order)
@@ -68,7 +69,8 @@ def _both(spec, args: argparse.Namespace) -> int:
 
 
 def _deepspeed(spec, args: argparse.Namespace) -> int:
-    from explorer.pipeline.runtime.engines import explorer_passed, run_deepspeed
+    from explorer.pipeline.analysis.engines import explorer_passed
+    from explorer.pipeline.runtime.engines import run_deepspeed
 
     result = run_deepspeed(spec, args.out)
     _print(words.deepspeed_doc(result), words.deepspeed_line(result), args)

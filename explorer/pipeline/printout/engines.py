@@ -1,8 +1,8 @@
 """What ``explorer run --engine torch|both|deepspeed|all`` prints: each engine's JSON document and
 its lines of text.
 
-Only words here: the runs are :mod:`explorer.pipeline.runtime.engines`', the three-engine
-comparison is :func:`explorer.pipeline.analysis.engines.side_by_side`. Every JSON document keeps
+Only words here: the runs are :mod:`explorer.pipeline.runtime.engines`', the comparisons
+:mod:`explorer.pipeline.analysis.engines`'. Every JSON document keeps
 ``explorer run``'s contract (``ok``, ``losses``, ``bitwise_equal_to_reference``, ``failure``,
 ``instructions``) and adds what the engine adds.
 """
@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Optional
 
 if TYPE_CHECKING:
-    from explorer.pipeline.runtime.engines import EngineComparison, ThreeEngines
+    from explorer.pipeline.analysis.engines import EngineComparison, ThreeEngines
     from explorer.pipeline.runtime.torch_engine import TorchRunResult
     from explorer.pipeline.traces.result import PipelineRunResult
 
