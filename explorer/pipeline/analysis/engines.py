@@ -18,12 +18,13 @@ from __future__ import annotations
 
 import statistics
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Callable, Optional
+from typing import TYPE_CHECKING, Optional
 
+from explorer.pipeline.analysis.measured import milliseconds_by_kind
 from explorer.pipeline.schedules.instructions import KIND_BY_CODE, Kind
 from explorer.pipeline.schedules.torch_actions import TYPE_BY_KIND
 from explorer.pipeline.traces.result import PipelineRunResult
-from explorer.pipeline.traces.trace import last_iteration, makespan, record_kind
+from explorer.pipeline.traces.trace import last_iteration, makespan
 
 if TYPE_CHECKING:
     from explorer.pipeline.runtime.torch_engine import TorchRunResult
@@ -74,9 +75,10 @@ class EngineComparison:
 
     def kind_times(self) -> list[dict]:
         """Per instruction kind: count, mean and median milliseconds on each engine (last iteration)."""
-        ours: dict[Kind, list[float]] = {}
-        for r in last_iteration(self.explorer.records):
-            ours.setdefault(record_kind(r), []).append((r["end"] - r["start"]) * 1e3)
+        ours = {
+            KIND_BY_CODE[code]: ms
+            for code, ms in milliseconds_by_kind(last_iteration(self.explorer.records)).items()
+        }
         theirs: dict[Kind, list[dict]] = {}
         for r in self.torch.iteration_records():
             theirs.setdefault(KIND_BY_CODE[r["kind"]], []).append(r)
@@ -166,9 +168,9 @@ class ThreeEngines:
 def side_by_side(ours: PipelineRunResult, torch_run: TorchRunResult, ds: PipelineRunResult) -> dict:
     """Losses, bitwise verdicts with their reasons, per-kind mean times and makespans of the three engines."""
     per = {
-        "explorer": _kinds(last_iteration(ours.records), lambda r: record_kind(r).code),
-        "torch": _kinds(torch_run.iteration_records(), lambda r: KIND_BY_CODE[r["kind"]].code),
-        "deepspeed": _kinds(last_iteration(ds.records), lambda r: record_kind(r).code),
+        "explorer": milliseconds_by_kind(last_iteration(ours.records)),
+        "torch": milliseconds_by_kind(torch_run.iteration_records()),
+        "deepspeed": milliseconds_by_kind(last_iteration(ds.records)),
     }
     m = len(ours.losses) or len(ds.losses)
     return {
@@ -194,14 +196,6 @@ def side_by_side(ours: PipelineRunResult, torch_run: TorchRunResult, ds: Pipelin
         },
         "kinds": _kind_rows(per),
     }
-
-
-def _kinds(records: list[dict], kind_of: Callable[[dict], str]) -> dict[str, list[float]]:
-    """Milliseconds per instruction, by kind code."""
-    out: dict[str, list[float]] = {}
-    for r in records:
-        out.setdefault(kind_of(r), []).append((r["end"] - r["start"]) * 1e3)
-    return out
 
 
 def _kind_rows(per: dict[str, dict[str, list[float]]]) -> list[dict]:

@@ -57,10 +57,18 @@ _SEND_F, _SEND_B = Kind.SEND_ACTIVATION.code, Kind.SEND_GRAD.code
 _EPS = 1e-7
 
 
-def _kind_code(row: dict) -> str:
+def kind_code(row: dict) -> str:
     """A record's kind code: profiler rows carry it, ``explorer run``'s records say it in ``text``."""
     code = row.get("kind")
     return code if isinstance(code, str) else parse_instruction(row["text"]).kind.code
+
+
+def milliseconds_by_kind(rows: Sequence[dict]) -> dict[str, list[float]]:
+    """Each record's duration in milliseconds, by kind code, in the records' order."""
+    out: dict[str, list[float]] = {}
+    for r in rows:
+        out.setdefault(kind_code(r), []).append((r["end"] - r["start"]) * 1e3)
+    return out
 
 
 def _producer_key(row: dict) -> Optional[tuple]:
@@ -139,7 +147,7 @@ def bubble(rows: Sequence[dict]) -> list[dict]:
     busy: dict[int, float] = defaultdict(float)
     for r in rows:
         busy[r["rank"]] += 0.0
-        if _kind_code(r) in COMPUTE:
+        if kind_code(r) in COMPUTE:
             busy[r["rank"]] += max(r["end"] - r["start"] - float(r.get("wait") or 0.0), 0.0)
     out = []
     for rank in sorted(busy):
@@ -397,6 +405,8 @@ def _kind_means(
 
 __all__ = [
     "KindMeans",
+    "kind_code",
+    "milliseconds_by_kind",
     "Lane",
     "MeasuredVsSimulated",
     "bubble",
