@@ -20,6 +20,7 @@ import sys
 import time
 
 from explorer.pipeline.analysis import build, check
+from explorer.pipeline.analysis.measured import measured_vs_simulated
 from explorer.pipeline.app.schedule_explorer import ScheduleExplorer
 from explorer.pipeline.views.grid import grid_figure
 from explorer.pipeline.views.lifetimes import lifetimes_figure
@@ -52,7 +53,7 @@ def breakdown(kind: str, stages: int, microbatches: int, **kw) -> dict[str, floa
         ("grid", grid_figure),
         ("timeline", timeline_figure),
         ("lifetimes", lifetimes_figure),
-        ("overlay", overlay_figure),
+        ("overlay", lambda r: overlay_figure(measured_vs_simulated(r))),
     ):
         t = time.perf_counter()
         fig = fn(report)

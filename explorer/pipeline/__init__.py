@@ -25,13 +25,14 @@ _TABLE = {
     "RULES": f"{_ANALYSIS}.rules",
     "apply_rules": f"{_ANALYSIS}.rules",
     "measured_costs": f"{_ANALYSIS}.recost",
+    "measured_bubble": f"{_ANALYSIS}.measured",
+    "measured_vs_simulated": f"{_ANALYSIS}.measured",
     # text
     "listing": "explorer.pipeline.printout.listing",
     "summary": "explorer.pipeline.printout.listing",
     # what a run measured
     "last_iteration": "explorer.pipeline.traces.trace",
     "makespan": "explorer.pipeline.traces.trace",
-    "measured_bubble": "explorer.pipeline.traces.trace",
     # figures
     "grid_figure": f"{_VIEWS}.grid",
     "timeline_figure": f"{_VIEWS}.timeline",

@@ -4,7 +4,13 @@ from __future__ import annotations
 
 import pytest
 
-from explorer.pipeline.analysis.measured import bubble, critical_path, summary, waits
+from explorer.pipeline.analysis.measured import (
+    bubble,
+    critical_path,
+    measured_bubble,
+    summary,
+    waits,
+)
 
 
 def _rec(rank, stage, kind, mb, start, end, wait=0.0, action=None):
@@ -58,3 +64,27 @@ def test_bubble_both_denominators():
     assert b[0]["compute_s"] == pytest.approx(0.0015 + 0.0014)
     assert b[0]["share_of_iteration"] == pytest.approx((0.006 - 0.0029) / 0.006)
     assert b[1]["share_of_compute"] == pytest.approx((0.006 - 0.002) / 0.002)
+
+
+def test_the_iterations_bubble_is_the_ranks_compute_over_ranks_times_makespan():
+    """One number for the iteration, from the same compute seconds as the per-rank bubble."""
+    per_rank = bubble(ROWS)
+    compute = sum(x["compute_s"] for x in per_rank)
+    assert measured_bubble(ROWS) == pytest.approx(1 - compute / (2 * 0.006))
+    assert measured_bubble(ROWS) == pytest.approx(
+        sum(x["share_of_iteration"] for x in per_rank) / len(per_rank)
+    )
+    assert measured_bubble([]) == 0.0
+
+
+def test_explorer_runs_records_name_their_kind_in_text():
+    """``explorer run`` writes ``text`` (``0F0``), not a kind code: the bubble reads it the same."""
+    runs = [
+        {"rank": 0, "stage": 0, "text": "0F0", "microbatch": 0, "start": 0.0, "end": 0.002},
+        {"rank": 0, "stage": 0, "text": "0SA0", "microbatch": 0, "start": 0.002, "end": 0.003},
+        {"rank": 1, "stage": 1, "text": "1RA0", "microbatch": 0, "start": 0.0, "end": 0.003},
+        {"rank": 1, "stage": 1, "text": "1F0", "microbatch": 0, "start": 0.003, "end": 0.004},
+    ]
+    b = {x["rank"]: x for x in bubble(runs)}
+    assert b[0]["compute_s"] == pytest.approx(0.002) and b[1]["compute_s"] == pytest.approx(0.001)
+    assert measured_bubble(runs) == pytest.approx(1 - 0.003 / (2 * 0.004))

@@ -10,6 +10,7 @@ from figdict import figure_dict
 
 from explorer.errors import InputError
 from explorer.pipeline.analysis import build, check
+from explorer.pipeline.analysis.measured import measured_vs_simulated
 from explorer.pipeline.schedules import Kind
 from explorer.pipeline.traces import MeasuredTrace, read_chrome_trace
 from explorer.pipeline.views.overlay import EMPTY_NOTE, overlay_figure
@@ -94,7 +95,7 @@ def _measured_from_simulation(
 def test_overlay_recosts_the_simulation_from_the_trace_and_aligns_start():
     report = check(build("1f1b", 4, 8))
     trace = _measured_from_simulation(report, factor=0.01, slow_kind=Kind.BACKWARD, extra=0.005)
-    d = figure_dict(overlay_figure(report, trace))
+    d = figure_dict(overlay_figure(measured_vs_simulated(report, trace)))
     assert "re-costed from this measurement" in d["layout"]["title"]["text"]
     assert d["layout"]["xaxis"]["title"]["text"] == "time (s)"
     fwd = next(t for t in d["data"] if t["name"] == "measured F")
@@ -125,6 +126,44 @@ def test_overlay_recosts_the_simulation_from_the_trace_and_aligns_start():
     )  # each rank's iteration, all accounted for
 
 
+def test_the_overlay_draws_what_was_analysed_and_analyses_nothing_itself():
+    """The figure takes the analysed record: drawing it (again, zoomed) runs no check, no
+    re-costing and no simulation, whichever way a view might import them."""
+    import sys
+
+    report = check(build("1f1b", 4, 8))
+    analysed = measured_vs_simulated(
+        report, _measured_from_simulation(report, factor=0.01, slow_kind=Kind.BACKWARD, extra=0.0)
+    )
+    analyses = {
+        "check",
+        "recosted",
+        "trace_costs",
+        "simulate",
+        "breakdown",
+        "wait_split",
+        "pair_by_key",
+        "measured_vs_simulated",
+    }
+    ran: set[str] = set()
+
+    def watch(frame, event, arg):
+        path = frame.f_code.co_filename.replace("\\", "/")
+        if event == "call" and "/pipeline/analysis/" in path and frame.f_code.co_name in analyses:
+            ran.add(f"{path.rsplit('/', 1)[-1]}:{frame.f_code.co_name}")
+
+    sys.setprofile(watch)
+    try:
+        whole = figure_dict(overlay_figure(analysed))
+        zoomed = figure_dict(overlay_figure(analysed, x_range=(0.0, 0.05)))
+    finally:
+        sys.setprofile(None)
+    assert not ran, f"the view ran analyses: {sorted(ran)}"
+    assert "re-costed from this measurement" in whole["layout"]["title"]["text"]
+    assert zoomed["layout"]["xaxis"]["range"] == [0.0, 0.05]
+    assert analysed.words and analysed.words in json.dumps(whole["layout"]["annotations"])
+
+
 def test_receives_are_split_into_waiting_and_transfer():
     report = check(build("deepspeed-train", 2, 2))
     s, tl = report.schedule, report.timeline
@@ -148,7 +187,7 @@ def test_receives_are_split_into_waiting_and_transfer():
                 }
             )
     trace = MeasuredTrace.from_records(recs, source="waits")
-    d = figure_dict(overlay_figure(report, trace))
+    d = figure_dict(overlay_figure(measured_vs_simulated(report, trace)))
     waiting = next(t for t in d["data"] if t["name"] == "measured waiting")
     assert (
         min(waiting["x"]) >= 0.0299
@@ -160,7 +199,7 @@ def test_receives_are_split_into_waiting_and_transfer():
 
 
 def test_without_a_trace_the_overlay_is_the_empty_hook():
-    d = figure_dict(overlay_figure(check(build("gpipe", 2, 4))))
+    d = figure_dict(overlay_figure(measured_vs_simulated(check(build("gpipe", 2, 4)))))
     assert EMPTY_NOTE in d["layout"]["title"]["text"]
     # nothing is written over the lanes: centred on them, the note hid the simulated bars
     lo, hi = d["layout"]["yaxis"]["domain"]
@@ -183,8 +222,8 @@ def test_a_rank_that_stopped_early_is_not_said_to_sit_in_the_bubble():
         end=trace.end[keep],
         source=trace.source,
     )
-    plain = figure_dict(overlay_figure(report, cut))
-    said = figure_dict(overlay_figure(report, replace(cut, stopped=(0,))))
+    plain = figure_dict(overlay_figure(measured_vs_simulated(report, cut)))
+    said = figure_dict(overlay_figure(measured_vs_simulated(report, replace(cut, stopped=(0,)))))
 
     def shares(d):
         return {t["name"]: t for t in d["data"] if t.get("xaxis") == "x2"}

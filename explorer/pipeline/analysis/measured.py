@@ -1,8 +1,12 @@
-"""What a measured pipeline iteration says across ranks: waits, bubble per rank, the critical path.
+"""What a measured pipeline iteration says: waits, the bubble, the critical path, and the
+measurement beside its re-costed simulation. The one module of measured analyses: readers read,
+views draw what this module computed.
 
 Input is one iteration's placed records (rank, stage, action, kind code, microbatch, start, end,
-``wait``, ``arrived``), as ``explorer read`` places them from profiler traces or ``explorer run``
-writes them. Pure: plain dicts in, plain dicts out.
+``wait``, ``arrived``), as ``explorer read`` places them from profiler traces, or the
+``instr`` records ``explorer run`` writes (the kind read from their ``text``). Pure: plain
+dicts in, plain dicts out; :func:`measured_vs_simulated` takes a :class:`MeasuredTrace` and a
+checked schedule and gives the :class:`MeasuredVsSimulated` record the overlay figure draws.
 
 **Waits.** A compute that needs another stage's output (a forward after stage 0, a backward
 before the last stage) is *blocked* from its start until its data arrived. Of that, the part
@@ -12,21 +16,38 @@ before the producer even posted its send is *waiting* for the partner; the rest 
 **Bubble.** Per rank, the time in the iteration not spent computing (blocked time inside a
 compute counts as bubble), over two denominators tools disagree on: the whole iteration (the
 share of total time, ``(p-1)/(m+p-1)`` for ideal GPipe/1F1B) and the rank's own compute (the
-share of ideal time, ``(p-1)/m``). Both are given, each labelled.
+share of ideal time, ``(p-1)/m``). Both are given, each labelled. :func:`measured_bubble` is
+the iteration's one number, in the simulator's terms (``fraction_of_total``): the same compute
+seconds summed over ranks. (The overlay's "where the time went" splits the time *outside*
+any instruction apart from the waits inside exchanges: :mod:`.breakdown`, for the simulation
+and the measurement alike.)
 
 **Critical path.** From the compute that ends last, walk back: when a compute's data arrived
 after the rank's previous compute had ended, the data gated it and the path crosses to the
 producer on its rank (a send/receive edge); otherwise it stays on the rank. The result is the
 chain of actions that set the iteration's length, and each crossing said in words:
 "rank 1's 1F3 waited 2.1 ms for rank 0's send of micro-batch 3".
+
+**Plans.** The compute order each rank ran (:func:`planned_order`), as a schedule to simulate
+(:func:`planned_schedule`) and where it leaves a given plan (:func:`order_differences`).
 """
 
 from __future__ import annotations
 
 from collections import defaultdict
+from dataclasses import dataclass
 from typing import Optional, Sequence
 
-from explorer.pipeline.schedules.instructions import Kind
+import numpy as np
+
+from explorer.pipeline.analysis.breakdown import Breakdown, breakdown, pair_by_key, wait_split
+from explorer.pipeline.analysis.check import Report
+from explorer.pipeline.analysis.recost import recosted
+from explorer.pipeline.analysis.timeline import Timeline
+from explorer.pipeline.schedules.adapters import from_torch_pipelining
+from explorer.pipeline.schedules.instructions import Kind, parse_instruction
+from explorer.pipeline.schedules.schedule import Schedule
+from explorer.pipeline.traces.records import MeasuredTrace
 
 _F, _B, _I, _W = (
     k.code for k in (Kind.FORWARD, Kind.BACKWARD, Kind.BACKWARD_INPUT, Kind.BACKWARD_WEIGHT)
@@ -34,6 +55,20 @@ _F, _B, _I, _W = (
 COMPUTE = (_F, _B, _I, _W)
 _SEND_F, _SEND_B = Kind.SEND_ACTIVATION.code, Kind.SEND_GRAD.code
 _EPS = 1e-7
+
+
+def kind_code(row: dict) -> str:
+    """A record's kind code: profiler rows carry it, ``explorer run``'s records say it in ``text``."""
+    code = row.get("kind")
+    return code if isinstance(code, str) else parse_instruction(row["text"]).kind.code
+
+
+def milliseconds_by_kind(rows: Sequence[dict]) -> dict[str, list[float]]:
+    """Each record's duration in milliseconds, by kind code, in the records' order."""
+    out: dict[str, list[float]] = {}
+    for r in rows:
+        out.setdefault(kind_code(r), []).append((r["end"] - r["start"]) * 1e3)
+    return out
 
 
 def _producer_key(row: dict) -> Optional[tuple]:
@@ -112,7 +147,7 @@ def bubble(rows: Sequence[dict]) -> list[dict]:
     busy: dict[int, float] = defaultdict(float)
     for r in rows:
         busy[r["rank"]] += 0.0
-        if r["kind"] in COMPUTE:
+        if kind_code(r) in COMPUTE:
             busy[r["rank"]] += max(r["end"] - r["start"] - float(r.get("wait") or 0.0), 0.0)
     out = []
     for rank in sorted(busy):
@@ -128,6 +163,16 @@ def bubble(rows: Sequence[dict]) -> list[dict]:
             }
         )
     return out
+
+
+def measured_bubble(rows: Sequence[dict]) -> float:
+    """Idle share of one measured iteration, as the simulator's ``fraction_of_total``:
+    1 - compute / (ranks x makespan), the compute seconds :func:`bubble` gives each rank."""
+    per_rank = bubble(rows)
+    span = per_rank[0]["iteration_s"] if per_rank else 0.0
+    if span <= 0:
+        return 0.0
+    return 1.0 - sum(b["compute_s"] for b in per_rank) / (len(per_rank) * span)
 
 
 def critical_path(rows: Sequence[dict]) -> dict:
@@ -207,4 +252,170 @@ def planned_order(rows: list[dict]) -> dict[int, list[str]]:
     return out
 
 
-__all__ = ["bubble", "critical_path", "planned_order", "summary", "waits"]
+def order_differences(measured: dict[int, list[str]], planned: dict[int, list[str]]) -> list[str]:
+    """Per rank, where the measured compute order leaves the plan, said in one line each."""
+    out = []
+    for rank in sorted(set(measured) | set(planned)):
+        got, want = measured.get(rank, []), planned.get(rank, [])
+        if got == want:
+            continue
+        i = next((k for k, (a, b) in enumerate(zip(got, want)) if a != b), min(len(got), len(want)))
+        ran = got[i] if i < len(got) else "nothing more"
+        plan = want[i] if i < len(want) else "nothing more"
+        missing = sorted(set(want) - set(got))
+        extra = sorted(set(got) - set(want))
+        line = f"rank {rank}: action {i} ran {ran} where the plan has {plan}"
+        if missing:
+            line += f"; never ran {', '.join(missing[:8])}"
+        if extra:
+            line += f"; ran unplanned {', '.join(extra[:8])}"
+        out.append(line)
+    return out
+
+
+def planned_schedule(rows: list[dict]) -> Schedule:
+    """The compute order the measured actions show, as a schedule (exchanges added as PyTorch adds them)."""
+    return from_torch_pipelining(planned_order(rows), name="measured order")
+
+
+@dataclass(frozen=True, eq=False)
+class Lane:
+    """One lane of bars on every rank's row: the simulated or the measured iteration, on the
+    figure's time axis; ``wait`` is the part of each instruction spent waiting for its partner."""
+
+    label: str  # "simulated" or "measured"
+    rank: np.ndarray
+    kind: np.ndarray
+    start: np.ndarray
+    end: np.ndarray
+    wait: np.ndarray
+    microbatch: np.ndarray
+
+
+@dataclass(frozen=True, eq=False)
+class KindMeans:
+    """Mean duration per instruction kind on the axis' unit, simulated beside measured (0 where
+    the measurement has none of a kind)."""
+
+    kinds: tuple[Kind, ...]
+    simulated: tuple[float, ...]
+    measured: Optional[tuple[float, ...]]
+
+
+@dataclass(frozen=True, eq=False)
+class MeasuredVsSimulated:
+    """A checked schedule and (when given) a measurement of it, analysed for the overlay figure.
+
+    ``problem`` says why there is nothing to draw (the simulation deadlocks); otherwise
+    ``timeline`` is the simulation drawn (re-costed from the measurement, in milliseconds, or
+    the schedule's own in ticks), ``lanes`` the simulated lane and the measured one, ``parts``
+    where each lane's time went (:mod:`.breakdown`) with ``words`` saying the largest cost that
+    is not compute, and ``kind_means`` the mean duration per kind.
+    """
+
+    report: Report
+    trace: Optional[MeasuredTrace] = None
+    problem: str = ""
+    timeline: Optional[Timeline] = None
+    lanes: tuple[Lane, ...] = ()
+    parts: tuple[Breakdown, ...] = ()
+    words: str = ""
+    kind_means: Optional[KindMeans] = None
+
+    @property
+    def unit(self) -> str:
+        return "s" if self.trace is not None else "ticks"
+
+    @property
+    def to_axis(self) -> float:
+        """Re-costed simulations are in milliseconds, a measured axis in seconds."""
+        return 1e-3 if self.trace is not None else 1.0
+
+
+def measured_vs_simulated(
+    report: Report, trace: Optional[MeasuredTrace] = None
+) -> MeasuredVsSimulated:
+    """``report``'s simulation re-costed from ``trace`` (per rank and per kind), both as lanes on
+    one time axis, where each lane's time went and the mean per kind; without a trace (or with
+    an empty one) the simulation alone, in ticks."""
+    if report.timeline is None:
+        return MeasuredVsSimulated(report, problem="no simulation: the schedule deadlocks")
+    measured = trace if trace is not None and len(trace) > 0 else None
+    sim = recosted(report, measured) if measured is not None else report
+    tl = sim.timeline
+    if (
+        tl is None
+    ):  # a measurement cannot make a valid schedule deadlock; keep the figure honest anyway
+        return MeasuredVsSimulated(report, problem="the re-costed simulation deadlocks")
+    s = report.schedule
+    to_axis = 1e-3 if measured is not None else 1.0
+    sim_start, sim_end = tl.start * to_axis, tl.end * to_axis
+    sim_wait = wait_split(s.kind, tl.start, tl.end, sim.matching.partner) * to_axis
+    lanes = [Lane("simulated", s.rank, s.kind, sim_start, sim_end, sim_wait, s.microbatch)]
+    parts = [breakdown(s.rank, s.kind, sim_start, sim_end, sim.matching.partner)]
+    if measured is not None:
+        offset = float(measured.start.min())
+        m_start, m_end = measured.start - offset, measured.end - offset
+        partner = pair_by_key(measured.stage, measured.kind, measured.microbatch)
+        m_wait = wait_split(measured.kind, m_start, m_end, partner)
+        lanes.append(
+            Lane(
+                "measured",
+                measured.rank,
+                measured.kind,
+                m_start,
+                m_end,
+                m_wait,
+                measured.microbatch,
+            )
+        )
+        parts.append(
+            breakdown(
+                measured.rank, measured.kind, m_start, m_end, partner, stopped=measured.stopped
+            )
+        )
+    unit = "s" if measured is not None else "ticks"
+    return MeasuredVsSimulated(
+        report,
+        trace=measured,
+        timeline=tl,
+        lanes=tuple(lanes),
+        parts=tuple(parts),
+        words=parts[-1].sentence(unit),
+        kind_means=_kind_means(report, tl, to_axis, measured),
+    )
+
+
+def _kind_means(
+    report: Report, tl: Timeline, to_axis: float, trace: Optional[MeasuredTrace]
+) -> KindMeans:
+    """Mean duration per kind the schedule runs (and the simulation gives time), simulated and measured."""
+    s = report.schedule
+    sim_dur = (tl.end - tl.start) * to_axis
+    kinds = [k for k in Kind if (s.kind == k).any() and sim_dur[s.kind == k].max() > 0]
+    sim = tuple(float(sim_dur[s.kind == k].mean()) for k in kinds)
+    if trace is None:
+        return KindMeans(tuple(kinds), sim, None)
+    meas = tuple(
+        float((trace.end - trace.start)[trace.kind == k].mean()) if (trace.kind == k).any() else 0.0
+        for k in kinds
+    )
+    return KindMeans(tuple(kinds), sim, meas)
+
+
+__all__ = [
+    "KindMeans",
+    "kind_code",
+    "milliseconds_by_kind",
+    "Lane",
+    "MeasuredVsSimulated",
+    "bubble",
+    "critical_path",
+    "measured_bubble",
+    "measured_vs_simulated",
+    "order_differences",
+    "planned_order",
+    "planned_schedule",
+    "summary",
+    "waits",
+]

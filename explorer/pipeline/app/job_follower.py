@@ -34,6 +34,7 @@ from typing import Any, Optional, Sequence, Union
 import ipywidgets as w
 
 from explorer.pipeline.analysis import check
+from explorer.pipeline.analysis.measured import measured_vs_simulated
 from explorer.pipeline.traces.follow import STATE_WORDS, job_state, ranks_in
 from explorer.pipeline.traces.instrumented import InstrumentedRun, is_instrumented
 from explorer.pipeline.traces.trace import to_measured
@@ -120,7 +121,7 @@ class JobFollower:
                 if records
                 else None
             )
-            self.overlay.show(overlay_figure(self.report, trace))
+            self.overlay.show(overlay_figure(measured_vs_simulated(self.report, trace)))
             cell = failure_cell(failure)
             if not self.history or cell != self._pinned or self.history[-1]["finished"]:
                 self.grid.show(pinned_grid(self.report, failure))

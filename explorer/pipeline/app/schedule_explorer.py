@@ -33,6 +33,7 @@ from explorer.errors import InputError
 from explorer.failure import Failure
 from explorer.pipeline.analysis import Costs, Report, check
 from explorer.pipeline.analysis.gradients import GradientCount, trains
+from explorer.pipeline.analysis.measured import measured_vs_simulated
 from explorer.pipeline.analysis.rules import Rule, changed_cells
 from explorer.pipeline.app.controls import Controls, ScheduleSettings, control_words
 from explorer.pipeline.app.findings_panel import FindingsPanel
@@ -212,7 +213,7 @@ class ScheduleExplorer:
             ),
             "memory": lambda: memory_view(self.report),
             "overlay": lambda: overlay_figure(
-                self.report, self.trace, x_range=self.ranges["overlay"]
+                measured_vs_simulated(self.report, self.trace), x_range=self.ranges["overlay"]
             ),
         }
         return {name: build[name]() for name in names}

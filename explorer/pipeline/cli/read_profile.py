@@ -19,7 +19,14 @@ import json
 from pathlib import Path
 from typing import Optional
 
-from explorer.pipeline.analysis.measured import bubble, critical_path, planned_order, summary, waits
+from explorer.pipeline.analysis.measured import (
+    bubble,
+    critical_path,
+    order_differences,
+    planned_order,
+    summary,
+    waits,
+)
 from explorer.pipeline.traces.profiler.job import ProfiledJob, read_job
 
 
@@ -32,27 +39,6 @@ def _orders(name: str, ranks: int, microbatches: int, chunks: int) -> dict:
 
 def load(path: Path) -> ProfiledJob:
     return read_job(Path(path), _orders)
-
-
-def order_differences(measured: dict[int, list[str]], planned: dict[int, list[str]]) -> list[str]:
-    """Per rank, where the measured compute order leaves the plan, said in one line each."""
-    out = []
-    for rank in sorted(set(measured) | set(planned)):
-        got, want = measured.get(rank, []), planned.get(rank, [])
-        if got == want:
-            continue
-        i = next((k for k, (a, b) in enumerate(zip(got, want)) if a != b), min(len(got), len(want)))
-        ran = got[i] if i < len(got) else "nothing more"
-        plan = want[i] if i < len(want) else "nothing more"
-        missing = sorted(set(want) - set(got))
-        extra = sorted(set(got) - set(want))
-        line = f"rank {rank}: action {i} ran {ran} where the plan has {plan}"
-        if missing:
-            line += f"; never ran {', '.join(missing[:8])}"
-        if extra:
-            line += f"; ran unplanned {', '.join(extra[:8])}"
-        out.append(line)
-    return out
 
 
 def plan_order(plan: str) -> dict[int, list[str]]:
@@ -162,4 +148,4 @@ def read(path: Path, json_out: bool, html: Optional[str] = None, plan: Optional[
     return 0 if doc["ok"] and not doc["planned"]["differences"] else 1
 
 
-__all__ = ["load", "order_differences", "plan_order", "document", "text", "read"]
+__all__ = ["load", "plan_order", "document", "text", "read"]

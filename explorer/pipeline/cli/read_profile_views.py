@@ -6,8 +6,13 @@ from pathlib import Path
 from typing import Optional
 
 from explorer.pipeline.analysis.check import check
-from explorer.pipeline.analysis.measured import bubble, critical_path, planned_order, waits
-from explorer.pipeline.schedules.adapters import from_torch_pipelining
+from explorer.pipeline.analysis.measured import (
+    bubble,
+    critical_path,
+    measured_vs_simulated,
+    planned_schedule,
+    waits,
+)
 from explorer.pipeline.schedules.schedule import Schedule
 from explorer.pipeline.traces.profiler.job import ProfiledJob
 from explorer.pipeline.traces.records import MeasuredTrace
@@ -15,11 +20,6 @@ from explorer.pipeline.traces.records import MeasuredTrace
 
 def measured_trace(rows: list[dict], source: str = "profiler traces") -> MeasuredTrace:
     return MeasuredTrace.from_records(rows, unit="s", source=source)
-
-
-def planned_schedule(rows: list[dict]) -> Schedule:
-    """The compute order the measured actions show, as a schedule (exchanges added as PyTorch adds them)."""
-    return from_torch_pipelining(planned_order(rows), name="measured order")
 
 
 def figures(job: ProfiledJob, planned: Optional[Schedule] = None) -> dict:
@@ -30,7 +30,9 @@ def figures(job: ProfiledJob, planned: Optional[Schedule] = None) -> dict:
     rows = job.iteration()
     schedule = planned or planned_schedule(rows)
     return {
-        "planned_vs_measured": overlay_figure(check(schedule), measured_trace(rows)),
+        "planned_vs_measured": overlay_figure(
+            measured_vs_simulated(check(schedule), measured_trace(rows))
+        ),
         "critical_path": critical_path_figure(rows, critical_path(rows), waits(rows)),
         "bubble": bubble_figure(bubble(rows)),
     }
@@ -57,4 +59,4 @@ def write_html(job: ProfiledJob, path: str, planned: Optional[Schedule] = None) 
     return Path(path)
 
 
-__all__ = ["measured_trace", "planned_schedule", "figures", "write_html"]
+__all__ = ["measured_trace", "figures", "write_html"]

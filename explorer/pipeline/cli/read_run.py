@@ -9,9 +9,10 @@ from pathlib import Path
 
 def read(path: Path, json_out: bool) -> int:
     """``run --collect``'s report; with ``--json`` the same document, marked ``kind: "pipeline"``."""
-    from explorer.pipeline.cli.run import _collected, _report
+    from explorer.pipeline.cli.run import report_result
+    from explorer.pipeline.runtime.run_folder import collected
 
-    result = _collected(path)
+    result = collected(path)
     extra: dict = {}
     if _engine(path) == "deepspeed":  # DeepSpeed's own engine ran it: its version and first failure
         from explorer.pipeline.runtime.deepspeed.engine import annotate
@@ -26,7 +27,7 @@ def read(path: Path, json_out: bool) -> int:
             flush=True,
         )
         return 0 if result.ok and result.bitwise_equal_to_reference else 1
-    return _report(result, argparse.Namespace(json=False, trace=None))
+    return report_result(result, argparse.Namespace(json=False, trace=None))
 
 
 def _engine(path: Path) -> str:

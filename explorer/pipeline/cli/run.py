@@ -13,7 +13,7 @@ import os
 from pathlib import Path
 
 from explorer import cli_options
-from explorer.errors import InputError, excerpt, one_line
+from explorer.errors import InputError, excerpt
 from explorer.inputs import write_text
 from explorer.pipeline.cli.schedule_options import parse_buffers
 from explorer.pipeline.schedules import KINDS
@@ -190,7 +190,9 @@ def run(args: argparse.Namespace) -> int:
             raise InputError(
                 f"--collect reads a run of the explorer engine; drop --engine {args.engine}"
             )
-        return _report(_collected(Path(args.collect)), args)
+        from explorer.pipeline.runtime.run_folder import collected
+
+        return report_result(collected(Path(args.collect)), args)
     if args.kind and args.from_class:
         raise InputError("give either --kind or --from, not both")
     if not (args.kind or args.from_class) or args.stages is None or args.microbatches is None:
@@ -234,7 +236,7 @@ def run(args: argparse.Namespace) -> int:
 
     verdict = preflight(schedule)
     if verdict is not None:  # under torchrun only rank 0 speaks
-        return _report(verdict, args) if os.environ.get("RANK", "0") == "0" else 1
+        return report_result(verdict, args) if os.environ.get("RANK", "0") == "0" else 1
     if "TORCHELASTIC_RUN_ID" in os.environ:
         if args.engine != "explorer":
             raise InputError(
@@ -245,7 +247,7 @@ def run(args: argparse.Namespace) -> int:
         from explorer.pipeline.cli.run_engines import report_engines
 
         return report_engines(spec, args)
-    return _report(run_pipeline(spec, args.out, check_first=False), args)
+    return report_result(run_pipeline(spec, args.out, check_first=False), args)
 
 
 def _as_torchrun_rank(spec, args: argparse.Namespace) -> int:
@@ -265,33 +267,12 @@ def _as_torchrun_rank(spec, args: argparse.Namespace) -> int:
     code = worker.main(folder)
     if os.environ["RANK"] != "0":
         return code
-    return _report(_collected(folder), args)
+    from explorer.pipeline.runtime.run_folder import collected
+
+    return report_result(collected(folder), args)
 
 
-def _collected(folder: Path):
-    """Read a run folder; anything in it that ``explorer run`` would not have written is one InputError."""
-    from explorer.pipeline.cli.run_folder import read_spec, records_checked
-    from explorer.pipeline.traces.result import collect
-
-    spec = read_spec(folder)
-    schedule = spec.build_schedule()
-    records_checked(folder)
-    try:
-        return collect(folder, schedule, run_id=spec.run_id or None)
-    except (
-        KeyError,
-        TypeError,
-        ValueError,
-        AttributeError,
-        IndexError,
-    ) as exc:  # a record of the wrong shape
-        raise InputError(
-            f"--collect {excerpt(str(folder))}: a record in the folder is not one `explorer run` "
-            f"writes ({type(exc).__name__}: {one_line(str(exc), 120)}); was it edited?"
-        ) from None
-
-
-def _report(result, args: argparse.Namespace) -> int:
+def report_result(result, args: argparse.Namespace) -> int:
     """Print the result first, then write the trace: a trace that cannot be written never loses a run."""
     if args.json:
         print(json.dumps(result.to_dict()), flush=True)
@@ -375,4 +356,11 @@ def _check_devices(spec, engine: str) -> None:
     refuse_impossible_devices(dataclasses.replace(spec, engine=engine))
 
 
-__all__ = ["register", "run", "MAX_RANKS", "MAX_MICROBATCHES", "MAX_MICROBATCH_RUNS"]
+__all__ = [
+    "register",
+    "run",
+    "report_result",
+    "MAX_RANKS",
+    "MAX_MICROBATCHES",
+    "MAX_MICROBATCH_RUNS",
+]

@@ -13,7 +13,8 @@ examples), :mod:`.stage_state` (DeepSpeed's buffer semantics), :mod:`.p2p`, :mod
 :mod:`explorer.processes`), :mod:`.result_writer` (rank 0's result, both engines),
 :mod:`.torch_engine` and :mod:`.engines` (PyTorch's own engine on the same run, side by side
 with ours), :mod:`.runner` (the explorer's Run control), :mod:`.deepspeed` (DeepSpeed's engine),
-:mod:`.sweep_pool` (sizes checked in worker processes), :mod:`.user_schedule` (a ``--from``
+:mod:`.sweep_pool` (sizes checked in worker processes), :mod:`.run_folder` (a finished run
+folder's files checked and read back), :mod:`.user_schedule` (a ``--from``
 class read in a child). What a run leaves is read by :mod:`explorer.pipeline.traces`
 (``result``, ``trace``, ``follow``).
 

@@ -6,25 +6,26 @@ small and large sizes alike), and each child checks its share a group of sizes a
 writing one JSON line per size as soon as its group is checked; a child also says which size
 it is about to build (a heartbeat), so a ``--from`` class that hangs is named at its size. With
 several rule sets (``explorer fix``) each size is built once and every set applied to it. The
-parent merges the lines, reports progress (the CLI draws it as a bar), and stops a child that
-stays silent longer than ``timeout_s`` on one size (a ``--from`` class that sleeps), naming that size. The children run in their own
-sessions and die with their process group, so Ctrl-C in the parent keeps what was checked,
-stops the rest, and leaves nothing behind. A ``--from`` class is only ever imported in a child.
+parent merges the lines and reports progress (the CLI draws it as a bar). The children are
+started and ended by the one process supervisor (:mod:`explorer.processes`): each in a session
+of its own, ended with its process group, so Ctrl-C in the parent keeps what was checked, stops
+the rest, and leaves nothing behind; when no worker has said anything for ``timeout_s`` (a
+``--from`` class that sleeps) they are stopped and the size the silent one was building is
+named. A ``--from`` class is only ever imported in a child.
 """
 
 from __future__ import annotations
 
 import json
 import os
-import selectors
-import signal
-import subprocess
 import sys
-import time
+import tempfile
+from pathlib import Path
 from typing import Callable, Optional, Sequence
 
 from explorer.errors import InputError, excerpt, one_line
 from explorer.pipeline.analysis.sizes import Asking, SizeCell, SizeSweep
+from explorer.processes import Child, Engine, Report, Supervised, supervise
 from explorer.processes.isolate import MARKER
 
 
@@ -76,90 +77,28 @@ def sweep_rule_sets_in_workers(
     tries."""
     total = len(stages) * len(microbatches) * len(rule_sets)
     shares = [list(stages[i::workers]) for i in range(min(workers, len(stages)))]
-    procs, cells, buffers, building = [], {}, {}, {}
-    selector = selectors.DefaultSelector()
+    cells: dict[tuple[int, int, int], SizeCell] = {}
+    building: dict[int, tuple[int, int]] = {}
+
+    def heard(reports: list[Report]) -> None:
+        for report in reports:
+            if report.kind == "building":  # heartbeat: the size being built now
+                building[report.rank] = tuple(report.data["building"])
+                continue
+            cell = SizeCell.from_dict(dict(report.data))
+            cells[(report.data.get("set", 0), cell.stages, cell.microbatches)] = cell
+        if progress is not None:
+            progress(len(cells), total)
+
     interrupted = False
-    try:
-        for share in shares:
-            payload = json.dumps(
-                {
-                    **job,
-                    "rule_sets": [list(r) for r in rule_sets],
-                    "stages": share,
-                    "microbatches": list(microbatches),
-                    "path": sys.path,
-                }
-            )
-            proc = subprocess.Popen(
-                [sys.executable, "-m", "explorer.pipeline.runtime.sweep_pool"],
-                stdin=subprocess.PIPE,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE,
-                start_new_session=True,
-            )
-            assert proc.stdin is not None and proc.stdout is not None  # both PIPE above
-            proc.stdin.write(payload.encode())
-            proc.stdin.close()
-            os.set_blocking(proc.stdout.fileno(), False)
-            selector.register(proc.stdout, selectors.EVENT_READ, proc)
-            procs.append(proc)
-            buffers[proc.pid] = b""
-        last_heard = {p.pid: time.monotonic() for p in procs}
-        open_streams = len(procs)
-        while open_streams:
-            for key, _ in selector.select(timeout=0.5):
-                proc = key.data
-                chunk = proc.stdout.read()
-                if chunk:
-                    last_heard[proc.pid] = time.monotonic()
-                    buffers[proc.pid] += chunk
-                    *lines, buffers[proc.pid] = buffers[proc.pid].split(b"\n")
-                    for line in lines:
-                        said = json.loads(line)
-                        if "building" in said:  # heartbeat: the size being built now
-                            building[proc.pid] = tuple(said["building"])
-                            continue
-                        cell = SizeCell.from_dict(said)
-                        cells[(said.get("set", 0), cell.stages, cell.microbatches)] = cell
-                    if progress is not None:
-                        progress(len(cells), total)
-                elif chunk == b"":  # end of stream
-                    selector.unregister(proc.stdout)
-                    open_streams -= 1
-            for proc in procs:
-                if proc.poll() is None and time.monotonic() - last_heard[proc.pid] > timeout_s:
-                    _stop(procs)
-                    at = building.get(proc.pid) or _next_size(
-                        proc_share(shares, procs, proc), microbatches, cells
-                    )
-                    raise InputError(
-                        f"checking size {at[0]}x{at[1]} took longer than {timeout_s:g} s and was "
-                        "stopped (a --from class that hangs?); give --timeout SECONDS to allow longer"
-                    )
-        for proc in procs:
-            proc.wait()
-            err = proc.stderr.read().decode(errors="replace")
-            if proc.returncode != 0:
-                said = next(
-                    (
-                        ln[len(MARKER) :]
-                        for ln in reversed(err.splitlines())
-                        if ln.startswith(MARKER)
-                    ),
-                    None,
-                )
-                if said:
-                    raise InputError(said)
-                last = next((ln.strip() for ln in reversed(err.splitlines()) if ln.strip()), "")
-                raise InputError(
-                    f"a sweep worker ended with exit code {proc.returncode}"
-                    f"{' (' + excerpt(last, 160) + ')' if last else ''}; the sizes it had checked are lost"
-                )
-    except KeyboardInterrupt:
-        interrupted = True
-    finally:
-        _stop(procs)
-        selector.close()
+    with tempfile.TemporaryDirectory(prefix="explorer-sweep-") as folder:
+        pool = _SweepWorkers(Path(folder), job, rule_sets, shares, microbatches)
+        try:
+            done = supervise(pool, on_report=heard, stall_s=timeout_s)
+        except KeyboardInterrupt:
+            interrupted = True
+        else:
+            _raise_if_failed(done, pool, shares, microbatches, cells, building, timeout_s)
     sweeps = []
     for k in range(len(rule_sets)):
         ordered = tuple(cells[key] for key in sorted(cells) if key[0] == k)
@@ -172,8 +111,95 @@ def sweep_rule_sets_in_workers(
     return sweeps
 
 
-def proc_share(shares: list, procs: list, proc: subprocess.Popen) -> list[int]:
-    return shares[procs.index(proc)]
+class _SweepWorkers(Engine):
+    """The sweep's children for the one supervisor: each checks a share of the stage counts and
+    says, one JSON line at a time on its stdout, the size it builds and each size checked."""
+
+    def __init__(
+        self,
+        folder: Path,
+        job: dict,
+        rule_sets: Sequence[Sequence[str]],
+        shares: list[list[int]],
+        microbatches: Sequence[int],
+    ) -> None:
+        self.folder, self.job, self.rule_sets = folder, job, rule_sets
+        self.shares, self.microbatches = shares, microbatches
+
+    def children(self) -> list[Child]:
+        out = []
+        for rank, share in enumerate(self.shares):
+            payload = self.folder / f"job{rank}.json"
+            payload.write_text(
+                json.dumps(
+                    {
+                        **self.job,
+                        "rule_sets": [list(r) for r in self.rule_sets],
+                        "stages": share,
+                        "microbatches": list(self.microbatches),
+                        "path": sys.path,
+                    }
+                )
+            )
+            out.append(
+                Child(
+                    rank=rank,
+                    argv=[
+                        sys.executable,
+                        "-m",
+                        "explorer.pipeline.runtime.sweep_pool",
+                        str(payload),
+                    ],
+                    env=dict(os.environ),
+                    log=self.folder / f"worker{rank}.log",
+                    pipe_stdout=True,
+                )
+            )
+        return out
+
+    def read_line(self, rank: int, line: str) -> Optional[Report]:
+        said = json.loads(line)
+        return Report(rank, "building" if "building" in said else "cell", said)
+
+    def said(self, rank: int) -> str:
+        """What worker ``rank`` wrote on its stderr (a user's prints, its last words)."""
+        return (self.folder / f"worker{rank}.log").read_text(errors="replace")
+
+
+def _raise_if_failed(
+    done: Supervised,
+    pool: _SweepWorkers,
+    shares: list[list[int]],
+    microbatches: Sequence[int],
+    cells: dict,
+    building: dict[int, tuple[int, int]],
+    timeout_s: float,
+) -> None:
+    """A worker that stayed silent names the size it hung at; one that failed says why (its marked
+    line) or its exit code and last line."""
+    if done.ending == "stalled":
+        rank = min(done.stopped) if done.stopped else 0
+        at = building.get(rank) or _next_size(shares[rank], microbatches, cells)
+        raise InputError(
+            f"checking size {at[0]}x{at[1]} took longer than {timeout_s:g} s and was "
+            "stopped (a --from class that hangs?); give --timeout SECONDS to allow longer"
+        )
+    for rank in sorted(done.exits):
+        code = done.exits[rank].returncode
+        if code == 0 or rank in done.stopped:
+            continue
+        err = pool.said(rank)
+        said = next(
+            (ln[len(MARKER) :] for ln in reversed(err.splitlines()) if ln.startswith(MARKER)),
+            None,
+        )
+        if said:
+            raise InputError(said)
+        last = next((ln.strip() for ln in reversed(err.splitlines()) if ln.strip()), "")
+        raise InputError(
+            f"a sweep worker ended with exit code {code}"
+            f"{' (' + excerpt(last, 160) + ')' if last else ''}; the sizes it had checked are lost"
+        )
 
 
 def _next_size(stages: Sequence[int], microbatches: Sequence[int], done: dict) -> tuple[int, int]:
@@ -182,16 +208,6 @@ def _next_size(stages: Sequence[int], microbatches: Sequence[int], done: dict) -
             if (0, p, m) not in done:
                 return p, m
     return stages[-1], microbatches[-1]
-
-
-def _stop(procs: Sequence[subprocess.Popen]) -> None:
-    for proc in procs:
-        if proc.poll() is None:
-            try:
-                os.killpg(proc.pid, signal.SIGKILL)
-            except (ProcessLookupError, PermissionError):
-                pass
-            proc.wait()
 
 
 def build_from_job(job: dict) -> Callable[[int, int], object]:
@@ -244,8 +260,9 @@ def _built_once(make: Callable, group: Sequence[tuple[int, int]], heartbeat: Cal
 
 
 def main() -> int:
-    """Worker side: read the job on stdin, write one JSON line per size on stdout."""
-    job = json.loads(sys.stdin.read())
+    """Worker side: read the job from the file named on the command line, write one JSON line per
+    size on stdout."""
+    job = json.loads(Path(sys.argv[1]).read_text())
     sys.path[:] = job["path"]
     out = os.fdopen(os.dup(1), "w", buffering=1)
     os.dup2(2, 1)  # a user's prints go to stderr, never into the stream of cells
@@ -294,7 +311,6 @@ if __name__ == "__main__":
 __all__ = [
     "default_workers",
     "sweep_in_workers",
-    "proc_share",
     "build_from_job",
     "asking_from_job",
     "main",

@@ -7,7 +7,8 @@ PyTorch's pipelining uses, so :func:`explorer.pipeline.traces.read_chrome_trace`
 two engines line up in Perfetto (process = rank, thread = stage).
 
 Readers only read: turning a measurement into simulator costs is analysis
-(:func:`explorer.pipeline.analysis.recost.measured_costs`).
+(:func:`explorer.pipeline.analysis.recost.measured_costs`), and so is its bubble
+(:func:`explorer.pipeline.analysis.measured.measured_bubble`).
 """
 
 from __future__ import annotations
@@ -176,14 +177,6 @@ def p2p_latencies(records: Sequence[dict]) -> list[float]:
     ]
 
 
-def measured_bubble(records: Sequence[dict]) -> float:
-    """Idle share of one measured iteration, as the simulator's ``fraction_of_total``: 1 - compute / (ranks x makespan)."""
-    span = makespan(records)
-    ranks = {r["rank"] for r in records}
-    busy = sum(r["end"] - r["start"] for r in records if record_kind(r).is_compute)
-    return 1.0 - busy / (len(ranks) * span) if span > 0 else 0.0
-
-
 __all__ = [
     "record_kind",
     "to_measured",
@@ -194,5 +187,4 @@ __all__ = [
     "makespan",
     "p2p_pairs",
     "p2p_latencies",
-    "measured_bubble",
 ]

@@ -1,8 +1,9 @@
 """Measured versus simulated, on one time axis in seconds, and where the time went.
 
 After a run (or with a loaded trace) the simulation is re-costed from that measurement
-(:func:`explorer.pipeline.analysis.recost.recosted`: per rank and per kind), so both lanes are in
-seconds and what still differs is the schedule's doing, not a unit. Each rank row holds the
+(:func:`explorer.pipeline.analysis.measured.measured_vs_simulated`, which this figure draws:
+per rank and per kind), so both lanes are in seconds and what still differs is the schedule's
+doing, not a unit. Each rank row holds the
 simulated lane (faded, above) and the measured one (solid, below); a send or receive is split
 into the time spent *waiting* for its partner (hatched) and the transfer itself (its kind's
 colour). A second panel says where each rank's iteration went (compute, transfer, waiting,
@@ -12,6 +13,7 @@ last compares the mean duration per instruction kind. The legend names the kinds
 Rows are ranks (a process is what runs in time). Measured rows are matched to simulated ones
 by ``(stage, kind, micro-batch)`` because a profiler does not know DeepSpeed's steps. Without
 a trace the figure is the simulated lane in ticks with a note saying how to get a measurement.
+The figure only draws: every number comes analysed in a :class:`MeasuredVsSimulated`.
 """
 
 from __future__ import annotations
@@ -21,11 +23,11 @@ from typing import Optional
 import numpy as np
 import plotly.graph_objects as go
 
-from explorer.pipeline.analysis.breakdown import CATEGORIES, breakdown, pair_by_key, wait_split
-from explorer.pipeline.analysis.check import Report
-from explorer.pipeline.analysis.recost import recosted
+from explorer.pipeline.analysis.breakdown import CATEGORIES
+from explorer.pipeline.analysis.measured import KindMeans, Lane, MeasuredVsSimulated
 from explorer.pipeline.analysis.timeline import Timeline
 from explorer.pipeline.schedules.instructions import Kind
+from explorer.pipeline.schedules.schedule import Schedule
 from explorer.pipeline.traces.records import MeasuredTrace
 from explorer.pipeline.views.axes import rank_labels
 from explorer.pipeline.views.bars import MAX_SVG_BARS, hbars
@@ -54,64 +56,32 @@ CATEGORY_COLOURS = {
 _MAX_RANK_ROWS = 16
 
 
+#: Where each lane sits on its rank's row and how solid it is: simulated faded above, measured below.
+_LANE_STYLE = {"simulated": (-0.2, 0.45), "measured": (0.2, 1.0)}
+
+
 def overlay_figure(
-    report: Report,
-    trace: Optional[MeasuredTrace] = None,
+    analysed: MeasuredVsSimulated,
     *,
     max_bars: int = MAX_SVG_BARS,
     x_range: Optional[tuple[float, float]] = None,
 ) -> go.Figure:
-    """Simulated and (when given) measured lanes per rank, where the time went, and mean duration per kind."""
-    s = report.schedule
+    """Simulated and (when measured) measured lanes per rank, where the time went, and mean duration per kind."""
+    s = analysed.report.schedule
     fig = go.Figure()
-    if report.timeline is None:
+    tl = analysed.timeline
+    if analysed.problem or tl is None:
         fig.update_layout(
-            title=dict(text="Measured vs simulated · no simulation: the schedule deadlocks"),
+            title=dict(text=f"Measured vs simulated · {analysed.problem}"),
             height=300,
         )
         return fig
-    measured = trace is not None and len(trace) > 0
-    sim = recosted(report, trace) if measured else report
-    tl = sim.timeline
-    if (
-        tl is None
-    ):  # a measurement cannot make a valid schedule deadlock; keep the figure honest anyway
-        fig.update_layout(
-            title=dict(text="Measured vs simulated · the re-costed simulation deadlocks"),
-            height=300,
-        )
-        return fig
-    to_axis = (
-        1e-3 if measured else 1.0
-    )  # re-costed simulations are in milliseconds, the axis in seconds
-    unit = "s" if measured else "ticks"
-    sim_start, sim_end = tl.start * to_axis, tl.end * to_axis
-    sim_wait = wait_split(s.kind, tl.start, tl.end, sim.matching.partner) * to_axis
-    rows = [(s.rank, s.kind, sim_start, sim_end, sim_wait, s.microbatch, -0.2, "simulated", 0.45)]
-    parts = [breakdown(s.rank, s.kind, sim_start, sim_end, sim.matching.partner)]
-    if measured:
-        offset = float(trace.start.min())
-        m_start, m_end = trace.start - offset, trace.end - offset
-        m_wait = wait_split(
-            trace.kind, m_start, m_end, pair_by_key(trace.stage, trace.kind, trace.microbatch)
-        )
-        rows.append(
-            (trace.rank, trace.kind, m_start, m_end, m_wait, trace.microbatch, 0.2, "measured", 1.0)
-        )
-        parts.append(
-            breakdown(
-                trace.rank,
-                trace.kind,
-                m_start,
-                m_end,
-                pair_by_key(trace.stage, trace.kind, trace.microbatch),
-                stopped=trace.stopped,
-            )
-        )
-    span = max(float(max(r[3].max(initial=0.0) for r in rows)), 1e-12)
+    unit = analysed.unit
+    lanes = analysed.lanes
+    span = max(float(max(lane.end.max(initial=0.0) for lane in lanes)), 1e-12)
     lo, hi = window(x_range, 0.0, span)
-    overview = sum(int(((r[3] >= lo) & (r[2] <= hi)).sum()) for r in rows) > max_bars
-    for lane in rows:
+    overview = sum(int(((lane.end >= lo) & (lane.start <= hi)).sum()) for lane in lanes) > max_bars
+    for lane in lanes:
         (_overview_lane if overview else _lane)(fig, lane, s.num_ranks, (lo, hi), unit, max_bars)
     for kind in (
         k for k in Kind if (s.kind == k).any()
@@ -138,19 +108,24 @@ def overlay_figure(
             hoverinfo="skip",
         )
     )
-    words = _where_time_went(fig, parts, unit)
-    _per_kind(fig, s, tl, to_axis, trace if measured else None, unit)
-    fig.update_layout(
-        **_layout(
-            report, tl, trace if measured else None, s.num_ranks, unit, (lo, hi), words, overview
-        )
-    )
+    _where_time_went(fig, list(analysed.parts))
+    if analysed.kind_means is not None:
+        _per_kind(fig, analysed.kind_means, unit)
+    fig.update_layout(**_layout(s, tl, analysed.trace, unit, (lo, hi), analysed.words, overview))
     return fig
 
 
-def _lane(fig: go.Figure, lane: tuple, ranks: int, xr: tuple, unit: str, max_bars: int) -> None:
+def _lane(fig: go.Figure, lane: Lane, ranks: int, xr: tuple, unit: str, max_bars: int) -> None:
     """Bars of one lane (simulated or measured): waiting hatched, the rest in the kind's colour."""
-    rank, kind, start, end, wait, mb, dy, label, opacity = lane
+    rank, kind, start, end, wait, mb = (
+        lane.rank,
+        lane.kind,
+        lane.start,
+        lane.end,
+        lane.wait,
+        lane.microbatch,
+    )
+    label, (dy, opacity) = lane.label, _LANE_STYLE[lane.label]
     near = (end >= xr[0]) & (start <= xr[1]) & (end > start)
     for k in Kind:
         idx = np.nonzero(near & (kind == k))[0]
@@ -205,10 +180,11 @@ def _lane(fig: go.Figure, lane: tuple, ranks: int, xr: tuple, unit: str, max_bar
 
 
 def _overview_lane(
-    fig: go.Figure, lane: tuple, ranks: int, xr: tuple, unit: str, max_bars: int
+    fig: go.Figure, lane: Lane, ranks: int, xr: tuple, unit: str, max_bars: int
 ) -> None:
     """A lane with too many bars to draw: the kind that runs most of each column, per rank."""
-    rank, kind, start, end, _wait, _mb, dy, label, opacity = lane
+    rank, kind, start, end = lane.rank, lane.kind, lane.start, lane.end
+    label, (dy, opacity) = lane.label, _LANE_STYLE[lane.label]
     r = dominant(rank, start, end, kind, ranks, xr, num_categories=len(Kind))
     fig.add_trace(
         go.Heatmap(
@@ -229,8 +205,8 @@ def _overview_lane(
     )
 
 
-def _where_time_went(fig: go.Figure, parts: list, unit: str) -> str:
-    """Stacked shares per rank (simulated above measured) in the middle panel; the sentence that explains it."""
+def _where_time_went(fig: go.Figure, parts: list) -> None:
+    """Stacked shares per rank (simulated above measured) in the middle panel."""
     labels = ("simulated", "measured")
     many = len(parts[0].ranks) > _MAX_RANK_ROWS
     ys, shares = [], []
@@ -271,16 +247,11 @@ def _where_time_went(fig: go.Figure, parts: list, unit: str) -> str:
             )
         )
         base += x
-    return parts[-1].sentence(unit)
 
 
-def _per_kind(
-    fig: go.Figure, s, tl, to_axis: float, trace: Optional[MeasuredTrace], unit: str
-) -> None:
+def _per_kind(fig: go.Figure, means: KindMeans, unit: str) -> None:
     """Mean duration per instruction kind, simulated beside measured."""
-    sim_dur = (tl.end - tl.start) * to_axis
-    kinds = [k for k in Kind if (s.kind == k).any() and sim_dur[s.kind == k].max() > 0]
-    sim = [float(sim_dur[s.kind == k].mean()) for k in kinds]
+    kinds, sim = means.kinds, list(means.simulated)
     fig.add_trace(
         go.Bar(
             name="mean, simulated",
@@ -294,13 +265,8 @@ def _per_kind(
             hovertemplate=f"%{{x}}: simulated mean %{{y:.4g}} {unit}<extra></extra>",
         )
     )
-    if trace is not None:
-        meas = [
-            float((trace.end - trace.start)[trace.kind == k].mean())
-            if (trace.kind == k).any()
-            else 0.0
-            for k in kinds
-        ]
+    if means.measured is not None:
+        meas = list(means.measured)
         fig.add_trace(
             go.Bar(
                 name="mean, measured",
@@ -318,16 +284,15 @@ def _per_kind(
 
 
 def _layout(
-    report: Report,
+    s: Schedule,
     tl: Timeline,
     trace: Optional[MeasuredTrace],
-    ranks: int,
     unit: str,
     xr: tuple,
     words: str,
     overview: bool,
 ) -> dict:
-    s = report.schedule
+    ranks = s.num_ranks
     share_rows = 2 if ranks > _MAX_RANK_ROWS else ranks * (2 if trace is not None else 1)
     # Heights in pixels, bottom up: per-kind panel, gap, shares, gap, lanes; then margins.
     per_rank = (

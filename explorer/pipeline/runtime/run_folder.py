@@ -1,4 +1,5 @@
-"""``run --collect DIR``: check a run folder's files before the collector reads them.
+"""A finished run folder read back (``run --collect DIR``, ``explorer read DIR``): its files
+checked before the collector reads them.
 
 A run folder is written by ``explorer run`` (``spec.json``, ``rank<R>.jsonl``, ``result.json``),
 but ``--collect`` reads whatever is there: an edited spec, a truncated or foreign JSON line, a
@@ -10,16 +11,43 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from explorer import inputs
 from explorer.errors import InputError, excerpt, one_line
 from explorer.pipeline.traces.follow import parse_record
 
+if TYPE_CHECKING:
+    from explorer.pipeline.runtime.spec import RunSpec
+    from explorer.pipeline.traces.result import PipelineRunResult
+
 #: Largest per-rank trace read back (a long run writes a few MB per rank).
 MAX_TRACE_BYTES = 512 * 2**20
 
 
-def read_spec(folder: Path):
+def collected(folder: Path) -> PipelineRunResult:
+    """Read a run folder; anything in it that ``explorer run`` would not have written is one InputError."""
+    from explorer.pipeline.traces.result import collect
+
+    spec = read_spec(folder)
+    schedule = spec.build_schedule()
+    records_checked(folder)
+    try:
+        return collect(folder, schedule, run_id=spec.run_id or None)
+    except (
+        KeyError,
+        TypeError,
+        ValueError,
+        AttributeError,
+        IndexError,
+    ) as exc:  # a record of the wrong shape
+        raise InputError(
+            f"--collect {excerpt(str(folder))}: a record in the folder is not one `explorer run` "
+            f"writes ({type(exc).__name__}: {one_line(str(exc), 120)}); was it edited?"
+        ) from None
+
+
+def read_spec(folder: Path) -> RunSpec:
     """The folder's :class:`~explorer.pipeline.runtime.spec.RunSpec`, checked field by field."""
     from explorer.pipeline.runtime.spec import RunSpec
 
@@ -104,4 +132,4 @@ def records_checked(folder: Path) -> None:
             )
 
 
-__all__ = ["read_spec", "records_checked"]
+__all__ = ["collected", "read_spec", "records_checked"]
