@@ -24,6 +24,7 @@ COMMANDS: tuple[str, ...] = (
     "explorer.compile.cli.probe",
     "explorer.xla.cli.hlo",
     "explorer.pipeline.cli.run",
+    "explorer.pipeline.cli.doctor",
     "explorer.xla.cli.run",
     "explorer.read",
 )
@@ -39,6 +40,7 @@ COMMAND_NAMES: dict[str, str] = {
     "hlo-diff": "explorer.xla.cli.hlo",
     "hlo-list": "explorer.xla.cli.hlo",
     "run": "explorer.pipeline.cli.run",
+    "doctor": "explorer.pipeline.cli.doctor",
     "xla-run": "explorer.xla.cli.run",
     "read": "explorer.read",
 }
