@@ -55,7 +55,8 @@ class RankState:
         if self.activity == "waiting":
             peer = "" if self.peer is None else f" {self._direction()} {self._peer()}"
             call = f"dist.{self.op}" if self.op != "wait" else "a wait on posted transfers"
-            return f"waits in {ins or call}{peer}" + (f" ({call})" if ins else "")
+            verb = "waited" if self.source == "log" else "waits"  # a log tells the past
+            return f"{verb} in {ins or call}{peer}" + (f" ({call})" if ins else "")
         if self.activity == "gone":
             return "is gone" + (f" (last in {ins})" if ins else "")
         if self.activity == "unseen":

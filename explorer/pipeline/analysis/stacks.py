@@ -54,7 +54,14 @@ _EXPLORER_EXECUTOR = "explorer/pipeline/runtime/executor.py"
 _DEEPSPEED_ENGINE = "deepspeed/runtime/pipe/engine.py"
 _DEEPSPEED_P2P = "deepspeed/runtime/pipe/p2p.py"
 #: Paths of library code: the user's own file and line is the innermost frame outside them.
-_LIBRARY_MARKS = ("/site-packages/", "/dist-packages/", "<frozen", "/lib/python3")
+_LIBRARY_MARKS = (
+    "/site-packages/",
+    "/dist-packages/",
+    "<frozen",
+    "/lib/python3",
+    "/torch/",
+    "/deepspeed/",
+)
 
 
 @dataclass(frozen=True)

@@ -1,7 +1,8 @@
 """``explorer doctor TARGET``: why a running job stopped moving, in the schedule's words.
 
 TARGET is the launcher's PID (torchrun, deepspeed, ``explorer run``, a script that starts the
-ranks) or the ranks' PIDs. Prints one line per rank (what it is doing, with whom, in which
+ranks), the ranks' PIDs, or the run folder the ranks write to (live where they still run,
+else from what they wrote). Prints one line per rank (what it is doing, with whom, in which
 instruction, since when) and the verdict: a wait-for cycle, or the rank everyone waits on.
 The job is read, never stopped or changed. Exit 1 when the ranks wait (a hang named), 0 when
 no rank waits on another, 2 on bad input.
@@ -25,9 +26,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument(
         "target",
         nargs="+",
-        type=_pid,
-        metavar="PID",
-        help="the launcher's PID (its process tree is read), or the ranks' PIDs",
+        type=_target,
+        metavar="TARGET",
+        help="the launcher's PID (its process tree is read), the ranks' PIDs, or a run folder",
     )
     p.add_argument(
         "--folder",
@@ -38,10 +39,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run)
 
 
-def _pid(text: str) -> int:
-    if not text.isdigit() or int(text) <= 0:
-        raise argparse.ArgumentTypeError(f"PID {text!r}: give a process id, a positive integer")
-    return int(text)
+def _target(text: str) -> int | Path:
+    if text.isdigit() and int(text) > 0:
+        return int(text)
+    if Path(text).is_dir():
+        return Path(text)
+    raise argparse.ArgumentTypeError(
+        f"TARGET {text!r}: give a process id (a positive integer) or a run folder that exists"
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -51,7 +56,11 @@ def run(args: argparse.Namespace) -> int:
         )
     from explorer.pipeline.runtime.doctor import doctor
 
-    diagnosis = doctor(args.target, args.folder)
+    pids = [t for t in args.target if isinstance(t, int)]
+    folders = [t for t in args.target if isinstance(t, Path)]
+    if len(folders) > 1 or (folders and args.folder is not None):
+        raise InputError("give one run folder (as TARGET or --folder), not several")
+    diagnosis = doctor(pids, args.folder or (folders[0] if folders else None))
     verdict = diagnosis.verdict
     if args.json:
         print(json.dumps(diagnosis.to_dict(), indent=1))
@@ -63,7 +72,14 @@ def run(args: argparse.Namespace) -> int:
         print(f"verdict: {verdict.describe()}")
         if verdict.deadlock is not None:
             print(f"  as the analysis says it: {verdict.deadlock.describe()}")
-        print(f"(read in {diagnosis.seconds:.2f} s; the job was not stopped)")
+        if diagnosis.live:
+            print(
+                f"(read in {diagnosis.seconds:.2f} s, {diagnosis.live} live stacks; the job was not stopped)"
+            )
+        else:
+            print(
+                f"(read from {diagnosis.folder} in {diagnosis.seconds:.2f} s: no rank is running)"
+            )
     return 0 if verdict.verdict == "no-wait" else 1
 
 

@@ -19,7 +19,7 @@ from __future__ import annotations
 import json
 import linecache
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Optional, Sequence
 
@@ -30,9 +30,17 @@ from explorer.pipeline.analysis.hang import (
     diagnose,
     first_row_of_step,
     locate,
+    peer_stage,
     placed,
 )
-from explorer.pipeline.analysis.stacks import Activity, frames_from_pyspy, main_thread, read_stack
+from explorer.pipeline.analysis.stacks import (
+    Activity,
+    StackReading,
+    frames_from_pyspy,
+    main_thread,
+    read_stack,
+)
+from explorer.pipeline.schedules.instructions import parse_instruction
 from explorer.pipeline.schedules.schedule import Schedule
 from explorer.processes.stacks import PTRACE_FIX, Dump, Proc, dump_all, read_proc, tree
 
@@ -58,6 +66,7 @@ class Diagnosis:
     folder: Optional[Path]
     refused: str  # one line when attaching was refused ("" otherwise)
     seconds: float
+    live: int = 0  # ranks whose stack was read
 
     def to_dict(self) -> dict:
         return {
@@ -65,22 +74,28 @@ class Diagnosis:
             "folder": None if self.folder is None else str(self.folder),
             "refused": self.refused or None,
             "seconds": round(self.seconds, 3),
+            "live_stacks": self.live,
         }
 
 
 def doctor(pids: Sequence[int], folder: Optional[Path] = None) -> Diagnosis:
     """Diagnose the job at ``pids`` (a launcher, or its ranks); ``folder``: where the ranks write."""
     t0 = time.monotonic()
-    ranks = find_ranks(pids, folder)
+    ranks = find_ranks(pids, folder) if pids else ranks_in_folder(folder)
     folder = folder or _folder_of(ranks)
     logs = {r.rank: _read_log(folder, r.rank) for r in ranks} if folder else {}
     ranks = _fill_from_logs(ranks, logs)
     schedule, model = _schedule(folder)
+    if schedule is not None:  # a rank that left no trace at all is still a rank of the job
+        known = {r.rank for r in ranks}
+        ranks += [RankProcess(r, None, None) for r in range(schedule.num_ranks) if r not in known]
+        ranks.sort(key=lambda r: r.rank)
     dumps = dump_all([r.pid for r in ranks if r.alive and r.pid is not None])
     states = [_state(r, dumps, logs.get(r.rank), schedule) for r in ranks]
     refused = next((d.refused for d in dumps.values() if d.refused == PTRACE_FIX), "")
     verdict = diagnose(states, model)
-    return Diagnosis(verdict, folder, refused, time.monotonic() - t0)
+    live = sum(1 for s in states if s.source == "stack")
+    return Diagnosis(verdict, folder, refused, time.monotonic() - t0, live)
 
 
 # -- the job's processes ----------------------------------------------------------------------
@@ -114,6 +129,24 @@ def find_ranks(pids: Sequence[int], folder: Optional[Path] = None) -> list[RankP
             )
         procs.extend((p.pid, p) for p in chosen)
     return _numbered(procs, folder)
+
+
+def ranks_in_folder(folder: Optional[Path]) -> list[RankProcess]:
+    """The ranks a run folder names (``rank<R>.jsonl`` start lines), live where their process still runs."""
+    files = sorted(Path(folder).glob("rank*.jsonl")) if folder is not None else []
+    if folder is None or not files:
+        raise InputError(
+            f"{folder} holds no rank<R>.jsonl: give a run folder the ranks write to "
+            "(explorer run --out, explorer.instrument), or the job's PIDs"
+        )
+    out = []
+    for rank in sorted(int(p.stem[4:]) for p in files if p.stem[4:].isdigit()):
+        pid = _read_log(folder, rank).get("pid")
+        proc = read_proc(pid) if isinstance(pid, int) else None
+        if proc is not None and proc.rank != rank:
+            proc = None  # the pid now belongs to another process
+        out.append(RankProcess(rank, pid if isinstance(pid, int) else None, proc))
+    return out
 
 
 def _innermost(procs: list[Proc]) -> list[Proc]:
@@ -197,6 +230,7 @@ def _read_log(folder: Optional[Path], rank: int) -> dict:
         if kind in ("failure", "done"):
             out["end"] = kind
             out["message"] = record.get("message", "")
+            out["failure"] = record if kind == "failure" else None
     return out
 
 
@@ -252,7 +286,14 @@ def _state(
 def _from_log(
     r: RankProcess, log: dict, schedule: Optional[Schedule], activity: Activity, note: str
 ) -> RankState:
-    """A rank described from its own file: where it stopped (the step after its last finished one)."""
+    """A rank described from its own file: where it stopped (the step after its last finished one).
+
+    A rank that ended because its peer went away or its exchange timed out wrote where it
+    waited (its ``failure`` line): it is a waiter on that peer, so the verdict can follow it.
+    """
+    waited = _waited_in(log.get("failure"), schedule, r.rank)
+    if waited is not None:
+        return replace(waited, pid=r.pid, since_s=log.get("age_s"), source="log", note=note)
     row = None
     if schedule is not None and "step" in log and r.rank < schedule.num_ranks:
         row = first_row_of_step(schedule, r.rank, int(log["step"]) + 1)
@@ -269,11 +310,46 @@ def _from_log(
     )
 
 
+def _waited_in(
+    failure: Optional[dict], schedule: Optional[Schedule], rank: int
+) -> Optional[RankState]:
+    """The wait a ``failure`` line records (a peer gone, a timeout, in a send or receive), else None."""
+    if not failure or schedule is None or failure.get("kind") not in ("peer", "timeout"):
+        return None
+    try:
+        ins = parse_instruction(str(failure.get("text") or ""))
+    except InputError:
+        return None
+    if not ins.kind.is_p2p or not 0 <= peer_stage(ins.stage, ins.kind) < schedule.num_stages:
+        return None
+    reading = StackReading(
+        "waiting",
+        step=failure.get("step"),
+        kind=ins.kind,
+        peer_stage=peer_stage(ins.stage, ins.kind),
+    )
+    at, mb = placed(schedule, locate(schedule, rank, reading))
+    return RankState(
+        rank=rank,
+        pid=None,
+        activity="waiting",
+        op="send" if ins.kind.is_send else "recv",
+        peer=schedule.stage_to_rank[peer_stage(ins.stage, ins.kind)],
+        at=at,
+        microbatch=mb,
+    )
+
+
 def _last(log: dict) -> str:
     if not log:
         return ""
+    failure = log.get("failure")
+    if failure:
+        message = " ".join(str(failure.get("message", "")).split())
+        tail = message if len(message) <= 70 else "..." + message[-67:]
+        return f"; it ended ({failure.get('kind', 'error')}): {tail}"
     if "end" in log:
-        return f"; its last line: {log['end']} {str(log.get('message', ''))[:80]}".rstrip()
+        return "; it finished its run"
     if "step" in log:
         return f"; its last finished step: {log['step']}"
     return "; it wrote no step"

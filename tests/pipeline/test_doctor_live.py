@@ -1,0 +1,211 @@
+"""``explorer doctor`` on real hung jobs (gloo, CPU), each planted and started by the test.
+
+Each job runs with a stall timeout of 10 minutes, so nothing but the test ends it. The test
+waits for the hang itself to be visible (every waiting rank's live stack shows its wait, the
+planted rank shows its fault) and only then asks for the verdict: how long the job takes to
+get there on a busy machine changes when the test looks, never what it sees. Every process
+is killed at the end, launcher and ranks, and checked gone.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Callable
+
+import pytest
+
+from explorer.pipeline.analysis import build, check
+from explorer.pipeline.runtime import Fault, RunSpec
+from explorer.pipeline.runtime.doctor import Diagnosis, doctor
+from explorer.processes import free_port, rank_env
+from explorer.processes.stacks import tree
+from tests.pipeline.conftest import alive
+
+#: A back-stop for reaching the hang (imports and rendezvous of 2-3 ranks on a busy machine).
+REACH_S = 240.0
+LAUNCHER = """
+import sys, json
+from explorer.pipeline.runtime import RunSpec, run_pipeline
+spec = RunSpec.from_json(json.loads(open(sys.argv[2]).read()))
+run_pipeline(spec, sys.argv[1], check_first=False)
+"""
+
+
+def _launch(spec: RunSpec, folder: Path) -> subprocess.Popen:
+    """A launcher process, as a user's script would be: it starts the ranks and watches them."""
+    spec_file = folder.parent / f"{folder.name}-spec.json"
+    spec_file.write_text(json.dumps(spec.to_json()))
+    return subprocess.Popen(
+        [sys.executable, "-c", LAUNCHER, str(folder), str(spec_file)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+
+
+def _until(pids: list[int], ready: Callable[[Diagnosis], bool], **kw) -> Diagnosis:
+    """The first diagnosis for which ``ready`` holds (the hang visible), polled until REACH_S."""
+    deadline = time.monotonic() + REACH_S
+    last = None
+    while time.monotonic() < deadline:
+        try:
+            last = doctor(pids, **kw)
+        except Exception as exc:  # ranks not started yet: the tree holds no rank
+            last = exc
+        else:
+            if ready(last):
+                return last
+        time.sleep(0.5)
+    raise AssertionError(f"the hang never became visible in {REACH_S:.0f} s: {last}")
+
+
+def _kill_all(procs: list[int]) -> None:
+    for pid in procs:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+
+
+@pytest.fixture
+def jobs():
+    """Starts nothing; kills (and checks gone) every process tree registered with it."""
+    launched: list[subprocess.Popen] = []
+    ranks: list[subprocess.Popen] = []
+    yield launched, ranks
+    seen = []
+    for launcher in launched:
+        below = [p.pid for p in tree(launcher.pid)][1:]
+        seen += below + [launcher.pid]
+        _kill_all(below)
+        launcher.kill()
+        launcher.wait(timeout=30)
+    for proc in ranks:
+        seen.append(proc.pid)
+        proc.kill()
+        proc.wait(timeout=30)
+    deadline = time.monotonic() + 30
+    while any(alive(p) for p in seen) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not any(alive(p) for p in seen)
+
+
+def _waiting(d: Diagnosis, ranks: set[int]) -> bool:
+    states = {s.rank: s for s in d.verdict.ranks}
+    return all(r in states and states[r].activity == "waiting" for r in ranks)
+
+
+@pytest.mark.slow
+def test_a_rank_sleeping_on_purpose_is_the_rank_everyone_waits_on(tmp_path, jobs):
+    schedule = build("deepspeed-train", 3, 6)
+    spec = RunSpec.for_schedule(schedule, fault=Fault(1, 4, "hang"), stall_timeout_s=600)
+    folder = tmp_path / "run"
+    launcher = _launch(spec, folder)
+    jobs[0].append(launcher)
+
+    def ready(d: Diagnosis) -> bool:
+        states = {s.rank: s for s in d.verdict.ranks}
+        return _waiting(d, {0, 2}) and 1 in states and bool(states[1].note)
+
+    ready_at = _until([launcher.pid], ready)
+    assert ready_at.folder == folder  # found from the ranks' command lines
+    out = subprocess.run(
+        [sys.executable, "-m", "explorer", "doctor", str(launcher.pid), "--json"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert out.returncode == 1, out.stderr
+    got = json.loads(out.stdout)
+    assert (got["kind"], got["verdict"], got["culprit"], got["waiting"]) == (
+        "hang",
+        "waits-on",
+        1,
+        [0, 2],
+    )
+    culprit = got["ranks"][1]
+    assert culprit["activity"] == "sleeping" and culprit["where"].endswith("executor.py:160")
+    first = schedule.stream(1)[4][0]  # where rank 1 stopped: the first instruction of step 4
+    assert culprit["instruction"]["step"] == 4
+    assert culprit["instruction"]["text"] == str(first)
+    for rank in (0, 2):
+        waiter = got["ranks"][rank]
+        assert (waiter["activity"], waiter["peer"]) == ("waiting", 1)
+        assert waiter["op"] in ("send", "recv")
+        assert waiter["instruction"]["instruction"].startswith(("Send", "Recv"))
+    assert "wait on rank 1: stage 1 (rank 1) sleeps at" in got["description"]
+
+
+@pytest.mark.slow
+def test_a_schedule_that_deadlocks_under_blocking_p2p_is_named_as_its_cycle(tmp_path, jobs):
+    s = build("1f1b", 2, 4)
+    blocking = s.replace(params={**s.params, "p2p": "blocking"})
+    launcher = _launch(RunSpec.for_schedule(blocking, stall_timeout_s=600), tmp_path / "run")
+    jobs[0].append(launcher)
+    d = _until([launcher.pid], lambda d: _waiting(d, {0, 1}))
+    v = d.verdict
+    assert (v.verdict, v.cycle) == ("cycle", (0, 1))
+    zero, one = v.state(0), v.state(1)
+    assert (zero.op, zero.peer, one.op, one.peer) == ("send", 1, "send", 0)
+    # the same instructions the analysis names before launch
+    expected = check(blocking, other_model=False).findings.deadlock
+    assert expected is not None and v.deadlock is not None
+    assert [w.at for w in v.deadlock.cycle] == [w.at for w in expected.cycle]
+    assert v.describe().startswith(
+        "wait-for cycle: stage 0 (rank 0) waits in SendActivation of micro-batch 1"
+    )
+    assert "stage 1 (rank 1) waits in SendGrad of micro-batch 0" in v.describe()
+
+
+@pytest.mark.slow
+def test_a_rank_killed_with_sigkill_is_named_gone_from_what_it_wrote(tmp_path, jobs):
+    """On gloo the killed rank's neighbours notice the closed connection and end too, each
+    writing where it waited; a neighbour still alive waits on the dead rank in its stack.
+    Either way they wait on rank 1, and rank 1 is gone after the last step it wrote."""
+    schedule = build("deepspeed-train", 3, 6)
+    folder = tmp_path / "run"
+    folder.mkdir()
+    spec = RunSpec.for_schedule(
+        schedule, fault=Fault(1, 4, "kill"), stall_timeout_s=600, run_id="doctor-kill"
+    )
+    spec.write(folder)
+    port = free_port()
+    ranks = [  # started as torchrun starts its workers, with nothing watching them
+        subprocess.Popen(
+            [sys.executable, "-m", "explorer.pipeline.runtime.worker", str(folder)],
+            env=rank_env(r, 3, port, threads=1),
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        for r in range(3)
+    ]
+    jobs[1].extend(ranks)
+    assert ranks[1].wait(timeout=REACH_S) == -signal.SIGKILL
+    pids = [p.pid for p in ranks]
+    _until(pids, lambda d: _waiting(d, {0, 2}), folder=folder)
+    out = subprocess.run(
+        [sys.executable, "-m", "explorer", "doctor", *map(str, pids), "--folder", str(folder)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert out.returncode == 1, out.stderr
+    verdict = next(line for line in out.stdout.splitlines() if line.startswith("verdict:"))
+    first = schedule.stream(1)[4][0]  # rank 1 died before running step 4
+    assert verdict.startswith(
+        f"verdict: ranks 0, 2 wait on rank 1: stage 1 (rank 1) is gone "
+        f"(last in {first.kind.deepspeed_name} of micro-batch {first.microbatch} (step 4,"
+    ), out.stdout
+    # the folder alone says the same once every rank has ended
+    for proc in ranks:
+        proc.kill()
+        proc.wait(timeout=30)
+    after = doctor([], folder).verdict
+    assert (after.verdict, after.culprit, after.waiting) == ("waits-on", 1, (0, 2))
+    assert after.state(1).activity == "gone" and after.state(1).at is not None
+    assert after.state(1).at.step == 4
