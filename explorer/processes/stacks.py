@@ -149,11 +149,12 @@ def dump_all(pids: Sequence[int], timeout_s: float = 20.0) -> dict[int, Dump]:
             proc.communicate()
             out[pid] = Dump(pid, refused=f"py-spy took over {timeout_s:.0f} s")
             continue
-        out[pid] = _parse(pid, proc.returncode, stdout, stderr, time.monotonic() - t0)
+        out[pid] = parse_dump(pid, proc.returncode, stdout, stderr, time.monotonic() - t0)
     return out
 
 
-def _parse(pid: int, code: int, stdout: str, stderr: str, seconds: float) -> Dump:
+def parse_dump(pid: int, code: int, stdout: str, stderr: str, seconds: float = 0.0) -> Dump:
+    """py-spy's answer as a :class:`Dump`: its threads, or one line saying why there are none."""
     if code == 0:
         try:
             threads: Any = json.loads(stdout)
@@ -167,4 +168,4 @@ def _parse(pid: int, code: int, stdout: str, stderr: str, seconds: float) -> Dum
     return Dump(pid, refused=f"py-spy could not read it: {last}", seconds=seconds)
 
 
-__all__ = ["PTRACE_FIX", "Dump", "Proc", "dump_all", "py_spy", "read_proc", "tree"]
+__all__ = ["PTRACE_FIX", "Dump", "Proc", "dump_all", "parse_dump", "py_spy", "read_proc", "tree"]

@@ -215,3 +215,41 @@ def test_a_pid_that_is_not_running_or_not_a_job_is_one_line_and_exit_2(explorer_
     assert len(out.stderr.strip().splitlines()) == 1
     out = explorer_cli("doctor", "abc")
     assert out.returncode == 2 and "positive integer" in out.stderr
+
+
+# -- attaching refused: one line with the fix, and the job's own file instead -------------------
+
+
+def test_a_refused_attach_is_one_line_with_the_fix_and_a_readable_dump_is_kept():
+    from explorer.processes.stacks import PTRACE_FIX, parse_dump
+
+    refused = parse_dump(7, 1, "", "Error: Permission Denied (os error 13)\n")
+    assert refused.refused == PTRACE_FIX and "\n" not in PTRACE_FIX
+    assert "ptrace_scope" in PTRACE_FIX and "SYS_PTRACE" in PTRACE_FIX
+    other = parse_dump(7, 1, "", "Error: Failed to find python version from target process\n")
+    assert other.refused.startswith("py-spy could not read it: Error: Failed to find python")
+    ok = parse_dump(7, 0, '[{"os_thread_id": 7, "frames": []}]', "")
+    assert ok.refused == "" and ok.threads == ({"os_thread_id": 7, "frames": []},)
+
+
+def test_a_rank_without_a_stack_is_described_from_its_own_file(tmp_path):
+    import json
+
+    from explorer.pipeline.runtime.doctor import RankProcess, _read_log, _state
+    from explorer.processes.stacks import PTRACE_FIX, Dump, Proc
+
+    schedule = build("1f1b", 2, 4)
+    lines = [
+        {"type": "start", "rank": 1, "pid": 4242},
+        {"type": "instr", "rank": 1, "step": 2},
+        {"type": "instr", "rank": 1, "step": 3},
+    ]
+    (tmp_path / "rank1.jsonl").write_text("".join(json.dumps(x) + "\n" for x in lines))
+    log = _read_log(tmp_path, 1)
+    assert (log["pid"], log["step"]) == (4242, 3)
+    proc = Proc(4242, 1, "S", ("python",), {"RANK": "1"})
+    dumps = {4242: Dump(4242, refused=PTRACE_FIX)}
+    s = _state(RankProcess(1, 4242, proc), dumps, log, schedule)
+    assert (s.activity, s.source) == ("unseen", "log")
+    assert s.at is not None and s.at.step == 4  # the step after the last one it finished
+    assert s.note.startswith(PTRACE_FIX) and s.note.endswith("its last finished step: 3")

@@ -37,6 +37,14 @@ run_pipeline(spec, sys.argv[1], check_first=False)
 """
 
 
+def _line_of(text: str) -> int:
+    """The line of the explorer's executor holding ``text`` (the planted fault's sleep)."""
+    import explorer.pipeline.runtime as runtime
+
+    source = Path(runtime.__file__).with_name("executor.py").read_text().splitlines()
+    return next(i for i, line in enumerate(source, 1) if text in line)
+
+
 def _launch(spec: RunSpec, folder: Path) -> subprocess.Popen:
     """A launcher process, as a user's script would be: it starts the ranks and watches them."""
     spec_file = folder.parent / f"{folder.name}-spec.json"
@@ -129,7 +137,8 @@ def test_a_rank_sleeping_on_purpose_is_the_rank_everyone_waits_on(tmp_path, jobs
         [0, 2],
     )
     culprit = got["ranks"][1]
-    assert culprit["activity"] == "sleeping" and culprit["where"].endswith("executor.py:160")
+    assert culprit["activity"] == "sleeping"
+    assert culprit["where"].endswith(f"executor.py:{_line_of('time.sleep(3600)')}")
     first = schedule.stream(1)[4][0]  # where rank 1 stopped: the first instruction of step 4
     assert culprit["instruction"]["step"] == 4
     assert culprit["instruction"]["text"] == str(first)

@@ -277,7 +277,7 @@ def _state(
         tag=reading.tag,
         at=at,
         microbatch=mb,
-        where=reading.where,
+        where=_short(reading.where),
         since_s=since,
         note=note,
     )
@@ -353,6 +353,12 @@ def _last(log: dict) -> str:
     if "step" in log:
         return f"; its last finished step: {log['step']}"
     return "; it wrote no step"
+
+
+def _short(where: str) -> str:
+    """``file:line`` relative to the working folder when the file is below it (as a person typed it)."""
+    cwd = str(Path.cwd()) + "/"
+    return where[len(cwd) :] if where.startswith(cwd) else where
 
 
 def _source(file: str, line: int) -> str:
