@@ -58,7 +58,7 @@ def test_the_explorers_engine_waiting_in_a_send_names_peer_step_and_kind():
 def test_deepspeeds_engine_names_kind_and_buffer_from_its_exec_method():
     frames = [
         Frame("recv", C10D, 2600, {"src": "2", "tag": "0"}),
-        Frame("recv", DS_P2P, 80, {"src_stage": "2", "async_op": "False"}),
+        Frame("recv", DS_P2P, 80, {"src_stage": "2", "async_op": "False", "dest_stage": "1"}),
         Frame("PipelineEngine._exec_recv_grads", DS_ENGINE, 1180, {"buffer_id": "1"}),
         Frame("PipelineEngine._exec_schedule", DS_ENGINE, 1387, {"cmd": "<RecvGrad at 0x3>"}),
     ]

@@ -103,9 +103,21 @@ def jobs():
     assert not any(alive(p) for p in seen)
 
 
-def _waiting(d: Diagnosis, ranks: set[int]) -> bool:
+def _waiting(d: Diagnosis, peers: dict[int, int], op: str = "") -> bool:
+    """True when each rank of ``peers`` waits on its given peer (in ``op``, when given).
+
+    A wait on a peer that can never answer (asleep, gone) or two sends facing each other is
+    permanent, so the condition cannot pass on a moment of a healthy job (a start-up barrier, an
+    exchange under way) and then change.
+    """
     states = {s.rank: s for s in d.verdict.ranks}
-    return all(r in states and states[r].activity == "waiting" for r in ranks)
+    return all(
+        r in states
+        and states[r].activity == "waiting"
+        and states[r].peer == peer
+        and states[r].op == (op or states[r].op)
+        for r, peer in peers.items()
+    )
 
 
 @pytest.mark.slow
@@ -118,7 +130,7 @@ def test_a_rank_sleeping_on_purpose_is_the_rank_everyone_waits_on(tmp_path, jobs
 
     def ready(d: Diagnosis) -> bool:
         states = {s.rank: s for s in d.verdict.ranks}
-        return _waiting(d, {0, 2}) and 1 in states and bool(states[1].note)
+        return _waiting(d, {0: 1, 2: 1}) and 1 in states and bool(states[1].note)
 
     ready_at = _until([launcher.pid], ready)
     assert ready_at.folder == folder  # found from the ranks' command lines
@@ -156,7 +168,7 @@ def test_a_schedule_that_deadlocks_under_blocking_p2p_is_named_as_its_cycle(tmp_
     blocking = s.replace(params={**s.params, "p2p": "blocking"})
     launcher = _launch(RunSpec.for_schedule(blocking, stall_timeout_s=600), tmp_path / "run")
     jobs[0].append(launcher)
-    d = _until([launcher.pid], lambda d: _waiting(d, {0, 1}))
+    d = _until([launcher.pid], lambda d: _waiting(d, {0: 1, 1: 0}, "send"))
     v = d.verdict
     assert (v.verdict, v.cycle) == ("cycle", (0, 1))
     zero, one = v.state(0), v.state(1)
@@ -169,6 +181,24 @@ def test_a_schedule_that_deadlocks_under_blocking_p2p_is_named_as_its_cycle(tmp_
         "wait-for cycle: stage 0 (rank 0) waits in SendActivation of micro-batch 1"
     )
     assert "stage 1 (rank 1) waits in SendGrad of micro-batch 0" in v.describe()
+
+
+@pytest.mark.slow
+def test_the_same_deadlock_on_deepspeeds_engine_is_read_from_its_exec_frames(tmp_path, jobs):
+    """DeepSpeed's ``PipelineEngine`` replaying the order: its ``_exec_*`` frames name kind and buffer."""
+    s = build("1f1b", 2, 4)
+    blocking = s.replace(params={**s.params, "p2p": "blocking"})
+    spec = RunSpec.for_schedule(blocking, stall_timeout_s=600, engine="deepspeed")
+    launcher = _launch(spec, tmp_path / "run")
+    jobs[0].append(launcher)
+    d = _until([launcher.pid], lambda d: _waiting(d, {0: 1, 1: 0}, "send"))
+    v = d.verdict
+    assert (v.verdict, v.cycle) == ("cycle", (0, 1))
+    expected = check(blocking, other_model=False).findings.deadlock
+    assert expected is not None and v.deadlock is not None
+    assert [w.at for w in v.deadlock.cycle] == [w.at for w in expected.cycle]
+    assert [v.state(r).engine for r in (0, 1)] == ["deepspeed", "deepspeed"]
+    assert [v.state(r).op for r in (0, 1)] == ["send", "send"]
 
 
 @pytest.mark.slow
@@ -196,7 +226,7 @@ def test_a_rank_killed_with_sigkill_is_named_gone_from_what_it_wrote(tmp_path, j
     jobs[1].extend(ranks)
     assert ranks[1].wait(timeout=REACH_S) == -signal.SIGKILL
     pids = [p.pid for p in ranks]
-    _until(pids, lambda d: _waiting(d, {0, 2}), folder=folder)
+    _until(pids, lambda d: _waiting(d, {0: 1, 2: 1}), folder=folder)
     out = subprocess.run(
         [sys.executable, "-m", "explorer", "doctor", *map(str, pids), "--folder", str(folder)],
         capture_output=True,
@@ -210,10 +240,9 @@ def test_a_rank_killed_with_sigkill_is_named_gone_from_what_it_wrote(tmp_path, j
         f"verdict: ranks 0, 2 wait on rank 1: stage 1 (rank 1) is gone "
         f"(last in {first.kind.deepspeed_name} of micro-batch {first.microbatch} (step 4,"
     ), out.stdout
-    # the folder alone says the same once every rank has ended
-    for proc in ranks:
-        proc.kill()
-        proc.wait(timeout=30)
+    # gloo ends the neighbours once their exchange with the dead rank fails; each writes where it
+    # waited, so the folder alone says the same once every rank has ended
+    assert [ranks[r].wait(timeout=REACH_S) for r in (0, 2)] == [1, 1]
     after = doctor([], folder).verdict
     assert (after.verdict, after.culprit, after.waiting) == ("waits-on", 1, (0, 2))
     assert after.state(1).activity == "gone" and after.state(1).at is not None

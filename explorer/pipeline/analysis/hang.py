@@ -47,6 +47,7 @@ class RankState:
     where: str = ""  # the innermost file:line outside the libraries
     since_s: Optional[float] = None  # seconds since the rank last wrote progress
     source: str = "stack"  # "stack" (live) or "log" (what the rank wrote itself)
+    engine: str = ""  # the pipeline engine read from the frames: "explorer", "deepspeed" or ""
     note: str = ""  # planted fault, last line written, why no stack...
 
     def doing(self) -> str:
@@ -106,6 +107,7 @@ class RankState:
             "where": self.where or None,
             "since_s": self.since_s,
             "source": self.source,
+            "engine": self.engine or None,
             "note": self.note or None,
             "description": self.describe(),
         }

@@ -197,7 +197,8 @@ def _engine_position(frames: Sequence[Frame]) -> dict[str, Any]:
             out["kind"] = DEEPSPEED_METHODS[f.name]
             out["buffer"] = f.int_local("buffer_id")
         elif f.in_file(_DEEPSPEED_P2P) and f.name in ("send", "recv"):
-            out["peer_stage"] = f.int_local("dest_stage", "src_stage")
+            # both names are locals of both functions: the argument is the peer, the other is us
+            out["peer_stage"] = f.int_local("dest_stage" if f.name == "send" else "src_stage")
     return out
 
 

@@ -278,6 +278,7 @@ def _state(
         at=at,
         microbatch=mb,
         where=_short(reading.where),
+        engine=reading.engine,
         since_s=since,
         note=note,
     )
