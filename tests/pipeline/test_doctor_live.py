@@ -183,6 +183,44 @@ def test_a_schedule_that_deadlocks_under_blocking_p2p_is_named_as_its_cycle(tmp_
     assert "stage 1 (rank 1) waits in SendGrad of micro-batch 0" in v.describe()
 
 
+USER_SCRIPT = """
+import torch, torch.distributed as dist
+dist.init_process_group("gloo")
+peer = 1 - dist.get_rank()
+grad = torch.zeros(4)
+dist.recv(grad, src=peer)  # each rank waits for the other's gradient first: neither sends
+"""
+USER_LAUNCHER = """
+import subprocess, sys
+from explorer.processes import free_port, rank_env
+port = free_port()
+ranks = [subprocess.Popen([sys.executable, sys.argv[1]], env=rank_env(r, 2, port, threads=1)) for r in range(2)]
+for p in ranks:
+    p.wait()
+"""
+
+
+@pytest.mark.slow
+def test_a_users_own_script_that_deadlocks_is_named_by_its_file_line_and_call(tmp_path, jobs):
+    """No engine, no run folder: the cycle in torch.distributed's words and the user's line."""
+    script = tmp_path / "train.py"
+    script.write_text(USER_SCRIPT)
+    launcher = subprocess.Popen(
+        [sys.executable, "-c", USER_LAUNCHER, str(script)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    jobs[0].append(launcher)
+    d = _until([launcher.pid], lambda d: _waiting(d, {0: 1, 1: 0}, "recv"))
+    v = d.verdict
+    assert (v.verdict, v.cycle, d.folder) == ("cycle", (0, 1), None)
+    line = next(i for i, t in enumerate(USER_SCRIPT.splitlines(), 1) if "dist.recv" in t)
+    assert [v.state(r).where for r in (0, 1)] == [f"{script}:{line}"] * 2
+    assert v.describe() == (
+        "wait-for cycle: rank 0 waits in dist.recv from rank 1; rank 1 waits in dist.recv from rank 0"
+    )
+
+
 @pytest.mark.slow
 def test_the_same_deadlock_on_deepspeeds_engine_is_read_from_its_exec_frames(tmp_path, jobs):
     """DeepSpeed's ``PipelineEngine`` replaying the order: its ``_exec_*`` frames name kind and buffer."""
