@@ -199,15 +199,18 @@ def test_a_gone_rank_and_a_collective_missing_one_rank():
 # -- bad input ----------------------------------------------------------------------------------
 
 
-def _free_pid() -> int:
-    pid = int(open("/proc/sys/kernel/pid_max").read()) - 1
-    while os.path.exists(f"/proc/{pid}"):
+def _free_pids(count: int = 1) -> list[int]:
+    """PIDs no process has (from the top of the range, where the kernel hands them out last)."""
+    pid, out = int(open("/proc/sys/kernel/pid_max").read()) - 1, []
+    while len(out) < count:
+        if not os.path.exists(f"/proc/{pid}"):
+            out.append(pid)
         pid -= 1
-    return pid
+    return out
 
 
 def test_a_pid_that_is_not_running_or_not_a_job_is_one_line_and_exit_2(explorer_cli):
-    out = explorer_cli("doctor", str(_free_pid()))
+    out = explorer_cli("doctor", str(_free_pids()[0]))
     assert out.returncode == 2 and "Traceback" not in out.stderr
     assert len(out.stderr.strip().splitlines()) == 1 and "no process" in out.stderr
     out = explorer_cli("doctor", str(os.getpid()))  # this test: python, but no rank below it
@@ -253,3 +256,23 @@ def test_a_rank_without_a_stack_is_described_from_its_own_file(tmp_path):
     assert (s.activity, s.source) == ("unseen", "log")
     assert s.at is not None and s.at.step == 4  # the step after the last one it finished
     assert s.note.startswith(PTRACE_FIX) and s.note.endswith("its last finished step: 3")
+
+
+def test_a_folder_without_rank_files_and_pids_all_gone_are_bad_input(explorer_cli, tmp_path):
+    out = explorer_cli("doctor", str(tmp_path))
+    assert out.returncode == 2 and "holds no rank<R>.jsonl" in out.stderr
+    assert len(out.stderr.strip().splitlines()) == 1
+    out = explorer_cli("doctor", *map(str, _free_pids(2)))
+    assert out.returncode == 2 and "none of the PIDs" in out.stderr
+
+
+def test_each_rank_is_its_highest_process_not_a_child_that_inherited_rank():
+    from explorer.pipeline.runtime.doctor import _outermost
+    from explorer.processes.stacks import Proc
+
+    def proc(pid, ppid, rank):
+        return Proc(pid, ppid, "S", ("python",), {"RANK": str(rank)})
+
+    # parents first, as the tree walk gives them: rank 0's DataLoader worker (pid 30) is below it
+    found = _outermost([proc(10, 1, 0), proc(11, 1, 1), proc(30, 10, 0)])
+    assert [p.pid for p in found] == [10, 11]

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import linecache
+import os
 import time
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -83,7 +84,7 @@ def doctor(pids: Sequence[int], folder: Optional[Path] = None) -> Diagnosis:
     t0 = time.monotonic()
     ranks = find_ranks(pids, folder) if pids else ranks_in_folder(folder)
     folder = folder or _folder_of(ranks)
-    logs = {r.rank: _read_log(folder, r.rank) for r in ranks} if folder else {}
+    logs = {r: _read_log(folder, r) for r in _ranks_written(folder, ranks)} if folder else {}
     ranks = _fill_from_logs(ranks, logs)
     schedule, model = _schedule(folder)
     if schedule is not None:  # a rank that left no trace at all is still a rank of the job
@@ -116,7 +117,7 @@ def find_ranks(pids: Sequence[int], folder: Optional[Path] = None) -> list[RankP
             continue
         below = [p for p in tree(pid) if p.rank is not None and p.is_python]
         # the target itself may be a rank (a list of rank PIDs); else its rank descendants
-        chosen = [proc] if proc.rank is not None else _innermost(below)
+        chosen = [proc] if proc.rank is not None else _outermost(below)
         if not chosen:
             if len(pids) > 1:
                 procs.append((pid, proc))
@@ -128,6 +129,11 @@ def find_ranks(pids: Sequence[int], folder: Optional[Path] = None) -> list[RankP
                 "its environment): give the launcher's PID or the ranks' PIDs of a torch.distributed job"
             )
         procs.extend((p.pid, p) for p in chosen)
+    if folder is None and not any(p is not None and p.alive for _, p in procs):
+        raise InputError(
+            f"none of the PIDs {', '.join(map(str, pids))} is running: give a running job's PIDs, "
+            "or --folder with the run folder its ranks wrote to"
+        )
     return _numbered(procs, folder)
 
 
@@ -149,11 +155,15 @@ def ranks_in_folder(folder: Optional[Path]) -> list[RankProcess]:
     return out
 
 
-def _innermost(procs: list[Proc]) -> list[Proc]:
-    """One process per rank: the deepest (torchrun's worker, not a wrapper that passed RANK on)."""
+def _outermost(procs: list[Proc]) -> list[Proc]:
+    """One process per rank: the highest in the tree with that RANK.
+
+    A rank's own children inherit its environment (DataLoader workers, compile workers): they
+    are below it, and are not the rank.
+    """
     by_rank: dict[int, Proc] = {}
-    for p in procs:  # parents come first: a later one with the same rank is below it
-        if p.rank is not None:
+    for p in procs:  # parents come first
+        if p.rank is not None and p.rank not in by_rank:
             by_rank[p.rank] = p
     return [by_rank[r] for r in sorted(by_rank)]
 
@@ -181,10 +191,18 @@ def _folder_of(ranks: list[RankProcess]) -> Optional[Path]:
         if r.proc is None:
             continue
         for arg in reversed(r.proc.cmdline[1:]):
-            path = Path(arg)
+            path = Path(arg) if Path(arg).is_absolute() else _cwd(r.proc.pid) / arg
             if (path / "spec.json").is_file():
                 return path
     return None
+
+
+def _cwd(pid: int) -> Path:
+    """The folder a process runs in (its relative arguments are relative to it)."""
+    try:
+        return Path(os.readlink(f"/proc/{pid}/cwd"))
+    except OSError:
+        return Path.cwd()
 
 
 def _fill_from_logs(ranks: list[RankProcess], logs: dict[int, dict]) -> list[RankProcess]:
@@ -198,6 +216,12 @@ def _fill_from_logs(ranks: list[RankProcess], logs: dict[int, dict]) -> list[Ran
 
 
 # -- what the job wrote ---------------------------------------------------------------------
+
+
+def _ranks_written(folder: Path, ranks: list[RankProcess]) -> list[int]:
+    """The ranks found, and every rank with a ``rank<R>.jsonl`` in the folder."""
+    written = {int(p.stem[4:]) for p in Path(folder).glob("rank*.jsonl") if p.stem[4:].isdigit()}
+    return sorted(written | {r.rank for r in ranks})
 
 
 def _pids_in_folder(folder: Path) -> dict[int, int]:
