@@ -66,6 +66,7 @@ def _until(pids: list[int], ready: Callable[[Diagnosis], bool], **kw) -> Diagnos
         except Exception as exc:  # ranks not started yet: the tree holds no rank
             last = exc
         else:
+            assert not last.refused, last.refused  # this machine forbids reading the ranks
             if ready(last):
                 return last
         time.sleep(0.5)

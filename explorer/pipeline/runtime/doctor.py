@@ -266,7 +266,7 @@ def _schedule(folder: Optional[Path]) -> tuple[Optional[Schedule], str]:
 
     try:
         schedule = RunSpec.read(Path(folder)).build_schedule()
-    except (InputError, ValueError, KeyError, TypeError, json.JSONDecodeError):
+    except (InputError, ValueError, KeyError, TypeError):  # JSONDecodeError is a ValueError
         return None, "blocking"
     return schedule, str(schedule.params.get("p2p", "blocking"))
 
