@@ -177,6 +177,9 @@ def test_the_rank_everyone_waits_on_is_named_through_chains_of_waits():
         ]
     )
     assert (v.verdict, v.culprit, v.waiting) == ("waits-on", 1, (0, 2, 3))
+    assert v.quiet_s is None  # no rank wrote a progress file
+    quiet = diagnose([state(0, "waiting", "send", 1, since_s=9.0), state(1, "gone", since_s=30.0)])
+    assert quiet.quiet_s == 9.0 and quiet.to_dict()["quiet_s"] == 9.0
     assert v.describe() == ("ranks 0, 2, 3 wait on rank 1: rank 1 sleeps at /home/me/train.py:42")
 
 

@@ -128,6 +128,16 @@ class HangVerdict:
     def state(self, rank: int) -> RankState:
         return next(s for s in self.ranks if s.rank == rank)
 
+    @property
+    def quiet_s(self) -> Optional[float]:
+        """Seconds since any rank last wrote progress (None where no rank writes any).
+
+        A stack is one moment: a job that is only slow can show the same waits. A short quiet
+        time says the job was still moving a moment ago; the verdict is then a snapshot.
+        """
+        times = [s.since_s for s in self.ranks if s.since_s is not None]
+        return min(times) if times else None
+
     def describe(self) -> str:
         if self.verdict == "cycle":
             loop = "; ".join(f"{self.state(r)._who()} {self.state(r).doing()}" for r in self.cycle)
@@ -150,6 +160,7 @@ class HangVerdict:
             "waiting": list(self.waiting),
             "deadlock": None if self.deadlock is None else self.deadlock.to_dict(),
             "unseen": list(self.unseen),
+            "quiet_s": self.quiet_s,
             "ranks": [s.to_dict() for s in self.ranks],
         }
 

@@ -72,6 +72,8 @@ def run(args: argparse.Namespace) -> int:
         print(f"verdict: {verdict.describe()}")
         if verdict.deadlock is not None:
             print(f"  as the analysis says it: {verdict.deadlock.describe()}")
+        if verdict.quiet_s is not None:
+            print(f"  no rank has written progress for {verdict.quiet_s:.1f} s")
         if diagnosis.live:
             print(
                 f"(read in {diagnosis.seconds:.2f} s, {diagnosis.live} live stacks; the job was not stopped)"
