@@ -1,0 +1,349 @@
+"""Why a job stopped moving: per-rank states in, one verdict in the schedule's words out.
+
+Each rank is a :class:`RankState` (what it does, with whom, where in the schedule, since when),
+read from a live stack (:mod:`.stacks`) or, where no stack could be taken, from what the rank
+wrote itself. The verdict follows the waits from rank to rank:
+
+- **a wait-for cycle**: ranks that each wait on the next, around a loop, in exchanges that can
+  never pair (two sends, two receives, or a receive whose sender waits elsewhere); where the
+  schedule is known the cycle is also the analysis' own :class:`~.findings.Deadlock` record;
+- **the rank everyone waits on**: the end of the chains of waits, a rank that is gone,
+  sleeping, stuck or computing in user code, with what it is doing;
+- **no wait**: no rank waits on another (all computing, say): not a hang this tool can name.
+
+Two ranks that wait on each other in a send and its matching receive are a rendezvous under
+way, not a cycle. Pure python: states are data (tests build them by hand).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Literal, Optional, Sequence, cast
+
+from explorer.pipeline.analysis.findings import MODELS, Deadlock, P2PModel, Ref, Waiting
+from explorer.pipeline.analysis.refs import ref
+from explorer.pipeline.analysis.stacks import Activity, StackReading
+from explorer.pipeline.schedules.instructions import KIND_BY_DEEPSPEED_NAME, Kind
+from explorer.pipeline.schedules.schedule import Schedule
+
+VerdictKind = Literal["cycle", "waits-on", "no-wait"]
+_SENDS = ("send", "isend", "send_object_list")
+_RECVS = ("recv", "irecv", "recv_object_list")
+
+
+@dataclass(frozen=True)
+class RankState:
+    """One rank, as the doctor saw it (see the module docstring)."""
+
+    rank: int
+    pid: Optional[int]
+    activity: Activity
+    op: str = ""  # the torch.distributed call it waits in ("" when not waiting)
+    peer: Optional[int] = None  # the rank on the other end of that call
+    tag: Optional[int] = None
+    at: Optional[Ref] = None  # the schedule's instruction it is in (or was in last)
+    microbatch: int = -1
+    where: str = ""  # the innermost file:line outside the libraries
+    since_s: Optional[float] = None  # seconds since the rank last wrote progress
+    source: str = "stack"  # "stack" (live) or "log" (what the rank wrote itself)
+    engine: str = ""  # the pipeline engine read from the frames: "explorer", "deepspeed" or ""
+    note: str = ""  # planted fault, last line written, why no stack...
+
+    def doing(self) -> str:
+        """What the rank does, in words: ``waits in RecvGrad of micro-batch 3 from stage 2 (rank 2)``."""
+        ins = self._instruction()
+        if self.activity == "waiting":
+            peer = "" if self.peer is None else f" {self._direction()} {self._peer()}"
+            call = f"dist.{self.op}" if self.op != "wait" else "a wait on posted transfers"
+            verb = "waited" if self.source == "log" else "waits"  # a log tells the past
+            return f"{verb} in {ins or call}{peer}" + (f" ({call})" if ins else "")
+        if self.activity == "gone":
+            return "is gone" + (f" (last in {ins})" if ins else "")
+        if self.activity == "unseen":
+            return "could not be seen" + (f" (last wrote {ins})" if ins else "")
+        verb = {"sleeping": "sleeps", "idle": "is blocked", "computing": "computes"}[self.activity]
+        return f"{verb} at {self.where or '?'}" + (f" in {ins}" if ins else "")
+
+    def describe(self) -> str:
+        since = "" if self.since_s is None else f", no progress for {self.since_s:.0f} s"
+        note = f" [{self.note}]" if self.note else ""
+        return f"{self._who()} {self.doing()}{since}{note}"
+
+    def _who(self) -> str:
+        if self.at is None:
+            return f"rank {self.rank}"
+        return f"stage {self.at.stage} (rank {self.rank})"
+
+    def _instruction(self) -> str:
+        if self.at is None:
+            return ""
+        mb = f" of micro-batch {self.microbatch}" if self.microbatch >= 0 else ""
+        name = self.at.deepspeed_repr.split("(")[0]
+        return f"{name}{mb} (step {self.at.step}, {self.at.deepspeed_repr})"
+
+    def _peer(self) -> str:
+        """``stage 2 (rank 2)`` where the instruction names the peer stage, else ``rank 2``."""
+        if self.at is None:
+            return f"rank {self.peer}"
+        kind = KIND_BY_DEEPSPEED_NAME.get(self.at.deepspeed_repr.split("(")[0])
+        if kind is None or not kind.is_p2p:
+            return f"rank {self.peer}"
+        return f"stage {peer_stage(self.at.stage, kind)} (rank {self.peer})"
+
+    def _direction(self) -> str:
+        return "from" if self.op in _RECVS else "to" if self.op in _SENDS else "with"
+
+    def to_dict(self) -> dict:
+        return {
+            "rank": self.rank,
+            "pid": self.pid,
+            "activity": self.activity,
+            "op": self.op or None,
+            "peer": self.peer,
+            "instruction": None
+            if self.at is None
+            else {**self.at.to_dict(), "microbatch": self.microbatch},
+            "where": self.where or None,
+            "since_s": self.since_s,
+            "source": self.source,
+            "engine": self.engine or None,
+            "note": self.note or None,
+            "description": self.describe(),
+        }
+
+
+@dataclass(frozen=True)
+class HangVerdict:
+    """The doctor's answer: the cycle, or the rank the others wait on, with every rank's state."""
+
+    verdict: VerdictKind
+    ranks: tuple[RankState, ...]
+    cycle: tuple[int, ...] = ()  # ranks around the loop, in wait order
+    culprit: Optional[int] = None  # the rank everyone waits on
+    waiting: tuple[int, ...] = ()  # the ranks whose waits end at the culprit
+    deadlock: Optional[Deadlock] = None  # the cycle as the analysis' record, where placed
+    unseen: tuple[int, ...] = field(default=())  # ranks with no stack (log or nothing only)
+
+    def state(self, rank: int) -> RankState:
+        return next(s for s in self.ranks if s.rank == rank)
+
+    @property
+    def quiet_s(self) -> Optional[float]:
+        """Seconds since any rank last wrote progress (None where no rank writes any).
+
+        A stack is one moment: a job that is only slow can show the same waits. A short quiet
+        time says the job was still moving a moment ago; the verdict is then a snapshot.
+        """
+        times = [s.since_s for s in self.ranks if s.since_s is not None]
+        return min(times) if times else None
+
+    def describe(self) -> str:
+        if self.verdict == "cycle":
+            loop = "; ".join(f"{self.state(r)._who()} {self.state(r).doing()}" for r in self.cycle)
+            return f"wait-for cycle: {loop}"
+        if self.verdict == "waits-on" and self.culprit is not None:
+            others = ", ".join(str(r) for r in self.waiting)
+            return (
+                f"rank{'s' if len(self.waiting) > 1 else ''} {others} wait on rank {self.culprit}: "
+                f"{self.state(self.culprit).describe()}"
+            )
+        return "no rank waits on another: " + "; ".join(s.describe() for s in self.ranks)
+
+    def to_dict(self) -> dict:
+        return {
+            "kind": "hang",
+            "verdict": self.verdict,
+            "description": self.describe(),
+            "cycle": list(self.cycle),
+            "culprit": self.culprit,
+            "waiting": list(self.waiting),
+            "deadlock": None if self.deadlock is None else self.deadlock.to_dict(),
+            "unseen": list(self.unseen),
+            "quiet_s": self.quiet_s,
+            "ranks": [s.to_dict() for s in self.ranks],
+        }
+
+
+# -- placing a reading in the schedule --------------------------------------------------------
+
+
+def peer_stage(stage: int, kind: Kind) -> int:
+    """The stage on the other end of a P2P instruction (activations go up, gradients down)."""
+    return stage + 1 if kind in (Kind.SEND_ACTIVATION, Kind.RECV_GRAD) else stage - 1
+
+
+def locate(
+    schedule: Schedule, rank: int, reading: StackReading, after_step: int = -1
+) -> Optional[int]:
+    """The schedule row a rank's reading points at, or None where the stack does not say.
+
+    The explorer's engine gives the step; the kind (and peer stage) pick the instruction inside
+    it, else its first one. DeepSpeed's engine gives kind and buffer but no step: the first such
+    instruction after ``after_step`` (the last step the rank is known to have finished).
+    """
+    if reading.step is None and reading.kind is None:
+        return None
+    sl = schedule.rank_slice(rank)
+    rows = [
+        i
+        for i in range(sl.start, sl.stop)
+        if (reading.step is None and int(schedule.step[i]) > after_step)
+        or int(schedule.step[i]) == reading.step
+    ]
+    if reading.kind is not None:
+        rows = [i for i in rows if int(schedule.kind[i]) == reading.kind]
+    if reading.buffer is not None:
+        rows = [i for i in rows if int(schedule.buffer[i]) == reading.buffer]
+    if reading.peer_stage is not None and reading.kind is not None and reading.kind.is_p2p:
+        peered = [
+            i
+            for i in rows
+            if peer_stage(int(schedule.stage[i]), reading.kind) == reading.peer_stage
+        ]
+        rows = peered or rows
+    return rows[0] if rows else None
+
+
+def first_row_of_step(schedule: Schedule, rank: int, step: int) -> Optional[int]:
+    """The rank's first instruction at ``step`` or later (where a rank that stopped after ``step - 1`` was)."""
+    sl = schedule.rank_slice(rank)
+    return next((i for i in range(sl.start, sl.stop) if int(schedule.step[i]) >= step), None)
+
+
+def placed(schedule: Schedule, row: Optional[int]) -> tuple[Optional[Ref], int]:
+    """The row as a :class:`Ref` and its micro-batch ((None, -1) without a row)."""
+    if row is None:
+        return None, -1
+    return ref(schedule, row), int(schedule.microbatch[row])
+
+
+# -- the verdict --------------------------------------------------------------------------------
+
+
+def diagnose(states: Sequence[RankState], model: str = "blocking") -> HangVerdict:
+    """The verdict on ``states`` (see the module docstring)."""
+    ranks = tuple(sorted(states, key=lambda s: s.rank))
+    by_rank = {s.rank: s for s in ranks}
+    unseen = tuple(s.rank for s in ranks if s.source != "stack")
+    edges = _wait_edges(by_rank)
+    cycle = _find_cycle(edges, by_rank)
+    if cycle:
+        return HangVerdict(
+            "cycle", ranks, cycle=cycle, deadlock=_as_deadlock(cycle, by_rank, model), unseen=unseen
+        )
+    ends = Counter()
+    chains: dict[int, list[int]] = {}
+    for start in edges:
+        for end in _chain_ends(start, edges, by_rank):
+            ends[end] += 1
+            chains.setdefault(end, []).append(start)
+    if not ends:
+        return HangVerdict("no-wait", ranks, unseen=unseen)
+    culprit = max(ends, key=lambda r: (ends[r], _stuckness(by_rank.get(r)), -r))
+    return HangVerdict(
+        "waits-on",
+        ranks,
+        culprit=culprit,
+        waiting=tuple(sorted(set(chains[culprit]))),
+        unseen=unseen,
+    )
+
+
+def _wait_edges(by_rank: dict[int, RankState]) -> dict[int, tuple[int, ...]]:
+    """Who each waiting rank waits on: its peer, or, in a collective, every rank not in the same call."""
+    edges: dict[int, tuple[int, ...]] = {}
+    for r, s in by_rank.items():
+        if s.activity != "waiting":
+            continue
+        if s.peer is not None:
+            edges[r] = (s.peer,)
+        elif s.op and s.op != "wait":
+            edges[r] = tuple(o for o, t in by_rank.items() if o != r and t.op != s.op)
+    return edges
+
+
+def _pairs(a: RankState, b: RankState) -> bool:
+    """True when a and b stand in the two ends of one exchange (a rendezvous under way)."""
+    if a.peer != b.rank or b.peer != a.rank:
+        return False
+    ends = {a.op in _SENDS and b.op in _RECVS, a.op in _RECVS and b.op in _SENDS}
+    same_tag = a.tag is None or b.tag is None or a.tag == b.tag
+    return True in ends and same_tag
+
+
+def _find_cycle(
+    edges: dict[int, tuple[int, ...]], by_rank: dict[int, RankState]
+) -> tuple[int, ...]:
+    """The first loop of single-peer waits (ranks in wait order), or () when none."""
+    for start in sorted(edges):
+        path: list[int] = []
+        r: Optional[int] = start
+        while r is not None and r not in path:
+            path.append(r)
+            nxt = edges.get(r, ())
+            r = nxt[0] if len(nxt) == 1 else None
+        if r is None:
+            continue
+        loop = tuple(path[path.index(r) :])
+        if len(loop) == 2 and _pairs(by_rank[loop[0]], by_rank[loop[1]]):
+            continue
+        return _rotate(loop)
+    return ()
+
+
+def _rotate(loop: tuple[int, ...]) -> tuple[int, ...]:
+    """The loop starting at its lowest rank, so the same cycle always reads the same."""
+    i = loop.index(min(loop))
+    return loop[i:] + loop[:i]
+
+
+def _chain_ends(
+    start: int, edges: dict[int, tuple[int, ...]], by_rank: dict[int, RankState]
+) -> set[int]:
+    """The ranks that the waits from ``start`` lead to and that wait on nobody themselves."""
+    out, seen, todo = set(), {start}, [start]
+    while todo:
+        r = todo.pop()
+        for nxt in edges.get(r, ()):
+            if nxt in seen:
+                continue
+            seen.add(nxt)
+            if nxt in edges and not _pairs(by_rank[r], by_rank[nxt]):
+                todo.append(nxt)
+            elif nxt not in edges:
+                out.add(nxt)
+    return out
+
+
+def _stuckness(state: Optional[RankState]) -> int:
+    """Ties between ends: a gone rank before a sleeping one before one that computes."""
+    order = {"gone": 5, "unseen": 4, "sleeping": 3, "idle": 2, "computing": 1}
+    return 6 if state is None else order.get(state.activity, 0)
+
+
+def _as_deadlock(
+    cycle: tuple[int, ...], by_rank: dict[int, RankState], model: str
+) -> Optional[Deadlock]:
+    """The cycle as the analysis' :class:`Deadlock`, when every rank in it is placed in the schedule."""
+    waits = []
+    for i, r in enumerate(cycle):
+        at = by_rank[r].at
+        if at is None:
+            return None
+        nxt = by_rank[cycle[(i + 1) % len(cycle)]]
+        waits.append(Waiting(at, nxt.rank, None if nxt.at is None else nxt.at.stage))
+    p2p = cast(P2PModel, model if model in MODELS else "blocking")
+    return Deadlock(p2p, cycle=tuple(waits), stuck=tuple(waits))
+
+
+__all__ = [
+    "Activity",
+    "HangVerdict",
+    "RankState",
+    "diagnose",
+    "first_row_of_step",
+    "locate",
+    "peer_stage",
+    "placed",
+]

@@ -1,0 +1,88 @@
+"""``explorer doctor TARGET``: why a running job stopped moving, in the schedule's words.
+
+TARGET is the launcher's PID (torchrun, deepspeed, ``explorer run``, a script that starts the
+ranks), the ranks' PIDs, or the run folder the ranks write to (live where they still run,
+else from what they wrote). Prints one line per rank (what it is doing, with whom, in which
+instruction, since when) and the verdict: a wait-for cycle, or the rank everyone waits on.
+The job is read, never stopped or changed. Exit 1 when the ranks wait (a hang named), 0 when
+no rank waits on another, 2 on bad input.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+from explorer.errors import InputError
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    p = subparsers.add_parser(
+        "doctor",
+        help="diagnose a job that stopped moving, live: the wait-for cycle or the rank everyone waits on",
+        description=__doc__.splitlines()[0],
+    )
+    p.add_argument(
+        "target",
+        nargs="+",
+        type=_target,
+        metavar="TARGET",
+        help="the launcher's PID (its process tree is read), the ranks' PIDs, or a run folder",
+    )
+    p.add_argument(
+        "--folder",
+        type=Path,
+        help="the run folder the ranks write rank<R>.jsonl to (found from the ranks' command lines otherwise)",
+    )
+    p.add_argument("--json", action="store_true", help="print the diagnosis as JSON (kind: hang)")
+    p.set_defaults(func=run)
+
+
+def _target(text: str) -> int | Path:
+    if text.isdigit() and int(text) > 0:
+        return int(text)
+    if Path(text).is_dir():
+        return Path(text)
+    raise argparse.ArgumentTypeError(
+        f"TARGET {text!r}: give a process id (a positive integer) or a run folder that exists"
+    )
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.folder is not None and not args.folder.is_dir():
+        raise InputError(
+            f"--folder {args.folder}: no such folder; give the job's run folder or leave it out"
+        )
+    from explorer.pipeline.runtime.doctor import doctor
+
+    pids = [t for t in args.target if isinstance(t, int)]
+    folders = [t for t in args.target if isinstance(t, Path)]
+    if len(folders) > 1 or (folders and args.folder is not None):
+        raise InputError("give one run folder (as TARGET or --folder), not several")
+    diagnosis = doctor(pids, args.folder or (folders[0] if folders else None))
+    verdict = diagnosis.verdict
+    if args.json:
+        print(json.dumps(diagnosis.to_dict(), indent=1))
+    else:
+        if diagnosis.refused:
+            print(diagnosis.refused)
+        for state in verdict.ranks:
+            print(f"  {state.describe()}")
+        print(f"verdict: {verdict.describe()}")
+        if verdict.deadlock is not None:
+            print(f"  as the analysis says it: {verdict.deadlock.describe()}")
+        if verdict.quiet_s is not None:
+            print(f"  no rank has written progress for {verdict.quiet_s:.1f} s")
+        if diagnosis.live:
+            print(
+                f"(read in {diagnosis.seconds:.2f} s, {diagnosis.live} live stacks; the job was not stopped)"
+            )
+        else:
+            print(
+                f"(read from {diagnosis.folder} in {diagnosis.seconds:.2f} s: no rank is running)"
+            )
+    return 0 if verdict.verdict == "no-wait" else 1
+
+
+__all__ = ["register", "run"]

@@ -1,0 +1,393 @@
+"""``explorer doctor``: why a running job stopped moving, in the schedule's words, without touching it.
+
+The target is the launcher's PID (``torchrun``, DeepSpeed's launcher, ``explorer run``, any
+script that starts the ranks) or the ranks' own PIDs. Its process tree is walked for the
+processes with ``RANK`` in their environment (:mod:`explorer.processes.stacks`); each rank's
+live stack is read with py-spy and turned into a :class:`~explorer.pipeline.analysis.hang.RankState`
+(:mod:`explorer.pipeline.analysis.stacks`), placed in the schedule where the run folder holds
+one (``spec.json``, found from the ranks' command lines or given), and the verdict is
+:func:`~explorer.pipeline.analysis.hang.diagnose`'s.
+
+What the job wrote itself fills the gaps: a rank whose process is gone, or whose stack could
+not be read, is described from its ``rank<R>.jsonl`` (the last step it finished, when it last
+wrote). "Since" is the time since a rank last wrote a line there. Nothing is sent to the job:
+no signal, no file, no pause (py-spy's non-blocking mode).
+"""
+
+from __future__ import annotations
+
+import json
+import linecache
+import os
+import time
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Optional, Sequence
+
+from explorer.errors import InputError
+from explorer.pipeline.analysis.hang import (
+    HangVerdict,
+    RankState,
+    diagnose,
+    first_row_of_step,
+    locate,
+    peer_stage,
+    placed,
+)
+from explorer.pipeline.analysis.stacks import (
+    Activity,
+    StackReading,
+    frames_from_pyspy,
+    main_thread,
+    read_stack,
+)
+from explorer.pipeline.schedules.instructions import parse_instruction
+from explorer.pipeline.schedules.schedule import Schedule
+from explorer.processes.stacks import PTRACE_FIX, Dump, Proc, dump_all, read_proc, tree
+
+
+@dataclass(frozen=True)
+class RankProcess:
+    """A rank of the job: its number, its process (None: not found), the folder it writes to."""
+
+    rank: int
+    pid: Optional[int]
+    proc: Optional[Proc]
+
+    @property
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.alive
+
+
+@dataclass(frozen=True)
+class Diagnosis:
+    """The verdict with how it was reached: the folder read, the refusal (if any), the time it took."""
+
+    verdict: HangVerdict
+    folder: Optional[Path]
+    refused: str  # one line when attaching was refused ("" otherwise)
+    seconds: float
+    live: int = 0  # ranks whose stack was read
+
+    def to_dict(self) -> dict:
+        return {
+            **self.verdict.to_dict(),
+            "folder": None if self.folder is None else str(self.folder),
+            "refused": self.refused or None,
+            "seconds": round(self.seconds, 3),
+            "live_stacks": self.live,
+        }
+
+
+def doctor(pids: Sequence[int], folder: Optional[Path] = None) -> Diagnosis:
+    """Diagnose the job at ``pids`` (a launcher, or its ranks); ``folder``: where the ranks write."""
+    t0 = time.monotonic()
+    ranks = find_ranks(pids, folder) if pids else ranks_in_folder(folder)
+    folder = folder or _folder_of(ranks)
+    logs = {r: _read_log(folder, r) for r in _ranks_written(folder, ranks)} if folder else {}
+    ranks = _fill_from_logs(ranks, logs)
+    schedule, model = _schedule(folder)
+    if schedule is not None:  # a rank that left no trace at all is still a rank of the job
+        known = {r.rank for r in ranks}
+        ranks += [RankProcess(r, None, None) for r in range(schedule.num_ranks) if r not in known]
+        ranks.sort(key=lambda r: r.rank)
+    dumps = dump_all([r.pid for r in ranks if r.alive and r.pid is not None])
+    states = [_state(r, dumps, logs.get(r.rank), schedule) for r in ranks]
+    refused = next((d.refused for d in dumps.values() if d.refused == PTRACE_FIX), "")
+    verdict = diagnose(states, model)
+    live = sum(1 for s in states if s.source == "stack")
+    return Diagnosis(verdict, folder, refused, time.monotonic() - t0, live)
+
+
+# -- the job's processes ----------------------------------------------------------------------
+
+
+def find_ranks(pids: Sequence[int], folder: Optional[Path] = None) -> list[RankProcess]:
+    """The ranks under ``pids`` (see the module docstring); InputError naming what to give instead."""
+    procs = []
+    for pid in pids:
+        proc = read_proc(pid)
+        if proc is None or not proc.alive:
+            if len(pids) == 1:
+                raise InputError(
+                    f"no process {pid} is running: give the PID of a running job's launcher "
+                    "(torchrun, deepspeed, explorer run) or of its ranks"
+                )
+            procs.append((pid, proc))
+            continue
+        below = [p for p in tree(pid) if p.rank is not None and p.is_python]
+        # the target itself may be a rank (a list of rank PIDs); else its rank descendants
+        chosen = [proc] if proc.rank is not None else _outermost(below)
+        if not chosen:
+            if len(pids) > 1:
+                procs.append((pid, proc))
+                continue
+            what = " ".join(proc.cmdline)[:80] or "?"
+            kind = "a python process" if proc.is_python else "not a python process"
+            raise InputError(
+                f"PID {pid} ({what}) is {kind} with no rank below it (no process with RANK in "
+                "its environment): give the launcher's PID or the ranks' PIDs of a torch.distributed job"
+            )
+        procs.extend((p.pid, p) for p in chosen)
+    if folder is None and not any(p is not None and p.alive for _, p in procs):
+        raise InputError(
+            f"none of the PIDs {', '.join(map(str, pids))} is running: give a running job's PIDs, "
+            "or --folder with the run folder its ranks wrote to"
+        )
+    return _numbered(procs, folder)
+
+
+def ranks_in_folder(folder: Optional[Path]) -> list[RankProcess]:
+    """The ranks a run folder names (``rank<R>.jsonl`` start lines), live where their process still runs."""
+    files = sorted(Path(folder).glob("rank*.jsonl")) if folder is not None else []
+    if folder is None or not files:
+        raise InputError(
+            f"{folder} holds no rank<R>.jsonl: give a run folder the ranks write to "
+            "(explorer run --out, explorer.instrument), or the job's PIDs"
+        )
+    out = []
+    for rank in sorted(int(p.stem[4:]) for p in files if p.stem[4:].isdigit()):
+        pid = _read_log(folder, rank).get("pid")
+        proc = read_proc(pid) if isinstance(pid, int) else None
+        if proc is not None and proc.rank != rank:
+            proc = None  # the pid now belongs to another process
+        out.append(RankProcess(rank, pid if isinstance(pid, int) else None, proc))
+    return out
+
+
+def _outermost(procs: list[Proc]) -> list[Proc]:
+    """One process per rank: the highest in the tree with that RANK.
+
+    A rank's own children inherit its environment (DataLoader workers, compile workers): they
+    are below it, and are not the rank.
+    """
+    by_rank: dict[int, Proc] = {}
+    for p in procs:  # parents come first
+        if p.rank is not None and p.rank not in by_rank:
+            by_rank[p.rank] = p
+    return [by_rank[r] for r in sorted(by_rank)]
+
+
+def _numbered(procs: list[tuple[int, Optional[Proc]]], folder: Optional[Path]) -> list[RankProcess]:
+    """Each process with its rank (from RANK, else the folder's start lines, else list order)."""
+    by_pid = _pids_in_folder(folder) if folder else {}
+    out, used = [], set()
+    for i, (pid, proc) in enumerate(procs):
+        rank = proc.rank if proc is not None and proc.rank is not None else by_pid.get(pid, i)
+        if rank in used:
+            continue
+        used.add(rank)
+        out.append(RankProcess(rank, pid, proc))
+    world = max((p.world_size or 0 for _, p in procs if p is not None), default=0)
+    for rank in range(world):  # a rank whose process is gone from the tree: gone
+        if rank not in used:
+            out.append(RankProcess(rank, None, None))
+    return sorted(out, key=lambda r: r.rank)
+
+
+def _folder_of(ranks: list[RankProcess]) -> Optional[Path]:
+    """The run folder a rank's command line names (``... worker RUN_DIR``), when it holds ``spec.json``."""
+    for r in ranks:
+        if r.proc is None:
+            continue
+        for arg in reversed(r.proc.cmdline[1:]):
+            path = Path(arg) if Path(arg).is_absolute() else _cwd(r.proc.pid) / arg
+            if (path / "spec.json").is_file():
+                return path
+    return None
+
+
+def _cwd(pid: int) -> Path:
+    """The folder a process runs in (its relative arguments are relative to it)."""
+    try:
+        return Path(os.readlink(f"/proc/{pid}/cwd"))
+    except OSError:
+        return Path.cwd()
+
+
+def _fill_from_logs(ranks: list[RankProcess], logs: dict[int, dict]) -> list[RankProcess]:
+    """Ranks missing from the tree but present in the folder: their pid from their start line."""
+    known = {r.rank for r in ranks}
+    extra = [
+        RankProcess(rank, log.get("pid"), None) for rank, log in logs.items() if rank not in known
+    ]
+    filled = [RankProcess(r.rank, r.pid or logs.get(r.rank, {}).get("pid"), r.proc) for r in ranks]
+    return sorted(filled + extra, key=lambda r: r.rank)
+
+
+# -- what the job wrote ---------------------------------------------------------------------
+
+
+def _ranks_written(folder: Path, ranks: list[RankProcess]) -> list[int]:
+    """The ranks found, and every rank with a ``rank<R>.jsonl`` in the folder."""
+    written = {int(p.stem[4:]) for p in Path(folder).glob("rank*.jsonl") if p.stem[4:].isdigit()}
+    return sorted(written | {r.rank for r in ranks})
+
+
+def _pids_in_folder(folder: Path) -> dict[int, int]:
+    out = {}
+    for path in sorted(Path(folder).glob("rank*.jsonl")):
+        rank = path.stem[4:]
+        if rank.isdigit():
+            pid = _read_log(folder, int(rank)).get("pid")
+            if pid is not None:
+                out[pid] = int(rank)
+    return out
+
+
+def _read_log(folder: Optional[Path], rank: int) -> dict:
+    """A rank's ``rank<R>.jsonl`` in brief: pid, last finished step, last line's type, age in seconds."""
+    path = Path(folder or ".") / f"rank{rank}.jsonl"
+    if folder is None or not path.is_file():
+        return {}
+    out: dict = {"age_s": max(0.0, time.time() - path.stat().st_mtime)}
+    for line in path.read_text(errors="replace").splitlines():
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError:
+            continue  # a line cut short by a kill
+        kind = record.get("type")
+        if kind == "start":
+            out["pid"] = record.get("pid")
+        elif kind == "instr":
+            out["step"] = record.get("step")
+        if kind in ("failure", "done"):
+            out["end"] = kind
+            out["message"] = record.get("message", "")
+            out["failure"] = record if kind == "failure" else None
+    return out
+
+
+def _schedule(folder: Optional[Path]) -> tuple[Optional[Schedule], str]:
+    """The run's schedule and P2P model from ``spec.json`` (None where there is none)."""
+    if folder is None or not (Path(folder) / "spec.json").is_file():
+        return None, "blocking"
+    from explorer.pipeline.runtime.spec import RunSpec
+
+    try:
+        schedule = RunSpec.read(Path(folder)).build_schedule()
+    except (InputError, ValueError, KeyError, TypeError):  # JSONDecodeError is a ValueError
+        return None, "blocking"
+    return schedule, str(schedule.params.get("p2p", "blocking"))
+
+
+# -- one rank's state --------------------------------------------------------------------------
+
+
+def _state(
+    r: RankProcess, dumps: dict[int, Dump], log: Optional[dict], schedule: Optional[Schedule]
+) -> RankState:
+    log = log or {}
+    since = log.get("age_s")
+    dump = dumps.get(r.pid) if r.pid is not None else None
+    if not r.alive:
+        return _from_log(r, log, schedule, "gone", "no process" + _last(log))
+    if dump is None or dump.refused or not dump.threads:
+        why = dump.refused if dump is not None and dump.refused else "no stack"
+        return _from_log(r, log, schedule, "unseen", why + _last(log))
+    thread = main_thread(list(dump.threads), r.pid or 0)
+    reading = read_stack(frames_from_pyspy(thread, _source), bool(thread.get("active")))
+    row = None
+    if schedule is not None and r.rank < schedule.num_ranks:
+        row = locate(schedule, r.rank, reading, after_step=log.get("step", -1))
+    at, mb = placed(schedule, row) if schedule is not None else (None, -1)
+    note = "a fault planted on purpose (Fault how='hang')" if reading.fault else ""
+    return RankState(
+        rank=r.rank,
+        pid=r.pid,
+        activity=reading.activity,
+        op=reading.op,
+        peer=reading.peer_rank,
+        tag=reading.tag,
+        at=at,
+        microbatch=mb,
+        where=_short(reading.where),
+        engine=reading.engine,
+        since_s=since,
+        note=note,
+    )
+
+
+def _from_log(
+    r: RankProcess, log: dict, schedule: Optional[Schedule], activity: Activity, note: str
+) -> RankState:
+    """A rank described from its own file: where it stopped (the step after its last finished one).
+
+    A rank that ended because its peer went away or its exchange timed out wrote where it
+    waited (its ``failure`` line): it is a waiter on that peer, so the verdict can follow it.
+    """
+    waited = _waited_in(log.get("failure"), schedule, r.rank)
+    if waited is not None:
+        return replace(waited, pid=r.pid, since_s=log.get("age_s"), source="log", note=note)
+    row = None
+    if schedule is not None and "step" in log and r.rank < schedule.num_ranks:
+        row = first_row_of_step(schedule, r.rank, int(log["step"]) + 1)
+    at, mb = placed(schedule, row) if schedule is not None else (None, -1)
+    return RankState(
+        rank=r.rank,
+        pid=r.pid,
+        activity=activity,
+        at=at,
+        microbatch=mb,
+        since_s=log.get("age_s"),
+        source="log" if log else "none",
+        note=note,
+    )
+
+
+def _waited_in(
+    failure: Optional[dict], schedule: Optional[Schedule], rank: int
+) -> Optional[RankState]:
+    """The wait a ``failure`` line records (a peer gone, a timeout, in a send or receive), else None."""
+    if not failure or schedule is None or failure.get("kind") not in ("peer", "timeout"):
+        return None
+    try:
+        ins = parse_instruction(str(failure.get("text") or ""))
+    except InputError:
+        return None
+    if not ins.kind.is_p2p or not 0 <= peer_stage(ins.stage, ins.kind) < schedule.num_stages:
+        return None
+    reading = StackReading(
+        "waiting",
+        step=failure.get("step"),
+        kind=ins.kind,
+        peer_stage=peer_stage(ins.stage, ins.kind),
+    )
+    at, mb = placed(schedule, locate(schedule, rank, reading))
+    return RankState(
+        rank=rank,
+        pid=None,
+        activity="waiting",
+        op="send" if ins.kind.is_send else "recv",
+        peer=schedule.stage_to_rank[peer_stage(ins.stage, ins.kind)],
+        at=at,
+        microbatch=mb,
+    )
+
+
+def _last(log: dict) -> str:
+    if not log:
+        return ""
+    failure = log.get("failure")
+    if failure:
+        message = " ".join(str(failure.get("message", "")).split())
+        tail = message if len(message) <= 70 else "..." + message[-67:]
+        return f"; it ended ({failure.get('kind', 'error')}): {tail}"
+    if "end" in log:
+        return "; it finished its run"
+    if "step" in log:
+        return f"; its last finished step: {log['step']}"
+    return "; it wrote no step"
+
+
+def _short(where: str) -> str:
+    """``file:line`` relative to the working folder when the file is below it (as a person typed it)."""
+    cwd = str(Path.cwd()) + "/"
+    return where[len(cwd) :] if where.startswith(cwd) else where
+
+
+def _source(file: str, line: int) -> str:
+    return linecache.getline(file, line).strip()
+
+
+__all__ = ["Diagnosis", "RankProcess", "doctor", "find_ranks"]
