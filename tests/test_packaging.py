@@ -55,7 +55,14 @@ def test_every_file_the_package_reads_is_declared_as_package_data():
     for path in package.rglob("*"):
         if not path.is_file() or path.suffix in (".py", ".pyc") or "__pycache__" in path.parts:
             continue
-        dotted = ".".join(path.parent.relative_to(ROOT).parts)
-        if not any(fnmatch.fnmatch(path.name, g) for g in declared.get(dotted, [])):
+        # declared by its folder's package, or by a package above it with a sub-path glob
+        # ("explorer.lessons" = ["content/*.md"])
+        owners = [path.parent, *path.parent.parents]
+        if not any(
+            fnmatch.fnmatch(path.relative_to(owner).as_posix(), g)
+            for owner in owners
+            if owner == package or package in owner.parents
+            for g in declared.get(".".join(owner.relative_to(ROOT).parts), [])
+        ):
             missing.append(str(path.relative_to(ROOT)))
     assert missing == []
