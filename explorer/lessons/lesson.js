@@ -239,13 +239,13 @@
       const block = data.blocks[Number(section.dataset.block)];
       return drawers[block.type](section, block).then(() => { section.dataset.ready = "1"; });
     };
-    const near = 400;
+    // Opening draws the blocks on screen; the others start once within 300 px of it.
     const observer = new IntersectionObserver((entries) => {
       for (const e of entries) if (e.isIntersecting) { observer.unobserve(e.target); start(e.target); }
-    }, { rootMargin: near + "px" });
+    }, { rootMargin: "300px" });
     const waits = [];
     document.querySelectorAll("section.block").forEach((section) => {
-      if (section.getBoundingClientRect().top < window.innerHeight + near) waits.push(start(section));
+      if (section.getBoundingClientRect().top < window.innerHeight) waits.push(start(section));
       else observer.observe(section);
     });
     await Promise.all(waits);

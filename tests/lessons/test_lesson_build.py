@@ -67,7 +67,7 @@ def test_build_writes_small_offline_pages_holding_the_checked_verdicts(tmp_path)
     first = (out / "01_deepspeed_buffer_bug.html").read_text(encoding="utf-8")
     data = json.loads(_blob(first, "lesson-data"))
     explore = next(b for b in data["blocks"] if b["type"] == "explore")
-    grid = rebuild(data["figures"], explore["states"]["1/4/8"]["figs"]["grid"])
+    grid = rebuild(data["figures"], explore["states"]["0/4/8"]["figs"]["grid"])
     assert "4 stages × 8 micro-batches" in grid["layout"]["title"]["text"]
     assert "finding" in grid["layout"]["title"]["text"]
     index = (out / "index.html").read_text(encoding="utf-8")
