@@ -270,6 +270,7 @@ def _as_torchrun_rank(spec, args: argparse.Namespace) -> int:
 
 def _collected(folder: Path):
     """Read a run folder; anything in it that ``explorer run`` would not have written is one InputError."""
+    from explorer.pipeline.analysis.contract import judged, pairing_of
     from explorer.pipeline.cli.run_folder import read_spec, records_checked
     from explorer.pipeline.traces.result import collect
 
@@ -277,7 +278,8 @@ def _collected(folder: Path):
     schedule = spec.build_schedule()
     records_checked(folder)
     try:
-        return collect(folder, schedule, run_id=spec.run_id or None)
+        result = collect(folder, schedule, run_id=spec.run_id or None)
+        return judged(result, schedule, pairing_of(spec.p2p_tags))
     except (
         KeyError,
         TypeError,

@@ -76,6 +76,8 @@ _FIELDS = [
     ("run_id", (str,), "a string"),
     ("engine", (str,), "a string"),
     ("schedule_class", (str,), "a string"),
+    ("p2p_tags", (bool,), "true or false"),
+    ("recv_pool", (bool,), "true or false"),
 ]
 
 
