@@ -13,6 +13,11 @@ Two of the issue's failures, reproduced by running the job:
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
+from pathlib import Path
+
 import pytest
 
 from explorer.pipeline.analysis import build, check
@@ -70,6 +75,29 @@ def test_the_same_peer_swap_at_pipeline_size_2_is_caught_where_the_receive_met_i
     assert (failure.rank, failure.stage, failure.step) == (1, 1, 7)
     assert "stage 0 -> 1, micro-batch 2: its activation" in failure.message
     assert "untagged messages pair first in, first out" in failure.message
+    _read_back(tmp_path / "untagged")
+
+
+def _read_back(folder: Path) -> None:
+    """``explorer read`` gives the same finding (text and JSON); a damaged message is exit 2."""
+    text = _cli("read", str(folder))
+    assert text.returncode == 1 and text.stdout.startswith("failed: P2P contract (swap) at stage 1")
+    doc = json.loads(_cli("read", str(folder), "--json").stdout)
+    assert doc["contract"][0]["kind"] == "swap" and doc["failure"]["kind"] == "contract"
+    path = folder / "rank1.jsonl"
+    lines = path.read_text().splitlines()
+    at = next(i for i, line in enumerate(lines) if '"p2p"' in line)
+    lines[at] = lines[at].replace("[4,32]", "[4,32", 1)  # a truncated shape
+    path.write_text("\n".join(lines) + "\n")
+    bad = _cli("read", str(folder))
+    assert bad.returncode == 2 and len(bad.stderr.strip().splitlines()) == 1, bad.stderr
+    assert f"rank1.jsonl line {at + 1}" in bad.stderr and "'p2p' element" in bad.stderr
+
+
+def _cli(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "explorer.cli", *args], capture_output=True, text=True, timeout=300
+    )
 
 
 @pytest.mark.slow
