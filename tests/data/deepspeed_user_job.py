@@ -11,7 +11,9 @@ Without ``--out`` the job runs untraced (the overhead benchmark compares the two
 work per iteration would take time. ``--gate DIR`` is for tests that watch the job live: after
 iteration I every rank waits for ``DIR/iteration-I``, and a rank whose ``train_batch`` raised
 waits for ``DIR/failure`` before it raises on, so a watcher sees each state while the job is
-still running, whatever the machine's load.
+still running, whatever the machine's load. ``--ids-tuple`` passes a tuple between stages, an
+int64 tensor of token ids first and the float activations second (diffusion-pipe #544's shape of
+stage tuple), split evenly by layer count.
 """
 
 import argparse
@@ -60,6 +62,29 @@ def batches(iteration):
     )
 
 
+class WithIds(torch.nn.Module):
+    """The first layer: (token ids, activations), the ids an int64 tensor of the input's shape."""
+
+    def forward(self, x):
+        return (x.abs().mul(10).long() % 7, x)
+
+
+class IdsBlock(torch.nn.Module):
+    """Linear + Tanh on the activations, nudged by the ids; the ids travel on unchanged."""
+
+    def __init__(self):
+        super().__init__()
+        self.linear = torch.nn.Linear(WIDTH, WIDTH)
+
+    def forward(self, inputs):
+        ids, x = inputs
+        return (ids, torch.tanh(self.linear(x) + 0.01 * ids.float()))
+
+
+def ids_loss(outputs, target):
+    return torch.nn.functional.mse_loss(outputs[1], target)
+
+
 def wait_for(gate, name):
     """Wait (at most 300 s) until the watcher creates ``gate/name``; nothing without ``--gate``."""
     if gate is None:
@@ -78,6 +103,9 @@ def main():
     parser.add_argument("--gate", default=None, help="a folder a watcher opens gates in")
     parser.add_argument("--alternate", action="store_true", help="trace even iterations only")
     parser.add_argument(
+        "--ids-tuple", action="store_true", help="an int64 tensor in the stage tuple"
+    )
+    parser.add_argument(
         "--local_rank", type=int, default=-1, help="passed by the deepspeed launcher"
     )
     args = parser.parse_args()
@@ -85,12 +113,21 @@ def main():
     deepspeed.ops.__compatible_ops__["deepspeed_shm_comm"] = False
     deepspeed.init_distributed(dist_backend="gloo")
     torch.manual_seed(0)
-    layers = [torch.nn.Sequential(torch.nn.Linear(WIDTH, WIDTH), torch.nn.Tanh()) for _ in range(8)]
-    model = PipelineModule(
-        layers=layers,
-        num_stages=int(os.environ["WORLD_SIZE"]),
-        loss_fn=torch.nn.functional.mse_loss,
-    )
+    if args.ids_tuple:
+        stages = int(os.environ["WORLD_SIZE"])
+        layers = [WithIds()] + [IdsBlock() for _ in range(2 * stages - 1)]
+        model = PipelineModule(
+            layers=layers, num_stages=stages, loss_fn=ids_loss, partition_method="uniform"
+        )
+    else:
+        layers = [
+            torch.nn.Sequential(torch.nn.Linear(WIDTH, WIDTH), torch.nn.Tanh()) for _ in range(8)
+        ]
+        model = PipelineModule(
+            layers=layers,
+            num_stages=int(os.environ["WORLD_SIZE"]),
+            loss_fn=torch.nn.functional.mse_loss,
+        )
     engine, _, _, _ = deepspeed.initialize(
         model=model,
         model_parameters=model.parameters(),

@@ -44,8 +44,11 @@ _HINTS: dict[str, str] = {
     "that peer in the same order on both ranks",
     "count": "send the same tuple every micro-batch; a floating tensor that needs no gradient "
     "must not require one on either side",
-    "reuse": "the pooled buffer keeps the first message's dtype and shape: keep them fixed "
-    "(pad, cast) or re-read shapes per message (DeepSpeed: dynamic_shape=True)",
+    "reuse": "the pooled buffer keeps the first message's shape: keep shapes fixed (pad) or "
+    "re-read them per message (DeepSpeed: dynamic_shape=True)",
+    "reuse-dtype": "the pool reuses a buffer by size alone, whatever its dtype (DeepSpeed's "
+    "_allocate_or_extend_buffers): put the floating tensors first in the stage tuple, or give "
+    "the tuple one dtype",
     "dtype": "cast at the stage boundary so both sides agree on the dtype",
     "shape": "the receiver sizes its buffer once: keep shapes fixed (pad) or exchange them "
     "per message (DeepSpeed: dynamic_shape=True)",
@@ -151,10 +154,12 @@ def _compare(
     reused = recv_line.get("reused") if recv_line else None
     reused_from = (int(reused[0]), int(reused[1])) if reused else None
 
-    def violation(kind: ContractKind, index: Optional[int], words: str) -> ContractViolation:
+    def violation(
+        kind: ContractKind, index: Optional[int], words: str, hint: str = ""
+    ) -> ContractViolation:
         return ContractViolation(
             kind, iteration, recv.stage, r_step, recv.microbatch, recv.deepspeed_repr(),
-            send.stage, s_step, sent, got, index, reused_from, words, _HINTS[kind],
+            send.stage, s_step, sent, got, index, reused_from, words, _HINTS[hint or kind],
         )  # fmt: skip
 
     dest = send.stage + 1 if send.kind == Kind.SEND_ACTIVATION else send.stage - 1
@@ -189,15 +194,26 @@ def _compare(
             continue
         kind: ContractKind = "reuse" if reused_from else "dtype" if x.dtype != y.dtype else "shape"
         origin = (
-            f", reused from the {_WHAT[recv.kind]} received at step {reused_from[1]}"
+            f", reused from the {_received_at(schedule, recv.stage, reused_from[1], recv)} "
+            f"received at step {reused_from[1]}"
             + (f" of iteration {reused_from[0]}" if reused_from[0] != iteration else "")
             if reused_from
             else ""
         )
+        hint = "reuse-dtype" if kind == "reuse" and x.dtype != y.dtype else ""
         return violation(
-            kind, i, f"{where}, tuple[{i}]: sent {x}; the receive buffer is {y}{origin}"
+            kind, i, f"{where}, tuple[{i}]: sent {x}; the receive buffer is {y}{origin}", hint
         )
     return None
+
+
+def _received_at(schedule: Schedule, stage: int, step: int, default: Instruction) -> str:
+    """What the receive of ``stage`` at ``step`` received: activation or gradient."""
+    rank = schedule.stage_to_rank[stage]
+    stream = schedule.stream(rank)
+    row = stream[step] if 0 <= step < len(stream) else []
+    found = [i for i in row if i.stage == stage and i.kind.is_recv] or [default]
+    return _WHAT[found[0].kind]
 
 
 def _source_stage(recv: Instruction) -> int:

@@ -1,0 +1,66 @@
+"""DeepSpeed 0.19.8's buffer pool still ignores dtype: an int64 tensor in a 3-stage tuple, caught.
+
+``PipelineEngine._allocate_or_extend_buffers`` keeps one pool (``_grad_layer_buf``) for the
+received activations and the received gradients, and reuses slot ``i`` whenever it holds at
+least as many elements, whatever its dtype. With a stage tuple ``(int64 ids, float32 x)`` the
+middle stage's first activation fills slot 0 with the ids; its gradient buffer for ``x`` is
+then slot 0 again, an int64 view: the float32 gradient lands in it byte for byte (gloo fills the
+head of the larger buffer without a word), and training goes on with garbage gradients. The job
+itself reports nothing; the contract says where, from what the ranks recorded.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+from conftest import ROOT
+
+pytestmark = pytest.mark.slow
+
+SCRIPT = ROOT / "tests" / "data" / "deepspeed_user_job.py"
+
+
+def test_an_int64_tensor_in_a_3_stage_tuple_lands_in_a_reused_buffer_and_is_caught(tmp_path):
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
+    }
+    out = tmp_path / "trace"
+    job = subprocess.run(
+        [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "3",
+         str(SCRIPT), "--out", str(out), "--ids-tuple", "--iterations", "2"],
+        env=env, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert job.returncode == 0, job.stderr[-2000:]  # DeepSpeed itself says nothing
+    read = subprocess.run(
+        [sys.executable, "-m", "explorer.cli", "read", str(out), "--json"],
+        env=env, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert read.returncode == 1, read.stderr
+    doc = json.loads(read.stdout)
+    first = doc["contract"][0]
+    assert (first["kind"], first["stage"], first["step"], first["instruction"]) == (
+        "reuse",
+        1,
+        4,
+        "RecvGrad(buffer_id=0)",
+    )
+    assert first["sent"] == ["float32[4,32]"] and first["received"] == ["int64[4,32]"]
+    assert first["reused_from"] == [0, 1] and first["send_stage"] == 2
+    assert "reused from the activation received at step 1" in first["message"]
+    assert "_allocate_or_extend_buffers" in first["hint"]
+    # Every gradient the middle stage received, both iterations, and nothing else.
+    assert {(v["stage"], v["instruction"][:8]) for v in doc["contract"]} == {(1, "RecvGrad")}
+    assert len(doc["contract"]) == 2 * 8
+    assert doc["findings"][-1]["type"] == "contract"
+    text = subprocess.run(
+        [sys.executable, "-m", "explorer.cli", "read", str(out)],
+        env=env, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert text.returncode == 1
+    assert "16 message(s) broke the P2P contract; the first:" in text.stdout
+    assert "the receive buffer is int64[4,32], reused from the activation" in text.stdout
