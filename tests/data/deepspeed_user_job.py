@@ -13,7 +13,8 @@ iteration I every rank waits for ``DIR/iteration-I``, and a rank whose ``train_b
 waits for ``DIR/failure`` before it raises on, so a watcher sees each state while the job is
 still running, whatever the machine's load. ``--ids-tuple`` passes a tuple between stages, an
 int64 tensor of token ids first and the float activations second (diffusion-pipe #544's shape of
-stage tuple), split evenly by layer count.
+stage tuple), split evenly by layer count. ``--float-mask`` passes ``(activations, mask)``, the
+mask a float tensor that needs no gradient (DeepSpeed #5518's shape of stage tuple).
 """
 
 import argparse
@@ -85,6 +86,29 @@ def ids_loss(outputs, target):
     return torch.nn.functional.mse_loss(outputs[1], target)
 
 
+class WithMask(torch.nn.Module):
+    """The first layer: (activations, mask), the mask a float tensor computed without a gradient."""
+
+    def forward(self, x):
+        return (x, (x > 0).float())
+
+
+class MaskBlock(torch.nn.Module):
+    """Linear + Tanh on the activations, scaled by the mask; the mask travels on unchanged."""
+
+    def __init__(self):
+        super().__init__()
+        self.linear = torch.nn.Linear(WIDTH, WIDTH)
+
+    def forward(self, inputs):
+        x, mask = inputs
+        return (torch.tanh(self.linear(x)) * (0.5 + mask), mask)
+
+
+def mask_loss(outputs, target):
+    return torch.nn.functional.mse_loss(outputs[0], target)
+
+
 def wait_for(gate, name):
     """Wait (at most 300 s) until the watcher creates ``gate/name``; nothing without ``--gate``."""
     if gate is None:
@@ -106,6 +130,9 @@ def main():
         "--ids-tuple", action="store_true", help="an int64 tensor in the stage tuple"
     )
     parser.add_argument(
+        "--float-mask", action="store_true", help="a float tensor without gradient in the tuple"
+    )
+    parser.add_argument(
         "--local_rank", type=int, default=-1, help="passed by the deepspeed launcher"
     )
     args = parser.parse_args()
@@ -113,11 +140,14 @@ def main():
     deepspeed.ops.__compatible_ops__["deepspeed_shm_comm"] = False
     deepspeed.init_distributed(dist_backend="gloo")
     torch.manual_seed(0)
-    if args.ids_tuple:
+    if args.ids_tuple or args.float_mask:
         stages = int(os.environ["WORLD_SIZE"])
-        layers = [WithIds()] + [IdsBlock() for _ in range(2 * stages - 1)]
+        first, block, loss_fn = (
+            (WithIds, IdsBlock, ids_loss) if args.ids_tuple else (WithMask, MaskBlock, mask_loss)
+        )
+        layers = [first()] + [block() for _ in range(2 * stages - 1)]
         model = PipelineModule(
-            layers=layers, num_stages=stages, loss_fn=ids_loss, partition_method="uniform"
+            layers=layers, num_stages=stages, loss_fn=loss_fn, partition_method="uniform"
         )
     else:
         layers = [

@@ -64,3 +64,45 @@ def test_an_int64_tensor_in_a_3_stage_tuple_lands_in_a_reused_buffer_and_is_caug
     assert text.returncode == 1
     assert "16 message(s) broke the P2P contract; the first:" in text.stdout
     assert "the receive buffer is int64[4,32], reused from the activation" in text.stdout
+
+
+def test_a_float_tensor_without_gradient_in_the_tuple_is_a_gradient_count_mismatch(tmp_path):
+    """DeepSpeed #5518: stage 0 sends ``(x, mask)``, the mask a float tensor that needs no
+    gradient; stage 1 receives both as requiring one (the engine sets ``requires_grad`` on every
+    floating tensor it receives) and sends two gradients back for a tuple with one. The job then
+    fails in stage 0's backward; the contract names the cause at the receive before it."""
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
+    }
+    out = tmp_path / "trace"
+    job = subprocess.run(
+        [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2",
+         str(SCRIPT), "--out", str(out), "--float-mask", "--iterations", "1"],
+        env=env, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert job.returncode != 0
+    read = subprocess.run(
+        [sys.executable, "-m", "explorer.cli", "read", str(out), "--json"],
+        env=env, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert read.returncode == 1, read.stderr
+    doc = json.loads(read.stdout)
+    first = doc["contract"][0]
+    assert (first["kind"], first["stage"], first["step"], first["microbatch"]) == (
+        "count",
+        0,
+        3,
+        0,
+    )
+    assert first["sent"] == ["float32[4,32]", "float32[4,32]"]
+    assert "sent 2 gradient(s)" in first["message"]
+    assert (
+        "1 element(s) requiring one (float32[4,32]*, float32[4,32]; * marks them)"
+        in (first["message"])
+    )
+    assert "integer or bool tensor" in first["hint"]
+    # DeepSpeed's own failure comes after, in the backward of the stage that received them.
+    failure = doc["failure"]
+    assert (failure["stage"], failure["instruction"]) == (0, "BackwardPass(buffer_id=0)")
+    assert failure["step"] >= first["step"]

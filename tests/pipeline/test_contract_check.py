@@ -30,7 +30,8 @@ def test_the_message_grammar_round_trips_and_counts_elements():
 
 
 def _records(schedule, sent=None, received=None, reused=None):
-    """One instr line per exchange of iteration 0, each carrying ``float32[4,32]`` unless told."""
+    """One instr line per exchange of iteration 0, each carrying ``float32[4,32]`` unless told
+    (activations requiring a gradient, ``*``, gradients not)."""
     out = []
     for r in range(schedule.num_ranks):
         for step, instructions in enumerate(schedule.stream(r)):
@@ -38,14 +39,18 @@ def _records(schedule, sent=None, received=None, reused=None):
                 if not ins.kind.is_p2p:
                     continue
                 text = str(ins)
-                key = text.split("b")[0]  # "0SA2b1" -> "0SA2": stage, kind, micro-batch
+                key = text.split("b")[0]
+                forward = ins.kind in (Kind.SEND_ACTIVATION, Kind.RECV_ACTIVATION)
+                default = (
+                    "float32[4,32]*" if forward else "float32[4,32]"
+                )  # "0SA2b1" -> "0SA2": stage, kind, micro-batch
                 p2p = (
                     (sent if ins.kind.is_send else received or {}).get(key)
                     if (sent or received)
                     else None
                 )
                 line = {"iteration": 0, "rank": r, "stage": ins.stage, "step": step,
-                        "text": text, "p2p": p2p or ["float32[4,32]"]}  # fmt: skip
+                        "text": text, "p2p": p2p or [default]}  # fmt: skip
                 if reused and key in reused:
                     line["reused"] = reused[key]
                 out.append(line)
@@ -62,6 +67,25 @@ def test_matching_tuples_are_clean_and_every_kind_is_named_at_the_receive():
     dtype = check_contract(schedule, _records(schedule, sent={"0SA2": ["int64[8]"]}))
     assert dtype[0].kind == "dtype" and dtype[0].index == 0
     assert "sent int64[8]; the receive buffer is float32[4,32]" in dtype[0].message
+    # A floating tensor without a gradient in the forward tuple, a gradient sent back for it.
+    grads = check_contract(
+        schedule,
+        _records(
+            schedule,
+            sent={
+                "0SA1": ["float32[4,32]*", "float32[4,32]"],
+                "1SG1": ["float32[4,32]", "float32[4,32]"],
+            },
+            received={
+                "1RA1": ["float32[4,32]*", "float32[4,32]*"],  # the receiver makes both require one
+                "0RG1": ["float32[4,32]", "float32[4,32]"],  # a buffer per floating element
+            },
+        ),
+    )
+    assert grads[0].kind == "count" and grads[0].stage == 0 and grads[0].microbatch == 1
+    assert "sent 2 gradient(s)" in grads[0].message and "with 1 element(s) requiring one" in (
+        grads[0].message
+    )
     reuse = check_contract(
         schedule,
         _records(schedule, sent={"1SG2": ["int64[8]"]}, reused={"0RG2": [0, 9]}),

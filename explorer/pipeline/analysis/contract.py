@@ -44,6 +44,9 @@ _HINTS: dict[str, str] = {
     "that peer in the same order on both ranks",
     "count": "send the same tuple every micro-batch; a floating tensor that needs no gradient "
     "must not require one on either side",
+    "count-grad": "the receiver made a floating tensor that needs no gradient require one "
+    "(DeepSpeed does so for every floating tensor it receives): pass it as an integer or bool "
+    "tensor, or detach it where the next stage uses it",
     "reuse": "the pooled buffer keeps the first message's shape: keep shapes fixed (pad) or "
     "re-read them per message (DeepSpeed: dynamic_shape=True)",
     "reuse-dtype": "the pool reuses a buffer by size alone, whatever its dtype (DeepSpeed's "
@@ -125,6 +128,13 @@ def check_contract(
     """Every violation in ``records`` (instr lines with ``p2p`` fields), first one first."""
     lines = {(r["iteration"], r["stage"], r["step"], r["text"]): r for r in records if "p2p" in r}
     iterations = sorted({key[0] for key in lines})
+    activations = {
+        (key[0], ins.stage, ins.microbatch): lines[key]
+        for row in exchanges(schedule).sends.tolist()
+        if (ins := schedule.instruction(row)).kind == Kind.SEND_ACTIVATION
+        for key in [(it, ins.stage, int(schedule.step[row]), str(ins)) for it in iterations]
+        if key in lines
+    }
     out: list[ContractViolation] = []
     for send_row, recv_row in pairs(schedule, pairing):
         send, recv = schedule.instruction(send_row), schedule.instruction(recv_row)
@@ -133,6 +143,8 @@ def check_contract(
             sent = lines.get((it, send.stage, s_step, str(send)))
             got = lines.get((it, recv.stage, r_step, str(recv)))
             found = _compare(send, s_step, sent, recv, r_step, got, it, schedule)
+            if found is None and sent is not None and got is not None:
+                found = _gradient_count(send, s_step, sent, recv, r_step, got, it, activations)
             if found is not None:
                 out.append(found)
     return sorted(out, key=lambda v: (v.iteration, min(v.step, v.send_step), v.stage))
@@ -205,6 +217,39 @@ def _compare(
             kind, i, f"{where}, tuple[{i}]: sent {x}; the receive buffer is {y}{origin}", hint
         )
     return None
+
+
+def _gradient_count(
+    send: Instruction,
+    s_step: int,
+    sent_line: dict,
+    recv: Instruction,
+    r_step: int,
+    recv_line: dict,
+    iteration: int,
+    activations: dict,
+) -> Optional[ContractViolation]:
+    """A gradient tuple whose length is not the number of forward elements that require one."""
+    if send.kind != Kind.SEND_GRAD:
+        return None
+    forward = activations.get((iteration, recv.stage, send.microbatch))
+    if forward is None:
+        return None
+    needing = [x for x in forward["p2p"] if x.endswith("*")]
+    grads = sent_line["p2p"]
+    if len(grads) == len(needing):
+        return None
+    reused = recv_line.get("reused")
+    return ContractViolation(
+        "count", iteration, recv.stage, r_step, recv.microbatch, recv.deepspeed_repr(),
+        send.stage, s_step, tuple(grads), tuple(recv_line["p2p"]), None,
+        (int(reused[0]), int(reused[1])) if reused else None,
+        f"stage {send.stage} -> {recv.stage}, micro-batch {send.microbatch}: sent {len(grads)} "
+        f"gradient(s) ({_tuple(grads)}) for a forward tuple with {len(needing)} element(s) "
+        f"requiring one ({', '.join(forward['p2p'])}; * marks them), sent by stage {recv.stage} "
+        f"at step {forward['step']}",
+        _HINTS["count-grad"],
+    )  # fmt: skip
 
 
 def _received_at(schedule: Schedule, stage: int, step: int, default: Instruction) -> str:
