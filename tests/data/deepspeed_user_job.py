@@ -15,6 +15,8 @@ still running, whatever the machine's load. ``--ids-tuple`` passes a tuple betwe
 int64 tensor of token ids first and the float activations second (diffusion-pipe #544's shape of
 stage tuple), split evenly by layer count. ``--float-mask`` passes ``(activations, mask)``, the
 mask a float tensor that needs no gradient (DeepSpeed #5518's shape of stage tuple).
+``--varlen`` gives every odd micro-batch one row less (variable lengths, unpadded, without
+``dynamic_shape``: DeepSpeed #5729).
 """
 
 import argparse
@@ -50,16 +52,11 @@ class LegacyOrderTrainSchedule(schedule.TrainSchedule):
             yield cmds
 
 
-def batches(iteration):
+def batches(iteration, varlen=False):
     g = torch.Generator().manual_seed(iteration)
+    rows = [MICRO_BATCH_SIZE - (varlen and i % 2) for i in range(MICRO_BATCHES)]
     return iter(
-        [
-            (
-                torch.randn(MICRO_BATCH_SIZE, WIDTH, generator=g),
-                torch.randn(MICRO_BATCH_SIZE, WIDTH, generator=g),
-            )
-            for _ in range(MICRO_BATCHES)
-        ]
+        [(torch.randn(n, WIDTH, generator=g), torch.randn(n, WIDTH, generator=g)) for n in rows]
     )
 
 
@@ -132,6 +129,7 @@ def main():
     parser.add_argument(
         "--float-mask", action="store_true", help="a float tensor without gradient in the tuple"
     )
+    parser.add_argument("--varlen", action="store_true", help="odd micro-batches one row shorter")
     parser.add_argument(
         "--local_rank", type=int, default=-1, help="passed by the deepspeed launcher"
     )
@@ -182,7 +180,7 @@ def main():
             trace.attach() if iteration % 2 == 0 else trace.detach()
         start = time.perf_counter()
         try:
-            loss = engine.train_batch(data_iter=batches(iteration))
+            loss = engine.train_batch(data_iter=batches(iteration, args.varlen))
         except BaseException:
             wait_for(args.gate, "failure")
             raise

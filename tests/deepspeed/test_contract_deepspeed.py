@@ -106,3 +106,36 @@ def test_a_float_tensor_without_gradient_in_the_tuple_is_a_gradient_count_mismat
     failure = doc["failure"]
     assert (failure["stage"], failure["instruction"]) == (0, "BackwardPass(buffer_id=0)")
     assert failure["step"] >= first["step"]
+
+
+def test_changing_lengths_without_dynamic_shape_land_in_a_buffer_sized_for_the_first(tmp_path):
+    """DeepSpeed #5729: odd micro-batches are one row shorter, unpadded, and the engine was not
+    told (``dynamic_shape``): stage 1 receives micro-batch 1's 3 rows into the 4-row buffer it
+    sized from micro-batch 0, computes on a stale row, and fails later in the loss."""
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
+    }
+    out = tmp_path / "trace"
+    job = subprocess.run(
+        [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2",
+         str(SCRIPT), "--out", str(out), "--varlen", "--iterations", "1"],
+        env=env, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert job.returncode != 0
+    read = subprocess.run(
+        [sys.executable, "-m", "explorer.cli", "read", str(out), "--json"],
+        env=env, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert read.returncode == 1, read.stderr
+    doc = json.loads(read.stdout)
+    first = doc["contract"][0]
+    assert (first["kind"], first["stage"], first["step"], first["microbatch"]) == (
+        "reuse",
+        1,
+        3,
+        1,
+    )
+    assert first["sent"] == ["float32[3,32]*"] and first["received"] == ["float32[4,32]*"]
+    assert first["reused_from"] == [0, 1] and "dynamic_shape=True" in first["hint"]
+    assert doc["failure"]["stage"] == 1 and doc["failure"]["step"] >= first["step"]
