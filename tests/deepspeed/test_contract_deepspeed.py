@@ -29,12 +29,20 @@ def test_an_int64_tensor_in_a_3_stage_tuple_lands_in_a_reused_buffer_and_is_caug
         **os.environ,
         "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
     }
-    out = tmp_path / "trace"
-    job = subprocess.run(
+    out, gate = tmp_path / "trace", tmp_path / "gate"
+    gate.mkdir()
+    proc = subprocess.Popen(
         [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "3",
-         str(SCRIPT), "--out", str(out), "--ids-tuple", "--iterations", "2"],
-        env=env, capture_output=True, text=True, timeout=300,
+         str(SCRIPT), "--out", str(out), "--ids-tuple", "--iterations", "2", "--gate", str(gate)],
+        env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
     )  # fmt: skip
+    try:
+        _followed_live(out, gate, proc)
+    finally:
+        for i in range(2):
+            (gate / f"iteration-{i}").touch()
+        output = proc.communicate(timeout=300)[0]
+    job = subprocess.CompletedProcess(proc.args, proc.returncode, output, output)
     assert job.returncode == 0, job.stderr[-2000:]  # DeepSpeed itself says nothing
     read = subprocess.run(
         [sys.executable, "-m", "explorer.cli", "read", str(out), "--json"],
@@ -64,6 +72,31 @@ def test_an_int64_tensor_in_a_3_stage_tuple_lands_in_a_reused_buffer_and_is_caug
     assert text.returncode == 1
     assert "16 message(s) broke the P2P contract; the first:" in text.stdout
     assert "the receive buffer is int64[4,32], reused from the activation" in text.stdout
+
+
+def _followed_live(out, gate, proc) -> None:
+    """While every rank waits at the gate after iteration 0, the live follower says it and pins
+    it on the grid where the receive met the message (the job is still running)."""
+    import time
+
+    from explorer.pipeline.app.job_follower import JobFollower
+
+    follower = JobFollower(out, job=proc)
+    deadline = time.monotonic() + 240
+    while time.monotonic() < deadline and not (
+        follower.history
+        and follower.history[-1]["iteration"] == 0
+        and follower.run.finished is False
+        and all(r["last_step"] == 19 for r in follower.run.ranks())
+    ):
+        follower.poll()
+        assert proc.poll() is None, proc.stdout.read()[-2000:] if proc.stdout else ""
+        time.sleep(0.1)
+    assert proc.poll() is None  # held at the gate: the job is running
+    assert len(follower.contract) == 8 and follower.history[-1]["contract"] == 8
+    assert follower.history[-1]["failure_cell"] == (1, 4)
+    assert "8 message(s) broke the P2P contract" in follower.status.value
+    assert "reused from the activation received at step 1" in follower.status.value
 
 
 def test_a_float_tensor_without_gradient_in_the_tuple_is_a_gradient_count_mismatch(tmp_path):
