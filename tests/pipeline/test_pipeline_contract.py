@@ -141,3 +141,25 @@ def test_a_receive_buffer_sized_for_another_micro_batch_is_caught_before_the_cra
     assert "dynamic_shape" in failure.message  # the fix
     # What happened next (the last stage's loss on 32 rows for 24 targets) follows the cause.
     assert "then: ValueError" in failure.message
+
+
+@pytest.mark.slow
+def test_explorer_run_untagged_finds_dualpipevs_swap_on_4_ranks(tmp_path):
+    """DualPipeV puts stages 0 and 7 on rank 0, 1 and 6 on rank 1: untagged, the activations of
+    stage 0 and the gradients of stage 7 share one channel, and the two ranks order them apart."""
+    out = _cli(
+        "run", "--kind", "dualpipev", "--stages", "4", "--microbatches", "8", "--untagged",
+        "--out", str(tmp_path / "run"),
+    )  # fmt: skip
+    assert out.returncode == 1, out.stderr
+    assert out.stdout.startswith("failed: P2P contract (swap) at stage 6 step 9 (RecvGrad(")
+    assert "ranks 0 and 1 are each other's next and previous rank" in out.stdout
+
+
+def test_the_message_options_belong_to_the_explorers_engine(explorer_cli):
+    out = explorer_cli(
+        "run", "--kind", "1f1b", "--stages", "2", "--microbatches", "2", "--untagged",
+        "--engine", "deepspeed",
+    )  # fmt: skip
+    assert out.returncode == 2 and len(out.stderr.strip().splitlines()) == 1
+    assert "--untagged changes how the explorer's engine exchanges messages" in out.stderr
