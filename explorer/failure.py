@@ -47,6 +47,8 @@ class FailureKind(StrEnum):
     BUFFER = "buffer"
     #: A rank read another micro-batch's data without failing (a silent wrong result).
     HAZARD = "hazard"
+    #: A P2P message did not match the receive it met (shape, dtype, count, a swap).
+    CONTRACT = "contract"
     #: The user's or the engine's Python code raised (a pipeline rank says ``error``).
     ERROR = "error"
     #: The same for the XLA child and the compile probe, which always said ``exception``.

@@ -156,6 +156,13 @@ def claims_06(nb: Any) -> None:
     assert len(listed) == 4 and set(listed) <= {"failed", "stopped"}, listed
     kinds = mimes(nb)
     assert any(PLOTLY in m for m in kinds) and any(WIDGET in m for m in kinds)
+    # the int64 tensor in a 3-stage tuple (3 iterations, 8 gradients each): the job says nothing,
+    # the contract says where
+    assert "job exit code: 0 - 24 message(s) broke the P2P contract" in text
+    assert (
+        "first: reuse at stage 1 step 4: stage 2 -> 1, micro-batch 0, tuple[0]: sent float32[4,32]; "
+        "the receive buffer is int64[4,32], reused from the activation received at step 1" in text
+    )
 
 
 #: Each notebook's claims, by its number.

@@ -11,7 +11,12 @@ Without ``--out`` the job runs untraced (the overhead benchmark compares the two
 work per iteration would take time. ``--gate DIR`` is for tests that watch the job live: after
 iteration I every rank waits for ``DIR/iteration-I``, and a rank whose ``train_batch`` raised
 waits for ``DIR/failure`` before it raises on, so a watcher sees each state while the job is
-still running, whatever the machine's load.
+still running, whatever the machine's load. ``--ids-tuple`` passes a tuple between stages, an
+int64 tensor of token ids first and the float activations second (diffusion-pipe #544's shape of
+stage tuple), split evenly by layer count. ``--float-mask`` passes ``(activations, mask)``, the
+mask a float tensor that needs no gradient (DeepSpeed #5518's shape of stage tuple).
+``--varlen`` gives every odd micro-batch one row less (variable lengths, unpadded, without
+``dynamic_shape``: DeepSpeed #5729).
 """
 
 import argparse
@@ -47,17 +52,58 @@ class LegacyOrderTrainSchedule(schedule.TrainSchedule):
             yield cmds
 
 
-def batches(iteration):
+def batches(iteration, varlen=False):
     g = torch.Generator().manual_seed(iteration)
+    rows = [MICRO_BATCH_SIZE - (varlen and i % 2) for i in range(MICRO_BATCHES)]
     return iter(
-        [
-            (
-                torch.randn(MICRO_BATCH_SIZE, WIDTH, generator=g),
-                torch.randn(MICRO_BATCH_SIZE, WIDTH, generator=g),
-            )
-            for _ in range(MICRO_BATCHES)
-        ]
+        [(torch.randn(n, WIDTH, generator=g), torch.randn(n, WIDTH, generator=g)) for n in rows]
     )
+
+
+class WithIds(torch.nn.Module):
+    """The first layer: (token ids, activations), the ids an int64 tensor of the input's shape."""
+
+    def forward(self, x):
+        return (x.abs().mul(10).long() % 7, x)
+
+
+class IdsBlock(torch.nn.Module):
+    """Linear + Tanh on the activations, nudged by the ids; the ids travel on unchanged."""
+
+    def __init__(self):
+        super().__init__()
+        self.linear = torch.nn.Linear(WIDTH, WIDTH)
+
+    def forward(self, inputs):
+        ids, x = inputs
+        return (ids, torch.tanh(self.linear(x) + 0.01 * ids.float()))
+
+
+def ids_loss(outputs, target):
+    return torch.nn.functional.mse_loss(outputs[1], target)
+
+
+class WithMask(torch.nn.Module):
+    """The first layer: (activations, mask), the mask a float tensor computed without a gradient."""
+
+    def forward(self, x):
+        return (x, (x > 0).float())
+
+
+class MaskBlock(torch.nn.Module):
+    """Linear + Tanh on the activations, scaled by the mask; the mask travels on unchanged."""
+
+    def __init__(self):
+        super().__init__()
+        self.linear = torch.nn.Linear(WIDTH, WIDTH)
+
+    def forward(self, inputs):
+        x, mask = inputs
+        return (torch.tanh(self.linear(x)) * (0.5 + mask), mask)
+
+
+def mask_loss(outputs, target):
+    return torch.nn.functional.mse_loss(outputs[0], target)
 
 
 def wait_for(gate, name):
@@ -78,6 +124,13 @@ def main():
     parser.add_argument("--gate", default=None, help="a folder a watcher opens gates in")
     parser.add_argument("--alternate", action="store_true", help="trace even iterations only")
     parser.add_argument(
+        "--ids-tuple", action="store_true", help="an int64 tensor in the stage tuple"
+    )
+    parser.add_argument(
+        "--float-mask", action="store_true", help="a float tensor without gradient in the tuple"
+    )
+    parser.add_argument("--varlen", action="store_true", help="odd micro-batches one row shorter")
+    parser.add_argument(
         "--local_rank", type=int, default=-1, help="passed by the deepspeed launcher"
     )
     args = parser.parse_args()
@@ -85,12 +138,24 @@ def main():
     deepspeed.ops.__compatible_ops__["deepspeed_shm_comm"] = False
     deepspeed.init_distributed(dist_backend="gloo")
     torch.manual_seed(0)
-    layers = [torch.nn.Sequential(torch.nn.Linear(WIDTH, WIDTH), torch.nn.Tanh()) for _ in range(8)]
-    model = PipelineModule(
-        layers=layers,
-        num_stages=int(os.environ["WORLD_SIZE"]),
-        loss_fn=torch.nn.functional.mse_loss,
-    )
+    if args.ids_tuple or args.float_mask:
+        stages = int(os.environ["WORLD_SIZE"])
+        first, block, loss_fn = (
+            (WithIds, IdsBlock, ids_loss) if args.ids_tuple else (WithMask, MaskBlock, mask_loss)
+        )
+        layers = [first()] + [block() for _ in range(2 * stages - 1)]
+        model = PipelineModule(
+            layers=layers, num_stages=stages, loss_fn=loss_fn, partition_method="uniform"
+        )
+    else:
+        layers = [
+            torch.nn.Sequential(torch.nn.Linear(WIDTH, WIDTH), torch.nn.Tanh()) for _ in range(8)
+        ]
+        model = PipelineModule(
+            layers=layers,
+            num_stages=int(os.environ["WORLD_SIZE"]),
+            loss_fn=torch.nn.functional.mse_loss,
+        )
     engine, _, _, _ = deepspeed.initialize(
         model=model,
         model_parameters=model.parameters(),
@@ -115,7 +180,7 @@ def main():
             trace.attach() if iteration % 2 == 0 else trace.detach()
         start = time.perf_counter()
         try:
-            loss = engine.train_batch(data_iter=batches(iteration))
+            loss = engine.train_batch(data_iter=batches(iteration, args.varlen))
         except BaseException:
             wait_for(args.gate, "failure")
             raise

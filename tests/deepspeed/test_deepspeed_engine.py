@@ -83,6 +83,8 @@ def test_stock_and_08_style_schedules_give_bitwise_equal_losses(ds081_env, tmp_p
             names = [r["instruction"] for r in rows if r["stage"] == stage]
             assert sum(n.startswith("ForwardPass") for n in names) == 8
             assert sum(n.startswith("BackwardPass") for n in names) == 8
+        # every message described and matched with its pair on DeepSpeed's own engine
+        assert doc["contract"] == [] and any(r.get("p2p") for r in rows)
     # 0.8.1 keeps the +1: stage 0 uses 5 buffers, today's 4
     assert max(r["buffer"] for r in old["instructions"] if r["stage"] == 0) == 4
     assert max(r["buffer"] for r in stock["instructions"] if r["stage"] == 0) == 3

@@ -58,6 +58,11 @@ def test_a_traced_job_is_read_back_with_every_instruction_and_no_finding(tmp_pat
         ]
         assert len(fwd) == 16 and sorted({r["microbatch"] for r in fwd}) == list(range(8))
     assert max(r["step"] for r in rows) == 21
+    # Every send and receive described its tuple, and each matched its pair: a clean contract.
+    p2p = [r for r in rows if r["instruction"].startswith(("Send", "Recv"))]
+    assert p2p and all(r["p2p"] == ["float32[4,32]" + "*" * r["instruction"].startswith(
+        ("SendActivation", "RecvActivation"))] for r in p2p)  # fmt: skip
+    assert doc["contract"] == []
 
 
 def test_a_job_with_the_seeds_order_is_read_back_with_deepspeeds_failure_and_the_finding(

@@ -41,7 +41,14 @@ def test_json_has_exactly_the_issue_keys_and_the_trace_is_written(tmp_path):
     )
     assert out.returncode == 0, out.stderr
     data = json.loads(out.stdout)
-    assert list(data) == ["ok", "losses", "bitwise_equal_to_reference", "failure", "instructions"]
+    assert list(data) == [
+        "ok",
+        "losses",
+        "bitwise_equal_to_reference",
+        "failure",
+        "instructions",
+        "contract",
+    ]
     assert (
         data["ok"] is True
         and data["bitwise_equal_to_reference"] is True

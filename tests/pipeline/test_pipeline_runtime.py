@@ -29,6 +29,10 @@ def test_correct_schedule_matches_reference_bitwise(correct_runs, stages, name):
     )
     assert ran == expected
     assert all(r["end"] >= r["start"] >= 0 for r in result.records)
+    # Every message recorded what it carried, and each matched its pair: no contract finding.
+    exchanged = [r for r in result.records if r["instruction"].startswith(("Send", "Recv"))]
+    assert exchanged and all(len(r["p2p"]) == 1 for r in exchanged)
+    assert result.details["contract"] == []
 
 
 @pytest.mark.slow

@@ -7,14 +7,20 @@ rebuilds the schedule they ran; checking that schedule is analysis, here.
 from __future__ import annotations
 
 from explorer.pipeline.analysis.check import Report, check
+from explorer.pipeline.analysis.contract import check_contract, describe
 from explorer.pipeline.traces.instrumented import InstrumentedRun
 
 
 def instrumented_document(run: InstrumentedRun) -> dict:
-    """``explorer read --json``: kind pipeline, ranks, instructions, findings, failure."""
+    """``explorer read --json``: kind pipeline, ranks, instructions, findings, failure.
+
+    The P2P contract (every message against the receive it met) is checked on the messages the
+    ranks described; its violations are findings like the schedule's, and listed in ``contract``.
+    """
     schedule = run.schedule()
     report = check(schedule, other_model=False) if schedule is not None else None
     failure = run.failure()
+    contract = check_contract(schedule, run.follower.records) if schedule is not None else []
     return {
         "kind": "pipeline",
         "source": "explorer.instrument",
@@ -28,7 +34,8 @@ def instrumented_document(run: InstrumentedRun) -> dict:
         "bitwise_equal_to_reference": None,
         "ranks": run.ranks(),
         "schedule": report.to_dict()["schedule"] if report else None,
-        "findings": _findings(report) if report else None,
+        "findings": _findings(report) + [_contract(v) for v in contract] if report else None,
+        "contract": [v.to_dict() for v in contract],
         "failure": failure,
         "instructions": run.follower.records,
     }
@@ -47,6 +54,11 @@ def _findings(report: Report) -> list[dict]:
     if f.deadlock:
         out.append({"type": "deadlock", **f.deadlock.to_dict(), "describe": f.deadlock.describe()})
     return out
+
+
+def _contract(violation) -> dict:
+    """A contract violation as a finding (``type: contract``), where and its words."""
+    return {"type": "contract", **violation.to_dict(), "describe": describe(violation)}
 
 
 __all__ = ["instrumented_document"]

@@ -102,4 +102,7 @@ def _fifo_pairs(
     return send, recv
 
 
-__all__ = ["Matching", "match"]
+#: The FIFO pairing on given channels (the contract check pairs on rank pairs with it too).
+fifo_pairs = _fifo_pairs
+
+__all__ = ["Matching", "fifo_pairs", "match"]

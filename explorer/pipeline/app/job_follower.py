@@ -4,7 +4,10 @@ The folder is the one the job's ``explorer.instrument(engine, folder)`` writes. 
 what the ranks appended (:class:`~explorer.pipeline.traces.instrumented.InstrumentedRun`); when
 something new arrived it redraws the per-rank progress, the overlay of the current iteration's
 measured instructions on the simulation of the schedule the ranks ran, and the grid, with the
-failure pinned on its cell the moment a rank reports it. Every redraw is kept in ``history``
+failure pinned on its cell the moment a rank reports it. Every message the ranks described is
+checked against its pair (:mod:`explorer.pipeline.analysis.contract`) at each redraw: the first
+violation is said in the status line and pinned on the grid (it is the cause; a failure that
+follows it is its consequence). Every redraw is kept in ``history``
 (time, iteration, records, failure cell), which is how a test proves the view moved while
 the job was still running.
 
@@ -34,6 +37,7 @@ from typing import Any, Optional, Sequence, Union
 import ipywidgets as w
 
 from explorer.pipeline.analysis import check
+from explorer.pipeline.analysis.contract import ContractViolation, check_contract, describe
 from explorer.pipeline.analysis.measured import measured_vs_simulated
 from explorer.pipeline.traces.follow import STATE_WORDS, job_state, ranks_in
 from explorer.pipeline.traces.instrumented import InstrumentedRun, is_instrumented
@@ -60,6 +64,8 @@ class JobFollower:
         self.job = job
         self.run: Optional[InstrumentedRun] = None
         self.report = None
+        #: Every message so far that broke the P2P contract, first one first.
+        self.contract: list[ContractViolation] = []
         self.history: list[dict] = []
         self.errors: list[str] = []
         self._stop = threading.Event()
@@ -115,6 +121,9 @@ class JobFollower:
         records = [r for r in run.follower.records if r["iteration"] == iteration]
         failure = run.failure()
         if self.report is not None:
+            self.contract = check_contract(self.report.schedule, run.follower.records)
+            if self.contract:  # the cause: pinned before whatever failed after it
+                failure = _as_failure(self.contract[0], self.report.schedule.stage_to_rank)
             ended = tuple(r["rank"] for r in ranks if r.get("state") in ("failed", "stopped"))
             trace = (
                 replace(to_measured(records, source=str(self.folder)), stopped=ended)
@@ -134,6 +143,7 @@ class JobFollower:
                 "records": len(run.follower.records),
                 "failure_cell": self._pinned,
                 "finished": run.finished,
+                "contract": len(self.contract),
                 "states": {r["rank"]: r["state"] for r in ranks},
             }
         )
@@ -151,6 +161,12 @@ class JobFollower:
             f"{len(run.follower.records)} instructions ({job_words(ranks)})"
         )
         lines = [html.escape(head)]
+        if self.contract:
+            lines.append(
+                f"<span style='color:{HAZARD}'>{len(self.contract)} message(s) broke the P2P "
+                f"contract; the first: {html.escape(describe(self.contract[0]))}</span>"
+            )
+            failure = run.failure()
         if failure:
             lines.append(
                 f"<span style='color:{HAZARD}'>first failure: rank {failure['rank']}, stage "
@@ -193,6 +209,18 @@ class JobFollower:
 
     def _repr_mimebundle_(self, **kwargs: object) -> Optional[dict]:
         return self.widget._repr_mimebundle_(**kwargs)
+
+
+def _as_failure(violation: ContractViolation, stage_to_rank: Sequence[int]) -> dict:
+    """A contract violation in the shape of a failure record, to pin it on the grid."""
+    return {
+        "rank": stage_to_rank[violation.stage],
+        "stage": violation.stage,
+        "step": violation.step,
+        "instruction": violation.instruction,
+        "kind": "contract",
+        "message": describe(violation),
+    }
 
 
 def job_words(ranks: Sequence[dict]) -> str:

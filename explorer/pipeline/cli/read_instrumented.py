@@ -73,6 +73,10 @@ def text(run, doc: dict) -> str:
             lines.append("")
             lines += rank_listing(report, rank)
         lines.append(summary(report))
+        if doc["contract"]:
+            first = doc["findings"][-len(doc["contract"])]
+            lines.append(f"{len(doc['contract'])} message(s) broke the P2P contract; the first:")
+            lines.append(f"  {first['describe']}")
     else:
         lines.append("# the schedule is not known yet: not every stage has started an iteration")
     return "\n".join(lines)

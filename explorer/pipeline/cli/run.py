@@ -174,6 +174,18 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="with --engine all: a self-contained page with each engine's measurement overlaid on "
         "the simulation of the same schedule",
     )
+    p.add_argument(
+        "--untagged",
+        action="store_true",
+        help="explorer engine: send every message between two ranks untagged, on one channel per "
+        "rank pair (as Megatron-LM does); messages then pair first in, first out across directions",
+    )
+    p.add_argument(
+        "--recv-pool",
+        action="store_true",
+        help="explorer engine: one receive buffer per direction, allocated once and reused (as "
+        "DeepSpeed does)",
+    )
     p.add_argument("--json", action="store_true", help="print the result as JSON")
     p.set_defaults(func=run)
 
@@ -230,8 +242,16 @@ def run(args: argparse.Namespace) -> int:
         stall_timeout_s=args.stall_timeout,
         # DeepSpeed's engine runs the class itself (its instructions mapped onto today's), unless rules rewrote it
         schedule_class=args.from_class if args.from_class and not rules else "",
+        p2p_tags=not args.untagged,
+        recv_pool=args.recv_pool,
     )
     _check_devices(spec, args.engine)
+    if (args.untagged or args.recv_pool) and args.engine != "explorer":
+        flag = "--untagged" if args.untagged else "--recv-pool"
+        raise InputError(
+            f"{flag} changes how the explorer's engine exchanges messages: use it with --engine "
+            f"explorer (--engine {args.engine} runs another engine's own P2P)"
+        )
     from explorer.pipeline.runtime.launch import preflight, run_pipeline
 
     verdict = preflight(schedule)

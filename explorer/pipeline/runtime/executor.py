@@ -17,7 +17,7 @@ from typing import Any, Callable, Optional
 
 import torch
 
-from explorer.pipeline.runtime.p2p import Channels
+from explorer.pipeline.runtime.p2p import Channels, describe
 from explorer.pipeline.runtime.recorder import Recorder
 from explorer.pipeline.runtime.spec import Fault
 from explorer.pipeline.runtime.stage_state import BufferFault, StageState
@@ -89,13 +89,15 @@ class RankExecutor:
             for ins in instructions:
                 start = clock.now() if clock else None
                 try:
-                    self.execute(ins, iteration)
+                    self.execute(ins, iteration, step)
                 except Exception as exc:  # every failure leaves with its step and instruction
                     raise InstructionFailed(
                         step, ins, classify(exc), f"{type(exc).__name__}: {exc}"
                     ) from exc
                 if clock and self.recorder is not None:
-                    self.recorder.add(iteration, step, ins, start, clock.now())
+                    end = clock.now()
+                    message = self.message(ins) if ins.kind.is_p2p else None
+                    self.recorder.add(iteration, step, ins, start, end, message)
                 state = self.states[ins.stage]
                 if state.observations and self.recorder is not None:
                     for message in state.observations:
@@ -124,7 +126,30 @@ class RankExecutor:
                 last, ins, classify(exc), f"waiting for posted sends: {type(exc).__name__}: {exc}"
             ) from exc
 
-    def execute(self, ins: Instruction, iteration: int) -> None:
+    def message(self, ins: Instruction) -> Optional[dict]:
+        """What a send sent or a receive received into (the ``p2p`` fields of its line).
+
+        Read after the instruction from where the stage keeps it, so a send's ``requires_grad``
+        is its output's (the wire copy is detached) and a receive's the one the stage set.
+        """
+        state, kind, b = self.states[ins.stage], ins.kind, ins.buffer
+        if kind == Kind.SEND_ACTIVATION:
+            tensor = state.outputs[b]
+        elif kind == Kind.SEND_GRAD:
+            x = state.inputs[b]
+            tensor = x.grad if x is not None else None
+        elif kind == Kind.RECV_ACTIVATION:
+            tensor = state.inputs[b]
+        else:
+            tensor = state.grad_layer
+        if tensor is None:
+            return None
+        fields: dict = {"p2p": describe((tensor,))}
+        if kind.is_recv and self.channels.reused_from is not None:
+            fields["reused"] = list(self.channels.reused_from)
+        return fields
+
+    def execute(self, ins: Instruction, iteration: int, step: int = -1) -> None:
         state, kind = self.states[ins.stage], ins.kind
         if kind == Kind.LOAD:
             x, y = self.data_fn(iteration * self.schedule.num_microbatches + ins.microbatch)
@@ -142,9 +167,9 @@ class RankExecutor:
         elif kind == Kind.SEND_GRAD:
             self.channels.send(ins, state.send_grad(ins))
         elif kind == Kind.RECV_ACTIVATION:
-            state.recv_activation(ins, self.channels.recv(ins))
+            state.recv_activation(ins, self.channels.recv(ins, (iteration, step)))
         elif kind == Kind.RECV_GRAD:
-            state.recv_grad(ins, self.channels.recv(ins))
+            state.recv_grad(ins, self.channels.recv(ins, (iteration, step)))
         elif kind == Kind.OPTIMIZER_STEP:
             for stage in self.step_owners.get(ins.stage, [ins.stage]):
                 self.states[stage].optimizer_step()

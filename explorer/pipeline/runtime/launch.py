@@ -27,6 +27,7 @@ from typing import Callable, Optional, Union
 from explorer.errors import InputError
 from explorer.failure import FailureKind
 from explorer.pipeline.analysis import check
+from explorer.pipeline.analysis.contract import judged, pairing_of
 from explorer.pipeline.runtime.spec import BUILTIN_MODELS, RunSpec, device_refusal
 from explorer.pipeline.schedules.schedule import Schedule
 from explorer.pipeline.traces.folder import RunFolderLock, new_run_id
@@ -218,7 +219,7 @@ class Launch:
                 self._linger.cancel()
             if self._lock is not None:
                 self._lock.release()
-        return collect(
+        result = collect(
             self.folder,
             self.schedule,
             codes,
@@ -226,6 +227,7 @@ class Launch:
             self.spec.stall_timeout_s,
             run_id=self.spec.run_id,
         )
+        return judged(result, self.schedule, pairing_of(self.spec.p2p_tags))
 
     def stop(self) -> None:
         """Kill every rank still alive, by its process group, and reap it."""

@@ -85,8 +85,15 @@ def transformer(
     vocab: int = 64,
     seq: int = 8,
     microbatch_size: int = 4,
+    seqs: Sequence[int] = (),
 ) -> tuple[list[nn.Module], LossFn, DataFn]:
-    """Embedding, ``blocks`` transformer blocks, head; next-token prediction (a built-in example)."""
+    """Embedding, ``blocks`` transformer blocks, head; next-token prediction (a built-in example).
+
+    ``seqs`` gives micro-batch ``i`` the sequence length ``seqs[i % len(seqs)]`` (variable-length
+    batches, unpadded) instead of ``seq`` for all: the shapes between stages then change from one
+    micro-batch to the next, which an engine that sizes its receive buffers once must be told.
+    """
+    lengths = tuple(seqs) or (seq,)
     layers: list[nn.Module] = [
         nn.Embedding(vocab, dim),
         *(_Block(dim, heads) for _ in range(blocks)),
@@ -95,7 +102,8 @@ def transformer(
 
     def data(index: int) -> tuple[torch.Tensor, torch.Tensor]:
         g = torch.Generator().manual_seed(2_000_003 * (index + 1))
-        tokens = torch.randint(vocab, (microbatch_size, seq + 1), generator=g)
+        length = lengths[index % len(lengths)]
+        tokens = torch.randint(vocab, (microbatch_size, length + 1), generator=g)
         return tokens[:, :-1], tokens[:, 1:].reshape(-1)
 
     return layers, nn.functional.cross_entropy, data

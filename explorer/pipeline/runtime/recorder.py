@@ -42,7 +42,7 @@ class Recorder:
         self.run_id = run_id  # every line names its run, so a folder can never mix two
         self.path = rank_file(folder, rank, prefix)
         self._fh: TextIO = open(self.path, "a", buffering=1 << 16, encoding="utf-8")
-        self._pending: list[tuple[int, int, Instruction, Any, Any]] = []
+        self._pending: list[tuple[int, int, Instruction, Any, Any, Optional[dict]]] = []
         self.t0_ns = 0
         self.clock: Clock = CpuClock()
 
@@ -68,9 +68,19 @@ class Recorder:
             self.clock = clock
         self.event("start", pid=os.getpid(), stages=stages, **fields)
 
-    def add(self, iteration: int, step: int, ins: Instruction, start: Any, end: Any) -> None:
-        """Remember one instruction's start/end marks (ints in ns, or CUDA events)."""
-        self._pending.append((iteration, step, ins, start, end))
+    def add(
+        self,
+        iteration: int,
+        step: int,
+        ins: Instruction,
+        start: Any,
+        end: Any,
+        message: Optional[dict] = None,
+    ) -> None:
+        """Remember one instruction's start/end marks (ints in ns, or CUDA events); ``message``
+        is a send's or receive's ``p2p`` (and ``reused``) fields
+        (:mod:`explorer.pipeline.traces.messages`), written on its line."""
+        self._pending.append((iteration, step, ins, start, end, message))
 
     def flush(self) -> None:
         """Write every remembered instruction (on a GPU: waits for the device if it must)."""
@@ -84,7 +94,7 @@ class Recorder:
         """
         ready = self.clock.ready
         count = 0
-        for _, _, _, _, end in self._pending:
+        for _, _, _, _, end, _ in self._pending:
             if not ready(end):
                 break
             count += 1
@@ -111,9 +121,9 @@ class Recorder:
         if count == 0:
             return
         done = self._pending[:count]
-        ns = self.clock.resolve([m for _, _, _, a, b in done for m in (a, b)])
+        ns = self.clock.resolve([m for _, _, _, a, b, _ in done for m in (a, b)])
         t0, lines = self.t0_ns, []
-        for i, (it, step, ins, _, _) in enumerate(done):
+        for i, (it, step, ins, _, _, message) in enumerate(done):
             lines.append(
                 json.dumps(
                     {
@@ -129,6 +139,7 @@ class Recorder:
                         "buffer": ins.buffer,
                         "start": (ns[2 * i] - t0) * 1e-9,
                         "end": (ns[2 * i + 1] - t0) * 1e-9,
+                        **(message or {}),
                     }
                 )
             )

@@ -27,13 +27,15 @@ MAX_TRACE_BYTES = 512 * 2**20
 
 def collected(folder: Path) -> PipelineRunResult:
     """Read a run folder; anything in it that ``explorer run`` would not have written is one InputError."""
+    from explorer.pipeline.analysis.contract import judged, pairing_of
     from explorer.pipeline.traces.result import collect
 
     spec = read_spec(folder)
     schedule = spec.build_schedule()
     records_checked(folder)
     try:
-        return collect(folder, schedule, run_id=spec.run_id or None)
+        result = collect(folder, schedule, run_id=spec.run_id or None)
+        return judged(result, schedule, pairing_of(spec.p2p_tags))
     except (
         KeyError,
         TypeError,
@@ -104,6 +106,8 @@ _FIELDS = [
     ("run_id", (str,), "a string"),
     ("engine", (str,), "a string"),
     ("schedule_class", (str,), "a string"),
+    ("p2p_tags", (bool,), "true or false"),
+    ("recv_pool", (bool,), "true or false"),
 ]
 
 

@@ -87,6 +87,11 @@ class RunSpec:
     engine: str = "explorer"
     #: ``MODULE:CLASS`` of a DeepSpeed-style schedule the deepspeed engine runs itself ("" = replay ``schedule``).
     schedule_class: str = ""
+    #: False: messages between two ranks travel untagged on one channel per rank pair (as in
+    #: Megatron-LM), so where next and previous rank coincide they pair first in, first out.
+    p2p_tags: bool = True
+    #: True: one receive buffer per direction, allocated once and reused (as DeepSpeed does).
+    recv_pool: bool = False
 
     def __post_init__(self) -> None:
         if self.backend not in BACKENDS:

@@ -106,8 +106,13 @@ def _run(rank: int, world: int, spec: RunSpec, folder: Path, recorder: Recorder)
         blocking=schedule.params.get("p2p") == "blocking",
         device=device,
         via_host=spec.backend == "gloo" and device.type == "cuda",
-        # NCCL pairs by communicator and order, not by tag: one communicator per direction.
-        groups=open_directions(schedule.stage_to_rank) if spec.backend == "nccl" else None,
+        # NCCL pairs by communicator and order, not by tag: one communicator per direction
+        # (untagged runs keep one channel per rank pair on purpose: see RunSpec.p2p_tags).
+        groups=open_directions(schedule.stage_to_rank)
+        if spec.backend == "nccl" and spec.p2p_tags
+        else None,
+        tagged=spec.p2p_tags,
+        pooled=spec.recv_pool,
     )
     executor = RankExecutor(
         rank, schedule, states, channels, model.data_fn, device, recorder, spec.fault

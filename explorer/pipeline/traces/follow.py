@@ -15,6 +15,7 @@ from typing import Literal, Mapping, Optional
 from explorer import inputs
 from explorer.errors import InputError, excerpt
 from explorer.failure import Failure
+from explorer.pipeline.traces.messages import message_problem
 from explorer.pipeline.traces.records import MeasuredTrace
 from explorer.pipeline.traces.trace import to_measured
 
@@ -80,6 +81,9 @@ def parse_record(line: str, where: str) -> dict:
             for k in _INSTR_INTS
         ) or not all(isinstance(record.get(k), (int, float)) for k in _INSTR_TIMES):
             raise refuse("is an instruction line without integer iteration, stage, step and times")
+        problem = message_problem(record)
+        if problem is not None:
+            raise refuse(problem)
     return record
 
 

@@ -57,6 +57,8 @@ class PipelineRunResult:
             "bitwise_equal_to_reference": self.bitwise_equal_to_reference,
             "failure": self.failure.to_dict() if self.failure else None,
             "instructions": self.records,
+            # every P2P message that did not match its pair (explorer.pipeline.analysis.contract)
+            "contract": self.details.get("contract", []),
         }
 
     def trace(self, iteration: Optional[int] = None) -> MeasuredTrace:

@@ -10,7 +10,12 @@ Call it on every rank after ``deepspeed.initialize`` returned a ``PipelineEngine
   runs or changes), so the schedule the rank *ran* can be checked, not the one it should have;
 - ``instr``: one per executed instruction with iteration, step, DeepSpeed's ``repr``, buffer,
   micro-batch (the k-th instruction of a kind serves micro-batch k, as in the engine), start
-  and end in seconds since a start barrier all ranks leave together;
+  and end in seconds since a start barrier all ranks leave together; a send or receive also
+  carries ``p2p``, its tensor tuple (:mod:`explorer.pipeline.traces.messages`): what a send
+  sent (``pipe_buffers['outputs']``, or the input gradients), what a receive received into
+  (``pipe_recv_buf``, ``grad_layer``) and, when that buffer came from the engine's pool
+  (``_grad_layer_buf``, shared by activations and gradients, reused while it is large enough),
+  the receive that allocated it (``reused``);
 - ``iteration`` (its span), ``failure`` (an :class:`~explorer.failure.Failure` record:
   kind, DeepSpeed's exception type and message, the last frames of its traceback, where and
   when; a neighbour's "Connection closed by peer" is kind ``peer``, a consequence), ``done``
@@ -146,6 +151,8 @@ class EngineTrace:
 
     def _timed(self, name: str, fn: Callable) -> Callable:
         pending, clock = self._pending, self.clock.now
+        if name in _P2P:
+            return self._described(name, fn)
 
         def run(engine: Any, **kwargs: Any) -> Any:
             start = clock()
@@ -155,6 +162,32 @@ class EngineTrace:
                 self._failure((name, kwargs.get("buffer_id", -1)), exc)
                 raise
             pending.append((self.step, name, kwargs.get("buffer_id", -1), start, clock()))
+            return out
+
+        return run
+
+    def _described(self, name: str, fn: Callable) -> Callable:
+        """A send or receive, timed, with its tuple described (see the module docstring)."""
+        pending, clock = self._pending, self.clock.now
+        origins: dict[int, tuple[int, int]] = self.__dict__.setdefault("_origins", {})
+
+        def run(engine: Any, **kwargs: Any) -> Any:
+            buffer = kwargs.get("buffer_id", -1)
+            sent = _sent(engine, name, buffer)  # before: a SendGrad frees its input buffer
+            pool = [id(t) for t in getattr(engine, "_grad_layer_buf", ())]
+            start = clock()
+            try:
+                out = fn(engine, **kwargs)
+            except BaseException as exc:
+                self._failure((name, buffer), exc)
+                raise
+            end = clock()
+            fields = sent if sent is not None else _received(engine, name, buffer)
+            if fields is not None and name in ("RecvActivation", "RecvGrad"):
+                into = engine.pipe_recv_buf if name == "RecvActivation" else engine.grad_layer
+                used = len(_tuple(into))
+                fields += _origin(engine, pool, used, origins, (self.iteration, self.step))
+            pending.append((self.step, name, buffer, start, end, fields or ""))
             return out
 
         return run
@@ -197,7 +230,7 @@ class EngineTrace:
         if done:
             t0, lines, head = self.t0_ns, self._lines, self._head
             counters = self._counters
-            for step, name, buffer, start, end in done:
+            for step, name, buffer, start, end, message in done:
                 mb = counters.get(name, 0)
                 counters[name] = mb + 1
                 key = (name, mb, buffer)
@@ -205,7 +238,7 @@ class EngineTrace:
                 if middle is None:
                     middle = self._middles[key] = self._middle(name, mb, buffer)
                 lines.append(
-                    f'{head}"iteration": {self.iteration}, "step": {step}, {middle}'
+                    f'{head}"iteration": {self.iteration}, "step": {step}, {middle}{message}'
                     f'"start": {(start - t0) * 1e-9!r}, "end": {(end - t0) * 1e-9!r}}}'
                 )
         now = time.perf_counter_ns()
@@ -226,7 +259,10 @@ class EngineTrace:
         taken = pending[:count]
         ns = self.clock.resolve([m for p in taken for m in (p[3], p[4])])
         del pending[:count]
-        return [(p[0], p[1], p[2], ns[2 * i], ns[2 * i + 1]) for i, p in enumerate(taken)]
+        return [
+            (p[0], p[1], p[2], ns[2 * i], ns[2 * i + 1], p[5] if len(p) > 5 else "")
+            for i, p in enumerate(taken)
+        ]
 
     def _middle(self, name: str, count: int, buffer: int) -> str:
         """The fixed part of a line for the ``count``-th ``name`` on ``buffer`` (cached: they repeat)."""
@@ -322,6 +358,74 @@ class _Followed:
             yield cmds
             trace.flush()
         trace.end_iteration()
+
+
+#: DeepSpeed's P2P instructions, whose lines describe their tensor tuple.
+_P2P = ("SendActivation", "SendGrad", "RecvActivation", "RecvGrad")
+
+
+def _tuple(value: Any) -> list:
+    """A tensor or a tuple/list of tensors as a list (None: nothing)."""
+    if value is None:
+        return []
+    return list(value) if isinstance(value, (tuple, list)) else [value]
+
+
+def _field(tensors: list, requires_grad: Optional[list] = None) -> str:
+    """The ``"p2p": [...], `` part of a line (``requires_grad`` overrides each tensor's own)."""
+    items = []
+    for i, t in enumerate(tensors):
+        grad = t.requires_grad if requires_grad is None else requires_grad[i]
+        shape = ",".join(map(str, t.shape))
+        items.append(f'"{str(t.dtype).removeprefix("torch.")}[{shape}]{"*" if grad else ""}"')
+    return f'"p2p": [{", ".join(items)}], '
+
+
+def _sent(engine: Any, name: str, buffer: int) -> Optional[str]:
+    """What a send is about to send, as the engine picks it; None for a receive."""
+    if name == "SendActivation":
+        return _field(_tuple(engine.pipe_buffers["outputs"][buffer]))
+    if name == "SendGrad":
+        inputs = _tuple(engine.pipe_buffers["inputs"][buffer])
+        if len(inputs) == 1:
+            return _field([t.grad for t in inputs if t.grad is not None])
+        # a tuple: the engine skips elements that are not floating point
+        return _field([t.grad for t in inputs if t.is_floating_point() and t.grad is not None])
+    return None
+
+
+def _received(engine: Any, name: str, buffer: int) -> Optional[str]:
+    """The buffer a receive received into (``requires_grad`` as the stage got it)."""
+    if name == "RecvActivation":
+        into = _tuple(engine.pipe_recv_buf)
+        got = _tuple(engine.pipe_buffers["inputs"][buffer])
+        return _field(into, [t.requires_grad for t in got] if len(got) == len(into) else None)
+    return _field(_tuple(engine.grad_layer))
+
+
+def _origin(
+    engine: Any,
+    before: list[int],
+    used: int,
+    origins: dict[int, tuple[int, int]],
+    now: tuple[int, int],
+) -> str:
+    """``"reused": [iteration, step], `` when the receive's buffer came from the pool, else ``""``.
+
+    The engine's pool slot ``i`` is replaced when a message needs more elements; a slot that
+    was not replaced by this receive is a reused buffer, first filled by the receive that
+    allocated it.
+    """
+    pool = list(getattr(engine, "_grad_layer_buf", ()))
+    reused = None
+    for i, t in enumerate(pool):
+        if i >= len(before) or before[i] != id(t):
+            origins[i] = now
+        elif reused is None and i < used and i in origins:
+            reused = origins[i]
+    if reused is None:
+        return ""
+    return f'"reused": [{reused[0]}, {reused[1]}], '
 
 
 def _steps(schedule: Any) -> Iterator[list]:
