@@ -952,6 +952,22 @@ def slider_problem(state: dict, key: str) -> Optional[str]:
     return None
 
 
+def option_to_choose(shown: dict, value: str) -> tuple[int, Optional[str]]:
+    """The index of the option ``value`` (its value or label) in a ``<select>`` as ``JS_SELECT``
+    reads it, and why choosing it would change nothing (None when it would)."""
+    labels = [text for _, text in shown["options"]]
+    index = next(
+        (i for i, (v, text) in enumerate(shown["options"]) if value in (v, text.strip())), -1
+    )
+    if shown["disabled"]:
+        return index, "it is disabled"
+    if index < 0:
+        return index, f"it offers no such option (options: {labels})"
+    if index == shown["index"]:
+        return index, "it shows that already; choosing it again changes nothing"
+    return index, None
+
+
 class Explorer:
     """The live widget a cell shows, found by a snippet of that cell's source, and its controls.
 
@@ -1117,7 +1133,10 @@ class Explorer:
                 )
             return False
 
-        self.nb.wait_until(can_move, deadline, f"the slider to be movable for {what}", 150)
+        try:
+            self.nb.wait_until(can_move, deadline, f"the slider to be movable for {what}", 150)
+        except AssertionError as exc:
+            raise AssertionError(f"{exc}; {slider_problem(seen['state'], key)}") from None
         return seen["state"]
 
     def type_slider(self, label: str, value: int, timeout_s: float = 120) -> None:
@@ -1163,20 +1182,9 @@ class Explorer:
         dd = self.dropdown(label)
         dd.scroll_into_view_if_needed()
         self._no_dialog(what)
-        shown = dd.evaluate(JS_SELECT)
-        labels = [o[1] for o in shown["options"]]
-        index = next(
-            (i for i, (v, text) in enumerate(shown["options"]) if value in (v, text.strip())), None
-        )
-        if shown["disabled"] or index is None or index == shown["index"]:
-            why = (
-                "it is disabled"
-                if shown["disabled"]
-                else f"it offers no such option (options: {labels})"
-                if index is None
-                else "it shows that already; choosing it again changes nothing"
-            )
-            raise AssertionError(f"{self.nb.notebook}: {what}: {why}")
+        index, problem = option_to_choose(dd.evaluate(JS_SELECT), value)
+        if problem:
+            raise AssertionError(f"{self.nb.notebook}: {what}: {problem}")
         start = len(self.nb.wire.messages)
         dd.select_option(value)
         chosen = dd.evaluate(JS_SELECT)["index"]
