@@ -4,9 +4,10 @@ Used by the browser tests (``tests/browser``) and by ``benchmarks/bench_browser.
 this folder on ``sys.path``); it is not part of the ``explorer`` package.
 
 * :class:`Lab` starts ``jupyter lab`` in a temporary root (its own settings, workspace and runtime
-  folders, a random token, a free loopback port) with copies of the notebooks, so autosave never
-  touches the committed files. Settings turn off the news/update check and notebook windowing
-  (every cell stays in the DOM, so the tests can see all outputs).
+  folders, a random token, a free loopback port) with copies of the notebooks, so saving never
+  touches the committed files. Settings turn off the news/update check, notebook windowing
+  (every cell stays in the DOM, so the tests can see all outputs) and autosave (the page saves
+  only when a test says so; see :func:`write_settings`).
 * :class:`Browser` launches Debian's ``chromium`` headless through Playwright (browsers cannot be
   downloaded here) with background networking off; every request that is not to loopback is
   aborted and recorded, which proves the page needs nothing from outside.
@@ -91,13 +92,23 @@ def free_port() -> int:
 
 
 def write_settings(folder: Path) -> None:
-    """No news popup, no update check, and every cell kept in the DOM (windowingMode none)."""
+    """No news popup, no update check, every cell kept in the DOM (windowingMode none), no autosave.
+
+    Autosave is off because the page saves only when a test says so (:meth:`NotebookPage.save`).
+    JupyterLab's autosave writes a dirty notebook every 120 s, and Run All takes longer than that
+    on a busy 2-core machine. When its write overlapped the test's Save (a 10 MB notebook takes
+    seconds to write there), JupyterLab's check before saving found the file changed on disk by
+    its own unfinished save and opened the modal "File Changed" dialog. The dialog keeps the
+    keyboard focus for the rest of the page's life: a later key press on a slider went to the
+    dialog's button, and nothing reached the kernel.
+    """
     files = {
         "@jupyterlab/apputils-extension/notification.jupyterlab-settings": {
             "fetchNews": "false",
             "checkForUpdates": False,
         },
         "@jupyterlab/notebook-extension/tracker.jupyterlab-settings": {"windowingMode": "none"},
+        "@jupyterlab/docmanager-extension/plugin.jupyterlab-settings": {"autosave": False},
     }
     for name, value in files.items():
         path = folder / name
@@ -442,6 +453,16 @@ class Wire:
         ]
         return bool(sent) and all(mid in self.idle_for for mid in sent)
 
+    def sent_since(self, first: int) -> list[str]:
+        """What the page sent after ``messages[first]`` (requests and widget messages), each with
+        whether the kernel went idle after it: for messages that say why a wait timed out."""
+        return [
+            f"{self.sent_comm.get(m.msg_id, 'a comm_msg') if m.msg_type == 'comm_msg' else 'an execute_request'}"
+            f" ({'kernel idle after it' if m.msg_id in self.idle_for else 'no idle from the kernel after it'})"
+            for m in self.messages[first:]
+            if m.direction == "out" and m.msg_type in ("execute_request", "comm_msg")
+        ]
+
     def pending(self) -> list[str]:
         """Execute requests the page sent that have no reply yet."""
         return [mid for mid in self.requests if mid not in self.replies]
@@ -571,6 +592,58 @@ JS_OUTPUT_COUNTS = """() => [...document.querySelectorAll('.jp-Notebook .jp-Code
 # Resolves after two animation frames: everything queued for drawing has been painted.
 JS_TWO_FRAMES = "() => new Promise((r) => requestAnimationFrame(() => requestAnimationFrame(() => r(performance.now()))))"
 
+# The modal dialogs JupyterLab shows, as "title: text". A dialog keeps the keyboard focus and
+# covers the page: key presses meant for the notebook go to its buttons.
+JS_DIALOGS = """() => [...document.querySelectorAll('.jp-Dialog')].map((d) => {
+  const part = (sel) => { const el = d.querySelector(sel); return el ? el.textContent : ''; };
+  return (part('.jp-Dialog-header') + ': ' + part('.jp-Dialog-body')).replace(/\\s+/g, ' ').trim().slice(0, 300);
+})"""
+
+# What an element is, for messages: its tag, classes and (for a dialog's button) its text.
+_JS_DESCRIBE = """
+  const describe = (el) => {
+    if (!el || el === document.body) return 'nothing (the page itself)';
+    const cls = typeof el.className === 'string' ? el.className.trim().split(/\\s+/).filter((c) => c).slice(0, 3) : [];
+    const text = el.tagName === 'BUTTON' ? ` '${el.textContent.trim().slice(0, 40)}'` : '';
+    const dialog = el.closest('.jp-Dialog') ? ' in a JupyterLab dialog' : '';
+    return el.tagName.toLowerCase() + cls.map((c) => '.' + c).join('') + text + dialog;
+  };
+"""
+
+# A slider as its view shows it, read from its handle: the readout (the widget model's value),
+# where noUiSlider holds the handle and its range, whether it is disabled, and what has the focus.
+JS_SLIDER = (
+    """(handle) => {"""
+    + _JS_DESCRIBE
+    + """
+  const slider = handle.closest('.widget-slider');
+  const target = handle.closest('.noUi-target');
+  const readout = slider ? slider.querySelector('.widget-readout') : null;
+  const num = (name) => parseFloat(handle.getAttribute(name));
+  return {
+    readout: readout ? readout.textContent.trim() : '',
+    at: num('aria-valuenow'), min: num('aria-valuemin'), max: num('aria-valuemax'),
+    disabled: !!(target && target.hasAttribute('disabled')),
+    focused: document.activeElement === handle,
+    focus: describe(document.activeElement),
+  };
+}"""
+)
+
+# Records, until read back with JS_KEYS_READ, where each key press of the page went (capture
+# phase on window, so a press counts even when a handler stops it further down).
+JS_KEYS_WATCH = (
+    """(handle) => {"""
+    + _JS_DESCRIBE
+    + """
+  const keys = [];
+  const seen = (e) => keys.push({key: e.key, onHandle: e.target === handle, target: describe(e.target)});
+  window.addEventListener('keydown', seen, true);
+  window.__explorerKeys = () => { window.removeEventListener('keydown', seen, true); return keys; };
+}"""
+)
+JS_KEYS_READ = "() => window.__explorerKeys ? window.__explorerKeys() : []"
+
 
 class NotebookPage:
     """One notebook open in JupyterLab, with its websocket, console and page errors recorded."""
@@ -643,7 +716,8 @@ class NotebookPage:
         The Lab serves a copy (``lab.root``), so this never touches the committed file. Returns
         once the file on disk was written after the click and holds every execution count the
         page shows and as many outputs per cell as the page shows: the outputs JupyterLab held
-        then, as a reader of the file sees them.
+        then, as a reader of the file sees them. Autosave is off (:func:`write_settings`), so the
+        click's save is the only writer; a dialog the save opened fails it.
         """
         import nbformat
 
@@ -682,6 +756,9 @@ class NotebookPage:
         except AssertionError as exc:
             on_disk = saved.get("counts", "nothing written since the click")
             raise AssertionError(f"{exc}; on disk: {on_disk}") from None
+        dialogs = self.dialogs()
+        if dialogs:  # e.g. "File Changed": it would take every later key press
+            raise AssertionError(f"{self.notebook}: saving opened a dialog: {dialogs}")
         return nbformat.reads(saved["text"], as_version=4)
 
     def mark(self) -> None:
@@ -727,10 +804,16 @@ class NotebookPage:
 
     def state(self) -> str:
         prompts = self.prompts()
+        dialogs = self.dialogs()
         return (
             f"kernel {self.wire.kernel_state}, {len(self.wire.pending())} request(s) unanswered, "
             f"prompts {[p['prompt'] for p in prompts]}"
+            + (f"; JupyterLab shows a dialog: {dialogs}" if dialogs else "")
         )
+
+    def dialogs(self) -> list[str]:
+        """The modal dialogs the page shows ("title: text"); each holds the keyboard focus."""
+        return self.page.evaluate(JS_DIALOGS)
 
     # what the page shows
     def prompts(self) -> list[dict]:
@@ -843,6 +926,48 @@ def empty_table_columns(tables: list[dict]) -> list[str]:
 # -- driving ipywidgets the way a person does --------------------------------------------------
 
 
+#: Keys that move a slider's handle up (right) or down (left), as noUiSlider reads them.
+KEYS_UP = ("ArrowRight", "ArrowUp", "PageUp", "End")
+KEYS_DOWN = ("ArrowLeft", "ArrowDown", "PageDown", "Home")
+
+# A <select> as the page shows it: the chosen index, its options (value, label), disabled.
+JS_SELECT = """(s) => ({index: s.selectedIndex, disabled: s.disabled,
+  options: [...s.options].map((o) => [o.value, o.label])})"""
+
+
+def slider_problem(state: dict, key: str) -> Optional[str]:
+    """Why ``key`` cannot move a slider in ``state`` (see ``JS_SLIDER``), or None when it can."""
+    if state["disabled"]:
+        return "it is disabled"
+    try:
+        shown = float(state["readout"])
+    except ValueError:
+        shown = None
+    if shown is not None and abs(shown - state["at"]) > 0.05:  # aria-valuenow has 1 decimal
+        return f"its readout says {state['readout']} but its handle is at {state['at']:g}"
+    if key in KEYS_UP and state["at"] >= state["max"]:
+        return f"it is at its maximum {state['max']:g} already"
+    if key in KEYS_DOWN and state["at"] <= state["min"]:
+        return f"it is at its minimum {state['min']:g} already"
+    return None
+
+
+def option_to_choose(shown: dict, value: str) -> tuple[int, Optional[str]]:
+    """The index of the option ``value`` (its value or label) in a ``<select>`` as ``JS_SELECT``
+    reads it, and why choosing it would change nothing (None when it would)."""
+    labels = [text for _, text in shown["options"]]
+    index = next(
+        (i for i, (v, text) in enumerate(shown["options"]) if value in (v, text.strip())), -1
+    )
+    if shown["disabled"]:
+        return index, "it is disabled"
+    if index < 0:
+        return index, f"it offers no such option (options: {labels})"
+    if index == shown["index"]:
+        return index, "it shows that already; choosing it again changes nothing"
+    return index, None
+
+
 class Explorer:
     """The live widget a cell shows, found by a snippet of that cell's source, and its controls.
 
@@ -904,50 +1029,170 @@ class Explorer:
     def act(
         self, what: str, action: Callable[[], None], timeout_s: float = 120, quiet_s: float = 0.7
     ) -> None:
-        """Do ``action`` and wait until the kernel answered it, went idle and the page went quiet."""
+        """Do ``action`` and wait until the kernel answered it, went idle and the page went quiet.
+
+        Fails at once while a JupyterLab dialog is open (it, not the explorer, would take the
+        action); a timeout says what the page sent and which of it the kernel answered.
+        """
+        self._no_dialog(what)
         start = len(self.nb.wire.messages)
         action()
-        deadline = time.monotonic() + timeout_s
+        self._await_kernel(what, start, time.monotonic() + timeout_s, quiet_s)
+
+    def _no_dialog(self, what: str) -> None:
+        dialogs = self.nb.dialogs()
+        if dialogs:
+            raise AssertionError(
+                f"{self.nb.notebook}: cannot do '{what}': JupyterLab shows a dialog, which holds "
+                f"the keyboard focus and covers the page: {dialogs}"
+            )
+
+    def _await_kernel(self, what: str, start: int, deadline: float, quiet_s: float = 0.7) -> None:
+        """Wait until the page sent something since ``messages[start]``, the kernel went idle after
+        each message and no frame came for ``quiet_s``; then for two animation frames."""
         wire = self.nb.wire
-        self.nb.wait_until(
-            lambda: wire.answered_since(start) and time.monotonic() - wire.last_frame >= quiet_s,
-            deadline,
-            f"the kernel to handle: {what}",
-            150,
-        )
+        try:
+            self.nb.wait_until(
+                lambda: (
+                    wire.answered_since(start) and time.monotonic() - wire.last_frame >= quiet_s
+                ),
+                deadline,
+                f"the kernel to handle: {what}",
+                150,
+            )
+        except AssertionError as exc:
+            sent = wire.sent_since(start)
+            raise AssertionError(
+                f"{exc}; since then the page sent {'; '.join(sent) if sent else 'nothing'}"
+            ) from None
         self.page.evaluate(JS_TWO_FRAMES)
 
     def move_slider(
         self, label: str, key: str = "ArrowRight", times: int = 1, timeout_s: float = 120
     ) -> None:
+        """Press ``key`` ``times`` times on the slider's handle, as a person does with the keyboard.
+
+        A press reaches the kernel only when it moves the slider: its handle must hold the
+        keyboard focus (a JupyterLab dialog takes it), and the slider must be enabled, its
+        handle where its readout says, and not already at the end the key pushes towards. So
+        the press waits until the slider can move (or fails at once, saying why, when nothing
+        on its way from the kernel could change that), focuses the handle and checks that it
+        keeps the focus; afterwards every key must have landed on the handle and the readout
+        must have moved, and only then does it wait for the kernel to handle the new value.
+        """
+        what = f"slider '{label}' {key} x{times}"
         handle = self.slider_handle(label)
         handle.scroll_into_view_if_needed()
+        self._no_dialog(what)
+        deadline = time.monotonic() + timeout_s
+        before = self._slider_can_move(handle, what, key, deadline)
         handle.focus()
-        self.act(
-            f"slider '{label}' {key} x{times}",
-            lambda: [handle.press(key) for _ in range(times)],
-            timeout_s,
-        )
+        self.page.evaluate(JS_TWO_FRAMES)
+        focused = handle.evaluate(JS_SLIDER)
+        if not focused["focused"]:
+            raise AssertionError(
+                f"{self.nb.notebook}: {what}: the handle does not keep the keyboard focus; "
+                f"{focused['focus']} has it"
+            )
+        start = len(self.nb.wire.messages)
+        handle.evaluate(JS_KEYS_WATCH)
+        for _ in range(times):
+            handle.press(key)
+        keys = self.page.evaluate(JS_KEYS_READ)
+        after = handle.evaluate(JS_SLIDER)
+        astray = [k["target"] for k in keys if not k["onHandle"]]
+        if astray or len(keys) != times:
+            raise AssertionError(
+                f"{self.nb.notebook}: {what}: {len(keys)} key press(es) seen by the page, "
+                f"{len(astray)} of them went to {astray} instead of the slider's handle"
+            )
+        if after["readout"] == before["readout"]:
+            raise AssertionError(
+                f"{self.nb.notebook}: {what}: the keys reached the handle but the readout still "
+                f"says {before['readout']} (handle at {after['at']:g}, range "
+                f"{after['min']:g}..{after['max']:g}, disabled: {after['disabled']})"
+            )
+        self._await_kernel(what, start, deadline)
+
+    def _slider_can_move(self, handle: Any, what: str, key: str, deadline: float) -> dict:
+        """The slider's state once ``key`` can move it; raises at once when it cannot and the
+        kernel is idle with nothing on its way (no message could change that)."""
+        wire = self.nb.wire
+        seen: dict = {}
+
+        def can_move() -> bool:
+            state = seen["state"] = handle.evaluate(JS_SLIDER)
+            problem = slider_problem(state, key)
+            if problem is None:
+                return True
+            quiet = time.monotonic() - wire.last_frame >= 0.7
+            if wire.kernel_state == "idle" and not wire.pending() and quiet:
+                raise AssertionError(
+                    f"{self.nb.notebook}: {what} cannot move the slider: {problem} (kernel idle, "
+                    "nothing on its way that could change that)"
+                )
+            return False
+
+        try:
+            self.nb.wait_until(can_move, deadline, f"the slider to be movable for {what}", 150)
+        except AssertionError as exc:
+            raise AssertionError(f"{exc}; {slider_problem(seen['state'], key)}") from None
+        return seen["state"]
 
     def type_slider(self, label: str, value: int, timeout_s: float = 120) -> None:
-        """Type ``value`` into the slider's text box and press Enter (as a person who knows the number)."""
+        """Type ``value`` into the slider's text box and press Enter (as a person who knows the number).
+
+        Only a new value reaches the kernel: typing what the slider shows, or into a disabled
+        slider, fails at once; afterwards the readout must show the typed value's effect before
+        the kernel is waited for.
+        """
+        what = f"slider '{label}' typed {value}"
         readout = self.slider_readout(label)
         readout.scroll_into_view_if_needed()
-        self.act(
-            f"slider '{label}' typed {value}",
-            lambda: (
-                readout.click(),
-                self.page.keyboard.press("Control+A"),
-                self.page.keyboard.type(str(value)),
-                readout.press("Enter"),
-            ),
-            timeout_s,
-        )
+        self._no_dialog(what)
+        shown = readout.inner_text().strip()
+        if readout.get_attribute("contenteditable") != "true":
+            raise AssertionError(
+                f"{self.nb.notebook}: {what}: the slider is disabled (its box cannot be typed into)"
+            )
+        if shown == str(value):
+            raise AssertionError(
+                f"{self.nb.notebook}: {what}: the slider already shows {value}; typing it again "
+                "changes nothing, so nothing would reach the kernel"
+            )
+        start = len(self.nb.wire.messages)
+        readout.click()
+        self.page.keyboard.press("Control+A")
+        self.page.keyboard.type(str(value))
+        readout.press("Enter")
+        if readout.inner_text().strip() == shown:
+            raise AssertionError(
+                f"{self.nb.notebook}: {what}: after Enter the box still shows {shown} (the value "
+                "is outside the slider's range, or the typing went elsewhere)"
+            )
+        self._await_kernel(what, start, time.monotonic() + timeout_s)
 
     def select(self, label: str, value: str, timeout_s: float = 120) -> None:
+        """Choose ``value`` (an option's value or label) in the dropdown ``label``.
+
+        Only a change reaches the kernel: a disabled dropdown, a missing option or the option
+        already chosen fails at once, naming what the dropdown offers.
+        """
+        what = f"dropdown '{label}' -> {value}"
         dd = self.dropdown(label)
         dd.scroll_into_view_if_needed()
-        self.act(f"dropdown '{label}' -> {value}", lambda: dd.select_option(value), timeout_s)
+        self._no_dialog(what)
+        index, problem = option_to_choose(dd.evaluate(JS_SELECT), value)
+        if problem:
+            raise AssertionError(f"{self.nb.notebook}: {what}: {problem}")
+        start = len(self.nb.wire.messages)
+        dd.select_option(value)
+        chosen = dd.evaluate(JS_SELECT)["index"]
+        if chosen != index:
+            raise AssertionError(
+                f"{self.nb.notebook}: {what}: the dropdown shows option {chosen}, not {index}"
+            )
+        self._await_kernel(what, start, time.monotonic() + timeout_s)
 
     def click_finding(self, index: int = 0, timeout_s: float = 120) -> str:
         """Click the ``index``-th line of the findings list; returns its text."""
