@@ -102,3 +102,18 @@ def test_a_device_error_leaves_a_lost_line_and_the_failure_line(tmp_path):
     assert kinds[-2:] == ["lost", "failure"], kinds
     failure = _lines(tmp_path)[-1]
     assert failure["step"] == 1 and failure["instruction"] == "ForwardPass(buffer_id=0)"
+
+
+def test_the_clock_is_chosen_by_the_engines_device_whatever_its_form():
+    import torch
+
+    from explorer.pipeline.runtime.deepspeed.instrument import device_type
+
+    for device, kind in [
+        (torch.device("cuda", 0), "cuda"),
+        ("cuda:1", "cuda"),
+        (torch.device("cpu"), "cpu"),
+        ("cpu", "cpu"),
+    ]:
+        assert device_type(SimpleNamespace(device=device)) == kind
+    assert device_type(object()) == "cpu"  # an engine without a device attribute: the host's clock

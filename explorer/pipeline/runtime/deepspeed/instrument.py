@@ -97,7 +97,7 @@ class EngineTrace:
         if dist.is_initialized():
             dist.barrier()  # every rank leaves together: t0 aligns the ranks' clocks
         # The marks' clock: CUDA events when the engine computes on a GPU (see the module docstring).
-        self.clock = clock or clock_for(getattr(getattr(engine, "device", None), "type", "cpu"))
+        self.clock = clock or clock_for(device_type(engine))
         self.t0_ns = self.clock.base_ns
         self._line(
             "start",
@@ -441,6 +441,11 @@ def _message(exc: BaseException, frames: list) -> str:
     if frames:
         return f"{type(exc).__name__}: `{frames[-1].line}` failed in {frames[-1].name}"
     return type(exc).__name__
+
+
+def device_type(engine: Any) -> str:
+    """``cuda`` or ``cpu`` for the engine's device: a torch.device or its string (``"cuda:0"``)."""
+    return str(getattr(engine, "device", "cpu")).split(":")[0]
 
 
 def _shared_run_id(dist: Any) -> str:
