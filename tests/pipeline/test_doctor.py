@@ -279,3 +279,19 @@ def test_each_rank_is_its_highest_process_not_a_child_that_inherited_rank():
     # parents first, as the tree walk gives them: rank 0's DataLoader worker (pid 30) is below it
     found = _outermost([proc(10, 1, 0), proc(11, 1, 1), proc(30, 10, 0)])
     assert [p.pid for p in found] == [10, 11]
+
+
+def test_a_launcher_that_kept_a_rank_in_its_environment_is_not_taken_for_rank_0():
+    """A kernel that ran DeepSpeed in-process keeps RANK=0 and a MASTER_PORT; its job's ranks have another."""
+    from explorer.pipeline.runtime.doctor import _outermost
+    from explorer.processes.stacks import Proc
+
+    def proc(pid, ppid, rank, port):
+        return Proc(pid, ppid, "S", ("python",), {"RANK": str(rank), "MASTER_PORT": port})
+
+    launcher = proc(5, 1, 0, "29500")  # left over from an earlier in-process run
+    ranks = [proc(10, 5, 0, "41000"), proc(11, 5, 1, "41000"), proc(30, 10, 0, "41000")]
+    found = _outermost([launcher, *ranks])
+    assert [p.pid for p in found] == [10, 11]
+    # a rank given alone, with its DataLoader worker below it, is still the rank
+    assert [p.pid for p in _outermost([ranks[0], ranks[2]])] == [10]

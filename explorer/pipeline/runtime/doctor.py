@@ -115,9 +115,12 @@ def find_ranks(pids: Sequence[int], folder: Optional[Path] = None) -> list[RankP
                 )
             procs.append((pid, proc))
             continue
-        below = [p for p in tree(pid) if p.rank is not None and p.is_python]
-        # the target itself may be a rank (a list of rank PIDs); else its rank descendants
-        chosen = [proc] if proc.rank is not None else _outermost(below)
+        # the target itself may be a rank (a list of rank PIDs), else its rank descendants; never
+        # this process (a doctor started from the job's own kernel inherits its environment)
+        below = [
+            p for p in tree(pid) if p.rank is not None and p.is_python and p.pid != os.getpid()
+        ]
+        chosen = _outermost(below)
         if not chosen:
             if len(pids) > 1:
                 procs.append((pid, proc))
@@ -156,14 +159,26 @@ def ranks_in_folder(folder: Optional[Path]) -> list[RankProcess]:
 
 
 def _outermost(procs: list[Proc]) -> list[Proc]:
-    """One process per rank: the highest in the tree with that RANK.
+    """One process per rank: the highest in the tree with that RANK that launched no other job.
 
     A rank's own children inherit its environment (DataLoader workers, compile workers): they
-    are below it, and are not the rank.
+    are below it, carry its job (RANK and MASTER_PORT), and are not the rank. A process whose
+    descendants carry *another* job is a launcher, whatever RANK it holds: a notebook kernel or
+    a test that once ran DeepSpeed in-process keeps DeepSpeed's RANK in the environment its
+    children are started with, and that launcher must not be taken for rank 0.
     """
+    job = {p.pid: (p.rank, p.env.get("MASTER_PORT")) for p in procs}
+    parent = {p.pid: p.ppid for p in procs}
+    launchers: set[int] = set()
+    for p in procs:
+        above = parent[p.pid]
+        while above in job:
+            if job[above] != job[p.pid]:
+                launchers.add(above)
+            above = parent[above]
     by_rank: dict[int, Proc] = {}
     for p in procs:  # parents come first
-        if p.rank is not None and p.rank not in by_rank:
+        if p.rank is not None and p.pid not in launchers and p.rank not in by_rank:
             by_rank[p.rank] = p
     return [by_rank[r] for r in sorted(by_rank)]
 
