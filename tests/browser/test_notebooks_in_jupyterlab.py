@@ -66,7 +66,7 @@ EXPLORER_CELL = {
     "03": "ScheduleExplorer(",
     "04": "XlaExplorer.open(",
     "05": "CompileExplorer(",
-    "06": "JobFollower(",
+    "06": "follower = JobFollower(",  # the first job's follower (a second one follows the contract job)
 }
 #: Files a notebook reads beside it, copied to the same place relative to the served copy
 #: (06 starts ``../tests/data/deepspeed_user_job.py`` with torchrun).
