@@ -117,3 +117,38 @@ def test_the_clock_is_chosen_by_the_engines_device_whatever_its_form():
     ]:
         assert device_type(SimpleNamespace(device=device)) == kind
     assert device_type(object()) == "cpu"  # an engine without a device attribute: the host's clock
+
+
+def test_instructions_that_completed_before_a_failed_wait_are_kept(tmp_path):
+    """A wait that fails (a hung or faulted device) loses only the marks it could not read."""
+
+    class WaitFails(FakeCuda):
+        def synchronize(self) -> None:
+            if self.syncs >= 2:  # the clock's own two waits at its start went through
+                raise RuntimeError("CUDA error: the launch timed out and was terminated")
+            super().synchronize()
+
+    class Engine(_Engine):
+        def _forward(self, buffer_id: int) -> None:
+            self.calls += 1
+            if self.calls == 3:  # the device has run step 0 by now, not step 1; then a fault
+                self.cuda.done_ms = 5.0
+                raise RuntimeError("an error in step 2")
+            self.cuda.clock_ms += 5.0
+
+    cuda = WaitFails(step_ms=0.0)
+    engine = Engine(cuda, steps=3)
+    type(engine)._INSTRUCTION_MAP = {ForwardPass: Engine._forward}
+    trace = _traced(tmp_path, engine, cuda)
+    with pytest.raises(RuntimeError, match="an error in step 2"):
+        engine.train_batch()
+    trace.close()
+    lines = _lines(tmp_path)
+    assert [x["type"] for x in lines if x["type"] != "schedule"] == [
+        "start",
+        "instr",
+        "lost",
+        "failure",
+    ]
+    assert [x["step"] for x in lines if x["type"] == "instr"] == [0]
+    assert next(x for x in lines if x["type"] == "lost")["instructions"] == 1

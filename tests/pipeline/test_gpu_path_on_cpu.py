@@ -409,3 +409,26 @@ def test_the_python_api_refuses_what_the_cli_refuses():
     spec = RunSpec.for_schedule(build("1f1b", 2, 4), device="cuda", engine="deepspeed")
     with pytest.raises(InputError, match="gloo's send"):
         Launch(spec)
+
+
+def test_marks_that_completed_are_kept_when_only_the_wait_fails(tmp_path):
+    """The wait for the device fails (it hangs or faults) but completed events still read."""
+
+    class WaitFails(FakeCuda):
+        def synchronize(self) -> None:
+            if self.syncs >= 2:  # the clock's own two waits at its start went through
+                raise RuntimeError("CUDA error: the launch timed out and was terminated")
+            super().synchronize()
+
+    cuda = WaitFails()
+    recorder = _recorder(tmp_path, CudaClock(cuda))
+    clock = recorder.clock
+    recorder.add(0, 0, Instruction(0, Kind.FORWARD, 0, 0), clock.now(), clock.now())
+    cuda.done_ms = cuda.clock_ms  # the device ran the first instruction
+    recorder.add(0, 1, Instruction(0, Kind.FORWARD, 1, 0), clock.now(), clock.now())
+    recorder.flush_before_failure()
+    recorder.close()
+    lines = _lines(recorder.path)
+    assert [x["type"] for x in lines] == ["start", "instr", "lost"]
+    assert lines[1]["step"] == 0 and lines[2]["instructions"] == 1
+    assert "timed out" in lines[2]["message"]

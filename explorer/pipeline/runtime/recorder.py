@@ -106,15 +106,19 @@ class Recorder:
         After a device error the events may be unreadable: the failure line that follows must
         be written all the same, so the loss is recorded (``lost``) instead of raised.
         """
-        why = ""
-        for attempt in (self.flush, self.flush_ready):
-            try:
-                attempt()
-                return
-            except Exception as exc:  # the device may be gone: try the next, then give up
-                why = f"{type(exc).__name__}: {exc}"
-        count, self._pending[:] = len(self._pending), []
-        self.event("lost", instructions=count, message=why)
+        try:
+            self.flush()
+            return
+        except Exception as exc:  # the device may be gone: keep what is still readable
+            why = f"{type(exc).__name__}: {exc}"
+        try:
+            self.flush_ready()
+        except Exception:  # not even the completed marks can be read
+            pass
+        count = len(self._pending)
+        if count:
+            self._pending.clear()
+            self.event("lost", instructions=count, message=why)
 
     def _write(self, count: int) -> None:
         """Resolve and write the first ``count`` remembered instructions."""

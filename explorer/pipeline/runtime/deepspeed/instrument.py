@@ -218,15 +218,18 @@ class EngineTrace:
                 steps=[[[n, b] for n, b in row] for row in rows],
             )
 
-    def flush(self, force: bool = False) -> None:
+    def flush(self, force: bool = False, everything: Optional[bool] = None) -> None:
         """Turn the timed instructions into lines; write them when :data:`WRITE_EVERY_S` passed.
+
+        ``force`` writes now and (unless ``everything`` is False) waits for every pending mark;
+        without it only the marks that can be read without a wait are taken.
 
         Called at the end of every step. Formatting is a template (no ``json.dumps`` per
         instruction) and the write happens at most every :data:`WRITE_EVERY_S` seconds, at the
         end of an iteration and before a failure line: the cost stays far below an iteration's
         while a follower still sees progress several times a second.
         """
-        done = self._resolved(everything=force)
+        done = self._resolved(everything=force if everything is None else everything)
         if done:
             t0, lines, head = self.t0_ns, self._lines, self._head
             counters = self._counters
@@ -293,8 +296,14 @@ class EngineTrace:
         try:
             self.flush(force=True)
         except Exception as lost:  # a device error can leave the events unreadable
+            why = f"{type(lost).__name__}: {lost}"
+            try:  # what completed before the error still reads without a wait
+                self.flush(force=True, everything=False)
+            except Exception:  # not even the completed marks can be read
+                pass
             count, self._pending[:] = len(self._pending), []
-            self._line("lost", instructions=count, message=f"{type(lost).__name__}: {lost}")
+            if count:
+                self._line("lost", instructions=count, message=why)
         # The callers (the engine's schedule loop, train_batch) and the frames that raised,
         # without this module's wrappers: the traceback the job would print, innermost last.
         outer = traceback.extract_stack()[:-1] if where else []
