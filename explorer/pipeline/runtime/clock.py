@@ -16,7 +16,7 @@ marks that are events rather than integers.
 from __future__ import annotations
 
 import time
-from typing import Any, Optional, Protocol
+from typing import Any, Iterable, Optional, Protocol
 
 
 class Clock(Protocol):
@@ -87,9 +87,22 @@ class CudaClock:
         return [self.base_ns + int(self.base.elapsed_time(e) * 1e6) for e in marks]
 
 
+def ready_prefix(clock: Clock, ends: Iterable[Any]) -> int:
+    """How many of ``ends`` (in the order they were recorded) can be read now, without a wait.
+
+    Marks on one stream complete in order, so the readable ones are a prefix.
+    """
+    count = 0
+    for end in ends:
+        if not clock.ready(end):
+            break
+        count += 1
+    return count
+
+
 def clock_for(device_type: str) -> Clock:
     """The clock that measures work (not launches) on ``device_type``."""
     return CudaClock() if device_type == "cuda" else CpuClock()
 
 
-__all__ = ["Clock", "CpuClock", "CudaClock", "clock_for"]
+__all__ = ["Clock", "CpuClock", "CudaClock", "clock_for", "ready_prefix"]

@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any, Optional, TextIO
 
 from explorer.failure import Failure
-from explorer.pipeline.runtime.clock import Clock, CpuClock
+from explorer.pipeline.runtime.clock import Clock, CpuClock, ready_prefix
 from explorer.pipeline.schedules.instructions import Instruction
 
 
@@ -92,13 +92,7 @@ class Recorder:
         Called after every step: on CPU that is all of them; on a GPU, those whose events have
         completed, so a follower sees a GPU rank progress too and the run is never stalled.
         """
-        ready = self.clock.ready
-        count = 0
-        for _, _, _, _, end, _ in self._pending:
-            if not ready(end):
-                break
-            count += 1
-        self._write(count)
+        self._write(ready_prefix(self.clock, (p[4] for p in self._pending)))
 
     def flush_before_failure(self) -> None:
         """Write what can still be read, then say what could not; never raises.

@@ -230,16 +230,7 @@ def _read_rest(rest: str, lineno: int) -> Optional[tuple[Metadata, tuple, tuple]
         pairs = _split_attrs(rest, 0, lineno)
     except HloParseError:
         return None
-    kept = []
-    called: list[str] = []
-    for key, value in pairs:
-        if key == "metadata":
-            metadata = _metadata(value)
-            continue
-        if key in CALL_KEYS:
-            called.extend(_CALLED.findall(value))
-        kept.append((key, value))
-    return metadata, tuple(kept), tuple(called)
+    return _sorted_attrs(pairs, metadata)
 
 
 def parse_common_instruction(line: str, lineno: int) -> Optional[HloInstruction]:
@@ -343,28 +334,39 @@ def _parse_careful(line: str, lineno: int) -> HloInstruction:
     if meta:
         metadata = _metadata(meta.group(1))
         line = line[: meta.start()] + line[meta.end() :]
-    attrs = _split_attrs(line, close + 1, lineno)
-    called, kept = [], []
-    for key, value in attrs:
+    metadata, kept, called = _sorted_attrs(_split_attrs(line, close + 1, lineno), metadata)
+    return HloInstruction(
+        name=m.group(2),
+        shape=shape,
+        opcode=opcode,
+        operands=operands,
+        attrs=kept,
+        literal=literal,
+        metadata=metadata,
+        line=lineno,
+        is_root=bool(m.group(1)),
+        parameter_number=number,
+        called=called,
+    )
+
+
+def _sorted_attrs(
+    pairs: list[tuple[str, str]], metadata: Metadata
+) -> tuple[Metadata, tuple[tuple[str, str], ...], tuple[str, ...]]:
+    """An instruction's attributes without its metadata, the computations they call, its metadata.
+
+    ``metadata`` is what was found before the split (a ``metadata={...}`` left among the pairs wins).
+    """
+    kept: list[tuple[str, str]] = []
+    called: list[str] = []
+    for key, value in pairs:
         if key == "metadata":
             metadata = _metadata(value)
             continue
         if key in CALL_KEYS:
             called.extend(_CALLED.findall(value))
         kept.append((key, value))
-    return HloInstruction(
-        name=m.group(2),
-        shape=shape,
-        opcode=opcode,
-        operands=operands,
-        attrs=tuple(kept),
-        literal=literal,
-        metadata=metadata,
-        line=lineno,
-        is_root=bool(m.group(1)),
-        parameter_number=number,
-        called=tuple(called),
-    )
+    return metadata, tuple(kept), tuple(called)
 
 
 def parse_computation_header(

@@ -48,7 +48,7 @@ import uuid
 from pathlib import Path
 from typing import Any, Callable, Iterator, Optional, Union
 
-from explorer.pipeline.runtime.clock import Clock, clock_for
+from explorer.pipeline.runtime.clock import Clock, clock_for, ready_prefix
 from explorer.pipeline.runtime.deepspeed.guard import require_installed
 from explorer.pipeline.schedules.instructions import KIND_BY_DEEPSPEED_NAME, Instruction
 
@@ -253,10 +253,8 @@ class EngineTrace:
 
     def _resolved(self, everything: bool) -> list[tuple]:
         """Take the pending instructions whose marks can be read (all: ``everything``), in nanoseconds."""
-        pending, ready = self._pending, self.clock.ready
-        count = len(pending)
-        if not everything:
-            count = next((i for i, p in enumerate(pending) if not ready(p[4])), count)
+        pending = self._pending
+        count = len(pending) if everything else ready_prefix(self.clock, (p[4] for p in pending))
         if count == 0:
             return []
         taken = pending[:count]
