@@ -243,6 +243,30 @@ def pytest_runtest_teardown(item: pytest.Item, nextitem: Optional[pytest.Item]):
     return result
 
 
+# --- no test leaves a job's rendezvous variables behind ----------------------------------------
+
+#: What torch.distributed's launchers put in a rank's environment. DeepSpeed's
+#: ``init_distributed`` sets them in its own process when it runs there (as in a notebook
+#: kernel), so an in-process engine test would hand them to every later test's children: a
+#: child then believes it is a rank of a job it is not part of.
+_RENDEZVOUS = (
+    "RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "GROUP_RANK", "ROLE_RANK",
+    "MASTER_ADDR", "MASTER_PORT", "TORCHELASTIC_RUN_ID",
+)  # fmt: skip
+
+
+@pytest.fixture(autouse=True)
+def _rendezvous_variables_restored() -> Iterator[None]:
+    """Each test ends with the rendezvous variables it began with (set, changed or removed)."""
+    before = {key: os.environ.get(key) for key in _RENDEZVOUS}
+    yield
+    for key, value in before.items():
+        if value is None:
+            os.environ.pop(key, None)
+        else:
+            os.environ[key] = value
+
+
 # --- a tier that selects nothing is not an error -----------------------------------------------
 
 _DESELECTED = 0

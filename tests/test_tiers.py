@@ -139,6 +139,30 @@ def test_runs_beside_the_kept_group():
     assert "test_after" not in out.split("short test summary")[-1]
 
 
+def test_a_jobs_rendezvous_variables_set_by_one_test_are_gone_for_the_next(planted, monkeypatch):
+    """DeepSpeed's in-process ``init_distributed`` sets RANK/MASTER_PORT in the test's process;
+    a later test's child must not inherit a job it is not part of. A value that was there
+    before the test (a user's own) is put back, not removed."""
+    planted.makepyfile(
+        """
+import os
+
+def test_sets():
+    os.environ["RANK"] = "0"
+    os.environ["MASTER_PORT"] = "29500"
+    os.environ["WORLD_SIZE"] = "7"
+
+def test_next_sees_none_of_them():
+    assert "RANK" not in os.environ and "MASTER_PORT" not in os.environ
+    assert os.environ.get("WORLD_SIZE") == "3"
+"""
+    )
+    monkeypatch.setenv("WORLD_SIZE", "3")
+    monkeypatch.delenv("RANK", raising=False)
+    monkeypatch.delenv("MASTER_PORT", raising=False)
+    planted.runpytest_subprocess().assert_outcomes(passed=2)
+
+
 @pytest.mark.parametrize(
     "gpus, marker, reason",
     [
