@@ -13,7 +13,7 @@ from explorer.pipeline.analysis import build, check
 from explorer.pipeline.analysis.measured import measured_vs_simulated
 from explorer.pipeline.schedules import Kind
 from explorer.pipeline.traces import MeasuredTrace, read_chrome_trace
-from explorer.pipeline.views.overlay import EMPTY_NOTE, overlay_figure
+from explorer.pipeline.views.overlay import EMPTY_NOTE, NOTE_WIDTH, overlay_figure
 
 
 def test_reads_pp_actions_from_a_real_profiler_export(tmp_path):
@@ -161,7 +161,10 @@ def test_the_overlay_draws_what_was_analysed_and_analyses_nothing_itself():
     assert not ran, f"the view ran analyses: {sorted(ran)}"
     assert "re-costed from this measurement" in whole["layout"]["title"]["text"]
     assert zoomed["layout"]["xaxis"]["range"] == [0.0, 0.05]
-    assert analysed.words and analysed.words in json.dumps(whole["layout"]["annotations"])
+    notes = [a["text"] for a in whole["layout"]["annotations"]]
+    assert analysed.words and analysed.words in " ".join(n.replace("<br>", " ") for n in notes)
+    lines = [line for n in notes for line in n.split("<br>")]
+    assert max(map(len, lines)) <= NOTE_WIDTH, lines  # no note runs under the legend
 
 
 def test_receives_are_split_into_waiting_and_transfer():

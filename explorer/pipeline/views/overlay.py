@@ -18,6 +18,7 @@ The figure only draws: every number comes analysed in a :class:`MeasuredVsSimula
 
 from __future__ import annotations
 
+import textwrap
 from typing import Optional
 
 import numpy as np
@@ -283,6 +284,16 @@ def _per_kind(fig: go.Figure, means: KindMeans, unit: str) -> None:
         )
 
 
+#: Characters per line of a note above a panel: plotly does not wrap annotations, and a longer
+#: line ran under the legend on the right at widths of 1500 px and less.
+NOTE_WIDTH = 100
+
+
+def wrapped(text: str, width: int = NOTE_WIDTH) -> str:
+    """``text`` broken at spaces into lines of at most ``width`` characters (plotly's ``<br>``)."""
+    return "<br>".join(textwrap.wrap(text, width)) or text
+
+
 def _layout(
     s: Schedule,
     tl: Timeline,
@@ -334,7 +345,7 @@ def _layout(
             **panel,
         ),
         dict(
-            text=f"where the time went{': ' + words if words else ''}",
+            text=wrapped(f"where the time went{': ' + words if words else ''}"),
             y=y2[1] + 8.0 / plot,
             **panel,
         ),
