@@ -180,9 +180,14 @@ T = TypeVar("T")
 #: The browser tier's module, whose tests of one notebook share one Run All (a module fixture).
 LAB_MODULE = "browser/test_notebooks_in_jupyterlab.py"
 
+#: Modules whose tests all share one module fixture that costs about a minute of CPU: the
+#: lessons' browser test builds every lesson once (``built``), and was built by both workers.
+ONE_WORKER_MODULES = ("browser/test_lessons_in_chromium.py",)
+
 
 def scheduling_unit(nodeid: str) -> str:
-    """What pytest-xdist sends to one worker together: a notebook's browser tests, or one test.
+    """What pytest-xdist sends to one worker together: a notebook's browser tests, a module
+    of :data:`ONE_WORKER_MODULES`, or one test.
 
     The browser tests of a notebook (ids ending in ``[NN]``) share a module fixture that does
     its Run All; a worker that runs any one of them sets it up, so under ``--dist load`` (which
@@ -190,6 +195,8 @@ def scheduling_unit(nodeid: str) -> str:
     is a unit of its own, as ``--dist load`` schedules it.
     """
     path, _, rest = nodeid.partition("::")
+    if path.endswith(ONE_WORKER_MODULES):
+        return path
     found = re.search(r"\[(\d\d)\]$", rest)
     if path.endswith(LAB_MODULE) and found:
         return f"{path}::[{found.group(1)}]"

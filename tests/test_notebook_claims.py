@@ -110,3 +110,9 @@ def test_a_notebooks_browser_tests_are_one_scheduling_unit_and_other_tests_their
         f"{lab}::test_helper",
     ):
         assert scheduling_unit(alone) == alone
+    lessons = "tests/browser/test_lessons_in_chromium.py"
+    assert (
+        scheduling_unit(f"{lessons}::test_a_lesson_works_offline_from_its_file[01_x]")
+        == scheduling_unit(f"{lessons}::test_a_lesson_works_offline_from_its_file[04_y]")
+        == lessons
+    )
