@@ -289,9 +289,18 @@ def judged(
     result.details["contract"] = [v.to_dict() for v in found]
     if not found:
         return result
-    first, before = found[0], result.failure
+    result.failure = failure_of(found[0], schedule, result.failure)
+    result.ok = False
+    return result
+
+
+def failure_of(
+    first: ContractViolation, schedule: Schedule, before: Optional[Failure] = None
+) -> Failure:
+    """The run's failure for its first violation; what failed after it (``before``: a shape
+    error in the next forward, a peer that died) follows as "then"."""
     then = f" (then: {before.message})" if before is not None else ""
-    result.failure = Failure(
+    return Failure(
         FailureKind.CONTRACT,
         describe(first) + then,
         rank=schedule.stage_to_rank[first.stage],
@@ -300,8 +309,23 @@ def judged(
         instruction=first.instruction,
         consequences=before.consequences if before is not None else (),
     )
-    result.ok = False
-    return result
+
+
+def message_steps(
+    schedule: Schedule, rank: int
+) -> dict[tuple[int, Kind, int], tuple[int, Instruction]]:
+    """Each exchange of ``rank`` by (stage, kind, micro-batch): its step and instruction.
+
+    An engine that labels its messages in its own words (PyTorch's runtime: ``1SEND_F3``)
+    writes them at the step the schedule gives them, so :func:`check_contract` pairs its lines
+    as it pairs the explorer's own.
+    """
+    return {
+        (ins.stage, ins.kind, ins.microbatch): (step, ins)
+        for step, group in enumerate(schedule.stream(rank))
+        for ins in group
+        if ins.kind.is_p2p
+    }
 
 
 def pairing_of(spec_tags: bool) -> Pairing:
@@ -314,7 +338,9 @@ __all__ = [
     "Pairing",
     "check_contract",
     "describe",
+    "failure_of",
     "judged",
+    "message_steps",
     "pairing_of",
     "pairs",
 ]
