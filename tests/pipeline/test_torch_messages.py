@@ -122,6 +122,13 @@ def test_explorer_read_checks_the_runs_contract_and_catches_an_edited_receive(to
     assert first["sent"] == ["float32[4,32]*"] and first["received"] == ["float32[4,16]*"]
 
 
+@pytest.mark.slow
+def test_explorer_check_on_the_torch_run_folder_is_clean(torch_run):
+    doc = json.loads(_cli("check", str(torch_run), "--json").stdout)
+    assert doc["source"] == "PyTorch's pipelining runtime" and doc["ok"]
+    assert doc["exchanges"] == 48 * 2  # 24 messages, each a send and a receive, 2 iterations
+
+
 def _cli(*args: str) -> subprocess.CompletedProcess:
     return subprocess.run(
         [sys.executable, "-m", "explorer.cli", *args], capture_output=True, text=True, timeout=300

@@ -18,7 +18,7 @@ from explorer.errors import InputError, excerpt, one_line
 from explorer.pipeline.traces.follow import parse_record
 
 if TYPE_CHECKING:
-    from explorer.pipeline.analysis.contract import ContractViolation
+    from explorer.pipeline.analysis.contract import ContractReport, ContractViolation
     from explorer.pipeline.runtime.spec import RunSpec
     from explorer.pipeline.schedules.schedule import Schedule
     from explorer.pipeline.traces.result import PipelineRunResult
@@ -147,9 +147,19 @@ def torch_contract(folder: Path) -> Optional[tuple[Schedule, list[ContractViolat
     pair first in, first out whatever their stage or direction: the ``peer`` rule.
     """
     from explorer.pipeline.analysis.contract import check_contract
+
+    found = _torch_messages(Path(folder))
+    if found is None:
+        return None
+    schedule, records = found
+    return schedule, check_contract(schedule, records, "peer")
+
+
+def _torch_messages(folder: Path) -> Optional[tuple[Schedule, list[dict]]]:
+    """The runtime's executed schedule (``torch_order.json``) and the folder's message lines."""
     from explorer.pipeline.schedules.torch_csv import ORDER_FILE, runtime_schedule
 
-    path = Path(folder) / ORDER_FILE
+    path = folder / ORDER_FILE
     if not path.exists() and not path.is_symlink():
         return None
     order = inputs.read_json(str(path), "explorer read")
@@ -164,18 +174,15 @@ def torch_contract(folder: Path) -> Optional[tuple[Schedule, list[ContractViolat
         schedule = runtime_schedule(order)
     except (InputError, ValueError, KeyError, TypeError) as exc:
         raise InputError(f"{excerpt(str(path))}: {one_line(str(exc), 160)}") from None
-    records = _message_lines(Path(folder), schedule)
-    return schedule, check_contract(schedule, records, "peer")
+    return schedule, _message_lines(folder, schedule)
 
 
 def _message_lines(folder: Path, schedule: Schedule) -> list[dict]:
     """Every ``message`` line of the folder's ``torch_rank*.jsonl``, each checked, and each at
     an exchange of ``schedule`` (a line at another place is not one the engine wrote)."""
-    places = {
-        (ins.stage, int(schedule.step[row]), str(ins))
-        for row in range(len(schedule.kind))
-        if (ins := schedule.instruction(row)).kind.is_p2p
-    }
+    from explorer.pipeline.analysis.contract import exchange_places
+
+    places = exchange_places(schedule)
     out = []
     for path in sorted(folder.glob("torch_rank*.jsonl")):
         text = inputs.read_text(str(path), "explorer read", MAX_TRACE_BYTES)
@@ -194,4 +201,42 @@ def _message_lines(folder: Path, schedule: Schedule) -> list[dict]:
     return out
 
 
-__all__ = ["collected", "read_spec", "records_checked", "torch_contract"]
+def recorded_contract(folder: Path) -> ContractReport:
+    """``explorer check RUN_FOLDER``: the P2P contract of a recorded run, read by the reader
+    ``explorer read`` uses for its kind: a run folder of ``explorer run`` (the explorer's engine
+    or DeepSpeed's), of ``explorer run --engine torch``, or a DeepSpeed job's
+    ``explorer.instrument`` folder. Anything else, or lines that describe only some messages,
+    is one InputError."""
+    from explorer.pipeline.analysis.contract import contract_report, pairing_of
+    from explorer.pipeline.traces.instrumented import is_instrumented, read_instrumented
+
+    path = Path(folder)
+    if is_instrumented(path):
+        run = read_instrumented(path)
+        schedule = run.schedule()
+        if schedule is None:
+            raise InputError(
+                f"{excerpt(str(path))}: not every stage has written the schedule it runs yet; "
+                "check again once each stage has started an iteration"
+            )
+        return contract_report("explorer.instrument's trace", schedule, run.follower.records)
+    torch_run = _torch_messages(path) if (path / "spec.json").is_file() else None
+    if torch_run is not None:
+        return contract_report("PyTorch's pipelining runtime", *torch_run, "peer")
+    if not (path / "spec.json").is_file() or not any(path.glob("rank*.jsonl")):
+        raise InputError(
+            f"{excerpt(str(path))} is not a run folder: expected spec.json with rank<R>.jsonl "
+            "(explorer run --out), torch_order.json (--engine torch) or the rank<R>.jsonl of "
+            "explorer.instrument"
+        )
+    result = collected(path)
+    spec = read_spec(path)
+    return contract_report(
+        f"the {spec.engine} engine's run",
+        spec.build_schedule(),
+        result.records,
+        pairing_of(spec.p2p_tags),
+    )
+
+
+__all__ = ["collected", "read_spec", "recorded_contract", "records_checked", "torch_contract"]
