@@ -9,6 +9,7 @@ checked in ``test_torch_messages.py``.
 from __future__ import annotations
 
 import json
+import math
 import shutil
 from pathlib import Path
 
@@ -110,3 +111,59 @@ def test_a_folder_that_is_no_run_folder_is_one_line_and_exit_2(tmp_path):
     assert "is not a run folder: expected spec.json" in out.stderr
     both = call_cli(["check", str(tmp_path), "--kind", "1f1b"])
     assert both.returncode == 2 and "drop --kind" in both.stderr
+
+
+def _outlined(trace) -> set[tuple[int, int]]:
+    """(stage, step) of every rectangle of an outline trace (points split by a gap, NaN)."""
+    cells, xs, ys = set(), [], []
+    for x, y in zip(list(trace.x) + [math.nan], list(trace.y) + [math.nan]):
+        if x is None or math.isnan(x):
+            if xs:
+                cells.add((round((min(ys) + max(ys)) / 2), round((min(xs) + max(xs)) / 2)))
+            xs, ys = [], []
+        else:
+            xs.append(x)
+            ys.append(y)
+    return cells
+
+
+@pytest.mark.slow
+def test_the_violation_is_marked_on_the_static_grid_at_its_cell(runs, tmp_path):
+    from explorer.pipeline.analysis.check import check
+    from explorer.pipeline.runtime.run_folder import collected, read_spec
+    from explorer.pipeline.views.live import pinned_grid
+
+    result = collected(runs["swap"])
+    report = check(read_spec(runs["swap"]).build_schedule(), other_model=False)
+    contract = result.details["contract"]
+    fig = pinned_grid(report, result.failure, contract)
+    traces = {t.name: t for t in fig.data}
+    hazards = {(int(st), int(t)) for st, t in _outlined(traces["findings"])}
+    assert {(v["stage"], v["step"]) for v in contract} <= hazards and (1, 7) in hazards
+    assert _outlined(traces["selected"]) == {(1, 7)}  # the first one is the run's failure
+    assert (list(traces["failure"].x), list(traces["failure"].y)) == ([7], [1])
+    heat = traces["instructions"]
+    lo = int(heat.x[0])
+    assert "P2P CONTRACT (swap)" in heat.hovertext[1][7 - lo]
+    assert "P2P CONTRACT" not in heat.hovertext[0][7 - lo]  # and not on another stage's cell
+    # The page explorer read --html writes carries the same figure
+    out = tmp_path / "swap.html"
+    read = call_cli(["read", str(runs["swap"]), "--html", str(out)])
+    assert read.returncode == 1 and "P2P CONTRACT (swap)" in out.read_text()
+
+
+def test_contract_marks_are_outlined_and_said_like_hazards():
+    """Pure view logic: a violation record (the fields a run's ``contract`` lists) on 1F1B."""
+    from explorer.pipeline.analysis.check import check
+    from explorer.pipeline.views.grid import grid_figure
+    from explorer.pipeline.views.marks import contract_marks
+
+    report = check(build("1f1b", 2, 4))
+    assert report.ok  # no hazard of its own: every outline below is the mark's
+    mark = {"stage": 1, "step": 3, "kind": "shape", "message": "tuple[0] differs", "hint": "pad"}
+    fig = grid_figure(report, marks=contract_marks([mark]))
+    traces = {t.name: t for t in fig.data}
+    assert _outlined(traces["findings"]) == {(1, 3)}
+    heat = traces["instructions"]
+    assert "P2P CONTRACT (shape): tuple[0] differs; fix: pad" in heat.hovertext[1][3]
+    assert _outlined({t.name: t for t in grid_figure(report).data}["findings"]) == set()
