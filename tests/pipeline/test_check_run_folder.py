@@ -2,8 +2,9 @@
 
 Two runs of the explorer's engine on gloo, one each, shared by the module: the clean 1F1B on 2
 ranks and the same-peer swap at pipeline size 2 (an eager backward in interleaved 1F1B,
-untagged: :func:`test_pipeline_contract.eager_backward`). PyTorch's engine's folders are
-checked in ``test_torch_messages.py``.
+untagged: :func:`test_pipeline_contract.eager_backward`); the swap's folder is also read back
+into the static grid. PyTorch's engine's folders are checked in ``test_torch_messages.py``,
+``explorer.instrument``'s in ``tests/deepspeed/test_check_instrumented.py``.
 """
 
 from __future__ import annotations
