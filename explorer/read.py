@@ -72,7 +72,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--html",
         metavar="FILE",
         type=cli_options.output_file("--html"),
-        help="also write the views as one self-contained page (profiler traces of a pipeline job)",
+        help="also write the views as one self-contained page (profiler traces of a pipeline job; "
+        "a run folder's grid with its failure and P2P contract violations marked)",
     )
     p.add_argument(
         "--from",
@@ -92,7 +93,7 @@ def run(args: argparse.Namespace) -> int:
             if name not in inspect.signature(reader).parameters:
                 raise InputError(
                     f"{option} is not available for {found.kind} ({found.why}); drop it, or point "
-                    "explorer read at a pipeline job's profiler traces"
+                    "explorer read at a pipeline job's profiler traces or run folder"
                 )
             extra[name] = getattr(args, name)
     return int(reader(Path(args.path), args.json, **extra))

@@ -28,6 +28,7 @@ from typing import Literal, Optional, Sequence
 
 import numpy as np
 
+from explorer.errors import InputError
 from explorer.failure import Failure, FailureKind
 from explorer.pipeline.analysis.exchanges import exchanges
 from explorer.pipeline.analysis.p2p import fifo_pairs, match
@@ -289,9 +290,18 @@ def judged(
     result.details["contract"] = [v.to_dict() for v in found]
     if not found:
         return result
-    first, before = found[0], result.failure
+    result.failure = failure_of(found[0], schedule, result.failure)
+    result.ok = False
+    return result
+
+
+def failure_of(
+    first: ContractViolation, schedule: Schedule, before: Optional[Failure] = None
+) -> Failure:
+    """The run's failure for its first violation; what failed after it (``before``: a shape
+    error in the next forward, a peer that died) follows as "then"."""
     then = f" (then: {before.message})" if before is not None else ""
-    result.failure = Failure(
+    return Failure(
         FailureKind.CONTRACT,
         describe(first) + then,
         rank=schedule.stage_to_rank[first.stage],
@@ -300,8 +310,100 @@ def judged(
         instruction=first.instruction,
         consequences=before.consequences if before is not None else (),
     )
-    result.ok = False
-    return result
+
+
+def message_steps(
+    schedule: Schedule, rank: int
+) -> dict[tuple[int, Kind, int], tuple[int, Instruction]]:
+    """Each exchange of ``rank`` by (stage, kind, micro-batch): its step and instruction.
+
+    An engine that labels its messages in its own words (PyTorch's runtime: ``1SEND_F3``)
+    writes them at the step the schedule gives them, so :func:`check_contract` pairs its lines
+    as it pairs the explorer's own.
+    """
+    return {
+        (ins.stage, ins.kind, ins.microbatch): (step, ins)
+        for step, group in enumerate(schedule.stream(rank))
+        for ins in group
+        if ins.kind.is_p2p
+    }
+
+
+def exchange_places(schedule: Schedule) -> set[tuple[int, int, str]]:
+    """(stage, step, text) of every send and receive: where a line describes a message."""
+    return {
+        (ins.stage, int(schedule.step[row]), str(ins))
+        for row in range(len(schedule.kind))
+        if (ins := schedule.instruction(row)).kind.is_p2p
+    }
+
+
+@dataclass(frozen=True)
+class ContractReport:
+    """The contract of a recorded run (``explorer check RUN_FOLDER``): what wrote it, how many
+    messages its lines describe, and every violation, first one first."""
+
+    source: str
+    schedule: Schedule
+    exchanges: int  # send and receive lines read
+    violations: list[ContractViolation]
+
+    @property
+    def ok(self) -> bool:
+        return not self.violations
+
+    def failure(self) -> Optional[Failure]:
+        """The first violation as the run's failure (None when every message matched)."""
+        return failure_of(self.violations[0], self.schedule) if self.violations else None
+
+    def to_dict(self) -> dict:
+        failure = self.failure()
+        return {
+            "source": self.source,
+            "ok": self.ok,
+            "exchanges": self.exchanges,
+            "contract": [v.to_dict() for v in self.violations],
+            "failure": failure.to_dict() if failure else None,
+        }
+
+    def describe(self) -> list[str]:
+        """The report's lines: a verdict, then each violation in one line."""
+        if self.ok:
+            return [
+                f"P2P contract of {self.source}: {self.exchanges} send and receive line(s), every "
+                "message matches the receive it met"
+            ]
+        return [
+            f"P2P contract of {self.source}: {len(self.violations)} message(s) of "
+            f"{self.exchanges} send and receive line(s) do not match the receive they met, "
+            "first one first:"
+        ] + [f"  {describe(v)}" for v in self.violations]
+
+
+def contract_report(
+    source: str, schedule: Schedule, records: Sequence[dict], pairing: Pairing = "tagged"
+) -> ContractReport:
+    """The contract of ``records`` (every line of a recorded run), after checking that each of
+    their exchanges describes its tuple: a run whose exchange lines carry no ``p2p`` at all, or
+    only some of them, cannot be checked, and says so (InputError) instead of passing."""
+    places = exchange_places(schedule)
+    exchanges = [r for r in records if (r.get("stage"), r.get("step"), r.get("text")) in places]
+    bare = [r for r in exchanges if "p2p" not in r]
+    if bare and len(bare) == len(exchanges):
+        raise InputError(
+            f"{source}: its {len(bare)} send and receive line(s) carry no p2p tuple (written "
+            "before messages were recorded?); run it again to check what travels"
+        )
+    if bare:
+        r = bare[0]
+        raise InputError(
+            f"{source}: {len(bare)} of {len(exchanges)} send and receive line(s) carry no p2p "
+            f"tuple, the first rank {r.get('rank')}'s {r['text']} at iteration "
+            f"{r.get('iteration')} step {r['step']}: partial metadata, was the file edited?"
+        )
+    return ContractReport(
+        source, schedule, len(exchanges), check_contract(schedule, records, pairing)
+    )
 
 
 def pairing_of(spec_tags: bool) -> Pairing:
@@ -310,11 +412,16 @@ def pairing_of(spec_tags: bool) -> Pairing:
 
 
 __all__ = [
+    "ContractReport",
     "ContractViolation",
+    "contract_report",
     "Pairing",
     "check_contract",
     "describe",
+    "exchange_places",
+    "failure_of",
     "judged",
+    "message_steps",
     "pairing_of",
     "pairs",
 ]

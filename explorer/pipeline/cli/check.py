@@ -2,6 +2,12 @@
 
 With ``--sweep STAGES:MICROBATCHES`` it checks every size of the range on every core and
 names the smallest failing size (:mod:`explorer.pipeline.analysis.sizes`).
+
+With ``RUN_FOLDER`` (a folder ``explorer run --out``, ``--engine torch`` or
+``explorer.instrument`` wrote) it checks what the run recorded instead: every P2P message
+against the receive it met (:mod:`explorer.pipeline.analysis.contract`); exit 0 when every
+message matched, 1 on a violation, 2 when the folder is not a run folder or its metadata is
+broken or partial.
 """
 
 from __future__ import annotations
@@ -33,11 +39,20 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     add_schedule_options(p)
     add_p2p_convention_options(p)
     add_sweep_options(p)
+    p.add_argument(
+        "run_folder",
+        nargs="?",
+        metavar="RUN_FOLDER",
+        help="check the P2P contract a recorded run left (explorer run --out DIR, --engine torch, "
+        "explorer.instrument) instead of a schedule",
+    )
     p.add_argument("--json", action="store_true", help="print the report as JSON")
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.run_folder is not None:
+        return _run_folder(args)
     if args.sweep:
         sweep = sweep_from_args(args)
         emit(
@@ -56,6 +71,28 @@ def run(args: argparse.Namespace) -> int:
         emit(dumps_indented(doc, indent=1) + "\n", None)
     else:
         emit("\n".join(_text_lines(report, words, memory)) + "\n", None)
+    return 0 if report.ok else 1
+
+
+def _run_folder(args: argparse.Namespace) -> int:
+    """``explorer check RUN_FOLDER``: the recorded run's P2P contract (module docstring)."""
+    from pathlib import Path
+
+    from explorer.errors import InputError
+    from explorer.pipeline.runtime.run_folder import recorded_contract
+
+    given = [o for o, v in (("--kind", args.kind), ("--from", args.from_class)) if v]
+    if given or args.sweep:
+        raise InputError(
+            f"RUN_FOLDER is checked against the schedule it recorded; drop "
+            f"{', '.join(given + (['--sweep'] if args.sweep else []))}"
+        )
+    report = recorded_contract(Path(args.run_folder))
+    if args.json:
+        doc = {"kind": "pipeline-contract", "path": args.run_folder, **report.to_dict()}
+        emit(dumps_indented(doc, indent=1) + "\n", None)
+    else:
+        emit("\n".join(report.describe()) + "\n", None)
     return 0 if report.ok else 1
 
 

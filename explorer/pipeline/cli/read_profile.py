@@ -7,8 +7,11 @@ measurement across ranks says, for the last iteration (the first pays for warm-u
 ``critical_path`` (steps and sentences), ``waits`` (each receive split into waiting and
 transfer), ``planned`` (the compute order the actions show, or the one given with ``--from FILE.csv``
 and where the measured order leaves it),
-``unplaced`` (what could not be placed, and why) and ``notes``. Exit 0 when every action was
-placed (and the order matches ``--from``), 1 otherwise, 2 on bad input. ``--html FILE`` writes
+``unplaced`` (what could not be placed, and why) and ``notes``; for a PyTorch engine run
+folder, ``contract`` (every P2P message that does not match its receive, as ``explorer read``
+on the explorer's run folders reports them; null for traces without the runtime's order)
+and ``failure`` (the first of them). Exit 0 when every action was placed (and the order
+matches ``--from``) and no message broke the contract, 1 otherwise, 2 on bad input. ``--html FILE`` writes
 the views. Times in ``instructions`` are seconds from the job's first placed action; those in
 ``critical_path``, ``waits`` and ``bubble`` from the analysed iteration's first action.
 """
@@ -57,6 +60,20 @@ def plan_order(plan: str) -> dict[int, list[str]]:
     }
 
 
+def contract(path: Path) -> dict:
+    """The P2P contract of a PyTorch engine run folder (``explorer run --engine torch --out``):
+    ``contract`` (every violation) and ``failure`` (the first one); empty for other traces."""
+    from explorer.pipeline.analysis.contract import failure_of
+    from explorer.pipeline.runtime.run_folder import torch_contract
+
+    found = torch_contract(Path(path)) if Path(path).is_dir() else None
+    if found is None:
+        return {"contract": None, "failure": None}
+    schedule, violations = found
+    first = failure_of(violations[0], schedule).to_dict() if violations else None
+    return {"contract": [v.to_dict() for v in violations], "failure": first}
+
+
 def document(job: ProfiledJob, path: Optional[Path] = None, plan: Optional[str] = None) -> dict:
     """The ``--json`` document (see the module docstring)."""
     rows = job.iteration()
@@ -73,11 +90,13 @@ def document(job: ProfiledJob, path: Optional[Path] = None, plan: Optional[str] 
     stages: dict[int, set] = {}
     for r in job.records:
         stages.setdefault(r["rank"], set()).add(r["stage"])
+    checked = contract(Path(path or job.path))
     return {
         "kind": "pipeline",
         "source": "profiler traces",
         "path": str(path or job.path),
-        "ok": not job.unplaced,
+        "ok": not job.unplaced and not checked["contract"],
+        **checked,
         "iterations": job.iterations,
         "iteration": job.iterations - 1,
         "ranks": [
@@ -131,6 +150,11 @@ def text(doc: dict) -> str:
     lines += [f"differs from the plan: {d}" for d in doc["planned"]["differences"]]
     lines += [f"note: {n}" for n in doc["notes"]]
     lines += [f"not placed: {u}" for u in doc["unplaced"]]
+    if doc["failure"]:
+        lines.append(f"{len(doc['contract'])} message(s) broke the P2P contract; the first:")
+        lines.append(f"  {doc['failure']['message']}")
+    elif doc["contract"] is not None:
+        lines.append("P2P contract: every message matched its receive")
     return "\n".join(lines)
 
 

@@ -11,14 +11,16 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Optional
 
 from explorer import inputs
 from explorer.errors import InputError, excerpt, one_line
 from explorer.pipeline.traces.follow import parse_record
 
 if TYPE_CHECKING:
+    from explorer.pipeline.analysis.contract import ContractReport, ContractViolation
     from explorer.pipeline.runtime.spec import RunSpec
+    from explorer.pipeline.schedules.schedule import Schedule
     from explorer.pipeline.traces.result import PipelineRunResult
 
 #: Largest per-rank trace read back (a long run writes a few MB per rank).
@@ -136,4 +138,105 @@ def records_checked(folder: Path) -> None:
             )
 
 
-__all__ = ["collected", "read_spec", "records_checked"]
+def torch_contract(folder: Path) -> Optional[tuple[Schedule, list[ContractViolation]]]:
+    """A PyTorch engine run folder's contract: the schedule its runtime executed and every
+    violation among its ``message`` lines (:mod:`.torch_messages`); None for a folder without
+    the runtime's order (a profiler dump from elsewhere: nothing to check).
+
+    PyTorch posts every exchange untagged (``P2POp``'s tag 0), so messages between two ranks
+    pair first in, first out whatever their stage or direction: the ``peer`` rule.
+    """
+    from explorer.pipeline.analysis.contract import check_contract
+
+    found = _torch_messages(Path(folder))
+    if found is None:
+        return None
+    schedule, records = found
+    return schedule, check_contract(schedule, records, "peer")
+
+
+def _torch_messages(folder: Path) -> Optional[tuple[Schedule, list[dict]]]:
+    """The runtime's executed schedule (``torch_order.json``) and the folder's message lines."""
+    from explorer.pipeline.schedules.torch_csv import ORDER_FILE, runtime_schedule
+
+    path = folder / ORDER_FILE
+    if not path.exists() and not path.is_symlink():
+        return None
+    order = inputs.read_json(str(path), "explorer read")
+    if not isinstance(order, dict) or not all(
+        isinstance(acts, list) and all(isinstance(a, str) for a in acts) for acts in order.values()
+    ):
+        raise InputError(
+            f"{excerpt(str(path))} is not the order PyTorch's engine writes (an object of rank -> "
+            "list of action texts like 1SEND_F0): was it edited?"
+        )
+    try:
+        schedule = runtime_schedule(order)
+    except (InputError, ValueError, KeyError, TypeError) as exc:
+        raise InputError(f"{excerpt(str(path))}: {one_line(str(exc), 160)}") from None
+    return schedule, _message_lines(folder, schedule)
+
+
+def _message_lines(folder: Path, schedule: Schedule) -> list[dict]:
+    """Every ``message`` line of the folder's ``torch_rank*.jsonl``, each checked, and each at
+    an exchange of ``schedule`` (a line at another place is not one the engine wrote)."""
+    from explorer.pipeline.analysis.contract import exchange_places
+
+    places = exchange_places(schedule)
+    out = []
+    for path in sorted(folder.glob("torch_rank*.jsonl")):
+        text = inputs.read_text(str(path), "explorer read", MAX_TRACE_BYTES)
+        for n, line in enumerate(text[: text.rfind("\n") + 1].splitlines(), 1):
+            if not line.strip():
+                continue
+            record = parse_record(line, f"{path.name} line {n}")
+            if record["type"] != "message":
+                continue
+            if (record["stage"], record["step"], record["text"]) not in places:
+                raise InputError(
+                    f"{path.name} line {n}: {excerpt(record['text'])} at stage {record['stage']} "
+                    f"step {record['step']} is no exchange of the order in the folder; was it edited?"
+                )
+            out.append(record)
+    return out
+
+
+def recorded_contract(folder: Path) -> ContractReport:
+    """``explorer check RUN_FOLDER``: the P2P contract of a recorded run, read by the reader
+    ``explorer read`` uses for its kind: a run folder of ``explorer run`` (the explorer's engine
+    or DeepSpeed's), of ``explorer run --engine torch``, or a DeepSpeed job's
+    ``explorer.instrument`` folder. Anything else, or lines that describe only some messages,
+    is one InputError."""
+    from explorer.pipeline.analysis.contract import contract_report, pairing_of
+    from explorer.pipeline.traces.instrumented import is_instrumented, read_instrumented
+
+    path = Path(folder)
+    if is_instrumented(path):
+        run = read_instrumented(path)
+        schedule = run.schedule()
+        if schedule is None:
+            raise InputError(
+                f"{excerpt(str(path))}: not every stage has written the schedule it runs yet; "
+                "check again once each stage has started an iteration"
+            )
+        return contract_report("explorer.instrument's trace", schedule, run.follower.records)
+    torch_run = _torch_messages(path) if (path / "spec.json").is_file() else None
+    if torch_run is not None:
+        return contract_report("PyTorch's pipelining runtime", *torch_run, "peer")
+    if not (path / "spec.json").is_file() or not any(path.glob("rank*.jsonl")):
+        raise InputError(
+            f"{excerpt(str(path))} is not a run folder: expected spec.json with rank<R>.jsonl "
+            "(explorer run --out), torch_order.json (--engine torch) or the rank<R>.jsonl of "
+            "explorer.instrument"
+        )
+    result = collected(path)
+    spec = read_spec(path)
+    return contract_report(
+        f"the {spec.engine} engine's run",
+        spec.build_schedule(),
+        result.records,
+        pairing_of(spec.p2p_tags),
+    )
+
+
+__all__ = ["collected", "read_spec", "recorded_contract", "records_checked", "torch_contract"]

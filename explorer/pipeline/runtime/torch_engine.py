@@ -66,6 +66,8 @@ class TorchRunResult:
     #: One per ``PP:`` action: rank, stage, action, kind (code), microbatch, iteration, start, end, wait (s).
     records: list[dict] = field(default_factory=list)
     workarounds: list[str] = field(default_factory=list)
+    #: Every P2P message that did not match its receive (:mod:`.torch_messages`), first one first.
+    contract: list[dict] = field(default_factory=list)
     torch_version: str = ""
     folder: Optional[Path] = None
 
@@ -113,6 +115,7 @@ class TorchRunResult:
             "digest": self.digest,
             "failure": self.failure.to_dict() if self.failure else None,
             "workarounds": self.workarounds,
+            "contract": self.contract,
             "makespan_ms": self.makespan() * 1e3,
             "instructions": self.records,
         }
@@ -236,6 +239,22 @@ def _collect(
                 signal=signal_name(codes[bad[0]]) if bad else None,
             )
     result.records = _records(folder, sorted(codes))
+    return _judged(result, folder)
+
+
+def _judged(result: TorchRunResult, folder: Path) -> TorchRunResult:
+    """``result`` with its messages checked; the first violation becomes its failure (what
+    failed after it follows as "then"), as on the explorer's own runs."""
+    from explorer.pipeline.analysis.contract import failure_of
+    from explorer.pipeline.runtime.run_folder import torch_contract
+
+    found = torch_contract(folder)
+    if found is None or not found[1]:
+        return result
+    schedule, violations = found
+    result.contract = [v.to_dict() for v in violations]
+    result.failure = failure_of(violations[0], schedule, result.failure)
+    result.status = "failed"
     return result
 
 

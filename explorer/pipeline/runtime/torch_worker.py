@@ -13,6 +13,11 @@ before each iteration, ``loss_fn`` averaged over micro-batches. PyTorch averages
 the summed gradients by M after the last backward (``scale_grads``) where we scale each loss
 by 1/M first; see :mod:`.torch_engine` for what that does to bitwise equality.
 
+Every send and receive the runtime posts is written as a ``message`` line of
+``torch_rank<R>.jsonl`` with its tensor tuple (:mod:`.torch_messages`), and rank 0 writes the
+runtime's compute+comms order to ``torch_order.json``, so ``explorer read`` checks the P2P
+contract of the folder as it does the explorer's own.
+
 Rank 0 gathers losses and gradients, trains the reference and writes ``torch_result.json``
 (:mod:`.result_writer`, the same writer as explorer's engine); a rank that fails writes its
 :class:`~explorer.failure.Failure` as a ``failure`` line of ``torch_rank<R>.jsonl``
@@ -32,11 +37,15 @@ import torch
 import torch.distributed as dist
 
 from explorer.failure import FailureKind, from_exception
+from explorer.pipeline.analysis.contract import message_steps
 from explorer.pipeline.runtime.determinism import prepare_rank
 from explorer.pipeline.runtime.models import build_model
 from explorer.pipeline.runtime.recorder import Recorder
 from explorer.pipeline.runtime.result_writer import write_result
 from explorer.pipeline.runtime.spec import RunSpec
+from explorer.pipeline.runtime.torch_messages import Messages
+from explorer.pipeline.schedules.torch_actions import format_action, to_action
+from explorer.pipeline.schedules.torch_csv import ORDER_FILE, runtime_schedule
 
 #: A rank's report file is ``torch_rank<R>.jsonl`` (its profiler trace is ``torch_rank<R>.json``).
 REPORT_PREFIX = "torch_rank"
@@ -99,6 +108,7 @@ def _run(rank: int, world: int, folder: Path) -> int:
     runtime = _PipelineScheduleRuntime(stages, m, loss_fn=model.loss_fn, scale_grads=True)
     runtime.pipeline_order = actions
     runtime._prepare_schedule_with_comms(actions)
+    messages = _watch_messages(folder, rank, spec.run_id, runtime, stages)
     optimizers = [torch.optim.SGD(model.stages[s].parameters(), lr=0.1) for s in mine]
     losses: list[list[torch.Tensor]] = []
     prof, started = profile(activities=[ProfilerActivity.CPU]), False
@@ -113,6 +123,7 @@ def _run(rank: int, world: int, folder: Path) -> int:
             started = True
         dist.barrier()
         row: list[torch.Tensor] = []
+        messages.iteration = it
         with record_function(f"explorer:iteration {it}") if profiled else nullcontext():
             runtime.step(batch, target=target, losses=row)
         for opt in optimizers:
@@ -127,8 +138,25 @@ def _run(rank: int, world: int, folder: Path) -> int:
     )
     if gathered is not None:  # rank 0, where the gather lands
         write_result(folder / "torch_result.json", spec, num_stages, m, gathered, spec.iterations)
+    messages.recorder.close()
     dist.destroy_process_group()
     return 0
+
+
+def _watch_messages(folder: Path, rank: int, run_id: str, runtime, stages) -> Messages:
+    """Every exchange's tensors on a ``message`` line (:mod:`.torch_messages`), placed by the
+    order the runtime executes, which rank 0 writes to ``torch_order.json`` for the reader."""
+    order = {
+        r: [format_action(a) for a in (to_action(x) for x in acts) if a is not None]
+        for r, acts in runtime.pipeline_order_with_comms.items()
+    }
+    if rank == 0:
+        (folder / ORDER_FILE).write_text(json.dumps({str(r): a for r, a in order.items()}))
+    steps = message_steps(runtime_schedule(order), rank)
+    messages = Messages(Recorder(folder, rank, run_id, prefix=REPORT_PREFIX), steps)
+    for stage in stages:
+        messages.watch(stage)
+    return messages
 
 
 def _skip_neighbour_handshake(stage) -> None:

@@ -160,6 +160,19 @@ def schedule_from_order(order: Order, name: str = "torch-csv", batching: str = "
     )
 
 
+#: The file of a PyTorch engine run folder holding the runtime's compute+comms order (rank -> texts).
+ORDER_FILE = "torch_order.json"
+
+
+def runtime_schedule(order: dict[int, list[str]]) -> Schedule:
+    """The schedule PyTorch's ``_PipelineScheduleRuntime`` executes, from its compute+comms order
+    (``pipeline_order_with_comms`` as text): each action its own step, as the runtime posts
+    every exchange on its own. The PyTorch engine's message lines and their reader both place
+    exchanges by it, so they agree on every step."""
+    parsed = {int(r): [parse_action(a) for a in acts] for r, acts in order.items()}
+    return schedule_from_order(parsed, name="torch-runtime", batching="none")
+
+
 def _peer_known(a: TorchAction, stage_to_rank: dict[int, int]) -> bool:
     step = -1 if a.type.value in ("RECV_F", "SEND_B") else 1
     return a.stage + step in stage_to_rank
@@ -214,10 +227,12 @@ def with_p2p_conventions(
 
 
 __all__ = [
+    "ORDER_FILE",
     "has_comms",
     "order_from_schedule",
     "read_schedule_csv",
     "read_torch_csv",
+    "runtime_schedule",
     "schedule_from_order",
     "with_p2p_conventions",
     "write_torch_csv",

@@ -76,15 +76,29 @@ def parse_record(line: str, where: str) -> dict:
         if isinstance(value, float) and not math.isfinite(value):
             raise refuse(f"has {key}={value!r} (every number the ranks write is finite)")
     if record["type"] == "instr":
-        if not all(
-            isinstance(record.get(k), int) and not isinstance(record.get(k), bool)
-            for k in _INSTR_INTS
-        ) or not all(isinstance(record.get(k), (int, float)) for k in _INSTR_TIMES):
+        if not _has_ints(record) or not all(
+            isinstance(record.get(k), (int, float)) for k in _INSTR_TIMES
+        ):
             raise refuse("is an instruction line without integer iteration, stage, step and times")
         problem = message_problem(record)
         if problem is not None:
             raise refuse(problem)
+    if record["type"] == "message":  # PyTorch's engine: one exchange's tuple, untimed
+        if not _has_ints(record) or not isinstance(record.get("text"), str) or "p2p" not in record:
+            raise refuse(
+                "is a message line without integer iteration, stage, step, its text and its p2p tuple"
+            )
+        problem = message_problem(record)
+        if problem is not None:
+            raise refuse(problem)
     return record
+
+
+def _has_ints(record: dict) -> bool:
+    """Integer (not bool) iteration, stage and step, as every placed line has."""
+    return all(
+        isinstance(record.get(k), int) and not isinstance(record.get(k), bool) for k in _INSTR_INTS
+    )
 
 
 def rank_state(own: str, *, peer_failed: bool, job_ended: bool) -> RankState:

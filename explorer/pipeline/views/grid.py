@@ -11,7 +11,7 @@ receive pairs are optional arrows.
 
 from __future__ import annotations
 
-from typing import Optional, Sequence
+from typing import Mapping, Optional, Sequence
 
 import numpy as np
 import plotly.graph_objects as go
@@ -59,9 +59,12 @@ def grid_figure(
     max_text_cells: int = MAX_TEXT_CELLS,
     x_range: Optional[tuple[float, float]] = None,
     moved: Sequence[tuple[int, int]] = (),
+    marks: Optional[Mapping[tuple[int, int], list[str]]] = None,
 ) -> go.Figure:
     """The grid of ``report.schedule`` with its findings outlined; ``selected`` is a ``(stage, step)``;
-    ``moved`` are the cells a fix's rules changed (outlined in purple).
+    ``moved`` are the cells a fix's rules changed (outlined in purple); ``marks`` are findings
+    the schedule alone cannot show (a run's P2P contract violations, :func:`contract_marks`),
+    keyed and worded like the report's own and outlined and said the same way.
 
     ``x_range`` is the range of steps on screen (the widget passes what the user zoomed to):
     cells, text and hover are sent for that range only, and above ``DETAIL_CELLS`` cells the
@@ -73,6 +76,8 @@ def grid_figure(
     lo, hi = max(0, int(np.ceil(lo_x - 0.5))), min(steps - 1, int(np.floor(hi_x + 0.5)))
     columns = max(hi - lo + 1, 1)
     cells = findings_by_cell(report)
+    for cell, words in (marks or {}).items():
+        cells[cell] = cells.get(cell, []) + list(words)
     overview = columns > DETAIL_COLUMNS or stages * columns > DETAIL_CELLS
     exact = True
     if overview:

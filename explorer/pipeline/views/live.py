@@ -14,6 +14,7 @@ import plotly.graph_objects as go
 
 from explorer.pipeline.analysis.check import Report
 from explorer.pipeline.views.grid import grid_figure
+from explorer.pipeline.views.marks import contract_marks
 from explorer.pipeline.views.palette import HAZARD
 
 __all__ = ["failure_cell", "pinned_grid", "progress_figure"]
@@ -26,12 +27,14 @@ def failure_cell(failure: Optional[dict]) -> Optional[tuple[int, int]]:
     return int(failure["stage"]), int(failure["step"])
 
 
-def pinned_grid(report: Report, failure: Any = None) -> go.Figure:
-    """The grid of the schedule as run, with ``failure`` (when it has a cell) pinned on it."""
+def pinned_grid(report: Report, failure: Any = None, contract: Sequence[dict] = ()) -> go.Figure:
+    """The grid of the schedule as run, with ``failure`` (when it has a cell) pinned on it and
+    every message of ``contract`` (the run's P2P contract violations, as dicts) marked at its
+    receive like a hazard."""
     if failure is not None and hasattr(failure, "to_dict"):  # a Failure record
         failure = failure.to_dict()
     cell = failure_cell(failure)
-    fig = grid_figure(report, selected=cell)
+    fig = grid_figure(report, selected=cell, marks=contract_marks(contract))
     if cell is None:
         return fig
     stage, step = cell

@@ -7,7 +7,7 @@ this one table, so a hazard is never outlined in one figure and missing from ano
 
 from __future__ import annotations
 
-from typing import Protocol
+from typing import Protocol, Sequence
 
 from explorer.pipeline.analysis.check import Report
 from explorer.pipeline.printout.listing import findings_by_cell as _by_cell
@@ -33,4 +33,16 @@ def finding_cell(finding: Pinned) -> tuple[int, int]:
     return int(finding.stage), int(finding.step)
 
 
-__all__ = ["findings_by_cell", "finding_cell"]
+def contract_marks(violations: Sequence[dict]) -> dict[tuple[int, int], list[str]]:
+    """``(stage, step) -> ["P2P CONTRACT (kind): ...", ...]``: each message that broke the P2P
+    contract (``ContractViolation.to_dict()``, as a run's ``contract`` lists them) at its
+    receive's cell, worded like a finding so the grid marks it like a hazard."""
+    out: dict[tuple[int, int], list[str]] = {}
+    for v in violations:
+        out.setdefault((int(v["stage"]), int(v["step"])), []).append(
+            f"P2P CONTRACT ({v['kind']}): {v['message']}; fix: {v['hint']}"
+        )
+    return out
+
+
+__all__ = ["contract_marks", "findings_by_cell", "finding_cell"]
