@@ -145,3 +145,62 @@ def test_cli_engine_torch_keeps_the_contract_and_reports_unsupported_orders(tmp_
         code == 1 and doc["torch_engine"]["status"] == "unsupported" and doc["instructions"] == []
     )
     assert "Schedule1F1B.pipeline_order is not one whole step" in doc["failure"]["message"]
+
+
+def _torch_run(actions: dict[int, list[str]], scale: float, within: bool):
+    from explorer.pipeline.runtime.torch_engine import TorchRunResult
+    from explorer.pipeline.runtime.torch_orders import OrderChoice
+
+    return TorchRunResult(
+        "ran",
+        OrderChoice(actions, "explorer", None),
+        within_tolerance=within,
+        grad_scale_to_reference=scale,
+        torch_version="2.9.0",
+    )
+
+
+SPLIT = {
+    0: ["0F0", "0F1", "0I0", "0W0", "0I1", "0W1"],
+    1: ["1F0", "1I0", "1W0", "1F1", "1I1", "1W1"],
+}
+FULL = {0: ["0F0", "0F1", "0B0", "0B1"], 1: ["1F0", "1B0", "1F1", "1B1"]}
+
+
+@pytest.mark.parametrize(
+    "actions, scale, within, said",
+    [
+        (SPLIT, 2.0, False, "pytorch/pytorch#164777"),
+        (FULL, 2.0, False, "summed over the 2 micro-batches, never divided"),
+        (SPLIT, 1.0, False, None),  # off for another reason: no cause claimed
+        (SPLIT, 2.0, True, None),  # within tolerance: nothing to explain
+        (SPLIT, 1.7, False, None),
+    ],
+)
+def test_a_cross_check_off_by_the_microbatch_count_says_why(actions, scale, within, said):
+    from explorer.pipeline.analysis.engines import torch_off_by_microbatches
+
+    why = torch_off_by_microbatches(_torch_run(actions, scale, within))
+    if said is None:
+        assert why is None
+    else:
+        assert why is not None and said in why
+        assert ("#164777" in why) == (actions is SPLIT)
+
+
+@pytest.mark.slow
+def test_zb_h1_on_pytorchs_runtime_fails_the_cross_check_with_pytorchs_bug_named(tmp_path):
+    """torch 2.9.0's ``_PipelineScheduleRuntime`` leaves a split backward's gradients unscaled:
+    the cross-check must say no (exit 1) and say why, not blame the schedule (which runs
+    bitwise equal on the explorer's engine)."""
+    from explorer.pipeline.analysis.engines import torch_off_by_microbatches, torch_passed
+    from explorer.pipeline.runtime.torch_engine import run_torch_engine
+
+    result = run_torch_engine(RunSpec.for_schedule(build("zb-h1", 2, 4)), tmp_path)
+    assert result.ok, result.failure
+    if result.within_tolerance:  # a torch with the upstream fix
+        assert torch_off_by_microbatches(result) is None and torch_passed(result)
+    else:
+        assert result.grad_scale_to_reference == pytest.approx(4.0, rel=1e-3)
+        why = torch_off_by_microbatches(result)
+        assert why and "BACKWARD_WEIGHT" in why and not torch_passed(result)

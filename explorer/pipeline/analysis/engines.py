@@ -147,6 +147,29 @@ def torch_passed(result: TorchRunResult) -> bool:
     return result.ok and bool(result.within_tolerance)
 
 
+def torch_off_by_microbatches(result: TorchRunResult) -> Optional[str]:
+    """Why PyTorch's run is off the reference, when its gradients say so: exactly M times the
+    reference's (``grad_scale_to_reference``) means they were summed over the M micro-batches
+    and never divided. With a split backward that is torch 2.9.0's runtime itself: its
+    ``BACKWARD_WEIGHT`` branch never calls ``scale_grads`` after a stage's last weight pass
+    (the full-backward branch does), fixed upstream in pytorch/pytorch#164777. A "no" with
+    its cause, so a correct schedule's failed cross-check is not read as the schedule's fault.
+    """
+    actions = [a for row in (result.order.actions or {}).values() for a in row]
+    m = len({a.split("F", 1)[1] for a in actions if "F" in a})
+    scale = result.grad_scale_to_reference
+    if result.within_tolerance or scale is None or m < 2 or abs(scale - m) > 1e-3 * m:
+        return None
+    said = f"PyTorch's gradients are {m}x the reference's: summed over the {m} micro-batches, never divided"
+    if any("W" in a for a in actions):
+        return (
+            f"{said}. torch {result.torch_version}'s runtime divides a stage's gradients after its "
+            "last full backward but not after its last weight pass (BACKWARD_WEIGHT): a bug of "
+            "PyTorch fixed upstream in pytorch/pytorch#164777, not of this schedule"
+        )
+    return said
+
+
 @dataclass
 class ThreeEngines:
     """One spec run by the explorer's engine, PyTorch's and DeepSpeed's, one after the other."""
@@ -239,4 +262,11 @@ def _ms(value: Optional[float]) -> str:
     return "-" if value is None else f"{value:.3f}"
 
 
-__all__ = ["EngineComparison", "ThreeEngines", "explorer_passed", "side_by_side", "torch_passed"]
+__all__ = [
+    "EngineComparison",
+    "ThreeEngines",
+    "explorer_passed",
+    "side_by_side",
+    "torch_off_by_microbatches",
+    "torch_passed",
+]

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Optional
 
+from explorer.pipeline.analysis.engines import torch_off_by_microbatches
+
 if TYPE_CHECKING:
     from explorer.pipeline.analysis.engines import EngineComparison, ThreeEngines
     from explorer.pipeline.runtime.torch_engine import TorchRunResult
@@ -25,6 +27,7 @@ def torch_doc(torch_run: TorchRunResult) -> dict:
         "bitwise_equal_to_reference": torch_run.bitwise_equal_to_reference,
         "failure": torch_run.failure.to_dict() if torch_run.failure else None,
         "instructions": torch_run.records,
+        "why_off_reference": torch_off_by_microbatches(torch_run),
         "engine": "torch",
         "torch_engine": _without_actions(torch_run),
     }
@@ -47,10 +50,11 @@ def torch_line(torch_run: TorchRunResult) -> str:
         message = torch_run.failure.message if torch_run.failure else ""
         return f"torch engine ({torch_run.status}, {order}): {message}"
     note = f" [{torch_run.order.problem}]" if torch_run.order.problem else ""
+    why = torch_off_by_microbatches(torch_run)
     return (
         f"torch engine ({order}{note}): bitwise equal to the reference: {torch_run.bitwise_equal_to_reference}, "
         f"within tolerance: {torch_run.within_tolerance} (max |diff| {torch_run.max_abs_diff_to_reference:.3g}), "
-        f"makespan {torch_run.makespan() * 1e3:.2f} ms"
+        f"makespan {torch_run.makespan() * 1e3:.2f} ms" + (f"\n  {why}" if why else "")
     )
 
 
