@@ -81,7 +81,7 @@ def _recorded(run: Path) -> tuple[dict, dict[int, list[dict]]]:
 
 
 def default_stragglers(
-    spec: dict, replicas: int, from_iteration: int, factor: float = 1.8, delay_s: float = 0.002
+    spec: dict, replicas: int, from_iteration: int, factor: float = 1.8, delay_s: float = 0.02
 ) -> list[Straggler]:
     """One slow backward rank and one slow link, at ranks in the middle of the job."""
     to_rank = spec["schedule"]["stage_to_rank"]
