@@ -220,7 +220,7 @@ def replicate(
 ) -> Truth:
     """Write a job of ``replicas`` copies of the run folder ``run`` into ``out``; return the truth.
 
-    ``events`` (instructions per rank, about) or ``iterations`` sets the length; by default the
+    ``events`` (instructions per rank on average, about) or ``iterations`` sets the length; by default the
     recorded iterations once. ``stragglers=None`` plants :func:`default_stragglers`; ``[]``
     plants none (an unperturbed job, jitter and offsets kept). Offsets are uniform in
     ``[-offset_s, offset_s]``.
@@ -228,7 +228,7 @@ def replicate(
     run, out = Path(run), Path(out)
     spec, lines = _recorded(run)
     n_rec = 1 + max(x["iteration"] for ls in lines.values() for x in ls if "iteration" in x)
-    per_iter = max(sum(x["type"] == "instr" for x in ls) for ls in lines.values()) / n_rec
+    per_iter = sum(x["type"] == "instr" for ls in lines.values() for x in ls) / len(lines) / n_rec
     if iterations is None:
         iterations = max(1, round(events / per_iter)) if events else n_rec
     planted = (

@@ -179,11 +179,22 @@ def _dense(*columns: tuple[np.ndarray, int]) -> tuple[np.ndarray, int]:
     return key, total
 
 
+def _compact(key: np.ndarray, total: int) -> tuple[np.ndarray, np.ndarray]:
+    """(the keys present, each event's index among them): a bincount when the key space is
+    small beside the events, else a sort (``np.unique``)."""
+    if total > 4 * len(key) + 1024:
+        return np.unique(key, return_inverse=True)
+    present = np.flatnonzero(np.bincount(key, minlength=total))
+    index = np.full(total, -1, dtype=np.int64)
+    index[present] = np.arange(len(present))
+    return present, index[key]
+
+
 def _bands(job: JobTrace, dur: np.ndarray) -> tuple[Band, ...]:
     mb = job.microbatch.astype(np.int64) + 1
     n_mb = int(mb.max()) + 1
     key, total = _dense((job.stage, job.layout.stages), (job.kind, len(Kind)), (mb, n_mb))
-    present, group = np.unique(key, return_inverse=True)
+    present, group = _compact(key, total)
     g = len(present)
     spread = grouped(group, dur, g)
     counts = np.bincount(group, minlength=g)
@@ -245,9 +256,9 @@ def _outliers(job: JobTrace, dur: np.ndarray, rule: Rule) -> tuple[Outlier, ...]
     cell_med = grouped_median(cell, dur, n_cell)
     with np.errstate(divide="ignore", invalid="ignore"):
         x = np.log(np.maximum(dur, 1e-12) / np.maximum(cell_med[cell], 1e-12))
-    ranks = job.layout.ranks
+    ranks = int(job.rank.max()) + 1
     per, n_per = _dense((job.rank, ranks), (job.stage, stages), (job.kind, kinds), (it, n_it))
-    present, group = np.unique(per, return_inverse=True)
+    present, group = _compact(per, n_per)
     value = grouped_median(group, x, len(present))
     rest, g_it = np.divmod(present, n_it)
     rest, g_kind = np.divmod(rest, kinds)
