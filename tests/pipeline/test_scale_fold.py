@@ -137,3 +137,33 @@ def test_a_job_folder_that_reads_nothing_is_one_line_exit_2(explorer_cli, tmp_pa
     assert out.returncode == 2 and "Traceback" not in out.stderr
     assert len(out.stderr.strip().splitlines()) == 1
     assert "no rank of" in out.stderr and "rank 0: no rank file" in out.stderr
+
+
+def test_a_folder_is_a_job_only_with_ranks_beyond_its_pipeline(tmp_path):
+    from explorer.read import detect
+
+    (tmp_path / "spec.json").write_text(
+        json.dumps({"run_id": "a", "schedule": {"stage_to_rank": [0, 1]}})
+    )
+    for r in (0, 1):
+        (tmp_path / f"rank{r}.jsonl").write_text("")
+    assert detect(tmp_path).kind == "pipeline-run"
+    (tmp_path / "rank2.jsonl").write_text("")
+    assert detect(tmp_path).kind == "pipeline-job"
+
+
+def test_a_line_of_the_wrong_type_names_its_rank_and_keeps_the_others(tmp_path):
+    from explorer.pipeline.traces.job import read_job
+
+    (tmp_path / "spec.json").write_text(
+        json.dumps({"run_id": "a", "schedule": {"stage_to_rank": [0]}})
+    )
+    line = {"type": "instr", "iteration": 0, "rank": 0, "run": "a", "stage": 0, "text": "0F0"}
+    for r in (0, 1):
+        rec = {**line, "rank": r, "microbatch": 0, "start": 0.0, "end": 1.0}
+        if r == 1:
+            rec["stage"] = "zero"
+        (tmp_path / f"rank{r}.jsonl").write_text(json.dumps(rec) + "\n")
+    job = read_job(tmp_path)
+    assert len(job) == 1 and job.rank.tolist() == [0]
+    assert [(u.rank, u.kept) for u in job.unread] == [(1, 0)]
