@@ -22,8 +22,9 @@ from explorer.compile.cli import read as compile_read
 from explorer.compile.traces.detect import TORCH_TRACE
 from explorer.detect import Detected, Detector, first_recognised
 from explorer.errors import InputError
-from explorer.pipeline.cli import read_instrumented, read_profile, read_run
+from explorer.pipeline.cli import read_instrumented, read_job, read_profile, read_run
 from explorer.pipeline.traces.detect import INSTRUMENTED, RUN_FOLDER
+from explorer.pipeline.traces.job_folder import JOB_FOLDER
 from explorer.pipeline.traces.profiler.detect import PROFILE
 from explorer.xla.cli import read as xla_read
 from explorer.xla.traces.detect import ARTIFACTS
@@ -43,9 +44,11 @@ class Kind:
 
 #: Tried in this order, the first that recognises a path wins. A compile job's folder may hold
 #: profiler traces beside its TORCH_TRACE logs (with distributedInfo whenever a process group
-#: existed), and those belong to it: torch-trace comes before pipeline-profile.
+#: existed), and those belong to it: torch-trace comes before pipeline-profile. A job's folder
+#: (replicas of one pipeline) is a run folder with more ranks: pipeline-job comes before pipeline-run.
 KINDS: tuple[Kind, ...] = (
     Kind(INSTRUMENTED, read_instrumented.read),
+    Kind(JOB_FOLDER, read_job.read),
     Kind(RUN_FOLDER, read_run.read),
     Kind(TORCH_TRACE, compile_read.read),
     Kind(PROFILE, read_profile.read),

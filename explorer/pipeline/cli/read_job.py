@@ -1,0 +1,39 @@
+"""``explorer read`` on a job's folder (replicas of one pipeline): read, folded by stage, outliers named.
+
+Exit 0 when every rank was read and no rank is an outlier, 1 when a rank is named or could
+not be read in full (the answer is then partial and says so), 2 on bad input.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from pathlib import Path
+
+
+def _progress(done: int, total: int) -> None:
+    if done == total or done % max(1, total // 100) == 0:
+        sys.stderr.write(f"\rreading rank files: {done}/{total}")
+        if done == total:
+            sys.stderr.write("\n")
+        sys.stderr.flush()
+
+
+def read(path: Path, json_out: bool) -> int:
+    from explorer.pipeline.analysis.fold import fold
+    from explorer.pipeline.printout.job import job_document, job_text
+    from explorer.pipeline.traces.job import read_job
+
+    t0 = time.perf_counter()
+    job = read_job(path, _progress if sys.stderr.isatty() else None)
+    folded = fold(job)
+    took = time.perf_counter() - t0
+    if json_out:
+        print(json.dumps(job_document(job, folded, took)), flush=True)
+    else:
+        print(job_text(job, folded, took), flush=True)
+    return 1 if folded.outliers or job.unread else 0
+
+
+__all__ = ["read"]

@@ -1,0 +1,92 @@
+"""A folded job as text and as the ``--json`` document of ``explorer read JOB_DIR``.
+
+The text fits a screen at any number of ranks: what could not be read, the named outliers with
+the rule that named them, then one line per stage and instruction kind (the band across
+replicas over all its micro-batches). The JSON holds every band per micro-batch.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from typing import Iterable
+
+import numpy as np
+
+from explorer.pipeline.analysis.fold import Band, Fold
+from explorer.pipeline.traces.job import JobTrace
+
+#: Unread ranks listed one by one in the text; the rest are counted.
+SHOWN_UNREAD = 20
+
+
+def job_document(job: JobTrace, folded: Fold, seconds: float) -> dict:
+    """The ``--json`` document (``kind: "pipeline-job"``)."""
+    lay = job.layout
+    return {
+        "kind": "pipeline-job",
+        "folder": str(lay.folder),
+        "run": lay.run,
+        "ranks": lay.ranks,
+        "pipeline_ranks": lay.pipeline_ranks,
+        "stages": lay.stages,
+        "replicas": lay.replicas,
+        "layout": "rank = replica * pipeline_ranks + the schedule's rank",
+        "instructions": len(job),
+        "decoder": job.decoder,
+        "seconds": round(seconds, 3),
+        "interrupted": job.interrupted,
+        "unread": [{"rank": u.rank, "why": u.why, "kept": u.kept} for u in job.unread],
+        "rule": folded.rule.sentence(),
+        "outliers": [o.to_dict() for o in folded.outliers],
+        "bands": [b.to_dict() for b in folded.bands],
+    }
+
+
+def _per_kind(bands: Iterable[Band]) -> list[tuple[int, str, float, float, float, int]]:
+    """Per (stage, kind): lowest low, median of the micro-batches' medians, highest high."""
+    groups: dict[tuple[int, int], list[Band]] = defaultdict(list)
+    for b in bands:
+        groups[b.stage, int(b.kind)].append(b)
+    rows = []
+    for (stage, _), bs in sorted(groups.items()):
+        top = max(bs, key=lambda b: b.high)
+        rows.append(
+            (
+                stage,
+                bs[0].kind.code,
+                min(b.low for b in bs),
+                float(np.median([b.median for b in bs])),
+                top.high,
+                top.slowest_rank,
+            )
+        )
+    return rows
+
+
+def job_text(job: JobTrace, folded: Fold, seconds: float) -> str:
+    """The report ``explorer read JOB_DIR`` prints."""
+    lay = job.layout
+    read = lay.ranks - sum(1 for u in job.unread if u.kept == 0)
+    lines = [
+        f"job {lay.run or '(no run id)'}: {lay.ranks} ranks = {lay.replicas} replicas x "
+        f"{lay.pipeline_ranks} pipeline ranks ({lay.stages} stages); {len(job):,} instructions "
+        f"of {read} ranks read in {seconds:.1f} s ({job.decoder})"
+    ]
+    if job.interrupted:
+        lines.append("interrupted: the ranks read before Ctrl-C are folded below")
+    if job.unread:
+        lines.append(f"could not read {len(job.unread)} rank(s) in full:")
+        lines += [f"  {u.sentence()}" for u in job.unread[:SHOWN_UNREAD]]
+        if len(job.unread) > SHOWN_UNREAD:
+            lines.append(f"  ... and {len(job.unread) - SHOWN_UNREAD} more (--json lists them all)")
+    lines.append(f"outliers: {len(folded.outliers) or 'none'} ({folded.rule.sentence()})")
+    lines += [f"  {o.sentence()}" for o in folded.outliers]
+    lines.append("per stage and instruction, across replicas: min / median / max ms (slowest rank)")
+    for stage, code, low, med, high, rank in _per_kind(folded.bands):
+        lines.append(
+            f"  stage {stage:>3} {code:<3} {low * 1e3:9.3f} {med * 1e3:9.3f} {high * 1e3:9.3f}  (rank {rank})"
+        )
+    return "\n".join(lines)
+
+
+__all__ = ["job_document", "job_text"]

@@ -1,0 +1,267 @@
+"""A job of thousands of ranks made from one real run folder, with the truth written beside it.
+
+The explorer's engine records a pipeline of P ranks (``explorer run --out DIR``). A real job
+runs that pipeline on D data-parallel replicas: P x D ranks. :func:`replicate` writes such a
+job from the recorded run, so a reader can be tested at scale on data whose every event was
+measured by the real engine and whose anomalies are known:
+
+- rank ``R = replica * P + r`` holds a copy of the recorded pipeline rank ``r`` (``r`` is the
+  rank the schedule's ``stage_to_rank`` gives its stages); every line is the engine's own line
+  with ``rank`` renamed, written as the engine writes it (``json.dumps`` of the same keys in the
+  same order), so the real reader reads it;
+- the recorded iterations are tiled until each rank holds about ``events`` instructions
+  (iteration ``i`` of the copy is recorded iteration ``i % n``, placed after ``i - 1``);
+- every duration is jittered (``exp(N(0, jitter))``) and every later event moves with it, so a
+  rank's own order and gaps are kept;
+- every rank's clock is off by a known offset (its times and its start line's ``unix``);
+- stragglers are planted at known ranks: one rank's backward passes ``factor`` times slower from
+  an iteration on, one rank's activation receives ending ``delay_s`` later (a slow link).
+
+``truth.json`` beside the copies names the planted ranks and every offset; ``spec.json`` is the
+recorded run's, unchanged, so the job is one run of one schedule on D replicas.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import random
+import shutil
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Optional
+
+TRUTH = "truth.json"
+
+
+@dataclass(frozen=True)
+class Straggler:
+    """A planted anomaly: ``kind`` (an instruction code) on ``rank`` from ``from_iteration`` on.
+
+    ``factor`` multiplies the duration (a slow rank); ``delay_s`` adds to it (a slow link: the
+    receive ends later)."""
+
+    rank: int
+    stage: int
+    replica: int
+    kind: str
+    from_iteration: int
+    factor: float = 1.0
+    delay_s: float = 0.0
+    peer: Optional[int] = None
+
+
+@dataclass
+class Truth:
+    """What was planted: the layout, every rank's clock offset and the stragglers."""
+
+    source: str
+    stages: int
+    pipeline_ranks: int
+    replicas: int
+    iterations: int
+    jitter: float
+    seed: int
+    layout: str = "rank = replica * pipeline_ranks + pipeline rank"
+    offsets_s: list[float] = field(default_factory=list)
+    stragglers: list[Straggler] = field(default_factory=list)
+
+    def to_dict(self) -> dict:
+        return {**asdict(self), "stragglers": [asdict(s) for s in self.stragglers]}
+
+
+def _recorded(run: Path) -> tuple[dict, dict[int, list[dict]]]:
+    spec = json.loads((run / "spec.json").read_text())
+    ranks = sorted(set(spec["schedule"]["stage_to_rank"]))
+    lines = {
+        r: [json.loads(x) for x in (run / f"rank{r}.jsonl").read_text().splitlines() if x.strip()]
+        for r in ranks
+    }
+    return spec, lines
+
+
+def default_stragglers(
+    spec: dict, replicas: int, from_iteration: int, factor: float = 1.8, delay_s: float = 0.02
+) -> list[Straggler]:
+    """One slow backward rank and one slow link, at ranks in the middle of the job."""
+    to_rank = spec["schedule"]["stage_to_rank"]
+    p = len(set(to_rank))
+    stages = len(to_rank)
+    slow_stage, link_stage = min(2, stages - 1), max(1, stages - 1)
+    slow_rep, link_rep = replicas // 2, replicas // 3
+    link_rank = link_rep * p + to_rank[link_stage]
+    return [
+        Straggler(
+            slow_rep * p + to_rank[slow_stage],
+            slow_stage,
+            slow_rep,
+            "B",
+            from_iteration,
+            factor=factor,
+        ),
+        Straggler(
+            link_rank,
+            link_stage,
+            link_rep,
+            "RA",
+            from_iteration,
+            delay_s=delay_s,
+            peer=link_rep * p + to_rank[link_stage - 1],
+        ),
+    ]
+
+
+def _template(line: dict) -> tuple[str, list[str]]:
+    """The line as a %-format of its rank, iteration, start, end and unix (json.dumps' text)."""
+    slots = [k for k in ("rank", "iteration", "start", "end", "unix") if k in line]
+    marked = {k: (f"@@{k}@@" if k in slots else v) for k, v in line.items()}
+    text = json.dumps(marked).replace("%", "%%")
+    slots.sort(key=lambda k: text.index(f'"@@{k}@@"'))
+    for k in slots:
+        text = text.replace(f'"@@{k}@@"', "%s")
+    return text, slots
+
+
+def _code(line: dict) -> str:
+    text = line.get("text", "")
+    i = 0
+    while i < len(text) and text[i].isdigit():
+        i += 1
+    j = i
+    while j < len(text) and text[j].isalpha():
+        j += 1
+    return text[i:j]
+
+
+def _span(lines: dict[int, list[dict]]) -> float:
+    ends = [x["end"] for ls in lines.values() for x in ls if "end" in x]
+    return max(ends) if ends else 0.0
+
+
+def _write_rank(
+    path: Path,
+    lines: list[dict],
+    rank: int,
+    iterations: int,
+    n_rec: int,
+    period: float,
+    offset: float,
+    rng: random.Random,
+    jitter: float,
+    planted: list[Straggler],
+) -> None:
+    """One rank's file: the recorded lines tiled over ``iterations``, jittered, planted, offset."""
+    head = [x for x in lines if x["type"] == "start"]
+    tail = [x for x in lines if x["type"] == "done"]
+    body = [x for x in lines if x["type"] not in ("start", "done")]
+    templates = [_template(x) for x in lines]
+    by_id = {id(x): t for x, t in zip(lines, templates)}
+    out: list[str] = []
+
+    def emit(line: dict, values: dict) -> None:
+        text, slots = by_id[id(line)]
+        out.append(text % tuple(repr(values[k]) for k in slots))
+
+    for x in head:
+        emit(x, {**x, "rank": rank, "unix": x["unix"] + offset})
+    shift = 0.0
+    for block in range(math.ceil(iterations / n_rec)):
+        base = block * period
+        for x in body:
+            it = block * n_rec + x["iteration"]
+            if it >= iterations:
+                continue
+            start = x["start"] + base + shift
+            if x["type"] != "instr":
+                end = x["end"] + base + shift
+                emit(
+                    x,
+                    {
+                        **x,
+                        "rank": rank,
+                        "iteration": it,
+                        "start": start + offset,
+                        "end": end + offset,
+                    },
+                )
+                continue
+            dur = (x["end"] - x["start"]) * math.exp(rng.gauss(0.0, jitter))
+            code = _code(x)
+            for s in planted:
+                if s.kind == code and it >= s.from_iteration:
+                    dur = dur * s.factor + s.delay_s
+            shift += dur - (x["end"] - x["start"])
+            emit(
+                x,
+                {
+                    **x,
+                    "rank": rank,
+                    "iteration": it,
+                    "start": start + offset,
+                    "end": start + dur + offset,
+                },
+            )
+    for x in tail:
+        emit(x, {**x, "rank": rank})
+    path.write_text("\n".join(out) + "\n")
+
+
+def replicate(
+    run: Path,
+    out: Path,
+    replicas: int,
+    events: Optional[int] = None,
+    iterations: Optional[int] = None,
+    jitter: float = 0.03,
+    offset_s: float = 0.05,
+    stragglers: Optional[list[Straggler]] = None,
+    from_iteration: int = 1,
+    seed: int = 0,
+) -> Truth:
+    """Write a job of ``replicas`` copies of the run folder ``run`` into ``out``; return the truth.
+
+    ``events`` (instructions per rank on average, about) or ``iterations`` sets the length; by default the
+    recorded iterations once. ``stragglers=None`` plants :func:`default_stragglers`; ``[]``
+    plants none (an unperturbed job, jitter and offsets kept). Offsets are uniform in
+    ``[-offset_s, offset_s]``.
+    """
+    run, out = Path(run), Path(out)
+    spec, lines = _recorded(run)
+    n_rec = 1 + max(x["iteration"] for ls in lines.values() for x in ls if "iteration" in x)
+    per_iter = sum(x["type"] == "instr" for ls in lines.values() for x in ls) / len(lines) / n_rec
+    if iterations is None:
+        iterations = max(1, round(events / per_iter)) if events else n_rec
+    planted = (
+        default_stragglers(spec, replicas, from_iteration) if stragglers is None else stragglers
+    )
+    p = len(lines)
+    rng = random.Random(seed)
+    truth = Truth(
+        str(run), len(spec["schedule"]["stage_to_rank"]), p, replicas, iterations, jitter, seed
+    )
+    truth.offsets_s = [rng.uniform(-offset_s, offset_s) for _ in range(p * replicas)]
+    truth.stragglers = planted
+    out.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(run / "spec.json", out / "spec.json")
+    period = _span(lines) * 1.05 + 0.001
+    for replica in range(replicas):
+        for r, ls in lines.items():
+            rank = replica * p + r
+            mine = [s for s in planted if s.rank == rank]
+            _write_rank(
+                out / f"rank{rank}.jsonl",
+                ls,
+                rank,
+                iterations,
+                n_rec,
+                period,
+                truth.offsets_s[rank],
+                rng,
+                jitter,
+                mine,
+            )
+    (out / TRUTH).write_text(json.dumps(truth.to_dict(), indent=1))
+    return truth
+
+
+__all__ = ["Straggler", "TRUTH", "Truth", "default_stragglers", "replicate"]
