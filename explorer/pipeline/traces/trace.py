@@ -45,11 +45,12 @@ def to_measured(records: Iterable[dict], source: str = "") -> MeasuredTrace:
             {
                 "rank": r["rank"],
                 "stage": r["stage"],
-                "step": r["step"],
+                "step": r.get("step", -1),
                 "kind": record_kind(r),
                 "microbatch": r["microbatch"],
                 "start": r["start"],
                 "end": r["end"],
+                "iteration": r.get("iteration", -1),
             }
             for r in records
         ],
