@@ -37,6 +37,7 @@ from typing import Literal, Optional, Union
 import numpy as np
 
 from explorer.failure import Failure, FailureKind, signal_name
+from explorer.pipeline.analysis.measured import makespan
 from explorer.pipeline.runtime.spec import RunSpec
 from explorer.pipeline.runtime.torch_orders import OrderChoice, OrderSource, choose_order
 from explorer.pipeline.schedules.instructions import KIND_BY_CODE, Kind
@@ -77,23 +78,17 @@ class TorchRunResult:
     def losses(self) -> list[float]:
         return self.losses_by_iteration[-1] if self.losses_by_iteration else []
 
-    def iteration_records(self, iteration: Optional[int] = None) -> list[dict]:
-        """Records of one profiled iteration (the last by default)."""
-        if not self.records:
-            return []
-        it = max(r["iteration"] for r in self.records) if iteration is None else iteration
-        return [r for r in self.records if r["iteration"] == it]
-
     def trace(self, iteration: Optional[int] = None) -> MeasuredTrace:
-        """The overlay's :class:`MeasuredTrace` of one iteration (seconds, ``step`` unknown: -1)."""
-        return MeasuredTrace.from_records(
-            self.iteration_records(iteration), unit="s", source=f"PyTorch {self.torch_version}"
+        """The :class:`MeasuredTrace` of one profiled iteration, the last by default (seconds,
+        ``step`` unknown: -1; each action's label and the time its compute waited on an ``irecv``)."""
+        every = MeasuredTrace.from_records(
+            self.records, unit="s", source=f"PyTorch {self.torch_version}"
         )
+        return every.of_iteration(iteration)
 
     def makespan(self, iteration: Optional[int] = None) -> float:
         """Seconds from the first action's start to the last one's end, over all ranks."""
-        rows = self.iteration_records(iteration)
-        return max(r["end"] for r in rows) - min(r["start"] for r in rows) if rows else 0.0
+        return makespan(self.trace(iteration))
 
     def to_dict(self) -> dict:
         return {
