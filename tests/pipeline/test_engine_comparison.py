@@ -12,7 +12,7 @@ from explorer.pipeline.analysis.engines import ThreeEngines, side_by_side
 from explorer.pipeline.analysis.measured import milliseconds_by_kind
 from explorer.pipeline.printout.engines import side_by_side_table
 from explorer.pipeline.traces.records import MeasuredTrace
-from explorer.pipeline.traces.trace import last_iteration, to_measured
+from explorer.pipeline.traces.trace import to_measured
 
 
 def _ours(losses, digest="d", *, iteration=1):
@@ -28,7 +28,7 @@ def _ours(losses, digest="d", *, iteration=1):
     return SimpleNamespace(
         ok=True,
         records=records,
-        trace=lambda: to_measured(last_iteration(records)),
+        trace=lambda: to_measured(records).of_iteration(),
         losses=losses,
         bitwise_equal_to_reference=True,
         digest=digest,
