@@ -7,8 +7,9 @@ overlay matches measured to simulated rows by ``(stage, kind, microbatch)``. Tim
 of its own, with a neutral value where a reader does not know it: ``iteration`` (-1),
 ``action`` (PyTorch's label, ``1F3``; ""), ``wait`` (seconds a compute was blocked on its
 input; 0) and ``arrived`` (when that input arrived; NaN). Every reader gives this one record,
-and every measured analysis (:mod:`explorer.pipeline.analysis.measured`) takes it. Columns rather than objects, for the same reason
-as :class:`explorer.pipeline.schedules.Schedule`: a real run of 64 stages has hundreds of thousands.
+and every measured analysis (:mod:`explorer.pipeline.analysis.measured`) takes it. Columns
+rather than objects, for the same reason as :class:`explorer.pipeline.schedules.Schedule`: a
+real run of 64 stages has hundreds of thousands.
 """
 
 from __future__ import annotations
@@ -32,11 +33,17 @@ _OPTIONAL: dict[str, object] = {"iteration": -1, "action": "", "wait": 0.0, "arr
 def _column(values: list, name: str) -> np.ndarray:
     """One optional column in its dtype (labels as Python strings, so they print as written)."""
     if name == "action":
-        return np.array(values, dtype=object).reshape(-1)
-    return np.array(values, dtype=np.int64 if name == "iteration" else float).reshape(-1)
+        return np.array([str(v) for v in values], dtype=object).reshape(-1)
+    try:
+        return np.array(values, dtype=np.int64 if name == "iteration" else float).reshape(-1)
+    except (TypeError, ValueError):
+        raise InputError(
+            f"measured records: {name!r} must be a number on every record that has one"
+        ) from None
 
 
-def _empty(name: str):
+def _empty(name: str) -> np.ndarray:
+    """An empty optional column as a dataclass default (filled to length by ``__post_init__``)."""
     return field(default_factory=lambda: _column([], name))
 
 
