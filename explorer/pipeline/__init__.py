@@ -27,12 +27,12 @@ _TABLE = {
     "measured_costs": f"{_ANALYSIS}.recost",
     "measured_bubble": f"{_ANALYSIS}.measured",
     "measured_vs_simulated": f"{_ANALYSIS}.measured",
+    "makespan": f"{_ANALYSIS}.measured",
     # text
     "listing": "explorer.pipeline.printout.listing",
     "summary": "explorer.pipeline.printout.listing",
     # what a run measured
-    "last_iteration": "explorer.pipeline.traces.trace",
-    "makespan": "explorer.pipeline.traces.trace",
+    "MeasuredTrace": "explorer.pipeline.traces",
     # figures
     "grid_figure": f"{_VIEWS}.grid",
     "timeline_figure": f"{_VIEWS}.timeline",

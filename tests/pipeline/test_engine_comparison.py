@@ -11,6 +11,8 @@ import pytest
 from explorer.pipeline.analysis.engines import ThreeEngines, side_by_side
 from explorer.pipeline.analysis.measured import milliseconds_by_kind
 from explorer.pipeline.printout.engines import side_by_side_table
+from explorer.pipeline.traces.records import MeasuredTrace
+from explorer.pipeline.traces.trace import to_measured
 
 
 def _ours(losses, digest="d", *, iteration=1):
@@ -22,9 +24,11 @@ def _ours(losses, digest="d", *, iteration=1):
         {"iteration": iteration, "rank": 1, "text": "1RA0", "start": 1.0, "end": 1.003},
         {"iteration": iteration, "rank": 1, "text": "1F0", "start": 1.003, "end": 1.007},
     ]
+    records = [{"stage": r["rank"], "microbatch": 0, **r} for r in records]
     return SimpleNamespace(
         ok=True,
         records=records,
+        trace=lambda: to_measured(records).of_iteration(),
         losses=losses,
         bitwise_equal_to_reference=True,
         digest=digest,
@@ -38,6 +42,7 @@ def _torch(losses, *, within_tolerance=True):
         {"rank": 0, "kind": "F", "iteration": 1, "start": 0.0, "end": 0.001, "wait": 0.0},
         {"rank": 1, "kind": "F", "iteration": 1, "start": 0.001, "end": 0.004, "wait": 0.002},
     ]
+    rows = [{"stage": r["rank"], "microbatch": 0, **r} for r in rows]
     return SimpleNamespace(
         ok=True,
         records=rows,
@@ -46,15 +51,15 @@ def _torch(losses, *, within_tolerance=True):
         within_tolerance=within_tolerance,
         digest="t",
         failure=None,
-        iteration_records=lambda: rows,
+        trace=lambda: MeasuredTrace.from_records(rows),
         makespan=lambda: 0.004,
     )
 
 
 def test_durations_by_kind_read_either_record_shape():
-    ours = milliseconds_by_kind(_ours([1.0]).records[1:])
+    ours = milliseconds_by_kind(_ours([1.0]).trace())
     assert ours["F"] == pytest.approx([2.0, 4.0]) and ours["SA"] == pytest.approx([1.0])
-    assert milliseconds_by_kind(_torch([1.0]).iteration_records())["F"] == pytest.approx([1.0, 3.0])
+    assert milliseconds_by_kind(_torch([1.0]).trace())["F"] == pytest.approx([1.0, 3.0])
 
 
 def test_three_engines_side_by_side_per_kind_and_why_torch_may_differ():

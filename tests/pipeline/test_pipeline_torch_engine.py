@@ -10,6 +10,7 @@ import pytest
 from explorer.pipeline.analysis import build
 from explorer.pipeline.runtime import RunSpec
 from explorer.pipeline.runtime.torch_orders import choose_order, explorer_order, order_problem
+from explorer.pipeline.schedules.instructions import Kind
 
 
 def test_pytorch_1f1b_order_is_replaced_by_ours_and_says_why():
@@ -58,11 +59,14 @@ def test_both_engines_side_by_side_on_1f1b(tmp_path):
     assert theirs.bitwise_equal_to_reference is True and both.losses_bitwise_equal is True
     assert theirs.losses == ours.losses and theirs.grad_scale_to_reference == 1.0
     # The profiled iteration holds every action of the order exactly once, plus PyTorch's own comms.
-    last = theirs.iteration_records()
-    assert {r["iteration"] for r in last} == {1}
-    ran = Counter((r["rank"], r["action"]) for r in last if r["kind"] in ("F", "B"))
+    last = theirs.trace()
+    assert set(last.iteration.tolist()) == {1}
+    codes = [Kind(k).code for k in last.kind.tolist()]
+    ran = Counter(
+        (r, a) for r, a, c in zip(last.rank.tolist(), last.action, codes) if c in ("F", "B")
+    )
     assert ran == Counter((rank, a) for rank, acts in theirs.order.actions.items() for a in acts)
-    assert Counter(r["kind"] for r in last if r["kind"] not in ("F", "B")) == {
+    assert Counter(c for c in codes if c not in ("F", "B")) == {
         "SA": 4,
         "RA": 4,
         "SG": 4,
@@ -72,9 +76,7 @@ def test_both_engines_side_by_side_on_1f1b(tmp_path):
     assert rows["F"]["explorer_n"] == rows["F"]["torch_n"] == 8 and rows["B"]["torch_mean_ms"] > 0
     assert 0 <= rows["F"]["torch_wait_mean_ms"] <= rows["F"]["torch_mean_ms"]
     spans = both.makespans_ms()
-    busy = {
-        rank: sum(r["end"] - r["start"] for r in last if r["rank"] == rank) * 1e3 for rank in (0, 1)
-    }
+    busy = {rank: float((last.end - last.start)[last.rank == rank].sum()) * 1e3 for rank in (0, 1)}
     assert spans["explorer"] > 0 and spans["torch"] >= max(busy.values())
     assert "makespan: explorer" in both.table()
 

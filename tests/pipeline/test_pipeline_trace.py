@@ -9,10 +9,10 @@ from dataclasses import replace
 import pytest
 
 from explorer.pipeline.analysis import Costs, check
+from explorer.pipeline.analysis.measured import makespan
 from explorer.pipeline.analysis.recost import measured_costs
 from explorer.pipeline.traces import read_chrome_trace
 from explorer.pipeline.traces.follow import Follower
-from explorer.pipeline.traces.trace import last_iteration, makespan
 
 
 @pytest.mark.slow
@@ -62,19 +62,19 @@ def test_table_and_measured_trace(correct_runs):
 @pytest.mark.slow
 def test_measured_costs_feed_the_simulator(correct_runs):
     schedule, result = correct_runs[4, "1f1b"]
-    records = last_iteration(result.records)
-    costs = measured_costs(records)
+    trace = result.trace()
+    costs = measured_costs(trace)
     assert isinstance(costs, Costs) and costs.forward > 0 and costs.backward > 0 and costs.send > 0
     simulated = check(schedule, costs).timeline.makespan  # ms, from the measured costs
     free_exchanges = replace(costs, send=0.0, recv=0.0, p2p=0.0, rank_overrides=())
     assert (
         simulated > check(schedule, free_exchanges).timeline.makespan
     )  # time in send/recv calls is counted
-    measured = makespan(records) * 1e3
+    measured = makespan(trace) * 1e3
     assert simulated > 0 and measured > 0
     # A rank runs its instructions one after another: their durations fit inside the makespan.
     for rank in range(4):
-        assert sum(r["end"] - r["start"] for r in records if r["rank"] == rank) <= measured * 1e-3
+        assert float((trace.end - trace.start)[trace.rank == rank].sum()) <= measured * 1e-3
 
 
 def test_follower_reads_only_complete_lines(tmp_path):

@@ -11,6 +11,8 @@ from explorer.pipeline.analysis.measured import (
     summary,
     waits,
 )
+from explorer.pipeline.traces.records import MeasuredTrace
+from explorer.pipeline.traces.trace import to_measured
 
 
 def _rec(rank, stage, kind, mb, start, end, wait=0.0, action=None):
@@ -29,14 +31,16 @@ def _rec(rank, stage, kind, mb, start, end, wait=0.0, action=None):
 
 
 # Two ranks, one micro-batch: rank 1's forward waits 2 ms, 0.5 of it after rank 0 sent.
-ROWS = [
-    _rec(0, 0, "F", 0, 0.000, 0.0015),
-    _rec(0, 0, "SA", 0, 0.0015, 0.0016),
-    _rec(1, 1, "F", 0, 0.0000, 0.0030, wait=0.0020),
-    _rec(1, 1, "B", 0, 0.0030, 0.0040),
-    _rec(1, 1, "SG", 0, 0.0040, 0.0041),
-    _rec(0, 0, "B", 0, 0.0016, 0.0060, wait=0.0030),
-]
+ROWS = MeasuredTrace.from_records(
+    [
+        _rec(0, 0, "F", 0, 0.000, 0.0015),
+        _rec(0, 0, "SA", 0, 0.0015, 0.0016),
+        _rec(1, 1, "F", 0, 0.0000, 0.0030, wait=0.0020),
+        _rec(1, 1, "B", 0, 0.0030, 0.0040),
+        _rec(1, 1, "SG", 0, 0.0040, 0.0041),
+        _rec(0, 0, "B", 0, 0.0016, 0.0060, wait=0.0030),
+    ]
+)
 
 
 def test_waits_split_into_waiting_and_transfer():
@@ -74,17 +78,19 @@ def test_the_iterations_bubble_is_the_ranks_compute_over_ranks_times_makespan():
     assert measured_bubble(ROWS) == pytest.approx(
         sum(x["share_of_iteration"] for x in per_rank) / len(per_rank)
     )
-    assert measured_bubble([]) == 0.0
+    assert measured_bubble(MeasuredTrace.from_records([])) == 0.0
 
 
 def test_explorer_runs_records_name_their_kind_in_text():
     """``explorer run`` writes ``text`` (``0F0``), not a kind code: the bubble reads it the same."""
-    runs = [
-        {"rank": 0, "stage": 0, "text": "0F0", "microbatch": 0, "start": 0.0, "end": 0.002},
-        {"rank": 0, "stage": 0, "text": "0SA0", "microbatch": 0, "start": 0.002, "end": 0.003},
-        {"rank": 1, "stage": 1, "text": "1RA0", "microbatch": 0, "start": 0.0, "end": 0.003},
-        {"rank": 1, "stage": 1, "text": "1F0", "microbatch": 0, "start": 0.003, "end": 0.004},
-    ]
+    runs = to_measured(
+        [
+            {"rank": 0, "stage": 0, "text": "0F0", "microbatch": 0, "start": 0.0, "end": 0.002},
+            {"rank": 0, "stage": 0, "text": "0SA0", "microbatch": 0, "start": 0.002, "end": 0.003},
+            {"rank": 1, "stage": 1, "text": "1RA0", "microbatch": 0, "start": 0.0, "end": 0.003},
+            {"rank": 1, "stage": 1, "text": "1F0", "microbatch": 0, "start": 0.003, "end": 0.004},
+        ]
+    )
     b = {x["rank"]: x for x in bubble(runs)}
     assert b[0]["compute_s"] == pytest.approx(0.002) and b[1]["compute_s"] == pytest.approx(0.001)
     assert measured_bubble(runs) == pytest.approx(1 - 0.003 / (2 * 0.004))

@@ -41,7 +41,7 @@ def _killed_neighbour_run() -> SimpleNamespace:
             {"rank": p.rank, "state": p.state, "iteration": p.iteration, "last_step": p.last_step}
             for p in follower.progress()
         ],
-        follower=SimpleNamespace(records=[], events=[], job_ended=False),
+        follower=SimpleNamespace(records=[], events=[], job_ended=False, trace=follower.trace),
         failure=lambda: FAILURE,
         finished=False,
         version="0.19.8",

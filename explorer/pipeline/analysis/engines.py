@@ -20,11 +20,10 @@ import statistics
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Optional
 
-from explorer.pipeline.analysis.measured import milliseconds_by_kind
+from explorer.pipeline.analysis.measured import makespan, milliseconds_by_kind
 from explorer.pipeline.schedules.instructions import KIND_BY_CODE, Kind
 from explorer.pipeline.schedules.torch_actions import TYPE_BY_KIND
 from explorer.pipeline.traces.result import PipelineRunResult
-from explorer.pipeline.traces.trace import last_iteration, makespan
 
 if TYPE_CHECKING:
     from explorer.pipeline.runtime.torch_engine import TorchRunResult
@@ -69,7 +68,7 @@ class EngineComparison:
 
     def makespans_ms(self) -> dict[str, float]:
         return {
-            "explorer": makespan(last_iteration(self.explorer.records)) * 1e3,
+            "explorer": makespan(self.explorer.trace()) * 1e3,
             "torch": self.torch.makespan() * 1e3,
         }
 
@@ -77,17 +76,19 @@ class EngineComparison:
         """Per instruction kind: count, mean and median milliseconds on each engine (last iteration)."""
         ours = {
             KIND_BY_CODE[code]: ms
-            for code, ms in milliseconds_by_kind(last_iteration(self.explorer.records)).items()
+            for code, ms in milliseconds_by_kind(self.explorer.trace()).items()
         }
-        theirs: dict[Kind, list[dict]] = {}
-        for r in self.torch.iteration_records():
-            theirs.setdefault(KIND_BY_CODE[r["kind"]], []).append(r)
+        last = self.torch.trace()
+        theirs = {KIND_BY_CODE[code]: ms for code, ms in milliseconds_by_kind(last).items()}
+        blocked: dict[Kind, list[float]] = {}
+        for k, w in zip(last.kind.tolist(), last.wait.tolist()):
+            blocked.setdefault(Kind(k), []).append(w * 1e3)
         rows = []
         for kind in _ORDER:
             if kind not in ours and kind not in theirs:
                 continue
-            a, b = ours.get(kind, []), [(r["end"] - r["start"]) * 1e3 for r in theirs.get(kind, [])]
-            waits = [r["wait"] * 1e3 for r in theirs.get(kind, [])]
+            a, b = ours.get(kind, []), theirs.get(kind, [])
+            waits = blocked.get(kind, [])
             rows.append(
                 {
                     "kind": kind.code,
@@ -191,9 +192,9 @@ class ThreeEngines:
 def side_by_side(ours: PipelineRunResult, torch_run: TorchRunResult, ds: PipelineRunResult) -> dict:
     """Losses, bitwise verdicts with their reasons, per-kind mean times and makespans of the three engines."""
     per = {
-        "explorer": milliseconds_by_kind(last_iteration(ours.records)),
-        "torch": milliseconds_by_kind(torch_run.iteration_records()),
-        "deepspeed": milliseconds_by_kind(last_iteration(ds.records)),
+        "explorer": milliseconds_by_kind(ours.trace()),
+        "torch": milliseconds_by_kind(torch_run.trace()),
+        "deepspeed": milliseconds_by_kind(ds.trace()),
     }
     m = len(ours.losses) or len(ds.losses)
     return {
@@ -213,9 +214,9 @@ def side_by_side(ours: PipelineRunResult, torch_run: TorchRunResult, ds: Pipelin
             "deepspeed": ds.failure.to_dict() if ds.failure else None,
         },
         "makespan_ms": {
-            "explorer": makespan(last_iteration(ours.records)) * 1e3 if ours.records else None,
+            "explorer": makespan(ours.trace()) * 1e3 if ours.records else None,
             "torch": torch_run.makespan() * 1e3 if torch_run.records else None,
-            "deepspeed": makespan(last_iteration(ds.records)) * 1e3 if ds.records else None,
+            "deepspeed": makespan(ds.trace()) * 1e3 if ds.records else None,
         },
         "kinds": _kind_rows(per),
     }

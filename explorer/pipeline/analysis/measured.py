@@ -2,10 +2,10 @@
 measurement beside its re-costed simulation. The one module of measured analyses: readers read,
 views draw what this module computed.
 
-Input is one iteration's placed records (rank, stage, action, kind code, microbatch, start, end,
-``wait``, ``arrived``), as ``explorer read`` places them from profiler traces, or the
-``instr`` records ``explorer run`` writes (the kind read from their ``text``). Pure: plain
-dicts in, plain dicts out; :func:`measured_vs_simulated` takes a :class:`MeasuredTrace` and a
+Input is one iteration as a :class:`MeasuredTrace`, whichever reader made it: ``explorer
+read`` placing profiler traces (with each action's label, ``wait`` and ``arrived``), the
+``instr`` records ``explorer run`` writes, PyTorch's or DeepSpeed's engine. Pure: the results
+are plain dicts, ready for ``--json``; :func:`measured_vs_simulated` takes a trace and a
 checked schedule and gives the :class:`MeasuredVsSimulated` record the overlay figure draws.
 
 **Waits.** A compute that needs another stage's output (a forward after stage 0, a backward
@@ -36,7 +36,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from dataclasses import dataclass
-from typing import Optional, Sequence
+from typing import Optional
 
 import numpy as np
 
@@ -45,91 +45,121 @@ from explorer.pipeline.analysis.check import Report
 from explorer.pipeline.analysis.recost import recosted
 from explorer.pipeline.analysis.timeline import Timeline
 from explorer.pipeline.schedules.adapters import from_torch_pipelining
-from explorer.pipeline.schedules.instructions import Kind, parse_instruction
+from explorer.pipeline.schedules.instructions import Kind
 from explorer.pipeline.schedules.schedule import Schedule
 from explorer.pipeline.traces.records import MeasuredTrace
 
 _F, _B, _I, _W = (
-    k.code for k in (Kind.FORWARD, Kind.BACKWARD, Kind.BACKWARD_INPUT, Kind.BACKWARD_WEIGHT)
+    int(k) for k in (Kind.FORWARD, Kind.BACKWARD, Kind.BACKWARD_INPUT, Kind.BACKWARD_WEIGHT)
 )
 COMPUTE = (_F, _B, _I, _W)
-_SEND_F, _SEND_B = Kind.SEND_ACTIVATION.code, Kind.SEND_GRAD.code
+_SEND_F, _SEND_B = int(Kind.SEND_ACTIVATION), int(Kind.SEND_GRAD)
 _EPS = 1e-7
 
 
-def kind_code(row: dict) -> str:
-    """A record's kind code: profiler rows carry it, ``explorer run``'s records say it in ``text``."""
-    code = row.get("kind")
-    return code if isinstance(code, str) else parse_instruction(row["text"]).kind.code
+@dataclass(frozen=True)
+class _Rows:
+    """A trace's columns as Python lists, read by row index ``i``: the analyses below walk rows
+    one by one and sum in their order, so the numbers they give are the records' own floats."""
+
+    rank: list
+    stage: list
+    kind: list
+    microbatch: list
+    action: list
+    start: list
+    end: list
+    wait: list
+    arrived: list
+
+    @classmethod
+    def of(cls, trace: MeasuredTrace) -> "_Rows":
+        arrived = [None if np.isnan(a) else a for a in trace.arrived.tolist()]
+        cols = ("rank", "stage", "kind", "microbatch", "action", "start", "end", "wait")
+        return cls(*(getattr(trace, c).tolist() for c in cols), arrived=arrived)
+
+    def __len__(self) -> int:
+        return len(self.rank)
 
 
-def milliseconds_by_kind(rows: Sequence[dict]) -> dict[str, list[float]]:
+def milliseconds_by_kind(trace: MeasuredTrace) -> dict[str, list[float]]:
     """Each record's duration in milliseconds, by kind code, in the records' order."""
     out: dict[str, list[float]] = {}
-    for r in rows:
-        out.setdefault(kind_code(r), []).append((r["end"] - r["start"]) * 1e3)
+    for k, a, b in zip(trace.kind.tolist(), trace.start.tolist(), trace.end.tolist()):
+        out.setdefault(Kind(k).code, []).append((b - a) * 1e3)
     return out
 
 
-def _producer_key(row: dict) -> Optional[tuple]:
-    """(stage, kind code, microbatch) of the compute whose output ``row`` consumes, or None."""
-    if row["kind"] == _F:
-        return (row["stage"] - 1, _F, row["microbatch"])
-    if row["kind"] in (_B, _I):
-        return (row["stage"] + 1, None, row["microbatch"])
+def makespan(trace: MeasuredTrace) -> float:
+    """Seconds from the first start to the last end (give it one iteration)."""
+    return float(trace.end.max() - trace.start.min()) if len(trace) else 0.0
+
+
+def _producer_key(rows: _Rows, i: int) -> Optional[tuple]:
+    """(stage, kind, microbatch) of the compute whose output row ``i`` consumes, or None."""
+    if rows.kind[i] == _F:
+        return (rows.stage[i] - 1, _F, rows.microbatch[i])
+    if rows.kind[i] in (_B, _I):
+        return (rows.stage[i] + 1, None, rows.microbatch[i])
     return None
 
 
-def _index(rows: Sequence[dict]) -> tuple[dict, dict]:
+def _index(rows: _Rows) -> tuple[dict, dict]:
     computes = {}
     sends = {}
-    for r in rows:
-        if r["kind"] in COMPUTE:
-            computes[(r["stage"], r["kind"], r["microbatch"])] = r
-        elif r["kind"] in (_SEND_F, _SEND_B):
-            sends[(r["stage"], r["kind"], r["microbatch"])] = r
+    for i in range(len(rows)):
+        key = (rows.stage[i], rows.kind[i], rows.microbatch[i])
+        if rows.kind[i] in COMPUTE:
+            computes[key] = i
+        elif rows.kind[i] in (_SEND_F, _SEND_B):
+            sends[key] = i
     return computes, sends
 
 
-def _producer(row: dict, computes: dict, sends: dict) -> tuple[Optional[dict], Optional[dict]]:
-    """The compute that produced ``row``'s input and the send that carried it (either may be None)."""
-    key = _producer_key(row)
+def _producer(
+    rows: _Rows, i: int, computes: dict, sends: dict
+) -> tuple[Optional[int], Optional[int]]:
+    """The compute that produced row ``i``'s input and the send that carried it (either may be None)."""
+    key = _producer_key(rows, i)
     if key is None:
         return None, None
     stage, kind, mb = key
     if kind == _F:
         return computes.get((stage, _F, mb)), sends.get((stage, _SEND_F, mb))
-    comp = computes.get((stage, _B, mb)) or computes.get((stage, _I, mb))
+    comp = computes.get((stage, _B, mb))
+    if comp is None:
+        comp = computes.get((stage, _I, mb))
     return comp, sends.get((stage, _SEND_B, mb))
 
 
-def waits(rows: Sequence[dict]) -> list[dict]:
+def waits(trace: MeasuredTrace) -> list[dict]:
     """Per compute that receives its input: blocked, waiting (partner not there yet), transfer (s)."""
+    rows = _Rows.of(trace)
     computes, sends = _index(rows)
     out = []
-    for r in rows:
-        if r["kind"] not in COMPUTE or _producer_key(r) is None or r["stage"] < 0:
+    for i in range(len(rows)):
+        if rows.kind[i] not in COMPUTE or _producer_key(rows, i) is None or rows.stage[i] < 0:
             continue
-        prod, send = _producer(r, computes, sends)
+        prod, send = _producer(rows, i, computes, sends)
         if send is not None:
-            source, sent = send, send["start"]
+            source, sent = send, rows.start[send]
         elif prod is not None:
-            source, sent = prod, prod["end"]
+            source, sent = prod, rows.end[prod]
         else:
             continue
-        blocked = float(r.get("wait") or 0.0)
-        waiting = min(max(sent - r["start"], 0.0), blocked)
+        blocked = float(rows.wait[i] or 0.0)
+        waiting = min(max(sent - rows.start[i], 0.0), blocked)
         out.append(
             {
-                "rank": r["rank"],
-                "stage": r["stage"],
-                "action": r["action"],
-                "microbatch": r["microbatch"],
-                "from_rank": source["rank"],
-                "from_action": source["action"],
-                "needed": r["start"],
+                "rank": rows.rank[i],
+                "stage": rows.stage[i],
+                "action": rows.action[i],
+                "microbatch": rows.microbatch[i],
+                "from_rank": rows.rank[source],
+                "from_action": rows.action[source],
+                "needed": rows.start[i],
                 "sent": sent,
-                "arrived": r.get("arrived"),
+                "arrived": rows.arrived[i],
                 "blocked": blocked,
                 "waiting": waiting,
                 "transfer": blocked - waiting,
@@ -138,17 +168,18 @@ def waits(rows: Sequence[dict]) -> list[dict]:
     return out
 
 
-def bubble(rows: Sequence[dict]) -> list[dict]:
+def bubble(trace: MeasuredTrace) -> list[dict]:
     """Per rank: compute seconds, idle seconds, and idle as a share of the iteration and of compute."""
-    if not rows:
+    if not len(trace):
         return []
-    lo = min(r["start"] for r in rows)
-    span = max(r["end"] for r in rows) - lo
+    rows = _Rows.of(trace)
+    lo = min(rows.start)
+    span = max(rows.end) - lo
     busy: dict[int, float] = defaultdict(float)
-    for r in rows:
-        busy[r["rank"]] += 0.0
-        if kind_code(r) in COMPUTE:
-            busy[r["rank"]] += max(r["end"] - r["start"] - float(r.get("wait") or 0.0), 0.0)
+    for i in range(len(rows)):
+        busy[rows.rank[i]] += 0.0
+        if rows.kind[i] in COMPUTE:
+            busy[rows.rank[i]] += max(rows.end[i] - rows.start[i] - float(rows.wait[i] or 0.0), 0.0)
     out = []
     for rank in sorted(busy):
         idle = max(span - busy[rank], 0.0)
@@ -165,50 +196,56 @@ def bubble(rows: Sequence[dict]) -> list[dict]:
     return out
 
 
-def measured_bubble(rows: Sequence[dict]) -> float:
+def measured_bubble(trace: MeasuredTrace) -> float:
     """Idle share of one measured iteration, as the simulator's ``fraction_of_total``:
     1 - compute / (ranks x makespan), the compute seconds :func:`bubble` gives each rank."""
-    per_rank = bubble(rows)
+    per_rank = bubble(trace)
     span = per_rank[0]["iteration_s"] if per_rank else 0.0
     if span <= 0:
         return 0.0
     return 1.0 - sum(b["compute_s"] for b in per_rank) / (len(per_rank) * span)
 
 
-def critical_path(rows: Sequence[dict]) -> dict:
+def critical_path(trace: MeasuredTrace) -> dict:
     """The chain of computes that set the iteration's length, and each send/receive crossing in words."""
+    rows = _Rows.of(trace)
     computes, sends = _index(rows)
-    by_rank: dict[int, list[dict]] = defaultdict(list)
-    for r in rows:
-        if r["kind"] in COMPUTE:
-            by_rank[r["rank"]].append(r)
+    by_rank: dict[int, list[int]] = defaultdict(list)
+    for i in range(len(rows)):
+        if rows.kind[i] in COMPUTE:
+            by_rank[rows.rank[i]].append(i)
     for lst in by_rank.values():
-        lst.sort(key=lambda r: r["start"])
-    position = {id(r): i for lst in by_rank.values() for i, r in enumerate(lst)}
+        lst.sort(key=lambda i: rows.start[i])
+    position = {i: n for lst in by_rank.values() for n, i in enumerate(lst)}
     if not by_rank:
         return {"steps": [], "sentences": [], "length_s": 0.0, "waited_s": 0.0}
-    cur: Optional[dict] = max((r for lst in by_rank.values() for r in lst), key=lambda r: r["end"])
+    cur: Optional[int] = max(
+        (i for lst in by_rank.values() for i in lst), key=lambda i: rows.end[i]
+    )
     steps: list[dict] = []
     seen: set[int] = set()
-    while cur is not None and id(cur) not in seen:
-        seen.add(id(cur))
-        i = position[id(cur)]
-        local = by_rank[cur["rank"]][i - 1] if i > 0 else None
-        prod, send = _producer(cur, computes, sends)
-        blocked = float(cur.get("wait") or 0.0)
+    while cur is not None and cur not in seen:
+        seen.add(cur)
+        n = position[cur]
+        local = by_rank[rows.rank[cur]][n - 1] if n > 0 else None
+        prod, send = _producer(rows, cur, computes, sends)
+        blocked = float(rows.wait[cur] or 0.0)
         gated = (
             prod is not None
             and blocked > _EPS
-            and (local is None or cur["start"] + blocked > local["end"] + _EPS)
+            and (local is None or rows.start[cur] + blocked > rows.end[local] + _EPS)
         )
-        step = {k: cur[k] for k in ("rank", "stage", "action", "microbatch", "start", "end")}
+        step = {
+            k: getattr(rows, k)[cur]
+            for k in ("rank", "stage", "action", "microbatch", "start", "end")
+        }
         step["via"] = "receive" if gated else ("rank" if local is not None else "start")
         step["waited_s"] = blocked if gated else 0.0
-        if gated:
-            step["from_rank"] = prod["rank"]
-            step["from_action"] = (send or prod)["action"]
+        if gated and prod is not None:
+            step["from_rank"] = rows.rank[prod]
+            step["from_action"] = rows.action[prod if send is None else send]
             step["from_send"] = send is not None
-            step["sent"] = send["start"] if send is not None else prod["end"]
+            step["sent"] = rows.start[send] if send is not None else rows.end[prod]
         steps.append(step)
         cur = prod if gated else local
     steps.reverse()
@@ -243,12 +280,13 @@ def summary(path: dict) -> str:
     )
 
 
-def planned_order(rows: list[dict]) -> dict[int, list[str]]:
+def planned_order(trace: MeasuredTrace) -> dict[int, list[str]]:
     """Each rank's compute actions in the order they ran: the plan the actions show."""
+    rows = _Rows.of(trace)
     out: dict[int, list[str]] = {}
-    for r in sorted(rows, key=lambda r: r["start"]):
-        if r["kind"] in ("F", "B", "I", "W"):
-            out.setdefault(r["rank"], []).append(r["action"])
+    for i in sorted(range(len(rows)), key=lambda i: rows.start[i]):
+        if rows.kind[i] in COMPUTE:
+            out.setdefault(rows.rank[i], []).append(rows.action[i])
     return out
 
 
@@ -273,9 +311,9 @@ def order_differences(measured: dict[int, list[str]], planned: dict[int, list[st
     return out
 
 
-def planned_schedule(rows: list[dict]) -> Schedule:
+def planned_schedule(trace: MeasuredTrace) -> Schedule:
     """The compute order the measured actions show, as a schedule (exchanges added as PyTorch adds them)."""
-    return from_torch_pipelining(planned_order(rows), name="measured order")
+    return from_torch_pipelining(planned_order(trace), name="measured order")
 
 
 @dataclass(frozen=True, eq=False)
@@ -405,7 +443,7 @@ def _kind_means(
 
 __all__ = [
     "KindMeans",
-    "kind_code",
+    "makespan",
     "milliseconds_by_kind",
     "Lane",
     "MeasuredVsSimulated",

@@ -21,7 +21,6 @@ from explorer.pipeline.analysis.p2p_models import P2PModel
 from explorer.pipeline.analysis.timeline import Costs
 from explorer.pipeline.schedules.instructions import Kind
 from explorer.pipeline.traces.records import MeasuredTrace
-from explorer.pipeline.traces.trace import p2p_pairs, record_kind
 
 #: The compute kinds a measurement's median gives the simulator a cost for (the ``Costs`` field).
 _MEDIAN_FIELDS = {
@@ -77,7 +76,32 @@ def recosted(report: Report, trace: MeasuredTrace) -> Report:
     return check(report.schedule, trace_costs(trace))
 
 
-def measured_costs(records: Sequence[dict], model: P2PModel = "batched") -> Costs:
+def p2p_pairs(trace: MeasuredTrace) -> list[tuple[int, int]]:
+    """Each receive with its matching send (same iteration, stages, direction, micro-batch), as
+    row indices ``(send, receive)`` of ``trace``."""
+    stage, mb, it = trace.stage.tolist(), trace.microbatch.tolist(), trace.iteration.tolist()
+    kinds = [Kind(k) for k in trace.kind.tolist()]
+    sends: dict[tuple, int] = {}
+    for i, kind in enumerate(kinds):
+        if kind in (Kind.SEND_ACTIVATION, Kind.SEND_GRAD):
+            peer = stage[i] + (1 if kind == Kind.SEND_ACTIVATION else -1)
+            sends[(it[i], peer, kind == Kind.SEND_GRAD, mb[i])] = i
+    out = []
+    for i, kind in enumerate(kinds):
+        if kind in (Kind.RECV_ACTIVATION, Kind.RECV_GRAD):
+            send = sends.get((it[i], stage[i], kind == Kind.RECV_GRAD, mb[i]))
+            if send is not None:
+                out.append((send, i))
+    return out
+
+
+def p2p_latencies(trace: MeasuredTrace) -> list[float]:
+    """Milliseconds from "both ends ready" to "received", per matched send/receive."""
+    start, end = trace.start.tolist(), trace.end.tolist()
+    return [max(end[r] - max(start[r], start[s]), 0.0) * 1e3 for s, r in p2p_pairs(trace)]
+
+
+def measured_costs(trace: MeasuredTrace, model: P2PModel = "batched") -> Costs:
     """Simulator costs in milliseconds, from one measurement, for the P2P ``model`` it will simulate.
 
     Compute kinds: the median duration per kind. Exchanges: the *mean*, because their times are
@@ -103,33 +127,33 @@ def measured_costs(records: Sequence[dict], model: P2PModel = "batched") -> Cost
         raise InputError(
             f"model {model!r}: use the schedule's P2P model, batched or blocking (schedule.params['p2p'])"
         )
+    rank, start, end = trace.rank.tolist(), trace.start.tolist(), trace.end.tolist()
+    kinds = [Kind(k) for k in trace.kind.tolist()]
     by_kind: dict[Kind, list[float]] = {}
-    for r in records:
-        by_kind.setdefault(record_kind(r), []).append((r["end"] - r["start"]) * 1e3)
+    for kind, a, b in zip(kinds, start, end):
+        by_kind.setdefault(kind, []).append((b - a) * 1e3)
     values = {
         field: float(np.median(by_kind[k])) for k, field in _MEDIAN_FIELDS.items() if k in by_kind
     }
-    pairs = p2p_pairs(records)
+    pairs = p2p_pairs(trace)
     if model == "blocking":
-        both = [max(snd["start"], rcv["start"]) for snd, rcv in pairs]
+        both = [max(start[snd], start[rcv]) for snd, rcv in pairs]
         # Clocks of two processes agree only to a few microseconds: never a negative call.
-        send_times = [(snd["rank"], max(snd["end"] - t, 0.0)) for (snd, _), t in zip(pairs, both)]
-        recv_times = [(rcv["rank"], max(rcv["end"] - t, 0.0)) for (_, rcv), t in zip(pairs, both)]
+        send_times = [(rank[snd], max(end[snd] - t, 0.0)) for (snd, _), t in zip(pairs, both)]
+        recv_times = [(rank[rcv], max(end[rcv] - t, 0.0)) for (_, rcv), t in zip(pairs, both)]
     else:
         send_times = [
-            (r["rank"], r["end"] - r["start"])
-            for r in records
-            if record_kind(r) in (Kind.SEND_ACTIVATION, Kind.SEND_GRAD)
+            (rank[i], end[i] - start[i])
+            for i, kind in enumerate(kinds)
+            if kind in (Kind.SEND_ACTIVATION, Kind.SEND_GRAD)
         ]
         recv_times = [
-            (rcv["rank"], rcv["end"] - rcv["start"])
-            for snd, rcv in pairs
-            if rcv["start"] >= snd["end"]
+            (rank[rcv], end[rcv] - start[rcv]) for snd, rcv in pairs if start[rcv] >= end[snd]
         ]
     values["send"] = _mean_ms([t for _, t in send_times])
     values["recv"] = _mean_ms([t for _, t in recv_times])
     if model == "batched":
-        waited = [rcv["end"] - snd["end"] for snd, rcv in pairs if rcv["start"] < snd["end"]]
+        waited = [end[rcv] - end[snd] for snd, rcv in pairs if start[rcv] < end[snd]]
         values["p2p"] = max(_mean_ms(waited) - values["recv"], 0.0) if waited else 0.0
     costs = Costs.of(values)
     # One rank's calls can be far slower than another's (the one whose send wakes a waiting
@@ -148,4 +172,4 @@ def _mean_ms(seconds: Sequence[float]) -> float:
     return float(np.mean(seconds)) * 1e3 if len(seconds) else 0.0
 
 
-__all__ = ["measured_costs", "recosted", "trace_costs"]
+__all__ = ["measured_costs", "p2p_latencies", "p2p_pairs", "recosted", "trace_costs"]

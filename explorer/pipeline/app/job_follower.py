@@ -41,7 +41,6 @@ from explorer.pipeline.analysis.contract import ContractViolation, check_contrac
 from explorer.pipeline.analysis.measured import measured_vs_simulated
 from explorer.pipeline.traces.follow import STATE_WORDS, job_state, ranks_in
 from explorer.pipeline.traces.instrumented import InstrumentedRun, is_instrumented
-from explorer.pipeline.traces.trace import to_measured
 from explorer.pipeline.views.live import failure_cell, pinned_grid, progress_figure
 from explorer.pipeline.views.overlay import overlay_figure
 from explorer.pipeline.views.palette import HAZARD
@@ -118,18 +117,14 @@ class JobFollower:
         steps = self.report.schedule.num_steps if self.report is not None else 1
         self.progress.show(progress_figure(ranks, steps))
         iteration = max((r["iteration"] for r in ranks), default=-1)
-        records = [r for r in run.follower.records if r["iteration"] == iteration]
+        measured = run.follower.trace(iteration)
         failure = run.failure()
         if self.report is not None:
             self.contract = check_contract(self.report.schedule, run.follower.records)
             if self.contract:  # the cause: pinned before whatever failed after it
                 failure = _as_failure(self.contract[0], self.report.schedule.stage_to_rank)
             ended = tuple(r["rank"] for r in ranks if r.get("state") in ("failed", "stopped"))
-            trace = (
-                replace(to_measured(records, source=str(self.folder)), stopped=ended)
-                if records
-                else None
-            )
+            trace = replace(measured, stopped=ended) if len(measured) else None
             self.overlay.show(overlay_figure(measured_vs_simulated(self.report, trace)))
             cell = failure_cell(failure)
             if not self.history or cell != self._pinned or self.history[-1]["finished"]:

@@ -76,8 +76,8 @@ def contract(path: Path) -> dict:
 
 def document(job: ProfiledJob, path: Optional[Path] = None, plan: Optional[str] = None) -> dict:
     """The ``--json`` document (see the module docstring)."""
-    rows = job.iteration()
-    measured = planned_order(rows)
+    trace = job.iteration()
+    measured = planned_order(trace)
     if plan:
         order = plan_order(plan)
         planned = {
@@ -104,14 +104,14 @@ def document(job: ProfiledJob, path: Optional[Path] = None, plan: Optional[str] 
                 "rank": rank,
                 "placed_by": job.methods.get(rank),
                 "stages": sorted(stages.get(rank, ())),
-                "actions": sum(1 for r in rows if r["rank"] == rank),
+                "actions": int((trace.rank == rank).sum()),
             }
             for rank in job.ranks
         ],
         "instructions": job.records,
-        "bubble": bubble(rows),
-        "critical_path": critical_path(rows),
-        "waits": waits(rows),
+        "bubble": bubble(trace),
+        "critical_path": critical_path(trace),
+        "waits": waits(trace),
         "planned": planned,
         "unplaced": job.unplaced,
         "notes": job.notes,

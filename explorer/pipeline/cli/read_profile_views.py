@@ -15,11 +15,6 @@ from explorer.pipeline.analysis.measured import (
 )
 from explorer.pipeline.schedules.schedule import Schedule
 from explorer.pipeline.traces.profiler.job import ProfiledJob
-from explorer.pipeline.traces.records import MeasuredTrace
-
-
-def measured_trace(rows: list[dict], source: str = "profiler traces") -> MeasuredTrace:
-    return MeasuredTrace.from_records(rows, unit="s", source=source)
 
 
 def figures(job: ProfiledJob, planned: Optional[Schedule] = None) -> dict:
@@ -27,14 +22,12 @@ def figures(job: ProfiledJob, planned: Optional[Schedule] = None) -> dict:
     from explorer.pipeline.views.measured import bubble_figure, critical_path_figure
     from explorer.pipeline.views.overlay import overlay_figure
 
-    rows = job.iteration()
-    schedule = planned or planned_schedule(rows)
+    trace = job.iteration()
+    schedule = planned or planned_schedule(trace)
     return {
-        "planned_vs_measured": overlay_figure(
-            measured_vs_simulated(check(schedule), measured_trace(rows))
-        ),
-        "critical_path": critical_path_figure(rows, critical_path(rows), waits(rows)),
-        "bubble": bubble_figure(bubble(rows)),
+        "planned_vs_measured": overlay_figure(measured_vs_simulated(check(schedule), trace)),
+        "critical_path": critical_path_figure(trace, critical_path(trace), waits(trace)),
+        "bubble": bubble_figure(bubble(trace)),
     }
 
 
@@ -59,4 +52,4 @@ def write_html(job: ProfiledJob, path: str, planned: Optional[Schedule] = None) 
     return Path(path)
 
 
-__all__ = ["measured_trace", "figures", "write_html"]
+__all__ = ["figures", "write_html"]

@@ -37,9 +37,10 @@ from typing import Literal, Optional, Union
 import numpy as np
 
 from explorer.failure import Failure, FailureKind, signal_name
+from explorer.pipeline.analysis.measured import makespan
 from explorer.pipeline.runtime.spec import RunSpec
 from explorer.pipeline.runtime.torch_orders import OrderChoice, OrderSource, choose_order
-from explorer.pipeline.schedules.instructions import KIND_BY_CODE, Kind
+from explorer.pipeline.schedules.instructions import Kind
 from explorer.pipeline.schedules.torch_actions import TorchAction, format_action
 from explorer.pipeline.traces import MeasuredTrace, read_chrome_trace
 from explorer.pipeline.traces.follow import Follower, failure_of
@@ -63,8 +64,8 @@ class TorchRunResult:
     grad_scale_to_reference: Optional[float] = None
     digest: Optional[str] = None
     failure: Optional[Failure] = None
-    #: One per ``PP:`` action: rank, stage, action, kind (code), microbatch, iteration, start, end, wait (s).
-    records: list[dict] = field(default_factory=list)
+    #: Every ``PP:`` action of every profiled iteration, with its label, iteration and wait (s).
+    measured: MeasuredTrace = field(default_factory=lambda: MeasuredTrace.from_records([]))
     workarounds: list[str] = field(default_factory=list)
     #: Every P2P message that did not match its receive (:mod:`.torch_messages`), first one first.
     contract: list[dict] = field(default_factory=list)
@@ -79,23 +80,47 @@ class TorchRunResult:
     def losses(self) -> list[float]:
         return self.losses_by_iteration[-1] if self.losses_by_iteration else []
 
-    def iteration_records(self, iteration: Optional[int] = None) -> list[dict]:
-        """Records of one profiled iteration (the last by default)."""
-        if not self.records:
-            return []
-        it = max(r["iteration"] for r in self.records) if iteration is None else iteration
-        return [r for r in self.records if r["iteration"] == it]
+    @property
+    def records(self) -> list[dict]:
+        """The actions as written in ``--json``'s ``instructions``: rank, stage, action, kind
+        (code), microbatch, iteration, start, end, wait (s)."""
+        m = self.measured
+        cols = (
+            m.rank,
+            m.stage,
+            m.action,
+            m.kind,
+            m.microbatch,
+            m.iteration,
+            m.start,
+            m.end,
+            m.wait,
+        )
+        return [
+            {
+                "rank": r,
+                "stage": s,
+                "action": a,
+                "kind": Kind(k).code,
+                "microbatch": mb,
+                "iteration": it,
+                "start": t0,
+                "end": t1,
+                "wait": w,
+            }
+            for r, s, a, k, mb, it, t0, t1, w in zip(*(c.tolist() for c in cols))
+        ]
 
     def trace(self, iteration: Optional[int] = None) -> MeasuredTrace:
-        """The overlay's :class:`MeasuredTrace` of one iteration (seconds, ``step`` unknown: -1)."""
-        return MeasuredTrace.from_records(
-            self.iteration_records(iteration), unit="s", source=f"PyTorch {self.torch_version}"
+        """The :class:`MeasuredTrace` of one profiled iteration, the last by default (seconds,
+        ``step`` unknown: -1; each action's label and the time its compute waited on an ``irecv``)."""
+        return replace(
+            self.measured.of_iteration(iteration), source=f"PyTorch {self.torch_version}"
         )
 
     def makespan(self, iteration: Optional[int] = None) -> float:
         """Seconds from the first action's start to the last one's end, over all ranks."""
-        rows = self.iteration_records(iteration)
-        return max(r["end"] for r in rows) - min(r["start"] for r in rows) if rows else 0.0
+        return makespan(self.trace(iteration))
 
     def to_dict(self) -> dict:
         return {
@@ -238,7 +263,7 @@ def _collect(
                 returncode=codes[bad[0]] if bad else None,
                 signal=signal_name(codes[bad[0]]) if bad else None,
             )
-    result.records = _records(folder, sorted(codes))
+    result.measured = _measured(folder, sorted(codes))
     return _judged(result, folder)
 
 
@@ -258,42 +283,48 @@ def _judged(result: TorchRunResult, folder: Path) -> TorchRunResult:
     return result
 
 
-def _records(folder: Path, ranks: list[int]) -> list[dict]:
-    """Every ``PP:`` action of every rank's profiler trace, on one axis starting at the first iteration."""
-    rows: list[dict] = []
+def _measured(folder: Path, ranks: list[int]) -> MeasuredTrace:
+    """Every ``PP:`` action of every rank's profiler trace, on one axis starting at the first
+    iteration, in order of (iteration, start, rank)."""
+    parts = []
     for rank in ranks:
         path = folder / f"torch_rank{rank}.json"
-        if not path.exists():
-            continue
-        doc = json.loads(path.read_text())
-        trace = read_chrome_trace(doc, rank=rank)
-        spans, op_starts = _annotations(doc)
-        begins = np.array([s for s, _ in spans])
-        for rec in trace.to_records():
-            kind = KIND_BY_CODE[rec["kind"]]
-            start, end = rec["start"], rec["end"]
-            it = int(np.searchsorted(begins, start, side="right")) - 1
-            wait = 0.0
-            if kind in (Kind.FORWARD, Kind.BACKWARD, Kind.BACKWARD_INPUT):
-                i = int(np.searchsorted(op_starts, start))
-                wait = float(min(op_starts[i], end) - start) if i < len(op_starts) else 0.0
-            rows.append(
-                {
-                    "rank": rank,
-                    "stage": rec["stage"],
-                    "action": format_action(TorchAction.of(rec["stage"], kind, rec["microbatch"])),
-                    "kind": rec["kind"],
-                    "microbatch": rec["microbatch"],
-                    "iteration": spans[it][1] if it >= 0 else -1,
-                    "start": start,
-                    "end": end,
-                    "wait": wait,
-                }
-            )
-    t0 = min((r["start"] for r in rows), default=0.0)
-    for r in rows:
-        r["start"], r["end"] = r["start"] - t0, r["end"] - t0
-    return sorted(rows, key=lambda r: (r["iteration"], r["start"], r["rank"]))
+        if path.exists():
+            parts.append(_rank_actions(json.loads(path.read_text()), rank))
+    every = MeasuredTrace.concat(parts)
+    if not len(every):
+        return every
+    t0 = every.start.min()
+    every = replace(every, start=every.start - t0, end=every.end - t0)
+    return every.take(np.lexsort((every.rank, every.start, every.iteration)))
+
+
+def _rank_actions(doc: dict, rank: int) -> MeasuredTrace:
+    """One rank's actions, each with its label, the iteration whose span holds its start, and
+    (for a compute) the time from its start to its first operator: the wait on its ``irecv``."""
+    trace = read_chrome_trace(doc, rank=rank)
+    spans, op_starts = _annotations(doc)
+    begins = np.array([s for s, _ in spans])
+    action, iteration, wait = [], [], []
+    for stage, k, mb, start, end in zip(
+        *(c.tolist() for c in (trace.stage, trace.kind, trace.microbatch, trace.start, trace.end))
+    ):
+        kind = Kind(k)
+        it = int(np.searchsorted(begins, start, side="right")) - 1
+        w = 0.0
+        if kind in (Kind.FORWARD, Kind.BACKWARD, Kind.BACKWARD_INPUT):
+            i = int(np.searchsorted(op_starts, start))
+            w = float(min(op_starts[i], end) - start) if i < len(op_starts) else 0.0
+        action.append(format_action(TorchAction.of(stage, kind, mb)))
+        iteration.append(spans[it][1] if it >= 0 else -1)
+        wait.append(w)
+    return replace(
+        trace,
+        rank=np.full(len(trace), rank, dtype=np.int64),
+        action=np.array(action, dtype=object).reshape(-1),
+        iteration=np.array(iteration, dtype=np.int64).reshape(-1),
+        wait=np.array(wait, dtype=float).reshape(-1),
+    )
 
 
 def _annotations(doc: dict) -> tuple[list[tuple[float, int]], np.ndarray]:

@@ -24,7 +24,7 @@ from explorer.failure import Failure, FailureKind, signal_name
 from explorer.pipeline.schedules.schedule import Schedule
 from explorer.pipeline.traces.follow import Follower, failure_kind, failure_of, rank_states
 from explorer.pipeline.traces.records import MeasuredTrace
-from explorer.pipeline.traces.trace import chrome_trace, last_iteration, table, to_measured
+from explorer.pipeline.traces.trace import chrome_trace, table, to_measured
 
 _OWN_FAULT = ("buffer", "error")
 
@@ -63,14 +63,8 @@ class PipelineRunResult:
 
     def trace(self, iteration: Optional[int] = None) -> MeasuredTrace:
         """Measured instructions (the last iteration by default, all with ``iteration=-1``)."""
-        rows = (
-            self.records
-            if iteration == -1
-            else last_iteration(self.records)
-            if iteration is None
-            else [r for r in self.records if r["iteration"] == iteration]
-        )
-        trace = to_measured(rows, source=str(self.folder or "run"))
+        every = to_measured(self.records, source=str(self.folder or "run"))
+        trace = every if iteration == -1 else every.of_iteration(iteration)
         return replace(trace, stopped=self.stopped_ranks()) if self.failure else trace
 
     def stopped_ranks(self) -> tuple[int, ...]:

@@ -6,9 +6,11 @@ event ``PP:<instruction>`` in the explorer's compact form (``PP:2SG0b0``), the s
 PyTorch's pipelining uses, so :func:`explorer.pipeline.traces.read_chrome_trace` reads it back and the
 two engines line up in Perfetto (process = rank, thread = stage).
 
-Readers only read: turning a measurement into simulator costs is analysis
-(:func:`explorer.pipeline.analysis.recost.measured_costs`), and so is its bubble
-(:func:`explorer.pipeline.analysis.measured.measured_bubble`).
+Readers only read: :func:`to_measured` makes the one record every measured analysis takes;
+turning it into simulator costs is analysis (:func:`explorer.pipeline.analysis.recost.measured_costs`),
+and so are its makespan and bubble (:mod:`explorer.pipeline.analysis.measured`). The records
+themselves stay the rank files' lines only to be written back out (the table, the CSV, the
+Chrome trace, ``--json``).
 """
 
 from __future__ import annotations
@@ -45,25 +47,18 @@ def to_measured(records: Iterable[dict], source: str = "") -> MeasuredTrace:
             {
                 "rank": r["rank"],
                 "stage": r["stage"],
-                "step": r["step"],
+                "step": r.get("step", -1),
                 "kind": record_kind(r),
                 "microbatch": r["microbatch"],
                 "start": r["start"],
                 "end": r["end"],
+                "iteration": r.get("iteration", -1),
             }
             for r in records
         ],
         unit="s",
         source=source,
     )
-
-
-def last_iteration(records: Sequence[dict]) -> list[dict]:
-    """The records of the last timed iteration (the first pays for warm-up)."""
-    if not records:
-        return []
-    it = max(r["iteration"] for r in records)
-    return [r for r in records if r["iteration"] == it]
 
 
 def chrome_trace(
@@ -146,45 +141,10 @@ def to_csv(records: Sequence[dict]) -> str:
     return buf.getvalue()
 
 
-def makespan(records: Sequence[dict]) -> float:
-    """Seconds from the first start to the last end (use one iteration's records)."""
-    return max(r["end"] for r in records) - min(r["start"] for r in records) if records else 0.0
-
-
-def p2p_pairs(records: Sequence[dict]) -> list[tuple[dict, dict]]:
-    """Each receive with its matching send (same iteration, stages, direction, micro-batch)."""
-    sends: dict[tuple, dict] = {}
-    for r in records:
-        kind = record_kind(r)
-        if kind in (Kind.SEND_ACTIVATION, Kind.SEND_GRAD):
-            peer = r["stage"] + (1 if kind == Kind.SEND_ACTIVATION else -1)
-            sends[(r["iteration"], peer, kind == Kind.SEND_GRAD, r["microbatch"])] = r
-    out = []
-    for r in records:
-        kind = record_kind(r)
-        if kind in (Kind.RECV_ACTIVATION, Kind.RECV_GRAD):
-            send = sends.get((r["iteration"], r["stage"], kind == Kind.RECV_GRAD, r["microbatch"]))
-            if send is not None:
-                out.append((send, r))
-    return out
-
-
-def p2p_latencies(records: Sequence[dict]) -> list[float]:
-    """Milliseconds from "both ends ready" to "received", per matched send/receive."""
-    return [
-        max(rcv["end"] - max(rcv["start"], snd["start"]), 0.0) * 1e3
-        for snd, rcv in p2p_pairs(records)
-    ]
-
-
 __all__ = [
     "record_kind",
     "to_measured",
-    "last_iteration",
     "chrome_trace",
     "table",
     "to_csv",
-    "makespan",
-    "p2p_pairs",
-    "p2p_latencies",
 ]

@@ -1,6 +1,6 @@
 """A measured iteration across ranks: the critical path drawn, receives split, bubble per rank.
 
-Figures are pure functions of the records and of :mod:`explorer.pipeline.analysis.measured`'s results,
+Figures are pure functions of the measured trace and of :mod:`explorer.pipeline.analysis.measured`'s results,
 so tests read them from ``fig.to_dict()``. Times are milliseconds from the iteration's start.
 
 - :func:`critical_path_figure`: one row per rank; every compute as a bar (faded off the path,
@@ -19,6 +19,7 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from explorer.pipeline.schedules.instructions import KIND_BY_CODE, Kind
+from explorer.pipeline.traces.records import MeasuredTrace
 from explorer.pipeline.views.palette import KIND_COLOURS
 
 WAITING = "#d98b8b"
@@ -31,29 +32,30 @@ def _ms(x: float) -> float:
     return x * 1e3
 
 
-def critical_path_figure(rows: Sequence[dict], path: dict, waits: Sequence[dict]) -> go.Figure:
+def critical_path_figure(trace: MeasuredTrace, path: dict, waits: Sequence[dict]) -> go.Figure:
     """Computes per rank, the path highlighted, blocked time split, crossing edges as arrows."""
     fig = go.Figure()
     on_path = {(s["rank"], s["action"]) for s in path["steps"]}
-    computes = [r for r in rows if r["kind"] in _COMPUTE]
+    rank, kind_of, action = trace.rank.tolist(), trace.kind.tolist(), trace.action.tolist()
+    start, end, wait = trace.start.tolist(), trace.end.tolist(), trace.wait.tolist()
     for highlighted in (False, True):
         for code in _COMPUTE:
+            kind = KIND_BY_CODE[code]
             mine = [
-                r
-                for r in computes
-                if r["kind"] == code and ((r["rank"], r["action"]) in on_path) == highlighted
+                i
+                for i in range(len(trace))
+                if kind_of[i] == kind and ((rank[i], action[i]) in on_path) == highlighted
             ]
             if not mine:
                 continue
-            kind = KIND_BY_CODE[code]
             fig.add_trace(
                 go.Bar(
                     name=f"{code} {'on the critical path' if highlighted else 'off the path'}",
                     orientation="h",
-                    y=[f"rank {r['rank']}" for r in mine],
-                    base=[_ms(r["start"] + r["wait"]) for r in mine],
-                    x=[_ms(r["end"] - r["start"] - r["wait"]) for r in mine],
-                    text=[r["action"] for r in mine],
+                    y=[f"rank {rank[i]}" for i in mine],
+                    base=[_ms(start[i] + wait[i]) for i in mine],
+                    x=[_ms(end[i] - start[i] - wait[i]) for i in mine],
+                    text=[action[i] for i in mine],
                     textposition="none",
                     marker=dict(
                         color=KIND_COLOURS[kind],
@@ -97,7 +99,7 @@ def critical_path_figure(rows: Sequence[dict], path: dict, waits: Sequence[dict]
             hovertemplate="%{text}<extra></extra>",
         )
     )
-    ranks = sorted({r["rank"] for r in rows})
+    ranks = sorted(set(rank))
     fig.update_layout(
         title=dict(text=_title(path)),
         barmode="overlay",

@@ -23,6 +23,7 @@ from explorer.pipeline.traces.profiler.labelled import (
     place_pp,
     place_single,
 )
+from explorer.pipeline.traces.records import MeasuredTrace
 
 #: Files looked at in a folder (a job of more ranks is a folder of that many traces).
 MAX_FILES = 4096
@@ -44,8 +45,12 @@ class ProfiledJob:
     def iterations(self) -> int:
         return 1 + max((r["iteration"] for r in self.records), default=-1)
 
-    def iteration(self, which: Optional[int] = None) -> list[dict]:
-        """Records of one iteration (the last by default), times from its first start."""
+    def iteration(self, which: Optional[int] = None) -> MeasuredTrace:
+        """One iteration (the last by default) as the :class:`MeasuredTrace` every measured
+        analysis takes, times from its first start, in order of start."""
+        return MeasuredTrace.from_records(self._rows(which), unit="s", source="profiler traces")
+
+    def _rows(self, which: Optional[int]) -> list[dict]:
         if not self.records:
             return []
         it = self.iterations - 1 if which is None else which
