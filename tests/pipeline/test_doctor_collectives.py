@@ -174,6 +174,47 @@ def test_a_ring_buffer_that_lost_the_start_is_said_and_counts_are_not_guessed(du
     )
 
 
+def _edited(src: Path, dst: Path, edit) -> None:
+    """A copy of a real dump with ``edit(dump_dict)`` applied (the stdlib loads torch's pickle)."""
+    data = pickle.loads(src.read_bytes())
+    edit(data)
+    dst.write_bytes(pickle.dumps(data))
+
+
+@pytest.mark.slow
+def test_a_rank_that_entered_a_collective_the_others_never_did_is_a_count_mismatch(
+    dumped, tmp_path
+):
+    """The others' last collective cut from their dumps: rank 1 alone entered #8."""
+    _, full, _, _ = dumped
+    for r in (0, 1, 2):
+        keep = (lambda d: None) if r == 1 else (lambda d: d.update(entries=d["entries"][:-1]))
+        _edited(full / f"fr_{r}", tmp_path / f"fr_{r}", keep)
+    m = first_mismatch(read_dumps(tmp_path))
+    assert m is not None and (m.how, m.seq) == ("count", 8)
+    assert m.text.startswith(
+        "rank 1 entered collective #8 on the default group (its 8th all_reduce at "
+    )
+    assert m.text.endswith("; ranks 0, 2 never did (their last: #7)")
+
+
+@pytest.mark.slow
+def test_one_call_with_other_sizes_is_a_sizes_mismatch(dumped, tmp_path):
+    _, full, _, _ = dumped
+
+    def bigger(d: dict) -> None:
+        d["entries"][2]["input_sizes"] = [[8]]
+
+    for r in (0, 1, 2):
+        _edited(full / f"fr_{r}", tmp_path / f"fr_{r}", bigger if r == 2 else (lambda d: None))
+    m = first_mismatch(read_dumps(tmp_path))
+    assert m is not None and (m.how, m.seq) == ("sizes", 3)
+    assert m.text == (
+        "collective #3 on the default group: rank 2 entered all_reduce of sizes [[8]] ['Float']; "
+        "ranks 0, 1 entered all_reduce of sizes [[4]] ['Float']: different sizes"
+    )
+
+
 @pytest.mark.slow
 def test_doctor_and_read_give_the_verdict_from_the_dumps_folder(dumped):
     script, full, _, _ = dumped

@@ -214,6 +214,7 @@ def _state(dumps: FlightDumps, rank: int) -> RankState:
             note="no collective recorded",
         )
     last = max(dump.entries, key=lambda e: (e.created_ns, e.seq))
+    group = "the default group" if last.group == "0" else f"group {last.group_desc or last.group}"
     return RankState(
         rank=rank,
         pid=None,
@@ -221,7 +222,7 @@ def _state(dumps: FlightDumps, rank: int) -> RankState:
         op=last.op,
         where=last.where,
         source="flight-recorder",
-        note=f"last collective #{last.seq} on {'the default group' if last.group == '0' else 'group ' + last.group}, {last.state}",
+        note=f"last collective #{last.seq} on {group}, {last.state}{_at(last.where)}",
     )
 
 
