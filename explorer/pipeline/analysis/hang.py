@@ -56,7 +56,7 @@ class RankState:
         if self.activity == "waiting":
             peer = "" if self.peer is None else f" {self._direction()} {self._peer()}"
             call = f"dist.{self.op}" if self.op != "wait" else "a wait on posted transfers"
-            verb = "waited" if self.source == "log" else "waits"  # a log tells the past
+            verb = "waited" if self.source in ("log", "flight-recorder") else "waits"  # the past
             return f"{verb} in {ins or call}{peer}" + (f" ({call})" if ins else "")
         if self.activity == "gone":
             return "is gone" + (f" (last in {ins})" if ins else "")
