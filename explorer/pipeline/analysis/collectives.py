@@ -222,7 +222,7 @@ def _state(dumps: FlightDumps, rank: int) -> RankState:
         op=last.op,
         where=last.where,
         source="flight-recorder",
-        note=f"last collective #{last.seq} on {group}, {last.state}{_at(last.where)}",
+        note=f"last collective #{last.seq} on {group} ({last.state}){_at(last.where)}",
     )
 
 
