@@ -295,3 +295,24 @@ def test_a_launcher_that_kept_a_rank_in_its_environment_is_not_taken_for_rank_0(
     assert [p.pid for p in found] == [10, 11]
     # a rank given alone, with its DataLoader worker below it, is still the rank
     assert [p.pid for p in _outermost([ranks[0], ranks[2]])] == [10]
+
+
+def test_ranks_waiting_in_different_collectives_are_a_mismatch_the_odd_one_named_first():
+    ranks = [state(r, "waiting", "barrier", where="train.py:10") for r in (0, 2, 3)] + [
+        state(1, "waiting", "all_reduce", where="train.py:9")
+    ]
+    v = diagnose(ranks)
+    assert v.verdict == "collective-mismatch" and v.mismatch is not None
+    assert v.describe() == (
+        "rank 1 waits in all_reduce (train.py:9); ranks 0, 2, 3 wait in barrier (train.py:10): "
+        "different collectives, so none of them can complete"
+    )
+    assert v.to_dict()["mismatch"]["how"] == "op"
+
+
+def test_ranks_in_one_collective_waiting_on_a_sleeper_are_no_mismatch():
+    ranks = [state(r, "waiting", "all_reduce", where="train.py:9") for r in (0, 2)] + [
+        state(1, "sleeping", where="train.py:5")
+    ]
+    v = diagnose(ranks)
+    assert (v.verdict, v.culprit, v.mismatch) == ("waits-on", 1, None)

@@ -27,7 +27,7 @@ from explorer.pipeline.analysis.stacks import Activity, StackReading
 from explorer.pipeline.schedules.instructions import KIND_BY_DEEPSPEED_NAME, Kind
 from explorer.pipeline.schedules.schedule import Schedule
 
-VerdictKind = Literal["cycle", "waits-on", "no-wait"]
+VerdictKind = Literal["cycle", "waits-on", "collective-mismatch", "no-wait"]
 _SENDS = ("send", "isend", "send_object_list")
 _RECVS = ("recv", "irecv", "recv_object_list")
 
@@ -56,7 +56,7 @@ class RankState:
         if self.activity == "waiting":
             peer = "" if self.peer is None else f" {self._direction()} {self._peer()}"
             call = f"dist.{self.op}" if self.op != "wait" else "a wait on posted transfers"
-            verb = "waited" if self.source == "log" else "waits"  # a log tells the past
+            verb = "waited" if self.source in ("log", "flight-recorder") else "waits"  # the past
             return f"{verb} in {ins or call}{peer}" + (f" ({call})" if ins else "")
         if self.activity == "gone":
             return "is gone" + (f" (last in {ins})" if ins else "")
@@ -114,6 +114,37 @@ class RankState:
 
 
 @dataclass(frozen=True)
+class CollectiveMismatch:
+    """Ranks of one group that entered different collectives (or a different number of them).
+
+    ``how``: ``op`` (different calls at one position), ``sizes`` (one call, other shapes) or
+    ``count`` (some ranks entered a collective the others never did). ``calls`` holds each
+    rank's call at that position: (rank, op, file:line, how many of that op it had entered,
+    None where unknown). ``lost`` says where a rank's ring buffer no longer held the start.
+    """
+
+    group: str
+    how: str
+    calls: tuple[tuple[int, str, str, Optional[int]], ...]
+    seq: Optional[int] = None  # the collective's number on its group (Flight Recorder)
+    text: str = ""
+    lost: str = ""
+
+    def to_dict(self) -> dict:
+        return {
+            "group": self.group,
+            "how": self.how,
+            "seq": self.seq,
+            "calls": [
+                {"rank": r, "op": op or None, "where": where or None, "count": n}
+                for r, op, where, n in self.calls
+            ],
+            "lost": self.lost or None,
+            "description": self.text,
+        }
+
+
+@dataclass(frozen=True)
 class HangVerdict:
     """The doctor's answer: the cycle, or the rank the others wait on, with every rank's state."""
 
@@ -124,6 +155,7 @@ class HangVerdict:
     waiting: tuple[int, ...] = ()  # the ranks whose waits end at the culprit
     deadlock: Optional[Deadlock] = None  # the cycle as the analysis' record, where placed
     unseen: tuple[int, ...] = field(default=())  # ranks with no stack (log or nothing only)
+    mismatch: Optional[CollectiveMismatch] = None  # ranks in different collectives
 
     def state(self, rank: int) -> RankState:
         return next(s for s in self.ranks if s.rank == rank)
@@ -148,6 +180,11 @@ class HangVerdict:
                 f"rank{'s' if len(self.waiting) > 1 else ''} {others} wait on rank {self.culprit}: "
                 f"{self.state(self.culprit).describe()}"
             )
+        if self.verdict == "collective-mismatch" and self.mismatch is not None:
+            unseen = ", ".join(map(str, self.unseen))
+            return self.mismatch.text + (
+                f" (not seen: rank{'s' if len(self.unseen) > 1 else ''} {unseen})" if unseen else ""
+            )
         return "no rank waits on another: " + "; ".join(s.describe() for s in self.ranks)
 
     def to_dict(self) -> dict:
@@ -160,6 +197,7 @@ class HangVerdict:
             "waiting": list(self.waiting),
             "deadlock": None if self.deadlock is None else self.deadlock.to_dict(),
             "unseen": list(self.unseen),
+            "mismatch": None if self.mismatch is None else self.mismatch.to_dict(),
             "quiet_s": self.quiet_s,
             "ranks": [s.to_dict() for s in self.ranks],
         }
@@ -226,6 +264,9 @@ def diagnose(states: Sequence[RankState], model: str = "blocking") -> HangVerdic
     ranks = tuple(sorted(states, key=lambda s: s.rank))
     by_rank = {s.rank: s for s in ranks}
     unseen = tuple(s.rank for s in ranks if s.source != "stack")
+    mismatch = collectives_apart(ranks)
+    if mismatch is not None:
+        return HangVerdict("collective-mismatch", ranks, mismatch=mismatch, unseen=unseen)
     edges = _wait_edges(by_rank)
     cycle = _find_cycle(edges, by_rank)
     if cycle:
@@ -248,6 +289,38 @@ def diagnose(states: Sequence[RankState], model: str = "blocking") -> HangVerdic
         waiting=tuple(sorted(set(chains[culprit]))),
         unseen=unseen,
     )
+
+
+def collectives_apart(ranks: Sequence[RankState]) -> Optional[CollectiveMismatch]:
+    """Ranks waiting in different collectives (live: no peer, no count), else None.
+
+    Each rank's call is its op and the user's line; the fewest ranks sharing a call are named
+    first (the odd one out: one more ``all_reduce`` while the others wait in a ``barrier``).
+    """
+    waits = [
+        s for s in ranks if s.activity == "waiting" and s.peer is None and s.op not in ("", "wait")
+    ]
+    calls: dict[tuple[str, str], list[int]] = {}
+    for s in waits:
+        calls.setdefault((s.op, s.where), []).append(s.rank)
+    if len(waits) < 2 or len({op for op, _ in calls}) < 2:
+        return None
+    groups = sorted(calls.items(), key=lambda kv: (len(kv[1]), kv[1]))
+    parts = [
+        f"{_ranks_word(rs)} wait{'s' if len(rs) == 1 else ''} in {op}{f' ({where})' if where else ''}"
+        for (op, where), rs in groups
+    ]
+    text = "; ".join(parts) + ": different collectives, so none of them can complete"
+    return CollectiveMismatch(
+        group="?",
+        how="op",
+        calls=tuple((s.rank, s.op, s.where, None) for s in waits),
+        text=text,
+    )
+
+
+def _ranks_word(ranks: Sequence[int]) -> str:
+    return f"rank{'s' if len(ranks) > 1 else ''} {', '.join(map(str, sorted(ranks)))}"
 
 
 def _wait_edges(by_rank: dict[int, RankState]) -> dict[int, tuple[int, ...]]:
@@ -339,6 +412,8 @@ def _as_deadlock(
 
 __all__ = [
     "Activity",
+    "CollectiveMismatch",
+    "collectives_apart",
     "HangVerdict",
     "RankState",
     "diagnose",

@@ -1,9 +1,10 @@
 """``explorer doctor TARGET``: why a running job stopped moving, in the schedule's words.
 
 TARGET is the launcher's PID (torchrun, deepspeed, ``explorer run``, a script that starts the
-ranks), the ranks' PIDs, or the run folder the ranks write to (live where they still run,
-else from what they wrote). Prints one line per rank (what it is doing, with whom, in which
-instruction, since when) and the verdict: a wait-for cycle, or the rank everyone waits on.
+ranks), the ranks' PIDs, the run folder the ranks write to (live where they still run, else
+from what they wrote), or a folder of the ranks' Flight Recorder dumps. Prints one line per
+rank (what it is doing, with whom, in which instruction, since when) and the verdict: a
+wait-for cycle, the rank everyone waits on, or a collective mismatch.
 The job is read, never stopped or changed. Exit 1 when the ranks wait (a hang named), 0 when
 no rank waits on another, 2 on bad input.
 """
@@ -13,8 +14,12 @@ from __future__ import annotations
 import argparse
 import json
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from explorer.errors import InputError
+
+if TYPE_CHECKING:
+    from explorer.pipeline.runtime.doctor import Diagnosis
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -61,8 +66,20 @@ def run(args: argparse.Namespace) -> int:
     if len(folders) > 1 or (folders and args.folder is not None):
         raise InputError("give one run folder (as TARGET or --folder), not several")
     diagnosis = doctor(pids, args.folder or (folders[0] if folders else None))
+    return _report(diagnosis, args.json)
+
+
+def read(path: Path, json_out: bool) -> int:
+    """``explorer read DIR`` on a folder of Flight Recorder dumps: the doctor's verdict from them."""
+    from explorer.pipeline.runtime.doctor import doctor
+
+    return _report(doctor([], path), json_out)
+
+
+def _report(diagnosis: Diagnosis, json_out: bool) -> int:
+    """Print the diagnosis (text or JSON); the exit code: 0 when no rank waits, else 1."""
     verdict = diagnosis.verdict
-    if args.json:
+    if json_out:
         print(json.dumps(diagnosis.to_dict(), indent=1))
     else:
         if diagnosis.refused:
@@ -74,7 +91,11 @@ def run(args: argparse.Namespace) -> int:
             print(f"  as the analysis says it: {verdict.deadlock.describe()}")
         if verdict.quiet_s is not None:
             print(f"  no rank has written progress for {verdict.quiet_s:.1f} s")
-        if diagnosis.live:
+        if diagnosis.source == "flight-recorder":
+            print(
+                f"(read from the Flight Recorder dumps in {diagnosis.folder} in {diagnosis.seconds:.2f} s)"
+            )
+        elif diagnosis.live:
             print(
                 f"(read in {diagnosis.seconds:.2f} s, {diagnosis.live} live stacks; the job was not stopped)"
             )
@@ -85,4 +106,4 @@ def run(args: argparse.Namespace) -> int:
     return 0 if verdict.verdict == "no-wait" else 1
 
 
-__all__ = ["register", "run"]
+__all__ = ["read", "register", "run"]

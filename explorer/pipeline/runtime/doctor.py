@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Optional, Sequence
 
 from explorer.errors import InputError
+from explorer.pipeline.analysis.collectives import diagnose_dumps
 from explorer.pipeline.analysis.hang import (
     HangVerdict,
     RankState,
@@ -43,6 +44,7 @@ from explorer.pipeline.analysis.stacks import (
 )
 from explorer.pipeline.schedules.instructions import parse_instruction
 from explorer.pipeline.schedules.schedule import Schedule
+from explorer.pipeline.traces.flight_recorder import is_flight_folder, read_dumps
 from explorer.processes.stacks import PTRACE_FIX, Dump, Proc, dump_all, read_proc, tree
 
 
@@ -68,6 +70,7 @@ class Diagnosis:
     refused: str  # one line when attaching was refused ("" otherwise)
     seconds: float
     live: int = 0  # ranks whose stack was read
+    source: str = "job"  # "job" (its processes and run folder) or "flight-recorder" (dumps)
 
     def to_dict(self) -> dict:
         return {
@@ -76,12 +79,21 @@ class Diagnosis:
             "refused": self.refused or None,
             "seconds": round(self.seconds, 3),
             "live_stacks": self.live,
+            "source": self.source,
         }
 
 
 def doctor(pids: Sequence[int], folder: Optional[Path] = None) -> Diagnosis:
-    """Diagnose the job at ``pids`` (a launcher, or its ranks); ``folder``: where the ranks write."""
+    """Diagnose the job at ``pids`` (a launcher, or its ranks); ``folder``: where the ranks write.
+
+    A folder of Flight Recorder dumps (no ``rank<R>.jsonl``) is read after the fact: the first
+    collective where the ranks' records differ (:mod:`explorer.pipeline.analysis.collectives`).
+    """
     t0 = time.monotonic()
+    if not pids and folder is not None and not any(Path(folder).glob("rank*.jsonl")):
+        if is_flight_folder(Path(folder)):
+            verdict = diagnose_dumps(read_dumps(Path(folder)))
+            return Diagnosis(verdict, Path(folder), "", time.monotonic() - t0, 0, "flight-recorder")
     ranks = find_ranks(pids, folder) if pids else ranks_in_folder(folder)
     folder = folder or _folder_of(ranks)
     logs = {r: _read_log(folder, r) for r in _ranks_written(folder, ranks)} if folder else {}
@@ -145,8 +157,9 @@ def ranks_in_folder(folder: Optional[Path]) -> list[RankProcess]:
     files = sorted(Path(folder).glob("rank*.jsonl")) if folder is not None else []
     if folder is None or not files:
         raise InputError(
-            f"{folder} holds no rank<R>.jsonl: give a run folder the ranks write to "
-            "(explorer run --out, explorer.instrument), or the job's PIDs"
+            f"{folder} holds no rank<R>.jsonl and no Flight Recorder dump: give a run folder the "
+            "ranks write to (explorer run --out, explorer.instrument), a folder of the ranks' "
+            "Flight Recorder dumps (<prefix><rank>), or the job's PIDs"
         )
     out = []
     for rank in sorted(int(p.stem[4:]) for p in files if p.stem[4:].isdigit()):

@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import Optional
 
 from explorer.detect import Detector
+from explorer.pipeline.traces.flight_recorder import is_flight_folder
 from explorer.pipeline.traces.instrumented import is_instrumented
 
 
@@ -21,6 +22,17 @@ def _instrumented(path: Path) -> Optional[str]:
     return None
 
 
+def _flight_recorder(path: Path) -> Optional[str]:
+    if path.is_dir() and not any(path.glob("rank*.jsonl")) and is_flight_folder(path):
+        return "the ranks' Flight Recorder dumps (<prefix><rank>, pickle or JSON)"
+    return None
+
+
+FLIGHT_RECORDER = Detector(
+    "pipeline-flight-recorder",
+    "a folder of a job's per-rank Flight Recorder dumps (_dump_fr_trace, TORCH_FR_DUMP_TEMP_FILE)",
+    _flight_recorder,
+)
 INSTRUMENTED = Detector(
     "pipeline-instrumented",
     "a folder explorer.instrument(engine, DIR) wrote in a DeepSpeed job: rank<R>.jsonl",
@@ -32,4 +44,4 @@ RUN_FOLDER = Detector(
     _run_folder,
 )
 
-__all__ = ["INSTRUMENTED", "RUN_FOLDER"]
+__all__ = ["FLIGHT_RECORDER", "INSTRUMENTED", "RUN_FOLDER"]
