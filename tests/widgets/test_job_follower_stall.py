@@ -137,11 +137,15 @@ def test_a_stall_is_diagnosed_once_by_itself_and_the_verdict_pinned_on_the_grid(
     pinned = next(t for t in grid["data"] if t.get("name") == "hang")
     assert set(zip(pinned["y"], pinned["x"])) == {(0, 3), (1, 3)}
     assert len(grid["layout"]["annotations"]) == 1  # rank 0's wait on rank 1, as an arrow
-    run.write()  # it moves again, then stops again: a new stall, a new diagnosis
+    follower.stop()  # the user stops following: the verdict stays on the grid
+    assert "hang" in [t.get("name") for t in follower.grid.figure.to_dict()["data"]]
+    follower.stopped, follower.run.follower.job_ended = False, False
+    run.write()  # it moves again: the verdict is no longer pinned
     follower.poll()
+    assert "hang" not in [t.get("name") for t in follower.grid.figure.to_dict()["data"]]
     clock.now = 20.0
     follower.poll()
-    assert len(calls) == 2
+    assert len(calls) == 2  # then it stops again: a new stall, a new diagnosis
 
 
 def test_a_diagnosis_that_cannot_be_made_is_said_and_the_follower_goes_on(monkeypatch):

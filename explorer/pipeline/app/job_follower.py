@@ -92,6 +92,8 @@ class JobFollower:
         self._diagnosed_stall = -1  # the stall (progress count) the automatic diagnosis ran for
         self._diagnosing = threading.Lock()
         self._failure: Optional[dict] = None
+        #: The progress count when a verdict was pinned on the grid (None: none is pinned).
+        self._verdict_pinned: Optional[int] = None
         self.run: Optional[InstrumentedRun] = None
         self.report = None
         #: Every message so far that broke the P2P contract, first one first.
@@ -194,7 +196,7 @@ class JobFollower:
                 self.diagnosis_error = f"could not diagnose: {type(exc).__name__}: {exc}"
         if self.diagnosis is not None and not self.diagnosis_error and self.report is not None:
             self.grid.show(verdict_grid(self.report, self.diagnosis.verdict))
-            self._pinned = None  # the next redraw after progress pins the failure grid again
+            self._verdict_pinned = self.watch.progress_count  # until the job moves again
         if self.run is not None:
             self._say(self._ranks(), self._failure)
         return None if self.diagnosis_error else self.diagnosis
@@ -228,14 +230,16 @@ class JobFollower:
             )
             self.overlay.show(overlay_figure(measured_vs_simulated(self.report, trace)))
             cell = failure_cell(failure)
-            if (
+            if self._verdict_pinned == self.watch.progress_count:
+                pass  # the job has not moved since the diagnosis: its verdict stays pinned
+            elif (
                 not self.history
                 or cell != self._pinned
                 or self.history[-1]["finished"]
-                or self._pinned is None
+                or self._verdict_pinned is not None
             ):
                 self.grid.show(pinned_grid(self.report, failure))
-                self._pinned = cell
+                self._pinned, self._verdict_pinned = cell, None
         self._failure = failure
         self._say(ranks, failure)
         self.history.append(
