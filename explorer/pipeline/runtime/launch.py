@@ -253,7 +253,7 @@ def stall_diagnosis(result: PipelineRunResult) -> Optional[dict]:
         return None
     try:
         return doctor([], Path(result.folder)).verdict.to_dict()
-    except InputError:  # the folder holds no rank's lines: nothing to say beyond the failure
+    except (InputError, OSError, ValueError):  # no rank's lines, or unreadable: the failure says it
         return None
 
 
