@@ -7,6 +7,7 @@ tests/deepspeed/test_stalled_job.py, on a real hung job).
 
 from __future__ import annotations
 
+import time
 from types import SimpleNamespace
 
 import explorer.pipeline.app.job_follower as job_follower
@@ -160,3 +161,25 @@ def test_a_diagnosis_that_cannot_be_made_is_said_and_the_follower_goes_on(monkey
     assert follower.poll()
     assert follower.diagnose() is None
     assert "could not diagnose: InputError: no process 4242" in follower.status.value
+
+
+def test_the_button_diagnoses_a_job_that_still_moves_and_says_it_until_it_moves(monkeypatch):
+    monkeypatch.setattr(
+        job_follower,
+        "doctor",
+        lambda pids, folder, schedule=None: Diagnosis(_verdict(), None, "", 0.1, 2),
+    )
+    follower, clock, run = _follower(job=LAUNCHER)
+    run.write()
+    follower.poll()
+    follower.diagnose_button.click()  # in a thread: the kernel is not held
+    deadline = time.monotonic() + 30
+    while "diagnosis:" not in follower.status.value and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert (
+        "(running)" in follower.status.value and "diagnosis: rank 0 wait" in follower.status.value
+    )
+    clock.now = 1.0
+    run.write()
+    follower.poll()
+    assert "diagnosis:" not in follower.status.value

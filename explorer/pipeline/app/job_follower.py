@@ -25,9 +25,9 @@ A job that stops moving is said so: when no rank has written a line for the stal
 the job already had, at least 10 s) the status says "stalled for 42 s" instead of "running".
 The hang is then diagnosed by :func:`~explorer.pipeline.runtime.doctor.doctor` on the job's
 process tree (``job=``, a ``Popen`` or a PID; without it, the ranks' PIDs their start lines
-name), once per stall by itself
-(``auto_diagnose``) and whenever the "diagnose" button is pressed; the verdict is said in the
-status line and pinned on the grid (:func:`~explorer.pipeline.views.live.verdict_grid`).
+name), once per stall by itself (``auto_diagnose``) and whenever the "diagnose" button is
+pressed; the verdict is said in the status line and pinned on the grid
+(:func:`~explorer.pipeline.views.live.verdict_grid`) until the job moves again.
 
 The polling runs in a daemon thread (:meth:`start`) or by hand (:meth:`poll`); an exception in
 a poll is said in the status line and stops the thread, never the kernel.
@@ -90,6 +90,7 @@ class JobFollower:
         self.diagnosis: Optional[Diagnosis] = None
         self.diagnosis_error = ""
         self._diagnosed_stall = -1  # the stall (progress count) the automatic diagnosis ran for
+        self._diagnosed_at = -1  # the progress count of the latest diagnosis (said until it moves)
         self._diagnosing = threading.Lock()
         self._failure: Optional[dict] = None
         #: The progress count when a verdict was pinned on the grid (None: none is pinned).
@@ -194,6 +195,7 @@ class JobFollower:
                 self.diagnosis_error = ""
             except Exception as exc:  # said in the status line: the follower goes on
                 self.diagnosis_error = f"could not diagnose: {type(exc).__name__}: {exc}"
+            self._diagnosed_at = self.watch.progress_count
         if self.diagnosis is not None and not self.diagnosis_error and self.report is not None:
             self.grid.show(verdict_grid(self.report, self.diagnosis.verdict))
             self._verdict_pinned = self.watch.progress_count  # until the job moves again
@@ -271,7 +273,7 @@ class JobFollower:
             f"{len(run.follower.records)} instructions ({words})"
         )
         lines = [html.escape(head)]
-        if self.stalled_s is not None:
+        if self.stalled_s is not None or self._diagnosed_at == self.watch.progress_count:
             lines.append(self._stall_line())
         if self.contract:
             lines.append(
