@@ -183,3 +183,25 @@ def test_the_button_diagnoses_a_job_that_still_moves_and_says_it_until_it_moves(
     run.write()
     follower.poll()
     assert "diagnosis:" not in follower.status.value
+
+
+def test_a_wait_for_cycle_is_drawn_as_its_loop_between_the_cells_that_wait():
+    from explorer.pipeline.analysis import check
+    from explorer.pipeline.views.live import verdict_cells, verdict_grid
+
+    s = build("1f1b", 2, 4)
+    blocking = s.replace(params={**s.params, "p2p": "blocking"})
+    deadlock = check(blocking, other_model=False).findings.deadlock
+    assert deadlock is not None
+    at = {w.at.rank: w.at for w in deadlock.cycle}
+    verdict = diagnose(
+        [RankState(r, None, "waiting", op="send", peer=1 - r, at=at[r]) for r in (0, 1)],
+        "blocking",
+    )
+    assert verdict.verdict == "cycle"
+    cells = verdict_cells(verdict)
+    assert cells == {r: (at[r].stage, at[r].step) for r in (0, 1)}
+    fig = verdict_grid(check(blocking, other_model=False), verdict).to_dict()
+    arrows = {((a["ay"], a["ax"]), (a["y"], a["x"])) for a in fig["layout"]["annotations"]}
+    assert arrows == {(cells[0], cells[1]), (cells[1], cells[0])}  # each waits on the other
+    assert "HUNG: wait-for cycle" in fig["layout"]["title"]["text"]
