@@ -17,13 +17,15 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import ROOT
 from test_instrument import SCRIPT
 
 from explorer.processes.ranks import process_alive
 from explorer.processes.stacks import tree
 
 pytestmark = pytest.mark.slow
+
+#: The repository (on the ranks' PYTHONPATH, so they run this checkout's explorer).
+ROOT = Path(__file__).resolve().parents[2]
 
 #: A back-stop for reaching the hang (2 ranks of torch and DeepSpeed start on a busy machine).
 PATIENCE_S = 240.0
