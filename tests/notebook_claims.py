@@ -143,7 +143,8 @@ def claims_05(nb: Any) -> None:
 
 
 def claims_06(nb: Any) -> None:
-    """06 tells the seed's story on DeepSpeed's engine, and no rank is left listed as running."""
+    """06 tells the seed's story on DeepSpeed's engine, no rank is left listed as running, and a
+    hung job is said stalled and diagnosed."""
     text = printed(nb)
     assert text.count("bitwise_equal_to_reference=True") == 2
     assert "losses bitwise identical to each other: True" in text
@@ -163,6 +164,14 @@ def claims_06(nb: Any) -> None:
         "first: reuse at stage 1 step 4: stage 2 -> 1, micro-batch 0, tuple[0]: sent float32[4,32]; "
         "the receive buffer is int64[4,32], reused from the activation received at step 1" in text
     )
+    # the job that stops moving: said stalled, diagnosed by the doctor, the verdict on the grid
+    said = next(line for line in text.splitlines() if "; diagnosis:" in line)
+    assert said.startswith("stalled for ") and (
+        "diagnosis: rank 0 wait on rank 1: stage 1 (rank 1) sleeps at " in said
+    ), said
+    assert "deepspeed_user_job.py:" in said and "ForwardPass" in said, said
+    assert any("HUNG: rank 0 wait on rank 1" in t for t in _titles(nb))
+    assert "job ended: True" in text
 
 
 #: Each notebook's claims, by its number.

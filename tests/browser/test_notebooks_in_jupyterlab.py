@@ -22,7 +22,8 @@ For each notebook: *Run → Run All Cells* in a fresh JupyterLab (see ``lab_harn
   shows that graph's diff (the test fails when no marker is drawn or no diff follows);
 * in 05, the explorer that opened a recorded job shows no scenario, no "backend -", and Run off;
 * in 06, once the job ended and the follower stopped, the live view says so: no "(running)" and
-  no rank drawn as running (torchrun kills the rank that never failed itself).
+  no rank drawn as running (torchrun kills the rank that never failed itself); the hung job's
+  follower shows the doctor's verdict, the diagnose button and the verdict pinned on its grid.
 
 Each notebook is saved by the page right after Run All (before any interaction, as nbclient
 would have left it) and the saved file must hold the notebook's own claims, the same
@@ -804,6 +805,16 @@ def _interact_06(run: NotebookRun, failures: list[str]) -> None:
     labels = " ".join(bars.locator(".bartext").all_text_contents()) if bars.count() else ""
     if "running" in labels:
         failures.append(f"a rank is drawn as running after the job ended: {labels!r}")
+    # the job that stopped moving: its follower said the doctor's verdict and pinned it
+    hung = lh.Explorer(run.nb, "hung = JobFollower(")
+    run.shot("hung_job", hung.root)
+    said = hung.texts()
+    if "diagnosis: rank 0 wait on rank 1: stage 1 (rank 1) sleeps at" not in said:
+        failures.append(f"the hung job's follower says: {said!r}")
+    if not hung.button("diagnose").count():
+        failures.append("the hung job's follower shows no diagnose button")
+    if not hung.plot("HUNG: rank 0 wait on rank 1").count():
+        failures.append("the hung job's grid does not show the verdict pinned on it")
 
 
 INTERACTIONS: dict[str, Callable[[NotebookRun, list[str]], None]] = {

@@ -16,7 +16,9 @@ int64 tensor of token ids first and the float activations second (diffusion-pipe
 stage tuple), split evenly by layer count. ``--float-mask`` passes ``(activations, mask)``, the
 mask a float tensor that needs no gradient (DeepSpeed #5518's shape of stage tuple).
 ``--varlen`` gives every odd micro-batch one row less (variable lengths, unpadded, without
-``dynamic_shape``: DeepSpeed #5729).
+``dynamic_shape``: DeepSpeed #5729). ``--hang-rank R`` plants a hang in user code: rank R
+sleeps for an hour at the start of its third forward pass (a forward pre-hook), so its
+neighbours wait on it in their send or receive and the job stops moving mid-iteration.
 """
 
 import argparse
@@ -115,6 +117,18 @@ def wait_for(gate, name):
         time.sleep(0.02)
 
 
+def hang_in_third_forward(module):
+    """A forward pre-hook that sleeps (as user code stuck in a layer would) on the third call."""
+    calls = []
+
+    def hook(_module, _inputs):
+        calls.append(1)
+        if len(calls) == 3:
+            time.sleep(3600)  # the planted hang: the neighbours wait on this rank
+
+    module.register_forward_pre_hook(hook)
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--out", default=None, help="trace folder (without it: not traced)")
@@ -130,6 +144,7 @@ def main():
         "--float-mask", action="store_true", help="a float tensor without gradient in the tuple"
     )
     parser.add_argument("--varlen", action="store_true", help="odd micro-batches one row shorter")
+    parser.add_argument("--hang-rank", type=int, default=None, help="this rank hangs (see above)")
     parser.add_argument(
         "--local_rank", type=int, default=-1, help="passed by the deepspeed launcher"
     )
@@ -172,6 +187,8 @@ def main():
         )
 
     trace = explorer.instrument(engine, args.out) if args.out else None  # the one line
+    if args.hang_rank == engine.global_rank:
+        hang_in_third_forward(engine.module)
 
     for iteration in range(args.iterations):
         if (

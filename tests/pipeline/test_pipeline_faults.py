@@ -69,6 +69,11 @@ def test_a_hanging_rank_ends_by_timeout_naming_the_waiting_stages(tmp_path):
     )
     assert "rank 1 made no progress after step 4" in message
     assert not any(alive(pid) for pid in result.pids.values())
+    # the stall failure carries the doctor's verdict on what the ranks wrote
+    hang = result.to_dict()["hang"]
+    assert (hang["kind"], hang["verdict"], hang["culprit"]) == ("hang", "waits-on", 1)
+    assert {0, 2} <= set(hang["waiting"])
+    assert hang["ranks"][1]["instruction"]["step"] == 5
 
 
 def test_a_deadlocking_schedule_is_refused_before_launch(tmp_path):

@@ -20,6 +20,15 @@ launcher ended is asked *before* the lines are read, so a poll that sees it ende
 line the job wrote: the final picture is the same whether the follower polled just before the
 teardown or long after.
 
+A job that stops moving is said so: when no rank has written a line for the stall time
+(:mod:`explorer.pipeline.traces.stall`: ``stall_after_s``, else five times the longest silence
+the job already had, at least 10 s) the status says "stalled for 42 s" instead of "running".
+The hang is then diagnosed by :func:`~explorer.pipeline.runtime.doctor.doctor` on the job's
+process tree (``job=``, a ``Popen`` or a PID; without it, the ranks' PIDs their start lines
+name), once per stall by itself (``auto_diagnose``) and whenever the "diagnose" button is
+pressed; the verdict is said in the status line and pinned on the grid
+(:func:`~explorer.pipeline.views.live.verdict_grid`) until the job moves again.
+
 The polling runs in a daemon thread (:meth:`start`) or by hand (:meth:`poll`); an exception in
 a poll is said in the status line and stops the thread, never the kernel.
 """
@@ -32,16 +41,18 @@ import threading
 import time
 from dataclasses import replace
 from pathlib import Path
-from typing import Any, Optional, Sequence, Union
+from typing import Any, Callable, Optional, Sequence, Union
 
 import ipywidgets as w
 
 from explorer.pipeline.analysis import check
 from explorer.pipeline.analysis.contract import ContractViolation, check_contract, describe
 from explorer.pipeline.analysis.measured import measured_vs_simulated
+from explorer.pipeline.runtime.doctor import Diagnosis, doctor
 from explorer.pipeline.traces.follow import STATE_WORDS, job_state, ranks_in
 from explorer.pipeline.traces.instrumented import InstrumentedRun, is_instrumented
-from explorer.pipeline.views.live import failure_cell, pinned_grid, progress_figure
+from explorer.pipeline.traces.stall import StallWatch, stall_words
+from explorer.pipeline.views.live import failure_cell, pinned_grid, progress_figure, verdict_grid
 from explorer.pipeline.views.overlay import overlay_figure
 from explorer.pipeline.views.palette import HAZARD
 from explorer.processes.ranks import process_alive
@@ -54,13 +65,35 @@ class JobFollower:
     """The live view of one traced job (see the module docstring)."""
 
     def __init__(
-        self, folder: Union[str, Path], *, interval_s: float = 0.2, job: Any = None
+        self,
+        folder: Union[str, Path],
+        *,
+        interval_s: float = 0.2,
+        job: Any = None,
+        stall_after_s: Optional[float] = None,
+        auto_diagnose: bool = True,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.folder = Path(folder)
         self.interval_s = interval_s
-        #: The job's launcher (a ``subprocess.Popen`` of torchrun, or anything with ``poll()``):
-        #: once it has exited, no rank is running, whatever its lines say.
+        #: The job's launcher (a ``subprocess.Popen`` of torchrun, anything with ``poll()`` and
+        #: ``pid``, or a PID): once it has exited, no rank is running, whatever its lines say.
         self.job = job
+        #: The stall rule (see the module docstring); ``clock`` is what it reads the time from.
+        self.watch = StallWatch(stall_after_s)
+        self.clock = clock
+        self.auto_diagnose = auto_diagnose
+        #: Seconds the job has been silent while stalled (None: not stalled).
+        self.stalled_s: Optional[float] = None
+        #: The latest diagnosis of a stall, and the one line said when it could not be made.
+        self.diagnosis: Optional[Diagnosis] = None
+        self.diagnosis_error = ""
+        self._diagnosed_stall = -1  # the stall (progress count) the automatic diagnosis ran for
+        self._diagnosed_at = -1  # the progress count of the latest diagnosis (said until it moves)
+        self._diagnosing = threading.Lock()
+        self._failure: Optional[dict] = None
+        #: The progress count when a verdict was pinned on the grid (None: none is pinned).
+        self._verdict_pinned: Optional[int] = None
         self.run: Optional[InstrumentedRun] = None
         self.report = None
         #: Every message so far that broke the P2P contract, first one first.
@@ -77,8 +110,18 @@ class JobFollower:
         self.progress = LiveFigure()
         self.overlay = LiveFigure()
         self.grid = LiveFigure()
+        self.diagnose_button = w.Button(
+            description="diagnose",
+            tooltip="read every rank's stack now (explorer doctor) and pin the verdict on the grid",
+        )
+        self.diagnose_button.on_click(lambda _: self._diagnose_in_background())
         self.widget = w.VBox(
-            [self.status, self.progress.widget, self.overlay.widget, self.grid.widget],
+            [
+                w.HBox([self.status, self.diagnose_button]),
+                self.progress.widget,
+                self.overlay.widget,
+                self.grid.widget,
+            ],
             layout=w.Layout(width="100%"),
         )
 
@@ -98,13 +141,70 @@ class JobFollower:
         elif self.job is None:  # no launcher to ask: the silent ranks' processes on this host
             self.run.end_if_gone(process_alive, socket.gethostname())
         if (len(follower.records), len(follower.events), follower.job_ended) == before:
-            return False
+            return self._check_stall()
+        if (len(follower.records), len(follower.events)) != before[:2]:
+            self.watch.progressed(self.clock())
+        self.stalled_s = None
         self._redraw()
         return True
 
     def launcher_ended(self) -> bool:
         """The launcher (``job=``) has exited, or :meth:`stop` said the job is over."""
-        return self.stopped or (self.job is not None and self.job.poll() is not None)
+        if self.stopped or self.job is None:
+            return self.stopped
+        if isinstance(self.job, int):
+            return not process_alive(self.job)
+        return self.job.poll() is not None
+
+    def pids(self) -> list[int]:
+        """The job's process to diagnose (``job=``'s PID); none: the ranks' PIDs their start
+        lines name are diagnosed (on this machine)."""
+        pid = self.job if isinstance(self.job, int) else getattr(self.job, "pid", None)
+        return [pid] if isinstance(pid, int) else []
+
+    # -- a job that stopped moving ---------------------------------------------------------------
+    def _check_stall(self) -> bool:
+        """Say the stall (and diagnose it once) when no rank wrote for the stall time."""
+        run = self.run
+        if run is None or run.finished or run.follower.job_ended or not self.history:
+            return False
+        if job_state({r["rank"]: r["state"] for r in self._ranks()}) != "running":
+            return False  # a rank failed or every rank ended: the job is not silent, it is over
+        stalled = self.watch.stalled_for(self.clock())
+        if stalled is None:
+            return False
+        first = self.stalled_s is None
+        self.stalled_s = stalled
+        if self.auto_diagnose and self._diagnosed_stall != self.watch.progress_count:
+            self._diagnosed_stall = self.watch.progress_count
+            self.diagnose()
+        else:
+            self._say(self._ranks(), self._failure)
+        if first:
+            self.history.append({**self.history[-1], "time": time.time(), "stalled_s": stalled})
+        return True
+
+    def diagnose(self) -> Optional[Diagnosis]:
+        """Diagnose the job now (:func:`~explorer.pipeline.runtime.doctor.doctor` on its process
+        tree) and pin the verdict on the grid; None (and the reason said) where it cannot be."""
+        with self._diagnosing:
+            schedule = self.report.schedule if self.report is not None else None
+            try:
+                self.diagnosis = doctor(self.pids(), self.folder, schedule=schedule)
+                self.diagnosis_error = ""
+            except Exception as exc:  # said in the status line: the follower goes on
+                self.diagnosis_error = f"could not diagnose: {type(exc).__name__}: {exc}"
+            self._diagnosed_at = self.watch.progress_count
+        if self.diagnosis is not None and not self.diagnosis_error and self.report is not None:
+            self.grid.show(verdict_grid(self.report, self.diagnosis.verdict))
+            self._verdict_pinned = self.watch.progress_count  # until the job moves again
+        if self.run is not None:
+            self._say(self._ranks(), self._failure)
+        return None if self.diagnosis_error else self.diagnosis
+
+    def _diagnose_in_background(self) -> None:
+        """The button: py-spy takes a second or two; the kernel is not held meanwhile."""
+        threading.Thread(target=self.diagnose, name="explorer-diagnose", daemon=True).start()
 
     def _redraw(self) -> None:
         run = self.run
@@ -127,9 +227,17 @@ class JobFollower:
             trace = replace(measured, stopped=ended) if len(measured) else None
             self.overlay.show(overlay_figure(measured_vs_simulated(self.report, trace)))
             cell = failure_cell(failure)
-            if not self.history or cell != self._pinned or self.history[-1]["finished"]:
+            if self._verdict_pinned == self.watch.progress_count:
+                pass  # the job has not moved since the diagnosis: its verdict stays pinned
+            elif (
+                not self.history
+                or cell != self._pinned
+                or self.history[-1]["finished"]
+                or self._verdict_pinned is not None
+            ):
                 self.grid.show(pinned_grid(self.report, failure))
-                self._pinned = cell
+                self._pinned, self._verdict_pinned = cell, None
+        self._failure = failure
         self._say(ranks, failure)
         self.history.append(
             {
@@ -140,6 +248,7 @@ class JobFollower:
                 "finished": run.finished,
                 "contract": len(self.contract),
                 "states": {r["rank"]: r["state"] for r in ranks},
+                "stalled_s": None,
             }
         )
 
@@ -151,11 +260,16 @@ class JobFollower:
     def _say(self, ranks: list[dict], failure: Optional[dict]) -> None:
         run = self.run
         assert run is not None
+        words = job_words(ranks)
+        if words == "running" and self.stalled_s is not None:
+            words = stall_words(self.stalled_s)
         head = (
             f"DeepSpeed {run.version} job {run.run_id}: {len(ranks)} ranks, "
-            f"{len(run.follower.records)} instructions ({job_words(ranks)})"
+            f"{len(run.follower.records)} instructions ({words})"
         )
         lines = [html.escape(head)]
+        if self.stalled_s is not None or self._diagnosed_at == self.watch.progress_count:
+            lines.append(self._stall_line())
         if self.contract:
             lines.append(
                 f"<span style='color:{HAZARD}'>{len(self.contract)} message(s) broke the P2P "
@@ -169,6 +283,18 @@ class JobFollower:
                 f"{html.escape(str(failure['message']))}</span>"
             )
         self.status.value = "<br>".join(lines)
+
+    def _stall_line(self) -> str:
+        """The diagnosis of the stall in words (or why there is none yet)."""
+        if self.diagnosis_error:
+            said = self.diagnosis_error
+        elif self.diagnosis is not None:
+            said = f"diagnosis: {self.diagnosis.verdict.describe()}"
+            if self.diagnosis.refused:
+                said += f" ({self.diagnosis.refused})"
+        else:
+            said = "no rank wrote for a while; press diagnose"
+        return f"<span style='color:{HAZARD}'>{html.escape(said)}</span>"
 
     # -- following in the background --------------------------------------------------------
     def start(self) -> "JobFollower":

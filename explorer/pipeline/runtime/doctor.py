@@ -83,8 +83,12 @@ class Diagnosis:
         }
 
 
-def doctor(pids: Sequence[int], folder: Optional[Path] = None) -> Diagnosis:
-    """Diagnose the job at ``pids`` (a launcher, or its ranks); ``folder``: where the ranks write.
+def doctor(
+    pids: Sequence[int], folder: Optional[Path] = None, schedule: Optional[Schedule] = None
+) -> Diagnosis:
+    """Diagnose the job at ``pids`` (a launcher, or its ranks); ``folder``: where the ranks write;
+    ``schedule``: the one the ranks run, where the folder holds no ``spec.json`` (a user's job
+    traced by ``explorer.instrument`` writes its schedule as lines, read by the follower).
 
     A folder of Flight Recorder dumps (no ``rank<R>.jsonl``) is read after the fact: the first
     collective where the ranks' records differ (:mod:`explorer.pipeline.analysis.collectives`).
@@ -98,7 +102,10 @@ def doctor(pids: Sequence[int], folder: Optional[Path] = None) -> Diagnosis:
     folder = folder or _folder_of(ranks)
     logs = {r: _read_log(folder, r) for r in _ranks_written(folder, ranks)} if folder else {}
     ranks = _fill_from_logs(ranks, logs)
-    schedule, model = _schedule(folder)
+    if schedule is None:
+        schedule, model = _schedule(folder)
+    else:
+        model = str(schedule.params.get("p2p", "blocking"))
     if schedule is not None:  # a rank that left no trace at all is still a rank of the job
         known = {r.rank for r in ranks}
         ranks += [RankProcess(r, None, None) for r in range(schedule.num_ranks) if r not in known]

@@ -10,7 +10,9 @@ supervisor (:mod:`explorer.processes`) watches the processes: when one ends badl
 others get a short grace to report their own view, then every process still alive is killed
 (each leads its own process group), so no process is left behind. A run that makes no progress
 for longer than the stall timeout is ended the same way; the ranks' own receive timeouts name
-the waiting stages. :class:`PipelineEngine` is what this engine tells the supervisor.
+the waiting stages, and the run's result carries the doctor's verdict on what they wrote
+(``details["hang"]``, :func:`stall_diagnosis`). :class:`PipelineEngine` is what this engine
+tells the supervisor.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from explorer.errors import InputError
 from explorer.failure import FailureKind
 from explorer.pipeline.analysis import check
 from explorer.pipeline.analysis.contract import judged, pairing_of
+from explorer.pipeline.runtime.doctor import doctor
 from explorer.pipeline.runtime.spec import BUILTIN_MODELS, RunSpec, device_refusal
 from explorer.pipeline.schedules.schedule import Schedule
 from explorer.pipeline.traces.folder import RunFolderLock, new_run_id
@@ -227,12 +230,31 @@ class Launch:
             self.spec.stall_timeout_s,
             run_id=self.spec.run_id,
         )
-        return judged(result, self.schedule, pairing_of(self.spec.p2p_tags))
+        result = judged(result, self.schedule, pairing_of(self.spec.p2p_tags))
+        hang = stall_diagnosis(result)
+        if hang is not None:
+            result.details["hang"] = hang
+        return result
 
     def stop(self) -> None:
         """Kill every rank still alive, by its process group, and reap it."""
         if self.supervisor is not None:
             self.supervisor.stop()
+
+
+def stall_diagnosis(result: PipelineRunResult) -> Optional[dict]:
+    """The doctor's verdict (as JSON) on a run that ended by a stall, from what its ranks wrote.
+
+    The ranks are gone by then, so no stack is read: each waiting rank's ``failure`` line says
+    where and on whom it waited, and the silent rank's last step where it stopped. That is the
+    same verdict ``explorer doctor FOLDER`` gives afterwards; None for any other ending.
+    """
+    if result.failure is None or result.failure.kind != FailureKind.TIMEOUT or not result.folder:
+        return None
+    try:
+        return doctor([], Path(result.folder)).verdict.to_dict()
+    except (InputError, OSError, ValueError):  # no rank's lines, or unreadable: the failure says it
+        return None
 
 
 def run_pipeline(

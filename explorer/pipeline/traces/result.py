@@ -59,6 +59,8 @@ class PipelineRunResult:
             "instructions": self.records,
             # every P2P message that did not match its pair (explorer.pipeline.analysis.contract)
             "contract": self.details.get("contract", []),
+            # a run ended by a stall: the doctor's verdict on it (explorer doctor's JSON)
+            **({"hang": self.details["hang"]} if "hang" in self.details else {}),
         }
 
     def trace(self, iteration: Optional[int] = None) -> MeasuredTrace:

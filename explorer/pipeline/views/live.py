@@ -4,6 +4,9 @@ Pure functions of data (a :class:`~explorer.pipeline.analysis.check.Report` of t
 ran, the failure record, the per-rank progress); the follower widget redraws them as lines
 arrive. The failure is pinned where it happened: its cell outlined as the selection and a
 marker with the rank and DeepSpeed's exception, so it reads at a glance on the grid itself.
+A hang's verdict is pinned the same way (:func:`verdict_grid`): the cell of each rank that waits,
+the cell of the rank they wait on, and an arrow from each waiter to the cell it waits on, so a
+wait-for cycle is drawn as the loop it is.
 """
 
 from __future__ import annotations
@@ -13,11 +16,12 @@ from typing import Any, Optional, Sequence, cast
 import plotly.graph_objects as go
 
 from explorer.pipeline.analysis.check import Report
+from explorer.pipeline.analysis.hang import HangVerdict
 from explorer.pipeline.views.grid import grid_figure
 from explorer.pipeline.views.marks import contract_marks
 from explorer.pipeline.views.palette import HAZARD
 
-__all__ = ["failure_cell", "pinned_grid", "progress_figure"]
+__all__ = ["failure_cell", "pinned_grid", "progress_figure", "verdict_cells", "verdict_grid"]
 
 
 def failure_cell(failure: Optional[dict]) -> Optional[tuple[int, int]]:
@@ -25,6 +29,77 @@ def failure_cell(failure: Optional[dict]) -> Optional[tuple[int, int]]:
     if not failure or failure.get("stage") is None or failure.get("step") is None:
         return None
     return int(failure["stage"]), int(failure["step"])
+
+
+def verdict_cells(verdict: HangVerdict) -> dict[int, tuple[int, int]]:
+    """``rank -> (stage, step)`` of every rank the verdict names (the cycle, or the waiters and
+    the rank they wait on) that it could place in the schedule."""
+    named = verdict.cycle or (
+        *verdict.waiting,
+        *(() if verdict.culprit is None else (verdict.culprit,)),
+    )
+    out = {}
+    for rank in named:
+        at = verdict.state(rank).at
+        if at is not None:
+            out[rank] = (at.stage, at.step)
+    return out
+
+
+def verdict_grid(report: Report, verdict: HangVerdict) -> go.Figure:
+    """The grid with a hang's verdict pinned: the named ranks' cells marked, each wait an arrow."""
+    cells = verdict_cells(verdict)
+    culprit = cells.get(verdict.culprit) if verdict.culprit is not None else None
+    fig = grid_figure(report, selected=culprit)
+    if cells:
+        ranks = sorted(cells)
+        fig.add_trace(
+            go.Scatter(
+                x=[cells[r][1] for r in ranks],
+                y=[cells[r][0] for r in ranks],
+                mode="markers",
+                name="hang",
+                marker=dict(
+                    symbol=["x" if r == verdict.culprit else "circle-open" for r in ranks],
+                    size=14,
+                    color=HAZARD,
+                    line=dict(width=2.5, color=HAZARD),
+                ),
+                hovertext=[verdict.state(r).describe() for r in ranks],
+                hoverinfo="text",
+                showlegend=False,
+            )
+        )
+    for waiter, waited in _waits(verdict):
+        if waiter in cells and waited in cells:
+            (ys, xs), (yt, xt) = cells[waiter], cells[waited]
+            fig.add_annotation(
+                x=xt, y=yt, ax=xs, ay=ys, xref="x", yref="y", axref="x", ayref="y",
+                showarrow=True, arrowhead=3, arrowwidth=2, arrowcolor=HAZARD, text="",
+            )  # fmt: skip
+    said = f"<span style='color:{HAZARD}'>HUNG: {_short(verdict.describe())}</span>"
+    layout = cast(go.Layout, fig.layout)
+    title = layout.title.text or ""
+    if title.endswith("</sup>"):
+        title = f"{title[: -len('</sup>')]} · {said}</sup>"
+    else:
+        title = f"{title}<br><sup>{said}</sup>"
+    fig.update_layout(title=dict(text=title))
+    return fig
+
+
+def _waits(verdict: HangVerdict) -> list[tuple[int, int]]:
+    """The waits the verdict names: around the cycle, or from each waiter to the culprit."""
+    if verdict.cycle:
+        loop = verdict.cycle
+        return [(loop[i], loop[(i + 1) % len(loop)]) for i in range(len(loop))]
+    if verdict.culprit is None:
+        return []
+    return [(r, verdict.culprit) for r in verdict.waiting]
+
+
+def _short(text: str, limit: int = 160) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 def pinned_grid(report: Report, failure: Any = None, contract: Sequence[dict] = ()) -> go.Figure:

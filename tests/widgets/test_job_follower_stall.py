@@ -1,0 +1,207 @@
+"""``JobFollower`` says a silent job is stalled, diagnoses it once per stall, pins the verdict.
+
+The run is a recorded shape (no torchrun) and the clock is injected: what is checked is the
+widget's use of the stall rule and of the doctor's verdict, not the doctor itself (that is
+tests/deepspeed/test_stalled_job.py, on a real hung job).
+"""
+
+from __future__ import annotations
+
+import time
+from types import SimpleNamespace
+
+import explorer.pipeline.app.job_follower as job_follower
+from explorer.errors import InputError
+from explorer.pipeline.analysis import build
+from explorer.pipeline.analysis.hang import RankState, diagnose, first_row_of_step, placed
+from explorer.pipeline.app.job_follower import JobFollower
+from explorer.pipeline.runtime.doctor import Diagnosis
+
+SCHEDULE = build("deepspeed-train", 2, 4)
+#: Rank 0's first instruction, as its trace line says it.
+_FIRST = SCHEDULE.stream(0)[0][0]
+FIRST = {
+    "iteration": 0, "rank": 0, "stage": 0, "step": 0, "text": str(_FIRST),
+    "microbatch": _FIRST.microbatch, "start": 0.0, "end": 0.001,
+}  # fmt: skip
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def _run() -> SimpleNamespace:
+    """Two ranks running; ``write()`` appends a record as a rank would (read at the next poll)."""
+    follower = SimpleNamespace(records=[], events=[], job_ended=False)
+    written: list[dict] = []
+
+    def poll() -> list[dict]:
+        new = written[:]
+        written.clear()
+        follower.records.extend(new)
+        return new
+
+    return SimpleNamespace(
+        schedule=lambda: SCHEDULE,
+        ranks=lambda: [
+            {"rank": r, "state": "running", "iteration": 0, "last_step": 1} for r in (0, 1)
+        ],
+        follower=follower,
+        poll=poll,
+        end_if_gone=lambda *a: False,
+        failure=lambda: None,
+        finished=False,
+        version="0.19.8",
+        run_id="job",
+        write=lambda: written.append(dict(FIRST)),
+    )
+
+
+#: A launcher still running (a ``Popen`` as the follower uses it: ``pid`` and ``poll()``).
+LAUNCHER = SimpleNamespace(pid=4242, poll=lambda: None)
+
+
+def _follower(**kw) -> tuple[JobFollower, Clock, SimpleNamespace]:
+    clock = Clock()
+    follower = JobFollower("unused", clock=clock, **kw)
+    follower.run = run = _run()
+    return follower, clock, run
+
+
+def _verdict():
+    """Rank 0 waits on rank 1, which sleeps in its forward of micro-batch 1."""
+    at0, mb0 = placed(SCHEDULE, first_row_of_step(SCHEDULE, 0, 3))
+    at1, mb1 = placed(SCHEDULE, first_row_of_step(SCHEDULE, 1, 3))
+    return diagnose(
+        [
+            RankState(0, 10, "waiting", op="recv", peer=1, at=at0, microbatch=mb0),
+            RankState(1, 11, "sleeping", at=at1, microbatch=mb1, where="train.py:7"),
+        ]
+    )
+
+
+def test_a_silent_job_is_stalled_after_the_stall_time_and_running_again_once_it_writes():
+    follower, clock, run = _follower(stall_after_s=5.0, auto_diagnose=False)
+    run.write()
+    assert follower.poll()
+    assert "(running)" in follower.status.value
+    clock.now = 4.0
+    assert not follower.poll() and "(running)" in follower.status.value
+    clock.now = 42.7
+    assert follower.poll()
+    assert "(stalled for 42 s)" in follower.status.value
+    assert "press diagnose" in follower.status.value
+    assert follower.history[-1]["stalled_s"] == 42.7
+    clock.now = 43.0
+    run.write()
+    assert follower.poll() and "(running)" in follower.status.value
+    assert follower.stalled_s is None
+
+
+def test_the_default_stall_time_follows_the_jobs_rhythm():
+    follower, clock, run = _follower(auto_diagnose=False)
+    run.write()
+    follower.poll()
+    clock.now = 8.0  # a silence of 8 s that ended: the job's rhythm
+    run.write()
+    follower.poll()
+    clock.now = 8.0 + 39.0
+    follower.poll()
+    assert "(running)" in follower.status.value  # 39 s < 5 x 8 s
+    clock.now = 8.0 + 41.0
+    follower.poll()
+    assert "(stalled for 41 s)" in follower.status.value
+
+
+def test_a_stall_is_diagnosed_once_by_itself_and_the_verdict_pinned_on_the_grid(monkeypatch):
+    calls = []
+
+    def doctor(pids, folder, schedule=None):
+        calls.append((pids, schedule))
+        return Diagnosis(_verdict(), None, "", 0.1, 2)
+
+    monkeypatch.setattr(job_follower, "doctor", doctor)
+    follower, clock, run = _follower(stall_after_s=5.0, job=LAUNCHER)
+    run.write()
+    follower.poll()
+    for now in (6.0, 7.0, 8.0):
+        clock.now = now
+        follower.poll()
+    assert calls == [([4242], SCHEDULE)]  # once for this stall, on the job's process
+    status = follower.status.value
+    assert "diagnosis: rank 0 wait on rank 1: stage 1 (rank 1) sleeps at train.py:7" in status
+    grid = follower.grid.figure.to_dict()
+    pinned = next(t for t in grid["data"] if t.get("name") == "hang")
+    assert set(zip(pinned["y"], pinned["x"])) == {(0, 3), (1, 3)}
+    assert len(grid["layout"]["annotations"]) == 1  # rank 0's wait on rank 1, as an arrow
+    follower.stop()  # the user stops following: the verdict stays on the grid
+    assert "hang" in [t.get("name") for t in follower.grid.figure.to_dict()["data"]]
+    follower.stopped, follower.run.follower.job_ended = False, False
+    run.write()  # it moves again: the verdict is no longer pinned
+    follower.poll()
+    assert "hang" not in [t.get("name") for t in follower.grid.figure.to_dict()["data"]]
+    clock.now = 20.0
+    follower.poll()
+    assert len(calls) == 2  # then it stops again: a new stall, a new diagnosis
+
+
+def test_a_diagnosis_that_cannot_be_made_is_said_and_the_follower_goes_on(monkeypatch):
+    def doctor(pids, folder, schedule=None):
+        raise InputError("no process 4242 is running: give the PID of a running job")
+
+    monkeypatch.setattr(job_follower, "doctor", doctor)
+    follower, clock, run = _follower(stall_after_s=5.0, job=LAUNCHER)
+    run.write()
+    follower.poll()
+    clock.now = 10.0
+    assert follower.poll()
+    assert follower.diagnose() is None
+    assert "could not diagnose: InputError: no process 4242" in follower.status.value
+
+
+def test_the_button_diagnoses_a_job_that_still_moves_and_says_it_until_it_moves(monkeypatch):
+    monkeypatch.setattr(
+        job_follower,
+        "doctor",
+        lambda pids, folder, schedule=None: Diagnosis(_verdict(), None, "", 0.1, 2),
+    )
+    follower, clock, run = _follower(job=LAUNCHER)
+    run.write()
+    follower.poll()
+    follower.diagnose_button.click()  # in a thread: the kernel is not held
+    deadline = time.monotonic() + 30
+    while "diagnosis:" not in follower.status.value and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert (
+        "(running)" in follower.status.value and "diagnosis: rank 0 wait" in follower.status.value
+    )
+    clock.now = 1.0
+    run.write()
+    follower.poll()
+    assert "diagnosis:" not in follower.status.value
+
+
+def test_a_wait_for_cycle_is_drawn_as_its_loop_between_the_cells_that_wait():
+    from explorer.pipeline.analysis import check
+    from explorer.pipeline.views.live import verdict_cells, verdict_grid
+
+    s = build("1f1b", 2, 4)
+    blocking = s.replace(params={**s.params, "p2p": "blocking"})
+    deadlock = check(blocking, other_model=False).findings.deadlock
+    assert deadlock is not None
+    at = {w.at.rank: w.at for w in deadlock.cycle}
+    verdict = diagnose(
+        [RankState(r, None, "waiting", op="send", peer=1 - r, at=at[r]) for r in (0, 1)],
+        "blocking",
+    )
+    assert verdict.verdict == "cycle"
+    cells = verdict_cells(verdict)
+    assert cells == {r: (at[r].stage, at[r].step) for r in (0, 1)}
+    fig = verdict_grid(check(blocking, other_model=False), verdict).to_dict()
+    arrows = {((a["ay"], a["ax"]), (a["y"], a["x"])) for a in fig["layout"]["annotations"]}
+    assert arrows == {(cells[0], cells[1]), (cells[1], cells[0])}  # each waits on the other
+    assert "HUNG: wait-for cycle" in fig["layout"]["title"]["text"]
