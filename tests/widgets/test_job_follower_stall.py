@@ -16,6 +16,7 @@ from explorer.pipeline.analysis import build
 from explorer.pipeline.analysis.hang import RankState, diagnose, first_row_of_step, placed
 from explorer.pipeline.app.job_follower import JobFollower
 from explorer.pipeline.runtime.doctor import Diagnosis
+from explorer.pipeline.traces.follow import Follower
 
 SCHEDULE = build("deepspeed-train", 2, 4)
 #: Rank 0's first instruction, as its trace line says it.
@@ -36,7 +37,8 @@ class Clock:
 
 def _run() -> SimpleNamespace:
     """Two ranks running; ``write()`` appends a record as a rank would (read at the next poll)."""
-    follower = SimpleNamespace(records=[], events=[], job_ended=False)
+    follower = SimpleNamespace(records=[], events=[], job_ended=False, folder="job")
+    follower.trace = lambda iteration=None: Follower.trace(follower, iteration)  # the real reading
     written: list[dict] = []
 
     def poll() -> list[dict]:
