@@ -15,8 +15,7 @@ from pathlib import Path
 from explorer import cli_options
 from explorer.errors import InputError, excerpt
 from explorer.inputs import write_text
-from explorer.pipeline.cli.schedule_options import parse_buffers
-from explorer.pipeline.schedules import KINDS
+from explorer.pipeline.cli.schedule_options import Limits, add_schedule_choice, parse_buffers
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -26,50 +25,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         description="Run a schedule on torch.distributed, one process per rank. Exit 0 when it "
         "ran and matched the reference bitwise, 1 when it failed or did not, 2 on bad input.",
     )
-    p.add_argument("--kind", choices=list(KINDS), help="schedule generator")
-    p.add_argument(
-        "--from",
-        dest="from_class",
-        metavar="MODULE:CLASS",
-        default=None,
-        help="a DeepSpeed-style PipeSchedule class instead of --kind (read in a child process)",
-    )
-    p.add_argument(
-        "--stages",
-        metavar="P",
-        help="pipeline stages (ranks x chunks)",
-        type=cli_options.count("--stages", hi=MAX_RANKS, label="stages", why=_RANK_WHY),
-    )
-    p.add_argument(
-        "--microbatches",
-        metavar="M",
-        help="micro-batches per batch",
-        type=cli_options.count(
-            "--microbatches", hi=MAX_MICROBATCHES, label="micro-batches", why=_WORK_WHY
-        ),
-    )
-    p.add_argument(
-        "--chunks",
-        default=1,
-        metavar="V",
-        help="virtual stages per rank (interleaved-1f1b)",
-        type=cli_options.count("--chunks", hi=16, label="chunks", why=_RANK_WHY),
-    )
-    p.add_argument(
-        "--buffers", default=None, metavar="N|legacy|fixed|minimal", help="buffers per stage"
-    )
-    p.add_argument(
-        "--order",
-        choices=["legacy", "fixed"],
-        default=None,
-        help="DeepSpeed send/recv order (deepspeed-train)",
-    )
-    p.add_argument(
-        "--rules",
-        default="",
-        metavar="R1,R2",
-        help="rewrite rules applied to the schedule before it runs (see `explorer fix`)",
-    )
+    add_schedule_choice(p, RUN_LIMITS, csv=False)
     p.add_argument(
         "--backend",
         choices=["gloo", "nccl"],
@@ -335,6 +291,8 @@ MAX_MICROBATCHES = 4096
 MAX_MICROBATCH_RUNS = 65536
 _RANK_WHY = "one process per rank, each importing torch (about 0.3 GB)"
 _WORK_WHY = "every micro-batch runs for real on every stage and every instruction is recorded"
+#: A run starts a process per rank: fewer stages than the analyses take.
+RUN_LIMITS = Limits(MAX_RANKS, MAX_MICROBATCHES, 16, _RANK_WHY, _WORK_WHY, _RANK_WHY)
 
 
 def _check_work(args: argparse.Namespace) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+from dataclasses import dataclass
 from typing import Optional
 
 from explorer import cli_options
@@ -30,31 +31,52 @@ COST_KEYS = {
 }
 
 
-def add_schedule_options(parser: argparse.ArgumentParser) -> None:
-    g = parser.add_argument_group("schedule")
+@dataclass(frozen=True)
+class Limits:
+    """How large a schedule a command takes, and why: each refusal says the limit and the why."""
+
+    stages: int
+    microbatches: int
+    chunks: int
+    stages_why: str
+    microbatches_why: str
+    chunks_why: str
+
+
+#: ``schedule``, ``check``, ``fix``: what the analyses hold in memory.
+ANALYSIS_LIMITS = Limits(
+    cli_options.MAX_STAGES,
+    cli_options.MAX_MICROBATCHES,
+    cli_options.MAX_STAGES,
+    _SIZE_WHY,
+    _SIZE_WHY,
+    _SIZE_WHY,
+)
+
+
+def add_schedule_choice(g: argparse._ActionsContainer, limits: Limits, *, csv: bool = True) -> None:
+    """The options that name a schedule, declared once for every command that takes one
+    (``schedule``, ``check``, ``fix``, ``run``): they differ only in ``limits`` and in whether
+    ``--from`` may be a PyTorch schedule CSV (``csv``; ``run`` runs classes only)."""
     g.add_argument("--kind", choices=list(KINDS), help="schedule generator")
     g.add_argument(
         "--from",
         dest="from_class",
-        metavar="MODULE:CLASS|FILE.csv",
-        type=_class_or_csv,
+        metavar="MODULE:CLASS|FILE.csv" if csv else "MODULE:CLASS",
+        type=_class_or_csv if csv else _class_ref,
         help="a DeepSpeed-style PipeSchedule class on PYTHONPATH instead of --kind (run in a child "
-        "process), or a PyTorch schedule CSV (_dump_csv, torchtitan's pipeline_parallel_schedule_csv)",
-    )
-    g.add_argument(
-        "--timeout",
-        type=cli_options.seconds("--timeout", "a day"),
-        default=60.0,
-        metavar="S",
-        help="seconds a --from class may take to yield its steps (default 60)",
+        "process)"
+        + (
+            ", or a PyTorch schedule CSV (_dump_csv, torchtitan's pipeline_parallel_schedule_csv)"
+            if csv
+            else ""
+        ),
     )
     g.add_argument(
         "--stages",
         default=None,
         metavar="P",
-        type=cli_options.count(
-            "--stages", hi=cli_options.MAX_STAGES, why=_SIZE_WHY, label="stages"
-        ),
+        type=cli_options.count("--stages", hi=limits.stages, why=limits.stages_why, label="stages"),
         help="pipeline ranks; interleaved-1f1b runs P x --chunks stages and dualpipev 2P",
     )
     g.add_argument(
@@ -63,7 +85,10 @@ def add_schedule_options(parser: argparse.ArgumentParser) -> None:
         metavar="M",
         help="micro-batches per batch",
         type=cli_options.count(
-            "--microbatches", hi=cli_options.MAX_MICROBATCHES, why=_SIZE_WHY, label="micro-batches"
+            "--microbatches",
+            hi=limits.microbatches,
+            why=limits.microbatches_why,
+            label="micro-batches",
         ),
     )
     g.add_argument(
@@ -71,9 +96,7 @@ def add_schedule_options(parser: argparse.ArgumentParser) -> None:
         default=1,
         metavar="V",
         help="virtual stages per rank (interleaved-1f1b)",
-        type=cli_options.count(
-            "--chunks", hi=cli_options.MAX_STAGES, why=_SIZE_WHY, label="chunks"
-        ),
+        type=cli_options.count("--chunks", hi=limits.chunks, why=limits.chunks_why, label="chunks"),
     )
     g.add_argument(
         "--buffers",
@@ -88,6 +111,25 @@ def add_schedule_options(parser: argparse.ArgumentParser) -> None:
         help="DeepSpeed send/recv order inside a step (deepspeed-train)",
     )
     g.add_argument(
+        "--rules",
+        default="",
+        metavar="R1,R2",
+        help="rewrite rules applied to the schedule, in order (see `explorer fix`): "
+        "grads-first, parity, defer-recv, buffers+1",
+    )
+
+
+def add_schedule_options(parser: argparse.ArgumentParser) -> None:
+    g = parser.add_argument_group("schedule")
+    add_schedule_choice(g, ANALYSIS_LIMITS)
+    g.add_argument(
+        "--timeout",
+        type=cli_options.seconds("--timeout", "a day"),
+        default=60.0,
+        metavar="S",
+        help="seconds a --from class may take to yield its steps (default 60)",
+    )
+    g.add_argument(
         "--stage",
         default=None,
         metavar="S",
@@ -100,13 +142,6 @@ def add_schedule_options(parser: argparse.ArgumentParser) -> None:
             what="stage index",
             why="no schedule has more stages",
         ),
-    )
-    g.add_argument(
-        "--rules",
-        default="",
-        metavar="R1,R2",
-        help="rewrite rules applied to the schedule, in order (see `explorer fix`): "
-        "grads-first, parity, defer-recv, buffers+1",
     )
     a = parser.add_argument_group("analysis")
     a.add_argument(
@@ -237,6 +272,13 @@ def _class_or_csv(text: str) -> str:
     """``--from``: a ``.csv`` file is PyTorch's schedule CSV; anything else names a class."""
     if text.lower().endswith(".csv"):
         return text
+    return cli_options.user_ref("--from", "my_schedules:FixBufferTrainSchedule", "MODULE:CLASS")(
+        text
+    )
+
+
+def _class_ref(text: str) -> str:
+    """``--from`` where only a class will do."""
     return cli_options.user_ref("--from", "my_schedules:FixBufferTrainSchedule", "MODULE:CLASS")(
         text
     )
