@@ -63,7 +63,7 @@ test: install chromium lint
 
 # The tiers on their own. A tier that selects nothing under PYTEST_ARGS exits 0 (tests/conftest.py).
 test-fast: install lint
-	$(BIN)/python -m pytest -m "not slow" $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -n $(PYTEST_WORKERS) -m "not slow" $(PYTEST_ARGS)
 
 test-slow: install chromium
 	$(BIN)/python -m pytest -n $(PYTEST_WORKERS) -m slow $(PYTEST_ARGS)

@@ -77,15 +77,9 @@ def verdict_grid(report: Report, verdict: HangVerdict) -> go.Figure:
                 x=xt, y=yt, ax=xs, ay=ys, xref="x", yref="y", axref="x", ayref="y",
                 showarrow=True, arrowhead=3, arrowwidth=2, arrowcolor=HAZARD, text="",
             )  # fmt: skip
-    said = f"<span style='color:{HAZARD}'>HUNG: {_short(verdict.describe())}</span>"
-    layout = cast(go.Layout, fig.layout)
-    title = layout.title.text or ""
-    if title.endswith("</sup>"):
-        title = f"{title[: -len('</sup>')]} · {said}</sup>"
-    else:
-        title = f"{title}<br><sup>{said}</sup>"
-    fig.update_layout(title=dict(text=title))
-    return fig
+    return _said_in_title(
+        fig, f"<span style='color:{HAZARD}'>HUNG: {_short(verdict.describe())}</span>"
+    )
 
 
 def _waits(verdict: HangVerdict) -> list[tuple[int, int]]:
@@ -135,10 +129,14 @@ def pinned_grid(report: Report, failure: Any = None, contract: Sequence[dict] = 
         f"<span style='color:{HAZARD}'>rank {failure.get('rank')} FAILED at stage {stage}, "
         f"step {step}: {failure.get('instruction')} ({what})</span>"
     )
+    return _said_in_title(fig, said)
+
+
+def _said_in_title(fig: go.Figure, said: str) -> go.Figure:
+    """``said`` on the title's small line. The grid's title ends with a <sup> line (the steps
+    shown); said after it, a failure was drawn on top of that line: it goes after the steps."""
     layout = cast(go.Layout, fig.layout)  # plotly's getter is unannotated
     title = layout.title.text or ""
-    # The grid's title ends with a <sup> line (the steps shown); said after it, the failure was
-    # drawn on top of that line. It goes on the small line, after the steps.
     if title.endswith("</sup>"):
         title = f"{title[: -len('</sup>')]} · {said}</sup>"
     else:
