@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Mapping, Optional, Sequence
 
+from explorer.errors import one_line
 from explorer.processes import Child, Engine, Report, supervise
 
 #: Exit code a child uses for "bad input, message on the last stderr line" (the CLI's own code).
@@ -119,4 +120,16 @@ def run_child(
     )
 
 
-__all__ = ["INPUT_ERROR", "MARKER", "Outcome", "run_child"]
+def refuse(said: str) -> int:
+    """Child side: say why the user's input cannot be used, where :func:`run_child` reads it
+    (stderr, after :data:`MARKER`, one line), and return the exit code that means bad input."""
+    print(MARKER + one_line(said), file=sys.stderr)
+    return 2
+
+
+def raised(exc: BaseException) -> str:
+    """What the user's code raised, short: its type and the start of its message."""
+    return f"{type(exc).__name__} ({str(exc)[:200]})"
+
+
+__all__ = ["INPUT_ERROR", "MARKER", "Outcome", "raised", "refuse", "run_child"]

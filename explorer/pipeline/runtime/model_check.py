@@ -12,8 +12,8 @@ from __future__ import annotations
 import json
 import sys
 
-from explorer.errors import InputError, one_line
-from explorer.processes.isolate import MARKER, run_child
+from explorer.errors import InputError
+from explorer.processes.isolate import raised, refuse, run_child
 
 #: Seconds the child may take: importing torch and the user's module, then building the model.
 TIMEOUT_S = 300.0
@@ -53,18 +53,11 @@ def main(argv: list[str]) -> int:
             model["cuts"] = tuple(model["cuts"])
         build_model(ModelSpec(**model), doc["stages"], doc["microbatch_size"], doc["seed"])
     except InputError as exc:
-        print(MARKER + one_line(str(exc)), file=sys.stderr)
-        return 2
+        return refuse(str(exc))
     except (KeyboardInterrupt, SystemExit, Exception) as exc:
-        print(
-            MARKER
-            + one_line(
-                f"--model {doc['model'].get('name')} raised {type(exc).__name__} "
-                f"({str(exc)[:200]}) while it was built; fix the function"
-            ),
-            file=sys.stderr,
+        return refuse(
+            f"--model {doc['model'].get('name')} raised {raised(exc)} while it was built; fix the function"
         )
-        return 2
     return 0
 
 

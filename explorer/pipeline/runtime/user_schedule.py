@@ -16,7 +16,7 @@ import sys
 from explorer.errors import InputError, excerpt, one_line
 from explorer.pipeline.schedules import io
 from explorer.pipeline.schedules.schedule import Schedule
-from explorer.processes.isolate import MARKER, run_child
+from explorer.processes.isolate import raised, refuse, run_child
 
 
 def schedule_from_class(spec: str, stages: int, microbatches: int, timeout_s: float) -> Schedule:
@@ -55,18 +55,11 @@ def main(argv: list[str]) -> int:
 
         doc = io.to_json(from_deepspeed(load_class(spec), int(stages), int(microbatches)))
     except InputError as exc:
-        print(MARKER + one_line(str(exc)), file=sys.stderr)
-        return 2
+        return refuse(str(exc))
     except (KeyboardInterrupt, SystemExit, Exception) as exc:
-        print(
-            MARKER
-            + one_line(
-                f"--from {excerpt(spec)}: the class raised {type(exc).__name__} "
-                f"({str(exc)[:200]}) while its steps were read; fix the class"
-            ),
-            file=sys.stderr,
+        return refuse(
+            f"--from {excerpt(spec)}: the class raised {raised(exc)} while its steps were read; fix the class"
         )
-        return 2
     result.write(json.dumps(doc))
     result.close()
     return 0
