@@ -9,16 +9,10 @@ only the ``+ 1`` removed from ``num_pipe_buffers`` (so the old send/recv order s
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 from deepspeed_081 import write_ds081_package
-
-ROOT = Path(__file__).resolve().parents[2]
-SEED_CLASS = "seedfix:FixBufferTrainSchedule"
-OLD_CLASS = "ds081.runtime.pipe.schedule:TrainSchedule"
+from deepspeed_runs import ROOT
 
 
 @pytest.fixture(scope="session")
@@ -28,17 +22,3 @@ def ds081_env(tmp_path_factory) -> dict:
     root = write_ds081_package(tmp_path_factory.mktemp("ds081"))
     path = [str(root), str(ROOT), os.environ.get("PYTHONPATH", "")]
     return {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in path if p)}
-
-
-def explorer_cli(
-    args: list[str], env: dict, cwd: Path, timeout: float = 300
-) -> subprocess.CompletedProcess:
-    """``python -m explorer ARGS`` as a user types it."""
-    return subprocess.run(
-        [sys.executable, "-m", "explorer", *args],
-        env=env,
-        cwd=cwd,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-    )

@@ -12,7 +12,7 @@ import subprocess
 import sys
 
 import pytest
-from conftest import ROOT
+from deepspeed_runs import ROOT
 
 pytestmark = pytest.mark.slow
 

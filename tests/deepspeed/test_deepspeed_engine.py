@@ -10,7 +10,7 @@ import json
 import time
 
 import pytest
-from conftest import OLD_CLASS, SEED_CLASS, explorer_cli
+from deepspeed_runs import OLD_CLASS, SEED_CLASS, explorer_cli
 
 pytestmark = pytest.mark.slow
 

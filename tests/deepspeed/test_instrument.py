@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import ROOT, explorer_cli
+from deepspeed_runs import ROOT, explorer_cli
 
 pytestmark = pytest.mark.slow
 

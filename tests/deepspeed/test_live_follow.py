@@ -20,7 +20,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import ROOT, explorer_cli
+from deepspeed_runs import ROOT, explorer_cli
 from test_instrument import SCRIPT
 
 pytestmark = pytest.mark.slow

@@ -1,0 +1,31 @@
+"""What the DeepSpeed tests share besides fixtures: the repository, the 0.8.1 class names, and
+the CLI as a user types it.
+
+In a module of its own, not in ``conftest.py``: a test's ``from conftest import ...`` finds
+whichever folder's ``conftest`` was imported first as that name, so it failed when these tests
+were collected in one run with another folder's.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+SEED_CLASS = "seedfix:FixBufferTrainSchedule"
+OLD_CLASS = "ds081.runtime.pipe.schedule:TrainSchedule"
+
+
+def explorer_cli(
+    args: list[str], env: dict, cwd: Path, timeout: float = 300
+) -> subprocess.CompletedProcess:
+    """``python -m explorer ARGS`` as a user types it."""
+    return subprocess.run(
+        [sys.executable, "-m", "explorer", *args],
+        env=env,
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
