@@ -26,6 +26,15 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "ran and matched the reference bitwise, 1 when it failed or did not, 2 on bad input.",
     )
     add_schedule_choice(p, RUN_LIMITS, csv=False)
+    _add_job_options(p)
+    _add_output_options(p)
+    _add_engine_options(p)
+    p.add_argument("--json", action="store_true", help="print the result as JSON")
+    p.set_defaults(func=run)
+
+
+def _add_job_options(p: argparse.ArgumentParser) -> None:
+    """What runs: the backend and device, the model and its cuts, the data, the stall timeout."""
     p.add_argument(
         "--backend",
         choices=["gloo", "nccl"],
@@ -86,6 +95,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="seconds a rank may wait in one exchange",
         type=cli_options.seconds("--stall-timeout", "a day"),
     )
+
+
+def _add_output_options(p: argparse.ArgumentParser) -> None:
+    """Where the run writes (or, with --collect, what it reads back instead of running)."""
     p.add_argument(
         "--out",
         default=None,
@@ -107,6 +120,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         type=cli_options.output_file("--trace"),
         help="write a Chrome/Perfetto trace of the run (its path is checked before the run starts)",
     )
+
+
+def _add_engine_options(p: argparse.ArgumentParser) -> None:
+    """Whose engine runs it, and how the explorer's own sends its messages."""
     p.add_argument(
         "--engine",
         choices=["explorer", "torch", "both", "deepspeed", "all"],
@@ -142,8 +159,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="explorer engine: one receive buffer per direction, allocated once and reused (as "
         "DeepSpeed does)",
     )
-    p.add_argument("--json", action="store_true", help="print the result as JSON")
-    p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
