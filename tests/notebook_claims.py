@@ -189,9 +189,21 @@ T = TypeVar("T")
 #: The browser tier's module, whose tests of one notebook share one Run All (a module fixture).
 LAB_MODULE = "browser/test_notebooks_in_jupyterlab.py"
 
-#: Modules whose tests all share one module fixture that costs about a minute of CPU: the
-#: lessons' browser test builds every lesson once (``built``), and was built by both workers.
-ONE_WORKER_MODULES = ("browser/test_lessons_in_chromium.py",)
+#: Modules whose tests share a module fixture that starts real jobs or builds for tens of
+#: seconds (the lessons, torchrun jobs with the profiler, Flight Recorder dumps, run folders, an
+#: XLA run, compiled scenarios). Under ``--dist load`` both workers ran their share of the tests
+#: and so each built the fixture: the same jobs twice, about three minutes of CPU per suite.
+ONE_WORKER_MODULES = (
+    "browser/test_lessons_in_chromium.py",
+    "read/test_profiler_traces.py",
+    "read/test_read_xla.py",
+    "pipeline/test_doctor_collectives.py",
+    "pipeline/test_check_run_folder.py",
+    "pipeline/test_torch_messages.py",
+    "pipeline/test_scale_job.py",
+    "compile/test_trace_read.py",
+    "compile/test_compile_scenarios.py",
+)
 
 
 def scheduling_unit(nodeid: str) -> str:

@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from notebook_claims import CLAIMS, scheduling_unit, superseded_runs
+from notebook_claims import CLAIMS, ONE_WORKER_MODULES, scheduling_unit, superseded_runs
 from notebook_run import NOTEBOOKS
 
 REPO = Path(__file__).resolve().parents[1]
@@ -110,6 +110,8 @@ def test_a_notebooks_browser_tests_are_one_scheduling_unit_and_other_tests_their
         f"{lab}::test_helper",
     ):
         assert scheduling_unit(alone) == alone
+    for module in ONE_WORKER_MODULES:  # each names a module that exists
+        assert (Path(__file__).parent / module).is_file(), module
     lessons = "tests/browser/test_lessons_in_chromium.py"
     assert (
         scheduling_unit(f"{lessons}::test_a_lesson_works_offline_from_its_file[01_x]")
