@@ -144,7 +144,7 @@ def read_dump(path: Path) -> RankDump:
             str(name): tuple(json.loads(str(cfg.get("ranks", "[]"))))
             for name, cfg in (data.get("pg_config") or {}).items()
         }
-    except (KeyError, TypeError, ValueError, AttributeError) as exc:
+    except (KeyError, TypeError, ValueError, AttributeError, IndexError, OverflowError) as exc:
         raise InputError(
             f"{path}: a Flight Recorder entry lacks what it should hold ({exc}); give an "
             "unedited dump"
@@ -169,6 +169,11 @@ def _decode(path: Path, raw: bytes) -> Any:
     except (EOFError, ValueError, IndexError, KeyError):
         raise InputError(
             f"{path}: cut short (the pickle ends early); give the complete dump the rank wrote"
+        ) from None
+    except (Exception, MemoryError, RecursionError) as exc:  # damaged bytes: any opcode may fail
+        raise InputError(
+            f"{path}: damaged, not a readable pickle ({type(exc).__name__}); give the dump "
+            "torch wrote, unedited"
         ) from None
 
 
