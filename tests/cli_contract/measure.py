@@ -1,9 +1,12 @@
-"""Run a command and report its peak resident memory: ``python measure.py REPORT_PATH CMD...``.
+"""Run a command and report its peak resident memory and CPU time: ``python measure.py REPORT_PATH CMD...``.
 
 ``wait4`` reports the larger of the child's own peak and the peak of the process it was forked
 from (Linux records the old address space's high-water mark at ``exec``), so a child forked
 straight from a large pytest worker would show the worker's memory. Forked from this small
-script instead, the figure is the command's own. Writes ``{"returncode", "max_rss_mb"}``.
+script instead, the figure is the command's own. Its CPU time (user + system, its own and its
+waited-for children's) is what the command cost, whatever else the machine was running: the
+bound a test can keep on a busy machine, where wall time is not. Writes ``{"returncode",
+"max_rss_mb", "cpu_s"}``.
 
 ``EXPLORER_MEASURE_AS_MB`` caps the command's address space (for sweeping an old version whose
 reads of ``/dev/zero`` would otherwise take the shared machine's memory).
@@ -28,5 +31,10 @@ if pid == 0:
 _, status, usage = os.wait4(pid, 0)
 with open(report, "w") as fh:
     json.dump(
-        {"returncode": os.waitstatus_to_exitcode(status), "max_rss_mb": usage.ru_maxrss / 1024}, fh
+        {
+            "returncode": os.waitstatus_to_exitcode(status),
+            "max_rss_mb": usage.ru_maxrss / 1024,
+            "cpu_s": usage.ru_utime + usage.ru_stime,
+        },
+        fh,
     )
