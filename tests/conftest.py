@@ -257,9 +257,14 @@ _RENDEZVOUS = (
 
 @pytest.fixture(autouse=True)
 def _rendezvous_variables_restored() -> Iterator[None]:
-    """Each test ends with the rendezvous variables it began with (set, changed or removed)."""
+    """Each test ends with the rendezvous variables it began with (set, changed or removed),
+    unless it keeps its process group: a ``process_group`` test keeps DeepSpeed's group on
+    purpose, as a notebook kernel does, and the variables describe that group (DeepSpeed's next
+    engine in this process reads ``LOCAL_RANK`` and finds the group already there)."""
     before = {key: os.environ.get(key) for key in _RENDEZVOUS}
     yield
+    if _leftover_process_group():
+        return
     for key, value in before.items():
         if value is None:
             os.environ.pop(key, None)

@@ -142,10 +142,14 @@ def test_runs_beside_the_kept_group():
 def test_a_jobs_rendezvous_variables_set_by_one_test_are_gone_for_the_next(planted, monkeypatch):
     """DeepSpeed's in-process ``init_distributed`` sets RANK/MASTER_PORT in the test's process;
     a later test's child must not inherit a job it is not part of. A value that was there
-    before the test (a user's own) is put back, not removed."""
+    before the test (a user's own) is put back, not removed. A test that keeps its group on
+    purpose keeps the variables that describe it (DeepSpeed's next engine reads them)."""
     planted.makepyfile(
         """
 import os
+
+import pytest
+import torch.distributed as dist
 
 def test_sets():
     os.environ["RANK"] = "0"
@@ -155,12 +159,24 @@ def test_sets():
 def test_next_sees_none_of_them():
     assert "RANK" not in os.environ and "MASTER_PORT" not in os.environ
     assert os.environ.get("WORLD_SIZE") == "3"
+
+@pytest.mark.slow
+@pytest.mark.process_group
+def test_keeps_its_group_and_what_describes_it(tmp_path):
+    dist.init_process_group("gloo", store=dist.FileStore(str(tmp_path / "s"), 1), rank=0,
+                            world_size=1)
+    os.environ["LOCAL_RANK"] = "0"
+
+@pytest.mark.slow
+def test_a_kept_group_keeps_its_variables():
+    assert dist.is_initialized() and os.environ.get("LOCAL_RANK") == "0"
 """
     )
     monkeypatch.setenv("WORLD_SIZE", "3")
     monkeypatch.delenv("RANK", raising=False)
     monkeypatch.delenv("MASTER_PORT", raising=False)
-    planted.runpytest_subprocess().assert_outcomes(passed=2)
+    monkeypatch.delenv("LOCAL_RANK", raising=False)
+    planted.runpytest_subprocess().assert_outcomes(passed=4)
 
 
 @pytest.mark.parametrize(
