@@ -65,12 +65,11 @@ def plotly_js(types: set[str]) -> str:
     from explorer.errors import require
 
     offline = require("plotly.offline", "lab", "Building lessons")
-    full = offline.get_plotlyjs()
     if types <= LESSON_TRACES and LESSON_BUNDLE.exists():
         small = LESSON_BUNDLE.read_text(encoding="utf-8")
-        if bundle_version(small) == bundle_version(full):
-            return small
-    return full
+        if bundle_version(small) == offline.get_plotlyjs_version():
+            return small  # the 4.8 MB full bundle is not read at all
+    return offline.get_plotlyjs()
 
 
 def _asset(name: str) -> str:

@@ -17,6 +17,16 @@ SEED_CLASS = "seedfix:FixBufferTrainSchedule"
 OLD_CLASS = "ds081.runtime.pipe.schedule:TrainSchedule"
 
 
+def stop_launcher(proc: subprocess.Popen) -> None:
+    """End a torchrun launcher: SIGTERM, on which it tears its workers down, then SIGKILL."""
+    proc.terminate()
+    try:
+        proc.wait(timeout=60)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait(timeout=60)
+
+
 def explorer_cli(
     args: list[str], env: dict, cwd: Path, timeout: float = 300
 ) -> subprocess.CompletedProcess:

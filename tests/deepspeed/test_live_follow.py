@@ -20,7 +20,7 @@ import time
 from pathlib import Path
 
 import pytest
-from deepspeed_runs import ROOT, explorer_cli
+from deepspeed_runs import ROOT, explorer_cli, stop_launcher
 from test_instrument import SCRIPT
 
 pytestmark = pytest.mark.slow
@@ -60,12 +60,7 @@ def _release(proc, gate: Path) -> None:
     for name in ("failure", *(f"iteration-{i}" for i in range(8))):
         _open(gate, name)
     if proc.poll() is None:
-        proc.terminate()  # torchrun tears its workers down on SIGTERM
-        try:
-            proc.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(timeout=60)
+        stop_launcher(proc)
 
 
 @pytest.fixture

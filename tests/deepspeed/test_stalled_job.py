@@ -17,6 +17,7 @@ import time
 from pathlib import Path
 
 import pytest
+from deepspeed_runs import stop_launcher
 from test_instrument import SCRIPT
 
 from explorer.processes.ranks import process_alive
@@ -114,12 +115,7 @@ def test_a_job_that_stops_moving_is_said_stalled_diagnosed_and_pinned(tmp_path):
         assert any(h.get("stalled_s") for h in follower.history)
     finally:
         seen = seen or [p.pid for p in tree(proc.pid)]
-        proc.terminate()  # torchrun tears its workers down on SIGTERM
-        try:
-            proc.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(timeout=60)
+        stop_launcher(proc)
         for pid in seen[1:]:
             try:
                 os.kill(pid, 9)
