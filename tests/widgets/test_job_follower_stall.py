@@ -207,3 +207,45 @@ def test_a_wait_for_cycle_is_drawn_as_its_loop_between_the_cells_that_wait():
     arrows = {((a["ay"], a["ax"]), (a["y"], a["x"])) for a in fig["layout"]["annotations"]}
     assert arrows == {(cells[0], cells[1]), (cells[1], cells[0])}  # each waits on the other
     assert "HUNG: wait-for cycle" in fig["layout"]["title"]["text"]
+
+
+def test_whoever_sees_the_diagnosis_sees_the_grid_that_shows_it(monkeypatch):
+    """A notebook cell waits for the diagnosis in another thread, then shows the grid: the
+    verdict must be on the grid before the diagnosis is published, not a moment after."""
+    monkeypatch.setattr(
+        job_follower,
+        "doctor",
+        lambda pids, folder, schedule=None: Diagnosis(_verdict(), None, "", 0.1, 2),
+    )
+    follower, clock, run = _follower(job=LAUNCHER, auto_diagnose=False)
+    run.write()
+    follower.poll()
+    published_at_show: list[object] = []
+    show = follower.grid.show
+
+    def spying_show(figure):
+        published_at_show.append(follower.diagnosis)
+        show(figure)
+
+    monkeypatch.setattr(follower.grid, "show", spying_show)
+    follower.diagnose_button.click()
+    diagnosis = follower.wait_for_diagnosis(timeout_s=30)
+    assert diagnosis is not None and diagnosis.verdict.culprit == 1
+    assert published_at_show == [None]  # pinned while the diagnosis was not yet out
+    assert "HUNG: rank 0 wait on rank 1" in follower.grid.figure.layout.title.text
+    clock.now = 1.0
+    run.write()  # it moved: a new wait is for a diagnosis made after this
+    follower.poll()
+    started = time.monotonic()
+    assert follower.wait_for_diagnosis(timeout_s=0.05) is None  # not the one from before
+    assert time.monotonic() - started >= 0.05
+
+
+def test_waiting_for_a_diagnosis_ends_when_the_following_ends():
+    follower, clock, run = _follower(job=SimpleNamespace(pid=4242, poll=lambda: 0))
+    run.write()
+    follower.start()  # the launcher has exited: the thread reads the rest and ends
+    assert follower.wait_for_diagnosis(timeout_s=30) is None
+    assert follower._thread is not None
+    follower._thread.join(timeout=30)
+    assert not follower._thread.is_alive()

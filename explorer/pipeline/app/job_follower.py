@@ -91,6 +91,8 @@ class JobFollower:
         self._diagnosed_stall = -1  # the stall (progress count) the automatic diagnosis ran for
         self._diagnosed_at = -1  # the progress count of the latest diagnosis (said until it moves)
         self._diagnosing = threading.Lock()
+        #: Set when a diagnosis (or its error) is published, or when the following ends.
+        self._diagnosed = threading.Event()
         self._failure: Optional[dict] = None
         #: The progress count when a verdict was pinned on the grid (None: none is pinned).
         self._verdict_pinned: Optional[int] = None
@@ -144,6 +146,7 @@ class JobFollower:
             return self._check_stall()
         if (len(follower.records), len(follower.events)) != before[:2]:
             self.watch.progressed(self.clock())
+            self._diagnosed.clear()  # the job moved: a diagnosis from before it is not awaited
         self.stalled_s = None
         self._redraw()
         return True
@@ -186,21 +189,38 @@ class JobFollower:
 
     def diagnose(self) -> Optional[Diagnosis]:
         """Diagnose the job now (:func:`~explorer.pipeline.runtime.doctor.doctor` on its process
-        tree) and pin the verdict on the grid; None (and the reason said) where it cannot be."""
+        tree) and pin the verdict on the grid; None (and the reason said) where it cannot be.
+
+        The verdict is pinned on the grid *before* it is published in :attr:`diagnosis`: another
+        thread (a notebook cell waiting for it, :meth:`wait_for_diagnosis`) that sees the
+        diagnosis also sees the grid that shows it, never the grid from before.
+        """
         with self._diagnosing:
             schedule = self.report.schedule if self.report is not None else None
+            diagnosis, error = self.diagnosis, ""
             try:
-                self.diagnosis = doctor(self.pids(), self.folder, schedule=schedule)
-                self.diagnosis_error = ""
+                diagnosis = doctor(self.pids(), self.folder, schedule=schedule)
             except Exception as exc:  # said in the status line: the follower goes on
-                self.diagnosis_error = f"could not diagnose: {type(exc).__name__}: {exc}"
+                error = f"could not diagnose: {type(exc).__name__}: {exc}"
+            if diagnosis is not None and not error and self.report is not None:
+                self.grid.show(verdict_grid(self.report, diagnosis.verdict))
+                self._verdict_pinned = self.watch.progress_count  # until the job moves again
+            self.diagnosis, self.diagnosis_error = diagnosis, error
             self._diagnosed_at = self.watch.progress_count
-        if self.diagnosis is not None and not self.diagnosis_error and self.report is not None:
-            self.grid.show(verdict_grid(self.report, self.diagnosis.verdict))
-            self._verdict_pinned = self.watch.progress_count  # until the job moves again
-        if self.run is not None:
-            self._say(self._ranks(), self._failure)
-        return None if self.diagnosis_error else self.diagnosis
+            if self.run is not None:
+                self._say(self._ranks(), self._failure)
+            self._diagnosed.set()
+        return None if error else diagnosis
+
+    def wait_for_diagnosis(self, timeout_s: float) -> Optional[Diagnosis]:
+        """Block until a diagnosis (or the reason there is none) is published, the following
+        ends (the job is over: no stall will come), or ``timeout_s`` passes. The diagnosis of
+        where the job stands now; None when there is none (not yet, it could not be made, or it
+        was made before the job last moved). A cell that waits with this sees the grid already
+        showing the verdict."""
+        if not self._diagnosed.wait(timeout_s) or self.diagnosis_error:
+            return None
+        return self.diagnosis if self._diagnosed_at == self.watch.progress_count else None
 
     def _diagnose_in_background(self) -> None:
         """The button: py-spy takes a second or two; the kernel is not held meanwhile."""
@@ -300,11 +320,18 @@ class JobFollower:
     def start(self) -> "JobFollower":
         """Poll every ``interval_s`` in a daemon thread until every rank ended (or :meth:`stop`)."""
         self._stop.clear()
+        self._diagnosed.clear()
         self._thread = threading.Thread(target=self._loop, name="explorer-follow", daemon=True)
         self._thread.start()
         return self
 
     def _loop(self) -> None:
+        try:
+            self._follow()
+        finally:  # nothing more will be diagnosed by this thread: no one waits for it in vain
+            self._diagnosed.set()
+
+    def _follow(self) -> None:
         while not self._stop.is_set():
             try:
                 self.poll()
