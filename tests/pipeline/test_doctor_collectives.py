@@ -199,6 +199,24 @@ def test_a_rank_that_entered_a_collective_the_others_never_did_is_a_count_mismat
 
 
 @pytest.mark.slow
+def test_a_rank_whose_last_collective_completed_is_not_said_to_wait_in_it(dumped, tmp_path):
+    """NCCL marks a collective the GPU finished "completed" (gloo leaves "scheduled"): a rank
+    whose dump ends on one was in no collective when it dumped."""
+    _, full, _, _ = dumped
+
+    def completed(d: dict) -> None:
+        for e in d["entries"]:
+            e["state"] = "completed"
+
+    for r in (0, 1, 2):
+        _edited(full / f"fr_{r}", tmp_path / f"fr_{r}", completed if r != 1 else (lambda d: None))
+    v = diagnose_dumps(read_dumps(tmp_path))
+    assert [v.state(r).activity for r in (0, 1, 2)] == ["done", "waiting", "done"]
+    assert v.state(0).describe().startswith("rank 0 had completed every collective it entered [")
+    assert "rank 1 waited in dist.all_reduce" in v.state(1).describe()
+
+
+@pytest.mark.slow
 def test_one_call_with_other_sizes_is_a_sizes_mismatch(dumped, tmp_path):
     _, full, _, _ = dumped
 

@@ -201,7 +201,8 @@ def _lost_words(dumps: FlightDumps, group: str) -> str:
 
 
 def _state(dumps: FlightDumps, rank: int) -> RankState:
-    """A rank as its dump leaves it: waiting in its last collective, or unseen (no dump)."""
+    """A rank as its dump leaves it: waiting in its last collective, done with it (NCCL marks a
+    collective the GPU finished "completed": the rank was not in it), or unseen (no dump)."""
     dump = dumps.dumps.get(rank)
     if dump is None:
         return RankState(rank=rank, pid=None, activity="unseen", source="none", note="no dump")
@@ -218,7 +219,7 @@ def _state(dumps: FlightDumps, rank: int) -> RankState:
     return RankState(
         rank=rank,
         pid=None,
-        activity="waiting",
+        activity="done" if last.state == "completed" else "waiting",
         op=last.op,
         where=last.where,
         source="flight-recorder",

@@ -62,6 +62,8 @@ class RankState:
             return "is gone" + (f" (last in {ins})" if ins else "")
         if self.activity == "unseen":
             return "could not be seen" + (f" (last wrote {ins})" if ins else "")
+        if self.activity == "done":
+            return "had completed every collective it entered"
         verb = {"sleeping": "sleeps", "idle": "is blocked", "computing": "computes"}[self.activity]
         return f"{verb} at {self.where or '?'}" + (f" in {ins}" if ins else "")
 
