@@ -9,7 +9,7 @@ No torch here: the XLA parent and the CLI import this without it.
 """
 
 from explorer.processes.engine import GRACE_S, Child, Engine, Report
-from explorer.processes.ranks import free_port, python_path, rank_env
+from explorer.processes.ranks import free_port, process_state, python_path, rank_env
 from explorer.processes.watch import Ending, Exit, Supervised, Supervisor, supervise
 
 __all__ = [
@@ -22,6 +22,7 @@ __all__ = [
     "Supervised",
     "Supervisor",
     "free_port",
+    "process_state",
     "python_path",
     "rank_env",
     "supervise",

@@ -14,7 +14,7 @@ import socket
 import sys
 from typing import Mapping, Optional
 
-__all__ = ["free_port", "process_alive", "python_path", "rank_env"]
+__all__ = ["free_port", "process_alive", "process_state", "python_path", "rank_env"]
 
 
 def free_port() -> int:
@@ -22,6 +22,17 @@ def free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+def process_state(pid: int) -> Optional[str]:
+    """The one-letter state ``/proc`` gives process ``pid`` (``R``, ``S``, ``T`` stopped by a
+    signal, ``t`` stopped by a debugger, ``Z``...); None where there is no such process or no
+    ``/proc`` (macOS)."""
+    try:
+        with open(f"/proc/{int(pid)}/stat", "rb") as fh:
+            return fh.read().rsplit(b")", 1)[-1].split()[0].decode("ascii", "replace")
+    except (OSError, ValueError, IndexError):
+        return None
 
 
 def process_alive(pid: int) -> bool:

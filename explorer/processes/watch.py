@@ -15,6 +15,11 @@ Rules, the same for every engine:
   say their own part (a peer gone, a receive timed out), then every process still alive is
   killed. The same grace follows a stall: no report for ``stall_s`` seconds. A hard
   ``timeout_s`` kills at once.
+* A process stopped by a signal (``SIGSTOP``, ``SIGTSTP``: state ``T`` in ``/proc``) for
+  ``frozen_after_s`` counts as one that ended badly, and is named in ``frozen``: it will never
+  move again by itself, so waiting for its neighbours' receive timeouts would only delay the
+  verdict. A process that is merely slow, sleeps or waits is never in that state, and neither is
+  one a debugger or ``py-spy`` holds (state ``t``): only the stop signal puts a process there.
 * The answer (:class:`Supervised`) holds every process's exit status (negative: the signal),
   whether the supervisor had to kill it, and everything each one reported.
 
@@ -41,6 +46,7 @@ from dataclasses import dataclass, field
 from typing import IO, Callable, Literal, Optional
 
 from explorer.processes.engine import Child, Engine, Report
+from explorer.processes.ranks import process_state
 
 __all__ = ["Ending", "Exit", "Supervised", "Supervisor", "supervise"]
 
@@ -49,6 +55,8 @@ __all__ = ["Ending", "Exit", "Supervised", "Supervisor", "supervise"]
 Ending = Literal["finished", "failed", "stalled", "timeout"]
 OnReport = Callable[[list[Report]], None]
 POLL_S = 0.05
+#: How often the processes' states are read from ``/proc`` (for ``frozen_after_s``).
+STATE_EVERY_S = 0.25
 
 
 @dataclass(frozen=True)
@@ -71,6 +79,8 @@ class Supervised:
     seconds: float
     #: Stdout lines of piped children that were not reports, per rank (their own prints).
     output: dict[int, list[str]] = field(default_factory=dict)
+    #: Ranks whose process stood stopped by a signal (state ``T``) for ``frozen_after_s``.
+    frozen: frozenset[int] = frozenset()
 
     @property
     def returncodes(self) -> dict[int, int]:
@@ -108,9 +118,14 @@ class Supervisor:
         stall_s: Optional[float] = None,
         timeout_s: Optional[float] = None,
         poll_s: float = POLL_S,
+        frozen_after_s: Optional[float] = None,
     ) -> None:
         self.engine, self.on_report = engine, on_report
         self.stall_s, self.timeout_s, self.poll_s = stall_s, timeout_s, poll_s
+        self.frozen_after_s = frozen_after_s
+        self.frozen: set[int] = set()
+        self._held: dict[int, float] = {}  # rank -> when its process was first seen stopped
+        self._states_read = 0.0
         self.procs: dict[int, subprocess.Popen] = {}
         self.reports: dict[int, list[Report]] = {}
         self.output: dict[int, list[str]] = {}
@@ -168,6 +183,20 @@ class Supervisor:
                     self._ended[rank] = code
         return [r for r in self.procs if r not in self._ended]
 
+    def _freeze_seen(self, now: float) -> bool:
+        """Read the running processes' states (every ``STATE_EVERY_S``); True once a process
+        has stood stopped by a signal for ``frozen_after_s`` (it is then in ``frozen``)."""
+        if self.frozen_after_s is None or now - self._states_read < STATE_EVERY_S:
+            return bool(self.frozen)
+        self._states_read = now
+        for rank in self.running():
+            if process_state(self.procs[rank].pid) != "T":
+                self._held.pop(rank, None)  # moving again (SIGCONT): not frozen
+                continue
+            if now - self._held.setdefault(rank, now) >= self.frozen_after_s:
+                self.frozen.add(rank)
+        return bool(self.frozen)
+
     def _collect(self) -> list[Report]:
         new = list(self.engine.read())
         while True:
@@ -202,6 +231,8 @@ class Supervisor:
                     last_report, stalled_at = now, None
                 if first_bad is None and any(c != 0 for c in self._ended.values()):
                     first_bad = now
+                if first_bad is None and self._freeze_seen(now):
+                    first_bad = now  # it will not move again: the others get their grace
                 if stalled_at is None and self.stall_s is not None:
                     if now - last_report > self.stall_s:
                         stalled_at = now
@@ -226,6 +257,7 @@ class Supervisor:
             ending,
             time.monotonic() - self._started,
             self.output,
+            frozenset(self.frozen),
         )
 
     # -- end -----------------------------------------------------------------------------------
@@ -260,10 +292,18 @@ def supervise(
     stall_s: Optional[float] = None,
     timeout_s: Optional[float] = None,
     poll_s: float = POLL_S,
+    frozen_after_s: Optional[float] = None,
 ) -> Supervised:
     """Start ``engine``'s processes and watch them to the end (see :class:`Supervisor`)."""
     return (
-        Supervisor(engine, on_report=on_report, stall_s=stall_s, timeout_s=timeout_s, poll_s=poll_s)
+        Supervisor(
+            engine,
+            on_report=on_report,
+            stall_s=stall_s,
+            timeout_s=timeout_s,
+            poll_s=poll_s,
+            frozen_after_s=frozen_after_s,
+        )
         .start()
         .wait()
     )

@@ -52,6 +52,35 @@ def test_a_dying_rank_is_named_and_the_run_ends(tmp_path, how):
 
 
 @pytest.mark.slow
+def test_a_rank_stopped_by_a_signal_is_named_without_waiting_for_the_stall_timeout(tmp_path):
+    """Rank 1 sends itself SIGSTOP at step 5 (a Ctrl-Z, a ``kill -STOP``): it stands frozen, and
+    the run names it from its process state. The receives time out only after 120 s: a run that
+    ends sooner ended by that naming (an ordering, not a race against a short bound)."""
+    schedule = build("deepspeed-train", 4, 8)
+    spec = RunSpec.for_schedule(
+        schedule, fault=Fault(rank=1, step=5, how="stop"), stall_timeout_s=120
+    )
+    result, took = _timed(spec, tmp_path)
+    assert took < 120
+    failure = result.failure
+    assert (failure.kind, failure.signal, failure.rank, failure.stage) == (
+        "killed",
+        "SIGSTOP",
+        1,
+        1,
+    )
+    assert failure.step == 5
+    assert failure.message.startswith("rank 1 was stopped by a signal (SIGSTOP, SIGTSTP or Ctrl-Z")
+    assert "timeout" not in failure.message and not failure.consequences
+    assert not any(alive(pid) for pid in result.pids.values())
+    # the folder keeps it: a later ``run --collect`` names the same rank
+    from explorer.pipeline.runtime.run_folder import collected
+
+    again = collected(tmp_path)
+    assert (again.failure.rank, again.failure.signal) == (1, "SIGSTOP")
+
+
+@pytest.mark.slow
 def test_a_hanging_rank_ends_by_timeout_naming_the_waiting_stages(tmp_path):
     schedule = build("deepspeed-train", 4, 8)
     spec = RunSpec.for_schedule(
@@ -68,6 +97,7 @@ def test_a_hanging_rank_ends_by_timeout_naming_the_waiting_stages(tmp_path):
         and "stage 2 (rank 2) waited" in message
     )
     assert "rank 1 made no progress after step 4" in message
+    assert "SIGSTOP" not in message  # a sleeping rank is slow from outside, never frozen
     assert not any(alive(pid) for pid in result.pids.values())
     # the stall failure carries the doctor's verdict on what the ranks wrote
     hang = result.to_dict()["hang"]

@@ -145,6 +145,50 @@ def test_a_stalled_process_is_killed_after_the_grace_and_the_others_may_report(t
 
 
 @pytest.mark.slow
+def test_a_process_stopped_by_a_signal_is_named_frozen_and_the_run_ended(tmp_path):
+    """SIGSTOP leaves a process standing in state T: never moving by itself, so it is named
+    and the run ended without waiting for any stall time (none is given here). Rank 0 sleeps
+    an hour meanwhile: a sleeping process (state S) is never taken for a frozen one."""
+    scripts = [
+        "import time\nreport('begin')\ntime.sleep(3600)",
+        "import os, signal\nreport('begin')\nos.kill(os.getpid(), signal.SIGSTOP)",
+    ]
+    out = supervise(Scripted(tmp_path, scripts, grace_s=0.3), frozen_after_s=0.5)
+    assert out.frozen == frozenset({1})
+    assert out.stopped == frozenset({0, 1})  # both killed by the supervisor
+    assert out.returncodes == {0: -signal.SIGKILL, 1: -signal.SIGKILL}
+
+
+@pytest.mark.slow
+def test_a_process_stopped_then_continued_is_not_frozen(tmp_path):
+    """Stopped for a moment (a Ctrl-Z and ``fg``) and moving again: its stop does not count
+    toward ``frozen_after_s`` any more. The watch is read at chosen moments (no race): seen
+    stopped, continued, then read again long after the stop began."""
+    from explorer.processes import process_state
+
+    scripts = [
+        "import os, signal\nreport('begin')\nos.kill(os.getpid(), signal.SIGSTOP)\nreport('end')",
+    ]
+    sup = Supervisor(Scripted(tmp_path, scripts), frozen_after_s=5.0).start()
+    pid = sup.procs[0].pid
+    deadline = time.monotonic() + 120
+    while process_state(pid) != "T":
+        assert time.monotonic() < deadline, "the child never stopped itself"
+        time.sleep(0.02)
+    assert not sup._freeze_seen(1000.0)  # stopped, first seen now
+    assert sup._freeze_seen(1006.0) and sup.frozen == {0}  # still stopped 6 s on: frozen
+    sup.frozen.clear()
+    os.kill(pid, signal.SIGCONT)
+    while process_state(pid) == "T":
+        assert time.monotonic() < deadline, "the child never went on"
+        time.sleep(0.02)
+    assert not sup._freeze_seen(2000.0)  # moving again: its earlier stop is forgotten
+    out = sup.wait()
+    assert out.ending == "finished" and out.frozen == frozenset()
+    assert [r.kind for r in out.reports[0]] == ["begin", "end"]
+
+
+@pytest.mark.slow
 def test_after_a_failure_the_others_get_the_grace_then_are_killed(tmp_path):
     scripts = [
         "import time\nreport('begin')\ntime.sleep(3600)",

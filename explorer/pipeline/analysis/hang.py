@@ -64,7 +64,12 @@ class RankState:
             return "could not be seen" + (f" (last wrote {ins})" if ins else "")
         if self.activity == "done":
             return "had completed every collective it entered"
-        verb = {"sleeping": "sleeps", "idle": "is blocked", "computing": "computes"}[self.activity]
+        verb = {
+            "sleeping": "sleeps",
+            "idle": "is blocked",
+            "computing": "computes",
+            "stopped": "stands stopped by a signal (SIGSTOP, SIGTSTP or Ctrl-Z; state T)",
+        }[self.activity]
         return f"{verb} at {self.where or '?'}" + (f" in {ins}" if ins else "")
 
     def describe(self) -> str:
@@ -393,7 +398,7 @@ def _chain_ends(
 
 def _stuckness(state: Optional[RankState]) -> int:
     """Ties between ends: a gone rank before a sleeping one before one that computes."""
-    order = {"gone": 5, "unseen": 4, "sleeping": 3, "idle": 2, "computing": 1}
+    order = {"gone": 5, "stopped": 5, "unseen": 4, "sleeping": 3, "idle": 2, "computing": 1}
     return 6 if state is None else order.get(state.activity, 0)
 
 

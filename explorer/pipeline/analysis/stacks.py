@@ -24,10 +24,13 @@ from typing import Any, Literal, Mapping, Optional, Sequence
 
 from explorer.pipeline.schedules.instructions import Kind
 
-#: What a rank does: the first four read from a stack, ``gone`` (no process), ``unseen`` (no
-#: stack) and ``done`` (its Flight Recorder dump says its last collective completed: it waited in
-#: none when it dumped).
-Activity = Literal["waiting", "computing", "sleeping", "idle", "gone", "unseen", "done"]
+#: What a rank does: the first four read from a stack, ``stopped`` (its process stands stopped
+#: by a signal, state T: it will not move by itself, whatever its stack shows), ``gone`` (no
+#: process), ``unseen`` (no stack) and ``done`` (its Flight Recorder dump says its last collective
+#: completed: it waited in none when it dumped).
+Activity = Literal[
+    "waiting", "computing", "sleeping", "idle", "stopped", "gone", "unseen", "done"
+]
 #: ``torch.distributed`` calls that pair two ranks, and the local naming the peer.
 P2P_CALLS = {
     "send": "dst",

@@ -45,6 +45,7 @@ from explorer.pipeline.analysis.stacks import (
 from explorer.pipeline.schedules.instructions import parse_instruction
 from explorer.pipeline.schedules.schedule import Schedule
 from explorer.pipeline.traces.flight_recorder import is_flight_folder, read_dumps
+from explorer.processes.ranks import process_state
 from explorer.processes.stacks import PTRACE_FIX, Dump, Proc, dump_all, read_proc, tree
 
 
@@ -327,10 +328,12 @@ def _state(
         row = locate(schedule, r.rank, reading, after_step=log.get("step", -1))
     at, mb = placed(schedule, row) if schedule is not None else (None, -1)
     note = "a fault planted on purpose (Fault how='hang')" if reading.fault else ""
+    # a stopped process keeps the stack it had: what it "does" there, it will not go on doing
+    stopped = r.pid is not None and process_state(r.pid) == "T"
     return RankState(
         rank=r.rank,
         pid=r.pid,
-        activity=reading.activity,
+        activity="stopped" if stopped else reading.activity,
         op=reading.op,
         peer=reading.peer_rank,
         tag=reading.tag,

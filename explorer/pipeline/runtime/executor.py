@@ -176,11 +176,14 @@ class RankExecutor:
         # ReduceGrads / ReduceTiedGrads: one pipeline, no data parallelism, no tied weights: nothing to reduce.
 
     def _inject(self, fault: Fault, step: int, instructions: list[Instruction]) -> None:
-        """The requested fault, for real: SIGKILL, an exception, or a hang."""
+        """The requested fault, for real: SIGKILL, SIGSTOP, an exception, or a hang."""
         if self.recorder is not None:  # every step measured before the fault stays on disk
             self.recorder.flush_before_failure()
         if fault.how == "kill":
             os.kill(os.getpid(), signal.SIGKILL)
+        if fault.how == "stop":
+            os.kill(os.getpid(), signal.SIGSTOP)
+            return  # continued (SIGCONT): the rank goes on where it stood
         if fault.how == "hang":
             time.sleep(3600)
         ins = instructions[0] if instructions else Instruction(min(self.states), Kind.FORWARD, 0, 0)

@@ -90,6 +90,9 @@ STARTUP_S = {"explorer": 0.0, "deepspeed": 120.0}
 #: A rank that reported its failure but stays alive (a job that swallows the error) is ended
 #: this many seconds after its report; the supervisor then ends the others after its grace.
 LINGER_S = 5.0
+#: A rank whose process stands stopped by a signal this long is named at once (see
+#: :mod:`explorer.processes.watch`): its neighbours' receive timeouts would only come later.
+FROZEN_S = 2.0
 
 
 def refuse_impossible_devices(spec: RunSpec) -> None:
@@ -172,6 +175,7 @@ class Launch:
             # A stalled rank's own receive times out after stall_timeout_s; this is the backstop.
             stall_s=self.spec.stall_timeout_s + 15.0 + STARTUP_S[self.spec.engine],
             timeout_s=timeout_s,
+            frozen_after_s=FROZEN_S,
         ).start()
         return self
 
@@ -215,7 +219,12 @@ class Launch:
                 progress(self.follower)
             codes: dict[int, Optional[int]] = dict(out.returncodes)
             write_exit_codes(
-                self.folder, self.spec.run_id, codes, out.stopped, self.spec.stall_timeout_s
+                self.folder,
+                self.spec.run_id,
+                codes,
+                out.stopped,
+                self.spec.stall_timeout_s,
+                out.frozen,
             )
         finally:
             if self._linger is not None:
@@ -229,6 +238,7 @@ class Launch:
             out.stopped,
             self.spec.stall_timeout_s,
             run_id=self.spec.run_id,
+            frozen=out.frozen,
         )
         result = judged(result, self.schedule, pairing_of(self.spec.p2p_tags))
         hang = stall_diagnosis(result)

@@ -21,7 +21,7 @@ from explorer.pipeline.schedules.schedule import Schedule
 
 BACKENDS = ("gloo", "nccl")
 BUILTIN_MODELS = ("mlp", "transformer")
-FAULTS = ("kill", "raise", "hang", "linger")
+FAULTS = ("kill", "raise", "hang", "stop", "linger")
 
 
 @dataclass(frozen=True)
@@ -50,7 +50,9 @@ class Fault:
 
     ``kill`` sends the process SIGKILL (no chance to write anything), ``raise`` raises an
     exception inside the instruction loop, ``hang`` sleeps forever so the neighbours stall,
-    ``linger`` raises and then keeps the process alive (DeepSpeed's engine only).
+    ``stop`` sends the process SIGSTOP (as a user's Ctrl-Z or ``kill -STOP`` would: it stands
+    frozen, and goes on where it was if continued), ``linger`` raises and then keeps the process
+    alive (DeepSpeed's engine only).
     """
 
     rank: int

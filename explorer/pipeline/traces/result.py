@@ -129,8 +129,10 @@ def collect(
     stopped: frozenset[int] = frozenset(),
     stall_timeout_s: Optional[float] = None,
     run_id: Optional[str] = None,
+    frozen: frozenset[int] = frozenset(),
 ) -> PipelineRunResult:
-    """Read a finished (or abandoned) run folder; ``stopped`` are ranks the launcher had to kill.
+    """Read a finished (or abandoned) run folder; ``stopped`` are ranks the launcher had to kill,
+    ``frozen`` those it found stopped by a signal (the cause, when no rank failed first).
 
     With ``run_id`` only that run's lines and result count (a folder never mixes two runs).
     Without ``returncodes`` (``run --collect``), the exit codes the launcher saved in
@@ -145,10 +147,11 @@ def collect(
     if returncodes is None:
         saved = read_exit_codes(folder, run_id)
         returncodes, stopped = saved["returncodes"], frozenset(saved["stopped"]) | stopped
+        frozen = frozenset(saved["frozen"]) | frozen
         stall_timeout_s = (
             stall_timeout_s if stall_timeout_s is not None else saved.get("stall_timeout_s")
         )
-    failure = _diagnose(follower, schedule, dict(returncodes), stopped, stall_timeout_s)
+    failure = _diagnose(follower, schedule, dict(returncodes), stopped, stall_timeout_s, frozen)
     ok = final is not None and failure is None  # a hazard line makes a finished run fail too
     pids = {r: p.pid for r, p in follower.ranks.items() if p.pid}
     return PipelineRunResult(
@@ -188,12 +191,14 @@ def write_exit_codes(
     returncodes: Mapping[int, Optional[int]],
     stopped: frozenset[int],
     stall_timeout_s: Optional[float],
+    frozen: frozenset[int] = frozenset(),
 ) -> None:
     """Keep how every rank ended in the folder, so ``run --collect`` names the same failure later."""
     doc = {
         "run": run_id,
         "returncodes": {str(r): c for r, c in returncodes.items()},
         "stopped": sorted(stopped),
+        "frozen": sorted(frozen),
         "stall_timeout_s": stall_timeout_s,
     }
     tmp = Path(folder) / (EXIT_CODES + ".tmp")
@@ -203,7 +208,7 @@ def write_exit_codes(
 
 def read_exit_codes(folder: Path, run_id: Optional[str]) -> dict:
     """The exit codes saved for ``run_id`` (none when absent, unreadable or another run's)."""
-    empty = {"returncodes": {}, "stopped": []}
+    empty: dict = {"returncodes": {}, "stopped": [], "frozen": []}
     path = Path(folder) / EXIT_CODES
     try:
         doc = json.loads(path.read_text())
@@ -213,6 +218,7 @@ def read_exit_codes(folder: Path, run_id: Optional[str]) -> dict:
         return {
             "returncodes": codes,
             "stopped": [int(r) for r in doc["stopped"]],
+            "frozen": [int(r) for r in doc.get("frozen") or []],
             "stall_timeout_s": doc.get("stall_timeout_s"),
         }
     except (OSError, ValueError, KeyError, TypeError, AttributeError):
@@ -225,6 +231,7 @@ def _diagnose(
     codes: dict,
     stopped: frozenset[int],
     stall_timeout_s: Optional[float],
+    frozen: frozenset[int] = frozenset(),
 ) -> Optional[Failure]:
     failures = {e["rank"]: e for e in follower.events if e["type"] == "failure"}
     hazards = [e for e in follower.events if e["type"] == "hazard"]
@@ -236,6 +243,8 @@ def _diagnose(
         later = [e for e in own[1:] if e["type"] == "failure"]
         then = f" (then: {later[0]['message']})" if later else ""
         return _entry(own[0], own[0]["message"] + then, failures)
+    if frozen:
+        return _frozen(follower, schedule, min(frozen), failures)
     # A rank that recorded "done" had finished its work and handed in its results; a non-zero
     # code after that comes from tearing down (gloo's threads at interpreter exit) and is kept
     # in ``details["teardown_exit_codes"]``, not blamed on the run.
@@ -303,6 +312,23 @@ def _diagnose(
     if codes and any(c is None for c in codes.values()):
         return Failure(FailureKind.UNFINISHED, "the run did not finish")
     return None
+
+
+def _frozen(
+    follower: Follower, schedule: Schedule, rank: int, failures: Mapping[int, dict]
+) -> Failure:
+    """A rank whose process stood stopped by a signal: it will never move by itself, and every
+    wait of the others is its consequence."""
+    where = _next_instruction(follower, schedule, rank)
+    return Failure(
+        FailureKind.KILLED,
+        f"rank {rank} was stopped by a signal (SIGSTOP, SIGTSTP or Ctrl-Z: its process stood in "
+        f"state T) before {where['instruction']} at step {where['step']}; the run was ended and "
+        "its trace up to there kept",
+        signal="SIGSTOP",
+        consequences=_consequences(failures, rank),
+        **where,
+    )
 
 
 def _finished(follower: Follower) -> set[int]:

@@ -45,7 +45,7 @@ def check_runnable(spec: RunSpec) -> None:
     why = unrunnable(spec.build_schedule())
     if why:
         raise InputError(f"--engine deepspeed: {why}")
-    if spec.fault is not None and spec.fault.how in ("kill", "hang"):
+    if spec.fault is not None and spec.fault.how in ("kill", "hang", "stop"):
         raise InputError("--engine deepspeed injects only raise and linger faults")
 
 
