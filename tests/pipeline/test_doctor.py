@@ -82,6 +82,29 @@ def test_a_sleep_in_user_code_is_told_from_a_wait_by_its_source_line():
     assert read_stack(blocked, active=False).activity == "idle"
 
 
+TORCH = "/venv/lib/python3.11/site-packages/torch"
+
+
+def test_a_rank_inside_torch_compile_is_compiling_and_running_compiled_code_is_not():
+    """Dynamo converting a frame, or Inductor compiling AOTAutograd's backward at the first
+    backward, is compiling; the ``eval_frame`` wrapper of code already compiled is not."""
+    call = Frame("train_step", "/home/me/train.py", 30, {}, "loss = model(x).sum()")
+    wrapper = Frame("_fn", f"{TORCH}/_dynamo/eval_frame.py", 655, {})
+    first = [
+        Frame("compile_fx", f"{TORCH}/_inductor/compile_fx.py", 1200, {}),
+        Frame("_compile", f"{TORCH}/_dynamo/convert_frame.py", 900, {}),
+        wrapper,
+        call,
+    ]
+    r = read_stack(first, active=True)
+    assert (r.activity, r.where) == ("compiling", "/home/me/train.py:30")
+    backward = [Frame("compile_fx", f"{TORCH}/_inductor/compile_fx.py", 1200, {}), call]
+    assert read_stack(backward, active=True).activity == "compiling"
+    assert read_stack([wrapper, call], active=True).activity == "computing"
+    said = RankState(1, 11, "compiling", where="train.py:30").describe()
+    assert said == "rank 1 is still compiling (torch.compile) at train.py:30"
+
+
 def test_a_planted_fault_is_named_with_its_step_and_a_collective_has_no_peer():
     frames = [
         Frame("RankExecutor._inject", EXECUTOR, 160, {"step": "5"}, "time.sleep(3600)"),

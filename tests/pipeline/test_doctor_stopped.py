@@ -1,9 +1,14 @@
-"""A rank stopped by a signal (``kill -STOP``, a stray Ctrl-Z), read live by the doctor.
+"""A rank that does not move for a reason of its own, read live by the doctor: stopped by a
+signal (``kill -STOP``, a stray Ctrl-Z), or still compiling.
 
 A stopped process keeps the stack it had: read alone, rank 1 below "computes" or "sleeps" where
 it stood, as if it would go on. Its process state (T) says it will not: the doctor names it as
 the rank the other waits on, stopped by a signal. A real 2-rank gloo job: rank 1 stops itself
 before its send, rank 0 waits in the matching receive.
+
+A rank still in torch.compile's first compile while its neighbour waits is slow, not hung: the
+doctor says so, and the job then finishes. Its compile is made slow by a backend that waits for
+a file the test writes once the doctor has seen it (a compile as slow as needed, and no race).
 """
 
 from __future__ import annotations
@@ -15,6 +20,7 @@ import time
 import pytest
 
 from explorer.errors import InputError
+from explorer.pipeline.analysis.hang import HangVerdict
 from explorer.pipeline.runtime.doctor import doctor
 from explorer.processes import free_port, process_state, rank_env
 from tests.pipeline.conftest import alive
@@ -34,39 +40,67 @@ else:
     dist.recv(grad, 1)
 """
 STOP_LINE = next(i for i, t in enumerate(JOB.splitlines(), 1) if "signal.SIGSTOP" in t)
+COMPILING_JOB = """
+import os, sys, time, torch, torch.distributed as dist
+dist.init_process_group("gloo")
+grad = torch.zeros(4)
+
+def slow_backend(gm, example_inputs):  # a first compile that takes as long as the test wants
+    while not os.path.exists(sys.argv[1]):
+        time.sleep(0.05)
+    return gm.forward
+
+if dist.get_rank() == 1:
+    grad = torch.compile(lambda t: t * 2 + 1, backend=slow_backend)(grad)
+    dist.send(grad, 0)
+else:
+    dist.recv(grad, 1)
+"""
 
 
-def test_the_doctor_names_a_stopped_rank_as_the_one_the_others_wait_on(tmp_path):
-    script = tmp_path / "train.py"
-    script.write_text(JOB)
+def _start(script, *args: str) -> list[subprocess.Popen]:
     port = free_port()
-    ranks = [
+    return [
         subprocess.Popen(
-            [sys.executable, str(script)],
+            [sys.executable, str(script), *args],
             env=rank_env(r, 2, port, threads=1),
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
         )
         for r in range(2)
     ]
-    try:
-        verdict = None
-        deadline = time.monotonic() + REACH_S
-        while time.monotonic() < deadline:
-            if process_state(ranks[1].pid) == "T":
-                try:
-                    verdict = doctor([p.pid for p in ranks]).verdict
-                except InputError:  # ranks not readable yet
-                    verdict = None
-                if verdict is not None and verdict.state(0).activity == "waiting":
-                    break
-            time.sleep(0.3)
-        assert verdict is not None, "rank 1 never stopped, or rank 0 never reached its receive"
-    finally:
-        for p in ranks:
-            p.kill()
-            p.wait(timeout=30)
+
+
+def _diagnosed(ranks: list[subprocess.Popen], ready) -> HangVerdict:
+    """The doctor's verdict once ``ready(verdict)`` (rank 0 in its receive, rank 1 as wanted)."""
+    deadline = time.monotonic() + REACH_S
+    verdict = None
+    while time.monotonic() < deadline:
+        try:
+            verdict = doctor([p.pid for p in ranks]).verdict
+        except InputError:  # ranks not readable yet
+            verdict = None
+        if verdict is not None and verdict.state(0).activity == "waiting" and ready(verdict):
+            return verdict
+        time.sleep(0.3)
+    raise AssertionError(f"not reached in {REACH_S:.0f} s: {verdict}")
+
+
+def _end(ranks: list[subprocess.Popen]) -> None:
+    for p in ranks:
+        p.kill()
+        p.wait(timeout=30)
     assert not any(alive(p.pid) for p in ranks)
+
+
+def test_the_doctor_names_a_stopped_rank_as_the_one_the_others_wait_on(tmp_path):
+    script = tmp_path / "train.py"
+    script.write_text(JOB)
+    ranks = _start(script)
+    try:
+        verdict = _diagnosed(ranks, lambda v: process_state(ranks[1].pid) == "T")
+    finally:
+        _end(ranks)
     assert (verdict.verdict, verdict.culprit, verdict.waiting) == ("waits-on", 1, (0,))
     stopped = verdict.state(1)
     assert stopped.activity == "stopped"
@@ -75,3 +109,21 @@ def test_the_doctor_names_a_stopped_rank_as_the_one_the_others_wait_on(tmp_path)
         "rank 0 wait on rank 1: rank 1 stands stopped by a signal (SIGSTOP, SIGTSTP or Ctrl-Z; "
         "state T) at "
     ), verdict.describe()
+
+
+def test_a_rank_still_compiling_is_said_compiling_and_the_job_then_finishes(tmp_path):
+    script, go = tmp_path / "train.py", tmp_path / "go"
+    script.write_text(COMPILING_JOB)
+    ranks = _start(script, str(go))
+    try:
+        verdict = _diagnosed(ranks, lambda v: v.state(1).activity == "compiling")
+        go.touch()  # the compile ends: the job goes on, the receive completes
+        codes = [p.wait(timeout=REACH_S) for p in ranks]
+    finally:
+        _end(ranks)
+    assert (verdict.verdict, verdict.culprit, verdict.waiting) == ("waits-on", 1, (0,))
+    assert verdict.describe().startswith(
+        "rank 0 wait on rank 1: rank 1 is still compiling (torch.compile) at "
+    ), verdict.describe()
+    assert verdict.state(1).where.startswith(str(script)), "the user's own line, not torch's"
+    assert codes == [0, 0], "slow, not hung: once compiled, rank 1 sends and both finish"

@@ -24,12 +24,13 @@ from typing import Any, Literal, Mapping, Optional, Sequence
 
 from explorer.pipeline.schedules.instructions import Kind
 
-#: What a rank does: the first four read from a stack, ``stopped`` (its process stands stopped
+#: What a rank does: the first five read from a stack (``compiling``: inside torch.compile's
+#: compilation of a frame, its first or a recompile), ``stopped`` (its process stands stopped
 #: by a signal, state T: it will not move by itself, whatever its stack shows), ``gone`` (no
 #: process), ``unseen`` (no stack) and ``done`` (its Flight Recorder dump says its last collective
 #: completed: it waited in none when it dumped).
 Activity = Literal[
-    "waiting", "computing", "sleeping", "idle", "stopped", "gone", "unseen", "done"
+    "waiting", "compiling", "computing", "sleeping", "idle", "stopped", "gone", "unseen", "done"
 ]
 #: ``torch.distributed`` calls that pair two ranks, and the local naming the peer.
 P2P_CALLS = {
@@ -58,6 +59,11 @@ _EXPLORER_P2P = "explorer/pipeline/runtime/p2p.py"
 _EXPLORER_EXECUTOR = "explorer/pipeline/runtime/executor.py"
 _DEEPSPEED_ENGINE = "deepspeed/runtime/pipe/engine.py"
 _DEEPSPEED_P2P = "deepspeed/runtime/pipe/p2p.py"
+#: Frames only a compilation has: Dynamo converting a frame (a first compile or a recompile),
+#: and Inductor compiling a graph (also AOTAutograd's backward graph, compiled at the first
+#: backward, when no Dynamo frame is on the stack). Running compiled code has neither: its
+#: ``eval_frame`` wrapper alone does not make a rank "compiling".
+_COMPILING = ("torch/_dynamo/convert_frame.py", "torch/_inductor/compile_fx.py")
 #: Paths of library code: the user's own file and line is the innermost frame outside them.
 _LIBRARY_MARKS = (
     "/site-packages/",
@@ -103,8 +109,9 @@ class Frame:
 class StackReading:
     """What a rank's stack says: its activity, the call and peer it waits on, its engine position.
 
-    ``activity``: ``waiting`` (in a ``torch.distributed`` call or a wait on one), ``sleeping``
-    (idle at a ``sleep(`` line), ``idle`` (blocked in native code elsewhere) or ``computing``.
+    ``activity``: ``waiting`` (in a ``torch.distributed`` call or a wait on one), ``compiling``
+    (inside torch.compile's compilation), ``sleeping`` (idle at a ``sleep(`` line), ``idle``
+    (blocked in native code elsewhere) or ``computing``.
     Engine fields are None where the stack does not hold them.
     """
 
@@ -156,9 +163,12 @@ def read_stack(frames: Sequence[Frame], active: bool) -> StackReading:
         op = "wait"  # posted sends waited at the end of an iteration
     elif frames and not active and ".wait(" in frames[0].source:
         op = "wait"  # a Work handle's wait(): native, so the caller is the innermost frame
+    compiling = any(mark in f.file.replace("\\", "/") for f in frames for mark in _COMPILING)
     activity: Activity = (
         "waiting"
         if op
+        else "compiling"
+        if compiling
         else "computing"
         if active
         else "sleeping"
