@@ -1,4 +1,4 @@
-"""Time ``explorer read JOB_DIR`` on a job of thousands of ranks: read, folded by stage, outliers named.
+"""Time ``explorer read JOB_DIR`` on a job of thousands of ranks: read, folded, outliers named, clocks.
 
     python benchmarks/bench_scale.py [--ranks 1024] [--events 10000] [--work DIR] [--run DIR] [--keep]
 
@@ -7,7 +7,8 @@ names a run folder) by ``benchmarks/scale_job.py``'s generator: 4 stages, ``rank
 replicas, about ``events`` instructions per rank, known offsets, jitter and two planted
 stragglers. ``explorer read JOB --json`` then runs in a child process: its wall time (start-up
 included) and its peak resident memory (``ru_maxrss`` of the child) are the figures; the named
-outliers are checked against the planted truth. Goal: 1,024 ranks x 10,000 events in under
+outliers are checked against the planted truth, and the recovered clock offsets against the
+planted ones. Goal: 1,024 ranks x 10,000 events in under
 60 s and 2 GB on a 2-core machine. msgspec (``explorer[scale]``) is used when installed; the
 line says which decoder ran.
 """
@@ -78,6 +79,29 @@ def verdict(doc: dict, truth: dict) -> tuple[int, int, int]:
     return len(planted & named), len(planted), len(named - planted)
 
 
+def offsets(doc: dict, truth: dict) -> str:
+    """How the recovered offsets compare with the planted ones (relative to each replica's
+    first rank). The recorded run's ranks have their own small skew (each leaves a barrier at
+    its own moment), which is part of every copy's true offset: the error includes it."""
+    clocks = doc.get("clocks") or {}
+    planted, p = truth["offsets_s"], truth["pipeline_ranks"]
+    errors = [
+        abs(o["estimate_s"] - (planted[o["rank"]] - planted[o["reference"]]))
+        for o in clocks.get("offsets", [])
+        if o["estimate_s"] is not None and o["rank"] != o["reference"]
+    ]
+    if not errors:
+        return "offsets: none bounded"
+    errors.sort()
+    width = max(abs(x) for x in planted)
+    return (
+        f"offsets: {len(errors)} bounded (of {truth['replicas'] * (p - 1)}), |estimate - planted| "
+        f"median {errors[len(errors) // 2] * 1e3:.3f} ms, max {errors[-1] * 1e3:.3f} ms "
+        f"(planted up to {width * 1e3:.0f} ms), {len(clocks.get('contradicted', []))} replicas "
+        "contradicted"
+    )
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--ranks", type=int, nargs="+", default=[1024])
@@ -100,7 +124,7 @@ def main(argv: list[str] | None = None) -> int:
             f"({doc['instructions']:,} instructions, {size:.2f} GB of rank files, written in "
             f"{made:.0f} s): read + fold + named in {wall:.1f} s wall, {cpu:.1f} s CPU "
             f"(reader {doc['seconds']:.1f} s, {doc['decoder']}), peak {peak:.0f} MB; stragglers named {found}/{planted}, "
-            f"false outliers {false}, unread {len(doc['unread'])}",
+            f"false outliers {false}, unread {len(doc['unread'])}; {offsets(doc, truth)}",
             flush=True,
         )
         if not args.keep:

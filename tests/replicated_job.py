@@ -11,11 +11,16 @@ measured by the real engine and whose anomalies are known:
   same order), so the real reader reads it;
 - the recorded iterations are tiled until each rank holds about ``events`` instructions
   (iteration ``i`` of the copy is recorded iteration ``i % n``, placed after ``i - 1``);
-- every duration is jittered (``exp(N(0, jitter))``) and every later event moves with it, so a
-  rank's own order and gaps are kept;
+- every duration is jittered by warping each replica's time: the time line is cut into
+  segments about one instruction long, each stretched by ``exp(N(0, jitter))``, the same warp for
+  every rank of the replica. A warp keeps every order, so the copies stay causally consistent (a
+  receive still ends after its send began, as on the real run) and clock offsets can be recovered
+  from them; jittering each rank on its own would move a rank's sends past its peers' receives;
 - every rank's clock is off by a known offset (its times and its start line's ``unix``);
 - stragglers are planted at known ranks: one rank's backward passes ``factor`` times slower from
-  an iteration on, one rank's activation receives ending ``delay_s`` later (a slow link).
+  an iteration on, one rank's activation receives ending ``delay_s`` later (a slow link). A
+  straggler lengthens its own instructions only (moving the rank's later events alone would
+  break causality with its peers); the fold reads durations, so it is named the same.
 
 ``truth.json`` beside the copies names the planted ranks and every offset; ``spec.json`` is the
 recorded run's, unchanged, so the job is one run of one schedule on D replicas.
@@ -133,9 +138,33 @@ def _code(line: dict) -> str:
     return text[i:j]
 
 
+def _median_duration(lines: dict[int, list[dict]]) -> float:
+    durations = sorted(
+        x["end"] - x["start"] for ls in lines.values() for x in ls if x["type"] == "instr"
+    )
+    return durations[len(durations) // 2] if durations else 0.0
+
+
 def _span(lines: dict[int, list[dict]]) -> float:
     ends = [x["end"] for ls in lines.values() for x in ls if "end" in x]
     return max(ends) if ends else 0.0
+
+
+class _Warp:
+    """A replica's time, stretched and shrunk by turns (see the module docstring): increasing,
+    so every order of events is kept; the identity when ``jitter`` is 0."""
+
+    def __init__(self, total: float, segment: float, jitter: float, rng: random.Random) -> None:
+        n = max(1, math.ceil(total / segment) + 1)
+        self.segment = segment
+        self.slopes = [math.exp(rng.gauss(0.0, jitter)) if jitter else 1.0 for _ in range(n)]
+        self.knots = [0.0]
+        for slope in self.slopes[:-1]:
+            self.knots.append(self.knots[-1] + slope * segment)
+
+    def __call__(self, t: float) -> float:
+        i = min(max(int(t // self.segment), 0), len(self.slopes) - 1)
+        return self.knots[i] + (t - i * self.segment) * self.slopes[i]
 
 
 def _write_rank(
@@ -146,8 +175,7 @@ def _write_rank(
     n_rec: int,
     period: float,
     offset: float,
-    rng: random.Random,
-    jitter: float,
+    warp: _Warp,
     planted: list[Straggler],
 ) -> None:
     """One rank's file: the recorded lines tiled over ``iterations``, jittered, planted, offset."""
@@ -164,16 +192,15 @@ def _write_rank(
 
     for x in head:
         emit(x, {**x, "rank": rank, "unix": x["unix"] + offset})
-    shift = 0.0
     for block in range(math.ceil(iterations / n_rec)):
         base = block * period
         for x in body:
             it = block * n_rec + x["iteration"]
             if it >= iterations:
                 continue
-            start = x["start"] + base + shift
+            start = warp(x["start"] + base)
             if x["type"] != "instr":
-                end = x["end"] + base + shift
+                end = warp(x["end"] + base)
                 emit(
                     x,
                     {
@@ -185,12 +212,11 @@ def _write_rank(
                     },
                 )
                 continue
-            dur = (x["end"] - x["start"]) * math.exp(rng.gauss(0.0, jitter))
+            dur = warp(x["end"] + base) - start
             code = _code(x)
             for s in planted:
                 if s.kind == code and it >= s.from_iteration:
                     dur = dur * s.factor + s.delay_s
-            shift += dur - (x["end"] - x["start"])
             emit(
                 x,
                 {
@@ -244,7 +270,10 @@ def replicate(
     out.mkdir(parents=True, exist_ok=True)
     shutil.copyfile(run / "spec.json", out / "spec.json")
     period = _span(lines) * 1.05 + 0.001
+    total = math.ceil(iterations / n_rec) * period
+    segment = _median_duration(lines) or period / 100
     for replica in range(replicas):
+        warp = _Warp(total, segment, jitter, rng)
         for r, ls in lines.items():
             rank = replica * p + r
             mine = [s for s in planted if s.rank == rank]
@@ -256,8 +285,7 @@ def replicate(
                 n_rec,
                 period,
                 truth.offsets_s[rank],
-                rng,
-                jitter,
+                warp,
                 mine,
             )
     (out / TRUTH).write_text(json.dumps(truth.to_dict(), indent=1))

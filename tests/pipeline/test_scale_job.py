@@ -11,10 +11,12 @@ from __future__ import annotations
 import json
 import shutil
 
+import numpy as np
 import pytest
 from replicated_job import TRUTH, replicate
 
 from explorer.pipeline.analysis import build
+from explorer.pipeline.analysis.clocks import clocks
 from explorer.pipeline.analysis.fold import fold
 from explorer.pipeline.runtime import RunSpec, run_pipeline
 from explorer.pipeline.schedules.instructions import KIND_BY_CODE
@@ -101,3 +103,83 @@ def test_a_broken_job_gives_a_partial_answer_naming_what_it_could_not_read(
 
 def truth_run(job) -> str:
     return json.loads((job / "spec.json").read_text())["run_id"]
+
+
+# -- clocks ---------------------------------------------------------------------------------------
+
+
+def _relative(truth) -> np.ndarray:
+    """Each rank's planted offset relative to its replica's first rank."""
+    off = np.array(truth.offsets_s)
+    p = truth.pipeline_ranks
+    return off - off[(np.arange(len(off)) // p) * p]
+
+
+def test_planted_clock_offsets_are_recovered_within_their_bounds(recorded, tmp_path, explorer_cli):
+    """The recorded run's ranks already differ by their own small skew (each takes its time zero
+    as it leaves a barrier, not at one instant): its bounds hold that skew. A copy's rank is off
+    by its planted offset plus its recorded rank's skew, so its bounds, less the planted offset,
+    must meet the recording's bounds (both hold the same unknown skew): the planted offsets are
+    recovered within the bounds, jitter and stragglers included."""
+    own = clocks(read_job(recorded))
+    assert own.contradicted == {} and own.messages > 0
+    truth = replicate(recorded, tmp_path / "job", replicas=16, seed=11)
+    found = clocks(read_job(tmp_path / "job"))
+    assert found.contradicted == {} and found.messages == 16 * own.messages
+    p = truth.pipeline_ranks
+    local = np.arange(16 * p) % p
+    low, high = found.low - _relative(truth), found.high - _relative(truth)
+    overlap = np.maximum(low, own.low[local]) <= np.minimum(high, own.high[local]) + 1e-9
+    assert overlap.all(), np.flatnonzero(~overlap)
+    assert len(found.bounded()) == 16 * (p - 1) and len(found.unbounded()) == 0
+    planted = np.abs(_relative(truth)).max()
+    assert np.nanmax(found.width) < planted / 5, "bounds narrow beside the planted offsets"
+    out = explorer_cli("read", str(tmp_path / "job"), "--json")
+    doc = json.loads(out.stdout)["clocks"]
+    assert doc["messages"] == found.messages and len(doc["offsets"]) == 16 * p
+    far = max(doc["offsets"], key=lambda o: abs(o["estimate_s"]))
+    assert far["estimate_s"] == pytest.approx(_relative(truth)[far["rank"]], abs=0.005)
+
+
+def _edit(folder, rank: int, edit) -> None:
+    """Rewrite ``rank``'s file line by line (``edit(line) -> line or None``), as the engine wrote it."""
+    path = folder / f"rank{rank}.jsonl"
+    kept = [edit(json.loads(x)) for x in path.read_text().splitlines() if x.strip()]
+    path.write_text("".join(json.dumps(x) + "\n" for x in kept if x is not None))
+
+
+def test_a_clock_that_jumps_mid_run_is_said_to_contradict_causality(recorded, tmp_path):
+    """Rank 5's clock jumps 0.5 s ahead from iteration 1 on: no single offset explains both
+    halves of its replica's messages, so that replica gets no offsets and the miss is said."""
+    truth = replicate(recorded, tmp_path / "job", replicas=4, stragglers=[], seed=12)
+
+    def jump(x: dict) -> dict:
+        if x.get("iteration", -1) >= 1 and "start" in x:
+            x = {**x, "start": x["start"] + 0.5, "end": x["end"] + 0.5}
+        return x
+
+    _edit(tmp_path / "job", 5, jump)
+    found = clocks(read_job(tmp_path / "job"))
+    replica = 5 // truth.pipeline_ranks
+    assert set(found.contradicted) == {replica}
+    contradiction = found.contradicted[replica]
+    assert contradiction.miss_s == pytest.approx(0.5, abs=0.05)
+    assert 5 in contradiction.ranks and contradiction.ranks[1] - contradiction.ranks[0] == 1
+    assert np.isnan(found.estimate[replica * 4 : replica * 4 + 4]).all()
+    said = "\n".join(found.sentences())
+    assert f"replica {replica}: no offsets explain its times: the messages between ranks" in said
+
+
+def test_messages_one_way_only_bound_an_offset_on_one_side_and_say_so(recorded, tmp_path):
+    """Without the gradients (only activations flowing forward, as in inference), each message
+    bounds its receiver's offset from above only: no rank is bounded on both sides, and the
+    report says which ranks are not, rather than a midpoint of nothing."""
+    replicate(recorded, tmp_path / "job", replicas=2, stragglers=[], seed=13)
+    for rank in range(8):
+        _edit(tmp_path / "job", rank, lambda x: None if "Grad" in x.get("instruction", "") else x)
+    found = clocks(read_job(tmp_path / "job"))
+    assert len(found.bounded()) == 0 and list(found.unbounded()) == [1, 2, 3, 5, 6, 7]
+    assert np.isfinite(found.high[[1, 2, 3]]).all() and np.isinf(found.low[[1, 2, 3]]).all()
+    assert "not bounded on both sides (no message chain each way): ranks 1, 2, 3, 5, 6, 7" in (
+        "\n".join(found.sentences())
+    )

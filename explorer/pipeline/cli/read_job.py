@@ -1,4 +1,5 @@
-"""``explorer read`` on a job's folder (replicas of one pipeline): read, folded by stage, outliers named.
+"""``explorer read`` on a job's folder (replicas of one pipeline): read, folded by stage, outliers
+named, every rank's clock offset bounded.
 
 Exit 0 when every rank was read and no rank is an outlier, 1 when a rank is named or could
 not be read in full (the answer is then partial and says so), 2 on bad input.
@@ -21,18 +22,19 @@ def _progress(done: int, total: int) -> None:
 
 
 def read(path: Path, json_out: bool) -> int:
+    from explorer.pipeline.analysis.clocks import clocks
     from explorer.pipeline.analysis.fold import fold
     from explorer.pipeline.printout.job import job_document, job_text
     from explorer.pipeline.traces.job import read_job
 
     t0 = time.perf_counter()
     job = read_job(path, _progress if sys.stderr.isatty() else None)
-    folded = fold(job)
+    folded, clocked = fold(job), clocks(job)
     took = time.perf_counter() - t0
     if json_out:
-        print(json.dumps(job_document(job, folded, took)), flush=True)
+        print(json.dumps(job_document(job, folded, took, clocked)), flush=True)
     else:
-        print(job_text(job, folded, took), flush=True)
+        print(job_text(job, folded, took, clocked), flush=True)
     return 1 if folded.outliers or job.unread else 0
 
 

@@ -2,16 +2,18 @@
 
 The text fits a screen at any number of ranks: what could not be read, the named outliers with
 the rule that named them, then one line per stage and instruction kind (the band across
-replicas over all its micro-batches). The JSON holds every band per micro-batch.
+replicas over all its micro-batches), then the clocks (each rank's offset bounds, the largest
+skew). The JSON holds every band per micro-batch and every rank's offset bounds.
 """
 
 from __future__ import annotations
 
 from collections import defaultdict
-from typing import Iterable
+from typing import Iterable, Optional
 
 import numpy as np
 
+from explorer.pipeline.analysis.clocks import Clocks
 from explorer.pipeline.analysis.fold import Band, Fold
 from explorer.pipeline.traces.job import JobTrace
 
@@ -19,7 +21,9 @@ from explorer.pipeline.traces.job import JobTrace
 SHOWN_UNREAD = 20
 
 
-def job_document(job: JobTrace, folded: Fold, seconds: float) -> dict:
+def job_document(
+    job: JobTrace, folded: Fold, seconds: float, clocks: Optional[Clocks] = None
+) -> dict:
     """The ``--json`` document (``kind: "pipeline-job"``)."""
     lay = job.layout
     return {
@@ -39,6 +43,7 @@ def job_document(job: JobTrace, folded: Fold, seconds: float) -> dict:
         "rule": folded.rule.sentence(),
         "outliers": [o.to_dict() for o in folded.outliers],
         "bands": [b.to_dict() for b in folded.bands],
+        "clocks": None if clocks is None else clocks.to_dict(),
     }
 
 
@@ -63,7 +68,9 @@ def _per_kind(bands: Iterable[Band]) -> list[tuple[int, str, float, float, float
     return rows
 
 
-def job_text(job: JobTrace, folded: Fold, seconds: float) -> str:
+def job_text(
+    job: JobTrace, folded: Fold, seconds: float, clocks: Optional[Clocks] = None
+) -> str:
     """The report ``explorer read JOB_DIR`` prints."""
     lay = job.layout
     read = lay.ranks - sum(1 for u in job.unread if u.kept == 0)
@@ -86,6 +93,8 @@ def job_text(job: JobTrace, folded: Fold, seconds: float) -> str:
         lines.append(
             f"  stage {stage:>3} {code:<3} {low * 1e3:9.3f} {med * 1e3:9.3f} {high * 1e3:9.3f}  (rank {rank})"
         )
+    if clocks is not None:
+        lines += clocks.sentences()
     return "\n".join(lines)
 
 
