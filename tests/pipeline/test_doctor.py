@@ -134,7 +134,8 @@ def test_pyspy_json_becomes_frames_and_the_main_thread_is_chosen():
     ]
     thread = main_thread(dump, 42)
     frames = frames_from_pyspy(thread, lambda f, n: f"{f}:{n}")
-    assert frames == [Frame("recv", C10D, 9, {"src": "3", "t": "<Tensor>"}, f"{C10D}:9")]
+    above = tuple(f"{C10D}:{n}" for n in (6, 7, 8))  # what a loop's wait was made for
+    assert frames == [Frame("recv", C10D, 9, {"src": "3", "t": "<Tensor>"}, f"{C10D}:9", above)]
 
 
 # -- placing in the schedule ------------------------------------------------------------------
@@ -264,7 +265,7 @@ def test_a_refused_attach_is_one_line_with_the_fix_and_a_readable_dump_is_kept()
 def test_a_rank_without_a_stack_is_described_from_its_own_file(tmp_path):
     import json
 
-    from explorer.pipeline.runtime.doctor import RankProcess, _read_log, _state
+    from explorer.pipeline.runtime.doctor import RankProcess, _read_log, _reading, _state
     from explorer.processes.stacks import PTRACE_FIX, Dump, Proc
 
     schedule = build("1f1b", 2, 4)
@@ -278,7 +279,8 @@ def test_a_rank_without_a_stack_is_described_from_its_own_file(tmp_path):
     assert (log["pid"], log["step"]) == (4242, 3)
     proc = Proc(4242, 1, "S", ("python",), {"RANK": "1"})
     dumps = {4242: Dump(4242, refused=PTRACE_FIX)}
-    s = _state(RankProcess(1, 4242, proc), dumps, log, schedule)
+    rank = RankProcess(1, 4242, proc)
+    s = _state(rank, _reading(rank, dumps), log, schedule, {})
     assert (s.activity, s.source) == ("unseen", "log")
     assert s.at is not None and s.at.step == 4  # the step after the last one it finished
     assert s.note.startswith(PTRACE_FIX) and s.note.endswith("its last finished step: 3")

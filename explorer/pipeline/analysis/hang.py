@@ -399,7 +399,15 @@ def _chain_ends(
 
 def _stuckness(state: Optional[RankState]) -> int:
     """Ties between ends: a gone rank before a sleeping one before one that computes."""
-    order = {"gone": 5, "stopped": 5, "unseen": 4, "sleeping": 3, "idle": 2, "compiling": 1, "computing": 1}
+    order = {
+        "gone": 5,
+        "stopped": 5,
+        "unseen": 4,
+        "sleeping": 3,
+        "idle": 2,
+        "compiling": 1,
+        "computing": 1,
+    }
     return 6 if state is None else order.get(state.activity, 0)
 
 

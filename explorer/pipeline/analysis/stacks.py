@@ -59,6 +59,25 @@ _EXPLORER_P2P = "explorer/pipeline/runtime/p2p.py"
 _EXPLORER_EXECUTOR = "explorer/pipeline/runtime/executor.py"
 _DEEPSPEED_ENGINE = "deepspeed/runtime/pipe/engine.py"
 _DEEPSPEED_P2P = "deepspeed/runtime/pipe/p2p.py"
+_TORCH_SCHEDULES = "torch/distributed/pipelining/schedules.py"
+_TORCH_STAGE = "torch/distributed/pipelining/stage.py"
+#: What a PyTorch pipelining schedule waits on, by the ``desc`` it gives its batched P2P ops
+#: (longest first: ``fwd_send_bwd_recv`` holds ``fwd_send``): the transfer it waits for, and
+#: whether its peer is the next stage (+1) or the previous one (-1).
+TORCH_TRANSFERS = {
+    "fwd_send_bwd_recv": ("the gradient from the next stage", +1),
+    "bwd_send_fwd_recv": ("the activation from the previous stage", -1),
+    "fwd_recv": ("the activation from the previous stage", -1),
+    "bwd_recv": ("the gradient from the next stage", +1),
+    "fwd_send": ("its activation sends to the next stage", +1),
+    "bwd_send": ("its gradient sends to the previous stage", -1),
+}
+#: PyTorch pipelining's stage methods, by the kind of work they do.
+TORCH_STAGE_METHODS = {
+    "forward_one_chunk": Kind.FORWARD,
+    "backward_one_chunk": Kind.BACKWARD,
+    "backward_weight_one_chunk": Kind.BACKWARD_WEIGHT,
+}
 #: Frames only a compilation has: Dynamo converting a frame (a first compile or a recompile),
 #: and Inductor compiling a graph (also AOTAutograd's backward graph, compiled at the first
 #: backward, when no Dynamo frame is on the stack). Running compiled code has neither: its
@@ -84,6 +103,8 @@ class Frame:
     line: int
     locals: Mapping[str, str] = field(default_factory=dict)
     source: str = ""
+    #: The few source lines above this one (nearest last): what a loop's wait was made for.
+    context: tuple[str, ...] = ()
 
     @property
     def name(self) -> str:
@@ -128,16 +149,31 @@ class StackReading:
     where: str = ""  # file:line of the innermost frame outside the libraries
     function: str = ""
     fault: bool = False  # inside the explorer's planted fault
+    #: PyTorch pipelining (``engine == "torch"``): the schedule class's frame says these.
+    microbatch: Optional[int] = None
+    stage: Optional[int] = None  # the stage index of the action (multi-stage schedules)
+    action_index: Optional[int] = None  # ``time_step``: the action's place in the rank's order
+    transfer: str = ""  # the ``desc`` of the batched P2P ops it waits on (``fwd_recv``...)
+
+
+#: Source lines read above a frame's line (a loop's wait is two lines under what it waits for).
+CONTEXT_LINES = 3
 
 
 def frames_from_pyspy(thread: Mapping[str, Any], source=None) -> list[Frame]:
-    """py-spy's JSON frames (innermost first) as :class:`Frame`; ``source(file, line)`` gives line text."""
+    """py-spy's JSON frames (innermost first) as :class:`Frame`; ``source(file, line)`` gives line
+    text (and the lines above, as context)."""
     out = []
     for f in thread.get("frames") or []:
         file, line = str(f.get("filename", "")), int(f.get("line") or 0)
         local = {str(v.get("name")): str(v.get("repr", "")) for v in f.get("locals") or []}
         text = source(file, line) if source is not None else ""
-        out.append(Frame(str(f.get("name", "")), file, line, local, text or ""))
+        above = (
+            tuple(source(file, n) or "" for n in range(max(1, line - CONTEXT_LINES), line))
+            if source is not None
+            else ()
+        )
+        out.append(Frame(str(f.get("name", "")), file, line, local, text or "", above))
     return out
 
 
@@ -214,11 +250,44 @@ def _engine_position(frames: Sequence[Frame]) -> dict[str, Any]:
         elif f.in_file(_DEEPSPEED_P2P) and f.name in ("send", "recv"):
             # both names are locals of both functions: the argument is the peer, the other is us
             out["peer_stage"] = f.int_local("dest_stage" if f.name == "send" else "src_stage")
+        elif f.in_file(_TORCH_STAGE) and f.name in TORCH_STAGE_METHODS and "kind" not in out:
+            out["engine"], out["kind"] = "torch", TORCH_STAGE_METHODS[f.name]
+        elif f.in_file(_TORCH_SCHEDULES) and f.name == "_step_microbatches":
+            out.update(_torch_position(f, out.get("kind")))
     return out
+
+
+def _torch_position(f: Frame, kind: Optional[Kind]) -> dict[str, Any]:
+    """Where a PyTorch pipelining schedule stands, from its ``_step_microbatches`` frame.
+
+    Multi-stage schedules and ``_PipelineScheduleRuntime`` hold ``time_step`` (the action's
+    place in the rank's order), ``stage_idx`` and ``mb_index``; the single-stage ones (GPipe,
+    1F1B) a micro-batch counter per direction (``i``, ``fwd_mb_index``, ``bwd_mb_index``). The
+    transfer waited on is the ``desc`` its batched P2P ops were given, on the line or just above.
+    """
+    transfer = next(
+        (t for line in (f.source, *reversed(f.context)) for t in TORCH_TRANSFERS if t in line),
+        "",
+    )
+    if kind is not None:  # computing: the stage method says which way
+        backward = kind in (Kind.BACKWARD, Kind.BACKWARD_INPUT, Kind.BACKWARD_WEIGHT)
+    else:  # waiting: for a gradient, or on its gradient sends
+        backward = transfer in ("bwd_recv", "fwd_send_bwd_recv", "bwd_send")
+    counters = ("bwd_mb_index",) if backward else ("fwd_mb_index",)
+    return {
+        "engine": "torch",
+        "transfer": transfer,
+        "action_index": f.int_local("time_step"),
+        "stage": f.int_local("stage_idx"),
+        "microbatch": f.int_local("mb_index", *counters, "i"),
+    }
 
 
 __all__ = [
     "Activity",
+    "CONTEXT_LINES",
+    "TORCH_STAGE_METHODS",
+    "TORCH_TRANSFERS",
     "DEEPSPEED_METHODS",
     "P2P_CALLS",
     "Frame",

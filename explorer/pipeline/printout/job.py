@@ -68,9 +68,7 @@ def _per_kind(bands: Iterable[Band]) -> list[tuple[int, str, float, float, float
     return rows
 
 
-def job_text(
-    job: JobTrace, folded: Fold, seconds: float, clocks: Optional[Clocks] = None
-) -> str:
+def job_text(job: JobTrace, folded: Fold, seconds: float, clocks: Optional[Clocks] = None) -> str:
     """The report ``explorer read JOB_DIR`` prints."""
     lay = job.layout
     read = lay.ranks - sum(1 for u in job.unread if u.kept == 0)

@@ -22,7 +22,7 @@ import os
 import time
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Optional, Sequence
+from typing import Mapping, Optional, Sequence, Union
 
 from explorer.errors import InputError
 from explorer.pipeline.analysis.collectives import diagnose_dumps
@@ -42,6 +42,7 @@ from explorer.pipeline.analysis.stacks import (
     main_thread,
     read_stack,
 )
+from explorer.pipeline.analysis.torch_stacks import stages_seen, torch_peer, torch_words
 from explorer.pipeline.schedules.instructions import parse_instruction
 from explorer.pipeline.schedules.schedule import Schedule
 from explorer.pipeline.traces.flight_recorder import is_flight_folder, read_dumps
@@ -112,7 +113,9 @@ def doctor(
         ranks += [RankProcess(r, None, None) for r in range(schedule.num_ranks) if r not in known]
         ranks.sort(key=lambda r: r.rank)
     dumps = dump_all([r.pid for r in ranks if r.alive and r.pid is not None])
-    states = [_state(r, dumps, logs.get(r.rank), schedule) for r in ranks]
+    readings = {r.rank: _reading(r, dumps) for r in ranks if r.alive}
+    seen_at = stages_seen(readings)
+    states = [_state(r, readings.get(r.rank), logs.get(r.rank), schedule, seen_at) for r in ranks]
     refused = next((d.refused for d in dumps.values() if d.refused == PTRACE_FIX), "")
     verdict = diagnose(states, model)
     live = sum(1 for s in states if s.source == "stack")
@@ -311,23 +314,26 @@ def _schedule(folder: Optional[Path]) -> tuple[Optional[Schedule], str]:
 
 
 def _state(
-    r: RankProcess, dumps: dict[int, Dump], log: Optional[dict], schedule: Optional[Schedule]
+    r: RankProcess,
+    reading: Union[StackReading, str, None],
+    log: Optional[dict],
+    schedule: Optional[Schedule],
+    seen_at: Mapping[int, int],
 ) -> RankState:
     log = log or {}
     since = log.get("age_s")
-    dump = dumps.get(r.pid) if r.pid is not None else None
     if not r.alive:
         return _from_log(r, log, schedule, "gone", "no process" + _last(log))
-    if dump is None or dump.refused or not dump.threads:
-        why = dump.refused if dump is not None and dump.refused else "no stack"
-        return _from_log(r, log, schedule, "unseen", why + _last(log))
-    thread = main_thread(list(dump.threads), r.pid or 0)
-    reading = read_stack(frames_from_pyspy(thread, _source), bool(thread.get("active")))
+    if not isinstance(reading, StackReading):
+        return _from_log(r, log, schedule, "unseen", (reading or "no stack") + _last(log))
     row = None
     if schedule is not None and r.rank < schedule.num_ranks:
         row = locate(schedule, r.rank, reading, after_step=log.get("step", -1))
     at, mb = placed(schedule, row) if schedule is not None else (None, -1)
     note = "a fault planted on purpose (Fault how='hang')" if reading.fault else ""
+    peer = reading.peer_rank
+    if reading.engine == "torch":
+        note, peer = torch_words(reading), torch_peer(reading, r.rank, schedule, seen_at)
     # a stopped process keeps the stack it had: what it "does" there, it will not go on doing
     stopped = r.pid is not None and process_state(r.pid) == "T"
     return RankState(
@@ -335,7 +341,7 @@ def _state(
         pid=r.pid,
         activity="stopped" if stopped else reading.activity,
         op=reading.op,
-        peer=reading.peer_rank,
+        peer=peer,
         tag=reading.tag,
         at=at,
         microbatch=mb,
@@ -344,6 +350,15 @@ def _state(
         since_s=since,
         note=note,
     )
+
+
+def _reading(r: RankProcess, dumps: dict[int, Dump]) -> Union[StackReading, str]:
+    """What the rank's live stack says, or why there is none."""
+    dump = dumps.get(r.pid) if r.pid is not None else None
+    if dump is None or dump.refused or not dump.threads:
+        return dump.refused if dump is not None and dump.refused else "no stack"
+    thread = main_thread(list(dump.threads), r.pid or 0)
+    return read_stack(frames_from_pyspy(thread, _source), bool(thread.get("active")))
 
 
 def _from_log(

@@ -1,0 +1,142 @@
+"""A ``torch.distributed.pipelining`` job that hangs, read live by the doctor in the schedule's words.
+
+A user's own 2-rank job (gloo, CPU, no explorer inside), one schedule class each test: the first
+stage's module sleeps in its forward of micro-batch 2 (the planted hang: that micro-batch's rows
+carry a mark). The other rank waits in PyTorch's
+batched P2P wait; the doctor reads, from the schedule's own frame, the transfer it waits for (the
+``desc`` of its ops), the micro-batch (and for the multi-stage runtime the action's place in the
+order and its stage), and so the rank it waits on: the verdict names the sleeper and where in
+the schedule it sleeps.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+
+import pytest
+
+from explorer.errors import InputError
+from explorer.pipeline.analysis.hang import HangVerdict
+from explorer.pipeline.runtime.doctor import doctor
+from explorer.processes import free_port, rank_env
+from tests.pipeline.conftest import alive
+
+pytestmark = pytest.mark.slow
+
+REACH_S = 240.0
+JOB = """
+import sys, time, torch, torch.distributed as dist
+from torch.distributed.pipelining import PipelineStage
+from torch.distributed.pipelining import schedules as S
+
+dist.init_process_group("gloo")
+rank, world = dist.get_rank(), dist.get_world_size()
+kind = sys.argv[1]
+per_rank = 1 if kind == "1f1b" else 2
+n = world * per_rank
+torch.manual_seed(0)
+
+
+class Layer(torch.nn.Module):
+    def __init__(self, first):
+        super().__init__()
+        self.lin, self.first = torch.nn.Linear(16, 16), first
+
+    def forward(self, x):
+        if self.first and x.device.type != "meta" and bool(x[0, 0] == MARK):
+            time.sleep(3600)  # the planted hang: the first stage's forward of micro-batch 2
+        return self.lin(x)
+
+
+MARK = 1000.0
+layers = [Layer(s == 0) for s in range(n)]
+mine = [s for s in range(n) if s % world == rank]
+stages = []
+for s in mine:
+    stage = PipelineStage(layers[s], s, n, torch.device("cpu"))
+    stage._get_init_p2p_neighbors_ops = lambda: []  # torch 2.9's handshake aborts on gloo
+    stages.append(stage)
+loss = lambda y, t: ((y - t) ** 2).mean()
+if kind == "1f1b":
+    sched = S.Schedule1F1B(stages[0], 4, loss_fn=loss)
+else:
+    sched = S._PipelineScheduleRuntime(stages, 4, loss_fn=loss)
+    order = S.ScheduleInterleaved1F1B(stages, 4, loss_fn=loss).pipeline_order
+    sched._prepare_schedule_with_comms({r: [a for a in acts if a] for r, acts in order.items()})
+x, target = torch.randn(16, 16), torch.randn(16, 16)
+x[8:12] = MARK  # micro-batch 2 of 4 (rows 8 to 11)
+sched.step(*((x,) if 0 in mine else ()), **({"target": target} if n - 1 in mine else {}))
+"""
+SLEEP_LINE = next(i for i, t in enumerate(JOB.splitlines(), 1) if "time.sleep(3600)" in t)
+
+
+def _hung(tmp_path, kind: str) -> HangVerdict:
+    script = tmp_path / "train.py"
+    script.write_text(JOB)
+    port = free_port()
+    ranks = [
+        subprocess.Popen(
+            [sys.executable, str(script), kind],
+            env=rank_env(r, 2, port, threads=1),
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        for r in range(2)
+    ]
+    verdict = None
+    try:
+        deadline = time.monotonic() + REACH_S
+        while time.monotonic() < deadline:
+            assert all(p.poll() is None for p in ranks), "a rank ended: the job did not hang"
+            try:
+                verdict = doctor([p.pid for p in ranks]).verdict
+            except InputError:  # ranks not readable yet
+                verdict = None
+            # rank 0 in its sleep (for good) and rank 1 waiting on it: the hang, not a moment of
+            # a job still moving
+            if verdict and verdict.culprit == 0 and verdict.state(0).activity == "sleeping":
+                return verdict
+            time.sleep(0.5)
+        raise AssertionError(f"the hang never became visible in {REACH_S:.0f} s: {verdict}")
+    finally:
+        for p in ranks:
+            p.kill()
+            p.wait(timeout=30)
+        assert not any(alive(p.pid) for p in ranks)
+
+
+def test_a_hung_1f1b_job_names_the_sleeping_first_stage_and_what_the_last_waits_for(tmp_path):
+    verdict = _hung(tmp_path, "1f1b")
+    assert (verdict.verdict, verdict.waiting) == ("waits-on", (1,))
+    sleeper, waiter = verdict.state(0), verdict.state(1)
+    assert (waiter.activity, waiter.op, waiter.peer, waiter.engine) == (
+        "waiting",
+        "wait",
+        0,
+        "torch",
+    )
+    assert waiter.note == (
+        "PyTorch pipelining: micro-batch 2, waiting for the activation from the previous stage "
+        "(bwd_send_fwd_recv)"
+    ), waiter.note
+    assert sleeper.activity == "sleeping" and sleeper.where.endswith(f"train.py:{SLEEP_LINE}")
+    assert sleeper.note == "PyTorch pipelining: forward, micro-batch 2", sleeper.note
+    assert verdict.describe().startswith("rank 1 wait on rank 0: rank 0 sleeps at ")
+
+
+def test_a_hung_runtime_job_names_the_action_its_stage_and_the_rank_it_waits_on(tmp_path):
+    """``_PipelineScheduleRuntime`` (what ``_load_csv`` orders run on), two stages per rank:
+    stages 0 and 2 on rank 0, 1 and 3 on rank 1. Which stage rank 0 stands at is read from its
+    frame, so rank 1's wait on stage 0 is a wait on rank 0 without knowing the placement."""
+    verdict = _hung(tmp_path, "runtime")
+    sleeper, waiter = verdict.state(0), verdict.state(1)
+    assert (verdict.verdict, verdict.waiting, waiter.peer) == ("waits-on", (1,), 0)
+    assert waiter.note.startswith("PyTorch pipelining: action #"), waiter.note
+    assert "stage 1, micro-batch 2, waiting for the activation from the previous stage" in (
+        waiter.note
+    )
+    assert sleeper.note.startswith("PyTorch pipelining: action #") and sleeper.note.endswith(
+        "stage 0, forward, micro-batch 2"
+    ), sleeper.note
