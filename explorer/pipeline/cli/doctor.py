@@ -5,8 +5,10 @@ ranks), the ranks' PIDs, the run folder the ranks write to (live where they stil
 from what they wrote), or a folder of the ranks' Flight Recorder dumps. Prints one line per
 rank (what it is doing, with whom, in which instruction, since when) and the verdict: a
 wait-for cycle, the rank everyone waits on, or a collective mismatch.
-The job is read, never stopped or changed. Exit 1 when the ranks wait (a hang named), 0 when
-no rank waits on another, 2 on bad input.
+Where the plan is known (``--kind``/``--from``, else the schedule the run folder holds), each
+rank's recorded order is checked against it and the first point one left it is named. The job is
+read, never stopped or changed. Exit 1 when the ranks wait (a hang named), 0 when no rank waits
+on another, 2 on bad input.
 """
 
 from __future__ import annotations
@@ -14,11 +16,17 @@ from __future__ import annotations
 import argparse
 import json
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Sequence
 
 from explorer.errors import InputError
+from explorer.pipeline.cli.schedule_options import (
+    ANALYSIS_LIMITS,
+    add_schedule_choice,
+    schedule_from_args,
+)
 
 if TYPE_CHECKING:
+    from explorer.pipeline.analysis.departure import Departure
     from explorer.pipeline.runtime.doctor import Diagnosis
 
 
@@ -41,7 +49,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="the run folder the ranks write rank<R>.jsonl to (found from the ranks' command lines otherwise)",
     )
     p.add_argument("--json", action="store_true", help="print the diagnosis as JSON (kind: hang)")
-    p.set_defaults(func=run)
+    plan = p.add_argument_group(
+        "plan",
+        "the schedule the ranks should run (default: the one the run folder holds): each rank's "
+        "recorded order is checked against it, and the first point one left it is named",
+    )
+    add_schedule_choice(plan, ANALYSIS_LIMITS)
+    p.set_defaults(func=run, timeout=60.0)
 
 
 def _target(text: str) -> int | Path:
@@ -65,8 +79,19 @@ def run(args: argparse.Namespace) -> int:
     folders = [t for t in args.target if isinstance(t, Path)]
     if len(folders) > 1 or (folders and args.folder is not None):
         raise InputError("give one run folder (as TARGET or --folder), not several")
-    diagnosis = doctor(pids, args.folder or (folders[0] if folders else None))
+    plan = schedule_from_args(args) if args.kind or args.from_class else None
+    diagnosis = doctor(pids, args.folder or (folders[0] if folders else None), plan=plan)
     return _report(diagnosis, args.json)
+
+
+def _plan_words(departures: Sequence[Departure]) -> str:
+    """The ranks against the plan: kept to it, or where the first left it (and the others)."""
+    if not departures:
+        return "plan: every rank's recorded order kept to it"
+    first, *rest = departures
+    lines = [f"plan: {first.sentence()} (the first to leave it)"]
+    lines += [f"  then {d.sentence()}" for d in rest]
+    return "\n".join(lines)
 
 
 def read(path: Path, json_out: bool) -> int:
@@ -91,6 +116,8 @@ def _report(diagnosis: Diagnosis, json_out: bool) -> int:
             print(f"  as the analysis says it: {verdict.deadlock.describe()}")
         if verdict.quiet_s is not None:
             print(f"  no rank has written progress for {verdict.quiet_s:.1f} s")
+        if diagnosis.departures is not None:
+            print(_plan_words(diagnosis.departures))
         if diagnosis.source == "flight-recorder":
             print(
                 f"(read from the Flight Recorder dumps in {diagnosis.folder} in {diagnosis.seconds:.2f} s)"

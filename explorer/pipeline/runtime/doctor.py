@@ -26,6 +26,7 @@ from typing import Mapping, Optional, Sequence, Union
 
 from explorer.errors import InputError
 from explorer.pipeline.analysis.collectives import diagnose_dumps
+from explorer.pipeline.analysis.departure import Departure, departures
 from explorer.pipeline.analysis.hang import (
     HangVerdict,
     RankState,
@@ -73,6 +74,9 @@ class Diagnosis:
     seconds: float
     live: int = 0  # ranks whose stack was read
     source: str = "job"  # "job" (its processes and run folder) or "flight-recorder" (dumps)
+    #: Where each rank's recorded order left the plan, first in time first (None: no plan, or
+    #: no rank recorded its instructions; empty: every rank kept to it).
+    departures: Optional[tuple[Departure, ...]] = None
 
     def to_dict(self) -> dict:
         return {
@@ -82,15 +86,23 @@ class Diagnosis:
             "seconds": round(self.seconds, 3),
             "live_stacks": self.live,
             "source": self.source,
+            "left_the_plan": None
+            if self.departures is None
+            else [d.to_dict() for d in self.departures],
         }
 
 
 def doctor(
-    pids: Sequence[int], folder: Optional[Path] = None, schedule: Optional[Schedule] = None
+    pids: Sequence[int],
+    folder: Optional[Path] = None,
+    schedule: Optional[Schedule] = None,
+    plan: Optional[Schedule] = None,
 ) -> Diagnosis:
     """Diagnose the job at ``pids`` (a launcher, or its ranks); ``folder``: where the ranks write;
     ``schedule``: the one the ranks run, where the folder holds no ``spec.json`` (a user's job
-    traced by ``explorer.instrument`` writes its schedule as lines, read by the follower).
+    traced by ``explorer.instrument`` writes its schedule as lines, read by the follower);
+    ``plan``: the one they should run, to name where a rank's recorded order left it (default:
+    the schedule the ranks run).
 
     A folder of Flight Recorder dumps (no ``rank<R>.jsonl``) is read after the fact: the first
     collective where the ranks' records differ (:mod:`explorer.pipeline.analysis.collectives`).
@@ -119,7 +131,10 @@ def doctor(
     refused = next((d.refused for d in dumps.values() if d.refused == PTRACE_FIX), "")
     verdict = diagnose(states, model)
     live = sum(1 for s in states if s.source == "stack")
-    return Diagnosis(verdict, folder, refused, time.monotonic() - t0, live)
+    ran = [x for log in logs.values() for x in log.get("ran", ())]
+    plan = plan if plan is not None else schedule
+    left = tuple(departures(plan, ran)) if plan is not None and ran else None
+    return Diagnosis(verdict, folder, refused, time.monotonic() - t0, live, departures=left)
 
 
 # -- the job's processes ----------------------------------------------------------------------
@@ -290,6 +305,9 @@ def _read_log(folder: Optional[Path], rank: int) -> dict:
             out["pid"] = record.get("pid")
         elif kind == "instr":
             out["step"] = record.get("step")
+            out.setdefault("ran", []).append(
+                {k: record.get(k) for k in ("rank", "iteration", "text", "start")}
+            )
         if kind in ("failure", "done"):
             out["end"] = kind
             out["message"] = record.get("message", "")

@@ -1,0 +1,79 @@
+"""Where a rank's recorded order left the plan: the seed's DeepSpeed order checked against the fix.
+
+The explorer's engine runs DeepSpeed's training schedule in 0.8.1's order (the seed: each stage
+receives the next activation before it sends the gradient) and fails at stage 2, step 6, as
+DeepSpeed did. Against its own plan every rank kept to it; against the fixed order (the gradient
+first), ``explorer doctor FOLDER --kind ... --order fixed`` names where each rank left it.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from explorer.pipeline.analysis import build
+from explorer.pipeline.analysis.departure import departures
+from explorer.pipeline.runtime.doctor import doctor
+
+SIZE = ["--kind", "deepspeed-train", "--stages", "4", "--microbatches", "8", "--buffers", "fixed"]
+
+
+def _records(schedule, cut: dict[int, int]) -> list[dict]:
+    """Each rank's stream as records, rank ``r`` stopping after ``cut[r]`` instructions."""
+    out = []
+    for rank in range(schedule.num_ranks):
+        stream = [ins for instrs in schedule.stream(rank) for ins in instrs]
+        for i, ins in enumerate(stream[: cut.get(rank, len(stream))]):
+            out.append({"rank": rank, "iteration": 0, "text": str(ins), "start": float(i)})
+    return out
+
+
+def test_a_rank_that_stopped_early_kept_to_the_plan_and_one_that_swapped_did_not():
+    plan = build("deepspeed-train", 2, 4)
+    records = _records(plan, {1: 3})  # rank 1 stopped (or is still running): not a departure
+    assert departures(plan, records) == []
+    mine = [r for r in records if r["rank"] == 0]
+    mine[4], mine[5] = mine[5], mine[4]  # two instructions swapped
+    (left,) = departures(plan, mine)
+    assert (left.rank, left.position, str(left.ran), str(left.planned)) == (
+        0,
+        4,
+        mine[4]["text"],
+        mine[5]["text"],
+    )
+    assert left.sentence().startswith(f"rank 0 left the plan at step {left.step}: it ran ")
+    full = _records(plan, {})
+    extra = [*full, {"rank": 1, "iteration": 0, "text": full[0]["text"], "start": 99.0}]
+    (past,) = departures(plan, extra)
+    assert past.planned is None and past.sentence().endswith("after the plan's last instruction")
+
+
+@pytest.mark.slow
+def test_the_seeds_order_leaves_the_fixed_plan_where_the_gradient_should_go_first(
+    tmp_path, explorer_cli
+):
+    run = explorer_cli("run", *SIZE, "--order", "legacy", "--out", str(tmp_path))
+    assert run.returncode == 1 and "stage 2" in run.stdout + run.stderr
+    assert doctor([], tmp_path).departures == ()  # against its own plan: kept to it
+    fixed = build("deepspeed-train", 4, 8, buffers="fixed", order="fixed")
+    left = doctor([], tmp_path, plan=fixed).departures
+    assert left is not None
+    assert {
+        (d.rank, d.step, d.ran.deepspeed_repr(), d.planned and d.planned.deepspeed_repr())
+        for d in left
+    } == {
+        (1, 6, "SendActivation(buffer_id=2)", "RecvGrad(buffer_id=0)"),
+        (2, 5, "SendActivation(buffer_id=1)", "RecvGrad(buffer_id=0)"),
+        (3, 5, "RecvActivation(buffer_id=1)", "SendGrad(buffer_id=0)"),
+    }
+    assert [d.at_s for d in left] == sorted(d.at_s for d in left)  # the first in time first
+    out = explorer_cli("doctor", str(tmp_path), *SIZE, "--order", "fixed")
+    assert out.returncode == 1, out.stderr
+    assert f"plan: {left[0].sentence()} (the first to leave it)" in out.stdout
+    doc = json.loads(
+        explorer_cli("doctor", str(tmp_path), *SIZE, "--order", "fixed", "--json").stdout
+    )
+    assert [d["rank"] for d in doc["left_the_plan"]] == [d.rank for d in left]
+    same = explorer_cli("doctor", str(tmp_path))
+    assert "plan: every rank's recorded order kept to it" in same.stdout
