@@ -184,8 +184,11 @@ def _messages(job: JobTrace) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     hit = send_keys[pos] == key[recv_at]
     s, r = send_at[pos[hit]], recv_at[hit]
     a, b = rank[s].astype(np.int64), rank[r].astype(np.int64)
-    other = a != b  # two stages of one rank share its clock
-    return a[other], b[other], (job.end[at[r]] - job.start[at[s]])[other]
+    slack = job.end[at[r]] - job.start[at[s]]
+    kept = (a != b) & np.isfinite(
+        slack
+    )  # one rank's stages share its clock; a NaN time says nothing
+    return a[kept], b[kept], slack[kept]
 
 
 def _contradiction(pairs: np.ndarray, first: int) -> Contradiction:
