@@ -34,7 +34,7 @@ from torch.distributed.pipelining import schedules as S
 dist.init_process_group("gloo")
 rank, world = dist.get_rank(), dist.get_world_size()
 kind = sys.argv[1]
-per_rank = 1 if kind == "1f1b" else 2
+per_rank = 2 if kind == "runtime" else 1
 n = world * per_rank
 torch.manual_seed(0)
 
@@ -61,6 +61,9 @@ for s in mine:
 loss = lambda y, t: ((y - t) ** 2).mean()
 if kind == "1f1b":
     sched = S.Schedule1F1B(stages[0], 4, loss_fn=loss)
+elif kind == "csv":  # an order edited into a cycle, loaded as PyTorch loads a CSV
+    sched = S._PipelineScheduleRuntime(stages, 4, loss_fn=loss)
+    sched._load_csv(sys.argv[2], format="compute_comms")
 else:
     sched = S._PipelineScheduleRuntime(stages, 4, loss_fn=loss)
     order = S.ScheduleInterleaved1F1B(stages, 4, loss_fn=loss).pipeline_order
@@ -72,13 +75,31 @@ sched.step(*((x,) if 0 in mine else ()), **({"target": target} if n - 1 in mine 
 SLEEP_LINE = next(i for i, t in enumerate(JOB.splitlines(), 1) if "time.sleep(3600)" in t)
 
 
-def _hung(tmp_path, kind: str) -> HangVerdict:
-    script = tmp_path / "train.py"
+#: An order with its transfers (``compute_comms``, which PyTorch loads without simulating it; a
+#: compute-only order that cannot finish is refused by its lowering pass). Rank 0 runs each
+#: backward right after its forward; rank 1 runs two forwards before its first backward. Rank 0
+#: waits for micro-batch 0's gradient before it sends micro-batch 1's activation; rank 1 waits
+#: for that activation before it sends the gradient: a wait-for cycle.
+CYCLE_CSV = (
+    ",".join(f"0F{m},0SEND_F{m},0RECV_B{m},0B{m}" for m in range(4))
+    + "\n"
+    + ",".join(
+        f"1RECV_F{a},1F{a},1RECV_F{b},1F{b},1B{a},1SEND_B{a},1B{b},1SEND_B{b}"
+        for a, b in ((0, 1), (2, 3))
+    )
+    + "\n"
+)
+
+
+def _hung(tmp_path, kind: str, ready=None) -> HangVerdict:
+    script, csv = tmp_path / "train.py", tmp_path / "order.csv"
     script.write_text(JOB)
+    csv.write_text(CYCLE_CSV)
+    ready = ready or (lambda v: v.culprit == 0 and v.state(0).activity == "sleeping")
     port = free_port()
     ranks = [
         subprocess.Popen(
-            [sys.executable, str(script), kind],
+            [sys.executable, str(script), kind, str(csv)],
             env=rank_env(r, 2, port, threads=1),
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
@@ -94,9 +115,8 @@ def _hung(tmp_path, kind: str) -> HangVerdict:
                 verdict = doctor([p.pid for p in ranks]).verdict
             except InputError:  # ranks not readable yet
                 verdict = None
-            # rank 0 in its sleep (for good) and rank 1 waiting on it: the hang, not a moment of
-            # a job still moving
-            if verdict and verdict.culprit == 0 and verdict.state(0).activity == "sleeping":
+            # the hang for good (rank 0 in its sleep, or the cycle), not a moment of a job moving
+            if verdict is not None and ready(verdict):
                 return verdict
             time.sleep(0.5)
         raise AssertionError(f"the hang never became visible in {REACH_S:.0f} s: {verdict}")
@@ -140,3 +160,18 @@ def test_a_hung_runtime_job_names_the_action_its_stage_and_the_rank_it_waits_on(
     assert sleeper.note.startswith("PyTorch pipelining: action #") and sleeper.note.endswith(
         "stage 0, forward, micro-batch 2"
     ), sleeper.note
+
+
+def test_an_order_edited_into_a_cycle_is_named_as_the_cycle_between_the_two_waits(tmp_path):
+    """PyTorch #172668's kind of case: an order that no run can finish, loaded through
+    ``_load_csv`` as a user edits one. Both ranks wait in PyTorch's P2P wait; the transfers they
+    wait for close the loop."""
+    verdict = _hung(tmp_path, "csv", ready=lambda v: v.verdict == "cycle")
+    assert set(verdict.cycle) == {0, 1}
+    first, last = verdict.state(0), verdict.state(1)
+    assert (first.peer, last.peer) == (1, 0)
+    assert "micro-batch 0, waiting for the gradient from the next stage (bwd_recv)" in first.note
+    assert "micro-batch 1, waiting for the activation from the previous stage (fwd_recv)" in (
+        last.note
+    ), last.note
+    assert verdict.describe().startswith("wait-for cycle: ")
