@@ -249,3 +249,22 @@ def test_waiting_for_a_diagnosis_ends_when_the_following_ends():
     assert follower._thread is not None
     follower._thread.join(timeout=30)
     assert not follower._thread.is_alive()
+
+
+def test_a_job_that_ended_is_diagnosed_from_what_its_ranks_wrote(monkeypatch):
+    """The diagnose button on a job whose launcher has exited: no process is left to read, so
+    the doctor reads the run folder alone (its ``pids`` empty), not the dead launcher's PID."""
+    calls = []
+
+    def doctor(pids, folder, schedule=None):
+        calls.append(list(pids))
+        return Diagnosis(_verdict(), None, "", 0.1, 0)
+
+    monkeypatch.setattr(job_follower, "doctor", doctor)
+    ended = SimpleNamespace(pid=4242, poll=lambda: 0)
+    follower, clock, run = _follower(job=ended, auto_diagnose=False)
+    run.write()
+    follower.poll()
+    assert follower.diagnose() is not None
+    assert calls == [[]]
+    assert _follower(job=LAUNCHER)[0].pids() == [4242]  # a job still running: its process

@@ -161,7 +161,10 @@ class JobFollower:
 
     def pids(self) -> list[int]:
         """The job's process to diagnose (``job=``'s PID); none: the ranks' PIDs their start
-        lines name are diagnosed (on this machine)."""
+        lines name are diagnosed (on this machine). None either once the job has ended: its
+        processes are gone, and what the ranks wrote is what tells the story."""
+        if self.launcher_ended():
+            return []
         pid = self.job if isinstance(self.job, int) else getattr(self.job, "pid", None)
         return [pid] if isinstance(pid, int) else []
 
