@@ -236,9 +236,7 @@ def test_whoever_sees_the_diagnosis_sees_the_grid_that_shows_it(monkeypatch):
     clock.now = 1.0
     run.write()  # it moved: a new wait is for a diagnosis made after this
     follower.poll()
-    started = time.monotonic()
     assert follower.wait_for_diagnosis(timeout_s=0.05) is None  # not the one from before
-    assert time.monotonic() - started >= 0.05
 
 
 def test_waiting_for_a_diagnosis_ends_when_the_following_ends():
