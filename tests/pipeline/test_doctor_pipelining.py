@@ -91,11 +91,22 @@ CYCLE_CSV = (
 )
 
 
+def _sleeper_and_final_wait(verdict: HangVerdict) -> bool:
+    """Rank 0 asleep in micro-batch 2 and rank 1 in its wait for that micro-batch: where the job
+    stays. A moment earlier rank 1 may still be in the wait for micro-batch 1 (its data already
+    sent, the rank not yet scheduled on a busy machine): not the hang, so not the verdict."""
+    return (
+        verdict.culprit == 0
+        and verdict.state(0).activity == "sleeping"
+        and "micro-batch 2, waiting for" in verdict.state(1).note
+    )
+
+
 def _hung(tmp_path, kind: str, ready=None) -> HangVerdict:
     script, csv = tmp_path / "train.py", tmp_path / "order.csv"
     script.write_text(JOB)
     csv.write_text(CYCLE_CSV)
-    ready = ready or (lambda v: v.culprit == 0 and v.state(0).activity == "sleeping")
+    ready = ready or _sleeper_and_final_wait
     port = free_port()
     ranks = [
         subprocess.Popen(
@@ -166,7 +177,13 @@ def test_an_order_edited_into_a_cycle_is_named_as_the_cycle_between_the_two_wait
     """PyTorch #172668's kind of case: an order that no run can finish, loaded through
     ``_load_csv`` as a user edits one. Both ranks wait in PyTorch's P2P wait; the transfers they
     wait for close the loop."""
-    verdict = _hung(tmp_path, "csv", ready=lambda v: v.verdict == "cycle")
+    # the cycle for good: rank 1 waiting for micro-batch 1 (a moment earlier both may wait on
+    # micro-batch 0's transfers, already under way)
+    verdict = _hung(
+        tmp_path,
+        "csv",
+        ready=lambda v: v.verdict == "cycle" and "micro-batch 1, waiting" in v.state(1).note,
+    )
     assert set(verdict.cycle) == {0, 1}
     first, last = verdict.state(0), verdict.state(1)
     assert (first.peer, last.peer) == (1, 0)
