@@ -131,7 +131,7 @@ def doctor(
     refused = next((d.refused for d in dumps.values() if d.refused == PTRACE_FIX), "")
     verdict = diagnose(states, model)
     live = sum(1 for s in states if s.source == "stack")
-    ran = [x for log in logs.values() for x in log.get("ran", ())]
+    ran = [x for log in logs.values() for x in log.get("ran", ()) if x.get("text")]
     plan = plan if plan is not None else schedule
     left = tuple(departures(plan, ran)) if plan is not None and ran else None
     return Diagnosis(verdict, folder, refused, time.monotonic() - t0, live, departures=left)
