@@ -189,7 +189,7 @@ class Supervisor:
         if self.frozen_after_s is None or now - self._states_read < STATE_EVERY_S:
             return bool(self.frozen)
         self._states_read = now
-        for rank in self.running():
+        for rank in (r for r in self.procs if r not in self._ended):  # as the loop just polled
             if process_state(self.procs[rank].pid) != "T":
                 self._held.pop(rank, None)  # moving again (SIGCONT): not frozen
                 continue

@@ -9,8 +9,9 @@ were collected in one run with another folder's.
 from __future__ import annotations
 
 import subprocess
-import sys
 from pathlib import Path
+
+from cli_in_process import run_cli_child
 
 ROOT = Path(__file__).resolve().parents[2]
 SEED_CLASS = "seedfix:FixBufferTrainSchedule"
@@ -30,12 +31,5 @@ def stop_launcher(proc: subprocess.Popen) -> None:
 def explorer_cli(
     args: list[str], env: dict, cwd: Path, timeout: float = 300
 ) -> subprocess.CompletedProcess:
-    """``python -m explorer ARGS`` as a user types it."""
-    return subprocess.run(
-        [sys.executable, "-m", "explorer", *args],
-        env=env,
-        cwd=cwd,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-    )
+    """``python -m explorer ARGS`` as a user types it (the suite's one child-CLI runner)."""
+    return run_cli_child(args, cwd=cwd, env=env, timeout=timeout)

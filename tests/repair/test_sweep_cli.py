@@ -18,19 +18,14 @@ import threading
 import time
 
 import pytest
+from cli_in_process import run_cli_child
 from repair_classes import SEED_CLASS, TODAY_CLASS
 
 SEED = ["--kind", "deepspeed-train", "--buffers", "fixed", "--order", "legacy"]
 
 
 def cli(*args: str, env: dict | None = None, timeout: float = 300) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "explorer.cli", *args],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=timeout,
-    )
+    return run_cli_child(args, env=env, timeout=timeout)
 
 
 @pytest.mark.slow  # the sweep runs in worker processes

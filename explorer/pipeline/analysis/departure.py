@@ -69,10 +69,13 @@ def departures(schedule: Schedule, records: Iterable[Mapping]) -> list[Departure
         if r.get("text") and r.get("rank") is not None:
             ran[int(r["rank"]), int(r.get("iteration") or 0)].append(r)
     found: dict[int, Departure] = {}
+    plans: dict[int, list[tuple[int, Instruction]]] = {}
     for (rank, iteration), texts in sorted(ran.items()):
         if rank in found or not 0 <= rank < schedule.num_ranks:
             continue
-        plan = _planned(schedule, rank)
+        if rank not in plans:  # one stream per rank, whatever the iterations
+            plans[rank] = _planned(schedule, rank)
+        plan = plans[rank]
         for position, record in enumerate(texts):
             text = str(record["text"])
             planned = plan[position] if position < len(plan) else None
