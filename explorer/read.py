@@ -24,7 +24,7 @@ from explorer.detect import Detected, Detector, first_recognised
 from explorer.errors import InputError
 from explorer.pipeline.cli import doctor as doctor_cli
 from explorer.pipeline.cli import read_instrumented, read_job, read_profile, read_run
-from explorer.pipeline.traces.detect import FLIGHT_RECORDER, INSTRUMENTED, RUN_FOLDER
+from explorer.pipeline.traces.detect import FLIGHT_RECORDER, INSTRUMENTED, RUN_FOLDER, STACKS
 from explorer.pipeline.traces.job_folder import JOB_FOLDER
 from explorer.pipeline.traces.profiler.detect import PROFILE
 from explorer.xla.cli import read as xla_read
@@ -55,6 +55,7 @@ KINDS: tuple[Kind, ...] = (
     Kind(PROFILE, read_profile.read),
     Kind(ARTIFACTS, xla_read.read),
     Kind(FLIGHT_RECORDER, doctor_cli.read),
+    Kind(STACKS, doctor_cli.read),
 )
 #: Every detector, in the order they are tried.
 DETECTORS: tuple[Detector, ...] = tuple(k.detector for k in KINDS)

@@ -265,7 +265,7 @@ def test_a_refused_attach_is_one_line_with_the_fix_and_a_readable_dump_is_kept()
 def test_a_rank_without_a_stack_is_described_from_its_own_file(tmp_path):
     import json
 
-    from explorer.pipeline.runtime.doctor import RankProcess, _read_log, _reading, _state
+    from explorer.pipeline.runtime.doctor import RankProcess, _read_log, _state, _thread
     from explorer.processes.stacks import PTRACE_FIX, Dump, Proc
 
     schedule = build("1f1b", 2, 4)
@@ -280,7 +280,7 @@ def test_a_rank_without_a_stack_is_described_from_its_own_file(tmp_path):
     proc = Proc(4242, 1, "S", ("python",), {"RANK": "1"})
     dumps = {4242: Dump(4242, refused=PTRACE_FIX)}
     rank = RankProcess(1, 4242, proc)
-    s = _state(rank, _reading(rank, dumps), log, schedule, {})
+    s = _state(rank, _thread(rank, dumps), log, schedule, {})
     assert (s.activity, s.source) == ("unseen", "log")
     assert s.at is not None and s.at.step == 4  # the step after the last one it finished
     assert s.note.startswith(PTRACE_FIX) and s.note.endswith("its last finished step: 3")

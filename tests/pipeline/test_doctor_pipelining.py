@@ -11,6 +11,7 @@ the schedule it sleeps.
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import time
@@ -19,19 +20,21 @@ import pytest
 
 from explorer.errors import InputError
 from explorer.pipeline.analysis.hang import HangVerdict
-from explorer.pipeline.runtime.doctor import doctor
+from explorer.pipeline.runtime.doctor import NO_STACK, doctor
 from explorer.processes import free_port, rank_env
+from explorer.processes.stacks import py_spy
 from tests.pipeline.conftest import alive
 
 pytestmark = pytest.mark.slow
 
 REACH_S = 240.0
 JOB = """
-import sys, time, torch, torch.distributed as dist
+import datetime, os, sys, time, torch, torch.distributed as dist
 from torch.distributed.pipelining import PipelineStage
 from torch.distributed.pipelining import schedules as S
 
-dist.init_process_group("gloo")
+timeout = datetime.timedelta(seconds=float(os.environ.get("JOB_TIMEOUT_S", "1800")))
+dist.init_process_group("gloo", timeout=timeout)
 rank, world = dist.get_rank(), dist.get_world_size()
 kind = sys.argv[1]
 per_rank = 2 if kind == "runtime" else 1
@@ -103,6 +106,9 @@ def _sleeper_and_final_wait(verdict: HangVerdict) -> bool:
 
 
 def _hung(tmp_path, kind: str, ready=None) -> HangVerdict:
+    """The live verdict once the job hangs for good. At that moment the ranks' stacks are also
+    saved (``doctor --save``) and dumped as a person would (``py-spy dump --locals``, one text
+    file per rank); once the job is gone, both folders must give the live verdict again."""
     script, csv = tmp_path / "train.py", tmp_path / "order.csv"
     script.write_text(JOB)
     csv.write_text(CYCLE_CSV)
@@ -128,14 +134,42 @@ def _hung(tmp_path, kind: str, ready=None) -> HangVerdict:
                 verdict = None
             # the hang for good (rank 0 in its sleep, or the cycle), not a moment of a job moving
             if verdict is not None and ready(verdict):
-                return verdict
+                _dump_as_a_person_would(ranks, tmp_path / "pyspy")
+                saved = doctor([p.pid for p in ranks], save=tmp_path / "saved").verdict
+                if ready(saved):  # the same moment as the dumps: the job stays there
+                    break
             time.sleep(0.5)
-        raise AssertionError(f"the hang never became visible in {REACH_S:.0f} s: {verdict}")
+        else:
+            raise AssertionError(f"the hang never became visible in {REACH_S:.0f} s: {verdict}")
     finally:
         for p in ranks:
             p.kill()
             p.wait(timeout=30)
         assert not any(alive(p.pid) for p in ranks)
+    for folder in ("saved", "pyspy"):
+        after = doctor([], tmp_path / folder)
+        assert after.source == "stacks" and _gist(after.verdict) == _gist(saved), (folder, after)
+    return saved
+
+
+def _dump_as_a_person_would(ranks, folder) -> None:
+    folder.mkdir(exist_ok=True)
+    for r, p in enumerate(ranks):
+        out = subprocess.run(
+            [py_spy(), "dump", "--pid", str(p.pid), "--locals", "--nonblocking"],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        (folder / f"rank{r}.txt").write_text(out.stdout)
+
+
+def _gist(verdict: HangVerdict) -> tuple:
+    """What a verdict says, apart from when and how it was read (live or saved)."""
+    ranks = tuple(
+        (s.rank, s.activity, s.op, s.peer, s.engine, s.note, s.where) for s in verdict.ranks
+    )
+    return verdict.verdict, verdict.culprit, verdict.waiting, verdict.cycle, ranks
 
 
 def test_a_hung_1f1b_job_names_the_sleeping_first_stage_and_what_the_last_waits_for(tmp_path):
@@ -192,3 +226,48 @@ def test_an_order_edited_into_a_cycle_is_named_as_the_cycle_between_the_two_wait
         last.note
     ), last.note
     assert verdict.describe().startswith("wait-for cycle: ")
+
+
+def test_a_job_that_died_of_its_hang_is_diagnosed_from_the_tracebacks_in_its_logs(tmp_path):
+    """After the fact, from what the job printed: the 1F1B job under torchrun with a short
+    process-group timeout. Rank 1's wait times out and prints its traceback; torchrun then ends
+    rank 0 (asleep in its forward), which prints nothing. torchrun's per-rank logs
+    (``--log-dir``) and its console output each say: rank 1 waited for the activation from the
+    previous stage, on rank 0, which left no stack."""
+    script, logs, console = tmp_path / "train.py", tmp_path / "logs", tmp_path / "console"
+    script.write_text(JOB)
+    console.mkdir()
+    torchrun = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2"]
+    tee = [
+        "--log-dir",
+        str(logs),
+        "--redirects",
+        "3",
+        "--tee",
+        "3",
+        "--master-port",
+        str(free_port()),
+    ]
+    env = {**os.environ, "JOB_TIMEOUT_S": "8", "OMP_NUM_THREADS": "1"}
+    done = subprocess.run(
+        [*torchrun, *tee, str(script), "1f1b"], env=env, capture_output=True, text=True, timeout=300
+    )
+    assert done.returncode != 0, "the job should have died of its hang"
+    (console / "job.log").write_text(done.stdout + done.stderr)
+    for folder in (logs, console):
+        diagnosis = doctor([], folder)
+        verdict = diagnosis.verdict
+        assert diagnosis.source == "stacks" and (verdict.verdict, verdict.culprit) == (
+            "waits-on",
+            0,
+        )
+        sleeper, waiter = verdict.state(0), verdict.state(1)
+        assert (sleeper.activity, sleeper.note) == ("unseen", NO_STACK), sleeper
+        assert (waiter.activity, waiter.op, waiter.peer, waiter.source) == (
+            "waiting",
+            "wait",
+            0,
+            "traceback",
+        ), waiter
+        assert "waiting for the activation from the previous stage" in waiter.note, waiter.note
+        assert "Timed out" in waiter.note and waiter.describe().startswith("rank 1 waited in")

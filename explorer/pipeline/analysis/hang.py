@@ -27,6 +27,9 @@ from explorer.pipeline.analysis.stacks import Activity, StackReading
 from explorer.pipeline.schedules.instructions import KIND_BY_DEEPSPEED_NAME, Kind
 from explorer.pipeline.schedules.schedule import Schedule
 
+#: Sources that saw the rank's stack: live (``stack``), saved by ``--save`` or py-spy
+#: (``saved``), or printed as the rank ended (``traceback``).
+SEEN = ("stack", "saved", "traceback")
 VerdictKind = Literal["cycle", "waits-on", "collective-mismatch", "no-wait"]
 _SENDS = ("send", "isend", "send_object_list")
 _RECVS = ("recv", "irecv", "recv_object_list")
@@ -46,7 +49,9 @@ class RankState:
     microbatch: int = -1
     where: str = ""  # the innermost file:line outside the libraries
     since_s: Optional[float] = None  # seconds since the rank last wrote progress
-    source: str = "stack"  # "stack" (live) or "log" (what the rank wrote itself)
+    source: str = (
+        "stack"  # "stack" (live), "saved"/"traceback" (left as text), "log" (its own file)
+    )
     engine: str = ""  # the pipeline engine read from the frames: "explorer", "deepspeed" or ""
     note: str = ""  # planted fault, last line written, why no stack...
 
@@ -56,7 +61,7 @@ class RankState:
         if self.activity == "waiting":
             peer = "" if self.peer is None else f" {self._direction()} {self._peer()}"
             call = f"dist.{self.op}" if self.op != "wait" else "a wait on posted transfers"
-            verb = "waited" if self.source in ("log", "flight-recorder") else "waits"  # the past
+            verb = "waits" if self.source == "stack" else "waited"  # the past
             return f"{verb} in {ins or call}{peer}" + (f" ({call})" if ins else "")
         if self.activity == "gone":
             return "is gone" + (f" (last in {ins})" if ins else "")
@@ -271,7 +276,7 @@ def diagnose(states: Sequence[RankState], model: str = "blocking") -> HangVerdic
     """The verdict on ``states`` (see the module docstring)."""
     ranks = tuple(sorted(states, key=lambda s: s.rank))
     by_rank = {s.rank: s for s in ranks}
-    unseen = tuple(s.rank for s in ranks if s.source != "stack")
+    unseen = tuple(s.rank for s in ranks if s.source not in SEEN)
     mismatch = collectives_apart(ranks)
     if mismatch is not None:
         return HangVerdict("collective-mismatch", ranks, mismatch=mismatch, unseen=unseen)

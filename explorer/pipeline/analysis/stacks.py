@@ -19,6 +19,7 @@ from a wait without reading files here.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Any, Literal, Mapping, Optional, Sequence
 
@@ -161,19 +162,26 @@ CONTEXT_LINES = 3
 
 
 def frames_from_pyspy(thread: Mapping[str, Any], source=None) -> list[Frame]:
-    """py-spy's JSON frames (innermost first) as :class:`Frame`; ``source(file, line)`` gives line
-    text (and the lines above, as context)."""
+    """py-spy's JSON frames (innermost first) as :class:`Frame`; a frame's own ``source`` and
+    ``context`` (a saved stack's, a traceback's line) come first, else ``source(file, line)``
+    gives the line's text (and the lines above, as context)."""
     out = []
     for f in thread.get("frames") or []:
         file, line = str(f.get("filename", "")), int(f.get("line") or 0)
         local = {str(v.get("name")): str(v.get("repr", "")) for v in f.get("locals") or []}
-        text = source(file, line) if source is not None else ""
-        above = (
-            tuple(source(file, n) or "" for n in range(max(1, line - CONTEXT_LINES), line))
-            if source is not None
-            else ()
+        text = f.get("source") or (source(file, line) if source is not None else "")
+        above = f.get("context")
+        if not isinstance(above, (list, tuple)):
+            above = (
+                tuple(source(file, n) or "" for n in range(max(1, line - CONTEXT_LINES), line))
+                if source is not None
+                else ()
+            )
+        out.append(
+            Frame(
+                str(f.get("name", "")), file, line, local, str(text or ""), tuple(map(str, above))
+            )
         )
-        out.append(Frame(str(f.get("name", "")), file, line, local, text or "", above))
     return out
 
 
@@ -194,6 +202,8 @@ def read_stack(frames: Sequence[Frame], active: bool) -> StackReading:
     if call is not None:
         op = call.name
         peer = call.int_local(P2P_CALLS[op]) if op in P2P_CALLS else None
+        if peer is None and op in P2P_CALLS:
+            peer = _peer_in_call_line(frames, op)
         tag = call.int_local("tag")
     elif any(f.in_file(_EXPLORER_P2P) and f.name == "drain" for f in frames):
         op = "wait"  # posted sends waited at the end of an iteration
@@ -220,6 +230,18 @@ def read_stack(frames: Sequence[Frame], active: bool) -> StackReading:
         function=user.function if user else "",
         **engine,
     )
+
+
+def _peer_in_call_line(frames: Sequence[Frame], op: str) -> Optional[int]:
+    """The peer a caller's line names as a literal (``dist.recv(t, src=0)``): a stack without
+    locals (a traceback, a dump taken without ``--locals``) still says whom the rank waited on."""
+    name = P2P_CALLS[op]
+    pattern = re.compile(rf"\b{op}\(.*\b{name}\s*=\s*(\d+)\b")
+    for f in frames:
+        m = pattern.search(f.source)
+        if m is not None:
+            return int(m.group(1))
+    return None
 
 
 def _library(frame: Frame) -> bool:

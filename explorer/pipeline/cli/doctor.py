@@ -2,7 +2,9 @@
 
 TARGET is the launcher's PID (torchrun, deepspeed, ``explorer run``, a script that starts the
 ranks), the ranks' PIDs, the run folder the ranks write to (live where they still run, else
-from what they wrote), or a folder of the ranks' Flight Recorder dumps. Prints one line per
+from what they wrote), a folder of the ranks' Flight Recorder dumps, or a folder of the stacks
+they left (``--save``'s, ``py-spy dump`` outputs, or their logs holding the tracebacks they
+printed as they died: torchrun's ``--log-dir``, one console log). Prints one line per
 rank (what it is doing, with whom, in which instruction, since when) and the verdict: a
 wait-for cycle, the rank everyone waits on, or a collective mismatch.
 Where the plan is known (``--kind``/``--from``, else the schedule the run folder holds), each
@@ -49,6 +51,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="the run folder the ranks write rank<R>.jsonl to (found from the ranks' command lines otherwise)",
     )
     p.add_argument("--json", action="store_true", help="print the diagnosis as JSON (kind: hang)")
+    p.add_argument(
+        "--save",
+        type=Path,
+        metavar="DIR",
+        help="also write each rank's stack (and the run's spec.json) to DIR: `explorer doctor DIR` "
+        "gives the same verdict after the job is gone, on any machine",
+    )
     plan = p.add_argument_group(
         "plan",
         "the schedule the ranks should run (default: the one the run folder holds): each rank's "
@@ -80,8 +89,19 @@ def run(args: argparse.Namespace) -> int:
     if len(folders) > 1 or (folders and args.folder is not None):
         raise InputError("give one run folder (as TARGET or --folder), not several")
     plan = schedule_from_args(args) if args.kind or args.from_class else None
-    diagnosis = doctor(pids, args.folder or (folders[0] if folders else None), plan=plan)
-    return _report(diagnosis, args.json)
+    if args.save is not None and not pids:
+        raise InputError("--save DIR saves a running job's stacks: give the job's PIDs with it")
+    if args.save is not None and args.save.exists() and not args.save.is_dir():
+        raise InputError(
+            f"--save {args.save}: that is a file; give a folder to write the stacks to"
+        )
+    diagnosis = doctor(
+        pids, args.folder or (folders[0] if folders else None), plan=plan, save=args.save
+    )
+    code = _report(diagnosis, args.json)
+    if args.save is not None and not args.json:
+        print(f"stacks saved to {args.save}: `explorer doctor {args.save}` reads them again")
+    return code
 
 
 def _plan_words(departures: Sequence[Departure]) -> str:
@@ -95,7 +115,7 @@ def _plan_words(departures: Sequence[Departure]) -> str:
 
 
 def read(path: Path, json_out: bool) -> int:
-    """``explorer read DIR`` on a folder of Flight Recorder dumps: the doctor's verdict from them."""
+    """``explorer read DIR`` on a folder of Flight Recorder dumps or of stacks: the doctor's verdict."""
     from explorer.pipeline.runtime.doctor import doctor
 
     return _report(doctor([], path), json_out)
@@ -118,7 +138,11 @@ def _report(diagnosis: Diagnosis, json_out: bool) -> int:
             print(f"  no rank has written progress for {verdict.quiet_s:.1f} s")
         if diagnosis.departures is not None:
             print(_plan_words(diagnosis.departures))
-        if diagnosis.source == "flight-recorder":
+        if diagnosis.source == "stacks":
+            print(
+                f"(read from the stacks the ranks left in {diagnosis.folder} in {diagnosis.seconds:.2f} s)"
+            )
+        elif diagnosis.source == "flight-recorder":
             print(
                 f"(read from the Flight Recorder dumps in {diagnosis.folder} in {diagnosis.seconds:.2f} s)"
             )

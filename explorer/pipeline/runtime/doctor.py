@@ -19,6 +19,7 @@ from __future__ import annotations
 import json
 import linecache
 import os
+import shutil
 import time
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -37,6 +38,7 @@ from explorer.pipeline.analysis.hang import (
     placed,
 )
 from explorer.pipeline.analysis.stacks import (
+    CONTEXT_LINES,
     Activity,
     StackReading,
     frames_from_pyspy,
@@ -47,6 +49,13 @@ from explorer.pipeline.analysis.torch_stacks import stages_seen, torch_peer, tor
 from explorer.pipeline.schedules.instructions import parse_instruction
 from explorer.pipeline.schedules.schedule import Schedule
 from explorer.pipeline.traces.flight_recorder import is_flight_folder, read_dumps
+from explorer.pipeline.traces.stack_folder import (
+    SavedStack,
+    StackFolder,
+    is_stack_folder,
+    read_stack_folder,
+    save_stack,
+)
 from explorer.processes.ranks import process_state
 from explorer.processes.stacks import PTRACE_FIX, Dump, Proc, dump_all, read_proc, tree
 
@@ -73,7 +82,8 @@ class Diagnosis:
     refused: str  # one line when attaching was refused ("" otherwise)
     seconds: float
     live: int = 0  # ranks whose stack was read
-    source: str = "job"  # "job" (its processes and run folder) or "flight-recorder" (dumps)
+    #: "job" (its processes and run folder), "flight-recorder" (dumps) or "stacks" (left as files)
+    source: str = "job"
     #: Where each rank's recorded order left the plan, first in time first (None: no plan, or
     #: no rank recorded its instructions; empty: every rank kept to it).
     departures: Optional[tuple[Departure, ...]] = None
@@ -97,6 +107,7 @@ def doctor(
     folder: Optional[Path] = None,
     schedule: Optional[Schedule] = None,
     plan: Optional[Schedule] = None,
+    save: Optional[Path] = None,
 ) -> Diagnosis:
     """Diagnose the job at ``pids`` (a launcher, or its ranks); ``folder``: where the ranks write;
     ``schedule``: the one the ranks run, where the folder holds no ``spec.json`` (a user's job
@@ -106,12 +117,17 @@ def doctor(
 
     A folder of Flight Recorder dumps (no ``rank<R>.jsonl``) is read after the fact: the first
     collective where the ranks' records differ (:mod:`explorer.pipeline.analysis.collectives`).
+    A folder of stacks the job left (``save``'s, py-spy's, the tracebacks in its logs:
+    :mod:`explorer.pipeline.traces.stack_folder`) is read as the live stacks would be.
+    ``save``: write each live rank's stack there, to be read again when the job is gone.
     """
     t0 = time.monotonic()
     if not pids and folder is not None and not any(Path(folder).glob("rank*.jsonl")):
         if is_flight_folder(Path(folder)):
             verdict = diagnose_dumps(read_dumps(Path(folder)))
             return Diagnosis(verdict, Path(folder), "", time.monotonic() - t0, 0, "flight-recorder")
+        if is_stack_folder(Path(folder)):
+            return _from_saved(read_stack_folder(Path(folder)), t0, schedule, plan)
     ranks = find_ranks(pids, folder) if pids else ranks_in_folder(folder)
     folder = folder or _folder_of(ranks)
     logs = {r: _read_log(folder, r) for r in _ranks_written(folder, ranks)} if folder else {}
@@ -125,7 +141,8 @@ def doctor(
         ranks += [RankProcess(r, None, None) for r in range(schedule.num_ranks) if r not in known]
         ranks.sort(key=lambda r: r.rank)
     dumps = dump_all([r.pid for r in ranks if r.alive and r.pid is not None])
-    readings = {r.rank: _reading(r, dumps) for r in ranks if r.alive}
+    threads = {r.rank: _thread(r, dumps) for r in ranks if r.alive}
+    readings = {rank: _read(t) if isinstance(t, dict) else t for rank, t in threads.items()}
     seen_at = stages_seen(readings)
     states = [_state(r, readings.get(r.rank), logs.get(r.rank), schedule, seen_at) for r in ranks]
     refused = next((d.refused for d in dumps.values() if d.refused == PTRACE_FIX), "")
@@ -134,7 +151,86 @@ def doctor(
     ran = [x for log in logs.values() for x in log.get("ran", ()) if x.get("text")]
     plan = plan if plan is not None else schedule
     left = tuple(departures(plan, ran)) if plan is not None and ran else None
+    if save is not None:
+        _save(save, ranks, threads, folder)
     return Diagnosis(verdict, folder, refused, time.monotonic() - t0, live, departures=left)
+
+
+#: A rank of the folder with no stack: what ended it printed none (torchrun's SIGTERM, a kill).
+NO_STACK = "left no stack: a rank its launcher or a signal ended prints none"
+
+
+def _from_saved(
+    saved: StackFolder, t0: float, schedule: Optional[Schedule], plan: Optional[Schedule]
+) -> Diagnosis:
+    """The verdict from the stacks a job left (saved dumps, the tracebacks it printed as it died).
+
+    The same reading as live, rank by rank; a rank whose files hold no stack is one the verdict
+    cannot see (a rank its launcher killed prints nothing). The schedule is the one a ``--save``
+    copied beside the stacks (``spec.json``), where there is one.
+    """
+    if schedule is None:
+        schedule, model = _schedule(saved.folder)
+    else:
+        model = str(schedule.params.get("p2p", "blocking"))
+    ranks = sorted(set(saved.ranks) | set(range(schedule.num_ranks if schedule else 0)))
+    readings = {r: _read(s.thread) for r, s in saved.stacks.items()}
+    seen_at = stages_seen(readings)
+    states = []
+    for rank in ranks:
+        stack = saved.stacks.get(rank)
+        if stack is None:
+            states.append(RankState(rank, None, "unseen", source="none", note=NO_STACK))
+            continue
+        states.append(_saved_state(stack, readings[rank], schedule, seen_at))
+    verdict = diagnose(states, model)
+    unread = f"could not read {', '.join(saved.unreadable)}" if saved.unreadable else ""
+    return Diagnosis(verdict, saved.folder, unread, time.monotonic() - t0, 0, "stacks")
+
+
+def _saved_state(
+    stack: SavedStack,
+    reading: StackReading,
+    schedule: Optional[Schedule],
+    seen_at: Mapping[int, int],
+) -> RankState:
+    """A rank as its saved stack shows it. A traceback that is not a wait, a sleep or a compile
+    (and not a Ctrl-C, which stops a rank wherever it stands) is the exception that ended the
+    rank: it is gone, at the user's line that raised."""
+    r = RankProcess(stack.rank, stack.pid, None)
+    state = _seen(r, reading, {}, schedule, seen_at, stack.state == "T")
+    note = f"{stack.file}: ended by {stack.ended[:160]}" if stack.ended else ""
+    source = "saved" if stack.form in ("saved", "py-spy") else "traceback"
+    raised = (
+        stack.ended
+        and reading.activity not in ("waiting", "sleeping", "compiling")
+        and not stack.ended.startswith("KeyboardInterrupt")
+    )
+    joined = "; ".join(n for n in (state.note, note) if n)
+    return replace(state, activity="gone" if raised else state.activity, source=source, note=joined)
+
+
+def _save(
+    save: Path, ranks: Sequence[RankProcess], threads: Mapping, folder: Optional[Path]
+) -> None:
+    """Write each rank's stack (with its source lines) and the run's ``spec.json`` to ``save``."""
+    for r in ranks:
+        thread = threads.get(r.rank)
+        if isinstance(thread, dict):
+            state = (process_state(r.pid) if r.pid else None) or ""
+            save_stack(save, r.rank, r.pid, state, _with_source(thread))
+    if folder is not None and (Path(folder) / "spec.json").is_file():
+        shutil.copyfile(Path(folder) / "spec.json", save / "spec.json")
+
+
+def _with_source(thread: dict) -> dict:
+    """The thread with each frame's source line and the lines above it written in."""
+    frames = []
+    for f in thread.get("frames") or []:
+        file, line = str(f.get("filename", "")), int(f.get("line") or 0)
+        above = [_source(file, n) for n in range(max(1, line - CONTEXT_LINES), line)]
+        frames.append({**f, "source": _source(file, line), "context": above})
+    return {**thread, "frames": frames}
 
 
 # -- the job's processes ----------------------------------------------------------------------
@@ -339,11 +435,24 @@ def _state(
     seen_at: Mapping[int, int],
 ) -> RankState:
     log = log or {}
-    since = log.get("age_s")
     if not r.alive:
         return _from_log(r, log, schedule, "gone", "no process" + _last(log))
     if not isinstance(reading, StackReading):
         return _from_log(r, log, schedule, "unseen", (reading or "no stack") + _last(log))
+    # a stopped process keeps the stack it had: what it "does" there, it will not go on doing
+    stopped = r.pid is not None and process_state(r.pid) == "T"
+    return _seen(r, reading, log, schedule, seen_at, stopped)
+
+
+def _seen(
+    r: RankProcess,
+    reading: StackReading,
+    log: dict,
+    schedule: Optional[Schedule],
+    seen_at: Mapping[int, int],
+    stopped: bool,
+) -> RankState:
+    """A rank whose stack was read (live or saved), placed in the schedule where it is known."""
     row = None
     if schedule is not None and r.rank < schedule.num_ranks:
         row = locate(schedule, r.rank, reading, after_step=log.get("step", -1))
@@ -352,8 +461,6 @@ def _state(
     peer = reading.peer_rank
     if reading.engine == "torch":
         note, peer = torch_words(reading), torch_peer(reading, r.rank, schedule, seen_at)
-    # a stopped process keeps the stack it had: what it "does" there, it will not go on doing
-    stopped = r.pid is not None and process_state(r.pid) == "T"
     return RankState(
         rank=r.rank,
         pid=r.pid,
@@ -365,17 +472,21 @@ def _state(
         microbatch=mb,
         where=_short(reading.where),
         engine=reading.engine,
-        since_s=since,
+        since_s=log.get("age_s"),
         note=note,
     )
 
 
-def _reading(r: RankProcess, dumps: dict[int, Dump]) -> Union[StackReading, str]:
-    """What the rank's live stack says, or why there is none."""
+def _thread(r: RankProcess, dumps: dict[int, Dump]) -> Union[dict, str]:
+    """The rank's main thread from its live dump (py-spy's JSON), or why there is none."""
     dump = dumps.get(r.pid) if r.pid is not None else None
     if dump is None or dump.refused or not dump.threads:
         return dump.refused if dump is not None and dump.refused else "no stack"
-    thread = main_thread(list(dump.threads), r.pid or 0)
+    return dict(main_thread(list(dump.threads), r.pid or 0))
+
+
+def _read(thread: Mapping) -> StackReading:
+    """What one thread's stack says (its frames' source from the dump where saved, else the file)."""
     return read_stack(frames_from_pyspy(thread, _source), bool(thread.get("active")))
 
 

@@ -8,6 +8,7 @@ from typing import Optional
 from explorer.detect import Detector
 from explorer.pipeline.traces.flight_recorder import is_flight_folder
 from explorer.pipeline.traces.instrumented import is_instrumented
+from explorer.pipeline.traces.stack_folder import is_stack_folder
 
 
 def _run_folder(path: Path) -> Optional[str]:
@@ -28,6 +29,19 @@ def _flight_recorder(path: Path) -> Optional[str]:
     return None
 
 
+def _stacks(path: Path) -> Optional[str]:
+    if path.is_dir() and not any(path.glob("rank*.jsonl")) and is_stack_folder(path):
+        return (
+            "the stacks a job's ranks left (py-spy dumps, tracebacks in their logs, doctor --save)"
+        )
+    return None
+
+
+STACKS = Detector(
+    "pipeline-stacks",
+    "a folder of the stacks a job's ranks left: py-spy dumps, their logs' tracebacks, doctor --save",
+    _stacks,
+)
 FLIGHT_RECORDER = Detector(
     "pipeline-flight-recorder",
     "a folder of a job's per-rank Flight Recorder dumps (_dump_fr_trace, TORCH_FR_DUMP_TEMP_FILE)",
@@ -44,4 +58,4 @@ RUN_FOLDER = Detector(
     _run_folder,
 )
 
-__all__ = ["FLIGHT_RECORDER", "INSTRUMENTED", "RUN_FOLDER"]
+__all__ = ["FLIGHT_RECORDER", "INSTRUMENTED", "RUN_FOLDER", "STACKS"]
