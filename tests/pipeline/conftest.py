@@ -53,3 +53,23 @@ def alive(pid: int) -> bool:
             return fh.read().split()[2] != "Z"
     except FileNotFoundError:
         return False
+
+
+def gist(verdict) -> tuple:
+    """What a hang verdict says, apart from when and how it was read (live or saved): the kind,
+    the ranks it names, and each rank's activity, call, peer, engine, place and words."""
+    ranks = tuple(
+        (s.rank, s.activity, s.op, s.peer, s.engine, s.note, s.where, s.at, s.microbatch)
+        for s in verdict.ranks
+    )
+    return verdict.verdict, verdict.culprit, verdict.waiting, verdict.cycle, ranks
+
+
+def read_again_from_the_folder(saved, verdict) -> None:
+    """The stacks ``doctor(..., save=saved)`` wrote give ``verdict`` again, read from the folder
+    alone: no process is read, so it is what a person gets after the job is gone."""
+    from explorer.pipeline.runtime.doctor import doctor
+
+    again = doctor([], saved)
+    assert again.source == "stacks" and again.live == 0, again
+    assert gist(again.verdict) == gist(verdict), (gist(again.verdict), gist(verdict))

@@ -28,7 +28,7 @@ from explorer.pipeline.analysis.collectives import align, diagnose_dumps, first_
 from explorer.pipeline.runtime.doctor import Diagnosis, doctor
 from explorer.pipeline.traces.flight_recorder import read_dumps
 from explorer.processes import free_port, rank_env
-from tests.pipeline.conftest import alive
+from tests.pipeline.conftest import alive, read_again_from_the_folder
 
 #: A back-stop for reaching the hang (imports and rendezvous of 3 ranks on a busy machine).
 REACH_S = 240.0
@@ -328,9 +328,10 @@ def test_the_same_mismatch_live_names_the_different_collectives(tmp_path):
     ranks = _start(script, 3, 600, {"TORCH_FR_DUMP_TEMP_FILE": f"{tmp_path}/fr_"})
     pids = [p.pid for p in ranks]
     try:
-        d = _until(pids, _apart)
+        d = _until(pids, _apart, save=tmp_path / "s")
     finally:
         _end(ranks)
+    read_again_from_the_folder(tmp_path / "s", d.verdict)
     v = d.verdict
     assert v.verdict == "collective-mismatch" and v.mismatch is not None
     assert v.describe() == (
@@ -350,12 +351,12 @@ def _apart(d: Diagnosis) -> bool:
     }
 
 
-def _until(pids: list[int], ready) -> Diagnosis:
+def _until(pids: list[int], ready, save=None) -> Diagnosis:
     deadline = time.monotonic() + REACH_S
     last = None
     while time.monotonic() < deadline:
         try:
-            last = doctor(pids)
+            last = doctor(pids, save=save)
         except InputError as exc:  # ranks not started yet
             last = exc
         else:

@@ -25,7 +25,7 @@ from explorer.pipeline.runtime import Fault, RunSpec
 from explorer.pipeline.runtime.doctor import Diagnosis, doctor
 from explorer.processes import free_port, rank_env
 from explorer.processes.stacks import tree
-from tests.pipeline.conftest import alive
+from tests.pipeline.conftest import alive, read_again_from_the_folder
 
 #: A back-stop for reaching the hang (imports and rendezvous of 2-3 ranks on a busy machine).
 REACH_S = 240.0
@@ -133,8 +133,9 @@ def test_a_rank_sleeping_on_purpose_is_the_rank_everyone_waits_on(tmp_path, jobs
         states = {s.rank: s for s in d.verdict.ranks}
         return _waiting(d, {0: 1, 2: 1}) and 1 in states and bool(states[1].note)
 
-    ready_at = _until([launcher.pid], ready)
+    ready_at = _until([launcher.pid], ready, save=tmp_path / "saved")
     assert ready_at.folder == folder  # found from the ranks' command lines
+    read_again_from_the_folder(tmp_path / "saved", ready_at.verdict)
     out = subprocess.run(
         [sys.executable, "-m", "explorer", "doctor", str(launcher.pid), "--json"],
         capture_output=True,
@@ -169,8 +170,9 @@ def test_a_schedule_that_deadlocks_under_blocking_p2p_is_named_as_its_cycle(tmp_
     blocking = s.replace(params={**s.params, "p2p": "blocking"})
     launcher = _launch(RunSpec.for_schedule(blocking, stall_timeout_s=600), tmp_path / "run")
     jobs[0].append(launcher)
-    d = _until([launcher.pid], lambda d: _waiting(d, {0: 1, 1: 0}, "send"))
+    d = _until([launcher.pid], lambda d: _waiting(d, {0: 1, 1: 0}, "send"), save=tmp_path / "s")
     v = d.verdict
+    read_again_from_the_folder(tmp_path / "s", v)
     assert (v.verdict, v.cycle) == ("cycle", (0, 1))
     zero, one = v.state(0), v.state(1)
     assert (zero.op, zero.peer, one.op, one.peer) == ("send", 1, "send", 0)
@@ -212,8 +214,9 @@ def test_a_users_own_script_that_deadlocks_is_named_by_its_file_line_and_call(tm
         stderr=subprocess.DEVNULL,
     )
     jobs[0].append(launcher)
-    d = _until([launcher.pid], lambda d: _waiting(d, {0: 1, 1: 0}, "recv"))
+    d = _until([launcher.pid], lambda d: _waiting(d, {0: 1, 1: 0}, "recv"), save=tmp_path / "s")
     v = d.verdict
+    read_again_from_the_folder(tmp_path / "s", v)
     assert (v.verdict, v.cycle, d.folder) == ("cycle", (0, 1), None)
     line = next(i for i, t in enumerate(USER_SCRIPT.splitlines(), 1) if "dist.recv" in t)
     assert [v.state(r).where for r in (0, 1)] == [f"{script}:{line}"] * 2
@@ -230,8 +233,9 @@ def test_the_same_deadlock_on_deepspeeds_engine_is_read_from_its_exec_frames(tmp
     spec = RunSpec.for_schedule(blocking, stall_timeout_s=600, engine="deepspeed")
     launcher = _launch(spec, tmp_path / "run")
     jobs[0].append(launcher)
-    d = _until([launcher.pid], lambda d: _waiting(d, {0: 1, 1: 0}, "send"))
+    d = _until([launcher.pid], lambda d: _waiting(d, {0: 1, 1: 0}, "send"), save=tmp_path / "s")
     v = d.verdict
+    read_again_from_the_folder(tmp_path / "s", v)
     assert (v.verdict, v.cycle) == ("cycle", (0, 1))
     expected = check(blocking, other_model=False).findings.deadlock
     assert expected is not None and v.deadlock is not None
@@ -265,7 +269,8 @@ def test_a_rank_killed_with_sigkill_is_named_gone_from_what_it_wrote(tmp_path, j
     jobs[1].extend(ranks)
     assert ranks[1].wait(timeout=REACH_S) == -signal.SIGKILL
     pids = [p.pid for p in ranks]
-    _until(pids, lambda d: _waiting(d, {0: 1, 2: 1}), folder=folder)
+    live = _until(pids, lambda d: _waiting(d, {0: 1, 2: 1}), folder=folder, save=tmp_path / "s")
+    read_again_from_the_folder(tmp_path / "s", live.verdict)  # rank 1 saved as gone, with its log
     out = subprocess.run(
         [sys.executable, "-m", "explorer", "doctor", *map(str, pids), "--folder", str(folder)],
         capture_output=True,

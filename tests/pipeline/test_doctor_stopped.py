@@ -23,7 +23,7 @@ from explorer.errors import InputError
 from explorer.pipeline.analysis.hang import HangVerdict
 from explorer.pipeline.runtime.doctor import doctor
 from explorer.processes import free_port, process_state, rank_env
-from tests.pipeline.conftest import alive
+from tests.pipeline.conftest import alive, read_again_from_the_folder
 
 pytestmark = pytest.mark.slow
 
@@ -71,16 +71,18 @@ def _start(script, *args: str) -> list[subprocess.Popen]:
     ]
 
 
-def _diagnosed(ranks: list[subprocess.Popen], ready) -> HangVerdict:
-    """The doctor's verdict once ``ready(verdict)`` (rank 0 in its receive, rank 1 as wanted)."""
+def _diagnosed(ranks: list[subprocess.Popen], ready, saved) -> HangVerdict:
+    """The doctor's verdict once ``ready(verdict)`` (rank 0 in its receive, rank 1 as wanted);
+    the stacks it read are saved to ``saved`` and must give it again from the folder alone."""
     deadline = time.monotonic() + REACH_S
     verdict = None
     while time.monotonic() < deadline:
         try:
-            verdict = doctor([p.pid for p in ranks]).verdict
+            verdict = doctor([p.pid for p in ranks], save=saved).verdict
         except InputError:  # ranks not readable yet
             verdict = None
         if verdict is not None and verdict.state(0).activity == "waiting" and ready(verdict):
+            read_again_from_the_folder(saved, verdict)
             return verdict
         time.sleep(0.3)
     raise AssertionError(f"not reached in {REACH_S:.0f} s: {verdict}")
@@ -98,7 +100,7 @@ def test_the_doctor_names_a_stopped_rank_as_the_one_the_others_wait_on(tmp_path)
     script.write_text(JOB)
     ranks = _start(script)
     try:
-        verdict = _diagnosed(ranks, lambda v: process_state(ranks[1].pid) == "T")
+        verdict = _diagnosed(ranks, lambda v: process_state(ranks[1].pid) == "T", tmp_path / "s")
     finally:
         _end(ranks)
     assert (verdict.verdict, verdict.culprit, verdict.waiting) == ("waits-on", 1, (0,))
@@ -116,7 +118,7 @@ def test_a_rank_still_compiling_is_said_compiling_and_the_job_then_finishes(tmp_
     script.write_text(COMPILING_JOB)
     ranks = _start(script, str(go))
     try:
-        verdict = _diagnosed(ranks, lambda v: v.state(1).activity == "compiling")
+        verdict = _diagnosed(ranks, lambda v: v.state(1).activity == "compiling", tmp_path / "s")
         go.touch()  # the compile ends: the job goes on, the receive completes
         codes = [p.wait(timeout=REACH_S) for p in ranks]
     finally:

@@ -23,7 +23,7 @@ import shutil
 import time
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Mapping, Optional, Sequence, Union
+from typing import Mapping, Optional, Sequence, Union, cast
 
 from explorer.errors import InputError
 from explorer.pipeline.analysis.collectives import diagnose_dumps
@@ -152,7 +152,7 @@ def doctor(
     plan = plan if plan is not None else schedule
     left = tuple(departures(plan, ran)) if plan is not None and ran else None
     if save is not None:
-        _save(save, ranks, threads, folder)
+        _save(save, ranks, threads, states, logs, folder)
     return Diagnosis(verdict, folder, refused, time.monotonic() - t0, live, departures=left)
 
 
@@ -174,15 +174,19 @@ def _from_saved(
     else:
         model = str(schedule.params.get("p2p", "blocking"))
     ranks = sorted(set(saved.ranks) | set(range(schedule.num_ranks if schedule else 0)))
-    readings = {r: _read(s.thread) for r, s in saved.stacks.items()}
+    readings = {r: _read(s.thread) for r, s in saved.stacks.items() if s.thread is not None}
     seen_at = stages_seen(readings)
     states = []
     for rank in ranks:
         stack = saved.stacks.get(rank)
         if stack is None:
             states.append(RankState(rank, None, "unseen", source="none", note=NO_STACK))
-            continue
-        states.append(_saved_state(stack, readings[rank], schedule, seen_at))
+        elif stack.thread is None:  # saved without a stack: said then as it is said now
+            process = RankProcess(rank, stack.pid, None)
+            activity, note = stack.said
+            states.append(_from_log(process, stack.log, schedule, cast(Activity, activity), note))
+        else:
+            states.append(_saved_state(stack, readings[rank], schedule, seen_at))
     verdict = diagnose(states, model)
     unread = f"could not read {', '.join(saved.unreadable)}" if saved.unreadable else ""
     return Diagnosis(verdict, saved.folder, unread, time.monotonic() - t0, 0, "stacks")
@@ -198,7 +202,7 @@ def _saved_state(
     (and not a Ctrl-C, which stops a rank wherever it stands) is the exception that ended the
     rank: it is gone, at the user's line that raised."""
     r = RankProcess(stack.rank, stack.pid, None)
-    state = _seen(r, reading, {}, schedule, seen_at, stack.state == "T")
+    state = _seen(r, reading, stack.log, schedule, seen_at, stack.state == "T")
     note = f"{stack.file}: ended by {stack.ended[:160]}" if stack.ended else ""
     source = "saved" if stack.form in ("saved", "py-spy") else "traceback"
     raised = (
@@ -211,16 +215,34 @@ def _saved_state(
 
 
 def _save(
-    save: Path, ranks: Sequence[RankProcess], threads: Mapping, folder: Optional[Path]
+    save: Path,
+    ranks: Sequence[RankProcess],
+    threads: Mapping,
+    states: Sequence[RankState],
+    logs: Mapping[int, dict],
+    folder: Optional[Path],
 ) -> None:
-    """Write each rank's stack (with its source lines) and the run's ``spec.json`` to ``save``."""
+    """Write what the verdict rests on to ``save``, rank by rank: the stack (with its source
+    lines), the process state, and what the rank's own file said at this moment (its last step,
+    how long it had been quiet, how it ended); for a rank with no stack, what it was said to be
+    and why. Beside them the run's ``spec.json``. Read back, they give this verdict again."""
+    said = {s.rank: s for s in states}
     for r in ranks:
         thread = threads.get(r.rank)
+        state = (process_state(r.pid) if r.pid else None) or ""
+        log = {k: v for k, v in (logs.get(r.rank) or {}).items() if k in _SAVED_LOG}
         if isinstance(thread, dict):
-            state = (process_state(r.pid) if r.pid else None) or ""
-            save_stack(save, r.rank, r.pid, state, _with_source(thread))
+            save_stack(save, r.rank, r.pid, state, _with_source(thread), log)
+        elif r.rank in said:
+            left = said[r.rank]
+            save_stack(save, r.rank, r.pid, state, None, log, (left.activity, left.note))
     if folder is not None and (Path(folder) / "spec.json").is_file():
+        save.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(Path(folder) / "spec.json", save / "spec.json")
+
+
+#: What of a rank's own file a saved stack keeps (not the instructions it ran: they stay in the run folder).
+_SAVED_LOG = ("pid", "step", "age_s", "end", "message", "failure")
 
 
 def _with_source(thread: dict) -> dict:

@@ -42,12 +42,16 @@ class SavedStack:
     """One rank's stack from the folder: its main thread (py-spy's JSON shape) and where it came from."""
 
     rank: int
-    thread: dict
+    thread: Optional[dict]  # None: saved by --save for a rank that had no stack then
     form: str  # "saved" (--save), "py-spy", "traceback" or "faulthandler"
     file: str
     pid: Optional[int] = None
     state: str = ""  # the process state when saved (R, S, T...), "" when unknown
     ended: str = ""  # the exception that ended the process (a traceback), else ""
+    #: What the rank's own file said when saved (--save): last step, quiet seconds, its end.
+    log: dict = field(default_factory=dict)
+    #: For a rank saved without a stack: what it was said to be then (activity, note).
+    said: tuple[str, str] = ("unseen", "")
 
 
 @dataclass(frozen=True)
@@ -109,11 +113,28 @@ def read_stack_folder(folder: Path) -> StackFolder:
     return StackFolder(folder, stacks, tuple(sorted(without - set(stacks))), tuple(unreadable))
 
 
-def save_stack(folder: Path, rank: int, pid: Optional[int], state: str, thread: dict) -> Path:
-    """Write one rank's stack as ``rank<R>.stack.json`` (the frames must carry their source)."""
+def save_stack(
+    folder: Path,
+    rank: int,
+    pid: Optional[int],
+    state: str,
+    thread: Optional[dict],
+    log: Optional[dict] = None,
+    said: tuple[str, str] = ("unseen", ""),
+) -> Path:
+    """Write one rank's stack as ``rank<R>.stack.json`` (the frames must carry their source);
+    ``thread`` None for a rank that had none, with what it was ``said`` to be instead."""
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / f"rank{rank}.stack.json"
-    record = {"format": SAVED_FORMAT, "rank": rank, "pid": pid, "state": state, "thread": thread}
+    record = {
+        "format": SAVED_FORMAT,
+        "rank": rank,
+        "pid": pid,
+        "state": state,
+        "thread": thread,
+        "log": log or {},
+        "said": list(said),
+    }
     path.write_text(json.dumps(record, indent=1))
     return path
 
@@ -145,10 +166,11 @@ def _rank_of(relative: Path) -> Optional[int]:
 def _read_json(path: Path, rank: Optional[int]) -> list[SavedStack]:
     data = json.loads(path.read_text(errors="replace"))
     if isinstance(data, dict) and data.get("format") == SAVED_FORMAT:
-        thread = data["thread"]
-        if not isinstance(thread, dict):
+        thread, log, said = data["thread"], data.get("log") or {}, data.get("said") or ()
+        if not (thread is None or isinstance(thread, dict)) or not isinstance(log, dict):
             raise TypeError("thread")
         pid = data.get("pid")
+        activity, note = (list(map(str, said)) + ["unseen", ""])[:2] if said else ("unseen", "")
         return [
             SavedStack(
                 int(data["rank"]),
@@ -157,6 +179,8 @@ def _read_json(path: Path, rank: Optional[int]) -> list[SavedStack]:
                 path.name,
                 pid if isinstance(pid, int) else None,
                 str(data.get("state") or ""),
+                log=log,
+                said=(activity if activity in ("gone", "unseen") else "unseen", note),
             )
         ]
     if isinstance(data, list) and rank is not None:  # py-spy dump --json: a list of threads
