@@ -79,7 +79,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         metavar="FILE",
         type=cli_options.output_file("--html"),
         help="also write the views as one self-contained page (profiler traces of a pipeline job; "
-        "a run folder's grid with its failure and P2P contract violations marked)",
+        "a run folder's grid with its failure and P2P contract violations marked; a job's "
+        "folder of many ranks folded to one lane per stage, outlier ranks a click away)",
     )
     p.add_argument(
         "--from",

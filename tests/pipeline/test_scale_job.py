@@ -18,6 +18,7 @@ from replicated_job import TRUTH, replicate
 from explorer.pipeline.analysis import build
 from explorer.pipeline.analysis.clocks import clocks
 from explorer.pipeline.analysis.fold import fold
+from explorer.pipeline.analysis.fold_lanes import lanes, rank_lane
 from explorer.pipeline.runtime import RunSpec, run_pipeline
 from explorer.pipeline.schedules.instructions import KIND_BY_CODE
 from explorer.pipeline.traces.job import read_job
@@ -183,3 +184,54 @@ def test_messages_one_way_only_bound_an_offset_on_one_side_and_say_so(recorded, 
     assert "not bounded on both sides (no message chain each way): ranks 1, 2, 3, 5, 6, 7" in (
         "\n".join(found.sentences())
     )
+
+
+# -- the folded view ------------------------------------------------------------------------------
+
+
+def test_the_folded_lanes_hold_every_replica_and_the_straggler_is_its_cells_slowest(
+    recorded, tmp_path
+):
+    truth = replicate(recorded, tmp_path / "job", replicas=24, from_iteration=1, seed=21)
+    job = read_job(tmp_path / "job")
+    cells = lanes(job)
+    assert (cells.count == 24).all(), "every cell holds one instruction of each replica"
+    per_replica = len(job) // 24
+    assert len(cells) == per_replica, "one cell per instruction of one replica, not per rank"
+    slow = truth.stragglers[0]  # backward passes 1.8x from iteration 1 on
+    mine = (cells.stage == slow.stage) & (cells.kind == int(KIND_BY_CODE[slow.kind]))
+    later = mine & (cells.iteration >= slow.from_iteration)
+    assert (cells.slowest_rank[later] == slow.rank).all()
+    assert (cells.high[later] / cells.median[later] > 1.5).all()
+    lane = rank_lane(job, slow.rank)
+    assert set(lane.stage.tolist()) == {slow.stage}
+    assert len(lane.start) == int((job.rank == slow.rank).sum()) and (lane.start >= 0).all()
+    ratio = np.median((lane.end - lane.start)[lane.kind == int(KIND_BY_CODE[slow.kind])][-4:])
+    assert ratio / np.median(cells.median[later]) == pytest.approx(slow.factor, rel=0.2)
+
+
+def test_the_page_and_the_widget_open_each_planted_stragglers_lane(
+    recorded, tmp_path, explorer_cli
+):
+    from explorer.pipeline.app.folded_job import FoldedJob
+    from explorer.pipeline.views.folded import OUTLIERS
+
+    truth = replicate(recorded, tmp_path / "job", replicas=24, from_iteration=1, seed=22)
+    page = tmp_path / "folded.html"
+    out = explorer_cli("read", str(tmp_path / "job"), "--html", str(page))
+    assert out.returncode == 1, out.stderr  # outliers named
+    text = page.read_text()
+    assert "96 ranks folded: 4 stages x 24 replicas; 2 outlier ranks" in text
+    for s in truth.stragglers:
+        assert f"id='lane-{s.rank}'" in text
+    view = FoldedJob(tmp_path / "job")
+    marks = next(t for t in view.folded.figure.data if t.name == OUTLIERS)
+    assert sorted(marks.customdata) == sorted(s.rank for s in truth.stragglers)
+    view._clicked([{"name": OUTLIERS, "index": 1, "curve": 0}])
+    assert view.selected == marks.customdata[1]
+    assert view.lane.figure.layout.title.text.startswith(f"rank {view.selected}: its own lane")
+    assert f"<b>rank {view.selected}</b>: rank {view.selected}, stage" in view.lane_title.value
+    view._clicked([{"name": "F ForwardPass", "index": 0}])  # a bar, not a mark: nothing opens
+    assert view.selected == marks.customdata[1]
+    with pytest.raises(ValueError, match="is not a rank of this job"):
+        view.show_rank(96)

@@ -169,7 +169,7 @@ def grouped_median(group: np.ndarray, values: np.ndarray, groups: int) -> np.nda
     return grouped(group, values, groups).median
 
 
-def _dense(*columns: tuple[np.ndarray, int]) -> tuple[np.ndarray, int]:
+def dense_key(*columns: tuple[np.ndarray, int]) -> tuple[np.ndarray, int]:
     """A dense group id from (column, size) pairs (each column in ``0..size-1``)."""
     key = np.zeros(len(columns[0][0]), dtype=np.int64)
     total = 1
@@ -179,7 +179,7 @@ def _dense(*columns: tuple[np.ndarray, int]) -> tuple[np.ndarray, int]:
     return key, total
 
 
-def _compact(key: np.ndarray, total: int) -> tuple[np.ndarray, np.ndarray]:
+def compact_keys(key: np.ndarray, total: int) -> tuple[np.ndarray, np.ndarray]:
     """(the keys present, each event's index among them): a bincount when the key space is
     small beside the events, else a sort (``np.unique``)."""
     if total > 4 * len(key) + 1024:
@@ -193,8 +193,8 @@ def _compact(key: np.ndarray, total: int) -> tuple[np.ndarray, np.ndarray]:
 def _bands(job: JobTrace, dur: np.ndarray) -> tuple[Band, ...]:
     mb = job.microbatch.astype(np.int64) + 1
     n_mb = int(mb.max()) + 1
-    key, total = _dense((job.stage, job.layout.stages), (job.kind, len(Kind)), (mb, n_mb))
-    present, group = _compact(key, total)
+    key, total = dense_key((job.stage, job.layout.stages), (job.kind, len(Kind)), (mb, n_mb))
+    present, group = compact_keys(key, total)
     g = len(present)
     spread = grouped(group, dur, g)
     counts = np.bincount(group, minlength=g)
@@ -252,13 +252,13 @@ def _outliers(job: JobTrace, dur: np.ndarray, rule: Rule) -> tuple[Outlier, ...]
     mb = job.microbatch.astype(np.int64) + 1
     n_mb = int(mb.max()) + 1
     stages, kinds = job.layout.stages, len(Kind)
-    cell, n_cell = _dense((job.stage, stages), (job.kind, kinds), (mb, n_mb), (it, n_it))
+    cell, n_cell = dense_key((job.stage, stages), (job.kind, kinds), (mb, n_mb), (it, n_it))
     cell_med = grouped_median(cell, dur, n_cell)
     with np.errstate(divide="ignore", invalid="ignore"):
         x = np.log(np.maximum(dur, 1e-12) / np.maximum(cell_med[cell], 1e-12))
     ranks = int(job.rank.max()) + 1
-    per, n_per = _dense((job.rank, ranks), (job.stage, stages), (job.kind, kinds), (it, n_it))
-    present, group = _compact(per, n_per)
+    per, n_per = dense_key((job.rank, ranks), (job.stage, stages), (job.kind, kinds), (it, n_it))
+    present, group = compact_keys(per, n_per)
     value = grouped_median(group, x, len(present))
     rest, g_it = np.divmod(present, n_it)
     rest, g_kind = np.divmod(rest, kinds)
@@ -319,4 +319,14 @@ def fold(job: JobTrace, rule: Rule = Rule()) -> Fold:
     return Fold(_bands(job, dur), _outliers(job, dur, rule), rule)
 
 
-__all__ = ["Band", "Fold", "Outlier", "Rule", "fold", "grouped_median"]
+__all__ = [
+    "Band",
+    "Fold",
+    "Outlier",
+    "Rule",
+    "compact_keys",
+    "dense_key",
+    "fold",
+    "grouped",
+    "grouped_median",
+]

@@ -1,7 +1,8 @@
 """``explorer read`` on a job's folder (replicas of one pipeline): read, folded by stage, outliers
 named, every rank's clock offset bounded.
 
-Exit 0 when every rank was read and no rank is an outlier, 1 when a rank is named or could
+``--html FILE`` also writes the folded view (one lane per stage, each outlier rank's own lane
+a click away). Exit 0 when every rank was read and no rank is an outlier, 1 when a rank is named or could
 not be read in full (the answer is then partial and says so), 2 on bad input.
 """
 
@@ -11,6 +12,7 @@ import json
 import sys
 import time
 from pathlib import Path
+from typing import Optional
 
 
 def _progress(done: int, total: int) -> None:
@@ -21,7 +23,7 @@ def _progress(done: int, total: int) -> None:
         sys.stderr.flush()
 
 
-def read(path: Path, json_out: bool) -> int:
+def read(path: Path, json_out: bool, html: Optional[str] = None) -> int:
     from explorer.pipeline.analysis.clocks import clocks
     from explorer.pipeline.analysis.fold import fold
     from explorer.pipeline.printout.job import job_document, job_text
@@ -35,6 +37,10 @@ def read(path: Path, json_out: bool) -> int:
         print(json.dumps(job_document(job, folded, took, clocked)), flush=True)
     else:
         print(job_text(job, folded, took, clocked), flush=True)
+    if html:
+        from explorer.pipeline.cli.read_job_views import write_html
+
+        write_html(job, folded, html)
     return 1 if folded.outliers or job.unread else 0
 
 
