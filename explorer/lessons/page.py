@@ -8,10 +8,9 @@ network off, and makes no request. The prose is plain HTML in the file, readable
 script has run.
 
 Running plotly.js is most of a lesson's open, so a lesson whose figures use only the trace
-types of :data:`LESSON_TRACES` gets ``vendor/plotly-lessons.min.js``: plotly.js with those
-types alone (1.3 MB instead of 4.8, about a quarter of the time to run; ``vendor/build.js``
-makes it). A lesson with any other type, or a bundle whose version is not the one the
-installed plotly writes its figures for, gets plotly's full bundle: slower, never wrong.
+types the small bundle draws gets it (:mod:`explorer.ui.plotly_bundle`: 1.3 MB instead of 4.8,
+about a quarter of the time to run); any other type gets plotly's full bundle: slower, never
+wrong.
 """
 
 from __future__ import annotations
@@ -19,11 +18,11 @@ from __future__ import annotations
 import base64
 import gzip
 import html
-import re
 from pathlib import Path
 from typing import Any, Sequence
 
 from explorer.lessons.store import compact_json
+from explorer.ui.plotly_bundle import plotly_js
 
 HERE = Path(__file__).resolve().parent
 
@@ -35,20 +34,6 @@ def packed(text: str) -> str:
     )
 
 
-#: The trace types ``vendor/plotly-lessons.min.js`` registers (``vendor/entry.js``).
-LESSON_TRACES = frozenset({"bar", "heatmap", "scatter", "table"})
-
-LESSON_BUNDLE = HERE / "vendor" / "plotly-lessons.min.js"
-
-_VERSION = re.compile(r"plotly\.js \(?[^v]*v(\d+\.\d+\.\d+)")
-
-
-def bundle_version(js: str) -> str:
-    """The plotly.js version a bundle's banner names ("" when it names none)."""
-    found = _VERSION.search(js[:500])
-    return found.group(1) if found else ""
-
-
 def trace_types(data: dict[str, Any]) -> set[str]:
     """Every trace type the lesson's stored figures draw (plotly's default type is scatter)."""
     store = data.get("figures") or {}
@@ -58,18 +43,6 @@ def trace_types(data: dict[str, Any]) -> set[str]:
         for _, _, traces in store.get("figures") or []
         for i in traces
     }
-
-
-def plotly_js(types: set[str]) -> str:
-    """The smaller bundle when it draws every one of ``types`` and matches plotly's version."""
-    from explorer.errors import require
-
-    offline = require("plotly.offline", "lab", "Building lessons")
-    if types <= LESSON_TRACES and LESSON_BUNDLE.exists():
-        small = LESSON_BUNDLE.read_text(encoding="utf-8")
-        if bundle_version(small) == offline.get_plotlyjs_version():
-            return small  # the 4.8 MB full bundle is not read at all
-    return offline.get_plotlyjs()
 
 
 def _asset(name: str) -> str:
@@ -125,13 +98,4 @@ def index_page(lessons: Sequence[Any]) -> str:
     )
 
 
-__all__ = [
-    "LESSON_BUNDLE",
-    "LESSON_TRACES",
-    "bundle_version",
-    "index_page",
-    "lesson_page",
-    "packed",
-    "plotly_js",
-    "trace_types",
-]
+__all__ = ["index_page", "lesson_page", "packed", "trace_types"]

@@ -31,19 +31,23 @@ def figure_div(fig: object, include_plotlyjs: bool | str = False) -> str:
     )
 
 
-def page(title: str, sections: Iterable[Section]) -> str:
+def page(title: str, sections: Iterable[Section], extra_figures: Iterable[object] = ()) -> str:
     """A complete HTML document: ``sections`` are HTML strings or plotly figures, in order.
 
-    plotly.js is inlined with the first figure, so the page works offline.
+    plotly.js is inlined once, before the first figure, so the page works offline: the small
+    bundle where it draws every trace type of the page's figures and of ``extra_figures`` (figures
+    already written into HTML sections), else the full one (:mod:`explorer.ui.plotly_bundle`).
     """
+    from explorer.ui.plotly_bundle import figure_types, plotly_js
+
+    sections = list(sections)
+    figures = [s for s in sections if not isinstance(s, str)]
     parts: list[str] = []
-    js_done = False
+    if figures or list(extra_figures):
+        types = figure_types([*figures, *extra_figures])
+        parts.append(f"<script>{plotly_js(types)}</script>")
     for section in sections:
-        if isinstance(section, str):
-            parts.append(section)
-        else:
-            parts.append(figure_div(section, include_plotlyjs=not js_done and True))
-            js_done = True
+        parts.append(section if isinstance(section, str) else figure_div(section))
     body = "\n".join(parts)
     return (
         "<!DOCTYPE html>\n<html><head><meta charset='utf-8'>"

@@ -14,9 +14,9 @@ from cli_in_process import run_cli_child
 from plotly.offline import get_plotlyjs
 
 from explorer.lessons.build import MARKER, lesson_data
-from explorer.lessons.page import LESSON_BUNDLE, bundle_version
 from explorer.lessons.source import read_lesson
 from explorer.lessons.store import rebuild
+from explorer.ui.plotly_bundle import SMALL_BUNDLE, bundle_version
 
 ONLY = "01_deepspeed_buffer_bug,04_compile_recompiles"
 CONTENT = Path(__file__).resolve().parents[2] / "explorer" / "lessons" / "content"
@@ -61,7 +61,7 @@ def test_build_writes_small_offline_pages_holding_the_checked_verdicts(tmp_path)
         assert "https://" not in text.split("<script type=")[0]  # the prose links nothing it loads
         js = _blob(text, "plotly-js")
         assert bundle_version(js) == bundle_version(get_plotlyjs())  # the figures' plotly.js
-        assert js == LESSON_BUNDLE.read_text(encoding="utf-8")  # bar, heatmap, scatter, table
+        assert js == SMALL_BUNDLE.read_text(encoding="utf-8")  # bar, heatmap, scatter, table
         data = json.loads(_blob(text, "lesson-data"))
         plain = lesson_data(read_lesson(CONTENT / f"{page.stem}.md"), figures=False)
         assert [_without_figures(b) for b in data["blocks"]] == plain["blocks"]

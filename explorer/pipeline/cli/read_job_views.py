@@ -50,11 +50,16 @@ def write_html(job: JobTrace, folded: Fold, path: str) -> Path:
     if folded.outliers:
         items = "".join(f"<li>{html.escape(o.sentence())}</li>" for o in folded.outliers)
         sections.append(f"<h2>Outlier ranks</h2><ul>{items}</ul>")
-    for rank in sorted({o.rank for o in folded.outliers}):
-        lane = figure_div(rank_lane_figure(rank_lane(job, rank), cells))
-        sections.append(f"<div id='lane-{rank}' class='lane' style='display:none'>{lane}</div>")
+    lanes_drawn = [
+        (rank, rank_lane_figure(rank_lane(job, rank), cells))
+        for rank in sorted({o.rank for o in folded.outliers})
+    ]
+    for rank, fig in lanes_drawn:
+        div = figure_div(fig)
+        sections.append(f"<div id='lane-{rank}' class='lane' style='display:none'>{div}</div>")
     sections.append(_CLICK)
-    doc = page(f"Pipeline job, folded: {job.layout.ranks:,} ranks", sections)
+    title = f"Pipeline job, folded: {job.layout.ranks:,} ranks"
+    doc = page(title, sections, extra_figures=[fig for _, fig in lanes_drawn])
     inputs.write_text(path, doc, "HTML report")
     return Path(path)
 

@@ -1,7 +1,7 @@
-// Rebuilds plotly-lessons.min.js: plotly.js with only the trace types lessons draw.
-// plotly.js evaluates in about a quarter of the full bundle's time (the most of a lesson's open).
+// Rebuilds plotly-small.min.js: plotly.js with only the trace types the explorer's pages draw.
+// plotly.js evaluates in about a quarter of the full bundle's time (the most of a page's open).
 //
-//   cd explorer/lessons/vendor && npm install --no-save plotly.js@4.1.1 esbuild@0.28.2 \
+//   cd explorer/ui/vendor && npm install --no-save plotly.js@4.1.1 esbuild@0.28.2 \
 //       esbuild-plugin-inline-css@0.0.1 esbuild-plugin-environment@0.5.0 && node build.js
 //
 // Keep the plotly.js version equal to the one the installed plotly (Python) ships:
@@ -14,7 +14,7 @@ const version = require('plotly.js/package.json').version;
 
 esbuild.build({
   entryPoints: ['entry.js'],
-  outfile: 'plotly-lessons.min.js',
+  outfile: 'plotly-small.min.js',
   format: 'iife',
   globalName: 'Plotly',
   bundle: true,
