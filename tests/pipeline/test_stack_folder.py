@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import faulthandler
 import json
+import os
 import threading
 import traceback
 from pathlib import Path
@@ -19,7 +20,13 @@ import pytest
 from explorer.errors import InputError
 from explorer.pipeline.runtime.doctor import doctor
 from explorer.pipeline.traces.detect import STACKS
-from explorer.pipeline.traces.stack_folder import is_stack_folder, read_stack_folder, save_stack
+from explorer.pipeline.traces.stack_folder import (
+    SAVED_MARK,
+    clear_saved,
+    is_stack_folder,
+    read_stack_folder,
+    save_stack,
+)
 from explorer.processes.stack_text import read_text_stack, split_by_rank
 from tests.cli_in_process import call_cli
 
@@ -194,3 +201,22 @@ def test_every_rank_of_a_large_job_is_read_and_the_waits_follow_to_the_one_that_
     verdict = doctor([], tmp_path).verdict
     assert (verdict.culprit, verdict.waiting) == (0, tuple(range(1, 256)))
     assert verdict.unseen == (0,)
+
+
+def test_a_save_replaces_an_earlier_one_and_never_writes_into_a_folder_of_other_files(tmp_path):
+    frame = {"name": "f", "filename": "/x.py", "line": 1, "locals": [], "source": "time.sleep(9)"}
+    saved = tmp_path / "saved"
+    for rank in range(4):  # an earlier job's save: four ranks
+        save_stack(saved, rank, 100 + rank, "S", {"frames": [frame]})
+    clear_saved(saved)  # the next save starts from nothing: no rank of the other job is left
+    save_stack(saved, 0, 7, "S", {"frames": [frame]})
+    assert sorted(p.name for p in saved.iterdir()) == [SAVED_MARK, "rank0.stack.json"]
+    assert read_stack_folder(saved).ranks == [0]
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "notes.txt").write_text("keep me")
+    with pytest.raises(InputError, match="holds other files"):
+        clear_saved(mine)
+    assert (mine / "notes.txt").read_text() == "keep me"
+    called = call_cli(["doctor", str(os.getpid()), "--save", str(mine)])
+    assert called.returncode == 2 and "holds other files" in called.stderr

@@ -91,10 +91,10 @@ def run(args: argparse.Namespace) -> int:
     plan = schedule_from_args(args) if args.kind or args.from_class else None
     if args.save is not None and not pids:
         raise InputError("--save DIR saves a running job's stacks: give the job's PIDs with it")
-    if args.save is not None and args.save.exists() and not args.save.is_dir():
-        raise InputError(
-            f"--save {args.save}: that is a file; give a folder to write the stacks to"
-        )
+    if args.save is not None:
+        from explorer.pipeline.traces.stack_folder import clear_saved
+
+        clear_saved(args.save)  # refused before the job is read: a file, a folder of other files
     diagnosis = doctor(
         pids, args.folder or (folders[0] if folders else None), plan=plan, save=args.save
     )

@@ -50,8 +50,10 @@ from explorer.pipeline.schedules.instructions import parse_instruction
 from explorer.pipeline.schedules.schedule import Schedule
 from explorer.pipeline.traces.flight_recorder import is_flight_folder, read_dumps
 from explorer.pipeline.traces.stack_folder import (
+    SAVED_MARK,
     SavedStack,
     StackFolder,
+    clear_saved,
     is_stack_folder,
     read_stack_folder,
     save_stack,
@@ -127,7 +129,7 @@ def doctor(
             verdict = diagnose_dumps(read_dumps(Path(folder)))
             return Diagnosis(verdict, Path(folder), "", time.monotonic() - t0, 0, "flight-recorder")
         if is_stack_folder(Path(folder)):
-            return _from_saved(read_stack_folder(Path(folder)), t0, schedule, plan)
+            return _from_saved(read_stack_folder(Path(folder)), t0, schedule)
     ranks = find_ranks(pids, folder) if pids else ranks_in_folder(folder)
     folder = folder or _folder_of(ranks)
     logs = {r: _read_log(folder, r) for r in _ranks_written(folder, ranks)} if folder else {}
@@ -160,9 +162,7 @@ def doctor(
 NO_STACK = "left no stack: a rank its launcher or a signal ended prints none"
 
 
-def _from_saved(
-    saved: StackFolder, t0: float, schedule: Optional[Schedule], plan: Optional[Schedule]
-) -> Diagnosis:
+def _from_saved(saved: StackFolder, t0: float, schedule: Optional[Schedule]) -> Diagnosis:
     """The verdict from the stacks a job left (saved dumps, the tracebacks it printed as it died).
 
     The same reading as live, rank by rank; a rank whose files hold no stack is one the verdict
@@ -225,7 +225,11 @@ def _save(
     """Write what the verdict rests on to ``save``, rank by rank: the stack (with its source
     lines), the process state, and what the rank's own file said at this moment (its last step,
     how long it had been quiet, how it ended); for a rank with no stack, what it was said to be
-    and why. Beside them the run's ``spec.json``. Read back, they give this verdict again."""
+    and why. Beside them the run's ``spec.json``. Read back, they give this verdict again. What
+    an earlier save left there goes first: the folder must never describe another job."""
+    clear_saved(save)
+    save.mkdir(parents=True, exist_ok=True)
+    (save / SAVED_MARK).touch()
     said = {s.rank: s for s in states}
     for r in ranks:
         thread = threads.get(r.rank)
@@ -237,7 +241,6 @@ def _save(
             left = said[r.rank]
             save_stack(save, r.rank, r.pid, state, None, log, (left.activity, left.note))
     if folder is not None and (Path(folder) / "spec.json").is_file():
-        save.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(Path(folder) / "spec.json", save / "spec.json")
 
 

@@ -19,6 +19,7 @@ job that left no stack. No torch here.
 from __future__ import annotations
 
 import json
+import os
 import re
 import sys
 from dataclasses import dataclass, field
@@ -35,6 +36,7 @@ _MARKS = (b"Traceback (most recent call last)", b"(most recent call first)", b"P
 #: Only a file's last part is read for stacks: a rank's stack is what it printed last.
 _TAIL_BYTES = 4 << 20
 _MAX_DEPTH = 5
+_MAX_FILES = 65536
 
 
 @dataclass(frozen=True)
@@ -125,6 +127,7 @@ def save_stack(
     """Write one rank's stack as ``rank<R>.stack.json`` (the frames must carry their source);
     ``thread`` None for a rank that had none, with what it was ``said`` to be instead."""
     folder.mkdir(parents=True, exist_ok=True)
+    (folder / SAVED_MARK).touch()
     path = folder / f"rank{rank}.stack.json"
     record = {
         "format": SAVED_FORMAT,
@@ -139,17 +142,51 @@ def save_stack(
     return path
 
 
+#: Written by every save: a folder holding it holds nothing but what a save wrote.
+SAVED_MARK = ".explorer-doctor-save"
+
+
+def clear_saved(folder: Path) -> None:
+    """Make ``folder`` ready for a save: remove what an earlier save wrote there (its stacks and
+    ``spec.json``); InputError when it holds anything else (never mix two jobs, never delete a
+    file a save did not write)."""
+    if not folder.exists():
+        return
+    if not folder.is_dir():
+        raise InputError(f"--save {folder}: that is a file; give a folder to write the stacks to")
+    others = [p.name for p in folder.iterdir() if not _ours(p)]
+    if others or (any(folder.iterdir()) and not (folder / SAVED_MARK).exists()):
+        raise InputError(
+            f"--save {folder}: it holds other files ({', '.join(sorted(others)[:3]) or 'no mark'}); "
+            "give a new folder, or one an earlier --save wrote"
+        )
+    for path in folder.iterdir():
+        path.unlink()
+
+
+def _ours(path: Path) -> bool:
+    return path.is_file() and (
+        path.name in (SAVED_MARK, "spec.json")
+        or (path.name.startswith("rank") and path.name.endswith(".stack.json"))
+    )
+
+
 def _files(folder: Path) -> list[Path]:
-    """The folder's candidate files, in name order, at most a few levels down (never rank<R>.jsonl)."""
+    """The folder's candidate files, in name order, at most a few levels down and at most
+    ``_MAX_FILES`` of them (a folder given by mistake, a home directory, is not walked whole)."""
     if not folder.is_dir():
         return []
-    out = []
-    for path in sorted(folder.rglob("*")):
-        if len(path.relative_to(folder).parts) > _MAX_DEPTH or not path.is_file():
-            continue
-        if path.suffix == ".json" or path.suffix in _TEXT_SUFFIXES:
-            out.append(path)
-    return out
+    out: list[Path] = []
+    for root, dirs, files in os.walk(folder):
+        depth = len(Path(root).relative_to(folder).parts)
+        dirs[:] = sorted(dirs) if depth < _MAX_DEPTH - 1 else []
+        for name in sorted(files):
+            path = Path(root) / name
+            if path.suffix == ".json" or path.suffix in _TEXT_SUFFIXES:
+                out.append(path)
+        if len(out) >= _MAX_FILES:
+            break
+    return sorted(out[:_MAX_FILES])
 
 
 def _rank_of(relative: Path) -> Optional[int]:
@@ -255,9 +292,11 @@ def _has_stack(tail: bytes) -> bool:
 
 __all__ = [
     "SAVED_FORMAT",
+    "SAVED_MARK",
     "SavedStack",
     "StackFolder",
     "is_stack_folder",
     "read_stack_folder",
+    "clear_saved",
     "save_stack",
 ]
