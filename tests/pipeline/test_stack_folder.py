@@ -172,6 +172,10 @@ def test_a_saved_stack_keeps_its_source_lines_so_it_reads_the_same_without_the_f
 
 def test_bad_folders_get_one_line_and_exit_2(tmp_path):
     (tmp_path / "notes.txt").write_text("nothing here\n")
+    # a crash log that names no rank (no rank<R> in its name, no [rankN] on its lines) is not a
+    # job's stacks: detection and reading agree
+    (tmp_path / "train.log").write_text(_a_timeout_traceback())
+    assert not is_stack_folder(tmp_path)
     with pytest.raises(InputError, match="holds no stack a rank left"):
         read_stack_folder(tmp_path)
     called = call_cli(["doctor", str(tmp_path)])

@@ -73,7 +73,8 @@ class StackFolder:
 
 
 def is_stack_folder(folder: Path) -> bool:
-    """A cheap look: a file of the folder (or below) that holds a stack in a form read here."""
+    """A cheap look: a file of the folder (or below) holding a stack a rank can be named for
+    (the same test the reader applies, on each file's last 64 KB)."""
     for path in _files(folder):
         try:
             with path.open("rb") as f:
@@ -82,10 +83,11 @@ def is_stack_folder(folder: Path) -> bool:
                 tail = f.read()
         except OSError:
             continue
+        rank = _rank_of(path.relative_to(folder))
         if path.suffix == ".json":
-            if SAVED_FORMAT.encode() in tail[-65536:] or b'"frames"' in tail:
+            if SAVED_FORMAT.encode() in tail or (rank is not None and b'"frames"' in tail):
                 return True
-        elif any(mark in tail for mark in _MARKS) and _has_stack(tail):
+        elif any(mark in tail for mark in _MARKS) and _has_stack(tail, rank):
             return True
     return False
 
@@ -285,8 +287,8 @@ def _installed(name: str) -> str:
     return "/" + name
 
 
-def _has_stack(tail: bytes) -> bool:
-    own = split_by_rank(tail.decode(errors="replace"), -1).values()
+def _has_stack(tail: bytes, rank: Optional[int]) -> bool:
+    own = split_by_rank(tail.decode(errors="replace"), rank).values()
     return any(read_text_stack(text) is not None for text in own)
 
 
