@@ -47,7 +47,7 @@ def make_job(run: Path, work: Path, ranks: int, events: int) -> tuple[Path, dict
     return job, json.loads((job / replicated_job.TRUTH).read_text()), took
 
 
-def read_in_child(job: Path) -> tuple[dict, float, float, float]:
+def read_in_child(job: Path, *extra: str) -> tuple[dict, float, float, float]:
     """``explorer read JOB --json`` in a child: its document, wall and CPU seconds, peak MB.
 
     The CPU seconds are what the wall time would be on an idle machine (the reader uses one
@@ -59,7 +59,7 @@ def read_in_child(job: Path) -> tuple[dict, float, float, float]:
     start = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.perf_counter()
     out = subprocess.run(
-        [sys.executable, "-m", "explorer", "read", str(job), "--json"],
+        [sys.executable, "-m", "explorer", "read", str(job), "--json", *extra],
         capture_output=True,
         text=True,
         env=env,
@@ -109,6 +109,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--work", type=Path, default=None, help="where the jobs are written")
     ap.add_argument("--run", type=Path, default=None, help="a recorded run folder (4 stages)")
     ap.add_argument("--keep", action="store_true", help="keep the jobs (they take GBs)")
+    ap.add_argument(
+        "--one-core", action="store_true", help="also read each job in one process, first"
+    )
     args = ap.parse_args(argv)
     work = args.work or Path(tempfile.mkdtemp(prefix="bench-scale-"))
     work.mkdir(parents=True, exist_ok=True)
@@ -117,6 +120,13 @@ def main(argv: list[str] | None = None) -> int:
     for ranks in args.ranks:
         job, truth, made = make_job(run, work, ranks, args.events)
         size = sum(p.stat().st_size for p in job.glob("rank*.jsonl")) / 1e9
+        if args.one_core:  # the same job read by one process, first, side by side
+            one, one_wall, one_cpu, one_peak = read_in_child(job, "--workers", "1")
+            print(
+                f"{ranks} ranks, one process: {one_wall:.1f} s wall, {one_cpu:.1f} s CPU, "
+                f"peak {one_peak:.0f} MB",
+                flush=True,
+            )
         doc, wall, cpu, peak = read_in_child(job)
         found, planted, false = verdict(doc, truth)
         print(

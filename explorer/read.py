@@ -83,6 +83,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "folder of many ranks folded to one lane per stage, outlier ranks a click away)",
     )
     p.add_argument(
+        "--workers",
+        type=cli_options.count(
+            "--workers", 1, 256, "more processes than that only wait for the disk"
+        ),
+        metavar="N",
+        help="processes reading a job's rank files (default: every core for a large job)",
+    )
+    p.add_argument(
         "--from",
         dest="plan",
         metavar="FILE.csv",
@@ -95,7 +103,7 @@ def run(args: argparse.Namespace) -> int:
     found = detect(Path(args.path))
     reader = next(k.read for k in KINDS if k.detector.kind == found.kind)
     extra = {}
-    for option, name in (("--html", "html"), ("--from", "plan")):
+    for option, name in (("--html", "html"), ("--from", "plan"), ("--workers", "workers")):
         if getattr(args, name, None):
             if name not in inspect.signature(reader).parameters:
                 raise InputError(

@@ -235,3 +235,16 @@ def test_the_page_and_the_widget_open_each_planted_stragglers_lane(
     assert view.selected == marks.customdata[1]
     with pytest.raises(ValueError, match="is not a rank of this job"):
         view.show_rank(96)
+
+
+def test_reading_on_every_core_gives_the_same_columns_and_the_same_unread_ranks(recorded, tmp_path):
+    """Worker processes read chunks of ranks; their columns come back in rank order, identical to
+    one process's, and a damaged rank is named the same way."""
+    replicate(recorded, tmp_path / "job", replicas=40, seed=31)  # 160 ranks: ten chunks
+    data = (tmp_path / "job" / "rank37.jsonl").read_bytes()
+    (tmp_path / "job" / "rank37.jsonl").write_bytes(data[: len(data) // 3])
+    one, two = read_job(tmp_path / "job", workers=1), read_job(tmp_path / "job", workers=2)
+    for column in ("rank", "stage", "iteration", "kind", "microbatch", "start", "end"):
+        assert np.array_equal(getattr(one, column), getattr(two, column)), column
+    assert np.array_equal(one.unix, two.unix, equal_nan=True)
+    assert one.unread == two.unread and [u.rank for u in two.unread] == [37]

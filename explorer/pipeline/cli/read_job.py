@@ -1,7 +1,8 @@
 """``explorer read`` on a job's folder (replicas of one pipeline): read, folded by stage, outliers
 named, every rank's clock offset bounded.
 
-``--html FILE`` also writes the folded view (one lane per stage, each outlier rank's own lane
+``--workers N`` sets how many processes read the rank files (default: every core for a large
+job). ``--html FILE`` also writes the folded view (one lane per stage, each outlier rank's own lane
 a click away). Exit 0 when every rank was read and no rank is an outlier, 1 when a rank is named or could
 not be read in full (the answer is then partial and says so), 2 on bad input.
 """
@@ -23,14 +24,16 @@ def _progress(done: int, total: int) -> None:
         sys.stderr.flush()
 
 
-def read(path: Path, json_out: bool, html: Optional[str] = None) -> int:
+def read(
+    path: Path, json_out: bool, html: Optional[str] = None, workers: Optional[int] = None
+) -> int:
     from explorer.pipeline.analysis.clocks import clocks
     from explorer.pipeline.analysis.fold import fold
     from explorer.pipeline.printout.job import job_document, job_text
     from explorer.pipeline.traces.job import read_job
 
     t0 = time.perf_counter()
-    job = read_job(path, _progress if sys.stderr.isatty() else None)
+    job = read_job(path, _progress if sys.stderr.isatty() else None, workers)
     folded, clocked = fold(job), clocks(job)
     took = time.perf_counter() - t0
     if json_out:

@@ -9,6 +9,9 @@ The decoder is msgspec when it is installed (``pip install explorer[scale]``): i
 the fields read here into typed records, about three times faster than the standard library's
 ``json``, which is the fallback (the answer is the same).
 
+A job of at least :data:`PARALLEL_BYTES` is read on every core: chunks of ranks in worker
+processes, their columns taken back in rank order (the answer is the same as one process's).
+
 A rank that cannot be read does not stop the job: a missing file, a file cut short (its lines
 before the cut are kept), lines of another run, lines that name another rank; each is an
 :class:`Unread` the report names. Times stay as each rank wrote them, with each rank's ``unix``
@@ -21,11 +24,12 @@ import gc
 import importlib
 import json
 import math
+import os
 from dataclasses import dataclass, field
 from functools import cache
 from operator import attrgetter
 from pathlib import Path
-from typing import Any, Callable, Optional
+from typing import Any, Callable, Iterator, Optional
 
 import numpy as np
 
@@ -255,30 +259,106 @@ def _read_ranks(
     unread: list[Unread],
     unix: np.ndarray,
     progress: Optional[Progress],
+    workers: int = 1,
 ) -> bool:
-    """Read every rank in order into ``parts``/``unread``/``unix``; True when Ctrl-C stopped it."""
+    """Read every rank in order into ``parts``/``unread``/``unix``; True when Ctrl-C stopped it.
+    With ``workers`` > 1 the files are read in that many processes, in chunks of ranks, and
+    taken back in rank order."""
     total = lay.ranks
-    for rank in range(total):
-        path = lay.files.get(rank)
-        if path is None:
-            unread.append(Unread(rank, "no rank file"))
-            continue
-        try:
-            cols, problem, unix[rank] = read_rank(path, rank, lay.run)
-        except KeyboardInterrupt:
-            unread.extend(Unread(r, "not read (interrupted)") for r in range(rank, total))
-            return True
-        if cols is not None:
-            parts.append(cols)
-        if problem is not None:
-            unread.append(problem)
-        if progress is not None:
-            progress(rank + 1, total)
+    results = _in_processes(lay, workers) if workers > 1 else _in_order(lay)
+    done = 0
+    try:
+        for rank, (cols, problem, rank_unix) in results:
+            unix[rank] = rank_unix
+            if cols is not None:
+                parts.append(cols)
+            if problem is not None:
+                unread.append(problem)
+            done = rank + 1
+            if progress is not None:
+                progress(done, total)
+    except KeyboardInterrupt:
+        unread.extend(Unread(r, "not read (interrupted)") for r in range(done, total))
+        return True
+    finally:
+        close = getattr(results, "close", None)
+        if close is not None:
+            close()
     return False
 
 
-def read_job(folder: Path, progress: Optional[Progress] = None) -> JobTrace:
-    """Every rank file of the job in ``folder``; Ctrl-C stops the reading and keeps what was read."""
+RankRead = tuple[Optional[dict[str, np.ndarray]], Optional[Unread], float]
+
+
+def _in_order(lay: JobLayout) -> Iterator[tuple[int, RankRead]]:
+    for rank in range(lay.ranks):
+        path = lay.files.get(rank)
+        yield (
+            rank,
+            (
+                read_rank(path, rank, lay.run)
+                if path
+                else (None, Unread(rank, "no rank file"), math.nan)
+            ),
+        )
+
+
+def _read_chunk(files: list[tuple[int, Optional[str]]], run: str) -> list[tuple[int, RankRead]]:
+    """A worker's share: its ranks read in order (module level, so a process pool can call it)."""
+    gc.disable()
+    return [
+        (
+            rank,
+            read_rank(Path(path), rank, run)
+            if path
+            else (None, Unread(rank, "no rank file"), math.nan),
+        )
+        for rank, path in files
+    ]
+
+
+#: Ranks per task: small enough to keep every worker busy to the end and the progress moving,
+#: large enough that a task's overhead (one pickle each way) is noise beside its reading.
+_CHUNK = 16
+
+
+def _in_processes(lay: JobLayout, workers: int) -> Iterator[tuple[int, RankRead]]:
+    """The ranks read by ``workers`` processes (``spawn``: nothing of a notebook's threads is
+    copied), in rank order; a Ctrl-C cancels what has not started and keeps what has come back."""
+    from concurrent.futures import ProcessPoolExecutor
+    from multiprocessing import get_context
+
+    files = [(r, str(lay.files[r]) if r in lay.files else None) for r in range(lay.ranks)]
+    chunks = [files[i : i + _CHUNK] for i in range(0, len(files), _CHUNK)]
+    pool = ProcessPoolExecutor(max_workers=workers, mp_context=get_context("spawn"))
+    try:
+        futures = [pool.submit(_read_chunk, chunk, lay.run) for chunk in chunks]
+        for future in futures:
+            yield from future.result()
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)
+
+
+#: Below this many bytes of rank files a job is read in this process: starting workers costs
+#: more than it saves (each imports numpy and the decoder).
+PARALLEL_BYTES = 256 << 20
+
+
+def workers_for(lay: JobLayout, workers: Optional[int] = None) -> int:
+    """How many processes read the job: ``workers`` when given, else every core once the files
+    are large enough to pay for starting them."""
+    if workers is not None:
+        return max(1, workers)
+    size = sum(p.stat().st_size for p in lay.files.values() if p.exists())
+    return (os.cpu_count() or 1) if size >= PARALLEL_BYTES else 1
+
+
+def read_job(
+    folder: Path, progress: Optional[Progress] = None, workers: Optional[int] = None
+) -> JobTrace:
+    """Every rank file of the job in ``folder``; Ctrl-C stops the reading and keeps what was
+    read. ``workers``: processes reading the files (default: every core for a job of at least
+    :data:`PARALLEL_BYTES`, else this process alone); the answer is the same either way."""
     lay = layout(Path(folder))
     parts: list[dict[str, np.ndarray]] = []
     unread: list[Unread] = []
@@ -286,7 +366,7 @@ def read_job(folder: Path, progress: Optional[Progress] = None) -> JobTrace:
     collecting = gc.isenabled()
     gc.disable()  # each file's records are freed by reference counting; collections halve the speed
     try:
-        interrupted = _read_ranks(lay, parts, unread, unix, progress)
+        interrupted = _read_ranks(lay, parts, unread, unix, progress, workers_for(lay, workers))
     finally:
         if collecting:
             gc.enable()
@@ -313,4 +393,13 @@ def read_job(folder: Path, progress: Optional[Progress] = None) -> JobTrace:
     )
 
 
-__all__ = ["JobTrace", "Progress", "Unread", "decoder_name", "read_job", "read_rank"]
+__all__ = [
+    "PARALLEL_BYTES",
+    "JobTrace",
+    "Progress",
+    "Unread",
+    "decoder_name",
+    "read_job",
+    "read_rank",
+    "workers_for",
+]
