@@ -35,16 +35,33 @@ def read(
     t0 = time.perf_counter()
     job = read_job(path, _progress if sys.stderr.isatty() else None, workers)
     folded, clocked = fold(job), clocks(job)
+    costs = _step_costs(path, job, folded)
     took = time.perf_counter() - t0
     if json_out:
-        print(json.dumps(job_document(job, folded, took, clocked)), flush=True)
+        print(json.dumps(job_document(job, folded, took, clocked, costs)), flush=True)
     else:
-        print(job_text(job, folded, took, clocked), flush=True)
+        print(job_text(job, folded, took, clocked, costs), flush=True)
     if html:
         from explorer.pipeline.cli.read_job_views import write_html
 
         write_html(job, folded, html)
     return 1 if folded.outliers or job.unread else 0
+
+
+def _step_costs(path: Path, job, folded):
+    """Each outlier's cost to the step, on the schedule the job's ``spec.json`` holds (None where
+    it holds none the explorer can build: the rest of the report stands without it)."""
+    from explorer.errors import InputError
+    from explorer.pipeline.analysis.step_cost import step_costs
+    from explorer.pipeline.runtime.spec import RunSpec
+
+    if not folded.outliers:
+        return None
+    try:
+        schedule = RunSpec.read(Path(path)).build_schedule()
+    except (InputError, ValueError, KeyError, TypeError, OSError):
+        return None
+    return step_costs(job, folded, schedule)
 
 
 __all__ = ["read"]

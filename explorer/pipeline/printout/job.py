@@ -1,7 +1,7 @@
 """A folded job as text and as the ``--json`` document of ``explorer read JOB_DIR``.
 
 The text fits a screen at any number of ranks: what could not be read, the named outliers with
-the rule that named them, then one line per stage and instruction kind (the band across
+the rule that named them and what each costs the step, then one line per stage and instruction kind (the band across
 replicas over all its micro-batches), then the clocks (each rank's offset bounds, the largest
 skew). The JSON holds every band per micro-batch and every rank's offset bounds.
 """
@@ -15,6 +15,7 @@ import numpy as np
 
 from explorer.pipeline.analysis.clocks import Clocks
 from explorer.pipeline.analysis.fold import Band, Fold
+from explorer.pipeline.analysis.step_cost import StepCosts
 from explorer.pipeline.traces.job import JobTrace
 
 #: Unread ranks listed one by one in the text; the rest are counted.
@@ -22,7 +23,11 @@ SHOWN_UNREAD = 20
 
 
 def job_document(
-    job: JobTrace, folded: Fold, seconds: float, clocks: Optional[Clocks] = None
+    job: JobTrace,
+    folded: Fold,
+    seconds: float,
+    clocks: Optional[Clocks] = None,
+    costs: Optional[StepCosts] = None,
 ) -> dict:
     """The ``--json`` document (``kind: "pipeline-job"``)."""
     lay = job.layout
@@ -44,6 +49,7 @@ def job_document(
         "outliers": [o.to_dict() for o in folded.outliers],
         "bands": [b.to_dict() for b in folded.bands],
         "clocks": None if clocks is None else clocks.to_dict(),
+        "step_costs": None if costs is None else costs.to_dict(),
     }
 
 
@@ -68,7 +74,13 @@ def _per_kind(bands: Iterable[Band]) -> list[tuple[int, str, float, float, float
     return rows
 
 
-def job_text(job: JobTrace, folded: Fold, seconds: float, clocks: Optional[Clocks] = None) -> str:
+def job_text(
+    job: JobTrace,
+    folded: Fold,
+    seconds: float,
+    clocks: Optional[Clocks] = None,
+    costs: Optional[StepCosts] = None,
+) -> str:
     """The report ``explorer read JOB_DIR`` prints."""
     lay = job.layout
     read = lay.ranks - sum(1 for u in job.unread if u.kept == 0)
@@ -86,6 +98,8 @@ def job_text(job: JobTrace, folded: Fold, seconds: float, clocks: Optional[Clock
             lines.append(f"  ... and {len(job.unread) - SHOWN_UNREAD} more (--json lists them all)")
     lines.append(f"outliers: {len(folded.outliers) or 'none'} ({folded.rule.sentence()})")
     lines += [f"  {o.sentence()}" for o in folded.outliers]
+    if costs is not None:
+        lines += costs.sentences()
     lines.append("per stage and instruction, across replicas: min / median / max ms (slowest rank)")
     for stage, code, low, med, high, rank in _per_kind(folded.bands):
         lines.append(
