@@ -228,6 +228,7 @@ def test_the_page_and_the_widget_open_each_planted_stragglers_lane(
     assert "96 ranks folded: 4 stages x 24 replicas; 2 outlier ranks" in text
     for s in truth.stragglers:
         assert f"id='lane-{s.rank}'" in text
+        assert f"rank {s.rank} costs its replica&#x27;s step" in text
     view = FoldedJob(tmp_path / "job")
     marks = next(t for t in view.folded.figure.data if t.name == OUTLIERS)
     assert sorted(marks.customdata) == sorted(s.rank for s in truth.stragglers)

@@ -44,7 +44,7 @@ def read(
     if html:
         from explorer.pipeline.cli.read_job_views import write_html
 
-        write_html(job, folded, html)
+        write_html(job, folded, html, costs)
     return 1 if folded.outliers or job.unread else 0
 
 

@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import html
 from pathlib import Path
+from typing import Optional
 
 from explorer.pipeline.analysis.fold import Fold
+from explorer.pipeline.analysis.step_cost import StepCosts
 from explorer.pipeline.traces.job import JobTrace
 
 #: Shows the clicked outlier's lane (the folded figure is the page's first plot).
@@ -34,8 +36,8 @@ _CLICK = """
 """
 
 
-def write_html(job: JobTrace, folded: Fold, path: str) -> Path:
-    """Write the folded job's page to ``path``."""
+def write_html(job: JobTrace, folded: Fold, path: str, costs: Optional[StepCosts] = None) -> Path:
+    """Write the folded job's page to ``path`` (with each outlier's cost to the step, if known)."""
     from explorer import inputs
     from explorer.pipeline.analysis.fold_lanes import lanes, rank_lane
     from explorer.pipeline.views.folded import folded_figure, rank_lane_figure
@@ -50,6 +52,9 @@ def write_html(job: JobTrace, folded: Fold, path: str) -> Path:
     if folded.outliers:
         items = "".join(f"<li>{html.escape(o.sentence())}</li>" for o in folded.outliers)
         sections.append(f"<h2>Outlier ranks</h2><ul>{items}</ul>")
+    if costs is not None:
+        said = "<br>".join(html.escape(line.strip()) for line in costs.sentences())
+        sections.append(f"<p>{said}</p>")
     lanes_drawn = [
         (rank, rank_lane_figure(rank_lane(job, rank), cells))
         for rank in sorted({o.rank for o in folded.outliers})
