@@ -33,8 +33,8 @@ import datetime, os, sys, time, torch, torch.distributed as dist
 from torch.distributed.pipelining import PipelineStage
 from torch.distributed.pipelining import schedules as S
 
-timeout = datetime.timedelta(seconds=float(os.environ.get("JOB_TIMEOUT_S", "1800")))
-dist.init_process_group("gloo", timeout=timeout)
+own_timeout = os.environ.get("JOB_TIMEOUT_S_RANK" + os.environ.get("RANK", ""), "1800")
+dist.init_process_group("gloo", timeout=datetime.timedelta(seconds=float(own_timeout)))
 rank, world = dist.get_rank(), dist.get_world_size()
 kind = sys.argv[1]
 per_rank = 2 if kind == "runtime" else 1
@@ -239,7 +239,9 @@ def test_a_job_that_died_of_its_hang_is_diagnosed_from_the_tracebacks_in_its_log
         "--master-port",
         str(free_port()),
     ]
-    env = {**os.environ, "JOB_TIMEOUT_S": "8", "OMP_NUM_THREADS": "1"}
+    # only rank 1's waits time out: whichever of its waits ends first, it waited on rank 0, and
+    # rank 0 (which never times out) cannot end on a wait of its own on a slow machine
+    env = {**os.environ, "JOB_TIMEOUT_S_RANK1": "8", "OMP_NUM_THREADS": "1"}
     done = subprocess.run(
         [*torchrun, *tee, str(script), "1f1b"], env=env, capture_output=True, text=True, timeout=300
     )
