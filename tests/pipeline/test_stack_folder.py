@@ -224,3 +224,12 @@ def test_a_save_replaces_an_earlier_one_and_never_writes_into_a_folder_of_other_
     assert (mine / "notes.txt").read_text() == "keep me"
     called = call_cli(["doctor", str(os.getpid()), "--save", str(mine)])
     assert called.returncode == 2 and "holds other files" in called.stderr
+
+
+def test_a_file_naming_a_huge_rank_is_read_without_filling_in_every_rank_below_it(tmp_path):
+    (tmp_path / "rank1.log").write_text(_a_timeout_traceback())
+    (tmp_path / "rank99999999999.log").write_text(_a_timeout_traceback())
+    folder = read_stack_folder(tmp_path)
+    assert folder.ranks == [1, 99999999999]
+    verdict = doctor([], tmp_path).verdict
+    assert [s.rank for s in verdict.ranks] == [1, 99999999999]

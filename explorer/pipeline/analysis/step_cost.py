@@ -19,6 +19,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from explorer.errors import InputError
 from explorer.pipeline.analysis.check import check
 from explorer.pipeline.analysis.fold import Fold, Outlier
 from explorer.pipeline.analysis.timeline import Costs
@@ -34,6 +35,7 @@ _FIELD = {
     Kind.BACKWARD_INPUT: "backward_input",
     Kind.BACKWARD_WEIGHT: "backward_weight",
     Kind.REDUCE_GRADS: "reduce",
+    Kind.REDUCE_TIED_GRADS: "reduce",
     Kind.OPTIMIZER_STEP: "optimizer",
     Kind.SEND_ACTIVATION: "send",
     Kind.SEND_GRAD: "send",
@@ -49,6 +51,7 @@ _WORK = (
     Kind.BACKWARD_INPUT,
     Kind.BACKWARD_WEIGHT,
     Kind.REDUCE_GRADS,
+    Kind.REDUCE_TIED_GRADS,
     Kind.OPTIMIZER_STEP,
 )
 
@@ -134,12 +137,18 @@ def step_costs(job: JobTrace, folded: Fold, schedule: Schedule) -> StepCosts:
     if not folded.outliers:
         return StepCosts(())
     base = medians_ms(job)
-    healthy = Costs.of({_FIELD[k]: v for k, v in base.items()})
+    try:
+        healthy = Costs.of({_FIELD[k]: v for k, v in base.items() if k != Kind.REDUCE_TIED_GRADS})
+    except InputError:  # a median the simulator cannot take (not finite): nothing is costed
+        return StepCosts(())
     healthy_ms = _step_ms(schedule, healthy)
     ranks = job.layout.pipeline_ranks
     out = []
     for o in folded.outliers:
-        costs = healthy.with_rank(o.rank % ranks, **{_FIELD[o.kind]: _slow_ms(o, base)})
+        try:
+            costs = healthy.with_rank(o.rank % ranks, **{_FIELD[o.kind]: _slow_ms(o, base)})
+        except InputError:  # its ratio or delay is not a cost (infinite): left uncosted
+            continue
         out.append(StepCost(o, healthy_ms, _step_ms(schedule, costs)))
     return StepCosts(tuple(out))
 
@@ -149,7 +158,7 @@ def _slow_ms(o: Outlier, base: dict[Kind, float]) -> float:
     a transfer (the simulator adds the waiting itself)."""
     if o.kind in base:
         return base[o.kind] * o.ratio
-    return o.added_s * 1e3
+    return o.added_s * 1e3 if o.kind in _FIELD else 0.0
 
 
 def _step_ms(schedule: Schedule, costs: Costs) -> float:

@@ -30,6 +30,8 @@ from explorer.errors import InputError
 from explorer.processes.stack_text import read_text_stack, split_by_rank
 
 SAVED_FORMAT = "explorer-stack"
+#: Ranks below the highest named are filled in (as ranks that left nothing) up to this many.
+MAX_RANKS = 1 << 17
 _RANK_IN_NAME = re.compile(r"(?:^|[^a-z])rank[_-]?(?P<rank>\d+)", re.IGNORECASE)
 _TEXT_SUFFIXES = {".txt", ".log", ".out", ".err", ".stderr", ".stdout", ".dump", ""}
 _MARKS = (b"Traceback (most recent call last)", b"(most recent call first)", b"Process ")
@@ -67,9 +69,13 @@ class StackFolder:
 
     @property
     def ranks(self) -> list[int]:
-        """Every rank the folder names, and every rank below the highest (a job's ranks are 0..N-1)."""
+        """Every rank the folder names, and every rank below the highest (a job's ranks are
+        0..N-1) up to :data:`MAX_RANKS`; past it (a file named ``rank99999999``), the named alone."""
         named = set(self.stacks) | set(self.without_stack)
-        return list(range(max(named) + 1)) if named else []
+        if not named:
+            return []
+        top = max(named)
+        return list(range(top + 1)) if top < MAX_RANKS else sorted(named)
 
 
 def is_stack_folder(folder: Path) -> bool:
