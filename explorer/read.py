@@ -99,6 +99,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run)
 
 
+#: What each reader option is for, said when it is given for another kind.
+_TAKES = {
+    "html": "a pipeline job's profiler traces, a run folder or a job's folder of many ranks",
+    "plan": "a pipeline job's profiler traces",
+    "workers": "a job's folder of many ranks (replicas of one pipeline)",
+}
+
+
 def run(args: argparse.Namespace) -> int:
     found = detect(Path(args.path))
     reader = next(k.read for k in KINDS if k.detector.kind == found.kind)
@@ -108,7 +116,7 @@ def run(args: argparse.Namespace) -> int:
             if name not in inspect.signature(reader).parameters:
                 raise InputError(
                     f"{option} is not available for {found.kind} ({found.why}); drop it, or point "
-                    "explorer read at a pipeline job's profiler traces or run folder"
+                    f"explorer read at {_TAKES[name]}"
                 )
             extra[name] = getattr(args, name)
     return int(reader(Path(args.path), args.json, **extra))

@@ -304,9 +304,10 @@ def ranks_in_folder(folder: Optional[Path]) -> list[RankProcess]:
     files = sorted(Path(folder).glob("rank*.jsonl")) if folder is not None else []
     if folder is None or not files:
         raise InputError(
-            f"{folder} holds no rank<R>.jsonl and no Flight Recorder dump: give a run folder the "
-            "ranks write to (explorer run --out, explorer.instrument), a folder of the ranks' "
-            "Flight Recorder dumps (<prefix><rank>), or the job's PIDs"
+            f"{folder} holds no rank<R>.jsonl, no Flight Recorder dump and no stack a rank left: "
+            "give a run folder the ranks write to (explorer run --out, explorer.instrument), a "
+            "folder of the ranks' Flight Recorder dumps (<prefix><rank>) or of their stacks "
+            "(py-spy dumps, logs holding their tracebacks, doctor --save), or the job's PIDs"
         )
     out = []
     for rank in sorted(int(p.stem[4:]) for p in files if p.stem[4:].isdigit()):
