@@ -41,11 +41,10 @@ def page(title: str, sections: Iterable[Section], extra_figures: Iterable[object
     from explorer.ui.plotly_bundle import figure_types, plotly_js
 
     sections = list(sections)
-    figures = [s for s in sections if not isinstance(s, str)]
+    figures = [s for s in sections if not isinstance(s, str)] + list(extra_figures)
     parts: list[str] = []
-    if figures or list(extra_figures):
-        types = figure_types([*figures, *extra_figures])
-        parts.append(f"<script>{plotly_js(types)}</script>")
+    if figures:
+        parts.append(f"<script>{plotly_js(figure_types(figures))}</script>")
     for section in sections:
         parts.append(section if isinstance(section, str) else figure_div(section))
     body = "\n".join(parts)

@@ -102,7 +102,8 @@ def lanes(job: JobTrace) -> Lanes:
 def rank_lane(job: JobTrace, rank: int) -> RankLane:
     """``rank``'s own instructions, on the folded view's time base (empty if the job has none)."""
     mine = job.rank == rank
-    start = own_time(job)[mine]
+    own = job.start[mine]
+    start = own - own.min() if len(own) else own  # own_time for one rank: not the whole job's
     return RankLane(
         rank,
         job.stage[mine],

@@ -158,7 +158,7 @@ def _slow_ms(o: Outlier, base: dict[Kind, float]) -> float:
     a transfer (the simulator adds the waiting itself)."""
     if o.kind in base:
         return base[o.kind] * o.ratio
-    return o.added_s * 1e3 if o.kind in _FIELD else 0.0
+    return o.added_s * 1e3
 
 
 def _step_ms(schedule: Schedule, costs: Costs) -> float:

@@ -54,7 +54,6 @@ from explorer.pipeline.traces.stack_folder import (
     SavedStack,
     StackFolder,
     clear_saved,
-    is_stack_folder,
     read_stack_folder,
     save_stack,
 )
@@ -128,8 +127,9 @@ def doctor(
         if is_flight_folder(Path(folder)):
             verdict = diagnose_dumps(read_dumps(Path(folder)))
             return Diagnosis(verdict, Path(folder), "", time.monotonic() - t0, 0, "flight-recorder")
-        if is_stack_folder(Path(folder)):
-            return _from_saved(read_stack_folder(Path(folder)), t0, schedule)
+        saved = _stacks_in(Path(folder))
+        if saved is not None:
+            return _from_saved(saved, t0, schedule)
     ranks = find_ranks(pids, folder) if pids else ranks_in_folder(folder)
     folder = folder or _folder_of(ranks)
     logs = {r: _read_log(folder, r) for r in _ranks_written(folder, ranks)} if folder else {}
@@ -156,6 +156,15 @@ def doctor(
     if save is not None:
         _save(save, ranks, threads, states, logs, folder)
     return Diagnosis(verdict, folder, refused, time.monotonic() - t0, live, departures=left)
+
+
+def _stacks_in(folder: Path) -> Optional[StackFolder]:
+    """The stacks ``folder`` holds, read once (no separate look first), or None when it holds
+    none: the folder is then a run folder or nothing, and the caller says which."""
+    try:
+        return read_stack_folder(folder)
+    except InputError:
+        return None
 
 
 #: A rank of the folder with no stack: what ended it printed none (torchrun's SIGTERM, a kill).
