@@ -167,10 +167,10 @@ def claims_06(nb: Any) -> None:
     # the job that stops moving: said stalled, diagnosed by the doctor, the verdict on the grid
     said = next(line for line in text.splitlines() if "; diagnosis:" in line)
     assert said.startswith("stalled for ") and (
-        "diagnosis: rank 0 wait on rank 1: stage 1 (rank 1) sleeps at " in said
+        "diagnosis: rank 0 waits on rank 1: stage 1 (rank 1) sleeps at " in said
     ), said
     assert "deepspeed_user_job.py:" in said and "ForwardPass" in said, said
-    assert any("HUNG: rank 0 wait on rank 1" in t for t in _titles(nb))
+    assert any("HUNG: rank 0 waits on rank 1" in t for t in _titles(nb))
     assert "job ended: True" in text
 
 

@@ -809,11 +809,11 @@ def _interact_06(run: NotebookRun, failures: list[str]) -> None:
     hung = lh.Explorer(run.nb, "hung = JobFollower(")
     run.shot("hung_job", hung.root)
     said = hung.texts()
-    if "diagnosis: rank 0 wait on rank 1: stage 1 (rank 1) sleeps at" not in said:
+    if "diagnosis: rank 0 waits on rank 1: stage 1 (rank 1) sleeps at" not in said:
         failures.append(f"the hung job's follower says: {said!r}")
     if not hung.button("diagnose").count():
         failures.append("the hung job's follower shows no diagnose button")
-    if not hung.plot("HUNG: rank 0 wait on rank 1").count():
+    if not hung.plot("HUNG: rank 0 waits on rank 1").count():
         failures.append("the hung job's grid does not show the verdict pinned on it")
 
 

@@ -101,7 +101,7 @@ def test_a_job_that_stops_moving_is_said_stalled_diagnosed_and_pinned(tmp_path):
         assert sleeper.where.endswith(f"deepspeed_user_job.py:{_hang_line()}")
         assert (waiter.activity, waiter.peer) == ("waiting", 1)
         assert waiter.op in ("send", "recv")
-        assert "diagnosis: rank 0 wait on rank 1: stage 1 (rank 1) sleeps at" in status, status
+        assert "diagnosis: rank 0 waits on rank 1: stage 1 (rank 1) sleeps at" in status, status
         # where in the schedule: rank 1 in a forward pass, rank 0 in the exchange with it
         assert sleeper.at is not None and sleeper.at.text and "Forward" in sleeper.at.deepspeed_repr
         assert waiter.at is not None and waiter.at.deepspeed_repr.startswith(("Send", "Recv"))

@@ -179,7 +179,7 @@ def test_a_hung_1f1b_job_names_the_sleeping_first_stage_and_what_the_last_waits_
     ), waiter.note
     assert sleeper.activity == "sleeping" and sleeper.where.endswith(f"train.py:{SLEEP_LINE}")
     assert sleeper.note == "PyTorch pipelining: forward, micro-batch 2", sleeper.note
-    assert verdict.describe().startswith("rank 1 wait on rank 0: rank 0 sleeps at ")
+    assert verdict.describe().startswith("rank 1 waits on rank 0: rank 0 sleeps at ")
 
 
 def test_a_hung_runtime_job_names_the_action_its_stage_and_the_rank_it_waits_on(tmp_path):

@@ -108,7 +108,7 @@ def test_the_doctor_names_a_stopped_rank_as_the_one_the_others_wait_on(tmp_path)
     assert stopped.activity == "stopped"
     assert stopped.where.endswith(f"train.py:{STOP_LINE}"), stopped.where
     assert verdict.describe().startswith(
-        "rank 0 wait on rank 1: rank 1 stands stopped by a signal (SIGSTOP, SIGTSTP or Ctrl-Z; "
+        "rank 0 waits on rank 1: rank 1 stands stopped by a signal (SIGSTOP, SIGTSTP or Ctrl-Z; "
         "state T) at "
     ), verdict.describe()
 
@@ -125,7 +125,7 @@ def test_a_rank_still_compiling_is_said_compiling_and_the_job_then_finishes(tmp_
         _end(ranks)
     assert (verdict.verdict, verdict.culprit, verdict.waiting) == ("waits-on", 1, (0,))
     assert verdict.describe().startswith(
-        "rank 0 wait on rank 1: rank 1 is still compiling (torch.compile) at "
+        "rank 0 waits on rank 1: rank 1 is still compiling (torch.compile) at "
     ), verdict.describe()
     assert verdict.state(1).where.startswith(str(script)), "the user's own line, not torch's"
     assert codes == [0, 0], "slow, not hung: once compiled, rank 1 sends and both finish"

@@ -135,7 +135,7 @@ def test_a_stall_is_diagnosed_once_by_itself_and_the_verdict_pinned_on_the_grid(
         follower.poll()
     assert calls == [([4242], SCHEDULE)]  # once for this stall, on the job's process
     status = follower.status.value
-    assert "diagnosis: rank 0 wait on rank 1: stage 1 (rank 1) sleeps at train.py:7" in status
+    assert "diagnosis: rank 0 waits on rank 1: stage 1 (rank 1) sleeps at train.py:7" in status
     grid = follower.grid.figure.to_dict()
     pinned = next(t for t in grid["data"] if t.get("name") == "hang")
     assert set(zip(pinned["y"], pinned["x"])) == {(0, 3), (1, 3)}
@@ -232,7 +232,7 @@ def test_whoever_sees_the_diagnosis_sees_the_grid_that_shows_it(monkeypatch):
     diagnosis = follower.wait_for_diagnosis(timeout_s=30)
     assert diagnosis is not None and diagnosis.verdict.culprit == 1
     assert published_at_show == [None]  # pinned while the diagnosis was not yet out
-    assert "HUNG: rank 0 wait on rank 1" in follower.grid.figure.layout.title.text
+    assert "HUNG: rank 0 waits on rank 1" in follower.grid.figure.layout.title.text
     clock.now = 1.0
     run.write()  # it moved: a new wait is for a diagnosis made after this
     follower.poll()

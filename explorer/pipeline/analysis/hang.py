@@ -189,10 +189,9 @@ class HangVerdict:
             return f"wait-for cycle: {loop}"
         if self.verdict == "waits-on" and self.culprit is not None:
             others = ", ".join(str(r) for r in self.waiting)
-            return (
-                f"rank{'s' if len(self.waiting) > 1 else ''} {others} wait on rank {self.culprit}: "
-                f"{self.state(self.culprit).describe()}"
-            )
+            several = len(self.waiting) > 1
+            who = f"ranks {others} wait" if several else f"rank {others} waits"
+            return f"{who} on rank {self.culprit}: {self.state(self.culprit).describe()}"
         if self.verdict == "collective-mismatch" and self.mismatch is not None:
             unseen = ", ".join(map(str, self.unseen))
             return self.mismatch.text + (
