@@ -35,7 +35,7 @@ import numpy as np
 
 from explorer.errors import InputError
 from explorer.pipeline.schedules.instructions import parse_instruction
-from explorer.pipeline.traces.job_folder import JobLayout, layout
+from explorer.pipeline.traces.job_folder import PROFILER, JobLayout, layout
 
 #: ``progress(ranks done, ranks in all)`` after each rank file.
 Progress = Callable[[int, int], None]
@@ -290,31 +290,45 @@ def _read_ranks(
 RankRead = tuple[Optional[dict[str, np.ndarray]], Optional[Unread], float]
 
 
+@dataclass(frozen=True)
+class _How:
+    """What reading one rank file needs besides its path (picklable, for the workers)."""
+
+    format: str
+    run: str
+    world: Optional[int]
+
+    def read(self, path: Optional[str], rank: int) -> RankRead:
+        if not path:
+            return None, Unread(rank, "no rank file"), math.nan
+        if self.format == PROFILER:
+            from explorer.pipeline.traces.profiler.columns import read_trace_rank
+
+            return read_trace_rank(Path(path), rank, self.world)
+        return read_rank(Path(path), rank, self.run)
+
+
+def _how(lay: JobLayout) -> _How:
+    """How this job's files are read; a profiler job's world size is its first trace's."""
+    world = None
+    if lay.format == PROFILER and lay.files:
+        from explorer.pipeline.traces.profiler.columns import world_of
+
+        world = world_of(lay.files[min(lay.files)])
+    return _How(lay.format, lay.run, world)
+
+
 def _in_order(lay: JobLayout) -> Iterator[tuple[int, RankRead]]:
+    how = _how(lay)
     for rank in range(lay.ranks):
         path = lay.files.get(rank)
-        yield (
-            rank,
-            (
-                read_rank(path, rank, lay.run)
-                if path
-                else (None, Unread(rank, "no rank file"), math.nan)
-            ),
-        )
+        yield rank, how.read(str(path) if path else None, rank)
 
 
-def _read_chunk(files: list[tuple[int, Optional[str]]], run: str) -> list[tuple[int, RankRead]]:
+def _read_chunk(files: list[tuple[int, Optional[str]]], how: _How) -> list[tuple[int, RankRead]]:
     """A worker's share: its ranks read in order (module level, so a process pool can call it)."""
     gc.disable()
-    return [
-        (
-            rank,
-            read_rank(Path(path), rank, run)
-            if path
-            else (None, Unread(rank, "no rank file"), math.nan),
-        )
-        for rank, path in files
-    ]
+    return [(rank, how.read(path, rank)) for rank, path in files]
 
 
 #: Ranks per task: small enough to keep every worker busy to the end and the progress moving,
@@ -332,7 +346,8 @@ def _in_processes(lay: JobLayout, workers: int) -> Iterator[tuple[int, RankRead]
     chunks = [files[i : i + _CHUNK] for i in range(0, len(files), _CHUNK)]
     pool = ProcessPoolExecutor(max_workers=workers, mp_context=get_context("spawn"))
     try:
-        futures = [pool.submit(_read_chunk, chunk, lay.run) for chunk in chunks]
+        how = _how(lay)
+        futures = [pool.submit(_read_chunk, chunk, how) for chunk in chunks]
         for future in futures:
             yield from future.result()
     finally:
@@ -389,7 +404,7 @@ def read_job(
         unix=unix,
         unread=tuple(unread),
         interrupted=interrupted,
-        decoder=decoder_name(),
+        decoder="json" if lay.format == PROFILER else decoder_name(),
     )
 
 

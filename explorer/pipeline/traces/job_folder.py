@@ -7,6 +7,11 @@ running the schedule's rank ``r`` (the layout of a data-parallel job whose repli
 pipelines of consecutive ranks). So a folder is a job when it has a rank file beyond the
 schedule's ranks; its size is read from the folder, never from the lines (which may be broken).
 
+The same job run by PyTorch's own pipeline runtime under the profiler (``explorer run --engine
+torch`` writes its ``spec.json`` and a Chrome trace per rank, ``torch_rank<R>.json``) is a job of
+profiler traces: the same layout, another file per rank (:data:`PROFILER`). A folder holds one
+format; when it holds both, the explorer's own rank files are read.
+
 Light: no numpy here, so ``explorer read`` can detect without loading the reader.
 """
 
@@ -22,7 +27,13 @@ from typing import Optional
 from explorer.detect import Detector
 from explorer.errors import InputError
 
-_RANK_FILE = re.compile(r"rank(\d+)\.jsonl")
+#: The explorer's rank files (``instr`` lines) and PyTorch profiler traces, one per rank.
+ENGINE, PROFILER = "engine", "profiler"
+_RANK_FILES = {
+    ENGINE: re.compile(r"rank(\d+)\.jsonl"),
+    PROFILER: re.compile(r"torch_rank(\d+)\.json"),
+}
+_WHAT = {ENGINE: "rank<R>.jsonl files", PROFILER: "torch_rank<R>.json profiler traces"}
 
 
 @dataclass(frozen=True)
@@ -33,6 +44,8 @@ class JobLayout:
     run: str
     stage_to_rank: tuple[int, ...]
     files: dict[int, Path]
+    #: :data:`ENGINE` or :data:`PROFILER`: how each rank file is read.
+    format: str = ENGINE
 
     @property
     def pipeline_ranks(self) -> int:
@@ -53,15 +66,25 @@ class JobLayout:
         return self.replicas * self.pipeline_ranks
 
 
-def rank_files(folder: Path) -> dict[int, Path]:
-    """``{rank: path}`` of the ``rank<R>.jsonl`` files in ``folder`` (one directory scan)."""
+def rank_files(folder: Path, format: str = ENGINE) -> dict[int, Path]:
+    """``{rank: path}`` of the folder's rank files of ``format`` (one directory scan)."""
+    pattern = _RANK_FILES[format]
     out: dict[int, Path] = {}
     with os.scandir(folder) as it:
         for entry in it:
-            m = _RANK_FILE.fullmatch(entry.name)
+            m = pattern.fullmatch(entry.name)
             if m:
                 out[int(m.group(1))] = Path(entry.path)
     return out
+
+
+def _files(folder: Path) -> tuple[str, dict[int, Path]]:
+    """The folder's rank files and their format: the explorer's own when it has any."""
+    for format in (ENGINE, PROFILER):
+        files = rank_files(folder, format)
+        if files:
+            return format, files
+    return ENGINE, {}
 
 
 def _spec(folder: Path) -> Optional[dict]:
@@ -82,15 +105,17 @@ def layout(folder: Path) -> JobLayout:
     if spec is None:
         raise InputError(
             f"{folder} is not a job folder: it needs a spec.json with the schedule's stage_to_rank "
-            "(as `explorer run --out DIR` writes) beside rank<R>.jsonl files"
+            "(as `explorer run --out DIR` writes) beside rank<R>.jsonl files or torch_rank<R>.json "
+            "profiler traces"
         )
-    files = rank_files(folder)
+    format, files = _files(folder)
     if not files:
         raise InputError(
-            f"{folder} has no rank<R>.jsonl files: point explorer read at a job's folder"
+            f"{folder} has no rank<R>.jsonl files and no torch_rank<R>.json profiler traces: "
+            "point explorer read at a job's folder"
         )
     to_rank = tuple(int(r) for r in spec["schedule"]["stage_to_rank"])
-    return JobLayout(folder, str(spec.get("run_id", "")), to_rank, files)
+    return JobLayout(folder, str(spec.get("run_id", "")), to_rank, files, format)
 
 
 def _job_folder(path: Path) -> Optional[str]:
@@ -100,10 +125,10 @@ def _job_folder(path: Path) -> Optional[str]:
     if spec is None:
         return None
     p = len(set(spec["schedule"]["stage_to_rank"]))
-    files = rank_files(path)
+    format, files = _files(path)
     if files and max(files) >= p:
         return (
-            f"a pipeline job's folder: {len(files)} rank files, replicas of the {p}-rank "
+            f"a pipeline job's folder: {len(files)} {_WHAT[format]}, replicas of the {p}-rank "
             "pipeline in spec.json"
         )
     return None
@@ -111,8 +136,9 @@ def _job_folder(path: Path) -> Optional[str]:
 
 JOB_FOLDER = Detector(
     "pipeline-job",
-    "a job's folder: spec.json of one pipeline and rank<R>.jsonl for each rank of its replicas",
+    "a job's folder: spec.json of one pipeline and, for each rank of its replicas, rank<R>.jsonl "
+    "or a torch_rank<R>.json profiler trace",
     _job_folder,
 )
 
-__all__ = ["JOB_FOLDER", "JobLayout", "layout", "rank_files"]
+__all__ = ["ENGINE", "JOB_FOLDER", "PROFILER", "JobLayout", "layout", "rank_files"]
