@@ -12,8 +12,9 @@ same way :mod:`replicated_job` copies the explorer's own rank files:
   (its ``ts`` moved by it);
 - stragglers at known ranks: one rank's backward spans (``PP:<s>B<m>``) ``factor`` times longer
   from a profiled iteration on, one rank's activation receives arriving ``delay_s`` later (the
-  asynchronous ``gloo:recv`` its ``PP:<s>RECV_F<m>`` posted ends later). A straggler lengthens
-  its own spans only, as in :mod:`replicated_job`.
+  asynchronous ``gloo:recv`` its ``PP:<s>RECV_F<m>`` posted ends later, and so does the span of
+  the forward that waits for it). A straggler lengthens its own spans only, as in
+  :mod:`replicated_job`.
 
 Iterations are the profiled ones, counted from 0 (each action's k-th span is iteration k);
 ``truth.json`` beside the copies names the planted ranks and every offset.
@@ -52,27 +53,38 @@ def _code(name: str) -> Optional[str]:
 
 def _planted_spans(events: list[dict], planted: list[Straggler]) -> dict[int, Straggler]:
     """``id(event) -> straggler`` for the spans the stragglers lengthen (see the docstring)."""
+    by_name: dict[str, list[dict]] = {}
+    for e in sorted((e for e in events if e["name"].startswith("PP:")), key=lambda e: e["ts"]):
+        by_name.setdefault(e["name"], []).append(e)
     out: dict[int, Straggler] = {}
-    seen: dict[str, int] = {}
-    spans = sorted((e for e in events if e["name"].startswith("PP:")), key=lambda e: e["ts"])
-    for span in spans:
-        it = seen.get(span["name"], 0)
-        seen[span["name"]] = it + 1
+    for name, spans in by_name.items():
         for s in planted:
-            if _code(span["name"]) != s.kind or it < s.from_iteration:
+            if _code(name) != s.kind:
                 continue
-            if s.kind == "RA":  # the receive it posted arrives later
-                inside = [
-                    e
-                    for e in events
-                    if e["name"].endswith(":recv")
-                    and span["ts"] <= e["ts"] <= span["ts"] + span.get("dur", 0.0)
-                ]
-                if inside:
-                    out[id(min(inside, key=lambda e: e["ts"]))] = s
-            else:
-                out[id(span)] = s
+            for span in spans[s.from_iteration :]:
+                if s.kind != "RA":
+                    out[id(span)] = s
+                    continue
+                out.update((id(e), s) for e in _late(events, by_name, name, spans.index(span)))
     return out
+
+
+def _late(events: list[dict], by_name: dict, name: str, it: int) -> list[dict]:
+    """What a late activation makes later: the asynchronous receive posted in the ``it``-th
+    ``name`` span (its data arrives later) and the forward of that micro-batch, which waits for
+    the data inside its own span (so its span ends later too, its work unchanged)."""
+    span = by_name[name][it]
+    inside = [
+        e
+        for e in events
+        if e["name"].endswith(":recv") and span["ts"] <= e["ts"] <= span["ts"] + span["dur"]
+    ]
+    m = _PP.match(name)
+    assert m is not None  # only PP: spans of a receive get here
+    stage, mb = m.group(1), m.group(3)
+    forwards = by_name.get(f"PP:{stage}F{mb}", [])
+    first = [min(inside, key=lambda e: e["ts"])] if inside else []
+    return first + forwards[it : it + 1]
 
 
 def _copy(

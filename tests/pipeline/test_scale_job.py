@@ -283,3 +283,54 @@ def test_each_stragglers_cost_to_the_step_is_positive_and_at_most_the_time_it_ad
     doc = json.loads(explorer_cli("read", str(tmp_path / "job"), "--json").stdout)
     assert doc["step_costs"]["deciding_rank"] == costs.deciding.outlier.rank
     assert [c["rank"] for c in doc["step_costs"]["costs"]] == [c.outlier.rank for c in costs.costs]
+
+
+# -- the critical path ----------------------------------------------------------------------------
+
+
+def test_a_real_runs_critical_path_goes_down_the_stages_and_back(recorded):
+    """One real 1F1B run (one replica): the path of its last iteration starts on stage 0, crosses
+    to every stage and back (forwards down, backwards up) and spans the iteration."""
+    from explorer.pipeline.analysis.fold_path import folded_path
+
+    job = read_job(recorded)
+    path = folded_path(job, clocks(job))
+    assert path is not None and path.replica == 0 and path.iteration == 2
+    hops = path.hops()
+    assert hops[0] == 0 and hops[-1] == 0 and set(hops) == {0, 1, 2, 3}
+    assert hops.index(3) < len(hops) - 1, "it comes back up from the last stage"
+    assert path.via_message.sum() >= 6, "at least three crossings down and three back up"
+    assert path.length_s == pytest.approx(path.step_s, rel=0.02)
+    held = sum(path.held_s().values())
+    assert held + path.gaps_s == pytest.approx(path.length_s, rel=1e-9) and held > path.gaps_s
+
+
+def test_the_path_of_a_replicated_job_is_in_the_report_the_json_the_page_and_the_widget(
+    recorded, tmp_path, explorer_cli
+):
+    from explorer.pipeline.analysis.fold_path import folded_path, slowest_replica
+    from explorer.pipeline.app.folded_job import FoldedJob
+    from explorer.pipeline.views.folded import PATH
+
+    truth = replicate(recorded, tmp_path / "job", replicas=12, from_iteration=1, seed=23)
+    job = read_job(tmp_path / "job")
+    clocked = clocks(job)
+    path = folded_path(job, clocked)
+    assert path is not None
+    on_clock = job.start - np.nan_to_num(clocked.estimate)[job.rank]
+    assert (path.replica, path.step_s) == slowest_replica(job, path.iteration, on_clock)
+    assert set(path.rank.tolist()) <= set(range(4 * path.replica, 4 * path.replica + 4))
+    doc = json.loads(explorer_cli("read", str(tmp_path / "job"), "--json").stdout)
+    got = doc["critical_path"]
+    assert (got["replica"], got["hops"]) == (path.replica, path.hops())
+    text = explorer_cli("read", str(tmp_path / "job"), "--html", str(tmp_path / "p.html")).stdout
+    assert (
+        f"critical path: replica {path.replica} (the slowest), iteration {path.iteration}" in text
+    )
+    for s in truth.stragglers:  # each named rank is said to be on the path, off it, or elsewhere
+        assert f"  rank {s.rank} " in text.split("critical path:")[1]
+    assert f"critical path: replica {path.replica}" in (tmp_path / "p.html").read_text()
+    view = FoldedJob(tmp_path / "job")
+    line = next(t for t in view.folded.figure.data if t.name == PATH)
+    assert len(line.x) == 2 * len(path) and set(line.y) <= set(range(4))
+    assert f"critical path: replica {path.replica}" in view.summary.value

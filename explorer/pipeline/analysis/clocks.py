@@ -157,8 +157,8 @@ def _ms(seconds: float) -> str:
     return f"{seconds * 1e3:+.3f} ms" if math.isfinite(seconds) else "unbounded"
 
 
-def _messages(job: JobTrace) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Every message paired: (sending rank, receiving rank, slack = recv end - send start)."""
+def message_pairs(job: JobTrace) -> tuple[np.ndarray, np.ndarray]:
+    """Every message paired, as indices into the job's columns: (its send, its receive)."""
     transfers = (Kind.SEND_ACTIVATION, Kind.RECV_ACTIVATION, Kind.SEND_GRAD, Kind.RECV_GRAD)
     at = np.flatnonzero(np.isin(job.kind, [int(k) for k in transfers]))  # the rest never pairs
     kind, stage = job.kind[at], job.stage[at].astype(np.int64)
@@ -178,16 +178,20 @@ def _messages(job: JobTrace) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     send_keys, first = np.unique(key[send_at], return_index=True)
     if not len(send_keys) or not len(recv_at):
         empty = np.zeros(0, dtype=np.int64)
-        return empty, empty, np.zeros(0)
+        return empty, empty
     send_at = send_at[first]
     pos = np.searchsorted(send_keys, key[recv_at]).clip(max=len(send_keys) - 1)
     hit = send_keys[pos] == key[recv_at]
-    s, r = send_at[pos[hit]], recv_at[hit]
-    a, b = rank[s].astype(np.int64), rank[r].astype(np.int64)
-    slack = job.end[at[r]] - job.start[at[s]]
-    kept = (a != b) & np.isfinite(
-        slack
-    )  # one rank's stages share its clock; a NaN time says nothing
+    return at[send_at[pos[hit]]], at[recv_at[hit]]
+
+
+def _messages(job: JobTrace) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Every message paired: (sending rank, receiving rank, slack = recv end - send start)."""
+    s, r = message_pairs(job)
+    a, b = job.rank[s].astype(np.int64), job.rank[r].astype(np.int64)
+    slack = job.end[r] - job.start[s]
+    # one rank's stages share its clock; a NaN time says nothing
+    kept = (a != b) & np.isfinite(slack)
     return a[kept], b[kept], slack[kept]
 
 
@@ -236,4 +240,4 @@ def clocks(job: JobTrace) -> Clocks:
     return Clocks(low, high, reference, int(len(slack)), contradicted)
 
 
-__all__ = ["Clocks", "Contradiction", "clocks"]
+__all__ = ["Clocks", "Contradiction", "clocks", "message_pairs"]

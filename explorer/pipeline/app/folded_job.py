@@ -3,7 +3,8 @@
 The job's folder (replicas of one pipeline, ``explorer run`` or ``explorer.instrument`` rank
 files) is read into columns and folded by stage (:mod:`explorer.pipeline.analysis.fold_lanes`):
 one lane per stage holding each instruction's median over the replicas and their spread, the
-outlier ranks as marks. Clicking a mark shows that rank's own lane under the folded view, above
+outlier ranks as marks, the slowest replica's critical path as a line through the cells it
+visits. Clicking a mark shows that rank's own lane under the folded view, above
 its stage's medians; ``show_rank(rank)`` does the same from code. The page receives only the
 folded cells, so 8,192 ranks draw as fast as one replica.
 """
@@ -16,8 +17,10 @@ from typing import Optional, Union
 
 import ipywidgets as w
 
+from explorer.pipeline.analysis.clocks import clocks
 from explorer.pipeline.analysis.fold import Fold, fold
 from explorer.pipeline.analysis.fold_lanes import lanes, rank_lane
+from explorer.pipeline.analysis.fold_path import folded_path
 from explorer.pipeline.traces.job import JobTrace, read_job
 from explorer.pipeline.views.folded import OUTLIERS, folded_figure, rank_lane_figure
 from explorer.ui.sync import LiveFigure
@@ -30,9 +33,10 @@ class FoldedJob:
         self.job = job if isinstance(job, JobTrace) else read_job(Path(job))
         self.fold: Fold = fold(self.job)
         self.lanes = lanes(self.job)
+        self.path = folded_path(self.job, clocks(self.job))
         layout = self.job.layout
         self.folded = LiveFigure(
-            folded_figure(self.lanes, self.fold.outliers, layout.replicas, layout.ranks)
+            folded_figure(self.lanes, self.fold.outliers, layout.replicas, layout.ranks, self.path)
         )
         self.lane = LiveFigure()
         self.selected: Optional[int] = None
@@ -66,7 +70,15 @@ class FoldedJob:
         unread = (
             f"<br>could not read: {len(self.job.unread)} rank file(s)" if self.job.unread else ""
         )
-        return f"<b>{self.job.layout.ranks:,} ranks</b>, outliers:<ul>{listed}</ul>{unread}"
+        path = (
+            "<br>".join(
+                html.escape(line.strip())
+                for line in self.path.sentences(tuple(o.rank for o in self.fold.outliers))
+            )
+            if self.path is not None
+            else ""
+        )
+        return f"<b>{self.job.layout.ranks:,} ranks</b>, outliers:<ul>{listed}</ul>{path}{unread}"
 
     def _ipython_display_(self) -> None:
         from IPython.display import display

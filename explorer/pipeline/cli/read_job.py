@@ -1,5 +1,5 @@
 """``explorer read`` on a job's folder (replicas of one pipeline): read, folded by stage, outliers
-named, every rank's clock offset bounded.
+named, every rank's clock offset bounded, the slowest replica's critical path.
 
 ``--workers N`` sets how many processes read the rank files (default: every core for a large
 job). ``--html FILE`` also writes the folded view (one lane per stage, each outlier rank's own lane
@@ -29,6 +29,7 @@ def read(
 ) -> int:
     from explorer.pipeline.analysis.clocks import clocks
     from explorer.pipeline.analysis.fold import fold
+    from explorer.pipeline.analysis.fold_path import folded_path
     from explorer.pipeline.printout.job import job_document, job_text
     from explorer.pipeline.traces.job import read_job
 
@@ -36,15 +37,16 @@ def read(
     job = read_job(path, _progress if sys.stderr.isatty() else None, workers)
     folded, clocked = fold(job), clocks(job)
     costs = _step_costs(path, job, folded)
+    critical = folded_path(job, clocked)
     took = time.perf_counter() - t0
     if json_out:
-        print(json.dumps(job_document(job, folded, took, clocked, costs)), flush=True)
+        print(json.dumps(job_document(job, folded, took, clocked, costs, critical)), flush=True)
     else:
-        print(job_text(job, folded, took, clocked, costs), flush=True)
+        print(job_text(job, folded, took, clocked, costs, critical), flush=True)
     if html:
         from explorer.pipeline.cli.read_job_views import write_html
 
-        write_html(job, folded, html, costs)
+        write_html(job, folded, html, costs, critical)
     return 1 if folded.outliers or job.unread else 0
 
 

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Optional
 
 from explorer.pipeline.analysis.fold import Fold
+from explorer.pipeline.analysis.fold_path import FoldedPath
 from explorer.pipeline.analysis.step_cost import StepCosts
 from explorer.pipeline.traces.job import JobTrace
 
@@ -36,8 +37,15 @@ _CLICK = """
 """
 
 
-def write_html(job: JobTrace, folded: Fold, path: str, costs: Optional[StepCosts] = None) -> Path:
-    """Write the folded job's page to ``path`` (with each outlier's cost to the step, if known)."""
+def write_html(
+    job: JobTrace,
+    folded: Fold,
+    path: str,
+    costs: Optional[StepCosts] = None,
+    critical: Optional[FoldedPath] = None,
+) -> Path:
+    """Write the folded job's page to ``path`` (with each outlier's cost to the step and the
+    slowest replica's critical path, when known)."""
     from explorer import inputs
     from explorer.pipeline.analysis.fold_lanes import lanes, rank_lane
     from explorer.pipeline.views.folded import folded_figure, rank_lane_figure
@@ -46,15 +54,17 @@ def write_html(job: JobTrace, folded: Fold, path: str, costs: Optional[StepCosts
     cells = lanes(job)
     layout = job.layout
     sections: list = [
-        folded_figure(cells, folded.outliers, layout.replicas, layout.ranks),
+        folded_figure(cells, folded.outliers, layout.replicas, layout.ranks, critical),
         f"<p>{html.escape(folded.rule.sentence())}.</p>",
     ]
     if folded.outliers:
         items = "".join(f"<li>{html.escape(o.sentence())}</li>" for o in folded.outliers)
         sections.append(f"<h2>Outlier ranks</h2><ul>{items}</ul>")
-    if costs is not None:
-        said = "<br>".join(html.escape(line.strip()) for line in costs.sentences())
-        sections.append(f"<p>{said}</p>")
+    said = (costs.sentences() if costs is not None else []) + (
+        critical.sentences(tuple(o.rank for o in folded.outliers)) if critical is not None else []
+    )
+    if said:
+        sections.append(f"<p>{'<br>'.join(html.escape(line.strip()) for line in said)}</p>")
     lanes_drawn = [
         (rank, rank_lane_figure(rank_lane(job, rank), cells))
         for rank in sorted({o.rank for o in folded.outliers})

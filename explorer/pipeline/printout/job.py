@@ -1,7 +1,8 @@
 """A folded job as text and as the ``--json`` document of ``explorer read JOB_DIR``.
 
 The text fits a screen at any number of ranks: what could not be read, the named outliers with
-the rule that named them and what each costs the step, then one line per stage and instruction kind (the band across
+the rule that named them and what each costs the step, the slowest replica's critical path and
+whether each outlier is on it, then one line per stage and instruction kind (the band across
 replicas over all its micro-batches), then the clocks (each rank's offset bounds, the largest
 skew). The JSON holds every band per micro-batch and every rank's offset bounds.
 """
@@ -15,6 +16,7 @@ import numpy as np
 
 from explorer.pipeline.analysis.clocks import Clocks
 from explorer.pipeline.analysis.fold import Band, Fold
+from explorer.pipeline.analysis.fold_path import FoldedPath
 from explorer.pipeline.analysis.step_cost import StepCosts
 from explorer.pipeline.traces.job import JobTrace
 
@@ -28,6 +30,7 @@ def job_document(
     seconds: float,
     clocks: Optional[Clocks] = None,
     costs: Optional[StepCosts] = None,
+    path: Optional[FoldedPath] = None,
 ) -> dict:
     """The ``--json`` document (``kind: "pipeline-job"``)."""
     lay = job.layout
@@ -50,6 +53,7 @@ def job_document(
         "bands": [b.to_dict() for b in folded.bands],
         "clocks": None if clocks is None else clocks.to_dict(),
         "step_costs": None if costs is None else costs.to_dict(),
+        "critical_path": None if path is None else path.to_dict(),
     }
 
 
@@ -80,6 +84,7 @@ def job_text(
     seconds: float,
     clocks: Optional[Clocks] = None,
     costs: Optional[StepCosts] = None,
+    path: Optional[FoldedPath] = None,
 ) -> str:
     """The report ``explorer read JOB_DIR`` prints."""
     lay = job.layout
@@ -100,6 +105,8 @@ def job_text(
     lines += [f"  {o.sentence()}" for o in folded.outliers]
     if costs is not None:
         lines += costs.sentences()
+    if path is not None:
+        lines += path.sentences(tuple(o.rank for o in folded.outliers))
     lines.append("per stage and instruction, across replicas: min / median / max ms (slowest rank)")
     for stage, code, low, med, high, rank in _per_kind(folded.bands):
         lines.append(

@@ -36,6 +36,7 @@ import numpy as np
 from explorer.errors import InputError
 from explorer.pipeline.schedules.instructions import parse_instruction
 from explorer.pipeline.traces.job_folder import PROFILER, JobLayout, layout
+from explorer.pipeline.traces.rank_read import RankRead, Unread
 
 #: ``progress(ranks done, ranks in all)`` after each rank file.
 Progress = Callable[[int, int], None]
@@ -52,19 +53,6 @@ _DEFAULTS = {
     "start": math.nan,
     "end": math.nan,
 }
-
-
-@dataclass(frozen=True)
-class Unread:
-    """A rank the job should have and that could not be read in full: why, and what was kept."""
-
-    rank: int
-    why: str
-    kept: int = 0
-
-    def sentence(self) -> str:
-        kept = f" (kept its {self.kept} instructions before that)" if self.kept else ""
-        return f"rank {self.rank}: {self.why}{kept}"
 
 
 @dataclass(frozen=True, eq=False)
@@ -285,9 +273,6 @@ def _read_ranks(
         if close is not None:
             close()
     return False
-
-
-RankRead = tuple[Optional[dict[str, np.ndarray]], Optional[Unread], float]
 
 
 @dataclass(frozen=True)

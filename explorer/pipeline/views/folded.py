@@ -5,7 +5,9 @@ The figure's size follows the pipeline (stages x instructions), never the rank c
 of 8,192 ranks draws as fast as one replica. Bars are the median duration at the median start;
 the thin line through a bar runs from the fastest replica's duration to the slowest's. An
 outlier's mark sits at the end of the stage's first cell of its kind in the iteration it began
-to be slow; its hover text is the fold's sentence.
+to be slow; its hover text is the fold's sentence. The critical path of the slowest replica
+(:mod:`explorer.pipeline.analysis.fold_path`), when given, is a line through the cells it visits,
+in the order it visits them.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ import plotly.graph_objects as go
 
 from explorer.pipeline.analysis.fold import Outlier
 from explorer.pipeline.analysis.fold_lanes import Lanes, RankLane
+from explorer.pipeline.analysis.fold_path import FoldedPath
 from explorer.pipeline.schedules.instructions import Kind
 from explorer.pipeline.views.axes import row_height
 from explorer.pipeline.views.bars import hbars
@@ -25,15 +28,21 @@ from explorer.pipeline.views.palette import HAZARD, KIND_COLOURS, kind_label
 #: The outlier marks' trace name: a click on one of its points opens that rank's lane.
 OUTLIERS = "outlier ranks (click one: its own lane)"
 SPREAD = "replicas: fastest to slowest"
+PATH = "critical path (slowest replica)"
 _MS = 1e3
 #: Legends sit between the title and the plot: below it they covered the axis title at small heights.
 _ABOVE = dict(orientation="h", yanchor="bottom", y=1.02, x=0, xanchor="left")
 
 
 def folded_figure(
-    lanes: Lanes, outliers: Sequence[Outlier], replicas: int, ranks: int
+    lanes: Lanes,
+    outliers: Sequence[Outlier],
+    replicas: int,
+    ranks: int,
+    path: FoldedPath | None = None,
 ) -> go.Figure:
-    """Stages as lanes, each cell its median bar and its spread, outliers as marks."""
+    """Stages as lanes, each cell its median bar and its spread, outliers as marks, and the
+    slowest replica's critical path through the cells."""
     fig = go.Figure()
     y = lanes.stage.astype(float)
     start = lanes.start * _MS
@@ -51,6 +60,8 @@ def folded_figure(
             )
         )
     fig.add_trace(_spread(y, start + lanes.low * _MS, start + lanes.high * _MS))
+    if path is not None and len(path):
+        fig.add_trace(_path(lanes, path))
     mark_x, mark_y = _marks(lanes, outliers)
     fig.add_trace(
         go.Scatter(
@@ -125,6 +136,44 @@ def rank_lane_figure(lane: RankLane, lanes: Lanes) -> go.Figure:
         margin=dict(l=110, r=20, t=100, b=50),
     )
     return fig
+
+
+def _path(lanes: Lanes, path: FoldedPath) -> go.Scatter:
+    """The path through the folded cells it visits: across each cell, then on to the next."""
+    n_mb = int(max(lanes.microbatch.max(initial=0), path.microbatch.max(initial=0))) + 2
+    cell = {
+        key: i
+        for i, key in enumerate(
+            zip(
+                lanes.stage.tolist(),
+                lanes.iteration.tolist(),
+                lanes.kind.tolist(),
+                (lanes.microbatch + 1).tolist(),
+            )
+        )
+    }
+    xs: list[float | None] = []
+    ys: list[float | None] = []
+    text: list[str] = []
+    for i in range(len(path)):
+        key = (int(path.stage[i]), path.iteration, int(path.kind[i]), int(path.microbatch[i]) + 1)
+        at = cell.get(key)
+        if at is None or n_mb <= 0:
+            continue
+        x0 = float(lanes.start[at]) * _MS
+        said = f"rank {int(path.rank[i])} {kind_label(Kind(int(path.kind[i])))} mb {int(path.microbatch[i])}"
+        xs += [x0, x0 + float(lanes.median[at]) * _MS]
+        ys += [float(path.stage[i])] * 2
+        text += [said, said]
+    return go.Scatter(
+        name=PATH,
+        x=xs,
+        y=ys,
+        mode="lines",
+        line=dict(color="black", width=2),
+        hovertext=text,
+        hovertemplate="%{hovertext}<extra>critical path</extra>",
+    )
 
 
 def _spread(y: np.ndarray, low: np.ndarray, high: np.ndarray) -> go.Scatter:

@@ -27,7 +27,6 @@ import numpy as np
 
 from explorer.errors import InputError, excerpt
 from explorer.pipeline.schedules.instructions import Kind
-from explorer.pipeline.traces.job import RankRead, Unread
 from explorer.pipeline.traces.profiler.events import read_rank_trace
 from explorer.pipeline.traces.profiler.labelled import (
     has_pp_labels,
@@ -35,6 +34,7 @@ from explorer.pipeline.traces.profiler.labelled import (
     place_pp,
     place_single,
 )
+from explorer.pipeline.traces.rank_read import RankRead, Unread
 
 _KIND_OF_CODE = {k.code: int(k) for k in Kind}
 _RECEIVES = (Kind.RECV_ACTIVATION.code, Kind.RECV_GRAD.code)
