@@ -136,8 +136,7 @@ def _job_folder(path: Path) -> Optional[str]:
 
 JOB_FOLDER = Detector(
     "pipeline-job",
-    "a job's folder: spec.json of one pipeline and, for each rank of its replicas, rank<R>.jsonl "
-    "or a torch_rank<R>.json profiler trace",
+    "a job's folder: spec.json of one pipeline, a rank<R>.jsonl or torch_rank<R>.json per rank",
     _job_folder,
 )
 

@@ -91,7 +91,9 @@ class RankTrace:
 def read_rank_trace(path: Path) -> RankTrace:
     """One profiler trace; InputError (one line, what to change) when it is not one rank's trace."""
     where = f"profiler trace {excerpt(str(path))}"
-    doc = inputs.loads_json(inputs.read_text(str(path), "profiler trace", MAX_TRACE_BYTES), where)
+    # events are read by fixed keys, never recursed into: no walk counting levels (see loads_json)
+    text = inputs.read_text(str(path), "profiler trace", MAX_TRACE_BYTES)
+    doc = inputs.loads_json(text, where, max_depth=None)
     if not isinstance(doc, dict) or not isinstance(doc.get("traceEvents"), list):
         raise InputError(
             f"{where} has no 'traceEvents' list: export it with prof.export_chrome_trace"
