@@ -53,11 +53,12 @@ class FoldedPath:
         return float(self.end[-1] - self.start[0]) if len(self) else 0.0
 
     def held_s(self) -> dict[int, float]:
-        """Seconds of the path each rank holds: each step from the previous step's end (or its
-        own start, if later) to its own end, so a receive holds only the transfer after its
-        send, not the wait beside it, and the ranks' shares add up to the path's length."""
-        prev_end = np.concatenate(([-np.inf], self.end[:-1]))
-        share = np.maximum(self.end - np.maximum(self.start, prev_end), 0.0)
+        """Seconds of the path each rank holds: each step from where the path had reached (the
+        latest end before it; its own start, if later) to its own end, so a receive holds only
+        the transfer after its send, not the wait beside it, and no time is counted twice: the
+        shares add up to the path's length less its gaps."""
+        reached = np.maximum.accumulate(np.concatenate(([-np.inf], self.end[:-1])))
+        share = np.maximum(self.end - np.maximum(self.start, reached), 0.0)
         out: dict[int, float] = {}
         for r, d in zip(self.rank.tolist(), share.tolist()):
             out[r] = out.get(r, 0.0) + d

@@ -78,6 +78,20 @@ def _per_kind(bands: Iterable[Band]) -> list[tuple[int, str, float, float, float
     return rows
 
 
+def _disagreement(costs: Optional[StepCosts], path: FoldedPath) -> list[str]:
+    """Said when the simulated deciding replica is not the slowest one measured: both are shown,
+    and which is which, rather than one verdict silently contradicting the other."""
+    top = costs.deciding if costs is not None else None
+    if top is None or top.cost_ms <= 0 or top.outlier.replica == path.replica:
+        return []
+    return [
+        f"  the simulation puts the job's step on replica {top.outlier.replica} (rank "
+        f"{top.outlier.rank}), but replica {path.replica} took longest as measured: the "
+        "measured step holds more than the named stragglers (jitter, or a slowness the rule "
+        "does not name)"
+    ]
+
+
 def job_text(
     job: JobTrace,
     folded: Fold,
@@ -107,6 +121,7 @@ def job_text(
         lines += costs.sentences()
     if path is not None:
         lines += path.sentences(tuple(o.rank for o in folded.outliers))
+        lines += _disagreement(costs, path)
     lines.append("per stage and instruction, across replicas: min / median / max ms (slowest rank)")
     for stage, code, low, med, high, rank in _per_kind(folded.bands):
         lines.append(
