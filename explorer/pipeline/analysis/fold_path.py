@@ -135,7 +135,7 @@ class FoldedPath:
 
 def slowest_replica(job: JobTrace, iteration: int, on_clock: np.ndarray) -> tuple[int, float]:
     """The replica whose ``iteration`` took longest (first start to last end), and how long."""
-    pick = job.iteration == iteration
+    pick = (job.iteration == iteration) & np.isfinite(on_clock) & np.isfinite(job.end)
     rep = job.replica[pick]
     n = job.layout.replicas
     first = np.full(n, np.inf)
@@ -147,34 +147,43 @@ def slowest_replica(job: JobTrace, iteration: int, on_clock: np.ndarray) -> tupl
     return slowest, float(span[slowest])
 
 
+def _subset(job: JobTrace, keep: np.ndarray) -> JobTrace:
+    """The job's instructions where ``keep`` is True (same layout): one replica's iteration is
+    paired and walked without touching the rest of a job of millions of instructions."""
+    columns = ("rank", "stage", "iteration", "kind", "microbatch", "start", "end")
+    return JobTrace(job.layout, *(getattr(job, c)[keep] for c in columns), unix=job.unix)
+
+
 def folded_path(job: JobTrace, clocked: Clocks) -> FoldedPath | None:
-    """The critical path of the job's slowest replica in its last iteration (None: empty job)."""
-    if not len(job):
-        return None
-    iteration = int(job.iteration.max())
+    """The critical path of the job's slowest replica in its last iteration (None: no
+    instruction with finite times)."""
     offset = np.nan_to_num(clocked.estimate, nan=0.0)
-    on_clock = job.start - offset[job.rank]
+    on_clock = job.start - offset[job.rank] if len(job) else job.start
+    timed = np.isfinite(on_clock) & np.isfinite(job.end)
+    if not timed.any():
+        return None
+    iteration = int(job.iteration[timed].max())
     replica, step_s = slowest_replica(job, iteration, on_clock)
-    mine = np.flatnonzero((job.replica == replica) & (job.iteration == iteration))
-    start = on_clock[mine]
-    end = start + (job.end - job.start)[mine]
-    sends, recvs = message_pairs(job)
-    index = {int(g): i for i, g in enumerate(mine)}
-    send_of = {index[int(r)]: index[int(s)] for s, r in zip(sends, recvs) if int(r) in index}
-    before = _previous_on_rank(job.rank[mine], start)
-    path, via = _walk(job.kind[mine], start, end, before, send_of)
-    steps = mine[path]
-    unbounded = {int(r) for r in job.rank[steps] if not np.isfinite(clocked.estimate[r])}
-    unbounded -= {int(clocked.reference[r]) for r in job.rank[steps]}
+    keep = timed & (job.replica == replica) & (job.iteration == iteration)
+    mine = _subset(job, keep)
+    start = on_clock[keep]
+    end = start + (mine.end - mine.start)
+    sends, recvs = message_pairs(mine)
+    send_of = dict(zip(recvs.tolist(), sends.tolist()))
+    before = _previous_on_rank(mine.rank, start)
+    path, via = _walk(mine.kind, start, end, before, send_of)
+    ranks = mine.rank[path]
+    unbounded = {int(r) for r in ranks if not np.isfinite(clocked.estimate[r])}
+    unbounded -= {int(clocked.reference[r]) for r in ranks}
     t0 = start[path[0]]
     return FoldedPath(
         replica,
         iteration,
         job.layout.pipeline_ranks,
-        job.rank[steps],
-        job.stage[steps],
-        job.kind[steps],
-        job.microbatch[steps],
+        ranks,
+        mine.stage[path],
+        mine.kind[path],
+        mine.microbatch[path],
         start[path] - t0,
         end[path] - t0,
         via,
