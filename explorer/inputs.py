@@ -125,9 +125,10 @@ def loads_json(text: str, what: str, max_depth: Optional[int] = MAX_JSON_DEPTH) 
     ``max_depth=None`` skips the walk that counts levels (a third of the time of reading a
     profiler trace) where the reader takes fixed paths into the document and never recurses
     into it; the parser's own recursion limit still refuses absurd nesting."""
+    levels = f"more than {max_depth} levels" if max_depth is not None else "too many levels"
     too_deep = (
-        f"{what} nests more than {max_depth} levels deep: a configuration or run spec is a few "
-        "levels deep; check the file"
+        f"{what} nests {levels} deep: a configuration, run spec or trace is a few levels deep; "
+        "check the file"
     )
     try:
         value = json.loads(text, parse_constant=_no_constant)

@@ -79,7 +79,7 @@ def test_a_broken_trace_job_names_each_rank_it_could_not_read(recorded, tmp_path
     job = tmp_path / "job"
     truth = replicate_traces(recorded, job, replicas=6, seed=7)
     stragglers = {s.rank for s in truth.stragglers}
-    cut, renamed, foreign, gone = [r for r in range(5, 24) if r not in stragglers][:4]
+    cut, renamed, foreign, gone, deep, late = [r for r in range(5, 24) if r not in stragglers][:6]
     data = (job / f"torch_rank{cut}.json").read_bytes()
     (job / f"torch_rank{cut}.json").write_bytes(data[: len(data) // 2])  # killed mid-write
     (job / f"torch_rank{renamed}.json").write_bytes((job / "torch_rank1.json").read_bytes())
@@ -90,6 +90,12 @@ def test_a_broken_trace_job_names_each_rank_it_could_not_read(recorded, tmp_path
         .replace(f'"rank": {foreign % 8},'.encode(), f'"rank": {foreign},'.encode())
     )
     (job / f"torch_rank{gone}.json").unlink()
+    (job / f"torch_rank{deep}.json").write_text(
+        '{"traceEvents": [' + "[" * 100_000 + "]" * 100_000 + "]}"
+    )
+    doc = json.loads((job / f"torch_rank{late}.json").read_text())
+    doc["traceEvents"][3]["ts"] = 1e300  # no clock reads this: refused, never drawn
+    (job / f"torch_rank{late}.json").write_text(json.dumps(doc))
     out = explorer_cli("read", str(job))
     assert out.returncode == 1, out.stderr
     assert f"rank {cut}: its trace is not JSON (line 1 column " in out.stdout
@@ -97,4 +103,6 @@ def test_a_broken_trace_job_names_each_rank_it_could_not_read(recorded, tmp_path
     assert f"rank {renamed}: its trace says rank 1 (distributedInfo)" in out.stdout
     assert f"rank {foreign}: its trace is of a job of 8 ranks, not this one's 24" in out.stdout
     assert f"rank {gone}: no rank file" in out.stdout
-    assert "could not read 4 rank(s) in full" in out.stdout
+    assert f"rank {deep}: its trace nests too many levels deep" in out.stdout
+    assert f"rank {late}: its trace event " in out.stdout and "times must be finite" in out.stdout
+    assert "could not read 6 rank(s) in full" in out.stdout
