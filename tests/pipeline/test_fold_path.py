@@ -8,16 +8,14 @@ receives waited for their data, and stay on a rank whose own work held it up.
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import numpy as np
 import pytest
+from test_scale_fold import job_of_rows
 
 from explorer.pipeline.analysis.clocks import clocks
 from explorer.pipeline.analysis.fold_path import folded_path
 from explorer.pipeline.schedules.instructions import Kind
 from explorer.pipeline.traces.job import JobTrace
-from explorer.pipeline.traces.job_folder import JobLayout
 
 F, B = Kind.FORWARD, Kind.BACKWARD
 SA, RA, SG, RG = Kind.SEND_ACTIVATION, Kind.RECV_ACTIVATION, Kind.SEND_GRAD, Kind.RECV_GRAD
@@ -50,20 +48,7 @@ def _replica(replica: int, slow_b1: float = 1.0, late_post: bool = False, clock:
 
 
 def _job(*replicas) -> JobTrace:
-    a = np.array([row for rep in replicas for row in rep], dtype=float)
-    ranks = 2 * len(replicas)
-    lay = JobLayout(Path("job"), "r1", (0, 1), {r: Path(f"rank{r}.jsonl") for r in range(ranks)})
-    return JobTrace(
-        lay,
-        rank=a[:, 0].astype(np.int32),
-        stage=a[:, 1].astype(np.int16),
-        iteration=a[:, 2].astype(np.int32),
-        kind=a[:, 3].astype(np.int8),
-        microbatch=a[:, 4].astype(np.int32),
-        start=a[:, 5],
-        end=a[:, 6],
-        unix=np.full(ranks, np.nan),
-    )
+    return job_of_rows([row for rep in replicas for row in rep], 2 * len(replicas))
 
 
 def codes(path) -> list[tuple[int, str]]:

@@ -43,8 +43,14 @@ def columns(
                     d *= (slow or {}).get((rank, kind, it), 1.0)
                     rows.append((rank, rank % 2, it, int(kind), mb, t, t + d))
                     t += d
-    a = np.array(rows)
-    lay = JobLayout(Path("job"), "r1", (0, 1), {})
+    return job_of_rows(rows, 2 * replicas)
+
+
+def job_of_rows(rows: list, ranks: int) -> JobTrace:
+    """A job of a 2-stage pipeline (``ranks`` ranks) from rows of (rank, stage, iteration, kind,
+    micro-batch, start, end), every rank file named as the layout would find it."""
+    a = np.array(rows, dtype=float)
+    lay = JobLayout(Path("job"), "r1", (0, 1), {r: Path(f"rank{r}.jsonl") for r in range(ranks)})
     return JobTrace(
         lay,
         rank=a[:, 0].astype(np.int32),
@@ -54,7 +60,7 @@ def columns(
         microbatch=a[:, 4].astype(np.int32),
         start=a[:, 5],
         end=a[:, 6],
-        unix=np.full(2 * replicas, np.nan),
+        unix=np.full(ranks, np.nan),
     )
 
 

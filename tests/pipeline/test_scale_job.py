@@ -117,6 +117,19 @@ def _relative(truth) -> np.ndarray:
     return off - off[(np.arange(len(off)) // p) * p]
 
 
+def assert_offsets_recovered(own, found, truth, tolerance_s: float = 1e-9) -> None:
+    """Every copy's bounds, less its planted offset, meet its recorded rank's own bounds (see
+    the test below); every rank but each replica's first is bounded."""
+    assert own.contradicted == {} and own.messages > 0
+    assert found.contradicted == {} and found.messages == truth.replicas * own.messages
+    p = truth.pipeline_ranks
+    local = np.arange(truth.replicas * p) % p
+    low, high = found.low - _relative(truth), found.high - _relative(truth)
+    overlap = np.maximum(low, own.low[local]) <= np.minimum(high, own.high[local]) + tolerance_s
+    assert overlap.all(), np.flatnonzero(~overlap)
+    assert len(found.bounded()) == truth.replicas * (p - 1)
+
+
 def test_planted_clock_offsets_are_recovered_within_their_bounds(recorded, tmp_path, explorer_cli):
     """The recorded run's ranks already differ by their own small skew (each takes its time zero
     as it leaves a barrier, not at one instant): its bounds hold that skew. A copy's rank is off
@@ -124,21 +137,15 @@ def test_planted_clock_offsets_are_recovered_within_their_bounds(recorded, tmp_p
     must meet the recording's bounds (both hold the same unknown skew): the planted offsets are
     recovered within the bounds, jitter and stragglers included."""
     own = clocks(read_job(recorded))
-    assert own.contradicted == {} and own.messages > 0
     truth = replicate(recorded, tmp_path / "job", replicas=16, seed=11)
     found = clocks(read_job(tmp_path / "job"))
-    assert found.contradicted == {} and found.messages == 16 * own.messages
-    p = truth.pipeline_ranks
-    local = np.arange(16 * p) % p
-    low, high = found.low - _relative(truth), found.high - _relative(truth)
-    overlap = np.maximum(low, own.low[local]) <= np.minimum(high, own.high[local]) + 1e-9
-    assert overlap.all(), np.flatnonzero(~overlap)
-    assert len(found.bounded()) == 16 * (p - 1) and len(found.unbounded()) == 0
+    assert_offsets_recovered(own, found, truth)
+    assert len(found.unbounded()) == 0
     planted = np.abs(_relative(truth)).max()
     assert np.nanmax(found.width) < planted / 5, "bounds narrow beside the planted offsets"
     out = explorer_cli("read", str(tmp_path / "job"), "--json")
     doc = json.loads(out.stdout)["clocks"]
-    assert doc["messages"] == found.messages and len(doc["offsets"]) == 16 * p
+    assert doc["messages"] == found.messages and len(doc["offsets"]) == 16 * truth.pipeline_ranks
     far = max(doc["offsets"], key=lambda o: abs(o["estimate_s"]))
     assert far["estimate_s"] == pytest.approx(_relative(truth)[far["rank"]], abs=0.005)
 
