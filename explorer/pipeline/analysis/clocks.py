@@ -168,7 +168,7 @@ def message_pairs(job: JobTrace) -> tuple[np.ndarray, np.ndarray]:
     src = np.where(sends, stage, stage + 2 * grad - 1)
     rank, iteration, microbatch = job.rank[at], job.iteration[at], job.microbatch[at]
     key = _key(
-        (rank // job.layout.pipeline_ranks, job.layout.replicas),
+        (job.layout.replica_of(rank), job.layout.replicas),
         (src + 1, job.layout.stages + 2),
         (iteration, int(iteration.max(initial=0)) + 1),
         (microbatch + 1, int(microbatch.max(initial=0)) + 2),
@@ -195,13 +195,15 @@ def _messages(job: JobTrace) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return a[kept], b[kept], slack[kept]
 
 
-def _contradiction(pairs: np.ndarray, first: int) -> Contradiction:
-    """The two ranks whose messages both ways miss causality most, and by how much; a longer
-    cycle alone has no amount here (Floyd-Warshall compounds it)."""
+def _contradiction(pairs: np.ndarray, ranks: np.ndarray) -> Contradiction:
+    """The two ranks whose messages both ways miss causality most, and by how much (``ranks``:
+    the replica's rank at each pipeline place); a longer cycle alone has no amount here
+    (Floyd-Warshall compounds it)."""
     i, j = np.unravel_index(int(np.argmin(pairs)), pairs.shape)
     if pairs[i, j] >= -_TOLERANCE_S:
         return Contradiction(math.nan, ())
-    return Contradiction(float(-pairs[i, j]), (first + int(min(i, j)), first + int(max(i, j))))
+    pair = sorted((int(ranks[i]), int(ranks[j])))
+    return Contradiction(float(-pairs[i, j]), (pair[0], pair[1]))
 
 
 def _key(*columns: tuple[np.ndarray, int]) -> np.ndarray:
@@ -220,23 +222,30 @@ def clocks(job: JobTrace) -> Clocks:
     p, replicas = lay.pipeline_ranks, lay.replicas
     ranks = replicas * p
     a, b, slack = _messages(job)
+    rep_a, rep_b = lay.replica_of(a), lay.replica_of(b)
     # the tightest bound per directed pair, as a (replica, P, P) matrix of slacks
     dist = np.full((replicas, p, p), np.inf)
     dist[:, np.arange(p), np.arange(p)] = 0.0
-    same = (a // p) == (b // p)
-    np.minimum.at(dist, (a[same] // p, a[same] % p, b[same] % p), slack[same])
+    same = rep_a == rep_b
+    place = (rep_a[same], lay.local_of(a[same]), lay.local_of(b[same]))
+    np.minimum.at(dist, place, slack[same])
     pairs = dist + dist.transpose(0, 2, 1)  # each two ranks' messages both ways: a 2-cycle
     for k in range(p):  # Floyd-Warshall, every replica at once
         np.minimum(dist, dist[:, :, k : k + 1] + dist[:, k : k + 1, :], out=dist)
     cycles = np.diagonal(dist, axis1=1, axis2=2).min(axis=1)
     contradicted = {
-        int(r): _contradiction(pairs[r], int(r) * p) for r in np.flatnonzero(cycles < -_TOLERANCE_S)
+        int(r): _contradiction(pairs[r], lay.rank_at(int(r), np.arange(p)))
+        for r in np.flatnonzero(cycles < -_TOLERANCE_S)
     }
-    high = dist[:, 0, :].reshape(ranks)  # off_v - off_ref <= D[ref, v]
-    low = -dist[:, :, 0].reshape(ranks)  # off_v - off_ref >= -D[v, ref]
+    # (replica, place) back to ranks, in rank order
+    at = lay.rank_at(np.repeat(np.arange(replicas), p), np.tile(np.arange(p), replicas))
+    high, low = np.empty(ranks), np.empty(ranks)
+    high[at] = dist[:, 0, :].reshape(ranks)  # off_v - off_ref <= D[ref, v]
+    low[at] = -dist[:, :, 0].reshape(ranks)  # off_v - off_ref >= -D[v, ref]
     for r in contradicted:  # no offsets explain them: none is given
-        low[r * p : (r + 1) * p], high[r * p : (r + 1) * p] = np.nan, np.nan
-    reference = (np.arange(ranks) // p) * p
+        mine = lay.rank_at(r, np.arange(p))
+        low[mine], high[mine] = np.nan, np.nan
+    reference = lay.rank_at(lay.replica_of(np.arange(ranks)), 0)
     return Clocks(low, high, reference, int(len(slack)), contradicted)
 
 

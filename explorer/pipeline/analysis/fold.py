@@ -242,8 +242,8 @@ def _peer(job: JobTrace, rank: int, stage: int, kind: Kind) -> Optional[int]:
     to_rank = job.layout.stage_to_rank
     if not 0 <= other < len(to_rank):
         return None
-    p = job.layout.pipeline_ranks
-    return (rank // p) * p + to_rank[other]
+    lay = job.layout
+    return int(lay.rank_at(lay.replica_of(rank), to_rank[other]))
 
 
 def _outliers(job: JobTrace, dur: np.ndarray, rule: Rule) -> tuple[Outlier, ...]:
@@ -306,10 +306,10 @@ def _outlier(
     sel = np.flatnonzero(sel)[(it >= first) & (it <= last)]
     ratio = float(np.median(dur[sel] / np.maximum(median[sel], 1e-12)))
     added = float(np.median(dur[sel] - median[sel]))
-    p = job.layout.pipeline_ranks
     peer = _peer(job, rank, stage, kind) if kind in _TRANSFERS else None
+    replica = int(job.layout.replica_of(rank))
     return Outlier(
-        rank, stage, rank // p, kind, first + it0, last + it0, last == n_it - 1, ratio, added, peer
+        rank, stage, replica, kind, first + it0, last + it0, last == n_it - 1, ratio, added, peer
     )
 
 

@@ -24,6 +24,7 @@ import numpy as np
 from explorer.pipeline.analysis.clocks import Clocks, message_pairs
 from explorer.pipeline.schedules.instructions import Kind
 from explorer.pipeline.traces.job import JobTrace
+from explorer.pipeline.traces.job_folder import JobLayout
 
 _RECEIVES = (int(Kind.RECV_ACTIVATION), int(Kind.RECV_GRAD))
 
@@ -34,7 +35,7 @@ class FoldedPath:
 
     replica: int
     iteration: int
-    pipeline_ranks: int
+    layout: JobLayout
     rank: np.ndarray
     stage: np.ndarray
     kind: np.ndarray
@@ -92,9 +93,10 @@ class FoldedPath:
             f"instructions), through ranks {shown}"
         ]
         for r in named:
-            if r // self.pipeline_ranks != self.replica:
+            replica = int(self.layout.replica_of(r))
+            if replica != self.replica:
                 lines.append(
-                    f"  rank {r} is in replica {r // self.pipeline_ranks}: not the slowest, so "
+                    f"  rank {r} is in replica {replica}: not the slowest, so "
                     "it costs the job's step nothing here"
                 )
             elif r in held:
@@ -179,7 +181,7 @@ def folded_path(job: JobTrace, clocked: Clocks) -> FoldedPath | None:
     return FoldedPath(
         replica,
         iteration,
-        job.layout.pipeline_ranks,
+        job.layout,
         ranks,
         mine.stage[path],
         mine.kind[path],

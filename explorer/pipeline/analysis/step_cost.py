@@ -142,11 +142,11 @@ def step_costs(job: JobTrace, folded: Fold, schedule: Schedule) -> StepCosts:
     except InputError:  # a median the simulator cannot take (not finite): nothing is costed
         return StepCosts(())
     healthy_ms = _step_ms(schedule, healthy)
-    ranks = job.layout.pipeline_ranks
     out = []
     for o in folded.outliers:
         try:
-            costs = healthy.with_rank(o.rank % ranks, **{_FIELD[o.kind]: _slow_ms(o, base)})
+            local = int(job.layout.local_of(o.rank))
+            costs = healthy.with_rank(local, **{_FIELD[o.kind]: _slow_ms(o, base)})
         except InputError:  # its ratio or delay is not a cost (infinite): left uncosted
             continue
         out.append(StepCost(o, healthy_ms, _step_ms(schedule, costs)))

@@ -42,7 +42,7 @@ def job_document(
         "pipeline_ranks": lay.pipeline_ranks,
         "stages": lay.stages,
         "replicas": lay.replicas,
-        "layout": "rank = replica * pipeline_ranks + the schedule's rank",
+        "layout": lay.numbering(),
         "instructions": len(job),
         "decoder": job.decoder,
         "seconds": round(seconds, 3),

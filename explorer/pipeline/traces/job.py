@@ -79,8 +79,8 @@ class JobTrace:
 
     @property
     def replica(self) -> np.ndarray:
-        """Each event's data-parallel replica (``rank // pipeline ranks``)."""
-        return self.rank // self.layout.pipeline_ranks
+        """Each event's data-parallel replica (as the layout numbers its ranks)."""
+        return self.layout.replica_of(self.rank)
 
     def nbytes(self) -> int:
         return sum(

@@ -22,7 +22,7 @@ import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Optional
+from typing import Any, Optional
 
 from explorer.detect import Detector
 from explorer.errors import InputError
@@ -34,6 +34,11 @@ _RANK_FILES = {
     PROFILER: re.compile(r"torch_rank(\d+)\.json"),
 }
 _WHAT = {ENGINE: "rank<R>.jsonl files", PROFILER: "torch_rank<R>.json profiler traces"}
+#: How a job numbers its ranks: ``explorer run``'s copies and PyTorch's ``(dp, pp)`` meshes put
+#: a replica's pipeline on consecutive ranks (rank = replica x P + pipeline rank); DeepSpeed's
+#: ``PipeDataParallelTopology`` and torchtitan's ``(pp, dp)`` mesh put a stage's replicas there
+#: (rank = pipeline rank x D + replica).
+REPLICA_MAJOR, PIPE_MAJOR = "replica-major", "pipe-major"
 
 
 @dataclass(frozen=True)
@@ -46,6 +51,10 @@ class JobLayout:
     files: dict[int, Path]
     #: :data:`ENGINE` or :data:`PROFILER`: how each rank file is read.
     format: str = ENGINE
+    #: :data:`REPLICA_MAJOR` or :data:`PIPE_MAJOR`: how ranks are numbered.
+    order: str = REPLICA_MAJOR
+    #: The job's world size when the folder says it (else the highest rank file decides).
+    world: Optional[int] = None
 
     @property
     def pipeline_ranks(self) -> int:
@@ -57,13 +66,39 @@ class JobLayout:
 
     @property
     def replicas(self) -> int:
-        """Whole replicas up to the highest rank file (a missing last rank still counts)."""
-        top = max(self.files, default=-1) + 1
+        """Whole replicas up to the world size, or the highest rank file (a missing last rank
+        still counts)."""
+        top = self.world if self.world else max(self.files, default=-1) + 1
         return -(-top // self.pipeline_ranks)
 
     @property
     def ranks(self) -> int:
         return self.replicas * self.pipeline_ranks
+
+    # Each of these takes an int or a numpy array of ranks (plain arithmetic: no numpy here).
+    def replica_of(self, rank: Any) -> Any:
+        """The data-parallel replica ``rank`` belongs to."""
+        if self.order == PIPE_MAJOR:
+            return rank % self.replicas
+        return rank // self.pipeline_ranks
+
+    def local_of(self, rank: Any) -> Any:
+        """``rank``'s place in its replica's pipeline (the schedule's rank)."""
+        if self.order == PIPE_MAJOR:
+            return rank // self.replicas
+        return rank % self.pipeline_ranks
+
+    def rank_at(self, replica: Any, local: Any) -> Any:
+        """The rank at pipeline place ``local`` of ``replica``."""
+        if self.order == PIPE_MAJOR:
+            return local * self.replicas + replica
+        return replica * self.pipeline_ranks + local
+
+    def numbering(self) -> str:
+        """The layout in words, for the report."""
+        if self.order == PIPE_MAJOR:
+            return "rank = the schedule's rank * replicas + replica"
+        return "rank = replica * pipeline_ranks + the schedule's rank"
 
 
 def rank_files(folder: Path, format: str = ENGINE) -> dict[int, Path]:
@@ -140,4 +175,13 @@ JOB_FOLDER = Detector(
     _job_folder,
 )
 
-__all__ = ["ENGINE", "JOB_FOLDER", "PROFILER", "JobLayout", "layout", "rank_files"]
+__all__ = [
+    "ENGINE",
+    "JOB_FOLDER",
+    "PIPE_MAJOR",
+    "PROFILER",
+    "REPLICA_MAJOR",
+    "JobLayout",
+    "layout",
+    "rank_files",
+]
