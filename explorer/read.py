@@ -46,10 +46,12 @@ class Kind:
 #: Tried in this order, the first that recognises a path wins. A compile job's folder may hold
 #: profiler traces beside its TORCH_TRACE logs (with distributedInfo whenever a process group
 #: existed), and those belong to it: torch-trace comes before pipeline-profile. A job's folder
-#: (replicas of one pipeline) is a run folder with more ranks: pipeline-job comes before pipeline-run.
+#: (replicas of one pipeline) is a run folder with more ranks: pipeline-job comes before pipeline-run;
+#: an instrumented DeepSpeed job of several data-parallel replicas is read as a job too, so it
+#: comes before the instrumented reader of one pipeline.
 KINDS: tuple[Kind, ...] = (
-    Kind(INSTRUMENTED, read_instrumented.read),
     Kind(JOB_FOLDER, read_job.read),
+    Kind(INSTRUMENTED, read_instrumented.read),
     Kind(RUN_FOLDER, read_run.read),
     Kind(TORCH_TRACE, compile_read.read),
     Kind(PROFILE, read_profile.read),

@@ -70,34 +70,57 @@ class Truth:
     layout: str = "rank = replica * pipeline_ranks + pipeline rank"
     offsets_s: list[float] = field(default_factory=list)
     stragglers: list[Straggler] = field(default_factory=list)
+    #: "replica-major" (the line above) or "pipe-major" (rank = pipeline rank * replicas + replica).
+    order: str = "replica-major"
+
+    def rank_at(self, replica: int, local: int) -> int:
+        if self.order == "pipe-major":
+            return local * self.replicas + replica
+        return replica * self.pipeline_ranks + local
 
     def to_dict(self) -> dict:
         return {**asdict(self), "stragglers": [asdict(s) for s in self.stragglers]}
 
 
+def _lines(path: Path) -> list[dict]:
+    return [json.loads(x) for x in path.read_text().splitlines() if x.strip()]
+
+
 def _recorded(run: Path) -> tuple[dict, dict[int, list[dict]]]:
+    """The recorded pipeline: its spec and each pipeline rank's lines. A run folder's ranks are
+    its spec's; a data-parallel job ``explorer.instrument`` traced gives its replica 0."""
+    if not (run / "spec.json").exists():
+        from explorer.pipeline.traces.job_folder import instrument_layout
+
+        lay = instrument_layout(run)
+        assert lay is not None, f"{run} is neither a run folder nor a traced data-parallel job"
+        spec = {"schedule": {"stage_to_rank": list(lay.stage_to_rank)}, "traced": True}
+        ranks = range(lay.pipeline_ranks)
+        return spec, {r: _lines(lay.files[int(lay.rank_at(0, r))]) for r in ranks}
     spec = json.loads((run / "spec.json").read_text())
     ranks = sorted(set(spec["schedule"]["stage_to_rank"]))
-    lines = {
-        r: [json.loads(x) for x in (run / f"rank{r}.jsonl").read_text().splitlines() if x.strip()]
-        for r in ranks
-    }
-    return spec, lines
+    return spec, {r: _lines(run / f"rank{r}.jsonl") for r in ranks}
 
 
 def default_stragglers(
-    spec: dict, replicas: int, from_iteration: int, factor: float = 1.8, delay_s: float = 0.02
+    spec: dict,
+    replicas: int,
+    from_iteration: int,
+    factor: float = 1.8,
+    delay_s: float = 0.02,
+    order: str = "replica-major",
 ) -> list[Straggler]:
     """One slow backward rank and one slow link, at ranks in the middle of the job."""
     to_rank = spec["schedule"]["stage_to_rank"]
     p = len(set(to_rank))
     stages = len(to_rank)
+    at = Truth("", stages, p, replicas, 0, 0.0, 0, order=order).rank_at
     slow_stage, link_stage = min(2, stages - 1), max(1, stages - 1)
     slow_rep, link_rep = replicas // 2, replicas // 3
-    link_rank = link_rep * p + to_rank[link_stage]
+    link_rank = at(link_rep, to_rank[link_stage])
     return [
         Straggler(
-            slow_rep * p + to_rank[slow_stage],
+            at(slow_rep, to_rank[slow_stage]),
             slow_stage,
             slow_rep,
             "B",
@@ -111,14 +134,18 @@ def default_stragglers(
             "RA",
             from_iteration,
             delay_s=delay_s,
-            peer=link_rep * p + to_rank[link_stage - 1],
+            peer=at(link_rep, to_rank[link_stage - 1]),
         ),
     ]
 
 
+#: What an instrument's start line says of the job: rewritten in each copy.
+_JOB_KEYS = ("world_size", "data_parallel_size", "replica")
+
+
 def _template(line: dict) -> tuple[str, list[str]]:
     """The line as a %-format of its rank, iteration, start, end and unix (json.dumps' text)."""
-    slots = [k for k in ("rank", "iteration", "start", "end", "unix") if k in line]
+    slots = [k for k in ("rank", "iteration", "start", "end", "unix", *_JOB_KEYS) if k in line]
     marked = {k: (f"@@{k}@@" if k in slots else v) for k, v in line.items()}
     text = json.dumps(marked).replace("%", "%%")
     slots.sort(key=lambda k: text.index(f'"@@{k}@@"'))
@@ -136,6 +163,25 @@ def _code(line: dict) -> str:
     while j < len(text) and text[j].isalpha():
         j += 1
     return text[i:j]
+
+
+def recorded_skews(run: Path) -> list[float]:
+    """Each recorded pipeline rank's own clock skew against its pipeline's first rank (the middle
+    of the bounds the explorer's clocks give the recording; 0 where unbounded).
+
+    A copy's warp is applied on the recording's common time (each rank's times less its skew)
+    and the skew added back: warping each rank's own times would stretch its skew with the warp's
+    slope, so a copy's offset would no longer be the planted one plus the recording's."""
+    from explorer.pipeline.analysis.clocks import clocks
+    from explorer.pipeline.traces.job import read_job
+
+    job = read_job(run)
+    estimate = clocks(job).estimate
+    lay = job.layout
+    return [
+        float(x) if x == x else 0.0
+        for x in (estimate[int(lay.rank_at(0, r))] for r in range(lay.pipeline_ranks))
+    ]
 
 
 def _median_duration(lines: dict[int, list[dict]]) -> float:
@@ -177,8 +223,11 @@ def _write_rank(
     offset: float,
     warp: _Warp,
     planted: list[Straggler],
+    job: dict,
+    skew: float = 0.0,
 ) -> None:
-    """One rank's file: the recorded lines tiled over ``iterations``, jittered, planted, offset."""
+    """One rank's file: the recorded lines tiled over ``iterations``, jittered, planted, offset
+    (``job``: what its start line says of the job, where it says it)."""
     head = [x for x in lines if x["type"] == "start"]
     tail = [x for x in lines if x["type"] == "done"]
     body = [x for x in lines if x["type"] not in ("start", "done")]
@@ -191,16 +240,19 @@ def _write_rank(
         out.append(text % tuple(repr(values[k]) for k in slots))
 
     for x in head:
-        emit(x, {**x, "rank": rank, "unix": x["unix"] + offset})
+        emit(x, {**x, "rank": rank, "unix": x["unix"] + offset, **job})
     for block in range(math.ceil(iterations / n_rec)):
         base = block * period
         for x in body:
             it = block * n_rec + x["iteration"]
             if it >= iterations:
                 continue
-            start = warp(x["start"] + base)
+            if "start" not in x:  # a traced rank's schedule: what it ran, no time
+                emit(x, {**x, "rank": rank, "iteration": it})
+                continue
+            start = warp(x["start"] + base - skew) + skew
             if x["type"] != "instr":
-                end = warp(x["end"] + base)
+                end = warp(x["end"] + base - skew) + skew
                 emit(
                     x,
                     {
@@ -212,7 +264,7 @@ def _write_rank(
                     },
                 )
                 continue
-            dur = warp(x["end"] + base) - start
+            dur = warp(x["end"] + base - skew) + skew - start
             code = _code(x)
             for s in planted:
                 if s.kind == code and it >= s.from_iteration:
@@ -257,26 +309,35 @@ def replicate(
     per_iter = sum(x["type"] == "instr" for ls in lines.values() for x in ls) / len(lines) / n_rec
     if iterations is None:
         iterations = max(1, round(events / per_iter)) if events else n_rec
+    order = "pipe-major" if spec.get("traced") else "replica-major"  # DeepSpeed's numbering
     planted = (
-        default_stragglers(spec, replicas, from_iteration) if stragglers is None else stragglers
+        default_stragglers(spec, replicas, from_iteration, order=order)
+        if stragglers is None
+        else stragglers
     )
     p = len(lines)
     rng = random.Random(seed)
     truth = Truth(
         str(run), len(spec["schedule"]["stage_to_rank"]), p, replicas, iterations, jitter, seed
     )
+    truth.order = order
+    if order == "pipe-major":
+        truth.layout = "rank = pipeline rank * replicas + replica"
     truth.offsets_s = [rng.uniform(-offset_s, offset_s) for _ in range(p * replicas)]
     truth.stragglers = planted
     out.mkdir(parents=True, exist_ok=True)
-    shutil.copyfile(run / "spec.json", out / "spec.json")
+    if not spec.get("traced"):
+        shutil.copyfile(run / "spec.json", out / "spec.json")
     period = _span(lines) * 1.05 + 0.001
     total = math.ceil(iterations / n_rec) * period
     segment = _median_duration(lines) or period / 100
+    skews = recorded_skews(run)
     for replica in range(replicas):
         warp = _Warp(total, segment, jitter, rng)
         for r, ls in lines.items():
-            rank = replica * p + r
+            rank = truth.rank_at(replica, r)
             mine = [s for s in planted if s.rank == rank]
+            job = {"world_size": p * replicas, "data_parallel_size": replicas, "replica": replica}
             _write_rank(
                 out / f"rank{rank}.jsonl",
                 ls,
@@ -287,6 +348,8 @@ def replicate(
                 truth.offsets_s[rank],
                 warp,
                 mine,
+                job,
+                skews[r],
             )
     (out / TRUTH).write_text(json.dumps(truth.to_dict(), indent=1))
     return truth

@@ -30,7 +30,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Optional
 
-from replicated_job import TRUTH, Straggler, Truth, _Warp, default_stragglers
+from replicated_job import TRUTH, Straggler, Truth, _Warp, default_stragglers, recorded_skews
 
 _PP = re.compile(r"PP:(\d+)([A-Z_]+?)(\d+)$")
 _CODES = {"F": "F", "B": "B", "I": "I", "W": "W", "RECV_F": "RA", "RECV_B": "RG"}
@@ -88,15 +88,22 @@ def _late(events: list[dict], by_name: dict, name: str, it: int) -> list[dict]:
 
 
 def _copy(
-    doc: dict, rank: int, world: int, t0: float, offset_us: float, warp: _Warp, planted: list
+    doc: dict,
+    rank: int,
+    world: int,
+    t0: float,
+    offset_us: float,
+    warp: _Warp,
+    planted: list,
+    skew: float = 0.0,
 ) -> dict:
     events = _complete(doc)
     slow = _planted_spans(events, planted)
     moved = []
-    for e in events:
-        start_s = (e["ts"] - t0) * 1e-6
-        end_s = (e["ts"] + e.get("dur", 0.0) - t0) * 1e-6
-        ts, end = warp(start_s) * 1e6, warp(end_s) * 1e6
+    for e in events:  # warped on the recording's common time (see replicated_job.recorded_skews)
+        start_s = (e["ts"] - t0) * 1e-6 - skew
+        end_s = (e["ts"] + e.get("dur", 0.0) - t0) * 1e-6 - skew
+        ts, end = (warp(start_s) + skew) * 1e6, (warp(end_s) + skew) * 1e6
         dur = end - ts
         s = slow.get(id(e))
         if s is not None:
@@ -145,12 +152,14 @@ def replicate_traces(
     truth.stragglers = planted
     out.mkdir(parents=True, exist_ok=True)
     shutil.copyfile(run / "spec.json", out / "spec.json")
+    skews = recorded_skews(run)
     for replica in range(replicas):
         warp = _Warp(total * 1.01 + 1e-3, segment, jitter, rng)
         for r, doc in docs.items():
             rank = replica * p + r
             mine = [s for s in planted if s.rank == rank]
-            copy = _copy(doc, rank, p * replicas, t0, truth.offsets_s[rank] * 1e6, warp, mine)
+            offset_us = truth.offsets_s[rank] * 1e6
+            copy = _copy(doc, rank, p * replicas, t0, offset_us, warp, mine, skews[r])
             (out / f"torch_rank{rank}.json").write_text(json.dumps(copy))
     (out / TRUTH).write_text(json.dumps(truth.to_dict(), indent=1))
     return truth

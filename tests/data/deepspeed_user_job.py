@@ -146,6 +146,13 @@ def main():
     parser.add_argument("--varlen", action="store_true", help="odd micro-batches one row shorter")
     parser.add_argument("--hang-rank", type=int, default=None, help="this rank hangs (see above)")
     parser.add_argument(
+        "--stages",
+        type=int,
+        default=None,
+        help="pipeline stages (default: one per rank; fewer: "
+        "the job runs WORLD_SIZE / stages data-parallel replicas of the pipeline)",
+    )
+    parser.add_argument(
         "--local_rank", type=int, default=-1, help="passed by the deepspeed launcher"
     )
     args = parser.parse_args()
@@ -168,7 +175,7 @@ def main():
         ]
         model = PipelineModule(
             layers=layers,
-            num_stages=int(os.environ["WORLD_SIZE"]),
+            num_stages=args.stages or int(os.environ["WORLD_SIZE"]),
             loss_fn=torch.nn.functional.mse_loss,
         )
     engine, _, _, _ = deepspeed.initialize(

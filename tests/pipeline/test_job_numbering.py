@@ -9,6 +9,7 @@ naming each rank, replica and peer by the job's own numbers (pure logic, fast ti
 
 from __future__ import annotations
 
+import json
 from dataclasses import replace
 
 import numpy as np
@@ -16,12 +17,14 @@ import pytest
 from test_fold_path import _replica
 from test_scale_fold import columns, job_of_rows
 
+from explorer.errors import InputError
 from explorer.pipeline.analysis.clocks import clocks
 from explorer.pipeline.analysis.fold import fold
 from explorer.pipeline.analysis.fold_path import folded_path
 from explorer.pipeline.schedules.instructions import Kind
 from explorer.pipeline.traces.job import JobTrace
-from explorer.pipeline.traces.job_folder import PIPE_MAJOR
+from explorer.pipeline.traces.job_folder import PIPE_MAJOR, REPLICA_MAJOR, instrument_layout
+from explorer.read import detect
 
 
 def renumbered(job: JobTrace) -> tuple[JobTrace, np.ndarray]:
@@ -93,3 +96,41 @@ def test_the_same_clocks_and_the_same_critical_path():
     said = "\n".join(pb.sentences(named=(int(new[5]), int(new[1]))))
     assert f"rank {int(new[1])} is in replica 0: not the slowest" in said
     assert f"rank {int(new[5])} holds " in said
+
+
+# -- how a traced job's folder says its numbering ---------------------------------------------------
+
+
+def _traced_folder(tmp_path, stages: int, replicas: int, place) -> None:
+    """Start lines as ``explorer.instrument`` writes them: ``place(rank) -> (stage, replica)``."""
+    for rank in range(stages * replicas):
+        stage, replica = place(rank)
+        start = {
+            "type": "start", "rank": rank, "run": "r1", "stages": [stage], "source": "deepspeed",
+            "num_stages": stages, "world_size": stages * replicas,
+            "data_parallel_size": replicas, "replica": replica, "unix": 0.0,
+        }  # fmt: skip
+        (tmp_path / f"rank{rank}.jsonl").write_text(json.dumps(start) + "\n")
+
+
+def test_a_traced_folder_says_pipe_major_replica_major_or_neither(tmp_path):
+    (tmp_path / "a").mkdir(), (tmp_path / "b").mkdir(), (tmp_path / "c").mkdir()
+    _traced_folder(tmp_path / "a", 4, 8, lambda r: (r // 8, r % 8))  # DeepSpeed's numbering
+    _traced_folder(tmp_path / "b", 4, 8, lambda r: (r % 4, r // 4))
+    _traced_folder(tmp_path / "c", 4, 8, lambda r: ((r * 7) % 4, r % 8))
+    a, b = instrument_layout(tmp_path / "a"), instrument_layout(tmp_path / "b")
+    assert a is not None and (a.order, a.replicas, a.stage_to_rank, a.run) == (
+        PIPE_MAJOR,
+        8,
+        (0, 1, 2, 3),
+        "r1",
+    )
+    assert b is not None and (b.order, b.replicas) == (REPLICA_MAJOR, 8)
+    with pytest.raises(InputError, match="numbered neither pipe-major"):
+        instrument_layout(tmp_path / "c")
+
+
+def test_a_traced_folder_of_one_pipeline_is_left_to_the_traced_job_reader(tmp_path):
+    _traced_folder(tmp_path, 4, 1, lambda r: (r, 0))
+    assert instrument_layout(tmp_path) is None
+    assert detect(tmp_path).kind == "pipeline-instrumented"

@@ -133,10 +133,85 @@ def _spec(folder: Path) -> Optional[dict]:
     return spec
 
 
+def _start_lines(path: Path, limit: int = 1 << 20) -> list[dict]:
+    """The ``start`` lines an instrumented rank file begins with (its first MB: a file the job
+    wrote twice holds a later run's start further on)."""
+    out = []
+    try:
+        with open(path, "rb") as fh:
+            head = fh.read(limit)
+    except OSError:
+        return out
+    for raw in head.split(b"\n"):
+        if b'"start"' not in raw:
+            continue
+        try:
+            line = json.loads(raw)
+        except ValueError:
+            continue
+        if isinstance(line, dict) and line.get("type") == "start":
+            out.append(line)
+    return out
+
+
+def _sizes(start: dict) -> Optional[tuple[int, int, int]]:
+    """(stages, world size, replicas) of an instrument's start line of a data-parallel job."""
+    try:
+        p, n, d = (int(start[k]) for k in ("num_stages", "world_size", "data_parallel_size"))
+    except (KeyError, TypeError, ValueError):
+        return None
+    return (p, n, d) if d > 1 and p >= 1 and p * d == n else None
+
+
+def _order(files: dict[int, Path], p: int, d: int) -> Optional[str]:
+    """How the ranks are numbered, from what sampled ranks' start lines say (stage, replica)."""
+    sample = sorted({0, 1, d - 1, d, p, p * d - 1} & set(files))
+    said = {}
+    for rank in sample:
+        starts = _start_lines(files[rank])
+        if starts:
+            stages = starts[-1].get("stages") or [None]
+            said[rank] = (stages[0], starts[-1].get("replica"))
+    for order, place in (
+        (PIPE_MAJOR, lambda r: (r // d, r % d)),
+        (REPLICA_MAJOR, lambda r: (r % p, r // p)),
+    ):
+        if said and all(said[r] == place(r) for r in said):
+            return order
+    return None
+
+
+def instrument_layout(folder: Path) -> Optional[JobLayout]:
+    """The layout of a data-parallel job ``explorer.instrument`` traced (its start lines say
+    the stages, the world size and each rank's replica), or None when the folder is not one;
+    an InputError when its ranks are numbered in a way the reader does not lay out."""
+    files = rank_files(folder)
+    if 0 not in files:
+        return None
+    starts = _start_lines(files[0])
+    sizes = _sizes(starts[-1]) if starts else None
+    if sizes is None or starts[-1].get("source") != "deepspeed":
+        return None
+    p, n, d = sizes
+    order = _order(files, p, d)
+    if order is None:
+        raise InputError(
+            f"{folder}: its ranks are numbered neither pipe-major (rank = stage x {d} + replica, "
+            f"DeepSpeed's) nor replica-major (rank = replica x {p} + stage): read it rank by rank "
+            "with explorer read on a copy holding one replica's rank files"
+        )
+    run = str(starts[-1].get("run", ""))
+    return JobLayout(folder, run, tuple(range(p)), files, ENGINE, order, n)
+
+
 def layout(folder: Path) -> JobLayout:
     """The job's layout, or an InputError saying what the folder lacks."""
     folder = Path(folder)
     spec = _spec(folder) if folder.is_dir() else None
+    if spec is None and folder.is_dir() and not (folder / "spec.json").exists():
+        traced = instrument_layout(folder)
+        if traced is not None:
+            return traced
     if spec is None:
         raise InputError(
             f"{folder} is not a job folder: it needs a spec.json with the schedule's stage_to_rank "
@@ -154,8 +229,10 @@ def layout(folder: Path) -> JobLayout:
 
 
 def _job_folder(path: Path) -> Optional[str]:
-    if not path.is_dir() or not (path / "spec.json").is_file():
+    if not path.is_dir():
         return None
+    if not (path / "spec.json").is_file():
+        return _traced_job(path)
     spec = _spec(path)
     if spec is None:
         return None
@@ -167,6 +244,19 @@ def _job_folder(path: Path) -> Optional[str]:
             "pipeline in spec.json"
         )
     return None
+
+
+def _traced_job(path: Path) -> Optional[str]:
+    try:
+        lay = instrument_layout(path)
+    except InputError as exc:  # a job, laid out in a way the reader cannot: said when read
+        return f"a data-parallel job traced by explorer.instrument ({exc})"
+    if lay is None:
+        return None
+    return (
+        f"a data-parallel job traced by explorer.instrument: {len(lay.files)} rank files, "
+        f"{lay.replicas} replicas of a {lay.pipeline_ranks}-stage pipeline ({lay.order})"
+    )
 
 
 JOB_FOLDER = Detector(

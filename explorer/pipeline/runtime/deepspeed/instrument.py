@@ -60,6 +60,17 @@ _PEER_GONE = re.compile(r"Connection (closed|reset) by peer|Broken pipe", re.I)
 WRITE_EVERY_S = 0.05
 
 
+def _topology(engine: Any, dist: Any) -> dict:
+    """The job's size and this rank's data-parallel replica, as DeepSpeed's grid says: a reader
+    of thousands of ranks lays the job out from them (DeepSpeed numbers its ranks pipe-major)."""
+    grid = getattr(engine, "grid", None)
+    out = {"world_size": dist.get_world_size() if dist.is_initialized() else 1}
+    if grid is not None:
+        out["data_parallel_size"] = int(getattr(grid, "data_parallel_size", 1))
+        out["replica"] = int(getattr(grid, "data_parallel_id", 0))
+    return out
+
+
 class EngineTrace:
     """The live trace of one rank's engine (see the module docstring); made by :func:`instrument`."""
 
@@ -109,6 +120,7 @@ class EngineTrace:
             engine=type(engine).__name__,
             micro_batches=int(getattr(engine, "micro_batches", 0)),
             num_stages=int(getattr(engine, "num_stages", 1)),
+            **_topology(engine, dist),
             unix=time.time(),
         )
         self._install()
