@@ -141,13 +141,20 @@ def test_planted_clock_offsets_are_recovered_within_their_bounds(recorded, tmp_p
     found = clocks(read_job(tmp_path / "job"))
     assert_offsets_recovered(own, found, truth)
     assert len(found.unbounded()) == 0
-    planted = np.abs(_relative(truth)).max()
-    assert np.nanmax(found.width) < planted / 5, "bounds narrow beside the planted offsets"
+    # a copy's bounds are as narrow as the recording's (the warp stretches them by a few %):
+    # how narrow those are is the recorded run's, which a busy machine widens
+    local = np.arange(16 * truth.pipeline_ranks) % truth.pipeline_ranks
+    others = local != 0
+    assert (found.width[others] <= 1.25 * own.width[local][others] + 1e-6).all()
     out = explorer_cli("read", str(tmp_path / "job"), "--json")
     doc = json.loads(out.stdout)["clocks"]
     assert doc["messages"] == found.messages and len(doc["offsets"]) == 16 * truth.pipeline_ranks
+    # the farthest estimate is the planted offset plus the recording's skew, within both widths
     far = max(doc["offsets"], key=lambda o: abs(o["estimate_s"]))
-    assert far["estimate_s"] == pytest.approx(_relative(truth)[far["rank"]], abs=0.005)
+    r = far["rank"]
+    skew = own.estimate[r % truth.pipeline_ranks]
+    slack = (found.width[r] + own.width[r % truth.pipeline_ranks]) / 2 + 1e-6
+    assert abs(far["estimate_s"] - _relative(truth)[r] - skew) <= slack
 
 
 def _edit(folder, rank: int, edit) -> None:
