@@ -101,16 +101,18 @@ def test_the_same_clocks_and_the_same_critical_path():
 # -- how a traced job's folder says its numbering ---------------------------------------------------
 
 
-def _traced_folder(tmp_path, stages: int, replicas: int, place) -> None:
-    """Start lines as ``explorer.instrument`` writes them: ``place(rank) -> (stage, replica)``."""
+def _traced_folder(tmp_path, stages: int, replicas: int, place, run: str = "r1") -> None:
+    """Start lines as ``explorer.instrument`` writes them: ``place(rank) -> (stage, replica)``;
+    appended, as a job run twice into one folder appends."""
     for rank in range(stages * replicas):
         stage, replica = place(rank)
         start = {
-            "type": "start", "rank": rank, "run": "r1", "stages": [stage], "source": "deepspeed",
+            "type": "start", "rank": rank, "run": run, "stages": [stage], "source": "deepspeed",
             "num_stages": stages, "world_size": stages * replicas,
             "data_parallel_size": replicas, "replica": replica, "unix": 0.0,
         }  # fmt: skip
-        (tmp_path / f"rank{rank}.jsonl").write_text(json.dumps(start) + "\n")
+        with open(tmp_path / f"rank{rank}.jsonl", "a") as fh:
+            fh.write(json.dumps(start) + "\n")
 
 
 def test_a_traced_folder_says_pipe_major_replica_major_or_neither(tmp_path):
@@ -134,3 +136,12 @@ def test_a_traced_folder_of_one_pipeline_is_left_to_the_traced_job_reader(tmp_pa
     _traced_folder(tmp_path, 4, 1, lambda r: (r, 0))
     assert instrument_layout(tmp_path) is None
     assert detect(tmp_path).kind == "pipeline-instrumented"
+
+
+def test_a_folder_a_traced_job_wrote_twice_is_laid_out_as_its_last_run(tmp_path):
+    """The first run numbered replica-major, the second pipe-major: the layout is the second's,
+    and the lines it keeps are the second run's (the reader leaves the others out)."""
+    _traced_folder(tmp_path, 2, 4, lambda r: (r % 2, r // 2), run="first")
+    _traced_folder(tmp_path, 2, 4, lambda r: (r // 4, r % 4), run="second")
+    lay = instrument_layout(tmp_path)
+    assert lay is not None and (lay.run, lay.order) == ("second", PIPE_MAJOR)

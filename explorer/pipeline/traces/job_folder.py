@@ -133,16 +133,16 @@ def _spec(folder: Path) -> Optional[dict]:
     return spec
 
 
-def _start_lines(path: Path, limit: int = 1 << 20) -> list[dict]:
-    """The ``start`` lines an instrumented rank file begins with (its first MB: a file the job
-    wrote twice holds a later run's start further on)."""
+def _start_lines(path: Path) -> list[dict]:
+    """Every ``start`` line of an instrumented rank file, in order: a folder the job wrote into
+    twice holds each run's, and the last is the run read (as the traced-job reader does)."""
     out = []
     try:
         with open(path, "rb") as fh:
-            head = fh.read(limit)
+            data = fh.read()
     except OSError:
         return out
-    for raw in head.split(b"\n"):
+    for raw in data.split(b"\n"):
         if b'"start"' not in raw:
             continue
         try:
@@ -163,12 +163,13 @@ def _sizes(start: dict) -> Optional[tuple[int, int, int]]:
     return (p, n, d) if d > 1 and p >= 1 and p * d == n else None
 
 
-def _order(files: dict[int, Path], p: int, d: int) -> Optional[str]:
-    """How the ranks are numbered, from what sampled ranks' start lines say (stage, replica)."""
+def _order(files: dict[int, Path], p: int, d: int, run: object) -> Optional[str]:
+    """How the ranks are numbered, from what sampled ranks' start lines of ``run`` say (stage,
+    replica)."""
     sample = sorted({0, 1, d - 1, d, p, p * d - 1} & set(files))
     said = {}
     for rank in sample:
-        starts = _start_lines(files[rank])
+        starts = [x for x in _start_lines(files[rank]) if x.get("run") == run]
         if starts:
             stages = starts[-1].get("stages") or [None]
             said[rank] = (stages[0], starts[-1].get("replica"))
@@ -193,7 +194,7 @@ def instrument_layout(folder: Path) -> Optional[JobLayout]:
     if sizes is None or starts[-1].get("source") != "deepspeed":
         return None
     p, n, d = sizes
-    order = _order(files, p, d)
+    order = _order(files, p, d, starts[-1].get("run"))
     if order is None:
         raise InputError(
             f"{folder}: its ranks are numbered neither pipe-major (rank = stage x {d} + replica, "
