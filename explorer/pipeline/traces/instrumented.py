@@ -24,6 +24,7 @@ from explorer.errors import InputError, excerpt
 from explorer.pipeline.schedules.instructions import KIND_BY_DEEPSPEED_NAME, Instruction, Kind
 from explorer.pipeline.schedules.schedule import Schedule, from_streams
 from explorer.pipeline.traces.follow import Follower, failure_kind, failure_of, job_state
+from explorer.pipeline.traces.job_folder import start_lines
 
 SOURCE = "deepspeed"
 
@@ -49,17 +50,10 @@ def latest_run(folder: Path) -> Optional[str]:
     """The run id of the last ``start`` line in the folder (the newest job), or None."""
     best: tuple[float, str] | None = None
     for path in Path(folder).glob("rank*.jsonl"):
-        with open(path, "rb") as fh:
-            for raw in fh:
-                if b'"start"' not in raw:
-                    continue
-                try:
-                    line = json.loads(raw)
-                except ValueError:
-                    continue
-                if line.get("type") == "start" and line.get("source") == SOURCE:
-                    key = (float(line.get("unix", 0.0)), str(line.get("run")))
-                    best = key if best is None or key > best else best
+        for line in start_lines(path):
+            if line.get("source") == SOURCE:
+                key = (float(line.get("unix", 0.0)), str(line.get("run")))
+                best = key if best is None or key > best else best
     return best[1] if best else None
 
 

@@ -133,7 +133,7 @@ def _spec(folder: Path) -> Optional[dict]:
     return spec
 
 
-def _start_lines(path: Path) -> list[dict]:
+def start_lines(path: Path) -> list[dict]:
     """Every ``start`` line of an instrumented rank file, in order: a folder the job wrote into
     twice holds each run's, and the last is the run read (as the traced-job reader does)."""
     out = []
@@ -169,7 +169,7 @@ def _order(files: dict[int, Path], p: int, d: int, run: object) -> Optional[str]
     sample = sorted({0, 1, d - 1, d, p, p * d - 1} & set(files))
     said = {}
     for rank in sample:
-        starts = [x for x in _start_lines(files[rank]) if x.get("run") == run]
+        starts = [x for x in start_lines(files[rank]) if x.get("run") == run]
         if starts:
             stages = starts[-1].get("stages") or [None]
             said[rank] = (stages[0], starts[-1].get("replica"))
@@ -189,7 +189,7 @@ def instrument_layout(folder: Path) -> Optional[JobLayout]:
     files = rank_files(folder)
     if 0 not in files:
         return None
-    starts = _start_lines(files[0])
+    starts = start_lines(files[0])
     sizes = _sizes(starts[-1]) if starts else None
     if sizes is None or starts[-1].get("source") != "deepspeed":
         return None
@@ -275,4 +275,5 @@ __all__ = [
     "JobLayout",
     "layout",
     "rank_files",
+    "start_lines",
 ]
