@@ -1,28 +1,49 @@
 // The page side of PlotView (plot_view.py): draw one plotly figure, fill the width it is
 // given, follow resizes, and tell the kernel what the user zoomed to and clicked.
 //
-// plotly.js is not bundled here: the first view on a page asks the kernel for the copy
-// that ships with the plotly package (one message, once per page), and every later view
-// reuses it. Errors while drawing are sent back so the explorer can say them in its
-// status line instead of leaving them in the browser console.
+// plotly.js is not bundled here: the first view on a page asks the kernel for a copy (one
+// message, once per page and bundle), and every later view reuses it. The small bundle (a
+// quarter of the parse: bar, heatmap, scatter, table) is asked for while a figure draws only
+// those types (the kernel lists them in `small_types`, none when its small bundle is another
+// version); the full one once a figure needs any other, and then it draws everything.
+// Errors while drawing are sent back so the explorer can say them in its status line
+// instead of leaving them in the browser console.
 
 const KEY = "__explorerPlotly";
 
-function loadPlotly(model) {
-  if (window[KEY]) return window[KEY];
+// Which bundle a figure needs: "small" when every trace type is one the small bundle draws.
+function bundleFor(fig, smallTypes) {
+  const types = (fig.data || []).map((t) => t.type || "scatter");
+  return types.every((t) => smallTypes.includes(t)) ? "small" : "full";
+}
+
+// { lib, bundle } for `wanted`: the full bundle whenever the page has (or is loading) it.
+function loadPlotly(model, wanted) {
+  const cache = window[KEY] || (window[KEY] = {});
+  if (cache.full) return cache.full;
+  if (wanted === "small" && cache.small) return cache.small;
   // JupyterLab's plotly extension may have loaded the very same plotly.js for a static figure
   // (it sets window.Plotly): reuse it rather than parse a second copy.
   const present = window.Plotly;
   if (present && typeof present.react === "function" && present.version === model.get("plotly_version")) {
-    window[KEY] = Promise.resolve(present);
-    return window[KEY];
+    cache.full = Promise.resolve({ lib: present, bundle: "full" });
+    return cache.full;
   }
-  window[KEY] = new Promise((resolve, reject) => {
+  const loading = fetchPlotly(model, wanted);
+  cache[wanted] = loading;
+  // The kernel answers with the full bundle when it has no small one of this version.
+  loading.then((got) => { if (got.bundle !== wanted) { cache[got.bundle] = loading; delete cache[wanted]; } },
+    () => { delete cache[wanted]; });
+  return loading;
+}
+
+function fetchPlotly(model, wanted) {
+  return new Promise((resolve, reject) => {
     const onMessage = (msg, buffers) => {
       if (!msg || msg.type !== "plotly") return;
       model.off("msg:custom", onMessage);
       // A <script> from a blob URL, not eval: the browser compiles a large script off the
-      // main thread, so the page does not freeze while 4.8 MB of plotly.js is parsed.
+      // main thread, so the page does not freeze while plotly.js is parsed.
       const url = URL.createObjectURL(new Blob([buffers[0]], { type: "text/javascript" }));
       const before = { Plotly: window.Plotly, define: window.define };
       window.define = undefined;  // a loader's AMD define would swallow the global
@@ -33,24 +54,20 @@ function loadPlotly(model) {
         const ours = window.Plotly;
         window.Plotly = before.Plotly;  // leave the page's globals as they were
         window.define = before.define;
-        if (before.Plotly === undefined) delete window.Plotly;
+        // A bundle that declares `var Plotly` leaves a property that cannot be deleted.
+        if (before.Plotly === undefined) try { delete window.Plotly; } catch (err) { window.Plotly = undefined; }
         URL.revokeObjectURL(url);
         script.remove();
-        if (err || !ours) {
-          window[KEY] = undefined;
-          reject(err || new Error("plotly.js did not define Plotly"));
-        } else {
-          resolve(ours);
-        }
+        if (err || !ours || ours === before.Plotly) reject(err || new Error("plotly.js did not define Plotly"));
+        else resolve({ lib: ours, bundle: msg.bundle === "small" ? "small" : "full" });
       };
       script.onload = () => done(null);
       script.onerror = () => done(new Error("the browser refused to run plotly.js"));
       document.head.appendChild(script);
     };
     model.on("msg:custom", onMessage);
-    model.send({ type: "plotly?" });
+    model.send({ type: "plotly?", bundle: wanted });
   });
-  return window[KEY];
 }
 
 function decode(bytes) {
@@ -76,24 +93,38 @@ async function render({ model, el }) {
   el.appendChild(div);
   const report = (where, err) => model.send({ type: "error", where, message: String((err && err.message) || err) });
 
-  let Plotly;
-  try {
-    Plotly = await loadPlotly(model);
-  } catch (err) {
-    div.textContent = "plotly.js could not be loaded: " + err;
-    report("loading plotly.js", err);
-    return;
-  }
+  let Plotly, bundle, listening;  // the plotly.js drawing this div, which bundle, handlers on it
   let drawing = Promise.resolve();
   let timer;
+  // A figure the small bundle cannot draw moves the div to the full bundle: the small one
+  // lets go of it first, and the handlers are attached again to what the full one draws.
+  const ensure = async (fig) => {
+    const wanted = bundleFor(fig, model.get("small_types") || []);
+    if (Plotly && (bundle === "full" || wanted === "small")) return;
+    const got = await loadPlotly(model, wanted);
+    if (Plotly && got.lib !== Plotly) {
+      try { Plotly.purge(div); } catch (err) { /* drawn again below */ }
+      listening = undefined;
+    }
+    Plotly = got.lib;
+    bundle = got.bundle;
+  };
   const draw = () => {
     return drawing = drawing.then(async () => {
       const revision = model.get("revision");
+      const fig = decode(model.get("spec"));
       try {
-        const fig = decode(model.get("spec"));
+        await ensure(fig);
+      } catch (err) {
+        div.textContent = "plotly.js could not be loaded: " + err;
+        report("loading plotly.js", err);
+        return;
+      }
+      try {
         const layout = Object.assign({}, fig.layout || {}, { autosize: true });
         delete layout.width;
         await Plotly.react(div, fig.data || [], layout, Object.assign({ responsive: true, displaylogo: false }, fig.config || {}));
+        if (listening !== Plotly) listen();
         el.dataset.revision = String(revision);
         model.send({ type: "drawn", revision });
       } catch (err) {
@@ -101,9 +132,26 @@ async function render({ model, el }) {
       }
     });
   };
+  // plotly adds .on() to the div with its first plot (and again after a purge).
+  const listen = () => {
+    if (typeof div.on !== "function") return;
+    listening = Plotly;
+    div.on("plotly_relayout", (event) => {
+      const x = axisRange(event, "xaxis"), y = axisRange(event, "yaxis");
+      if (x === undefined && y === undefined) return;
+      model.send({ type: "relayout", x: x === undefined ? null : x, y: y === undefined ? null : y });
+    });
+    div.on("plotly_click", (event) => {
+      const points = (event.points || []).map((p) => ({
+        curve: p.curveNumber, index: Array.isArray(p.pointIndex) ? p.pointIndex : (p.pointIndex ?? p.pointNumber),
+        x: p.x, y: p.y, name: p.data && p.data.name,
+      }));
+      model.send({ type: "click", points });
+    });
+  };
   draw();
   model.on("change:spec", draw);
-  await drawing;  // plotly adds .on() to the div with its first plot
+  await drawing;
 
   // Width follows the output area: at first render the element may not be attached yet
   // (plotly then falls back to 700 px), and JupyterLab panels resize without window events.
@@ -113,22 +161,9 @@ async function render({ model, el }) {
   });
   observer.observe(el);
 
-  if (typeof div.on !== "function") return () => observer.disconnect();
-  div.on("plotly_relayout", (event) => {
-    const x = axisRange(event, "xaxis"), y = axisRange(event, "yaxis");
-    if (x === undefined && y === undefined) return;
-    model.send({ type: "relayout", x: x === undefined ? null : x, y: y === undefined ? null : y });
-  });
-  div.on("plotly_click", (event) => {
-    const points = (event.points || []).map((p) => ({
-      curve: p.curveNumber, index: Array.isArray(p.pointIndex) ? p.pointIndex : (p.pointIndex ?? p.pointNumber),
-      x: p.x, y: p.y, name: p.data && p.data.name,
-    }));
-    model.send({ type: "click", points });
-  });
   return () => {
     observer.disconnect();
-    try { Plotly.purge(div); } catch (err) { /* the page is going away */ }
+    try { if (Plotly) Plotly.purge(div); } catch (err) { /* the page is going away */ }
   };
 }
 

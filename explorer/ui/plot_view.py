@@ -9,8 +9,11 @@ sends the whole figure once, as compact JSON (numpy arrays travel as typed array
 page calls ``Plotly.react``. The page sends back only plain numbers: the axis ranges a user
 zoomed to (for level of detail), the points clicked, and any drawing error in words.
 
-plotly.js itself comes from the installed plotly package, sent once per page on request, so
-the widget works offline and matches the Python package's version.
+plotly.js comes from the kernel, sent once per page on request, so the widget works offline and
+matches the Python package's version: the small bundle (:mod:`explorer.ui.plotly_bundle`, a
+quarter of the parse) while every figure on the page draws only the trace types it holds, the
+installed package's full bundle once a figure needs another (``scattergl`` past a view's WebGL
+switch-over). Parsing plotly.js is most of the time a fresh page takes to show its first view.
 """
 
 from __future__ import annotations
@@ -22,6 +25,8 @@ from typing import Callable, Optional
 import anywidget
 import plotly
 import traitlets
+
+from explorer.ui.plotly_bundle import SMALL_TRACES, small_bundle_for
 
 _PLOTLY_JS = Path(plotly.__file__).parent / "package_data" / "plotly.min.js"
 
@@ -36,6 +41,8 @@ def _bundled_version() -> str:
 
 
 _VERSION = _bundled_version()
+#: The trace types the page may draw with the small bundle: none when it is not this version.
+_SMALL_TYPES = sorted(SMALL_TRACES) if small_bundle_for(_VERSION) is not None else []
 
 #: ``(x_range, y_range)``, each ``(lo, hi)``, ``"auto"`` (reset) or None (unchanged).
 ZoomHandler = Callable[[object, object], None]
@@ -50,6 +57,7 @@ class PlotView(anywidget.AnyWidget):
     spec = traitlets.Bytes(b"").tag(sync=True)
     revision = traitlets.Int(0).tag(sync=True)
     plotly_version = traitlets.Unicode(_VERSION).tag(sync=True)
+    small_types = traitlets.List(traitlets.Unicode(), _SMALL_TYPES).tag(sync=True)
 
     def __init__(self, **kwargs: object) -> None:
         super().__init__(**kwargs)
@@ -81,7 +89,7 @@ class PlotView(anywidget.AnyWidget):
     def _message(self, _widget: object, content: dict, buffers: list) -> None:
         kind = content.get("type") if isinstance(content, dict) else None
         if kind == "plotly?":
-            self.send({"type": "plotly"}, [_PLOTLY_JS.read_bytes()])
+            self._send_plotly(content.get("bundle"))
         elif kind == "drawn":
             self.drawn_revision = int(content.get("revision", -1))
         elif kind == "relayout":
@@ -96,6 +104,15 @@ class PlotView(anywidget.AnyWidget):
             self.errors.append(message)
             for handler in self._on_error:
                 handler(message)
+
+    def _send_plotly(self, asked: object) -> None:
+        """Answer the page's request with the bundle it asked for (the full one when the small
+        one is not this version), naming which one it is."""
+        small = small_bundle_for(_VERSION) if asked == "small" else None
+        if small is not None:
+            self.send({"type": "plotly", "bundle": "small"}, [small])
+        else:
+            self.send({"type": "plotly", "bundle": "full"}, [_PLOTLY_JS.read_bytes()])
 
 
 def _range(value: object) -> Optional[object]:

@@ -11,8 +11,9 @@ figures for, gets plotly's full bundle: slower, never wrong.
 from __future__ import annotations
 
 import re
+from functools import lru_cache
 from pathlib import Path
-from typing import Iterable
+from typing import Iterable, Optional
 
 #: The trace types ``vendor/plotly-small.min.js`` registers (``vendor/entry.js``).
 SMALL_TRACES = frozenset({"bar", "heatmap", "scatter", "table"})
@@ -44,4 +45,21 @@ def plotly_js(types: set[str]) -> str:
     return offline.get_plotlyjs()
 
 
-__all__ = ["SMALL_BUNDLE", "SMALL_TRACES", "bundle_version", "figure_types", "plotly_js"]
+@lru_cache(maxsize=None)
+def small_bundle_for(version: str) -> Optional[bytes]:
+    """The small bundle's bytes when it is plotly.js ``version`` (what a live widget sends a page
+    whose figures draw only :data:`SMALL_TRACES`), else None: a page must never mix versions."""
+    if not SMALL_BUNDLE.exists():
+        return None
+    small = SMALL_BUNDLE.read_bytes()
+    return small if bundle_version(small[:500].decode("ascii", "replace")) == version else None
+
+
+__all__ = [
+    "SMALL_BUNDLE",
+    "SMALL_TRACES",
+    "bundle_version",
+    "figure_types",
+    "plotly_js",
+    "small_bundle_for",
+]
