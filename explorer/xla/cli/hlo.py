@@ -88,7 +88,7 @@ def run_diff(args: argparse.Namespace) -> int:
             cache[path] = read_modules(path)
         picked.append(_pick(path, cache[path], key))
     a, b = picked
-    d = diff_modules(a, b)
+    d = diff_modules(a, b, pairs=False)  # the matched names are not shown
     if args.html:
         from explorer.xla.views.hlo import report_html
 
