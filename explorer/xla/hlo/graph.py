@@ -13,10 +13,18 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from operator import attrgetter
-from typing import Optional, Sequence
+from typing import Optional, Protocol
 
 from explorer.xla.hlo.fingerprint import Interner, attr_text, computation_hashes
 from explorer.xla.hlo.model import Computation, HloInstruction, Metadata, Module
+
+
+class Instructions(Protocol):
+    """What a graph's ``insts`` is: a list, or instructions made when asked for."""
+
+    def __getitem__(self, k: int, /) -> HloInstruction: ...
+
+    def __len__(self) -> int: ...
 
 
 @dataclass
@@ -25,7 +33,7 @@ class Graph:
 
     name: str
     parameter_count: int
-    insts: Sequence[HloInstruction]
+    insts: Instructions
     names: list[str]
     opcodes: list[str]
     shapes: list[str]
@@ -125,4 +133,4 @@ def _file_positions(comp: Computation, insts: list[HloInstruction]) -> list[int]
     return [file_index[inst.name] for inst in insts]
 
 
-__all__ = ["Graph", "entry_graph"]
+__all__ = ["Graph", "Instructions", "entry_graph"]
