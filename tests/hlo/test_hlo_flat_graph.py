@@ -9,6 +9,7 @@ careful reader (None), never a different answer and never an error of its own.
 from __future__ import annotations
 
 import itertools
+import json
 import os
 
 import pytest
@@ -156,3 +157,12 @@ def test_a_mutated_text_gets_the_careful_answer_or_none(data):
         fast = diff_texts(a, b)
         if fast is not None:
             assert fast == _careful_diff(a, b)
+
+
+@pytest.mark.parametrize("a, b", [ONE_MODULE[3:5], ONE_MODULE[:2]])
+def test_the_cli_prints_the_careful_diff_as_json_dumps_would(a, b, capsys):
+    from explorer.cli import main
+
+    main(["hlo-diff", os.path.join(DATA, a), os.path.join(DATA, b), "--json"])
+    careful = diff_modules(parse_module(_text(a)), parse_module(_text(b)), pairs=False)
+    assert capsys.readouterr().out == json.dumps(careful.to_json(), indent=1) + "\n"

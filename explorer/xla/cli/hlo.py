@@ -126,8 +126,10 @@ def run_diff(args: argparse.Namespace) -> int:
 
             write_text(args.html, report_html(d, a, b), "--html")
     if args.json:
+        from explorer.json_text import dumps_indented  # json.dumps(indent=1), encoded in C
+
         # One write: json.dump would write each of tens of thousands of pieces separately.
-        sys.stdout.write(json.dumps(d.to_json(), indent=1) + "\n")
+        sys.stdout.write(dumps_indented(d.to_json(), indent=1) + "\n")
     else:
         print(d.summary)
         for p in d.parameter_permutation[:20]:
