@@ -8,8 +8,8 @@ import json
 import numpy as np
 import pytest
 
+from explorer.json_text import dumps_indented
 from explorer.pipeline.analysis import build, check
-from explorer.pipeline.printout.json_text import dumps_indented
 
 
 class Colour(enum.IntEnum):
@@ -29,6 +29,8 @@ ODD = [
     None,
     [Colour.RED, np.float64(0.1).item()],
     {"ints": [Colour.RED, 2]},  # an int subclass inside a list of numbers
+    {"names": ["a.1", "é\n", 'q"', "\\", ""], "lines": ("x", "y")},  # lists of strings
+    ["s", 1],  # strings and numbers together
 ]
 
 

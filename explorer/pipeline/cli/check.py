@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import json
 
+from explorer.json_text import dumps_indented
 from explorer.pipeline.analysis.check import Report
 from explorer.pipeline.analysis.gradients import trains
 from explorer.pipeline.analysis.memory import RankMemory, memory_over_time
@@ -26,7 +27,6 @@ from explorer.pipeline.cli.schedule_options import (
     report_from_args,
 )
 from explorer.pipeline.cli.sweeping import add_sweep_options, sweep_from_args
-from explorer.pipeline.printout.json_text import dumps_indented
 from explorer.pipeline.printout.listing import summary
 
 

@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
+from typing import Optional
 
 from explorer import cli_options
 from explorer.errors import InputError
@@ -76,26 +78,58 @@ def _sides(files: list[str], keys: list[str]) -> list[tuple[str, str | None]]:
     )
 
 
-def run_diff(args: argparse.Namespace) -> int:
-    """Diff two modules; print the summary (or JSON); 0 same, 1 different."""
-    from explorer.xla.hlo import diff_modules, read_modules
+def _read_both(paths: list[str]) -> Optional[dict[str, str]]:
+    """Both files' texts, or None when one cannot be read (the careful order then names, as
+    before, the first file's parse error ahead of the second file's read error)."""
+    from explorer.xla.hlo import read_text
 
-    sides = _sides(args.files, args.module)
+    try:
+        return {path: read_text(path) for path in paths}
+    except InputError:
+        return None
+
+
+def _modules(sides: list[tuple[str, str | None]], texts: Optional[dict[str, str]]) -> list:
+    """The two modules the careful reader makes, file by file (read, parse, pick)."""
+    from explorer.xla.hlo import parse_modules, read_modules
+
     cache: dict[str, list] = {}
     picked = []
     for path, key in sides:
         if path not in cache:
-            cache[path] = read_modules(path)
+            cache[path] = (
+                parse_modules(texts[path], os.path.basename(path))
+                if texts is not None
+                else read_modules(path)
+            )
         picked.append(_pick(path, cache[path], key))
-    a, b = picked
-    d = diff_modules(a, b)
-    if args.html:
-        from explorer.xla.views.hlo import report_html
+    return picked
 
-        write_text(args.html, report_html(d, a, b), "--html")
+
+def run_diff(args: argparse.Namespace) -> int:
+    """Diff two modules; print the summary (or JSON); 0 same, 1 different."""
+    from explorer.xla.hlo import diff_modules
+    from explorer.xla.hlo.textdiff import diff_texts
+
+    sides = _sides(args.files, args.module)
+    texts = _read_both([path for path, _ in sides])
+    d = None
+    if texts is not None and not args.html and not args.module:
+        # Two one-module files: the diff needs their entry graphs, not a record per line.
+        (pa, _), (pb, _) = sides
+        d = diff_texts(texts[pa], texts[pb], os.path.basename(pa), os.path.basename(pb), False)
+    if d is None:
+        a, b = _modules(sides, texts)
+        d = diff_modules(a, b, pairs=False)  # the matched names are not shown
+        if args.html:
+            from explorer.xla.views.hlo import report_html
+
+            write_text(args.html, report_html(d, a, b), "--html")
     if args.json:
+        from explorer.json_text import dumps_indented  # json.dumps(indent=1), encoded in C
+
         # One write: json.dump would write each of tens of thousands of pieces separately.
-        sys.stdout.write(json.dumps(d.to_json(), indent=1) + "\n")
+        sys.stdout.write(dumps_indented(d.to_json(), indent=1) + "\n")
     else:
         print(d.summary)
         for p in d.parameter_permutation[:20]:

@@ -10,13 +10,12 @@ from __future__ import annotations
 import re
 from bisect import bisect_left
 from collections import Counter
-from operator import attrgetter
 
 from explorer.xla.hlo.fingerprint import Interner
 from explorer.xla.hlo.gcpause import paused_gc
 from explorer.xla.hlo.graph import Graph, entry_graph
 from explorer.xla.hlo.matcher import UNMATCHED, match
-from explorer.xla.hlo.model import HloInstruction, Module, tuple_arity
+from explorer.xla.hlo.model import HloInstruction, Metadata, Module, tuple_arity
 from explorer.xla.hlo.records import (
     ChangedInstruction,
     HloDiff,
@@ -28,42 +27,45 @@ from explorer.xla.hlo.records import (
 from explorer.xla.hlo.summary import summarize
 
 
-def diff_modules(a: Module, b: Module) -> HloDiff:
-    """The structural difference from module ``a`` to module ``b``."""
+def diff_modules(a: Module, b: Module, pairs: bool = True) -> HloDiff:
+    """The structural difference from module ``a`` to module ``b``.
+
+    ``pairs=False`` leaves :attr:`HloDiff.pairs` empty: the CLI's answer does not show the
+    35,000 matched names, so it does not build them.
+    """
     with paused_gc():
-        return _diff(a, b)
+        interner = Interner()
+        return diff_graphs(entry_graph(a, interner), entry_graph(b, interner), pairs)
 
 
-def _diff(a: Module, b: Module) -> HloDiff:
-    interner = Interner()
-    ga, gb = entry_graph(a, interner), entry_graph(b, interner)
+def diff_graphs(ga: Graph, gb: Graph, pairs: bool = True) -> HloDiff:
+    """The diff of two entry graphs built with one :class:`Interner`."""
     m = match(ga, gb)
     # The pairs in A's order, and those whose subgraphs differ: a pair with equal subgraph
     # fingerprints has equal shapes too, so only those can have changed.
     a_to_b = m.a_to_b
     xs = [x for x, y in enumerate(a_to_b) if y != UNMATCHED]
     ys = [a_to_b[x] for x in xs]
-    pairs = list(zip(xs, ys))
+    matched = list(zip(xs, ys))
     sub_a, sub_b = ga.subgraph_print, gb.subgraph_print
-    unequal = [(x, y) for x, y in pairs if sub_a[x] != sub_b[y]]
-    name = attrgetter("name")
+    unequal = [(x, y) for x, y in matched if sub_a[x] != sub_b[y]]
     out = HloDiff(
-        module_a=a.name,
-        module_b=b.name,
+        module_a=ga.name,
+        module_b=gb.name,
         instructions_a=len(ga),
         instructions_b=len(gb),
-        matched_count=len(pairs),
+        matched_count=len(matched),
         parameter_permutation=_permutation(ga, gb, m.a_to_b),
-        parameters_a=a.parameter_count,
-        parameters_b=b.parameter_count,
+        parameters_a=ga.parameter_count,
+        parameters_b=gb.parameter_count,
         added=_groups("added", gb, [k for k, x in enumerate(m.b_to_a) if x == -1]),
         removed=_groups("removed", ga, [k for k, x in enumerate(m.a_to_b) if x == -1]),
         changed=_changed(ga, gb, unequal, m.b_to_a),
-        moved_constants=_moved_constants(ga, gb, pairs, m.a_to_b),
+        moved_constants=_moved_constants(ga, gb, matched, m.a_to_b),
         tuple_arity=_arity(ga, gb, unequal),
-        pairs=list(
-            zip(map(name, map(ga.insts.__getitem__, xs)), map(name, map(gb.insts.__getitem__, ys)))
-        ),
+        pairs=list(zip(map(ga.names.__getitem__, xs), map(gb.names.__getitem__, ys)))
+        if pairs
+        else [],
     )
     out.summary = summarize(out)
     return out
@@ -71,23 +73,16 @@ def _diff(a: Module, b: Module) -> HloDiff:
 
 def _permutation(ga: Graph, gb: Graph, a_to_b: list[int]) -> list[ParameterMove]:
     moves = []
-    for x, ia in enumerate(ga.insts):
-        if ia.parameter_number is None or a_to_b[x] == -1:
+    num_a, num_b = ga.numbers, gb.numbers
+    for x in [x for x, n in enumerate(num_a) if n is not None]:
+        y = a_to_b[x]
+        if y == -1:
             continue
-        ib = gb.insts[a_to_b[x]]
-        if (
-            ia.parameter_number is not None
-            and ib.parameter_number is not None
-            and ia.parameter_number != ib.parameter_number
-        ):
+        na, nb = num_a[x], num_b[y]
+        if na is not None and nb is not None and na != nb:
             moves.append(
                 ParameterMove(
-                    ia.parameter_number,
-                    ib.parameter_number,
-                    ia.shape,
-                    ia.metadata.op_name,
-                    ia.name,
-                    ib.name,
+                    na, nb, ga.shapes[x], ga.metadata[x].op_name, ga.names[x], gb.names[y]
                 )
             )
     return sorted(moves, key=lambda p: p.index_a)
@@ -97,25 +92,29 @@ _NODE_ID = re.compile(r"\.\d+(?=/|$)")
 
 
 def _groups(side: str, g: Graph, idx: list[int]) -> list[InstructionGroup]:
-    buckets: dict[tuple[str, str, str], list[HloInstruction]] = {}
-    for k in sorted(idx, key=lambda k: g.file_pos[k]):
-        inst = g.insts[k]
-        md = inst.metadata
-        # torch_xla puts renumbered IR ids in op_name ("aten__add.1666/aten__add"): drop them.
-        buckets.setdefault((md.op_type, _NODE_ID.sub("", md.op_name), md.source), []).append(inst)
+    buckets: dict[tuple[str, str, str], list[int]] = {}
+    keys: dict[Metadata, tuple[str, str, str]] = {}
+    metadata = g.metadata
+    for k in sorted(idx, key=g.file_pos.__getitem__):
+        md = metadata[k]
+        key = keys.get(md)
+        if key is None:
+            # torch_xla puts renumbered IR ids in op_name ("aten__add.1666/aten__add"): drop them.
+            key = keys[md] = (md.op_type, _NODE_ID.sub("", md.op_name), md.source)
+        buckets.setdefault(key, []).append(k)
     groups = []
-    for (op_type, op_name, source), insts in buckets.items():
-        ops = Counter(i.opcode for i in insts)
+    for (op_type, op_name, source), members in buckets.items():
+        ops = Counter(map(g.opcodes.__getitem__, members))
         groups.append(
             InstructionGroup(
                 side=side,
                 op_type=op_type,
                 op_name=op_name,
                 source=source,
-                count=len(insts),
+                count=len(members),
                 opcodes=tuple(ops.most_common()),
-                names=tuple(i.name for i in insts),
-                lines=tuple(i.line for i in insts),
+                names=tuple(map(g.names.__getitem__, members)),
+                lines=tuple(map(g.lines.__getitem__, members)),
             )
         )
     return sorted(groups, key=lambda gr: (-gr.count, gr.op_type, gr.source))
@@ -139,22 +138,25 @@ def _changed(
     """Matched pairs that differ, from ``pairs`` (those with unequal subgraph fingerprints)."""
     out = []
     sub_a, sub_b = ga.subgraph_print, gb.subgraph_print
+    op_a, op_b = ga.opcodes, gb.opcodes
+    shape_a, shape_b = ga.shapes, gb.shapes
+    lit_a, lit_b = ga.literals, gb.literals
     for x, y in pairs:
         if sub_a[x] == sub_b[y]:
             continue
-        ia, ib = ga.insts[x], gb.insts[y]
         kinds = []
-        if ia.opcode != ib.opcode:
+        if op_a[x] != op_b[y]:
             kinds.append("opcode")
-        if ia.shape != ib.shape:
+        if shape_a[x] != shape_b[y]:
             kinds.append("shape")
-        if ia.literal != ib.literal and ia.parameter_number is None:
+        if lit_a[x] != lit_b[y] and ga.numbers[x] is None:
             kinds.append("literal")
         if ga.self_print[x] != gb.self_print[y] and not kinds:
             kinds.append("attributes")
         if [b_to_a[o] for o in gb.operands[y]] != ga.operands[x]:
             kinds.append("operands")
         if kinds:
+            ia, ib = ga.insts[x], gb.insts[y]
             out.append(
                 ChangedInstruction(
                     ia.name,
@@ -207,29 +209,25 @@ def _moved_constants(
         by_file = sorted(pairs, key=lambda p: ga.file_pos[p[0]])
     pos_b = gb.file_pos
     keep = _in_order([pos_b[y] for _, y in by_file])
-    insts_a, insts_b = ga.insts, gb.insts
+    op_a, op_b = ga.opcodes, gb.opcodes
     out = []
     for (x, y), stays in zip(by_file, keep):
-        ia = insts_a[x]
-        if ia.opcode != "constant":
-            continue
-        ib = insts_b[y]
-        if ib.opcode != "constant":
+        if op_a[x] != "constant" or op_b[y] != "constant":
             continue
         users_changed = sorted(a_to_b[u] for u in ga.users[x]) != sorted(gb.users[y])
         if stays and not users_changed:
             continue
-        md = ia.metadata
+        md = ga.metadata[x]
         out.append(
             MovedConstant(
-                ia.literal,
-                ia.shape,
+                ga.literals[x],
+                ga.shapes[x],
                 md.op_type,
                 md.op_name,
-                ia.name,
-                ib.name,
-                ia.line,
-                ib.line,
+                ga.names[x],
+                gb.names[y],
+                ga.lines[x],
+                gb.lines[y],
                 users_changed,
             )
         )
@@ -238,14 +236,15 @@ def _moved_constants(
 
 def _arity(ga: Graph, gb: Graph, pairs: list[tuple[int, int]]) -> list[TupleArityChange]:
     out = []
+    shape_a, shape_b = ga.shapes, gb.shapes
     for x, y in pairs:
-        ia, ib = ga.insts[x], gb.insts[y]
-        if ia.shape == ib.shape:
+        sa, sb = shape_a[x], shape_b[y]
+        if sa == sb:
             continue
-        na, nb = tuple_arity(ia.shape), tuple_arity(ib.shape)
+        na, nb = tuple_arity(sa), tuple_arity(sb)
         if na is not None and nb is not None and na != nb:
-            out.append(TupleArityChange(ia.name, ib.name, ib.opcode, na, nb))
+            out.append(TupleArityChange(ga.names[x], gb.names[y], gb.opcodes[y], na, nb))
     return out
 
 
-__all__ = ["diff_modules", "short"]
+__all__ = ["diff_graphs", "diff_modules", "short"]

@@ -60,8 +60,14 @@ def structural_attrs(inst: HloInstruction, comp_names: dict[str, str], marker: s
     """``key=value`` for the attributes that define the computation (no metadata), with each
     called computation (``to_apply=``, ``calls=``...) named ``marker + comp_names[name]``, so
     renumbered computations compare equal. The canonical text and the fingerprints share it."""
+    return _structural(inst.attrs, comp_names, marker)
+
+
+def _structural(
+    attrs: tuple[tuple[str, str], ...], comp_names: dict[str, str], marker: str
+) -> list[str]:
     out = []
-    for key, value in inst.attrs:
+    for key, value in attrs:
         if key in NON_STRUCTURAL_KEYS:
             continue
         if key in CALL_KEYS:
@@ -93,13 +99,14 @@ class ComputationPrints:
 _ATTR_TEXT: dict[tuple, str] = {}
 
 
-def attr_text(inst: HloInstruction, comp_hashes: dict[str, str]) -> str:
-    """What :func:`self_key` appends for the attributes: ``|`` and each structural attribute."""
-    attrs = inst.attrs
+def attr_text(attrs: tuple[tuple[str, str], ...], comp_hashes: dict[str, str]) -> str:
+    """What :func:`self_key` appends for an instruction's ``attrs``: ``|`` and each structural
+    attribute (taking the attributes, not the instruction, so a graph read straight from text
+    needs no instruction record)."""
     text = _ATTR_TEXT.get(attrs)
     if text is not None:
         return text
-    parts = structural_attrs(inst, comp_hashes, "#")
+    parts = _structural(attrs, comp_hashes, "#")
     text = "".join(["|" + p for p in parts])
     if not any(key in CALL_KEYS for key, _ in attrs):
         if len(_ATTR_TEXT) > 100_000:
@@ -130,7 +137,7 @@ def computation_prints(
         else:
             key = opcode + "|" + inst.shape
         if inst.attrs:
-            key += attr_text(inst, comp_hashes)
+            key += attr_text(inst.attrs, comp_hashes)
         own = known.get(key) or hasher(key)
         name = inst.name
         selfs[name] = own

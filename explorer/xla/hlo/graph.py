@@ -1,25 +1,46 @@
-"""An index-based view of one computation, the form the matcher works on.
+"""An index-based view of one computation, the form the matcher and the diff work on.
 
 Integers and lists are several times faster than dicts of names for the passes the matcher
 makes over 35,000 instructions, so each computation is flattened once into parallel lists:
-instruction, operands, users, self and subgraph fingerprints.
+operands, users, self and subgraph fingerprints, and the few fields of an instruction the diff
+reads for every pair (opcode, shape, literal, parameter number, metadata, line). The full
+:class:`HloInstruction` is asked for only where a record names one (``Graph.insts``), so a
+graph built straight from text (:mod:`explorer.xla.hlo.flat_graph`) never makes the other
+35,000.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from operator import attrgetter
+from typing import Optional, Protocol
 
 from explorer.xla.hlo.fingerprint import Interner, attr_text, computation_hashes
-from explorer.xla.hlo.model import Computation, HloInstruction, Module
+from explorer.xla.hlo.model import Computation, HloInstruction, Metadata, Module
+
+
+class Instructions(Protocol):
+    """What a graph's ``insts`` is: a list, or instructions made when asked for."""
+
+    def __getitem__(self, k: int, /) -> HloInstruction: ...
+
+    def __len__(self) -> int: ...
 
 
 @dataclass
 class Graph:
     """Parallel lists indexed by an instruction's position in topological order."""
 
-    comp: Computation
-    insts: list[HloInstruction]
-    index: dict[str, int]
+    name: str
+    parameter_count: int
+    insts: Instructions
+    names: list[str]
+    opcodes: list[str]
+    shapes: list[str]
+    literals: list[str]
+    numbers: list[Optional[int]]
+    metadata: list[Metadata]
+    lines: list[int]
     operands: list[list[int]]
     users: list[list[int]]
     self_print: list[int]
@@ -28,7 +49,7 @@ class Graph:
     root: int
 
     def __len__(self) -> int:
-        return len(self.insts)
+        return len(self.names)
 
 
 def entry_graph(module: Module, interner: Interner) -> Graph:
@@ -57,7 +78,7 @@ def entry_graph(module: Module, interner: Interner) -> Graph:
         else:
             key = opcode + "|" + inst.shape + "|" + inst.literal
         if inst.attrs:
-            key += attr_text(inst, hashes)
+            key += attr_text(inst.attrs, hashes)
         own = ids_get(key)
         if own is None:
             own = ids[key] = len(ids)
@@ -83,23 +104,33 @@ def entry_graph(module: Module, interner: Interner) -> Graph:
         if sub is None:
             sub = ids[sub_key] = len(ids)
         subs.append(sub)
-    if comp.order == comp.instructions:  # the usual case: file order is topological
-        file_pos = list(range(len(insts)))
-    else:
-        file_index = {inst.name: k for k, inst in enumerate(comp.instructions)}
-        file_pos = [file_index[inst.name] for inst in insts]
     assert comp.root is not None
     return Graph(
-        comp=comp,
+        name=module.name,
+        parameter_count=module.parameter_count,
         insts=insts,
-        index=index,
+        names=list(index),
+        opcodes=list(map(attrgetter("opcode"), insts)),
+        shapes=list(map(attrgetter("shape"), insts)),
+        literals=list(map(attrgetter("literal"), insts)),
+        numbers=list(map(attrgetter("parameter_number"), insts)),
+        metadata=list(map(attrgetter("metadata"), insts)),
+        lines=list(map(attrgetter("line"), insts)),
         operands=operands,
         users=users,
         self_print=selfs,
         subgraph_print=subs,
-        file_pos=file_pos,
+        file_pos=_file_positions(comp, insts),
         root=index[comp.root.name],
     )
 
 
-__all__ = ["Graph", "entry_graph"]
+def _file_positions(comp: Computation, insts: list[HloInstruction]) -> list[int]:
+    """Where each instruction of the topological order sits in the file's order."""
+    if comp.order == comp.instructions:  # the usual case: file order is topological
+        return list(range(len(insts)))
+    file_index = {inst.name: k for k, inst in enumerate(comp.instructions)}
+    return [file_index[inst.name] for inst in insts]
+
+
+__all__ = ["Graph", "Instructions", "entry_graph"]

@@ -187,11 +187,22 @@ def _metadata(value: str) -> Metadata:
 # which accepts the same language and names the column of a mistake. The two usual operand lists,
 # a dump's ``%a, %b`` (group ``names``) and torch_xla's ``f32[2]{0} %a, f32[] %b`` (group
 # ``shaped``), are recognised by the same pass, so they need no second regex to check them.
+
+
+def fast_line_pattern(also_not: str = "") -> str:
+    """The common line's regular expression, groups (root, name, shape, opcode, inner, names,
+    shaped, rest). ``also_not`` adds characters the negated classes refuse: a scan of a whole
+    body passes ``"\\n"`` so no match crosses a line, which leaves the language of one line
+    (which has no newline) unchanged."""
+    arr = rf"[a-z][a-z0-9]*\[[\d,<=?]*\](?:\{{[^{{}}(){also_not}]*\}})?"
+    return (
+        rf"[ \t]*(ROOT[ \t]+)?%?({NAME})[ \t]*=[ \t]*({arr})[ \t]+([a-z][a-z0-9\-]*)"
+        rf"\(((%{NAME}(?:, %{NAME})*)|({arr} %{NAME}(?:, {arr} %{NAME})*)|[^(){also_not}]*)\)(.*)"
+    )
+
+
 _ARR_FAST = r"[a-z][a-z0-9]*\[[\d,<=?]*\](?:\{[^{}()]*\})?"
-_FAST_LINE = re.compile(
-    rf"[ \t]*(ROOT[ \t]+)?%?({NAME})[ \t]*=[ \t]*({_ARR_FAST})[ \t]+([a-z][a-z0-9\-]*)"
-    rf"\(((%{NAME}(?:, %{NAME})*)|({_ARR_FAST} %{NAME}(?:, {_ARR_FAST} %{NAME})*)|[^()]*)\)(.*)"
-)
+_FAST_LINE = re.compile(fast_line_pattern())
 _FAST_OPS = re.compile(
     rf"[ \t]*(?:{_ARR_FAST}[ \t]+)?%?{NAME}(?:[ \t]*,[ \t]*(?:{_ARR_FAST}[ \t]+)?%?{NAME})*[ \t]*"
 )
@@ -233,6 +244,41 @@ def _read_rest(rest: str, lineno: int) -> Optional[tuple[Metadata, tuple, tuple]
     return _sorted_attrs(pairs, metadata)
 
 
+_NO_TAIL: tuple[Metadata, tuple, tuple] = (NO_METADATA, (), ())
+
+
+def rest_tail(rest: str) -> Optional[tuple[Metadata, tuple, tuple]]:
+    """(metadata, attributes, called computations) of the text after a common line's operand
+    list, or None when only the careful path can read it; read once per distinct text."""
+    if not rest:
+        return _NO_TAIL
+    tail = _REST_CACHE.get(rest)
+    if tail is None:
+        tail = _read_rest(rest, 0)  # the line number only reaches an error, which is caught
+        if tail is None:
+            return None
+        if len(_REST_CACHE) > 100_000:
+            _REST_CACHE.clear()
+        _REST_CACHE[rest] = tail
+    return tail
+
+
+def fast_literal(opcode: str, inner: str) -> Optional[tuple[str, Optional[int]]]:
+    """A constant's literal or a parameter's number as the fast path reads them (literal,
+    number), or None when only the careful path may (an empty literal, a comment, odd digits)."""
+    if opcode == "constant":
+        literal = " ".join(inner.split())
+        if not literal or "/*" in literal:
+            return None
+        return literal, None
+    if not inner.isdigit() or not inner.isascii() or len(inner) > 10:
+        return None
+    number = int(inner)
+    if number > MAX_PARAMETER:
+        return None
+    return str(number), number
+
+
 def parse_common_instruction(line: str, lineno: int) -> Optional[HloInstruction]:
     """The common instruction line in one regex pass, or None to take the careful path."""
     m = _FAST_LINE.fullmatch(line)
@@ -240,17 +286,11 @@ def parse_common_instruction(line: str, lineno: int) -> Optional[HloInstruction]
         return None
     root, name, shape, opcode, inner, names, shaped, rest = m.groups()
     literal, operands, number = "", (), None
-    if opcode == "constant":
-        literal = " ".join(inner.split())
-        if not literal or "/*" in literal:
+    if opcode == "constant" or opcode == "parameter":
+        read = fast_literal(opcode, inner)
+        if read is None:
             return None
-    elif opcode == "parameter":
-        if not inner.isdigit() or not inner.isascii() or len(inner) > 10:
-            return None
-        number = int(inner)
-        if number > MAX_PARAMETER:
-            return None
-        literal = str(number)
+        literal, number = read
     elif names is not None:
         operands = tuple(names[1:].split(", %"))
     elif shaped is not None:
@@ -261,18 +301,10 @@ def parse_common_instruction(line: str, lineno: int) -> Optional[HloInstruction]
         operands = tuple(
             _FAST_BARE_NAME.findall(inner) if "[" not in inner else _FAST_OP_NAME.findall(inner)
         )
-    if rest:
-        tail = _REST_CACHE.get(rest)
-        if tail is None:
-            tail = _read_rest(rest, lineno)
-            if tail is None:
-                return None
-            if len(_REST_CACHE) > 100_000:
-                _REST_CACHE.clear()
-            _REST_CACHE[rest] = tail
-        metadata, attrs, called = tail
-    else:
-        metadata, attrs, called = NO_METADATA, (), ()
+    tail = rest_tail(rest)
+    if tail is None:
+        return None
+    metadata, attrs, called = tail
     return HloInstruction(
         name,
         shape,
@@ -412,4 +444,7 @@ __all__ = [
     "parse_hlo_line",
     "parse_common_instruction",
     "parse_computation_header",
+    "fast_line_pattern",
+    "fast_literal",
+    "rest_tail",
 ]

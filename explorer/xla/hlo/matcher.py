@@ -77,7 +77,7 @@ def _top_down(m: Matching, level: int) -> None:
     ops_a, ops_b = ga.operands, gb.operands
     sub_a, sub_b = ga.subgraph_print, gb.subgraph_print
     self_a, self_b = ga.self_print, gb.self_print
-    insts_a, insts_b = ga.insts, gb.insts
+    opcode_a, opcode_b = ga.opcodes, gb.opcodes
     users_a = ga.users
     # Users of free instructions, found from the few free ones rather than from every pair.
     with_free = {u for x, y in enumerate(a_to_b) if y == -1 for u in users_a[x]}
@@ -91,7 +91,7 @@ def _top_down(m: Matching, level: int) -> None:
             if not (
                 sub_a[x] == sub_b[y]
                 or (level >= _SELF and self_a[x] == self_b[y])
-                or (level >= _OPCODE and insts_a[x].opcode == insts_b[y].opcode)
+                or (level >= _OPCODE and opcode_a[x] == opcode_b[y])
             ):
                 continue
             a_to_b[x] = y
