@@ -22,7 +22,7 @@ from typing import ClassVar, Mapping
 import numpy as np
 
 from explorer.errors import InputError
-from explorer.pipeline.analysis.exchanges import exchanges
+from explorer.pipeline.analysis.exchanges import exchanges, kind_codes, kinds_in
 from explorer.pipeline.analysis.findings import Bubble
 from explorer.pipeline.analysis.p2p import Matching
 from explorer.pipeline.analysis.p2p_models import (
@@ -34,7 +34,7 @@ from explorer.pipeline.analysis.p2p_models import (
 )
 from explorer.pipeline.analysis.peaks import peak_per_group
 from explorer.pipeline.analysis.reference import run
-from explorer.pipeline.schedules.instructions import COMPUTE_KINDS, Kind
+from explorer.pipeline.schedules.instructions import Kind
 from explorer.pipeline.schedules.schedule import Schedule
 
 
@@ -350,8 +350,6 @@ _SEND, _RECV = 1, 2
 _HOLD_DELTA = np.zeros(2 * len(Kind), dtype=np.int8)
 _HOLD_DELTA[[Kind.FORWARD, len(Kind) + Kind.FORWARD]] = 1
 _HOLD_DELTA[[Kind.BACKWARD, len(Kind) + Kind.BACKWARD_WEIGHT]] = -1
-_COMPUTE = np.zeros(len(Kind), dtype=bool)
-_COMPUTE[[int(k) for k in COMPUTE_KINDS]] = True
 _EXCHANGE = np.zeros(len(Kind), dtype=np.int8)
 _EXCHANGE[[Kind.SEND_ACTIVATION, Kind.SEND_GRAD]] = _SEND
 _EXCHANGE[[Kind.RECV_ACTIVATION, Kind.RECV_GRAD]] = _RECV
@@ -383,8 +381,8 @@ def _inner_rounds(
 def bubble(schedule: Schedule, start: np.ndarray, end: np.ndarray) -> Bubble:
     """Idle share of the timeline with both denominators (see :class:`Bubble`)."""
     makespan = float(np.nanmax(end)) if len(end) else 0.0
-    # Table lookups index by intp: numpy gathers by an int8 index several times slower.
-    compute = np.flatnonzero(_COMPUTE[schedule.kind.astype(np.intp)])
+    # The compute kinds are consecutive: one byte comparison, no table lookup.
+    compute = np.flatnonzero(kinds_in(schedule.kind, Kind.FORWARD, Kind.BACKWARD_WEIGHT))
     busy = np.bincount(
         schedule.rank[compute], weights=end[compute] - start[compute], minlength=schedule.num_ranks
     )
@@ -403,14 +401,15 @@ def bubble(schedule: Schedule, start: np.ndarray, end: np.ndarray) -> Bubble:
 
 def peak_activations(schedule: Schedule) -> list[int]:
     """Per stage, the most micro-batches between their forward and their last backward part."""
-    kind = schedule.kind.astype(np.intp)  # an intp index: numpy's fast path for the lookups
+    codes = kind_codes(schedule.kind)
     split = np.zeros(schedule.num_stages, dtype=bool)
-    split[schedule.stage[kind == Kind.BACKWARD_WEIGHT]] = True
+    split[schedule.stage[codes == Kind.BACKWARD_WEIGHT]] = True
     # +1 at a forward, -1 at the backward part that releases (W on a split stage, else B).
     if split.any():
+        kind = schedule.kind.astype(np.intp)  # an intp index: numpy's fast path for the lookups
         delta = _HOLD_DELTA[split[schedule.stage.astype(np.intp)] * len(Kind) + kind]
-    else:
-        delta = _HOLD_DELTA[kind]
+    else:  # byte comparisons, no table lookup
+        delta = (codes == Kind.FORWARD).view(np.int8) - (codes == Kind.BACKWARD).view(np.int8)
     rows = np.flatnonzero(delta)
     stage, delta = schedule.stage[rows], delta[rows].astype(np.int64)
     if len(rows) > 1 and not (stage[1:] >= stage[:-1]).all():  # one stage per rank: sorted
