@@ -11,7 +11,7 @@ order, one size after another; building the orders is not timed. Then, recorded 
 
     .venv/bin/python benchmarks/bench_sweep.py [--quick]
 
-Exits 1 when ours is less than 10x PyTorch's helpers over 2-32:1-128.
+Exits 1 when ours is less than 20x PyTorch's helpers over 2-32:1-128 (issue 27; 10x until then).
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ from explorer.pipeline.analysis.sizes import parse_sizes
 from explorer.pipeline.schedules import Kind
 
 ROOT = Path(__file__).resolve().parents[1]
-GOAL = 10.0
+GOAL = 20.0
 
 
 def cli_seconds(*args: str, env: dict | None = None) -> float:

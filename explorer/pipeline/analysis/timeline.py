@@ -7,7 +7,7 @@ under ``batched`` a send occupies its rank for the send cost and the receive sta
 than the send's end plus the latency, then occupies its rank for the receive cost.
 
 Fast path: when every wait points to the same or an earlier step, step ``t`` depends only on
-earlier steps and on itself, so steps are processed in order, all ranks at once, as small dense (rank x slot)
+earlier steps and on itself, so steps are processed in order, all ranks at once, as small dense (slot x rank)
 blocks: a rank's row is a max-plus scan - ``end_k = A_k + max(clock, max_{j<=k} (dep_j -
 A'_j))`` with ``A``/``A'`` the inclusive/exclusive prefix costs - and the P2P dependencies
 inside the step are iterated to their fixed point (two or three rounds). Other schedules use
@@ -22,7 +22,7 @@ from typing import ClassVar, Mapping
 import numpy as np
 
 from explorer.errors import InputError
-from explorer.pipeline.analysis.exchanges import exchanges
+from explorer.pipeline.analysis.exchanges import exchanges, kind_codes, kinds_in
 from explorer.pipeline.analysis.findings import Bubble
 from explorer.pipeline.analysis.p2p import Matching
 from explorer.pipeline.analysis.p2p_models import (
@@ -34,7 +34,7 @@ from explorer.pipeline.analysis.p2p_models import (
 )
 from explorer.pipeline.analysis.peaks import peak_per_group
 from explorer.pipeline.analysis.reference import run
-from explorer.pipeline.schedules.instructions import COMPUTE_KINDS, Kind
+from explorer.pipeline.schedules.instructions import Kind
 from explorer.pipeline.schedules.schedule import Schedule
 
 
@@ -197,7 +197,7 @@ def per_step_columns(
     num_steps: int,
     exchange: np.ndarray | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Start and end of every row, one step at a time over a dense ``(step, rank, slot)`` grid.
+    """Start and end of every row, one step at a time over a dense ``(step, slot, rank)`` grid.
 
     Takes bare columns (rows sorted by rank then step, ``order`` the execution order) so that
     several schedules laid side by side on disjoint ranks can be walked in one pass
@@ -222,25 +222,11 @@ def per_step_columns(
     Bounds inside a step depend on starts in the same step and are raised in rounds until
     nothing moves (at most one round per cell of the step, plus two).
     """
-    rows = len(rank_of_row)
     rank, step = rank_of_row, step_of_row
-    # Rows are grouped by (rank, step) and ``order`` only reorders inside a group, so a row's
-    # slot is its position in ``order`` less its group's first row (plus one: slot 0 is the clock).
-    group_starts = np.empty(rows, dtype=bool)
-    group_starts[0] = True
-    group_starts[1:] = (rank[1:] != rank[:-1]) | (step[1:] != step[:-1])
-    firsts = np.flatnonzero(group_starts)
-    group_first = np.repeat(firsts, np.diff(firsts, append=rows))
-    if is_identity_order(order):  # the usual case: a row's position is its index
-        slot = np.arange(1, rows + 1) - group_first
-    else:
-        position = np.empty(rows, dtype=np.int64)
-        position[order] = np.arange(rows)
-        slot = position - group_first + 1
-    num_slots = int(slot.max()) + 1
+    cell_of_row, num_slots = _cells(rank, step, order, num_ranks)
     cells_per_step = num_ranks * num_slots
     cells = num_steps * cells_per_step
-    cell_of_row = (step.astype(np.int64) * num_ranks + rank) * num_slots + slot
+    shape = (num_steps, num_slots, num_ranks)  # a step's slot k of every rank is one row
 
     if exchange is None:  # per row: 0, _SEND or _RECV (a schedule's own is kept with it)
         exchange = _EXCHANGE[kind_of_row.astype(np.intp)]
@@ -249,45 +235,50 @@ def per_step_columns(
     waits = np.flatnonzero(exchange if model == "blocking" else is_recv)
     partner_rank = rank[partner[waits]]  # every waiting exchange has a partner here
     local = partner_rank == rank[waits]
-    rendezvous = np.zeros(rows, dtype=bool)
+    rendezvous = np.zeros(len(rank), dtype=bool)
     if model == "blocking":
         rendezvous[waits[~local]] = True
         waits = waits[~local | is_recv[waits]]  # a local send waits for nothing
         local = rank[partner[waits]] == rank[waits]
-    # Two constant cells after the grid: -inf (nothing bounds the cell) and 0 (step 0's clock).
-    cost = np.zeros(cells + 2)
     # sends and receives: the time spent inside the call (and the latency of a rendezvous)
     if model == "blocking":
         row_cost = np.where(rendezvous, row_cost + latency, row_cost)
+    # One grid holds each cell's cost while the running sums and the waits' delays are read
+    # from it, and then the delay added to the start of the cell each cell reads: a grid less
+    # to allocate (each is 5.6 MB at 64 x 1,024, paid again in page faults on every call).
+    cost = np.zeros(cells)
     cost[cell_of_row] = row_cost
-    cost_grid = cost[:cells].reshape(num_steps, num_ranks, num_slots)
+    cost_grid = cost.reshape(shape)
     before_grid = cost_grid.copy()  # the running sum along the slots (as cumsum), less the slot
     for k in range(1, num_slots):
-        before_grid[:, :, k] += before_grid[:, :, k - 1]
+        before_grid[:, k] += before_grid[:, k - 1]
     before_grid -= cost_grid
 
     # The cell each cell reads for its bound, and the delay added to that cell's start.
     never, zero = cells, cells + 1
     reads = np.full(cells, never, dtype=np.intp)  # the loop's gathers take intp without a cast
-    reads_grid = reads.reshape(num_steps, num_ranks, num_slots)
-    reads_grid[0, :, 0] = zero
-    reads_grid[1:, :, 0] = (
-        np.arange(num_ranks * num_slots, cells, num_slots) - cells_per_step + num_slots - 1
-    ).reshape(num_steps - 1, num_ranks)
+    reads_grid = reads.reshape(shape)
+    reads_grid[0, 0] = zero
+    # slot 0 of step t reads the last slot of step t - 1, the row of cells just before it
+    reads_grid[1:, 0] = (
+        np.arange(1, num_steps, dtype=np.intp)[:, None] * cells_per_step
+        - num_ranks
+        + np.arange(num_ranks)
+    )
     # A receive's data arrives at its send's end plus the latency (none for a local hand-off).
     # A rendezvous end waits for its partner to arrive: the end of the slot before the partner.
     wait_cell = cell_of_row[waits]
-    wait_src = cell_of_row[partner[waits]] - rendezvous[waits]
+    wait_src = cell_of_row[partner[waits]] - rendezvous[waits] * num_ranks  # the slot before
     wait_delay = np.where(rendezvous[waits] | local, 0.0, latency) + cost[wait_src]
     wait_step = step[waits]
     in_step = wait_src >= wait_step.astype(np.int64) * cells_per_step
     any_inner = bool(in_step.any())
     earlier = np.flatnonzero(~in_step) if any_inner else slice(None)
     reads[wait_cell[earlier]] = wait_src[earlier]
-    delay = np.zeros(cells)
+    delay, delay_grid = cost, cost_grid  # every cost is read: the grid becomes the delays
+    delay_grid[1:, 0] = cost_grid[:-1, -1]  # the clock: the end of the previous last slot
+    delay_grid[:, 1:] = 0.0  # slot 0 holds no row, so the line above overwrote no cost
     delay[wait_cell[earlier]] = wait_delay[earlier]
-    delay_grid = delay.reshape(num_steps, num_ranks, num_slots)
-    delay_grid[1:, :, 0] = cost_grid[:-1, :, -1]  # the clock: the end of the previous last slot
     # Waits inside a step, grouped by step: step t has [bounds[t], bounds[t + 1]).
     inner = np.flatnonzero(in_step)
     inner = inner[np.argsort(wait_step[inner], kind="stable")]
@@ -297,7 +288,7 @@ def per_step_columns(
 
     start = np.empty(cells + 2)  # the grid's starts, then the two constant cells
     start[never], start[zero] = -np.inf, 0.0
-    grid = start[:cells].reshape(num_steps, num_ranks, num_slots)
+    grid = start[:cells].reshape(shape)
     for t in range(num_steps):
         step_start = grid[t]
         step_before = before_grid[t]
@@ -312,11 +303,45 @@ def per_step_columns(
             )
             continue
         step_start -= step_before
-        np.maximum.accumulate(step_start, axis=1, out=step_start)
+        # The running maximum along the slots, one row of ranks at a time: a few calls of
+        # np.maximum on 64 cells cost a third of one np.maximum.accumulate on the block.
+        prev = step_start[0]
+        for k in range(1, num_slots):
+            row = step_start[k]
+            np.maximum(row, prev, out=row)
+            prev = row
         step_start += step_before
     row_start = start[cell_of_row]
     row_end = row_start + row_cost
     return row_start, row_end
+
+
+def _cells(
+    rank: np.ndarray, step: np.ndarray, order: np.ndarray, num_ranks: int
+) -> tuple[np.ndarray, int]:
+    """Each row's cell in the ``(step, rank, slot)`` grid (intp: the loop's gathers take it
+    without a cast) and the number of slots.
+
+    Rows are grouped by (rank, step) and ``order`` only reorders inside a group, so a row's slot
+    is its position in ``order`` less its group's first row, plus one (slot 0 is the clock): its
+    cell is its position plus one offset per group, spread over the group's rows by one repeat.
+    """
+    rows = len(rank)
+    opens = np.empty(rows, dtype=bool)
+    opens[0] = True
+    opens[1:] = (rank[1:] != rank[:-1]) | (step[1:] != step[:-1])
+    firsts = np.flatnonzero(opens)
+    sizes = np.diff(firsts, append=rows)
+    num_slots = int(sizes.max()) + 1
+    # cell = (step * slots + slot) * ranks + rank, with slot = position - first + 1
+    base = (step[firsts].astype(np.intp) * num_slots + 1 - firsts) * num_ranks + rank[firsts]
+    if is_identity_order(order):  # the usual case: a row's position is its index
+        cell = np.arange(0, rows * num_ranks, num_ranks, dtype=np.intp)
+    else:
+        cell = np.empty(rows, dtype=np.intp)
+        cell[order] = np.arange(0, rows * num_ranks, num_ranks)
+    cell += np.repeat(base, sizes)
+    return cell, num_slots
 
 
 _SEND, _RECV = 1, 2
@@ -325,8 +350,6 @@ _SEND, _RECV = 1, 2
 _HOLD_DELTA = np.zeros(2 * len(Kind), dtype=np.int8)
 _HOLD_DELTA[[Kind.FORWARD, len(Kind) + Kind.FORWARD]] = 1
 _HOLD_DELTA[[Kind.BACKWARD, len(Kind) + Kind.BACKWARD_WEIGHT]] = -1
-_COMPUTE = np.zeros(len(Kind), dtype=bool)
-_COMPUTE[[int(k) for k in COMPUTE_KINDS]] = True
 _EXCHANGE = np.zeros(len(Kind), dtype=np.int8)
 _EXCHANGE[[Kind.SEND_ACTIVATION, Kind.SEND_GRAD]] = _SEND
 _EXCHANGE[[Kind.RECV_ACTIVATION, Kind.RECV_GRAD]] = _RECV
@@ -346,7 +369,7 @@ def _inner_rounds(
     flat = step_start.reshape(-1)
     for _ in range(step_start.size + 3):
         np.subtract(bound, step_before, out=step_start)
-        np.maximum.accumulate(step_start, axis=1, out=step_start)
+        np.maximum.accumulate(step_start, axis=0, out=step_start)
         step_start += step_before
         candidate = flat[src] + delay
         current = flat_bound[cells]
@@ -358,8 +381,8 @@ def _inner_rounds(
 def bubble(schedule: Schedule, start: np.ndarray, end: np.ndarray) -> Bubble:
     """Idle share of the timeline with both denominators (see :class:`Bubble`)."""
     makespan = float(np.nanmax(end)) if len(end) else 0.0
-    # Table lookups index by intp: numpy gathers by an int8 index several times slower.
-    compute = np.flatnonzero(_COMPUTE[schedule.kind.astype(np.intp)])
+    # The compute kinds are consecutive: one byte comparison, no table lookup.
+    compute = np.flatnonzero(kinds_in(schedule.kind, Kind.FORWARD, Kind.BACKWARD_WEIGHT))
     busy = np.bincount(
         schedule.rank[compute], weights=end[compute] - start[compute], minlength=schedule.num_ranks
     )
@@ -378,14 +401,15 @@ def bubble(schedule: Schedule, start: np.ndarray, end: np.ndarray) -> Bubble:
 
 def peak_activations(schedule: Schedule) -> list[int]:
     """Per stage, the most micro-batches between their forward and their last backward part."""
-    kind = schedule.kind.astype(np.intp)  # an intp index: numpy's fast path for the lookups
+    codes = kind_codes(schedule.kind)
     split = np.zeros(schedule.num_stages, dtype=bool)
-    split[schedule.stage[kind == Kind.BACKWARD_WEIGHT]] = True
+    split[schedule.stage[codes == Kind.BACKWARD_WEIGHT]] = True
     # +1 at a forward, -1 at the backward part that releases (W on a split stage, else B).
     if split.any():
+        kind = schedule.kind.astype(np.intp)  # an intp index: numpy's fast path for the lookups
         delta = _HOLD_DELTA[split[schedule.stage.astype(np.intp)] * len(Kind) + kind]
-    else:
-        delta = _HOLD_DELTA[kind]
+    else:  # byte comparisons, no table lookup
+        delta = (codes == Kind.FORWARD).view(np.int8) - (codes == Kind.BACKWARD).view(np.int8)
     rows = np.flatnonzero(delta)
     stage, delta = schedule.stage[rows], delta[rows].astype(np.int64)
     if len(rows) > 1 and not (stage[1:] >= stage[:-1]).all():  # one stage per rank: sorted

@@ -20,18 +20,17 @@ from typing import Sequence
 
 import numpy as np
 
+from explorer.pipeline.analysis.exchanges import exchanges
 from explorer.pipeline.analysis.findings import Bubble
 from explorer.pipeline.analysis.p2p import Matching
 from explorer.pipeline.analysis.p2p_models import P2PModel, dependency_steps_ok, execution_order
 from explorer.pipeline.analysis.timeline import Costs, bubble, per_step_columns, simulate
-from explorer.pipeline.schedules.instructions import Kind
 from explorer.pipeline.schedules.schedule import Schedule
 
 __all__ = ["bubbles_together", "DENSE_CELLS"]
 
 #: Dense (step x rank x slot) cells one pass may hold: ~16 MB per array, a handful of arrays.
 DENSE_CELLS = 2_000_000
-_P2P = (Kind.SEND_ACTIVATION, Kind.SEND_GRAD, Kind.RECV_ACTIVATION, Kind.RECV_GRAD)
 
 
 def bubbles_together(
@@ -67,7 +66,8 @@ def _fast(schedule: Schedule, partner: np.ndarray, model: P2PModel) -> bool:
     """The condition under which :func:`simulate` takes its fast path."""
     if not len(schedule):
         return False
-    unmatched = np.isin(schedule.kind, _P2P) & (partner < 0)
+    # The schedule's exchange classes are already derived (matching used them): no np.isin.
+    unmatched = (partner < 0) & (exchanges(schedule).cls > 0)
     return not unmatched.any() and dependency_steps_ok(schedule, partner, model)
 
 

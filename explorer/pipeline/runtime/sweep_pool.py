@@ -26,6 +26,7 @@ from typing import Callable, Optional, Sequence
 from explorer.errors import InputError, excerpt, one_line
 from explorer.pipeline.analysis.sizes import Asking, SizeCell, SizeSweep
 from explorer.processes import Child, Engine, Report, Supervised, supervise
+from explorer.processes.heap import keep_freed_memory
 from explorer.processes.isolate import MARKER
 
 
@@ -261,7 +262,9 @@ def _built_once(make: Callable, group: Sequence[tuple[int, int]], heartbeat: Cal
 
 def main() -> int:
     """Worker side: read the job from the file named on the command line, write one JSON line per
-    size on stdout."""
+    size on stdout. The worker keeps the memory it frees (:mod:`explorer.processes.heap`): it
+    builds and checks thousands of schedules, each allocating and freeing megabytes."""
+    keep_freed_memory()
     job = json.loads(Path(sys.argv[1]).read_text())
     sys.path[:] = job["path"]
     out = os.fdopen(os.dup(1), "w", buffering=1)
