@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import gc
 import sys
-from typing import Any, Callable, Iterator, Optional, Sequence, TypeVar
+from typing import Any, Callable, Generator, Optional, Sequence, TypeVar
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -47,7 +47,7 @@ def _read_chunk(items: Sequence[Any]) -> list[Any]:
 
 def in_order(
     read: Callable[[T], R], items: Sequence[T], workers: int = 1, chunk: int = CHUNK
-) -> Iterator[R]:
+) -> Generator[R, None, None]:
     """``read(item)`` for each item, in order, in ``workers`` processes (this one when 1).
 
     ``read`` must be picklable when ``workers`` > 1 (a module-level function, or a frozen

@@ -99,11 +99,19 @@ class TorchTrace:
     path: str
     pid: Optional[int] = None
     rank: Optional[int] = None
+    #: The rank the first record that names one says (a renamed log says another than its name).
+    said_rank: Optional[int] = None
     compiles: list[TraceCompile] = field(default_factory=list)
     breaks: list[TraceBreak] = field(default_factory=list)
     records: int = 0
     skipped: int = 0
     truncated: bool = False
+
+
+def rank_in_name(name: str) -> Optional[int]:
+    """The rank a log's file name gives (``..._rank_5_...``), None when it names none."""
+    m = _RANK_IN_NAME.search(name)
+    return int(m.group(1)) if m else None
 
 
 def _compile_id(env: dict[str, Any]) -> Optional[str]:
@@ -123,8 +131,7 @@ class _Reader:
 
     def __init__(self, path: str) -> None:
         self.trace = TorchTrace(path)
-        name = _RANK_IN_NAME.search(Path(path).name)
-        self.trace.rank = int(name.group(1)) if name else None
+        self.trace.rank = rank_in_name(Path(path).name)
         self.by_id: dict[str, TraceCompile] = {}
         self.strings: dict[int, str] = {}
 
@@ -138,6 +145,8 @@ class _Reader:
         """One record; ``payload()`` decodes its payload lines (only the records that need it ask)."""
         key, cid = _record_key(env), _compile_id(env)
         value = env.get(key) if key else None
+        if self.trace.said_rank is None and isinstance(env.get("rank"), int):
+            self.trace.said_rank = env["rank"]
         if self.trace.rank is None and isinstance(env.get("rank"), int):
             self.trace.rank = env["rank"]
         if (
@@ -336,4 +345,11 @@ def read_torch_trace(path: str | Path) -> TorchTrace:
     return reader.trace
 
 
-__all__ = ["MAX_LINE", "TraceCompile", "TraceBreak", "TorchTrace", "read_torch_trace"]
+__all__ = [
+    "MAX_LINE",
+    "TraceCompile",
+    "TraceBreak",
+    "TorchTrace",
+    "rank_in_name",
+    "read_torch_trace",
+]
