@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from explorer.compile.analysis.fold import differences, fold, ranges, stall, told, who
-from explorer.compile.analysis.job import CompileJob, Unread
+from explorer.compile.analysis.job import CompileJob, Unread, _missing
 from explorer.compile.analysis.story import RankStory, story_key
 from explorer.compile.printout import job_document, job_report
 from explorer.compile.traces.records import CompileEvent, GraphBreak
@@ -123,3 +123,9 @@ def test_the_json_keeps_each_group_as_rank_ranges() -> None:
     assert doc["groups"][1]["ranks"] == [[517, 517], [2048, 2048]]
     assert doc["groups"][1]["differs"][0].startswith("also compiled 0/1")
     assert {"ranks": [[4096, 4099]], "why": "not read (interrupted)"} in doc["unread"]
+
+
+def test_a_stray_log_of_a_far_bigger_job_is_one_entry_not_billions() -> None:
+    gap = _missing(4_000_000_001, set(range(10)) | {4_000_000_000})
+    assert len(gap) == 1 and gap[0].rank == 10 and "3999999989 more ranks" in gap[0].why
+    assert [u.rank for u in _missing(8, {0, 1, 2, 5, 7})] == [3, 4, 6]

@@ -84,13 +84,13 @@ def test_one_process_and_two_give_the_same_answer(recorded, tmp_path) -> None:
 def _broken(recorded: Path, folder: Path) -> Path:
     replicate(recorded, folder, 64, (40,))
     (folder / log_name(5)).write_bytes(b"")
-    (folder / log_name(9)).write_text("this is not a structured trace\n")
+    (folder / log_name(0)).write_text("this is not a structured trace\n")  # first: detection too
     data = (folder / log_name(12)).read_bytes()
     (folder / log_name(12)).write_bytes(data[: len(data) // 2])
     (folder / log_name(20)).unlink()
     shutil.copy(folder / log_name(30), folder / "dedicated_log_torch_trace_rank_30_second.log")
     shutil.copy(folder / log_name(34), folder / log_name(33))
-    shutil.copy(folder / log_name(0), folder / "dedicated_log_torch_trace_early.log")
+    shutil.copy(folder / log_name(1), folder / "dedicated_log_torch_trace_early.log")
     (folder / "notes.txt").write_text("not a log, not named as one: not read\n")
     return folder
 
@@ -102,7 +102,7 @@ def test_a_broken_folder_names_each_bad_rank_and_reads_the_rest(recorded, tmp_pa
     doc = json.loads(out.stdout)
     why = {tuple(map(tuple, u["ranks"])): u["why"] for u in doc["unread"]}
     assert why[((5, 5),)] == "its log is empty"
-    assert why[((9, 9),)] == "its log holds no structured-trace record"
+    assert why[((0, 0),)] == "its log holds no structured-trace record"
     assert why[((12, 12),)].startswith("its log ends in a cut line")
     assert why[((20, 20),)] == "no log"
     assert why[((30, 30),)].startswith("two logs or more")
@@ -113,7 +113,7 @@ def test_a_broken_folder_names_each_bad_rank_and_reads_the_rest(recorded, tmp_pa
     )
     groups = {tuple(map(tuple, g["ranks"])): g for g in doc["groups"]}
     assert ((40, 40),) in groups, "the planted outlier is still named beside the bad ranks"
-    assert doc["read"] == 64 - 5  # 5, 9, 20, 30, 33 not read; 12 read up to its cut
+    assert doc["read"] == 64 - 5  # 0, 5, 20, 30, 33 not read; 12 read up to its cut
     text = _read(folder).stdout
     assert "not read in full: rank 20: no log" in text and "rank 40 also compiled 0/1" in text
 

@@ -186,6 +186,25 @@ def _by_rank(files: Sequence[Path], path: Path) -> tuple[dict[int, Path], list[U
     return {r: fs[0] for r, fs in found.items() if r not in twins}, unread, nameless
 
 
+#: The most ranks without a log named one by one; past it (a stray log of a far bigger job names a
+#: rank in the millions) the gap is one entry.
+MOST_MISSING = 100_000
+
+
+def _missing(top: int, present: set[int]) -> list[Unread]:
+    """The ranks below ``top`` without a log (one entry for all when there are too many)."""
+    count = top - len(present)
+    if count <= MOST_MISSING:
+        return [Unread(r, "no log") for r in range(top) if r not in present]
+    first = next(r for r in range(top) if r not in present)
+    return [
+        Unread(
+            first,
+            f"no log, nor for {count - 1} more ranks up to {top - 1} (a stray log of a bigger job?)",
+        )
+    ]
+
+
 def workers_for(files: Sequence[Path], workers: Optional[int] = None) -> int:
     """``workers`` when given, else every core for a job large enough to pay for them."""
     if workers is not None:
@@ -208,11 +227,7 @@ def read_folded(
     logs, unread, nameless = _by_rank(files, path)
     by_pid, unnamed = _profiles(path)
     top = max([*logs, *(u.rank for u in unread)], default=-1) + 1
-    unread += [
-        Unread(r, "no log")
-        for r in range(top)
-        if r not in logs and r not in {u.rank for u in unread}
-    ]
+    unread += _missing(top, set(logs) | {u.rank for u in unread})
     items = sorted((r, str(f)) for r, f in logs.items())
     n = workers_for(list(logs.values()), workers)
     how = _How(tuple(sorted(by_pid.items())))
