@@ -105,7 +105,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 _TAKES = {
     "html": "a pipeline job's profiler traces, a run folder or a job's folder of many ranks",
     "plan": "a pipeline job's profiler traces",
-    "workers": "a job's folder of many ranks (replicas of one pipeline)",
+    "workers": "a job's folder of many ranks (replicas of one pipeline, or a TORCH_TRACE folder)",
 }
 
 

@@ -23,6 +23,9 @@ _LINE = re.compile(rb"^[IWEVDF]\d{4} [\d:.]+\s+\d+ [^\]]*\] \{")
 #: Folder levels searched below the path given, and the most entries looked at in all.
 DEPTH = 2
 MAX_ENTRIES = 20_000
+#: Logs whose first bytes are looked at: one broken rank's log (the first, in a job of thousands)
+#: does not hide the folder; the job reader names it.
+SAMPLED = 8
 
 
 def _walk(root: Path, depth: int = DEPTH) -> list[Path]:
@@ -77,7 +80,7 @@ def _starts_like_a_trace(path: Path) -> bool:
 def recognise(path: Path) -> Optional[str]:
     """Why ``path`` is a TORCH_TRACE file or folder, or None."""
     files = trace_files(path)
-    if not files or not _starts_like_a_trace(files[0]):
+    if not any(_starts_like_a_trace(f) for f in files[:SAMPLED]):
         return None
     if path.is_file():
         return "a TORCH_TRACE file (Dynamo's structured trace, dedicated_log_torch_trace_*.log)"

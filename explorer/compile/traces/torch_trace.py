@@ -11,21 +11,43 @@ string when there is one), ``dynamo_graph_break_reason``, the compile caches' an
 torch: ``dynamo_guards``) and ``compilation_metrics``. Every field is optional: torch 2.5-2.9
 differ, and a job killed mid-write leaves a cut last line, which is noted, not fatal.
 
-The file is streamed line by line (a trace with inductor's output code runs to gigabytes);
-only the payloads of the records above are kept. Written from the format, no torch import.
+A trace with inductor's output code runs to gigabytes, most of it payload lines no record
+read here needs. So the file is mapped, not read into memory, and one regular expression finds
+the envelope lines (in C, skipping the payload lines between them); an envelope is decoded only
+when its line names a record read here, and a payload is decoded only for those records. A job
+of thousands of ranks is read this way once per rank, so this loop is the job's reading time.
+Written from the format, no torch import.
 """
 
 from __future__ import annotations
 
 import json
+import mmap
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, BinaryIO, Iterator, Optional
+from typing import Any, Callable, Iterator, Optional
 
 from explorer.errors import InputError, excerpt
 
-_PREFIX = re.compile(rb"^[IWEVDF]\d{4} [\d:.]+\s+(\d+) [^\]]*\] (\{.*)$")
+#: A line of a mapped file that is not a payload line: for an envelope, its process id (group 1)
+#: and JSON (group 2); else the line (group 3). Nothing spans a newline. The lines after the first
+#: are found by their newline: a literal the regular expression engine searches for fast, where a
+#: ``^`` under ``re.MULTILINE`` is tried at every byte of the payloads.
+_BODY = rb"(?:[IWEVDF]\d{4} [\d:.]+[^\S\n]+(\d+) [^\]\n]*\] (\{[^\n]*)|([^\t\n][^\n]*))"
+_FIRST, _NEXT = re.compile(_BODY), re.compile(rb"\n" + _BODY)
+#: The record keys :class:`_Reader` reads: an envelope whose first key (torch writes the record
+#: key first) is none of these nor an id is not decoded.
+_WANTED = frozenset(
+    {
+        "str",
+        "compilation_metrics",
+        "dynamo_start",
+        "dynamo_cpp_guards_str",
+        "dynamo_guards",
+        "artifact",
+    }
+)
 _RANK_IN_NAME = re.compile(r"_rank_(\d+)_")
 _CACHE = re.compile(r"^(fx_graph|aotautograd)_cache_(hit|miss|bypass)$")
 _GUARD_LINE = re.compile(r"\+- ([A-Z_]+): (.*)$")
@@ -77,6 +99,8 @@ class TorchTrace:
     path: str
     pid: Optional[int] = None
     rank: Optional[int] = None
+    #: The rank the first record that names one says (a renamed log says another than its name).
+    said_rank: Optional[int] = None
     compiles: list[TraceCompile] = field(default_factory=list)
     breaks: list[TraceBreak] = field(default_factory=list)
     records: int = 0
@@ -84,17 +108,10 @@ class TorchTrace:
     truncated: bool = False
 
 
-def _lines(fh: BinaryIO) -> Iterator[tuple[bytes, bool]]:
-    """Lines of ``fh`` and whether each ended with a newline; over-long lines are dropped."""
-    while True:
-        line = fh.readline(MAX_LINE)
-        if not line:
-            return
-        if len(line) == MAX_LINE and not line.endswith(b"\n"):
-            while (rest := fh.readline(MAX_LINE)) and not rest.endswith(b"\n"):
-                pass
-            continue
-        yield line.rstrip(b"\r\n"), line.endswith(b"\n")
+def rank_in_name(name: str) -> Optional[int]:
+    """The rank a log's file name gives (``..._rank_5_...``), None when it names none."""
+    m = _RANK_IN_NAME.search(name)
+    return int(m.group(1)) if m else None
 
 
 def _compile_id(env: dict[str, Any]) -> Optional[str]:
@@ -114,8 +131,7 @@ class _Reader:
 
     def __init__(self, path: str) -> None:
         self.trace = TorchTrace(path)
-        name = _RANK_IN_NAME.search(Path(path).name)
-        self.trace.rank = int(name.group(1)) if name else None
+        self.trace.rank = rank_in_name(Path(path).name)
         self.by_id: dict[str, TraceCompile] = {}
         self.strings: dict[int, str] = {}
 
@@ -125,9 +141,12 @@ class _Reader:
             self.trace.compiles.append(self.by_id[cid])
         return self.by_id[cid]
 
-    def envelope(self, env: dict[str, Any], payload: str) -> None:
+    def envelope(self, env: dict[str, Any], payload: Callable[[], str]) -> None:
+        """One record; ``payload()`` decodes its payload lines (only the records that need it ask)."""
         key, cid = _record_key(env), _compile_id(env)
         value = env.get(key) if key else None
+        if self.trace.said_rank is None and isinstance(env.get("rank"), int):
+            self.trace.said_rank = env["rank"]
         if self.trace.rank is None and isinstance(env.get("rank"), int):
             self.trace.rank = env["rank"]
         if (
@@ -150,17 +169,17 @@ class _Reader:
             )
             self.compile(cid).function = self.compile(cid).function or top.get("name")
         elif key in ("dynamo_cpp_guards_str", "dynamo_guards"):
-            self.compile(cid).guards = _guards(payload)
+            self.compile(cid).guards = _guards(payload())
         elif key == "artifact" and isinstance(value, dict):
             self.artifact(str(value.get("name")), cid, payload)
         elif key and _CACHE.match(key):
             self.compile(cid).cache.append(key)
 
-    def artifact(self, name: str, cid: str, payload: str) -> None:
+    def artifact(self, name: str, cid: str, payload: Callable[[], str]) -> None:
         if name == "recompile_reasons":
-            self.compile(cid).reasons = _reasons(payload)
+            self.compile(cid).reasons = _reasons(payload())
         elif name == "dynamo_graph_break_reason":
-            self.trace.breaks.append(_graph_break(cid, payload))
+            self.trace.breaks.append(_graph_break(cid, payload()))
         elif _CACHE.match(name):
             self.compile(cid).cache.append(name)
 
@@ -237,44 +256,100 @@ def _guards(payload: str) -> list[str]:
     return out
 
 
+def _payload(buf: Any, start: int, stop: int) -> str:
+    """The tab-led lines from ``start`` up to ``stop`` (or the first line that is not one), tab
+    removed; an over-long line (inductor's output code) is left out."""
+    lines = []
+    for line in bytes(buf[start:stop]).split(b"\n"):
+        if not line.startswith(b"\t"):
+            break
+        if len(line) <= MAX_LINE:
+            lines.append(line[1:].rstrip(b"\r").decode("utf-8", "replace"))
+    return "\n".join(lines)
+
+
+def _wanted(envelope: bytes) -> bool:
+    """Whether an envelope's JSON may hold a record read here, from its first key alone."""
+    end = envelope.find(b'"', 2)
+    key = envelope[2:end].decode("ascii", "replace") if envelope.startswith(b'{"') else ""
+    return not key or key in _WANTED or key in _META or bool(_CACHE.match(key))
+
+
+def _lines_of(buf: Any) -> Iterator[re.Match]:
+    """The lines of ``buf`` that are not payload lines (see :data:`_NEXT`)."""
+    first = _FIRST.match(buf)
+    if first is not None:
+        yield first
+    yield from _NEXT.finditer(buf)
+
+
+def _scan(buf: Any, reader: _Reader) -> None:
+    """Every line of a mapped trace that is not a payload line, in order (see the module
+    docstring): envelopes decoded when wanted, the others counted as skipped."""
+    trace, size = reader.trace, len(buf)
+    cut = size > 0 and buf[size - 1 : size] != b"\n"
+    pending: Optional[tuple[dict[str, Any], int]] = None
+    for m in _lines_of(buf):
+        if pending is not None:
+            env, start, stop = pending[0], pending[1], m.start()
+            reader.envelope(env, lambda: _payload(buf, start, stop))
+            pending = None
+        last = cut and m.end() == size
+        if m.group(2) is not None and not (
+            trace.records and trace.rank is not None and not last and not _wanted(m.group(2))
+        ):
+            try:
+                env = json.loads(m.group(2))
+            except ValueError:
+                env = None
+            if isinstance(env, dict):
+                trace.records += 1
+                trace.pid = trace.pid if trace.pid is not None else int(m.group(1))
+                pending = (env, m.end() + 1)
+                continue
+        elif m.group(2) is not None:
+            trace.records += 1  # a record no reader here needs: not decoded
+            continue
+        trace.skipped += 1
+        trace.truncated = last
+    if pending is not None:
+        env, start = pending
+        reader.envelope(env, lambda: _payload(buf, start, size))
+
+
 def read_torch_trace(path: str | Path) -> TorchTrace:
     """Every compile, guard failure, graph break and cache answer in one trace file."""
     reader = _Reader(str(path))
-    trace = reader.trace
-    pending: Optional[dict[str, Any]] = None
-    payload: list[str] = []
     try:
         fh = open(path, "rb")
     except OSError as exc:
         raise InputError(f"{excerpt(str(path))}: cannot be read ({exc.strerror or exc})") from None
     with fh:
-        for raw, complete in _lines(fh):
-            if raw.startswith(b"\t"):
-                payload.append(raw[1:].decode("utf-8", "replace"))
-                continue
-            if pending is not None:
-                reader.envelope(pending, "\n".join(payload))
-            pending, payload = None, []
-            m = _PREFIX.match(raw)
-            try:
-                env = json.loads(m.group(2)) if m else None
-            except ValueError:
-                env = None
-            if m is None or not isinstance(env, dict):  # (no prefix: env is None too)
-                trace.skipped += 1
-                trace.truncated = not complete
-                continue
-            trace.records += 1
-            trace.pid = trace.pid if trace.pid is not None else int(m.group(1))
-            pending = env
-        if pending is not None:
-            reader.envelope(pending, "\n".join(payload))
-    if trace.records == 0:
+        try:
+            buf = mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ)
+        except (ValueError, OSError):  # an empty file (or one that cannot be mapped): read it
+            buf = fh.read()
+        try:
+            _scan(buf, reader)
+        finally:
+            if isinstance(buf, mmap.mmap):
+                try:
+                    buf.close()
+                except BufferError:  # a match still held by an exception's traceback
+                    pass
+    if reader.trace.records == 0:
         raise InputError(
             f"{excerpt(str(path))} holds no structured-trace record (a glog prefix then a JSON object "
             "per line): is it a file TORCH_TRACE=DIR wrote?"
         )
-    return trace
+    return reader.trace
 
 
-__all__ = ["MAX_LINE", "TraceCompile", "TraceBreak", "TorchTrace", "read_torch_trace"]
+__all__ = [
+    "MAX_LINE",
+    "TraceCompile",
+    "TraceBreak",
+    "TorchTrace",
+    "rank_in_name",
+    "read_torch_trace",
+]

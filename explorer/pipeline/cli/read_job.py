@@ -10,18 +10,9 @@ not be read in full (the answer is then partial and says so), 2 on bad input.
 from __future__ import annotations
 
 import json
-import sys
 import time
 from pathlib import Path
 from typing import Optional
-
-
-def _progress(done: int, total: int) -> None:
-    if done == total or done % max(1, total // 100) == 0:
-        sys.stderr.write(f"\rreading rank files: {done}/{total}")
-        if done == total:
-            sys.stderr.write("\n")
-        sys.stderr.flush()
 
 
 def read(
@@ -32,9 +23,10 @@ def read(
     from explorer.pipeline.analysis.fold_path import folded_path
     from explorer.pipeline.printout.job import job_document, job_text
     from explorer.pipeline.traces.job import read_job
+    from explorer.processes.pool import stderr_progress
 
     t0 = time.perf_counter()
-    job = read_job(path, _progress if sys.stderr.isatty() else None, workers)
+    job = read_job(path, stderr_progress("rank files"), workers)
     folded, clocked = fold(job), clocks(job)
     costs = _step_costs(path, job, folded)
     critical = folded_path(job, clocked)

@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from functools import cache
 from operator import attrgetter
 from pathlib import Path
-from typing import Any, Callable, Iterator, Optional
+from typing import Any, Iterator, Optional
 
 import numpy as np
 
@@ -37,9 +37,8 @@ from explorer.errors import InputError
 from explorer.pipeline.schedules.instructions import parse_instruction
 from explorer.pipeline.traces.job_folder import PROFILER, JobLayout, layout
 from explorer.pipeline.traces.rank_read import RankRead, Unread
+from explorer.processes.pool import Progress, in_order
 
-#: ``progress(ranks done, ranks in all)`` after each rank file.
-Progress = Callable[[int, int], None]
 #: What a JSON line lacks reads as this (msgspec's defaults are the same).
 _DEFAULTS = {
     "type": "",
@@ -253,7 +252,7 @@ def _read_ranks(
     With ``workers`` > 1 the files are read in that many processes, in chunks of ranks, and
     taken back in rank order."""
     total = lay.ranks
-    results = _in_processes(lay, workers) if workers > 1 else _in_order(lay)
+    results = _in_processes(lay, workers)
     done = 0
     try:
         for rank, (cols, problem, rank_unix) in results:
@@ -292,6 +291,11 @@ class _How:
             return read_trace_rank(Path(path), rank, self.world)
         return read_rank(Path(path), rank, self.run)
 
+    def read_item(self, item: tuple[int, Optional[str]]) -> tuple[int, RankRead]:
+        """One ``(rank, path)`` of the pool's items, read and tagged with its rank."""
+        rank, path = item
+        return rank, self.read(path, rank)
+
 
 def _how(lay: JobLayout) -> _How:
     """How this job's files are read; a profiler job's world size is its first trace's."""
@@ -303,40 +307,11 @@ def _how(lay: JobLayout) -> _How:
     return _How(lay.format, lay.run, world)
 
 
-def _in_order(lay: JobLayout) -> Iterator[tuple[int, RankRead]]:
-    how = _how(lay)
-    for rank in range(lay.ranks):
-        path = lay.files.get(rank)
-        yield rank, how.read(str(path) if path else None, rank)
-
-
-def _read_chunk(files: list[tuple[int, Optional[str]]], how: _How) -> list[tuple[int, RankRead]]:
-    """A worker's share: its ranks read in order (module level, so a process pool can call it)."""
-    gc.disable()
-    return [(rank, how.read(path, rank)) for rank, path in files]
-
-
-#: Ranks per task: small enough to keep every worker busy to the end and the progress moving,
-#: large enough that a task's overhead (one pickle each way) is noise beside its reading.
-_CHUNK = 16
-
-
 def _in_processes(lay: JobLayout, workers: int) -> Iterator[tuple[int, RankRead]]:
-    """The ranks read by ``workers`` processes (``spawn``: nothing of a notebook's threads is
-    copied), in rank order; a Ctrl-C cancels what has not started and keeps what has come back."""
-    from concurrent.futures import ProcessPoolExecutor
-    from multiprocessing import get_context
-
+    """The ranks read in rank order, by ``workers`` processes (the base's pool: ``spawn``,
+    chunks of ranks, a Ctrl-C cancels what has not started and keeps what has come back)."""
     files = [(r, str(lay.files[r]) if r in lay.files else None) for r in range(lay.ranks)]
-    chunks = [files[i : i + _CHUNK] for i in range(0, len(files), _CHUNK)]
-    pool = ProcessPoolExecutor(max_workers=workers, mp_context=get_context("spawn"))
-    try:
-        how = _how(lay)
-        futures = [pool.submit(_read_chunk, chunk, how) for chunk in chunks]
-        for future in futures:
-            yield from future.result()
-    finally:
-        pool.shutdown(wait=True, cancel_futures=True)
+    return in_order(_how(lay).read_item, files, workers)
 
 
 #: Below this many bytes of rank files a job is read in this process: starting workers costs
