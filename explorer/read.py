@@ -93,6 +93,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="processes reading a job's rank files (default: every core for a large job)",
     )
     p.add_argument(
+        "--mesh",
+        metavar="pp=P,dp=D",
+        help="how a job's ranks are numbered, outermost dimension first as DeviceMesh reads its "
+        "shape: pp=8,dp=128 is rank = stage x 128 + replica (DeepSpeed's, torchtitan's), "
+        "dp=128,pp=8 is rank = replica x 8 + stage (default: what the folder says)",
+    )
+    p.add_argument(
         "--from",
         dest="plan",
         metavar="FILE.csv",
@@ -106,6 +113,7 @@ _TAKES = {
     "html": "a pipeline job's profiler traces, a run folder or a job's folder of many ranks",
     "plan": "a pipeline job's profiler traces",
     "workers": "a job's folder of many ranks (replicas of one pipeline, or a TORCH_TRACE folder)",
+    "mesh": "a job's folder of many ranks (replicas of one pipeline)",
 }
 
 
@@ -113,7 +121,8 @@ def run(args: argparse.Namespace) -> int:
     found = detect(Path(args.path))
     reader = next(k.read for k in KINDS if k.detector.kind == found.kind)
     extra = {}
-    for option, name in (("--html", "html"), ("--from", "plan"), ("--workers", "workers")):
+    options = (("--html", "html"), ("--from", "plan"), ("--workers", "workers"), ("--mesh", "mesh"))
+    for option, name in options:
         if getattr(args, name, None):
             if name not in inspect.signature(reader).parameters:
                 raise InputError(

@@ -295,8 +295,12 @@ def replicate(
     stragglers: Optional[list[Straggler]] = None,
     from_iteration: int = 1,
     seed: int = 0,
+    order: Optional[str] = None,
 ) -> Truth:
     """Write a job of ``replicas`` copies of the run folder ``run`` into ``out``; return the truth.
+
+    ``order``: how the copies are numbered (default: pipe-major for an instrumented DeepSpeed
+    run, as DeepSpeed numbers them; replica-major for the explorer's engine, as its copies are).
 
     ``events`` (instructions per rank on average, about) or ``iterations`` sets the length; by default the
     recorded iterations once. ``stragglers=None`` plants :func:`default_stragglers`; ``[]``
@@ -309,7 +313,8 @@ def replicate(
     per_iter = sum(x["type"] == "instr" for ls in lines.values() for x in ls) / len(lines) / n_rec
     if iterations is None:
         iterations = max(1, round(events / per_iter)) if events else n_rec
-    order = "pipe-major" if spec.get("traced") else "replica-major"  # DeepSpeed's numbering
+    if order is None:
+        order = "pipe-major" if spec.get("traced") else "replica-major"  # DeepSpeed's numbering
     planted = (
         default_stragglers(spec, replicas, from_iteration, order=order)
         if stragglers is None

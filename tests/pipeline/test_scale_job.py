@@ -365,3 +365,41 @@ def test_the_path_of_a_replicated_job_is_in_the_report_the_json_the_page_and_the
     line = next(t for t in view.folded.figure.data if t.name == PATH)
     assert len(line.x) == 2 * len(path) and set(line.y) <= set(range(4))
     assert f"critical path: replica {path.replica}" in view.summary.value
+
+
+def test_a_job_numbered_pipe_major_is_read_in_its_own_numbers_with_the_users_mesh(
+    recorded, tmp_path, explorer_cli
+):
+    """The engine's copies numbered as DeepSpeed and torchtitan's (pp, dp) mesh number them: the
+    folder cannot say so (its spec.json is one pipeline's), the user's ``--mesh`` does, and the
+    planted stragglers are named by the job's own numbers; the folder laid out the default way
+    would name other ranks."""
+    truth = replicate(recorded, tmp_path / "job", replicas=12, seed=41, order="pipe-major")
+    assert [s.rank for s in truth.stragglers] != [s.replica * 4 + s.stage for s in truth.stragglers]
+    out = explorer_cli("read", str(tmp_path / "job"), "--json", "--mesh", "pp=4,dp=12")
+    doc = json.loads(out.stdout)
+    assert (out.returncode, doc["ranks"], doc["replicas"], doc["unread"]) == (1, 48, 12, [])
+    assert doc["layout"] == "rank = the schedule's rank * replicas + replica"
+    said = {(o["rank"], o["stage"], o["replica"], o["peer"]) for o in doc["outliers"]}
+    assert said == {(s.rank, s.stage, s.replica, s.peer) for s in truth.stragglers}
+
+    # Laid out the default way, the same slow ranks are found (their times are their own) but
+    # put in other replicas, and the slow link blamed on another rank.
+    default = json.loads(explorer_cli("read", str(tmp_path / "job"), "--json").stdout)
+    wrong = {(o["rank"], o["replica"], o["peer"]) for o in default["outliers"]}
+    assert wrong.isdisjoint((s.rank, s.replica, s.peer) for s in truth.stragglers)
+
+
+def test_a_mesh_the_folder_contradicts_is_one_line_and_exit_2(recorded, tmp_path, explorer_cli):
+    replicate(recorded, tmp_path / "job", replicas=3, stragglers=[], seed=42)
+    for mesh, says in (
+        ("pp=2,dp=6", "give pp=4"),
+        ("pp=4,dp=2", "has a file of rank 11: give dp=3 or more"),
+        ("tp=2,pp=4,dp=3", "only pp and dp are laid out"),
+        ("pp=4", "dp is missing"),
+    ):
+        out = explorer_cli("read", str(tmp_path / "job"), "--mesh", mesh)
+        assert out.returncode == 2 and says in out.stderr, (mesh, out.stderr)
+        assert len(out.stderr.strip().splitlines()) == 1 and "Traceback" not in out.stderr
+    out = explorer_cli("read", str(recorded), "--mesh", "pp=4,dp=1")
+    assert out.returncode == 2 and "--mesh is not available for pipeline-run" in out.stderr

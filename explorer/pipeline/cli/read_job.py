@@ -2,7 +2,8 @@
 named, every rank's clock offset bounded, the slowest replica's critical path.
 
 ``--workers N`` sets how many processes read the rank files (default: every core for a large
-job). ``--html FILE`` also writes the folded view (one lane per stage, each outlier rank's own lane
+job). ``--mesh pp=P,dp=D`` says how the ranks are numbered where the folder does not (dimensions
+outermost first; checked against the folder). ``--html FILE`` also writes the folded view (one lane per stage, each outlier rank's own lane
 a click away). Exit 0 when every rank was read and no rank is an outlier, 1 when a rank is named or could
 not be read in full (the answer is then partial and says so), 2 on bad input.
 """
@@ -16,17 +17,23 @@ from typing import Optional
 
 
 def read(
-    path: Path, json_out: bool, html: Optional[str] = None, workers: Optional[int] = None
+    path: Path,
+    json_out: bool,
+    html: Optional[str] = None,
+    workers: Optional[int] = None,
+    mesh: Optional[str] = None,
 ) -> int:
     from explorer.pipeline.analysis.clocks import clocks
     from explorer.pipeline.analysis.fold import fold
     from explorer.pipeline.analysis.fold_path import folded_path
     from explorer.pipeline.printout.job import job_document, job_text
     from explorer.pipeline.traces.job import read_job
+    from explorer.pipeline.traces.mesh import parse_mesh
     from explorer.processes.pool import stderr_progress
 
+    numbered = parse_mesh(mesh) if mesh is not None else None  # bad input before any work
     t0 = time.perf_counter()
-    job = read_job(path, stderr_progress("rank files"), workers)
+    job = read_job(path, stderr_progress("rank files"), workers, numbered)
     folded, clocked = fold(job), clocks(job)
     costs = _step_costs(path, job, folded)
     critical = folded_path(job, clocked)

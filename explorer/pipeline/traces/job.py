@@ -36,6 +36,7 @@ import numpy as np
 from explorer.errors import InputError
 from explorer.pipeline.schedules.instructions import parse_instruction
 from explorer.pipeline.traces.job_folder import PROFILER, JobLayout, layout
+from explorer.pipeline.traces.mesh import Mesh
 from explorer.pipeline.traces.rank_read import RankRead, Unread
 from explorer.processes.pool import Progress, in_order
 
@@ -329,12 +330,16 @@ def workers_for(lay: JobLayout, workers: Optional[int] = None) -> int:
 
 
 def read_job(
-    folder: Path, progress: Optional[Progress] = None, workers: Optional[int] = None
+    folder: Path,
+    progress: Optional[Progress] = None,
+    workers: Optional[int] = None,
+    mesh: Optional[Mesh] = None,
 ) -> JobTrace:
     """Every rank file of the job in ``folder``; Ctrl-C stops the reading and keeps what was
     read. ``workers``: processes reading the files (default: every core for a job of at least
-    :data:`PARALLEL_BYTES`, else this process alone); the answer is the same either way."""
-    lay = layout(Path(folder))
+    :data:`PARALLEL_BYTES`, else this process alone); the answer is the same either way.
+    ``mesh``: how the user says the ranks are numbered (else the folder says it)."""
+    lay = layout(Path(folder), mesh)
     parts: list[dict[str, np.ndarray]] = []
     unread: list[Unread] = []
     unix = np.full(lay.ranks, np.nan)

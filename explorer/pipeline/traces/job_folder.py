@@ -20,12 +20,13 @@ from __future__ import annotations
 import json
 import os
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Optional
 
 from explorer.detect import Detector
 from explorer.errors import InputError
+from explorer.pipeline.traces.mesh import PIPE_MAJOR, REPLICA_MAJOR, Mesh
 
 #: The explorer's rank files (``instr`` lines) and PyTorch profiler traces, one per rank.
 ENGINE, PROFILER = "engine", "profiler"
@@ -34,11 +35,6 @@ _RANK_FILES = {
     PROFILER: re.compile(r"torch_rank(\d+)\.json"),
 }
 _WHAT = {ENGINE: "rank<R>.jsonl files", PROFILER: "torch_rank<R>.json profiler traces"}
-#: How a job numbers its ranks: ``explorer run``'s copies and PyTorch's ``(dp, pp)`` meshes put
-#: a replica's pipeline on consecutive ranks (rank = replica x P + pipeline rank); DeepSpeed's
-#: ``PipeDataParallelTopology`` and torchtitan's ``(pp, dp)`` mesh put a stage's replicas there
-#: (rank = pipeline rank x D + replica).
-REPLICA_MAJOR, PIPE_MAJOR = "replica-major", "pipe-major"
 
 
 @dataclass(frozen=True)
@@ -205,14 +201,21 @@ def instrument_layout(folder: Path) -> Optional[JobLayout]:
     return JobLayout(folder, run, tuple(range(p)), files, ENGINE, order, n)
 
 
-def layout(folder: Path) -> JobLayout:
-    """The job's layout, or an InputError saying what the folder lacks."""
-    folder = Path(folder)
+def layout(folder: Path, mesh: Optional[Mesh] = None) -> JobLayout:
+    """The job's layout (numbered as the user's ``mesh`` says, where given), or an InputError
+    saying what the folder lacks or where it contradicts the mesh."""
+    lay, said = _layout(Path(folder))
+    return lay if mesh is None else _numbered_as(lay, mesh, said_by_ranks=said)
+
+
+def _layout(folder: Path) -> tuple[JobLayout, bool]:
+    """The layout the folder itself says, and whether its numbering came from the ranks' own
+    start lines (an instrumented job) rather than the default."""
     spec = _spec(folder) if folder.is_dir() else None
     if spec is None and folder.is_dir() and not (folder / "spec.json").exists():
         traced = instrument_layout(folder)
         if traced is not None:
-            return traced
+            return traced, True
     if spec is None:
         raise InputError(
             f"{folder} is not a job folder: it needs a spec.json with the schedule's stage_to_rank "
@@ -226,7 +229,39 @@ def layout(folder: Path) -> JobLayout:
             "point explorer read at a job's folder"
         )
     to_rank = tuple(int(r) for r in spec["schedule"]["stage_to_rank"])
-    return JobLayout(folder, str(spec.get("run_id", "")), to_rank, files, format)
+    return JobLayout(folder, str(spec.get("run_id", "")), to_rank, files, format), False
+
+
+def _numbered_as(lay: JobLayout, mesh: Mesh, said_by_ranks: bool) -> JobLayout:
+    """``lay`` numbered as ``mesh`` says, or an InputError where the folder contradicts it.
+
+    ``said_by_ranks``: the layout's numbering came from the ranks' own start lines, so a mesh
+    that numbers them otherwise is a mistake to name, not an order to follow."""
+    where = str(lay.folder)
+    if mesh.pp != lay.pipeline_ranks:
+        raise InputError(
+            f"--mesh {mesh.spelled()} says pp={mesh.pp}, but the schedule of {where} runs on "
+            f"{lay.pipeline_ranks} ranks: give pp={lay.pipeline_ranks}"
+        )
+    top = max(lay.files, default=-1)
+    if top >= mesh.ranks:
+        need = -(-(top + 1) // mesh.pp)
+        raise InputError(
+            f"--mesh {mesh.spelled()} holds ranks 0-{mesh.ranks - 1}, but {where} has a file of "
+            f"rank {top}: give dp={need} or more"
+        )
+    if lay.world is not None and lay.world != mesh.ranks:
+        raise InputError(
+            f"--mesh {mesh.spelled()} names {mesh.ranks} ranks, but the ranks of {where} say the "
+            f"job had {lay.world}: give dp={lay.world // mesh.pp}"
+        )
+    if said_by_ranks and lay.order != mesh.order:
+        raise InputError(
+            f"--mesh {mesh.spelled()} numbers the ranks {mesh.order}, but the ranks of {where} "
+            f"say they were numbered {lay.order} ({lay.numbering()}): drop --mesh, or swap its "
+            "dimensions"
+        )
+    return replace(lay, order=mesh.order, world=mesh.ranks)
 
 
 def _job_folder(path: Path) -> Optional[str]:
