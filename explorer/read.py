@@ -95,6 +95,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--mesh",
         metavar="pp=P,dp=D",
+        type=_mesh,
         help="how a job's ranks are numbered, outermost dimension first as DeviceMesh reads its "
         "shape: pp=8,dp=128 is rank = stage x 128 + replica (DeepSpeed's, torchtitan's), "
         "dp=128,pp=8 is rank = replica x 8 + stage (default: what the folder says)",
@@ -106,6 +107,17 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="the planned schedule (PyTorch's CSV) to compare a pipeline job's measured order with",
     )
     p.set_defaults(func=run)
+
+
+def _mesh(text: str) -> str:
+    """``--mesh`` checked as it is parsed (an empty one too), kept as written for the reader."""
+    from explorer.pipeline.traces.mesh import parse_mesh
+
+    try:
+        parse_mesh(text)
+    except InputError as exc:
+        raise argparse.ArgumentTypeError(str(exc).removeprefix("--mesh ")) from None
+    return text
 
 
 #: What each reader option is for, said when it is given for another kind.

@@ -12,6 +12,7 @@ import json
 from pathlib import Path
 
 import pytest
+from cli_in_process import call_cli
 from test_job_numbering import _traced_folder
 
 from explorer.errors import InputError
@@ -97,3 +98,18 @@ def test_a_mesh_against_the_ranks_own_start_lines_is_refused(tmp_path):
         layout(folder, parse_mesh("dp=8,pp=4"))
     with pytest.raises(InputError, match="the job had 32: give dp=8"):
         layout(folder, parse_mesh("pp=4,dp=9"))
+
+
+@pytest.mark.parametrize(
+    "mesh, says",
+    [
+        ("", "argument --mesh: takes NAME=SIZE pairs"),
+        ("pp=4", "argument --mesh: needs both pp and dp"),
+        ("pp=4,dp=3", "--mesh pp=4,dp=3 says pp=4, but the schedule of"),
+    ],
+)
+def test_the_command_refuses_a_bad_or_contradicted_mesh_in_one_line(tmp_path, mesh, says):
+    folder = _engine_folder(tmp_path / "job", 2, 6)
+    out = call_cli(["read", str(folder), "--mesh", mesh])
+    assert out.returncode == 2 and says in out.stderr, out.stderr
+    assert len(out.stderr.strip().splitlines()) == 1
