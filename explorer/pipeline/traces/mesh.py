@@ -11,8 +11,8 @@ outermost first, so ``pp=8,dp=128`` numbers rank = pp index x 128 + dp index (pi
 
 Only ``pp`` and ``dp`` are laid out: a tensor- or expert-parallel dimension would put several
 ranks on one (stage, replica), which the fold does not band yet; it is refused by name. The
-folder is checked against the mesh where it is laid out (:func:`~explorer.pipeline.traces.
-job_folder.layout`). Pure: no numpy.
+folder is checked against the mesh where it is laid out
+(:func:`~explorer.pipeline.traces.job_folder.layout`). Pure: no numpy.
 """
 
 from __future__ import annotations
