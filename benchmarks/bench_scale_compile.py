@@ -30,13 +30,13 @@ import shutil
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "tests"))
 
 import replicated_compile  # noqa: E402  (the generator is test code, shared with tests/compile)
+from child_time import timed  # noqa: E402  (beside this script)
 
 
 def record(out: Path) -> Path:
@@ -62,23 +62,6 @@ def old_tree(rev: str, into: Path) -> Path | None:
     into.mkdir(parents=True, exist_ok=True)
     subprocess.run(["tar", "-x", "-C", str(into)], input=data, check=True)
     return into
-
-
-def timed(cmd: list[str], root: Path) -> tuple[str, float, float, float]:
-    """``cmd``'s stdout, wall seconds, CPU seconds (it and its children), largest process MB."""
-    t0 = time.perf_counter()
-    with tempfile.TemporaryFile() as out:
-        proc = subprocess.Popen(  # run in root: ``-m explorer`` takes the current folder first
-            cmd, stdout=out, stderr=subprocess.DEVNULL, env=_env(root), cwd=root
-        )
-        _, status, usage = os.wait4(proc.pid, 0)
-        wall = time.perf_counter() - t0
-        code = os.waitstatus_to_exitcode(status)
-        out.seek(0)
-        text = out.read().decode()
-    if code not in (0, 1):
-        raise SystemExit(f"{' '.join(cmd[:5])} failed ({code})")
-    return text, wall, usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024
 
 
 def _check(doc: dict, planted: set[int]) -> None:
@@ -122,7 +105,9 @@ def main(argv: list[str] | None = None) -> int:
             readers.append((f"explorer read of {rev[:9]} (serial)", base, old))
         for _ in range(args.repeat):
             for name, cmd, root in readers:
-                text, wall, cpu, rss = timed(cmd, root)
+                text, wall, cpu, rss = timed(
+                    cmd, _env(root), cwd=root
+                )  # -m explorer takes the current folder first
                 if root == REPO:
                     _check(json.loads(text), planted)
                     text = subprocess.run(

@@ -36,6 +36,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "tests"))
 
 import replicated_traces  # noqa: E402  (the generator is test code, shared with tests/pipeline)
+from child_time import timed  # noqa: E402  (beside this script)
 
 
 def record(out: Path, iterations: int = 4) -> Path:
@@ -49,21 +50,6 @@ def record(out: Path, iterations: int = 4) -> Path:
 def _env(extra: str = "") -> dict:
     path = [str(REPO), extra, os.environ.get("PYTHONPATH", "")]
     return {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in path if p)}
-
-
-def timed(cmd: list[str], env: dict) -> tuple[str, float, float, float]:
-    """``cmd``'s stdout, wall seconds, CPU seconds (it and its children), largest process MB."""
-    t0 = time.perf_counter()
-    with tempfile.TemporaryFile() as out:
-        proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.DEVNULL, env=env)
-        _, status, usage = os.wait4(proc.pid, 0)
-        proc.returncode = os.waitstatus_to_exitcode(status)
-        wall = time.perf_counter() - t0
-        out.seek(0)
-        text = out.read().decode()
-    if proc.returncode not in (0, 1):
-        raise SystemExit(f"{' '.join(cmd[:4])} failed ({proc.returncode})")
-    return text, wall, usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -13,7 +13,7 @@ from typing import Any, Sequence
 from explorer.compile.analysis.fold import StoryGroup, differences, ranges, stall, told, who
 from explorer.compile.analysis.job import CompileJob
 from explorer.compile.analysis.story import RankStory
-from explorer.compile.traces.records import CompileEvent, ProbeResult
+from explorer.compile.traces.records import ProbeResult
 
 
 def probe_report(result: ProbeResult) -> str:
@@ -156,17 +156,6 @@ def job_report(job: CompileJob) -> str:
     return "\n".join(lines)
 
 
-def _compile_doc(c: CompileEvent) -> dict[str, Any]:
-    return {
-        "compile_id": c.compile_id,
-        "iteration": c.iteration,
-        "function": c.function,
-        "reason": c.reason,
-        "reasons": list(c.reasons or ([c.reason] if c.reason else [])),
-        "failed": c.failed,
-    }
-
-
 def job_document(job: CompileJob) -> dict[str, Any]:
     """``--json`` for a folded job: groups with their rank ranges, the majority first."""
     first = job.majority.story
@@ -177,7 +166,7 @@ def job_document(job: CompileJob) -> dict[str, Any]:
             {
                 "ranks": [list(r) for r in ranges(g.ranks)],
                 "count": len(g.ranks),
-                "compiles": [_compile_doc(c) for c in g.story.compiles],
+                "compiles": [c.what_json() for c in g.story.compiles],
                 "graph_breaks": [{"reason": b.reason, "detail": b.detail} for b in g.story.breaks],
                 "iterations": g.story.iterations,
                 "cause": g.story.cause,

@@ -61,6 +61,18 @@ class CompileEvent:
         """The frame id, shared by all attempts of one function."""
         return frame_of(self.compile_id)
 
+    def what_json(self) -> dict[str, Any]:
+        """What this compile was, for JSON: without what it cost or which ranks made it (the
+        fields a job's compile stories are compared by)."""
+        return {
+            "compile_id": self.compile_id,
+            "iteration": self.iteration,
+            "function": self.function,
+            "reason": self.reason,
+            "reasons": list(self.reasons or ([self.reason] if self.reason else [])),
+            "failed": self.failed,
+        }
+
     @property
     def guard(self) -> Optional[str]:
         """The failing guard alone (``s.mode == 0``), without the ``0/0:`` prefix and source comment."""
@@ -211,12 +223,7 @@ class ProbeResult:
             ],
             "compiles": [
                 {
-                    "compile_id": c.compile_id,
-                    "iteration": c.iteration,
-                    "function": c.function,
-                    "reason": c.reason,
-                    "reasons": list(c.reasons or ([c.reason] if c.reason else [])),
-                    "failed": c.failed,
+                    **c.what_json(),
                     "seconds": None if c.seconds is None else round(c.seconds, 6),
                     "cache": list(c.cache),
                     "ranks": list(c.ranks),
