@@ -12,11 +12,11 @@ from __future__ import annotations
 import json
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 from built_once import built_once
+from cli_in_process import run_cli_child
 from replicated_compile import log_name, replicate
 
 from explorer.compile.analysis.job import read_folded
@@ -37,12 +37,7 @@ def recorded(tmp_path_factory) -> Path:
 
 
 def _read(folder: Path, *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "explorer.cli", "read", str(folder), *args],
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    return run_cli_child(["read", folder, *args])
 
 
 def test_the_planted_ranks_are_named_and_nobody_else(recorded, tmp_path) -> None:

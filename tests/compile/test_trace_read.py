@@ -14,6 +14,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from cli_in_process import run_cli_child
 
 from explorer.compile.analysis.from_trace import read_job
 from explorer.compile.runtime.example_job import record
@@ -38,12 +39,7 @@ def jobs(tmp_path_factory):
 
 
 def _read(folder: Path, *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "explorer.cli", "read", str(folder), *args],
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    return run_cli_child(["read", folder, *args])
 
 
 def test_cycling_job_reads_back_as_the_probe_would_report_it(jobs) -> None:
