@@ -26,6 +26,7 @@ from explorer.pipeline.cli import doctor as doctor_cli
 from explorer.pipeline.cli import read_instrumented, read_job, read_profile, read_run
 from explorer.pipeline.traces.detect import FLIGHT_RECORDER, INSTRUMENTED, RUN_FOLDER, STACKS
 from explorer.pipeline.traces.job_folder import JOB_FOLDER
+from explorer.pipeline.traces.mesh import Mesh, parse_mesh
 from explorer.pipeline.traces.profiler.detect import PROFILE
 from explorer.xla.cli import read as xla_read
 from explorer.xla.traces.detect import ARTIFACTS
@@ -109,15 +110,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run)
 
 
-def _mesh(text: str) -> str:
-    """``--mesh`` checked as it is parsed (an empty one too), kept as written for the reader."""
-    from explorer.pipeline.traces.mesh import parse_mesh
-
+def _mesh(text: str) -> Mesh:
+    """``--mesh`` read as it is parsed (an empty one too): bad input before any work."""
     try:
-        parse_mesh(text)
+        return parse_mesh(text)
     except InputError as exc:
         raise argparse.ArgumentTypeError(str(exc).removeprefix("--mesh ")) from None
-    return text
 
 
 #: What each reader option is for, said when it is given for another kind.

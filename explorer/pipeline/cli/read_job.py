@@ -13,7 +13,10 @@ from __future__ import annotations
 import json
 import time
 from pathlib import Path
-from typing import Optional
+from typing import TYPE_CHECKING, Optional
+
+if TYPE_CHECKING:
+    from explorer.pipeline.traces.mesh import Mesh
 
 
 def read(
@@ -21,19 +24,17 @@ def read(
     json_out: bool,
     html: Optional[str] = None,
     workers: Optional[int] = None,
-    mesh: Optional[str] = None,
+    mesh: Optional[Mesh] = None,
 ) -> int:
     from explorer.pipeline.analysis.clocks import clocks
     from explorer.pipeline.analysis.fold import fold
     from explorer.pipeline.analysis.fold_path import folded_path
     from explorer.pipeline.printout.job import job_document, job_text
     from explorer.pipeline.traces.job import read_job
-    from explorer.pipeline.traces.mesh import parse_mesh
     from explorer.processes.pool import stderr_progress
 
-    numbered = parse_mesh(mesh) if mesh is not None else None  # bad input before any work
     t0 = time.perf_counter()
-    job = read_job(path, stderr_progress("rank files"), workers, numbered)
+    job = read_job(path, stderr_progress("rank files"), workers, mesh)
     folded, clocked = fold(job), clocks(job)
     costs = _step_costs(path, job, folded)
     critical = folded_path(job, clocked)
