@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from explorer.pipeline.analysis import build, check
-from explorer.pipeline.analysis.lifetimes import occupancy, substep_positions
+from explorer.pipeline.analysis.lifetimes import _unique_triples, occupancy, substep_positions
 from explorer.pipeline.schedules import KINDS
 
 
@@ -65,3 +65,14 @@ def test_core_helpers_stay_light():
         [sys.executable, "-c", code], capture_output=True, text=True, check=True
     ).stdout
     assert out.strip() == "[]"
+
+
+@pytest.mark.parametrize("low, high", [(0, 5), (0, 3_000), (-2, 4), (0, 2**31)])
+def test_unique_triples_answers_as_numpys_row_unique(low, high):
+    """The packed-key unique gives np.unique(axis=0)'s rows and inverse, packing or not."""
+    rng = np.random.default_rng(high)
+    a, b, c = (rng.integers(low, high, 4_000, dtype=np.int64) for _ in range(3))
+    uniq, inverse = _unique_triples(a, b, c)
+    want, want_inverse = np.unique(np.stack([a, b, c], axis=1), axis=0, return_inverse=True)
+    assert np.array_equal(uniq, want) and np.array_equal(inverse, want_inverse.reshape(-1))
+    assert np.array_equal(uniq[inverse], np.stack([a, b, c], axis=1))

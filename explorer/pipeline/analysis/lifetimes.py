@@ -68,6 +68,22 @@ def substep_positions(schedule: Schedule) -> tuple[np.ndarray, np.ndarray]:
     return start, start + width
 
 
+def _unique_triples(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The distinct ``(a, b, c)`` rows in lexicographic order, and each input row's index in them.
+
+    What ``np.unique(..., axis=0)`` answers, without its sort of a row-sized void type (0.9 s of
+    the 64 x 1,024 explorer's 2.6 s): non-negative triples are packed into one int64 key whose
+    order is the rows' order, and only the keys are sorted. Sizes that could not be packed fall
+    back to the row sort.
+    """
+    nb, nc = int(b.max()) + 1, int(c.max()) + 1
+    if min(int(a.min()), int(b.min()), int(c.min())) < 0 or (int(a.max()) + 1) * nb * nc >= 2**62:
+        uniq, inverse = np.unique(np.stack([a, b, c], axis=1), axis=0, return_inverse=True)
+        return uniq, inverse.reshape(-1)
+    keys, inverse = np.unique((a * nb + b) * nc + c, return_inverse=True)
+    return np.stack([keys // (nb * nc), keys // nc % nb, keys % nc], axis=1), inverse.reshape(-1)
+
+
 def occupancy(schedule: Schedule) -> Occupancy:
     """Every buffer occupancy of ``schedule``, sorted by stage, buffer, then start."""
     start, end = substep_positions(schedule)
@@ -80,9 +96,7 @@ def occupancy(schedule: Schedule) -> Occupancy:
     st = schedule.stage[rows].astype(np.int64)
     buf = schedule.buffer[rows].astype(np.int64)
     mb = schedule.microbatch[rows].astype(np.int64)
-    key = np.stack([st, buf, mb], axis=1)
-    uniq, inverse = np.unique(key, axis=0, return_inverse=True)
-    inverse = inverse.reshape(-1)
+    uniq, inverse = _unique_triples(st, buf, mb)
     first = np.full(len(uniq), np.inf)
     last = np.full(len(uniq), -np.inf)
     np.minimum.at(first, inverse, start[rows])
