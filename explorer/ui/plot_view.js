@@ -6,6 +6,7 @@
 // quarter of the parse: bar, heatmap, scatter, table) is asked for while a figure draws only
 // those types (the kernel lists them in `small_types`, none when its small bundle is another
 // version); the full one once a figure needs any other, and then it draws everything.
+// A page's first explorer may have it parsed before any view is displayed (`initialize`).
 // Errors while drawing are sent back so the explorer can say them in its status line
 // instead of leaving them in the browser console.
 
@@ -42,32 +43,53 @@ function fetchPlotly(model, wanted) {
     const onMessage = (msg, buffers) => {
       if (!msg || msg.type !== "plotly") return;
       model.off("msg:custom", onMessage);
-      // A <script> from a blob URL, not eval: the browser compiles a large script off the
-      // main thread, so the page does not freeze while plotly.js is parsed.
-      const url = URL.createObjectURL(new Blob([buffers[0]], { type: "text/javascript" }));
-      const before = { Plotly: window.Plotly, define: window.define };
-      window.define = undefined;  // a loader's AMD define would swallow the global
-      const script = document.createElement("script");
-      script.async = true;
-      script.src = url;
-      const done = (err) => {
-        const ours = window.Plotly;
-        window.Plotly = before.Plotly;  // leave the page's globals as they were
-        window.define = before.define;
-        // A bundle that declares `var Plotly` leaves a property that cannot be deleted.
-        if (before.Plotly === undefined) try { delete window.Plotly; } catch (err) { window.Plotly = undefined; }
-        URL.revokeObjectURL(url);
-        script.remove();
-        if (err || !ours || ours === before.Plotly) reject(err || new Error("plotly.js did not define Plotly"));
-        else resolve({ lib: ours, bundle: msg.bundle === "small" ? "small" : "full" });
-      };
-      script.onload = () => done(null);
-      script.onerror = () => done(new Error("the browser refused to run plotly.js"));
-      document.head.appendChild(script);
+      runBundle(buffers[0], msg.bundle === "small" ? "small" : "full").then(resolve, reject);
     };
     model.on("msg:custom", onMessage);
     model.send({ type: "plotly?", bundle: wanted });
   });
+}
+
+// Run one plotly.js bundle (bytes) and resolve with { lib, bundle }, the page's globals as before.
+function runBundle(bytes, bundle) {
+  return new Promise((resolve, reject) => {
+    // A <script> from a blob URL, not eval: the browser compiles a large script off the
+    // main thread, so the page does not freeze while plotly.js is parsed.
+    const url = URL.createObjectURL(new Blob([bytes], { type: "text/javascript" }));
+    const before = { Plotly: window.Plotly, define: window.define };
+    window.define = undefined;  // a loader's AMD define would swallow the global
+    const script = document.createElement("script");
+    script.async = true;
+    script.src = url;
+    const done = (err) => {
+      const ours = window.Plotly;
+      window.Plotly = before.Plotly;  // leave the page's globals as they were
+      window.define = before.define;
+      // A bundle that declares `var Plotly` leaves a property that cannot be deleted.
+      if (before.Plotly === undefined) try { delete window.Plotly; } catch (err) { window.Plotly = undefined; }
+      URL.revokeObjectURL(url);
+      script.remove();
+      if (err || !ours || ours === before.Plotly) reject(err || new Error("plotly.js did not define Plotly"));
+      else resolve({ lib: ours, bundle });
+    };
+    script.onload = () => done(null);
+    script.onerror = () => done(new Error("the browser refused to run plotly.js"));
+    document.head.appendChild(script);
+  });
+}
+
+// A model that carries the small bundle in its state (`preload`, see plot_view.warm_page) is
+// created while the kernel still computes the first explorer's figures: parse plotly.js then,
+// so the views find it ready when they are displayed. A page that has a copy keeps it.
+function initialize({ model }) {
+  const bytes = model.get("preload");
+  const size = bytes ? bytes.byteLength : 0;
+  const cache = window[KEY] || (window[KEY] = {});
+  if (!size || cache.small || cache.full) return;
+  const view = bytes instanceof DataView ? new Uint8Array(bytes.buffer, bytes.byteOffset, bytes.byteLength) : bytes;
+  const loading = runBundle(view, "small");
+  cache.small = loading;
+  loading.catch(() => { if (cache.small === loading) delete cache.small; });  // the views ask the kernel instead
 }
 
 function decode(bytes) {
@@ -167,4 +189,4 @@ async function render({ model, el }) {
   };
 }
 
-export default { render };
+export default { initialize, render };

@@ -13,7 +13,9 @@ plotly.js comes from the kernel, sent once per page on request, so the widget wo
 matches the Python package's version: the small bundle (:mod:`explorer.ui.plotly_bundle`, a
 quarter of the parse) while every figure on the page draws only the trace types it holds, the
 installed package's full bundle once a figure needs another (``scattergl`` past a view's WebGL
-switch-over). Parsing plotly.js is most of the time a fresh page takes to show its first view.
+switch-over). Parsing plotly.js is most of the time a fresh page takes to show its first view,
+so an explorer first calls :func:`warm_page`, and the page parses the small bundle while the
+kernel builds the figures.
 """
 
 from __future__ import annotations
@@ -58,6 +60,8 @@ class PlotView(anywidget.AnyWidget):
     revision = traitlets.Int(0).tag(sync=True)
     plotly_version = traitlets.Unicode(_VERSION).tag(sync=True)
     small_types = traitlets.List(traitlets.Unicode(), _SMALL_TYPES).tag(sync=True)
+    #: plotly.js for the page to parse as soon as this model exists (see :func:`warm_page`).
+    preload = traitlets.Bytes(b"").tag(sync=True)
 
     def __init__(self, **kwargs: object) -> None:
         super().__init__(**kwargs)
@@ -115,6 +119,23 @@ class PlotView(anywidget.AnyWidget):
             self.send({"type": "plotly", "bundle": "full"}, [_PLOTLY_JS.read_bytes()])
 
 
+_WARM: list[PlotView] = []
+
+
+def warm_page() -> None:
+    """Have the page parse the small plotly.js bundle now, while the kernel still computes.
+
+    An explorer calls this first: it opens one model (never displayed) whose state carries the
+    bundle, and the page starts parsing it the moment the model exists (``initialize`` in
+    ``plot_view.js``), instead of asking for it once the first view is displayed, after the
+    explorer's figures are built. Once per kernel: a page that reloads gets the model back
+    with its state, and a view that finds no copy still asks for one.
+    """
+    small = small_bundle_for(_VERSION)
+    if not _WARM and small is not None:
+        _WARM.append(PlotView(preload=small))
+
+
 def _range(value: object) -> Optional[object]:
     """A plain ``(lo, hi)`` pair, ``"auto"``, or None for anything else the page might send."""
     if value == "auto":
@@ -129,4 +150,4 @@ def _range(value: object) -> Optional[object]:
     return None
 
 
-__all__ = ["ZoomHandler", "ClickHandler", "PlotView"]
+__all__ = ["ZoomHandler", "ClickHandler", "PlotView", "warm_page"]

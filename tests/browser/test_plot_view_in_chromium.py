@@ -52,6 +52,11 @@ window.show = async (id, fig, smallTypes) => {
   window[id] = m;
   await view.render({ model: m, el });
 };
+window.warm = async (url) => {
+  const preload = new DataView(await (await fetch(url)).arrayBuffer());
+  view.initialize({ model: model({ preload }) });
+  await window.__explorerPlotly.small;
+};
 window.change = (id, fig) => {
   const m = window[id]; m.set("revision", m.get("revision") + 1); m.set("spec", spec(fig));
 };
@@ -146,3 +151,27 @@ def test_a_kernel_without_a_small_bundle_of_its_version_is_only_asked_for_the_fu
     _drawn(page, "one", 1)
     assert page.evaluate("window.asked") == ["full"]
     assert _errors(page) == []
+
+
+def test_a_model_that_carries_the_bundle_has_it_parsed_before_any_view_asks(page):
+    """warm_page's model: the page runs the bundle in its state when the model is created, and a
+    view displayed afterwards draws without asking the kernel for plotly.js."""
+    page.evaluate("window.warm('./small.js')")
+    assert page.evaluate("window.__explorerPlotly.small.then((got) => got.bundle)") == "small"
+    _show(page, "one", SCATTER, list(_SMALL_TYPES))
+    _drawn(page, "one", 1)
+    assert page.evaluate("window.asked") == [], "a view asked for plotly.js the page already had"
+    assert page.evaluate("typeof window.Plotly") == "undefined", (
+        "the page's globals were left changed"
+    )
+    assert _errors(page) == []
+
+
+def test_a_model_without_a_bundle_changes_nothing(page):
+    page.evaluate(
+        "import('./plot_view.js').then((m) => m.default.initialize({ model: { get: () => new DataView(new ArrayBuffer(0)) } }))"
+    )
+    assert page.evaluate("window.__explorerPlotly && window.__explorerPlotly.small") is None
+    _show(page, "one", SCATTER, list(_SMALL_TYPES))
+    _drawn(page, "one", 1)
+    assert page.evaluate("window.asked") == ["small"]

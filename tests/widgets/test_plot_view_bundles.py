@@ -43,3 +43,19 @@ def test_a_small_bundle_of_another_version_is_never_sent(monkeypatch):
     monkeypatch.setattr(plot_view, "small_bundle_for", lambda version: None)
     content, body = _answer(monkeypatch, "small")
     assert content["bundle"] == "full" and body == _PLOTLY_JS.read_bytes()
+
+
+def test_warm_page_opens_one_model_that_carries_the_small_bundle_once_per_kernel(monkeypatch):
+    monkeypatch.setattr(plot_view, "_WARM", [])
+    plot_view.warm_page()
+    plot_view.warm_page()
+    assert len(plot_view._WARM) == 1
+    assert plot_view._WARM[0].preload == SMALL_BUNDLE.read_bytes()
+    assert PlotView().preload == b"", "a view that is displayed carries no bundle"
+
+
+def test_warm_page_sends_nothing_when_the_small_bundle_is_another_version(monkeypatch):
+    monkeypatch.setattr(plot_view, "_WARM", [])
+    monkeypatch.setattr(plot_view, "_VERSION", "0.0.0")
+    plot_view.warm_page()
+    assert plot_view._WARM == []

@@ -23,6 +23,7 @@ from explorer.pipeline.analysis.fold_lanes import lanes, rank_lane
 from explorer.pipeline.analysis.fold_path import folded_path
 from explorer.pipeline.traces.job import JobTrace, read_job
 from explorer.pipeline.views.folded import OUTLIERS, folded_figure, rank_lane_figure
+from explorer.ui.plot_view import warm_page
 from explorer.ui.sync import LiveFigure
 
 
@@ -30,6 +31,7 @@ class FoldedJob:
     """The folded view of a job (``job``: its folder, or a :class:`JobTrace` already read)."""
 
     def __init__(self, job: Union[str, Path, JobTrace]) -> None:
+        warm_page()  # the page parses plotly.js while the job is read and folded
         self.job = job if isinstance(job, JobTrace) else read_job(Path(job))
         self.fold: Fold = fold(self.job)
         self.lanes = lanes(self.job)

@@ -53,6 +53,7 @@ from explorer.pipeline.views.schedule_figures import memory_view
 from explorer.pipeline.views.timeline import timeline_figure
 from explorer.ui.guard import guarded
 from explorer.ui.html import figure_div, page
+from explorer.ui.plot_view import warm_page
 from explorer.ui.sync import LiveFigure
 
 #: Launches the real pipeline for a schedule and returns what it measured.
@@ -84,6 +85,7 @@ class ScheduleExplorer:
         max_stages: int = 64,
         max_microbatches: int = 1024,
     ) -> None:
+        warm_page()  # the page parses plotly.js while the schedule is checked and drawn
         settings = ScheduleSettings(kind, stages, microbatches, chunks, buffers, order, costs)
         self.report: Report = check(
             settings.build(), settings.simulated_costs()
