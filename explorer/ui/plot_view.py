@@ -60,8 +60,6 @@ class PlotView(anywidget.AnyWidget):
     revision = traitlets.Int(0).tag(sync=True)
     plotly_version = traitlets.Unicode(_VERSION).tag(sync=True)
     small_types = traitlets.List(traitlets.Unicode(), _SMALL_TYPES).tag(sync=True)
-    #: plotly.js for the page to parse as soon as this model exists (see :func:`warm_page`).
-    preload = traitlets.Bytes(b"").tag(sync=True)
 
     def __init__(self, **kwargs: object) -> None:
         super().__init__(**kwargs)
@@ -119,7 +117,15 @@ class PlotView(anywidget.AnyWidget):
             self.send({"type": "plotly", "bundle": "full"}, [_PLOTLY_JS.read_bytes()])
 
 
-_WARM: list[PlotView] = []
+class PlotlyPreload(anywidget.AnyWidget):
+    """Never displayed: a model whose state is plotly.js, which the page runs when the model is
+    created (``initialize`` in ``plot_view.js``; see :func:`warm_page`)."""
+
+    _esm = Path(__file__).with_name("plot_view.js")
+    preload = traitlets.Bytes(b"").tag(sync=True)
+
+
+_WARM: list[PlotlyPreload] = []
 
 
 def warm_page() -> None:
@@ -133,7 +139,7 @@ def warm_page() -> None:
     """
     small = small_bundle_for(_VERSION)
     if not _WARM and small is not None:
-        _WARM.append(PlotView(preload=small))
+        _WARM.append(PlotlyPreload(preload=small))
 
 
 def _range(value: object) -> Optional[object]:
@@ -150,4 +156,4 @@ def _range(value: object) -> Optional[object]:
     return None
 
 
-__all__ = ["ZoomHandler", "ClickHandler", "PlotView", "warm_page"]
+__all__ = ["ZoomHandler", "ClickHandler", "PlotView", "PlotlyPreload", "warm_page"]

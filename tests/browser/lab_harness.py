@@ -425,10 +425,13 @@ class Wire:
             elif msg.msg_type in ("comm_msg", "comm_open"):
                 data = content.get("data") if isinstance(content.get("data"), dict) else {}
                 custom = data.get("content") if isinstance(data.get("content"), dict) else {}
+                # plotly.js reaches the page in a custom message, or as the state of the one
+                # model an explorer opens to have it parsed early (plot_view.warm_page).
+                preload = ["preload"] in (data.get("buffer_paths") or [])
                 msg.content = {
                     "comm_id": content.get("comm_id", ""),
                     "method": data.get("method", ""),
-                    "custom_type": custom.get("type", ""),
+                    "custom_type": "plotly" if preload else custom.get("type", ""),
                 }
         if self.keep_content(msg):
             msg.content = content
@@ -469,7 +472,7 @@ class Wire:
 
     def comm_bytes(self, first: int = 0, last: Optional[int] = None) -> dict[str, int]:
         """Bytes of kernel -> page ``comm_open``/``comm_msg`` frames per widget model (comm id), for
-        ``messages[first:last]``; the custom message that carries plotly.js into the page is left out."""
+        ``messages[first:last]``; the messages that carry plotly.js into the page are left out."""
         out: dict[str, int] = {}
         for m in self.messages[first:last]:
             if (
