@@ -16,7 +16,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from explorer.compile.analysis.period import find_time_period
+from explorer.compile.analysis.period import _rank_z, find_time_period
 
 #: Most false periods tolerated per noise-only series (measured: about 0.1 %).
 FALSE_PERIOD_RATE = 0.01
@@ -224,3 +224,23 @@ def test_a_busy_run_on_several_threads_says_its_own_time_is_not_clean() -> None:
     many.threads = 1
     sentence = diagnose(many).sentence
     assert "other processes held the cores" in sentence and "intra-op" not in sentence
+
+
+@settings(deadline=None, max_examples=200)
+@given(
+    slow=st.lists(
+        st.sampled_from([0.5, 1.0, 1.5, 2.0, float("nan")]) | st.floats(0, 3),
+        min_size=1,
+        max_size=20,
+    ),
+    rest=st.lists(
+        st.sampled_from([0.5, 1.0, 1.5, 2.0, float("nan")]) | st.floats(0, 3),
+        min_size=1,
+        max_size=40,
+    ),
+)
+def test_the_rank_statistic_counts_every_pair_as_comparing_it_would(slow, rest) -> None:
+    """The bisection count is the Mann-Whitney U of every pair (ties half, NaN never)."""
+    above = sum((s > r) + 0.5 * (s == r) for s in slow for r in rest)
+    n1, n2 = len(slow), len(rest)
+    assert _rank_z(slow, rest) == (above - n1 * n2 / 2) / ((n1 * n2 * (n1 + n2 + 1) / 12) ** 0.5)
