@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 
 import pytest
+from built_once import built_once
 from cli_in_process import call_cli
 from lesson_reference import (
     agreement,
@@ -25,8 +26,9 @@ from lesson_reference import (
 
 
 @pytest.fixture(scope="module")
-def lessons() -> list[dict]:
-    return all_lessons()
+def lessons(tmp_path_factory) -> list[dict]:
+    """Every lesson's stored verdicts: about 6 s of checks, made by one xdist worker, not each."""
+    return built_once(tmp_path_factory, "lesson-verdicts", all_lessons)
 
 
 def test_the_lessons_cover_the_brief(lessons):
