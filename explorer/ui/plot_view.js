@@ -18,9 +18,16 @@ function bundleFor(fig, smallTypes) {
   return types.every((t) => smallTypes.includes(t)) ? "small" : "full";
 }
 
+// The page's copies of one plotly.js version: JupyterLab is one page for every notebook, and
+// two kernels may have two versions; a figure is only ever drawn by its kernel's version.
+function copiesOf(version) {
+  const all = window[KEY] || (window[KEY] = {});
+  return all[version] || (all[version] = {});
+}
+
 // { lib, bundle } for `wanted`: the full bundle whenever the page has (or is loading) it.
 function loadPlotly(model, wanted) {
-  const cache = window[KEY] || (window[KEY] = {});
+  const cache = copiesOf(model.get("plotly_version"));
   if (cache.full) return cache.full;
   if (wanted === "small" && cache.small) return cache.small;
   // JupyterLab's plotly extension may have loaded the very same plotly.js for a static figure
@@ -84,7 +91,7 @@ function runBundle(bytes, bundle) {
 function initialize({ model }) {
   const bytes = model.get("preload");
   const size = bytes ? bytes.byteLength : 0;
-  const cache = window[KEY] || (window[KEY] = {});
+  const cache = copiesOf(model.get("plotly_version"));
   if (!size || cache.small || cache.full) return;
   const view = bytes instanceof DataView ? new Uint8Array(bytes.buffer, bytes.byteOffset, bytes.byteLength) : bytes;
   const loading = runBundle(view, "small");

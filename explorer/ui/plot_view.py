@@ -123,6 +123,7 @@ class PlotlyPreload(anywidget.AnyWidget):
 
     _esm = Path(__file__).with_name("plot_view.js")
     preload = traitlets.Bytes(b"").tag(sync=True)
+    plotly_version = traitlets.Unicode(_VERSION).tag(sync=True)
 
 
 _WARM: list[PlotlyPreload] = []

@@ -54,8 +54,8 @@ window.show = async (id, fig, smallTypes) => {
 };
 window.warm = async (url) => {
   const preload = new DataView(await (await fetch(url)).arrayBuffer());
-  view.initialize({ model: model({ preload }) });
-  await window.__explorerPlotly.small;
+  view.initialize({ model: model({ preload, plotly_version: VERSION }) });
+  await window.__explorerPlotly[VERSION].small;
 };
 window.change = (id, fig) => {
   const m = window[id]; m.set("revision", m.get("revision") + 1); m.set("spec", spec(fig));
@@ -157,7 +157,10 @@ def test_a_model_that_carries_the_bundle_has_it_parsed_before_any_view_asks(page
     """warm_page's model: the page runs the bundle in its state when the model is created, and a
     view displayed afterwards draws without asking the kernel for plotly.js."""
     page.evaluate("window.warm('./small.js')")
-    assert page.evaluate("window.__explorerPlotly.small.then((got) => got.bundle)") == "small"
+    assert (
+        page.evaluate(f"window.__explorerPlotly[{_VERSION!r}].small.then((got) => got.bundle)")
+        == "small"
+    )
     _show(page, "one", SCATTER, list(_SMALL_TYPES))
     _drawn(page, "one", 1)
     assert page.evaluate("window.asked") == [], "a view asked for plotly.js the page already had"
@@ -169,9 +172,26 @@ def test_a_model_that_carries_the_bundle_has_it_parsed_before_any_view_asks(page
 
 def test_a_model_without_a_bundle_changes_nothing(page):
     page.evaluate(
-        "import('./plot_view.js').then((m) => m.default.initialize({ model: { get: () => new DataView(new ArrayBuffer(0)) } }))"
+        "import('./plot_view.js').then((m) => m.default.initialize({ model: { get: (k) =>"
+        f" k === 'plotly_version' ? {_VERSION!r} : new DataView(new ArrayBuffer(0)) }} }}))"
     )
-    assert page.evaluate("window.__explorerPlotly && window.__explorerPlotly.small") is None
+    assert (
+        page.evaluate("Object.values(window.__explorerPlotly || {}).some((c) => c.small)") is False
+    )
     _show(page, "one", SCATTER, list(_SMALL_TYPES))
     _drawn(page, "one", 1)
     assert page.evaluate("window.asked") == ["small"]
+
+
+def test_a_bundle_of_another_version_is_never_used_for_a_figure(page):
+    """Two kernels in one JupyterLab page may have two plotly.js versions: a view of one never
+    draws with the copy the other preloaded."""
+    page.evaluate(
+        "(async () => { const preload = new DataView(await (await fetch('./small.js')).arrayBuffer());"
+        " const { default: view } = await import('./plot_view.js');"
+        " view.initialize({ model: { get: (k) => k === 'preload' ? preload : '0.0.1' } });"
+        " await window.__explorerPlotly['0.0.1'].small; })()"
+    )
+    _show(page, "one", SCATTER, list(_SMALL_TYPES))
+    _drawn(page, "one", 1)
+    assert page.evaluate("window.asked") == ["small"], "the view drew with another kernel's copy"
