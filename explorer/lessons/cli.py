@@ -31,7 +31,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     b.add_argument(
         "--only",
-        default="",
+        type=_slugs,
+        default=None,
         metavar="SLUG,...",
         help="build only these lessons (file names without .md, comma-separated)",
     )
@@ -45,13 +46,24 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     b.set_defaults(func=run)
 
 
+def _slugs(text: str) -> list[str]:
+    """``--only``'s lesson names; a value that names none (``''``, ``,,``) is a mistake, not
+    "every lesson" (leaving ``--only`` out says that)."""
+    slugs = [s.strip() for s in text.split(",") if s.strip()]
+    if not slugs:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} names no lesson: give lesson names separated by commas"
+            " (file names without .md), or leave --only out to build every lesson"
+        )
+    return slugs
+
+
 def run(args: argparse.Namespace) -> int:
     from explorer.lessons.build import build_lessons
 
     start = time.perf_counter()
-    only = [s.strip() for s in args.only.split(",") if s.strip()] or None
     out = Path(args.out)
-    built = build_lessons(out, only=only, jobs=args.jobs)
+    built = build_lessons(out, only=args.only, jobs=args.jobs)
     for lesson in built:
         print(
             f"{lesson.path}  {lesson.bytes / 1e6:.2f} MB  {lesson.seconds:.1f} s "

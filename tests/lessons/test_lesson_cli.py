@@ -49,8 +49,10 @@ def test_unknown_lesson_is_refused_with_the_names_to_choose(tmp_path):
         (["lesson"], ["ACTION"]),
         (["lesson", "build", "--out", "x", "--jobs", "0"], ["positive"]),
         (["lesson", "teach", "--out", "x"], ["teach"]),
+        (["lesson", "build", "--out", "x", "--only", ""], ["names no lesson", "leave --only out"]),
+        (["lesson", "build", "--out", "x", "--only", ",, ,"], ["names no lesson"]),
     ],
-    ids=["no-out", "no-action", "zero-jobs", "unknown-action"],
+    ids=["no-out", "no-action", "zero-jobs", "unknown-action", "only-empty", "only-commas"],
 )
 def test_bad_usage_is_one_line(argv, words):
     _refused(call_cli(argv), *words)
