@@ -14,6 +14,17 @@ CHECK_CASES = [
         ["--kind", "1f1b", "--stages", "4", "--microbatches", "8", "--format", "csv"],
         "unrecognized arguments",
     ),
+    # A sweep's verdicts use neither: refused, never silently ignored.
+    Case(
+        "check-sweep-with-costs",
+        ["--kind", "1f1b", "--sweep", "2-3:1-2", "--workers", "1", "--costs", "F=-5"],
+        "drop --costs",
+    ),
+    Case(
+        "check-sweep-with-stage",
+        ["--kind", "1f1b", "--sweep", "2-3:1-2", "--workers", "1", "--stage", "99"],
+        "drop --stage",
+    ),
     Case(
         "check-json-takes-no-value",
         ["--kind", "1f1b", "--stages", "4", "--microbatches", "8", "--json=yes"],

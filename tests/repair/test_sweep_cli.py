@@ -96,6 +96,15 @@ def test_bad_sweeps_give_one_line_and_exit_2(explorer_cli, args, words):
     assert words in out.stderr and "Traceback" not in out.stderr
 
 
+@pytest.mark.parametrize(
+    "option, words", [(["--costs", "F=-5"], "drop --costs"), (["--stage", "1"], "drop --stage")]
+)
+def test_fix_refuses_what_its_sweeps_would_ignore(explorer_cli, option, words):
+    out = explorer_cli("fix", "--kind", "1f1b", "--sweep", "2-3:1-2", *option)
+    assert out.returncode == 2 and out.stdout == "" and len(out.stderr.strip().splitlines()) == 1
+    assert words in out.stderr and "Traceback" not in out.stderr
+
+
 def _read_until_cells_are_checked(fd: int, deadline_s: float = 300.0) -> bytes:
     """The terminal output of a sweep up to its first progress bar with a checked size (the
     bar is drawn on a terminal only); the deadline is a hang back-stop."""

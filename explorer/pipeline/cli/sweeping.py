@@ -40,6 +40,7 @@ def job_from_args(args: argparse.Namespace, rules: Sequence[Rule] = ()) -> dict:
         raise InputError(
             f"--kind is required (one of {', '.join(KINDS)}) unless --from names a schedule class"
         )
+    _refuse_single_size_options(args)
     if from_csv(args):
         raise InputError(
             f"--sweep needs a schedule that can be built at every size; {args.from_class} is one "
@@ -57,6 +58,20 @@ def job_from_args(args: argparse.Namespace, rules: Sequence[Rule] = ()) -> dict:
         "communicators": getattr(args, "communicators", "eager"),
         "conventions": p2p_conventions(args),
     }
+
+
+def _refuse_single_size_options(args: argparse.Namespace) -> None:
+    """Options that shape one size's report say nothing to a sweep: refused, not ignored, so a
+    user never reads a sweep's verdict as if it had used them."""
+    if getattr(args, "costs", ""):
+        raise InputError(
+            "--costs sets one schedule's simulated timeline; a sweep's verdicts do not use it: "
+            "drop --costs, or check one size without --sweep"
+        )
+    if getattr(args, "stage", None) is not None:
+        raise InputError(
+            "--stage shows one stage of one schedule; a sweep checks every size: drop --stage"
+        )
 
 
 def sizes_from_args(args: argparse.Namespace) -> tuple[list[int], list[int], str]:
