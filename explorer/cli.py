@@ -14,6 +14,7 @@ import importlib
 import sys
 from typing import Sequence
 
+from explorer.cli_options import refuse_outputs_that_are_inputs
 from explorer.errors import InputError, MissingExtraError, one_line
 
 #: Command modules, in the order ``explorer --help`` lists them.
@@ -83,6 +84,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         sys.argv[1:] if argv is None else argv
     )  # a command may re-run itself in a child
     try:
+        refuse_outputs_that_are_inputs(args)
         return int(args.func(args))
     except (InputError, MissingExtraError) as exc:
         print(f"explorer {args.command}: error: {one_line(str(exc))}", file=sys.stderr)

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import os
 import re
 from typing import Callable, Iterable, Optional
 
@@ -136,8 +137,14 @@ def input_file(option: str, limit: Optional[int] = None) -> Callable[[str], str]
     return parse
 
 
+#: The ``args`` names of every output-file option (``--html`` is ``html``): what
+#: :func:`refuse_outputs_that_are_inputs` compares with the command's other paths.
+OUTPUT_FILE_DESTS: set[str] = set()
+
+
 def output_file(option: str) -> Callable[[str], str]:
     """An argparse type: a file that can be written (its folder exists; not a folder, not a device)."""
+    OUTPUT_FILE_DESTS.add(option.lstrip("-").replace("-", "_"))
 
     def parse(text: str) -> str:
         try:
@@ -148,6 +155,36 @@ def output_file(option: str) -> Callable[[str], str]:
 
     parse.__name__ = "file"
     return parse
+
+
+def refuse_outputs_that_are_inputs(args: argparse.Namespace) -> None:
+    """Refuse an output file that is one of the command's own inputs (``hlo-diff a b --html a``,
+    ``schedule --from x.csv --out x.csv``): writing it would replace what is being read, and a
+    later read of it would describe the report, not the input."""
+    values = vars(args)
+    inputs = [
+        v
+        for name, value in values.items()
+        if name not in OUTPUT_FILE_DESTS and name != "argv"  # argv: the command line as given
+        for v in (value if isinstance(value, list) else [value])
+        if isinstance(v, str) and v
+    ]
+    for name in sorted(OUTPUT_FILE_DESTS & values.keys()):
+        out = values[name]
+        if isinstance(out, str) and out and any(_same_file(out, v) for v in inputs):
+            option = "--" + name.replace("_", "-")
+            raise InputError(
+                f"{option} {excerpt(out)} is also an input of this command: writing it would "
+                "replace what is read; give another file"
+            )
+
+
+def _same_file(a: str, b: str) -> bool:
+    """Whether two paths name one existing file (a path that is not a file names none)."""
+    try:
+        return os.path.samefile(a, b) and os.path.isfile(a)
+    except (OSError, ValueError):
+        return False
 
 
 def output_dir(option: str) -> Callable[[str], str]:

@@ -137,3 +137,39 @@ def test_every_command_that_writes_is_in_the_table() -> None:
                 assert action.type is not None, f"{name} {action.option_strings[0]} is unchecked"
     table = {(head[0], head[-1]) for head in [*FOLDER_COMMANDS.values(), *FILE_COMMANDS.values()]}
     assert writers == table
+
+
+#: Commands whose output file may be named as one of their inputs: argv with ``{in}`` for the
+#: input file, which the test writes and then names as the output too.
+INPUT_AS_OUTPUT = {
+    "hlo-diff-html": ["hlo-diff", "{in}", str(HLO_DATA / "order_b.hlo.txt"), "--html", "{in}"],
+    "schedule-csv-out": ["schedule", "--from", "{in}", "--out", "{in}", "--format", "csv"],
+    "schedule-csv-out-by-another-name": ["schedule", "--from", "{in}", "--out", "{again}"],
+}
+
+
+@pytest.mark.parametrize("name", sorted(INPUT_AS_OUTPUT))
+def test_an_output_that_is_one_of_the_inputs_is_refused_and_left_as_it_was(
+    name: str, bad, tmp_path
+) -> None:
+    """Writing the report over an input would replace what was read: refused before any work."""
+    source = HLO_DATA / "order_a.hlo.txt" if name.startswith("hlo") else None
+    given = tmp_path / ("a.hlo.txt" if source else "plan.csv")
+    given.write_bytes(source.read_bytes() if source else b"0F0,0F1\n")
+    before = given.read_bytes()
+    again = str(tmp_path / "." / given.name)  # the same file, spelled another way
+    argv = [a.replace("{in}", str(given)).replace("{again}", again) for a in INPUT_AS_OUTPUT[name]]
+    ran = assert_bad_input_in_process(Case(name, argv, "is also an input"), bad)
+    assert "give another file" in ran.stderr
+    assert given.read_bytes() == before, "the input was not touched"
+
+
+def test_an_output_beside_its_input_is_written(tmp_path) -> None:
+    from cli_in_process import call_cli
+
+    plan = tmp_path / "plan.csv"
+    plan.write_text("0F0,0F1\n")
+    out = tmp_path / "plan.out.csv"
+    called = call_cli(["schedule", "--from", str(plan), "--out", str(out), "--format", "csv"])
+    assert called.returncode == 0, called.stderr
+    assert out.read_text().startswith("rank,step") and plan.read_text() == "0F0,0F1\n"
