@@ -76,8 +76,11 @@ def test_a_device_or_a_pipe_is_refused_in_one_line(explorer_cli, tmp_path):
         ('"ts": 1e300, "dur": 1', "event 'PP:0F0' has ts=1e+300"),
         ('"ts": 1, "dur": -5', "event 'PP:0F0' lasts dur=-5"),
         ('"ts": 1, "dur": 1e20', "event 'PP:0F0' lasts dur=1e+20"),
+        # JSON integers have no size limit: one of 401 digits overflows a float conversion
+        (f'"ts": {"9" * 401}, "dur": 1', "(401 characters), dur=1: times must be finite"),
+        (f'"ts": 1, "dur": {"9" * 401}', "(401 characters) us: durations must be between"),
     ],
-    ids=["overflowing-ts", "nan-dur", "huge-ts", "negative-dur", "huge-dur"],
+    ids=["overflowing-ts", "nan-dur", "huge-ts", "negative-dur", "huge-dur", "int-ts", "int-dur"],
 )
 def test_a_profiler_trace_with_impossible_times_is_refused_naming_the_event(
     explorer_cli, tmp_path, times, words
@@ -91,3 +94,18 @@ def test_a_profiler_trace_with_impossible_times_is_refused_naming_the_event(
     out = explorer_cli("read", str(path))
     assert out.returncode == 2 and len(out.stderr.splitlines()) == 1, out.stderr
     assert words in out.stderr, out.stderr
+
+
+@pytest.mark.parametrize("base", ["9" * 401, "1e400"], ids=["401-digit-integer", "overflowing"])
+def test_a_profiler_trace_with_an_impossible_clock_base_is_refused(explorer_cli, tmp_path, base):
+    """The base is added to every time: an integer too large for a float is refused like inf."""
+    folder = tmp_path / "job"
+    folder.mkdir()
+    (folder / "rank0.pt.trace.json").write_text(
+        f'{{"distributedInfo": {{"rank": 0}}, "baseTimeNanoseconds": {base}, "traceEvents": '
+        '[{"ph": "X", "name": "c10d::send", "cat": "cpu_op", "ts": 1, "dur": 1}]}'
+    )
+    out = explorer_cli("read", "job", cwd=tmp_path)
+    assert out.returncode == 2 and out.stdout == "", out.stderr
+    assert len(out.stderr.splitlines()) == 1, out.stderr
+    assert "job/rank0.pt.trace.json" in out.stderr and "baseTimeNanoseconds" in out.stderr
