@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Optional
 from explorer import inputs
 from explorer.errors import InputError, excerpt, one_line
 from explorer.pipeline.traces.follow import parse_record
+from explorer.pipeline.traces.job_folder import stage_ranks
 
 if TYPE_CHECKING:
     from explorer.pipeline.analysis.contract import ContractReport, ContractViolation
@@ -70,6 +71,8 @@ def read_spec(folder: Path) -> RunSpec:
         raise InputError(
             f"{excerpt(str(path))} has no schedule object: is it a run folder written by `explorer run`?"
         )
+    if "stage_to_rank" in data["schedule"]:  # a missing one is named by the schedule's reader
+        stage_ranks(data["schedule"], path)
     if not isinstance(data.get("model", {}), dict):
         raise InputError(
             f'{excerpt(str(path))}: \'model\' must be an object like {{"name": "mlp"}}'
