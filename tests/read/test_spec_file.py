@@ -79,3 +79,28 @@ def test_a_nan_rank_is_refused_by_read_and_check(explorer_cli, tmp_path) -> None
     check = explorer_cli("check", "job", cwd=tmp_path)
     assert check.returncode == 2 and len(check.stderr.splitlines()) == 1, check.stderr
     assert "'job/spec.json': NaN is not a JSON number" in check.stderr, check.stderr
+    assert "--collect" not in check.stderr, "check was given no --collect"
+
+
+@pytest.mark.parametrize(
+    "argv, said",
+    [
+        (["read", "job"], "'job/spec.json' is not JSON"),
+        (["check", "job"], "'job/spec.json' is not JSON"),
+        (["run", "--collect", "job"], "--collect 'job/spec.json' is not JSON"),
+    ],
+    ids=["read", "check", "run-collect"],
+)
+def test_a_spec_that_is_not_json_names_the_option_only_when_one_was_given(
+    explorer_cli, tmp_path, argv, said
+) -> None:
+    """``read`` and ``check`` take the folder as a plain path: no --collect in their message."""
+    folder = tmp_path / "job"
+    folder.mkdir()
+    (folder / "spec.json").write_text("{")
+    (folder / "rank0.jsonl").write_text("")
+    out = explorer_cli(*argv, cwd=tmp_path)
+    assert out.returncode == 2 and out.stdout == "", out.stderr
+    assert len(out.stderr.splitlines()) == 1, out.stderr
+    assert said in out.stderr, out.stderr
+    assert ("--collect" in out.stderr) == ("--collect" in argv), out.stderr
