@@ -75,7 +75,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="read what a job left behind (run folders, traces, dumps) and report on it",
         description=__doc__.splitlines()[0],
     )
-    p.add_argument("path", metavar="PATH", help="a file or folder a job wrote")
+    p.add_argument(
+        "path",
+        metavar="PATH",
+        type=cli_options.given_path("a file or folder a job left behind"),
+        help="a file or folder a job wrote",
+    )
     p.add_argument("--json", action="store_true", help="print the report as JSON (with kind: ...)")
     p.add_argument(
         "--html",

@@ -57,6 +57,16 @@ def test_a_run_folder_reads_back_with_the_verdict_the_run_gave(tmp_path):
     assert text.returncode == 0 and text.stdout.startswith("ok: 4 micro-batch losses")
 
 
+def test_an_empty_path_is_refused_not_read_as_the_current_folder(explorer_cli, tmp_path):
+    """``Path('')`` is ``.``: the folder the user stands in was read as if they had named it."""
+    (tmp_path / "spec.json").write_text("{")  # a folder that would be read, and refused otherwise
+    (tmp_path / "rank0.jsonl").write_text("")
+    out = explorer_cli("read", "", cwd=tmp_path)
+    assert out.returncode == 2 and out.stdout == "", out.stderr
+    assert len(out.stderr.splitlines()) == 1, out.stderr
+    assert "argument PATH: the path is empty; give a file or folder" in out.stderr, out.stderr
+
+
 def test_a_device_or_a_pipe_is_refused_in_one_line(explorer_cli, tmp_path):
     """Not a traceback from listing /dev/null as a folder, nor a read that blocks on a pipe."""
     import os
