@@ -1,24 +1,27 @@
 """Find a job's ``TORCH_TRACE`` files (and profiler traces beside them): the kind ``explorer read`` recognises.
 
 ``TORCH_TRACE=DIR`` makes every process write ``DIR/dedicated_log_torch_trace_rank_N_*.log``
-(no ``rank_N`` when it logged before ``init_process_group``). A user points ``explorer read``
-at that folder, or at a folder holding it and the profiler's output, so files are looked for
-in the folder and two levels below. Detection is cheap: file names, and the first kilobytes
+(no ``rank_N`` when it logged before ``init_process_group``; kept gzipped, ``.log.gz``, it is
+read the same). A user points ``explorer read`` at that folder, or at a folder holding it and
+the profiler's output, so files are looked for in the folder and two levels below. Detection is cheap: file names, and the first kilobytes
 of one file to check it is a structured trace. Run folders (``spec.json``) are another kind
 and are tried first; a folder of profiler traces alone is not this kind either.
 """
 
 from __future__ import annotations
 
+import gzip
 import os
 import re
+import zlib
 from pathlib import Path
 from typing import Optional
 
 from explorer.compile.traces.profile import looks_like_profile
 from explorer.detect import Detector
 
-_NAME = re.compile(r"^dedicated_log_torch_trace.*\.log$")
+#: A TORCH_TRACE log's name, gzipped too (how a recorded trace is kept).
+_NAME = re.compile(r"^dedicated_log_torch_trace.*\.log(?:\.gz)?$")
 _LINE = re.compile(rb"^[IWEVDF]\d{4} [\d:.]+\s+\d+ [^\]]*\] \{")
 #: Folder levels searched below the path given, and the most entries looked at in all.
 DEPTH = 2
@@ -70,9 +73,9 @@ def profile_files(path: Path) -> list[Path]:
 
 def _starts_like_a_trace(path: Path) -> bool:
     try:
-        with open(path, "rb") as fh:
+        with gzip.open(path, "rb") if path.name.endswith(".gz") else open(path, "rb") as fh:
             head = fh.read(4096)
-    except OSError:
+    except (OSError, EOFError, zlib.error):  # gzip's errors for a damaged stream, too
         return False
     return not head or bool(_LINE.match(head))
 
