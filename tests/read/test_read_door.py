@@ -29,6 +29,36 @@ def test_what_cannot_be_read_is_one_line_listing_what_can(explorer_cli, tmp_path
     )
 
 
+def test_the_refusal_of_an_unknown_folder_is_short_enough_to_keep_what_to_do(
+    explorer_cli, tmp_path
+):
+    """Each kind's description made it over 1,000 characters, cut before the instruction."""
+    folder = tmp_path / ("a-folder-with-a-long-name-" * 8)
+    folder.mkdir()
+    (folder / "notes.txt").write_text("hello")
+    out = explorer_cli("read", str(folder))
+    assert out.returncode == 2 and out.stdout == "" and len(out.stderr.splitlines()) == 1
+    line = out.stderr.strip()
+    assert "characters in all" not in line and len(line) < 500, line
+    assert all(d.kind in line for d in DETECTORS), line
+    assert line.endswith(
+        "give a file or folder a job left behind; explorer read --help says what each kind holds"
+    )
+    helped = explorer_cli("read", "--help")
+    assert all(f"{d.kind}: {d.what[:20]}" in helped.stdout for d in DETECTORS), helped.stdout
+
+
+def test_a_log_named_like_a_torch_trace_that_is_not_one_is_named(explorer_cli, tmp_path):
+    """Not the list of every kind: the file that looked like a TORCH_TRACE log, and why it is not."""
+    (tmp_path / "dedicated_log_torch_trace_rank_0_abc.log").write_text("garbage, not a trace\n")
+    out = explorer_cli("read", ".", cwd=tmp_path)
+    assert out.returncode == 2 and out.stdout == "" and len(out.stderr.splitlines()) == 1
+    assert (
+        "the TORCH_TRACE log 'dedicated_log_torch_trace_rank_0_abc.log' could not be read: it "
+        "does not start with a structured-trace line" in out.stderr
+    ), out.stderr
+
+
 @pytest.mark.slow
 def test_a_run_folder_reads_back_with_the_verdict_the_run_gave(tmp_path):
     folder = tmp_path / "run"
