@@ -149,3 +149,15 @@ def test_a_profiler_trace_with_an_impossible_clock_base_is_refused(explorer_cli,
     assert out.returncode == 2 and out.stdout == "", out.stderr
     assert len(out.stderr.splitlines()) == 1, out.stderr
     assert "job/rank0.pt.trace.json" in out.stderr and "baseTimeNanoseconds" in out.stderr
+
+
+def test_profiler_traces_that_name_no_rank_are_told_apart_from_no_artifact(explorer_cli, tmp_path):
+    """One process's trace (gzipped, as tensorboard_trace_handler may write it) without its
+    TORCH_TRACE logs: the refusal says what the traces lack, not that nothing is there."""
+    import gzip
+
+    doc = {"schemaVersion": 1, "traceEvents": [{"ph": "X", "name": "ProfilerStep#0", "ts": 1}]}
+    (tmp_path / "host_1.pt.trace.json.gz").write_bytes(gzip.compress(json.dumps(doc).encode()))
+    out = explorer_cli("read", ".", cwd=tmp_path)
+    assert out.returncode == 2 and out.stdout == "" and len(out.stderr.splitlines()) == 1
+    assert "'.' holds 1 profiler trace(s) but none names its rank" in out.stderr, out.stderr
