@@ -19,7 +19,12 @@ import re
 from typing import Callable, Iterable, Optional
 
 from explorer.errors import InputError, excerpt
-from explorer.inputs import check_input_file, check_output_dir, check_output_file
+from explorer.inputs import (
+    check_input_file,
+    check_output_dir,
+    check_output_file,
+    check_path_given,
+)
 from explorer.loading import split_ref
 
 _INTEGER = re.compile(r"\s*[+-]?\d+\s*")
@@ -134,6 +139,21 @@ def input_file(option: str, limit: Optional[int] = None) -> Callable[[str], str]
         return text
 
     parse.__name__ = "file"
+    return parse
+
+
+def given_path(give: str) -> Callable[[str], str]:
+    """An argparse type: any path but the empty one (``Path('')`` is the current folder, which
+    would be read as if the user had named it); ``give`` says what to give instead."""
+
+    def parse(text: str) -> str:
+        try:
+            check_path_given(text, "", give)
+        except InputError as exc:
+            raise argparse.ArgumentTypeError(str(exc)) from None
+        return text
+
+    parse.__name__ = "path"
     return parse
 
 
@@ -276,6 +296,7 @@ __all__ = [
     "number",
     "seconds",
     "input_file",
+    "given_path",
     "output_file",
     "output_dir",
     "user_ref",

@@ -20,11 +20,17 @@ from explorer.errors import InputError, excerpt
 
 @dataclass(frozen=True)
 class Detector:
-    """``recognise(path)`` returns why ``path`` is this kind (None: it is not)."""
+    """``recognise(path)`` returns why ``path`` is this kind (None: it is not).
+
+    ``unreadable(path)``, asked only when no detector recognised the path, says why it looks
+    like this kind yet is not one (a file named like the kind's whose content is not): a
+    sentence naming that file and what to change beats the list of every kind.
+    """
 
     kind: str
     what: str
     recognise: Callable[[Path], Optional[str]]
+    unreadable: Optional[Callable[[Path], Optional[str]]] = None
 
 
 @dataclass(frozen=True)
@@ -50,10 +56,24 @@ def first_recognised(path: Path, detectors: Sequence[Detector]) -> Detected:
         why = d.recognise(path)
         if why:
             return Detected(d.kind, why)
-    kinds = "; ".join(f"{d.kind} ({d.what})" for d in detectors)
-    raise InputError(
-        f"{excerpt(str(path))} is not an artifact the explorer reads; it reads: {kinds}"
+    for d in detectors:
+        why = d.unreadable(path) if d.unreadable is not None else None
+        if why:
+            raise InputError(why)
+    raise InputError(not_an_artifact(path, detectors))
+
+
+def not_an_artifact(path: Path, detectors: Sequence[Detector]) -> str:
+    """The refusal of a path no detector recognises: the kinds by name only, then what to do.
+
+    Each kind's description made it over a thousand characters, cut at the CLI's one-line limit
+    before the instruction; ``explorer read --help`` describes them instead.
+    """
+    kinds = ", ".join(d.kind for d in detectors)
+    return (
+        f"{excerpt(str(path))} is not an artifact the explorer reads ({kinds}): give a file or "
+        "folder a job left behind; explorer read --help says what each kind holds"
     )
 
 
-__all__ = ["Detector", "Detected", "first_recognised"]
+__all__ = ["Detector", "Detected", "first_recognised", "not_an_artifact"]

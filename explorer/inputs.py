@@ -163,10 +163,17 @@ def _depth_exceeds(value: Any, max_depth: int) -> bool:
     return False
 
 
+def check_path_given(path: str, what: str, give: str) -> None:
+    """Refuse an empty path, which ``Path('')`` and ``os.path`` would take as the current folder.
+
+    ``give`` says what to give instead ("a file name", "a folder")."""
+    if not path:
+        raise InputError(f"{what + ': ' if what else ''}the path is empty; give {give}")
+
+
 def check_output_file(path: str, what: str) -> None:
     """Refuse, before any work, an output file that cannot be written: a folder, a missing folder, a device."""
-    if not path:
-        raise InputError(f"{what + ': ' if what else ''}the path is empty; give a file name")
+    check_path_given(path, what, "a file name")
     parent = os.path.dirname(os.path.abspath(path))
     try:
         st = os.stat(path)
@@ -267,8 +274,7 @@ def check_output_dir(path: str, what: str) -> None:
     be created or written (``/proc/x``, ``/sys/x``, a read-only mount). Every command that
     writes an output folder takes its argument through here, so each says it in one line.
     """
-    if not path:
-        raise InputError(f"{what + ': ' if what else ''}the path is empty; give a folder")
+    check_path_given(path, what, "a folder")
     probe = os.path.abspath(path)
     if os.path.exists(probe) and not os.path.isdir(probe):
         raise InputError(
@@ -342,6 +348,7 @@ __all__ = [
     "read_text",
     "loads_json",
     "read_json",
+    "check_path_given",
     "check_output_file",
     "write_text",
     "check_output_dir",

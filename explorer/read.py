@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import inspect
+import textwrap
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
@@ -74,8 +75,15 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "read",
         help="read what a job left behind (run folders, traces, dumps) and report on it",
         description=__doc__.splitlines()[0],
+        epilog=_kinds_told(),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    p.add_argument("path", metavar="PATH", help="a file or folder a job wrote")
+    p.add_argument(
+        "path",
+        metavar="PATH",
+        type=cli_options.given_path("a file or folder a job left behind"),
+        help="a file or folder a job wrote",
+    )
     p.add_argument("--json", action="store_true", help="print the report as JSON (with kind: ...)")
     p.add_argument(
         "--html",
@@ -108,6 +116,21 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="the planned schedule (PyTorch's CSV) to compare a pipeline job's measured order with",
     )
     p.set_defaults(func=run)
+
+
+def _kinds_told() -> str:
+    """Every kind with what it holds, for ``--help``: the refusal of a path names them only."""
+    told = [
+        textwrap.fill(
+            f"{k.detector.kind}: {k.detector.what}",
+            79,
+            initial_indent="  ",
+            subsequent_indent="    ",
+        )
+        for k in KINDS
+    ]
+    head = "kinds it reads, tried in this order (the first that recognises PATH reads it):"
+    return "\n".join([head, *told])
 
 
 def _mesh(text: str) -> Mesh:

@@ -168,7 +168,7 @@ RUN_CASES = [
     Case(
         "collect-huge-stage",
         ["--collect", "{d}/run_big_stage"],
-        "stage_to_rank entries must be integers",
+        "stage_to_rank must be a list of rank integers",
     ),
     Case("collect-model-string", ["--collect", "{d}/run_model_type"], "'model' must be an object"),
     Case("collect-nan-in-spec", ["--collect", "{d}/run_nan_timeout"], "NaN"),

@@ -29,6 +29,36 @@ def test_what_cannot_be_read_is_one_line_listing_what_can(explorer_cli, tmp_path
     )
 
 
+def test_the_refusal_of_an_unknown_folder_is_short_enough_to_keep_what_to_do(
+    explorer_cli, tmp_path
+):
+    """Each kind's description made it over 1,000 characters, cut before the instruction."""
+    folder = tmp_path / ("a-folder-with-a-long-name-" * 8)
+    folder.mkdir()
+    (folder / "notes.txt").write_text("hello")
+    out = explorer_cli("read", str(folder))
+    assert out.returncode == 2 and out.stdout == "" and len(out.stderr.splitlines()) == 1
+    line = out.stderr.strip()
+    assert "characters in all" not in line and len(line) < 500, line
+    assert all(d.kind in line for d in DETECTORS), line
+    assert line.endswith(
+        "give a file or folder a job left behind; explorer read --help says what each kind holds"
+    )
+    helped = explorer_cli("read", "--help")
+    assert all(f"{d.kind}: {d.what[:20]}" in helped.stdout for d in DETECTORS), helped.stdout
+
+
+def test_a_log_named_like_a_torch_trace_that_is_not_one_is_named(explorer_cli, tmp_path):
+    """Not the list of every kind: the file that looked like a TORCH_TRACE log, and why it is not."""
+    (tmp_path / "dedicated_log_torch_trace_rank_0_abc.log").write_text("garbage, not a trace\n")
+    out = explorer_cli("read", ".", cwd=tmp_path)
+    assert out.returncode == 2 and out.stdout == "" and len(out.stderr.splitlines()) == 1
+    assert (
+        "the TORCH_TRACE log 'dedicated_log_torch_trace_rank_0_abc.log' could not be read: it "
+        "does not start with a structured-trace line" in out.stderr
+    ), out.stderr
+
+
 @pytest.mark.slow
 def test_a_run_folder_reads_back_with_the_verdict_the_run_gave(tmp_path):
     folder = tmp_path / "run"
@@ -57,6 +87,16 @@ def test_a_run_folder_reads_back_with_the_verdict_the_run_gave(tmp_path):
     assert text.returncode == 0 and text.stdout.startswith("ok: 4 micro-batch losses")
 
 
+def test_an_empty_path_is_refused_not_read_as_the_current_folder(explorer_cli, tmp_path):
+    """``Path('')`` is ``.``: the folder the user stands in was read as if they had named it."""
+    (tmp_path / "spec.json").write_text("{")  # a folder that would be read, and refused otherwise
+    (tmp_path / "rank0.jsonl").write_text("")
+    out = explorer_cli("read", "", cwd=tmp_path)
+    assert out.returncode == 2 and out.stdout == "", out.stderr
+    assert len(out.stderr.splitlines()) == 1, out.stderr
+    assert "argument PATH: the path is empty; give a file or folder" in out.stderr, out.stderr
+
+
 def test_a_device_or_a_pipe_is_refused_in_one_line(explorer_cli, tmp_path):
     """Not a traceback from listing /dev/null as a folder, nor a read that blocks on a pipe."""
     import os
@@ -76,8 +116,11 @@ def test_a_device_or_a_pipe_is_refused_in_one_line(explorer_cli, tmp_path):
         ('"ts": 1e300, "dur": 1', "event 'PP:0F0' has ts=1e+300"),
         ('"ts": 1, "dur": -5', "event 'PP:0F0' lasts dur=-5"),
         ('"ts": 1, "dur": 1e20', "event 'PP:0F0' lasts dur=1e+20"),
+        # JSON integers have no size limit: one of 401 digits overflows a float conversion
+        (f'"ts": {"9" * 401}, "dur": 1', "(401 characters), dur=1: times must be finite"),
+        (f'"ts": 1, "dur": {"9" * 401}', "(401 characters) us: durations must be between"),
     ],
-    ids=["overflowing-ts", "nan-dur", "huge-ts", "negative-dur", "huge-dur"],
+    ids=["overflowing-ts", "nan-dur", "huge-ts", "negative-dur", "huge-dur", "int-ts", "int-dur"],
 )
 def test_a_profiler_trace_with_impossible_times_is_refused_naming_the_event(
     explorer_cli, tmp_path, times, words
@@ -91,3 +134,30 @@ def test_a_profiler_trace_with_impossible_times_is_refused_naming_the_event(
     out = explorer_cli("read", str(path))
     assert out.returncode == 2 and len(out.stderr.splitlines()) == 1, out.stderr
     assert words in out.stderr, out.stderr
+
+
+@pytest.mark.parametrize("base", ["9" * 401, "1e400"], ids=["401-digit-integer", "overflowing"])
+def test_a_profiler_trace_with_an_impossible_clock_base_is_refused(explorer_cli, tmp_path, base):
+    """The base is added to every time: an integer too large for a float is refused like inf."""
+    folder = tmp_path / "job"
+    folder.mkdir()
+    (folder / "rank0.pt.trace.json").write_text(
+        f'{{"distributedInfo": {{"rank": 0}}, "baseTimeNanoseconds": {base}, "traceEvents": '
+        '[{"ph": "X", "name": "c10d::send", "cat": "cpu_op", "ts": 1, "dur": 1}]}'
+    )
+    out = explorer_cli("read", "job", cwd=tmp_path)
+    assert out.returncode == 2 and out.stdout == "", out.stderr
+    assert len(out.stderr.splitlines()) == 1, out.stderr
+    assert "job/rank0.pt.trace.json" in out.stderr and "baseTimeNanoseconds" in out.stderr
+
+
+def test_profiler_traces_that_name_no_rank_are_told_apart_from_no_artifact(explorer_cli, tmp_path):
+    """One process's trace (gzipped, as tensorboard_trace_handler may write it) without its
+    TORCH_TRACE logs: the refusal says what the traces lack, not that nothing is there."""
+    import gzip
+
+    doc = {"schemaVersion": 1, "traceEvents": [{"ph": "X", "name": "ProfilerStep#0", "ts": 1}]}
+    (tmp_path / "host_1.pt.trace.json.gz").write_bytes(gzip.compress(json.dumps(doc).encode()))
+    out = explorer_cli("read", ".", cwd=tmp_path)
+    assert out.returncode == 2 and out.stdout == "" and len(out.stderr.splitlines()) == 1
+    assert "'.' holds 1 profiler trace(s) but none names its rank" in out.stderr, out.stderr

@@ -1,24 +1,28 @@
 """Find a job's ``TORCH_TRACE`` files (and profiler traces beside them): the kind ``explorer read`` recognises.
 
 ``TORCH_TRACE=DIR`` makes every process write ``DIR/dedicated_log_torch_trace_rank_N_*.log``
-(no ``rank_N`` when it logged before ``init_process_group``). A user points ``explorer read``
-at that folder, or at a folder holding it and the profiler's output, so files are looked for
-in the folder and two levels below. Detection is cheap: file names, and the first kilobytes
+(no ``rank_N`` when it logged before ``init_process_group``; kept gzipped, ``.log.gz``, it is
+read the same). A user points ``explorer read`` at that folder, or at a folder holding it and
+the profiler's output, so files are looked for in the folder and two levels below. Detection is cheap: file names, and the first kilobytes
 of one file to check it is a structured trace. Run folders (``spec.json``) are another kind
 and are tried first; a folder of profiler traces alone is not this kind either.
 """
 
 from __future__ import annotations
 
+import gzip
 import os
 import re
+import zlib
 from pathlib import Path
 from typing import Optional
 
 from explorer.compile.traces.profile import looks_like_profile
 from explorer.detect import Detector
+from explorer.errors import excerpt
 
-_NAME = re.compile(r"^dedicated_log_torch_trace.*\.log$")
+#: A TORCH_TRACE log's name, gzipped too (how a recorded trace is kept).
+_NAME = re.compile(r"^dedicated_log_torch_trace.*\.log(?:\.gz)?$")
 _LINE = re.compile(rb"^[IWEVDF]\d{4} [\d:.]+\s+\d+ [^\]]*\] \{")
 #: Folder levels searched below the path given, and the most entries looked at in all.
 DEPTH = 2
@@ -68,13 +72,18 @@ def profile_files(path: Path) -> list[Path]:
     return [p for p in _walk(path) if looks_like_profile(p)]
 
 
-def _starts_like_a_trace(path: Path) -> bool:
+def _head(path: Path) -> Optional[bytes]:
+    """The first kilobytes of a log (decompressed when gzipped); None when it cannot be read."""
     try:
-        with open(path, "rb") as fh:
-            head = fh.read(4096)
-    except OSError:
-        return False
-    return not head or bool(_LINE.match(head))
+        with gzip.open(path, "rb") if path.name.endswith(".gz") else open(path, "rb") as fh:
+            return fh.read(4096)
+    except (OSError, EOFError, zlib.error):  # gzip's errors for a damaged stream, too
+        return None
+
+
+def _starts_like_a_trace(path: Path) -> bool:
+    head = _head(path)
+    return head is not None and (not head or bool(_LINE.match(head)))
 
 
 def recognise(path: Path) -> Optional[str]:
@@ -87,11 +96,41 @@ def recognise(path: Path) -> Optional[str]:
     return f"a TORCH_TRACE folder: {len(files)} structured-trace file(s) (dedicated_log_torch_trace_*.log)"
 
 
+def unreadable(path: Path) -> Optional[str]:
+    """Why files named like TORCH_TRACE logs at ``path`` are not read as one, or None when
+    there are none: without this the user heard only that the path is no artifact at all."""
+    files = trace_files(path)
+    if not files:
+        return None
+    first = files[0]
+    others = f" (and {len(files) - 1} more so named)" if len(files) > 1 else ""
+    head = _head(first)
+    why = (
+        "cannot be opened or decompressed"
+        if head is None
+        else "does not start with a structured-trace line (a glog prefix such as "
+        "'V1124 09:59:29.548000 7965 file.py:249] ', then a JSON object)"
+    )
+    return (
+        f"the TORCH_TRACE log {excerpt(str(first))}{others} could not be read: it {why}; "
+        "give the logs TORCH_TRACE=DIR wrote, as it wrote them (gzipped or not)"
+    )
+
+
 TORCH_TRACE = Detector(
     "torch-trace",
-    "a TORCH_TRACE=DIR folder of dedicated_log_torch_trace_*.log, profiler traces beside it "
-    "optional",
+    "a TORCH_TRACE=DIR folder of dedicated_log_torch_trace_*.log (or .log.gz), profiler "
+    "traces beside it optional",
     recognise,
+    unreadable,
 )
 
-__all__ = ["TORCH_TRACE", "DEPTH", "MAX_ENTRIES", "trace_files", "profile_files", "recognise"]
+__all__ = [
+    "TORCH_TRACE",
+    "DEPTH",
+    "MAX_ENTRIES",
+    "trace_files",
+    "profile_files",
+    "recognise",
+    "unreadable",
+]

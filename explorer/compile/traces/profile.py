@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import bisect
 import gzip
+import math
 import re
 import zlib
 from dataclasses import dataclass, field
@@ -61,6 +62,18 @@ class CompileProfile:
     steps: list[ProfiledStep]
 
 
+def _float(value: float) -> float:
+    """``float(value)``, an integer too large for a float read as infinity.
+
+    JSON integers have no size limit: ``float()`` raises OverflowError on one of a few hundred
+    digits, where the same number written ``1e400`` is parsed as infinity and read on.
+    """
+    try:
+        return float(value)
+    except OverflowError:
+        return math.inf if value > 0 else -math.inf
+
+
 def _pid(value: Any) -> Optional[int]:
     return value if isinstance(value, int) and not isinstance(value, bool) else None
 
@@ -93,7 +106,7 @@ def read_compile_profile(path: str | Path) -> list[CompileProfile]:
     events = _events(doc, where)
     base = doc.get("baseTimeNanoseconds")
     wall = isinstance(base, (int, float)) and not isinstance(base, bool) and base > 0
-    offset = float(base) / 1000.0 if wall else 0.0
+    offset = _float(base) / 1000.0 if wall else 0.0
     info = doc.get("distributedInfo")
     rank = (
         info.get("rank") if isinstance(info, dict) and isinstance(info.get("rank"), int) else None
@@ -103,7 +116,7 @@ def read_compile_profile(path: str | Path) -> list[CompileProfile]:
         m = _STEP.match(e["name"])
         if m:
             steps.setdefault(_pid(e.get("pid")), []).append(
-                ProfiledStep(int(m.group(1)), float(e["ts"]) + offset, float(e.get("dur", 0.0)))
+                ProfiledStep(int(m.group(1)), _float(e["ts"]) + offset, _float(e.get("dur", 0.0)))
             )
     profiles = []
     for pid, found in steps.items():
@@ -120,7 +133,7 @@ def _fill(steps: list[ProfiledStep], events: list[dict[str, Any]], offset: float
         name = e["name"]
         if not (name.startswith(_REGION) or name.startswith(_COMPILE) or name == _LOOKUP):
             continue
-        ts = float(e["ts"]) + offset
+        ts = _float(e["ts"]) + offset
         i = bisect.bisect_right(starts, ts) - 1
         if i < 0 or ts > steps[i].end_us:
             continue

@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterator, Optional
 
+from explorer import inputs
 from explorer.errors import InputError, excerpt
 
 #: A line of a mapped file that is not a payload line: for an envelope, its process id (group 1)
@@ -62,6 +63,8 @@ _META = {
 }
 #: Longest line kept; longer ones (inductor's output code in one payload line) are skipped whole.
 MAX_LINE = 64 * 2**20
+#: Largest gzipped trace read (decompressed, it is held in memory; a plain one is mapped).
+MAX_GUNZIPPED = 2 * 2**30
 
 
 @dataclass
@@ -318,8 +321,23 @@ def _scan(buf: Any, reader: _Reader) -> None:
 
 
 def read_torch_trace(path: str | Path) -> TorchTrace:
-    """Every compile, guard failure, graph break and cache answer in one trace file."""
+    """Every compile, guard failure, graph break and cache answer in one trace file (``.log``,
+    or ``.log.gz`` as a kept trace is stored)."""
     reader = _Reader(str(path))
+    if str(path).endswith(".gz"):
+        _scan(_gunzipped(path), reader)
+    else:
+        _scan_mapped(path, reader)
+    if reader.trace.records == 0:
+        raise InputError(
+            f"{excerpt(str(path))} holds no structured-trace record (a glog prefix then a JSON object "
+            "per line): is it a file TORCH_TRACE=DIR wrote?"
+        )
+    return reader.trace
+
+
+def _scan_mapped(path: str | Path, reader: _Reader) -> None:
+    """Scan a plain trace mapped, not read: a trace with inductor's output code runs to gigabytes."""
     try:
         fh = open(path, "rb")
     except OSError as exc:
@@ -337,15 +355,24 @@ def read_torch_trace(path: str | Path) -> TorchTrace:
                     buf.close()
                 except BufferError:  # a match still held by an exception's traceback
                     pass
-    if reader.trace.records == 0:
+
+
+def _gunzipped(path: str | Path) -> bytes:
+    """A gzipped trace, decompressed into memory (a stream cannot be mapped), at most
+    :data:`MAX_GUNZIPPED` bytes; a damaged stream or a larger trace is one InputError."""
+    try:
+        return inputs.read_bytes(str(path), "", MAX_GUNZIPPED)
+    except InputError as exc:
+        if "decompresses to more" not in str(exc):
+            raise
         raise InputError(
-            f"{excerpt(str(path))} holds no structured-trace record (a glog prefix then a JSON object "
-            "per line): is it a file TORCH_TRACE=DIR wrote?"
-        )
-    return reader.trace
+            f"{excerpt(str(path))} decompresses to more than {MAX_GUNZIPPED / 2**30:.0f} GiB: "
+            "gunzip it and read the plain file, which is mapped instead of held in memory"
+        ) from None
 
 
 __all__ = [
+    "MAX_GUNZIPPED",
     "MAX_LINE",
     "TraceCompile",
     "TraceBreak",

@@ -175,7 +175,7 @@ def run(args: argparse.Namespace) -> int:
             )
         from explorer.pipeline.runtime.run_folder import collected
 
-        return report_result(collected(Path(args.collect)), args)
+        return report_result(collected(Path(args.collect), "--collect"), args)
     if args.kind and args.from_class:
         raise InputError("give either --kind or --from, not both")
     if not (args.kind or args.from_class) or args.stages is None or args.microbatches is None:

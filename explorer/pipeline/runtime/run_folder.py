@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Optional
 from explorer import inputs
 from explorer.errors import InputError, excerpt, one_line
 from explorer.pipeline.traces.follow import parse_record
+from explorer.pipeline.traces.job_folder import stage_ranks
 
 if TYPE_CHECKING:
     from explorer.pipeline.analysis.contract import ContractReport, ContractViolation
@@ -27,14 +28,18 @@ if TYPE_CHECKING:
 MAX_TRACE_BYTES = 512 * 2**20
 
 
-def collected(folder: Path) -> PipelineRunResult:
-    """Read a run folder; anything in it that ``explorer run`` would not have written is one InputError."""
+def collected(folder: Path, option: str = "") -> PipelineRunResult:
+    """Read a run folder; anything in it that ``explorer run`` would not have written is one InputError.
+
+    ``option``: the command-line option the folder was given with (``--collect``), named in
+    those errors; empty when the user gave it as a plain path (``explorer read``, ``check``),
+    so no message names an option they never typed."""
     from explorer.pipeline.analysis.contract import judged, pairing_of
     from explorer.pipeline.traces.result import collect
 
-    spec = read_spec(folder)
+    spec = read_spec(folder, option)
     schedule = spec.build_schedule()
-    records_checked(folder)
+    records_checked(folder, option)
     try:
         result = collect(folder, schedule, run_id=spec.run_id or None)
         return judged(result, schedule, pairing_of(spec.p2p_tags))
@@ -46,13 +51,14 @@ def collected(folder: Path) -> PipelineRunResult:
         IndexError,
     ) as exc:  # a record of the wrong shape
         raise InputError(
-            f"--collect {excerpt(str(folder))}: a record in the folder is not one `explorer run` "
+            f"{_at(option, folder)}: a record in the folder is not one `explorer run` "
             f"writes ({type(exc).__name__}: {one_line(str(exc), 120)}); was it edited?"
         ) from None
 
 
-def read_spec(folder: Path) -> RunSpec:
-    """The folder's :class:`~explorer.pipeline.runtime.spec.RunSpec`, checked field by field."""
+def read_spec(folder: Path, option: str = "") -> RunSpec:
+    """The folder's :class:`~explorer.pipeline.runtime.spec.RunSpec`, checked field by field
+    (``option`` as for :func:`collected`)."""
     from explorer.pipeline.runtime.spec import RunSpec
 
     path = Path(folder) / "spec.json"
@@ -60,7 +66,7 @@ def read_spec(folder: Path) -> RunSpec:
         raise InputError(
             f"{excerpt(str(folder))} holds no spec.json: is it a run folder written by `explorer run`?"
         )
-    data = inputs.read_json(str(path), "--collect")
+    data = inputs.read_json(str(path), option)
     if not isinstance(data, dict):
         raise InputError(
             f"{excerpt(str(path))} holds a JSON {type(data).__name__}, not the object `explorer run` "
@@ -70,6 +76,8 @@ def read_spec(folder: Path) -> RunSpec:
         raise InputError(
             f"{excerpt(str(path))} has no schedule object: is it a run folder written by `explorer run`?"
         )
+    if "stage_to_rank" in data["schedule"]:  # a missing one is named by the schedule's reader
+        stage_ranks(data["schedule"], path)
     if not isinstance(data.get("model", {}), dict):
         raise InputError(
             f'{excerpt(str(path))}: \'model\' must be an object like {{"name": "mlp"}}'
@@ -113,11 +121,11 @@ _FIELDS = [
 ]
 
 
-def records_checked(folder: Path) -> None:
+def records_checked(folder: Path, option: str = "") -> None:
     """Every complete line of every ``rank*.jsonl`` is a record the ranks write (the follower's
     own check, :func:`~explorer.pipeline.traces.follow.parse_record`), before anything is read."""
     for path in sorted(Path(folder).glob("rank*.jsonl")):
-        text = inputs.read_text(str(path), "--collect", MAX_TRACE_BYTES)
+        text = inputs.read_text(str(path), option, MAX_TRACE_BYTES)
         complete = text[
             : text.rfind("\n") + 1
         ]  # a line still being written is left, as the collector does
@@ -126,7 +134,7 @@ def records_checked(folder: Path) -> None:
                 parse_record(line, f"{path.name} line {n}")
     result = Path(folder) / "result.json"
     if result.exists() or result.is_symlink():
-        doc = inputs.read_json(str(result), "--collect")
+        doc = inputs.read_json(str(result), option)
         if (
             not isinstance(doc, dict)
             or not isinstance(doc.get("losses"), list)
@@ -237,6 +245,11 @@ def recorded_contract(folder: Path) -> ContractReport:
         result.records,
         pairing_of(spec.p2p_tags),
     )
+
+
+def _at(option: str, folder: Path) -> str:
+    """``--collect '/x/run'``, or just ``'/x/run'`` when the folder came as a plain path."""
+    return f"{option} {excerpt(str(folder))}" if option else excerpt(str(folder))
 
 
 __all__ = ["collected", "read_spec", "recorded_contract", "records_checked", "torch_contract"]

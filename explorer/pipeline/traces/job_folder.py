@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any, Optional
 
 from explorer.detect import Detector
-from explorer.errors import InputError
+from explorer.errors import InputError, excerpt
 from explorer.pipeline.traces.mesh import PIPE_MAJOR, REPLICA_MAJOR, Mesh
 
 #: The explorer's rank files (``instr`` lines) and PyTorch profiler traces, one per rank.
@@ -119,14 +119,42 @@ def _files(folder: Path) -> tuple[str, dict[int, Path]]:
 
 
 def _spec(folder: Path) -> Optional[dict]:
+    """The folder's spec.json when it holds a schedule, its stage_to_rank checked (an
+    InputError naming the file); None when it is not one to read here (the run reader says why)."""
+    path = folder / "spec.json"
     try:
-        spec = json.loads((folder / "spec.json").read_text())
-        to_rank = spec["schedule"]["stage_to_rank"]
-    except (OSError, ValueError, KeyError, TypeError):
+        spec = json.loads(path.read_text())
+    except (OSError, ValueError):
         return None
-    if not isinstance(to_rank, list) or not to_rank:
+    schedule = spec.get("schedule") if isinstance(spec, dict) else None
+    if not isinstance(schedule, dict) or "stage_to_rank" not in schedule:
         return None
+    stage_ranks(schedule, path)
     return spec
+
+
+def stage_ranks(schedule: dict, path: Path) -> tuple[int, ...]:
+    """The spec's ``stage_to_rank``: a rank integer per stage, or an InputError naming ``path``.
+
+    Checked where spec.json is read, before anything counts or numbers ranks by it: a list,
+    a string or a float there ended in a TypeError, ValueError or OverflowError from ``set()``
+    and ``int()``, inside detection, where the user could not tell which file was wrong. A rank
+    is below the world size, and a pipeline of S stages has at most S ranks (each runs a stage).
+    """
+    to_rank = schedule.get("stage_to_rank")
+    if isinstance(to_rank, list) and to_rank and all(_is_rank(r, len(to_rank)) for r in to_rank):
+        return tuple(to_rank)
+    stages = len(to_rank) if isinstance(to_rank, list) else 0
+    raise InputError(
+        f"{excerpt(str(path))}: stage_to_rank must be a list of rank integers, one per stage, each "
+        f"0 <= rank < world size (at most {stages} ranks for {stages} stages), got "
+        f"{excerpt(json.dumps(to_rank))}: write the stage_to_rank `explorer run` wrote"
+    )
+
+
+def _is_rank(value: object, stages: int) -> bool:
+    """An integer (not a bool) from 0 to below ``stages``."""
+    return isinstance(value, int) and not isinstance(value, bool) and 0 <= value < stages
 
 
 def start_lines(path: Path) -> list[dict]:
@@ -228,7 +256,7 @@ def _layout(folder: Path) -> tuple[JobLayout, bool]:
             f"{folder} has no rank<R>.jsonl files and no torch_rank<R>.json profiler traces: "
             "point explorer read at a job's folder"
         )
-    to_rank = tuple(int(r) for r in spec["schedule"]["stage_to_rank"])
+    to_rank = stage_ranks(spec["schedule"], folder / "spec.json")
     return JobLayout(folder, str(spec.get("run_id", "")), to_rank, files, format), False
 
 
@@ -269,12 +297,12 @@ def _job_folder(path: Path) -> Optional[str]:
         return None
     if not (path / "spec.json").is_file():
         return _traced_job(path)
-    spec = _spec(path)
+    format, files = _files(path)
+    spec = _spec(path) if files else None  # rank files beside it: a spec to check, not a stray one
     if spec is None:
         return None
     p = len(set(spec["schedule"]["stage_to_rank"]))
-    format, files = _files(path)
-    if files and max(files) >= p:
+    if max(files) >= p:
         return (
             f"a pipeline job's folder: {len(files)} {_WHAT[format]}, replicas of the {p}-rank "
             "pipeline in spec.json"

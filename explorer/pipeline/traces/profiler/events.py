@@ -108,13 +108,7 @@ def read_rank_trace(path: Path) -> RankTrace:
             "profiler records which rank wrote the file"
         )
     world = info.get("world_size") if isinstance(info.get("world_size"), int) else None
-    base = doc.get("baseTimeNanoseconds")
-    base_us = float(base) / 1000.0 if isinstance(base, (int, float)) and base > 0 else 0.0
-    if not math.isfinite(base_us) or base_us > MAX_TIME_US:
-        raise InputError(
-            f"{where}: baseTimeNanoseconds {base!r} is not a time the profiler writes "
-            f"(at most {MAX_TIME_US * 1000:.0e} ns): re-export it with prof.export_chrome_trace"
-        )
+    base_us = _base_us(doc.get("baseTimeNanoseconds"), where)
     events = [
         ev for ev in (_event(e, base_us, where) for e in doc["traceEvents"]) if ev is not None
     ]
@@ -131,15 +125,16 @@ def _event(raw: Any, base_us: float, where: str) -> Optional[Event]:
     if not isinstance(dur, (int, float)) or isinstance(dur, bool):
         dur = 0.0
     # A profiler never writes these; placing them would put inf or nan into every figure.
-    if not (math.isfinite(ts) and abs(ts) <= MAX_TIME_US and math.isfinite(dur)):
+    if not (_within(ts, MAX_TIME_US) and _finite(dur)):
         raise InputError(
-            f"{where}: event {excerpt(name)} has ts={ts!r}, dur={dur!r}: times must be finite "
-            f"microseconds of at most {MAX_TIME_US:.0e} (the file is damaged or not a profiler's)"
+            f"{where}: event {excerpt(name)} has ts={_said(ts)}, dur={_said(dur)}: times must be "
+            f"finite microseconds of at most {MAX_TIME_US:.0e} (the file is damaged or not a "
+            "profiler's)"
         )
     if not 0 <= dur <= MAX_DURATION_US:
         raise InputError(
-            f"{where}: event {excerpt(name)} lasts dur={dur!r} us: durations must be between 0 "
-            f"and {MAX_DURATION_US:.0e} us (the file is damaged or not a profiler's)"
+            f"{where}: event {excerpt(name)} lasts dur={_said(dur)} us: durations must be between "
+            f"0 and {MAX_DURATION_US:.0e} us (the file is damaged or not a profiler's)"
         )
     args = raw.get("args")
     seq = args.get("Sequence number") if isinstance(args, dict) else None
@@ -151,6 +146,41 @@ def _event(raw: Any, base_us: float, where: str) -> Optional[Event]:
         start + float(dur) * 1e-6,
         seq if isinstance(seq, int) and not isinstance(seq, bool) else None,
     )
+
+
+def _base_us(base: Any, where: str) -> float:
+    """The trace's clock base in microseconds (0 when it has none), or an InputError.
+
+    Compared before ``float()``: JSON integers have no size limit, and a 401-digit one raises
+    OverflowError when converted, where it should be refused like an infinite one.
+    """
+    if not isinstance(base, (int, float)) or isinstance(base, bool) or not base > 0:
+        return 0.0
+    if not _within(base, MAX_TIME_US * 1000):
+        raise InputError(
+            f"{where}: baseTimeNanoseconds {_said(base)} is not a time the profiler writes "
+            f"(at most {MAX_TIME_US * 1000:.0e} ns): re-export it with prof.export_chrome_trace"
+        )
+    return float(base) / 1000.0
+
+
+def _finite(value: float) -> bool:
+    """Not inf or nan, for floats and integers of any size alike.
+
+    ``math.isfinite`` converts an integer to a float first, which raises OverflowError for one
+    of a few hundred digits; every integer is finite (and compares with floats exactly).
+    """
+    return isinstance(value, int) or math.isfinite(value)
+
+
+def _within(value: float, bound: float) -> bool:
+    """Finite and ``|value| <= bound``, without converting an integer to a float."""
+    return _finite(value) and abs(value) <= bound
+
+
+def _said(value: object) -> str:
+    """A number as the message quotes it: short, however many digits the file gave."""
+    return excerpt(repr(value), 24) if len(repr(value)) > 24 else repr(value)
 
 
 __all__ = ["Event", "RankTrace", "read_rank_trace"]

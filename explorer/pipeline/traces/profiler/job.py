@@ -10,6 +10,7 @@ look at the last one (the first pays for warm-up and shape inference).
 from __future__ import annotations
 
 import gzip
+import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional
@@ -74,17 +75,18 @@ def profile_paths(path: Path) -> list[Path]:
     return found[:MAX_FILES]
 
 
+def _head(path: Path, size: int = 65536) -> bytes:
+    """The file's first ``size`` bytes (decompressed when gzipped); empty when unreadable."""
+    try:
+        with gzip.open(path, "rb") if path.name.endswith(".gz") else open(path, "rb") as fh:
+            return fh.read(size)
+    except (OSError, EOFError, zlib.error):
+        return b""
+
+
 def has_rank_info(path: Path, head: int = 65536) -> bool:
     """Cheap look: does the file's first part say it is a profiler trace of a process-group rank?"""
-    try:
-        if path.name.endswith(".gz"):
-            with gzip.open(path, "rb") as fh:
-                text = fh.read(head)
-        else:
-            with open(path, "rb") as fh:
-                text = fh.read(head)
-    except (OSError, EOFError):
-        return False
+    text = _head(path, head)
     return b'"distributedInfo"' in text and b'"traceEvents"' in text
 
 
@@ -164,4 +166,21 @@ def looks_like_job(path: Path) -> Optional[str]:
     return f"{len(files)} PyTorch profiler trace(s) with distributedInfo (one per rank)"
 
 
-__all__ = ["ProfiledJob", "looks_like_job", "read_job"]
+def rankless(path: Path) -> Optional[str]:
+    """Why the profiler traces at ``path`` are not read, when none names its rank (asked when
+    no kind recognised the path: a single process's trace, or a compile job's without its
+    TORCH_TRACE logs, would otherwise hear only that it is no artifact); None when it has none."""
+    if not path.exists():
+        return None
+    files = [p for p in profile_paths(path)[:64] if b'"traceEvents"' in _head(p, 4096)]
+    if not files:
+        return None
+    return (
+        f"{excerpt(str(path))} holds {len(files)} profiler trace(s) but none names its rank "
+        "(distributedInfo, written when the profiler runs after init_process_group), and no "
+        "TORCH_TRACE log is beside them: give a pipeline job's traces, one per rank, or the "
+        "folder holding a compile job's TORCH_TRACE=DIR logs and its traces"
+    )
+
+
+__all__ = ["ProfiledJob", "looks_like_job", "rankless", "read_job"]
