@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import json
 
+from explorer import cli_options
 from explorer.json_text import dumps_indented
 from explorer.pipeline.analysis.check import Report
 from explorer.pipeline.analysis.gradients import trains
@@ -42,6 +43,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument(
         "run_folder",
         nargs="?",
+        type=cli_options.given_path("a run folder, or leave RUN_FOLDER out to check a schedule"),
         metavar="RUN_FOLDER",
         help="check the P2P contract a recorded run left (explorer run --out DIR, --engine torch, "
         "explorer.instrument) instead of a schedule",

@@ -20,6 +20,7 @@ import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Sequence
 
+from explorer import cli_options
 from explorer.errors import InputError
 from explorer.pipeline.cli.schedule_options import (
     ANALYSIS_LIMITS,
@@ -47,13 +48,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     p.add_argument(
         "--folder",
-        type=Path,
+        type=_folder,
         help="the run folder the ranks write rank<R>.jsonl to (found from the ranks' command lines otherwise)",
     )
     p.add_argument("--json", action="store_true", help="print the diagnosis as JSON (kind: hang)")
     p.add_argument(
         "--save",
-        type=Path,
+        type=_save_folder,
         metavar="DIR",
         help="also write each rank's stack (and the run's spec.json) to DIR: `explorer doctor DIR` "
         "gives the same verdict after the job is gone, on any machine",
@@ -67,10 +68,19 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run, timeout=60.0)
 
 
+def _folder(text: str) -> Path:
+    """``--folder``: any path but the empty one (``Path('')`` would be the current folder)."""
+    return Path(cli_options.given_path("the job's run folder, or leave --folder out")(text))
+
+
+def _save_folder(text: str) -> Path:
+    return Path(cli_options.given_path("a folder to write the stacks into")(text))
+
+
 def _target(text: str) -> int | Path:
     if text.isdigit() and int(text) > 0:
         return int(text)
-    if Path(text).is_dir():
+    if text and Path(text).is_dir():  # Path('') is the current folder, not a folder given
         return Path(text)
     raise argparse.ArgumentTypeError(
         f"TARGET {text!r}: give a process id (a positive integer) or a run folder that exists"
