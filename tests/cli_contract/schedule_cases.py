@@ -220,6 +220,8 @@ SCHEDULE_OPTION_CASES = [
     Case("from-infinite-steps", _from("sched_infinite"), "endless generator", **CHILD),
     Case("from-infinite-empty-steps", _from("sched_infinite_empty"), "endless generator", **CHILD),
     Case("from-infinite-step", _from("sched_infinite_step"), "endless generator", **CHILD),
+    Case("from-yields-nothing", _from("sched_yields_nothing"), "holds no compute action", **CHILD),
+    Case("from-no-steps", _from("sched_no_steps"), "holds no compute action", **CHILD),
     Case("from-sys-exit", _from("sched_exit"), "SystemExit", **CHILD),
     Case("from-os-exit", _from("sched_os_exit"), "exit code 3", **CHILD),
     Case("from-keyboard-interrupt", _from("sched_keyboard"), "KeyboardInterrupt", **CHILD),

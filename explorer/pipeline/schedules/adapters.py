@@ -32,7 +32,7 @@ from explorer.pipeline.schedules.instructions import (
     parse_instruction,
 )
 from explorer.pipeline.schedules.lowering import ComputePlan, lower
-from explorer.pipeline.schedules.schedule import Schedule, from_streams
+from explorer.pipeline.schedules.schedule import NO_COMPUTE, Schedule, from_streams
 from explorer.pipeline.schedules.torch_actions import to_action
 
 #: Largest value a stage, micro-batch or buffer id may take (the columns are 32-bit).
@@ -280,7 +280,7 @@ def from_torch_pipelining(
                 rows.append((stage, int(part.kind), mb, t))
                 t += 1
     if not rows:
-        raise InputError("the pipeline order holds no compute action (F, B, I or W)")
+        raise InputError(NO_COMPUTE)
     p = num_stages or max(stage_to_rank) + 1
     m = num_microbatches or max(r[2] for r in rows) + 1
     schedule_size(None, p, m)
