@@ -79,6 +79,17 @@ def make_bad_folder(d: Path) -> Path:
         fh.truncate(600 * 2**20)
     with open(d / "huge.hlo", "wb") as fh:
         fh.truncate(600 * 2**20)
+    # PyTorch schedule CSVs for --from FILE.csv: numbers past the --stages/--microbatches limits
+    for name, text in {
+        "mb_beyond_int64.csv": "0F99999999999999999999\n",
+        "mb_10_million.csv": "0F10000000\n",
+        "mb_5000_digits.csv": "0F" + "9" * 5000 + "\n",
+        "stage_10_million.csv": "10000000F0\n",
+        "comms_stage_10_million.csv": "0F0,0SEND_F0\n,10000000RECV_F0\n",
+        "cells_over_limit.csv": "0F65535\n1023F0\n",
+        "stages_missing.csv": "0F0\n1000F0\n",
+    }.items():
+        (d / name).write_text(text)
     # HLO files
     hlo = {
         "good.hlo": GOOD_HLO,

@@ -220,6 +220,8 @@ SCHEDULE_OPTION_CASES = [
     Case("from-infinite-steps", _from("sched_infinite"), "endless generator", **CHILD),
     Case("from-infinite-empty-steps", _from("sched_infinite_empty"), "endless generator", **CHILD),
     Case("from-infinite-step", _from("sched_infinite_step"), "endless generator", **CHILD),
+    Case("from-yields-nothing", _from("sched_yields_nothing"), "holds no compute action", **CHILD),
+    Case("from-no-steps", _from("sched_no_steps"), "holds no compute action", **CHILD),
     Case("from-sys-exit", _from("sched_exit"), "SystemExit", **CHILD),
     Case("from-os-exit", _from("sched_os_exit"), "exit code 3", **CHILD),
     Case("from-keyboard-interrupt", _from("sched_keyboard"), "KeyboardInterrupt", **CHILD),
@@ -239,6 +241,26 @@ SCHEDULE_OPTION_CASES = [
     Case("from-init-raises", _from("sched_init_raises"), "no such stage", **CHILD),
     Case("from-long-message", _from("sched_long_message"), "characters", **CHILD),
     Case("from-multiline-message", _from("sched_newlines"), "line one line two", **CHILD),
+    # --from FILE.csv: its numbers are held to the limits of --stages and --microbatches
+    Case("csv-mb-beyond-int64", ["--from", "{d}/mb_beyond_int64.csv"], "limit of 65,536 micro"),
+    Case("csv-mb-10-million", ["--from", "{d}/mb_10_million.csv"], "limit of 65,536 micro"),
+    Case("csv-mb-5000-digits", ["--from", "{d}/mb_5000_digits.csv"], "limit of 65,536 micro"),
+    Case("csv-stage-10-million", ["--from", "{d}/stage_10_million.csv"], "limit of 1,024 stages"),
+    Case(
+        "csv-comms-stage-10-million",
+        ["--from", "{d}/comms_stage_10_million.csv"],
+        "limit of 1,024 stages",
+    ),
+    Case(
+        "csv-cells-over-limit",
+        ["--from", "{d}/cells_over_limit.csv"],
+        "more than the limit of 1,048,576",
+    ),
+    Case(
+        "csv-missing-stages-counted",
+        ["--from", "{d}/stages_missing.csv"],
+        "999 of the 1,001 stages never compute in this order (stages 1, 2, 3, 4 and 995 more)",
+    ),
     Case(
         "from-size-over-limit",
         _from("sched_ok", stages="1000", microbatches="20000"),

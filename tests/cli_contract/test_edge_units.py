@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import os
+import re
 
 import pytest
 
@@ -11,8 +12,12 @@ from explorer.errors import InputError, excerpt, one_line
 from explorer.inputs import loads_json, read_text, write_text
 from explorer.loading import import_user_module
 from explorer.pipeline.analysis import Costs, check
+from explorer.pipeline.analysis.rules import apply_rules, parse_rules
+from explorer.pipeline.analysis.sizes import check_group
 from explorer.pipeline.schedules import io
-from explorer.pipeline.schedules.adapters import from_deepspeed
+from explorer.pipeline.schedules.adapters import from_deepspeed, load_class
+from explorer.pipeline.schedules.schedule import NO_COMPUTE
+from explorer.pipeline.schedules.torch_csv import read_torch_csv, schedule_from_order
 
 
 class LoadMicroBatch:
@@ -79,6 +84,39 @@ def test_a_class_that_exits_is_an_input_error_in_process_too():
 
     with pytest.raises(InputError, match="SystemExit"):
         from_deepspeed(type("Exits", (NoLoad,), {"steps": steps}), 1, 1)
+
+
+_COMPUTES_NOTHING = """
+class _Base:
+    def __init__(self, micro_batches, stages, stage_id):
+        pass
+    def num_pipe_buffers(self):
+        return 1
+class YieldsNothing(_Base):
+    def steps(self):
+        yield []
+class NoSteps(_Base):
+    def steps(self):
+        return iter(())
+"""
+
+
+@pytest.mark.parametrize("name", ["YieldsNothing", "NoSteps"])
+def test_a_class_that_computes_nothing_is_refused_as_such_a_csv_is(name, tmp_path, monkeypatch):
+    """Not an IndexError from the timeline: the single check (schedule, check, fix's reference
+    size) and a sweep's sizes, rules applied or not, refuse it in the CSV path's words."""
+    (tmp_path / "computes_nothing.py").write_text(_COMPUTES_NOTHING)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    cls = load_class(f"computes_nothing:{name}")
+    refusal = re.escape(NO_COMPUTE)
+    with pytest.raises(InputError, match=refusal):
+        schedule_from_order(read_torch_csv("0UNSHARD\n"))
+    with pytest.raises(InputError, match=refusal):
+        check(from_deepspeed(cls, 2, 2))
+    with pytest.raises(InputError, match=refusal):
+        check(apply_rules(from_deepspeed(cls, 2, 2), parse_rules(["grads-first", "buffers+1"])))
+    with pytest.raises(InputError, match=refusal):
+        check_group(lambda p, m: from_deepspeed(cls, p, m), [(2, 1), (2, 2)])
 
 
 def test_excerpt_and_one_line_keep_messages_short():

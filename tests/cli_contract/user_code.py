@@ -53,6 +53,8 @@ MODULES: dict[str, str] = {
     "sched_nbuf_raises": _schedule(_GOOD_STEPS, buffers="1 // 0"),
     "sched_infinite": _schedule("        while True:\n            yield [ForwardPass(0)]"),
     "sched_infinite_empty": _schedule("        while True:\n            yield []"),
+    "sched_yields_nothing": _schedule("        yield []"),
+    "sched_no_steps": _schedule("        return iter(())"),
     "sched_infinite_step": _schedule(
         "        import itertools\n        yield (ForwardPass(0) for _ in itertools.count())"
     ),

@@ -254,6 +254,28 @@ def test_a_class_that_hangs_or_exits_is_named_not_obeyed(tmp_path):
 
 
 @pytest.mark.slow
+def test_a_class_that_computes_nothing_is_refused_not_blamed_for_an_index_error(tmp_path):
+    (tmp_path / "emptyclasses.py").write_text(
+        "class Empty:\n"
+        "    def __init__(self, micro_batches, stages, stage_id):\n        pass\n"
+        "    def num_pipe_buffers(self):\n        return 1\n"
+        "    def steps(self):\n        yield []\n"
+    )
+    env = {**os.environ, "PYTHONPATH": str(tmp_path)}
+    size = ["--stages", "2", "--microbatches", "2"]
+    for args in (
+        ["schedule", *size],
+        ["check", *size],
+        ["check", "--sweep", "2:1-2"],
+        ["fix", "--sweep", "2:1-2"],
+    ):
+        out = cli(*args, "--from", "emptyclasses:Empty", env=env, timeout=120)
+        lines = out.stderr.strip().splitlines()
+        assert out.returncode == 2 and len(lines) == 1 and not out.stdout, (args, out.stderr)
+        assert "holds no compute action" in lines[0] and "IndexError" not in lines[0], args
+
+
+@pytest.mark.slow
 def test_run_with_the_found_rule_is_bitwise_equal_to_the_reference():
     out = cli(
         "run", *SEED, "--stages", "4", "--microbatches", "8", "--rules", "grads-first", "--json"

@@ -7,6 +7,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from explorer.errors import InputError
 from explorer.pipeline.analysis import Costs, build, check, find_deadlock, match
 from explorer.pipeline.analysis.reference import run
 from explorer.pipeline.analysis.timeline import simulate
@@ -159,6 +160,16 @@ def test_deepspeed_train_step_count_and_buffer_formulas(p, m):
     fixed = generate("deepspeed-train", p, m)
     assert fixed.buffers == tuple(max(2, min(p - s, m)) for s in range(p))
     assert generate("deepspeed-inference", p, m).num_steps == m + p - 1
+
+
+@pytest.mark.parametrize(
+    ("p", "m", "advice"),
+    [(4, 3, "use 4"), (4, 1, "use 4"), (4, 6, "use 4 or 8"), (3, 10, "use 9 or 12")],
+)
+def test_interleaved_refusal_names_each_nearest_multiple_once(p, m, advice):
+    with pytest.raises(InputError) as refused:
+        generate("interleaved-1f1b", p, m, chunks=2)
+    assert str(refused.value).endswith(f"multiple of stages: {advice}")
 
 
 def test_interleaved_order_matches_megatron_warmup():

@@ -6,6 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from explorer.cli_options import MAX_MICROBATCHES, MAX_STAGES
 from explorer.errors import InputError
 from explorer.pipeline.schedules.instructions import Kind
 from explorer.pipeline.schedules.torch_actions import (
@@ -19,9 +20,9 @@ from explorer.pipeline.schedules.torch_actions import (
 
 singles = st.builds(
     TorchAction,
-    st.integers(0, 10_000),
+    st.integers(0, MAX_STAGES - 1),
     st.sampled_from([t for t in ActionType if t is not ActionType.OVERLAP_F_B]),
-    st.one_of(st.none(), st.integers(0, 10_000)),
+    st.one_of(st.none(), st.integers(0, MAX_MICROBATCHES - 1)),
     st.none(),
 )
 
@@ -73,6 +74,42 @@ def test_empty_cell_is_idle() -> None:
 def test_a_whole_string_must_match(bad: str) -> None:
     with pytest.raises(InputError, match="cannot read pipelining action"):
         parse_action(bad)
+
+
+@pytest.mark.parametrize(
+    ("text", "limit"),
+    [
+        ("0F65536", "limit of 65,536 micro-batches"),
+        ("0F99999999999999999999", "limit of 65,536 micro-batches"),
+        ("0F" + "9" * 5000, "limit of 65,536 micro-batches"),  # past what int() reads
+        ("1024F0", "limit of 1,024 stages"),
+        ("9" * 5000 + "SEND_F0", "limit of 1,024 stages"),
+        ("(0F1;1024B0)OVERLAP_F_B", "limit of 1,024 stages"),
+    ],
+)
+def test_numbers_past_the_option_limits_are_refused(text: str, limit: str) -> None:
+    with pytest.raises(InputError, match=limit):
+        parse_action(text)
+
+
+def test_the_limits_themselves_are_read() -> None:
+    assert parse_action("1023F65535") == TorchAction(1023, ActionType.FORWARD, 65535)
+    assert parse_action("0000000000000000000001F0").stage == 1  # leading zeros are no size
+
+
+class _PyTorchAction:
+    """Shaped like PyTorch's ``_Action``: what ``to_action`` reads from a live order."""
+
+    def __init__(self, stage: int, microbatch: int) -> None:
+        self.stage_index, self.computation_type, self.microbatch_index = stage, "F", microbatch
+
+
+def test_actions_made_in_code_are_held_to_the_same_limits() -> None:
+    with pytest.raises(InputError, match="limit of 1,024 stages"):
+        to_action(_PyTorchAction(10**8, 0))
+    with pytest.raises(InputError, match="limit of 65,536 micro-batches"):
+        to_action(TorchAction(0, ActionType.FORWARD, 10**7))
+    assert to_action(_PyTorchAction(3, 2)) == TorchAction(3, ActionType.FORWARD, 2)
 
 
 def test_every_explorer_kind_with_a_counterpart_maps_back() -> None:

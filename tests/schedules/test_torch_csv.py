@@ -11,6 +11,8 @@ import pytest
 from explorer.errors import InputError
 from explorer.pipeline.analysis import build, check
 from explorer.pipeline.analysis.torch_words import cycle_words
+from explorer.pipeline.schedules.adapters import from_torch_pipelining
+from explorer.pipeline.schedules.torch_actions import ActionType, TorchAction
 from explorer.pipeline.schedules.torch_csv import (
     order_from_schedule,
     read_torch_csv,
@@ -45,6 +47,29 @@ def test_idle_cells_and_errors() -> None:
         read_torch_csv("0F0,0B0\n1F0,1X0\n")
     with pytest.raises(InputError, match="holds no action"):
         read_torch_csv(",\n")
+
+
+def test_orders_are_held_to_the_option_limits_before_anything_is_sized() -> None:
+    f0, send, recv = ActionType.FORWARD, ActionType.SEND_F, ActionType.RECV_F
+    # a compute+comms order built in code, past the micro-batch limit on an exchange only
+    order = {
+        0: [TorchAction(0, f0, 0), TorchAction(0, send, 10**7)],
+        1: [TorchAction(1, recv, 10**7), TorchAction(1, f0, 0)],
+    }
+    with pytest.raises(InputError, match="limit of 65,536 micro-batches"):
+        schedule_from_order(order)
+    with pytest.raises(InputError, match="limit of 1,048,576"):
+        schedule_from_order(read_torch_csv("0F65535\n1023F0\n"))  # each number fits, not both
+    with pytest.raises(InputError, match="limit of 1,048,576"):
+        from_torch_pipelining({0: ["0F0"]}, num_stages=1024, num_microbatches=2048)
+
+
+def test_stages_that_never_compute_are_counted_not_listed() -> None:
+    with pytest.raises(InputError) as refused:
+        schedule_from_order(read_torch_csv("0F0\n1023F0\n"))
+    message = str(refused.value)
+    assert "1,022 of the 1,024 stages never compute" in message
+    assert "stages 1, 2, 3, 4 and 1,018 more" in message and len(message) < 200
 
 
 def test_pytorch_172668_reordering_and_its_cycle() -> None:

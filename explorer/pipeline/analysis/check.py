@@ -21,7 +21,7 @@ from explorer.pipeline.analysis.p2p_models import MODELS, P2PModel, check_model
 from explorer.pipeline.analysis.timeline import Costs, Timeline, simulate
 from explorer.pipeline.schedules.generators import ScheduleKind, generate
 from explorer.pipeline.schedules.generators.deepspeed import ExchangeOrder
-from explorer.pipeline.schedules.schedule import Schedule
+from explorer.pipeline.schedules.schedule import Schedule, require_compute
 
 #: How two-rank communicators come to be: created up front, or at a pair's first exchange (NCCL).
 Communicators = Literal["eager", "lazy"]
@@ -102,6 +102,7 @@ def check(
     """
     if communicators not in COMMUNICATORS:
         raise ValueError(f"communicators must be one of {COMMUNICATORS}, got {communicators!r}")
+    require_compute(schedule)  # where a CSV's order and a class's steps meet: the same refusal
     model = check_model(model or str(schedule.params.get("p2p", "blocking")))
     matching = match(schedule)
     models = MODELS if other_model else (model,)

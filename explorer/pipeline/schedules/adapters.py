@@ -20,6 +20,7 @@ from typing import Any, Mapping, Optional, Sequence
 
 import numpy as np
 
+from explorer.cli_options import schedule_size
 from explorer.errors import InputError, excerpt, one_line
 from explorer.loading import load_ref
 from explorer.pipeline.schedules.instructions import (
@@ -31,7 +32,7 @@ from explorer.pipeline.schedules.instructions import (
     parse_instruction,
 )
 from explorer.pipeline.schedules.lowering import ComputePlan, lower
-from explorer.pipeline.schedules.schedule import Schedule, from_streams
+from explorer.pipeline.schedules.schedule import NO_COMPUTE, Schedule, from_streams
 from explorer.pipeline.schedules.torch_actions import to_action
 
 #: Largest value a stage, micro-batch or buffer id may take (the columns are 32-bit).
@@ -235,6 +236,13 @@ def _label(schedule_class: Any, stage: int, step: int, step_fn: Any) -> int:
     return label if -MAX_ID <= label <= MAX_ID else -1
 
 
+def _listed(numbers: Sequence[int], shown: int = 4) -> str:
+    """A few of ``numbers`` and how many more: a refusal stays one short line however many there are."""
+    head = ", ".join(str(n) for n in numbers[:shown])
+    rest = len(numbers) - shown
+    return head if rest <= 0 else f"{head} and {rest:,} more"
+
+
 def from_torch_pipelining(
     pipeline_order: Mapping[int, Sequence[Any]],
     *,
@@ -272,14 +280,16 @@ def from_torch_pipelining(
                 rows.append((stage, int(part.kind), mb, t))
                 t += 1
     if not rows:
-        raise InputError("the pipeline order holds no compute action (F, B, I or W)")
+        raise InputError(NO_COMPUTE)
     p = num_stages or max(stage_to_rank) + 1
+    m = num_microbatches or max(r[2] for r in rows) + 1
+    schedule_size(None, p, m)
     missing = [s for s in range(p) if s not in stage_to_rank]
     if missing:
         raise InputError(
-            f"stages {missing} never compute in this order; give num_stages or complete the order"
+            f"{len(missing):,} of the {p:,} stages never compute in this order "
+            f"(stage{'s' if len(missing) > 1 else ''} {_listed(missing)}); give num_stages or complete the order"
         )
-    m = num_microbatches or max(r[2] for r in rows) + 1
     return lower(
         ComputePlan.from_rows(rows),
         name=name,

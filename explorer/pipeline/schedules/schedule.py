@@ -20,8 +20,8 @@ from typing import Iterable, Mapping, Sequence
 
 import numpy as np
 
-from explorer.errors import InputError
-from explorer.pipeline.schedules.instructions import Instruction, Kind
+from explorer.errors import InputError, excerpt
+from explorer.pipeline.schedules.instructions import COMPUTE_KINDS, Instruction, Kind
 
 _INT = np.int32
 
@@ -125,6 +125,22 @@ class Schedule:
         values = {f: getattr(self, f) for f in self.__dataclass_fields__}
         values.update(changes)
         return Schedule(**values)
+
+
+#: The refusal of an order with nothing to compute, in the same words whichever source gave it.
+NO_COMPUTE = "the pipeline order holds no compute action (F, B, I or W)"
+_COMPUTE_CODES = np.array(sorted(int(k) for k in COMPUTE_KINDS), dtype=np.int8)
+
+
+def require_compute(schedule: Schedule) -> None:
+    """Refuse a schedule that computes nothing: a PyTorch CSV of sends only, or a ``--from``
+    class whose ``steps()`` yields nothing. There is no pipeline to analyse, and the analyses
+    index its first step; every source's schedule passes here before them (see ``check``)."""
+    if not np.isin(schedule.kind, _COMPUTE_CODES).any():
+        raise InputError(
+            f"{excerpt(schedule.name)}: {NO_COMPUTE}; its steps must forward (and backward) "
+            "micro-batches"
+        )
 
 
 def from_columns(
@@ -234,4 +250,4 @@ def from_streams(
     )
 
 
-__all__ = ["Schedule", "from_columns", "from_streams"]
+__all__ = ["NO_COMPUTE", "Schedule", "from_columns", "from_streams", "require_compute"]

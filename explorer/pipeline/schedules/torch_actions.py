@@ -19,6 +19,7 @@ import re
 from enum import Enum
 from typing import Any, NamedTuple, Optional
 
+from explorer.cli_options import MAX_MICROBATCHES, MAX_STAGES
 from explorer.errors import InputError, excerpt
 from explorer.pipeline.schedules.instructions import Kind
 
@@ -132,7 +133,42 @@ def parse_action(text: str) -> Optional[TorchAction]:
             f"cannot read pipelining action {excerpt(text)}: expected <stage><type><micro-batch> "
             f"like 2F0, 1SEND_F3 or 0UNSHARD (types {', '.join(t.value for t in ActionType)})"
         )
-    return TorchAction(int(m[1]), ActionType(m[2]), int(m[3]) if m[3] else None)
+    action = TorchAction(_number(m[1]), ActionType(m[2]), _number(m[3]) if m[3] else None)
+    check_numbers(action, text)
+    return action
+
+
+def _number(digits: str) -> int:
+    """A run of digits as a number; one longer than any limit reads as a number past them all,
+    never through ``int`` (which refuses 4,300 digits with an error that is no user's message)."""
+    digits = digits.lstrip("0") or "0"
+    return int(digits) if len(digits) <= 12 else 10**12
+
+
+#: What a number in an action may reach: the limits of ``--stages`` and ``--microbatches``.
+_LIMITS = {
+    "stage": (MAX_STAGES, "stages", "--stages"),
+    "micro-batch": (MAX_MICROBATCHES, "micro-batches", "--microbatches"),
+}
+
+
+def check_numbers(action: TorchAction, text: Optional[str] = None) -> None:
+    """Refuse a stage or micro-batch number beyond what ``--stages`` and ``--microbatches`` accept.
+
+    An order's sizes are its largest numbers plus one, and tables are allocated at those sizes:
+    one action ``0F10000000`` would allocate ten million buffers and ``99999999F0`` list a
+    hundred million idle stages. Every action read or converted here is held to the options' own
+    limits before anything is sized by it, so an order and the options refuse the same schedules.
+    """
+    for part in action.parts:
+        for what, value in (("stage", part.stage), ("micro-batch", part.microbatch)):
+            limit, plural, option = _LIMITS[what]
+            if value is not None and value >= limit:
+                raise InputError(
+                    f"pipelining action {excerpt(text or format_action(action))}: its {what} is "
+                    f"beyond the limit of {limit:,} {plural} (0..{limit - 1:,}) that {option} has, "
+                    f"as the analyses hold every instruction in memory; use fewer {plural}"
+                )
 
 
 def to_action(obj: Any) -> Optional[TorchAction]:
@@ -140,6 +176,7 @@ def to_action(obj: Any) -> Optional[TorchAction]:
     if obj is None:
         return None
     if isinstance(obj, TorchAction):
+        check_numbers(obj)
         return obj
     if isinstance(obj, str):
         return parse_action(obj)
@@ -158,7 +195,9 @@ def to_action(obj: Any) -> Optional[TorchAction]:
         ) from None
     mb = getattr(obj, "microbatch_index", None)
     parts = tuple(a for a in (to_action(s) for s in subs) if a is not None) if subs else None
-    return TorchAction(int(stage), t, None if mb is None else int(mb), parts or None)
+    action = TorchAction(int(stage), t, None if mb is None else int(mb), parts or None)
+    check_numbers(action)
+    return action
 
 
 __all__ = [
@@ -166,6 +205,7 @@ __all__ = [
     "TYPE_BY_KIND",
     "ActionType",
     "TorchAction",
+    "check_numbers",
     "format_action",
     "parse_action",
     "to_action",

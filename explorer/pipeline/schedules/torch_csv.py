@@ -16,11 +16,17 @@ import csv
 import io
 from typing import Optional
 
+from explorer.cli_options import schedule_size
 from explorer.errors import InputError, excerpt
 from explorer.pipeline.schedules.adapters import from_torch_pipelining
 from explorer.pipeline.schedules.instructions import COMPUTE_KINDS, Instruction, Kind
 from explorer.pipeline.schedules.schedule import Schedule, from_streams
-from explorer.pipeline.schedules.torch_actions import TorchAction, format_action, parse_action
+from explorer.pipeline.schedules.torch_actions import (
+    TorchAction,
+    check_numbers,
+    format_action,
+    parse_action,
+)
 from explorer.pipeline.schedules.torch_p2p import (
     batches,
     defer_receives,
@@ -97,6 +103,7 @@ def schedule_from_order(order: Order, name: str = "torch-csv", batching: str = "
             name=name,
         )
     flat = {r: [p for a in acts if a is not None for p in a.parts] for r, acts in order.items()}
+    _check_size(flat)
     stage_to_rank: dict[int, int] = {}
     for rank, acts in sorted(flat.items()):
         for a in acts:
@@ -160,6 +167,20 @@ def schedule_from_order(order: Order, name: str = "torch-csv", batching: str = "
     )
 
 
+def _check_size(flat: dict[int, list[TorchAction]]) -> None:
+    """Hold a compute+comms order to the limits ``--stages`` and ``--microbatches`` have, before
+    its streams and stage tables are sized by its largest numbers."""
+    stages = microbatches = 0
+    for acts in flat.values():
+        for a in acts:
+            if a.kind is None:  # UNSHARD/RESHARD are set aside, their numbers unused
+                continue
+            check_numbers(a)
+            stages = max(stages, a.stage + 1)
+            microbatches = max(microbatches, (a.microbatch or 0) + 1)
+    schedule_size(None, stages, microbatches)
+
+
 #: The file of a PyTorch engine run folder holding the runtime's compute+comms order (rank -> texts).
 ORDER_FILE = "torch_order.json"
 
@@ -198,11 +219,10 @@ def read_schedule_csv(path: str) -> Schedule:
     from explorer import inputs
 
     text = inputs.read_text(path, "schedule CSV")
-    try:
-        order = read_torch_csv(text)
+    try:  # every refusal names the file: the order's own ones too, not only the parser's
+        return schedule_from_order(read_torch_csv(text), name=Path(path).name)
     except InputError as exc:
         raise InputError(f"{excerpt(path)}: {exc}") from None
-    return schedule_from_order(order, name=Path(path).name)
 
 
 def with_p2p_conventions(

@@ -115,9 +115,17 @@ def generate(
         raise InputError(
             f"interleaved-1f1b sends micro-batches through the chunks in groups of stages ({stages}), "
             f"so micro-batches ({microbatches}) must be a positive multiple of stages: "
-            f"use {max(stages, microbatches - microbatches % stages)} or {(microbatches // stages + 1) * stages}"
+            f"use {_nearest_multiples(stages, microbatches)}"
         )
     return interleaved(stages, microbatches, chunks, counts)
+
+
+def _nearest_multiples(stages: int, microbatches: int) -> str:
+    """The multiples of ``stages`` on either side of ``microbatches``, each named once: below
+    ``stages`` both sides are ``stages`` itself, and "use 4 or 4" reads like a typo."""
+    below = max(stages, microbatches - microbatches % stages)
+    above = (microbatches // stages + 1) * stages
+    return str(below) if below == above else f"{below} or {above}"
 
 
 def _check_positive(name: str, value: object, why: str) -> None:
