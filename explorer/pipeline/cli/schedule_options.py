@@ -294,7 +294,13 @@ def _named_schedule(args: argparse.Namespace) -> Schedule:
             raise InputError("give either --kind or --from, not both")
         from explorer.pipeline.schedules.torch_csv import read_schedule_csv
 
-        return read_schedule_csv(args.from_class)
+        schedule = read_schedule_csv(args.from_class)
+        if "p2p" not in schedule.params and getattr(args, "model", None) is None:
+            raise InputError(  # a guess would change the verdict of the schedule that was written
+                f"{excerpt(args.from_class)} is the explorer's own schedule CSV, which does not "
+                "record the P2P model: give --model blocking (DeepSpeed) or --model batched (PyTorch)"
+            )
+        return schedule
     require_size(args)
     if args.from_class:
         if args.kind:

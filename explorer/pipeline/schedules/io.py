@@ -269,16 +269,64 @@ def to_csv(schedule: Schedule) -> str:
     return buf.getvalue()
 
 
+def is_explorer_csv(text: str) -> bool:
+    """Whether ``text`` starts with :func:`to_csv`'s header (not PyTorch's schedule CSV)."""
+    return text.lstrip("\ufeff").split("\n", 1)[0].strip() == ",".join(CSV_FIELDS)
+
+
 def from_csv(text: str) -> Schedule:
-    rows = list(csv.DictReader(io.StringIO(text)))
+    """The schedule written by :func:`to_csv`, each row checked before anything is sized by it:
+    rank, step and slot as bounded integers, the instruction as :func:`from_json` reads its
+    tokens, and the stages and micro-batches within the limits ``--stages`` and
+    ``--microbatches`` have (one row at rank 1,000, step 10,000,000 would size the grid)."""
+    rows = list(csv.DictReader(io.StringIO(text.lstrip("\ufeff"))))
     if not rows or set(CSV_FIELDS) - set(rows[0]):
         raise InputError(f"CSV needs the columns {', '.join(CSV_FIELDS)}")
-    ranks = max(int(r["rank"]) for r in rows) + 1
-    steps = max(int(r["step"]) for r in rows) + 1
+    if len(rows) > MAX_ROWS:
+        raise InputError(
+            f"the CSV holds more than {MAX_ROWS:,} instructions: more than the analyses hold in memory"
+        )
+    placed = [_placed(row, line) for line, row in enumerate(rows, start=2)]
+    ranks = max(p[0] for p in placed) + 1
+    steps = max(p[1] for p in placed) + 1
+    if ranks * steps > 4 * MAX_ROWS // 8:
+        raise InputError(
+            f"the CSV's {ranks:,} ranks x {steps:,} steps are more than the analyses hold; "
+            "number the steps from 0 without long gaps"
+        )
     streams: list[list[list]] = [[[] for _ in range(steps)] for _ in range(ranks)]
-    for r in sorted(rows, key=lambda x: (int(x["rank"]), int(x["step"]), int(x["slot"]))):
-        streams[int(r["rank"])][int(r["step"])].append(parse_instruction(r["instruction"]))
+    for rank, step, _slot, ins in sorted(placed, key=lambda p: p[:3]):
+        streams[rank][step].append(ins)
     return from_streams(streams)
+
+
+def _placed(row: dict, line: int) -> tuple[int, int, int, Any]:
+    """``(rank, step, slot, instruction)`` of one CSV row, each checked (see :func:`from_csv`)."""
+    from explorer.cli_options import MAX_MICROBATCHES, MAX_STAGES
+
+    where = f"line {line}"
+    rank, step, slot = (_row_int(row.get(k), k, where) for k in ("rank", "step", "slot"))
+    if rank >= MAX_STAGES:
+        raise InputError(
+            f"{where}: rank {rank:,} is beyond the {MAX_STAGES:,} ranks a schedule may have"
+        )
+    ins = _instruction(row.get("instruction"))
+    if ins.stage >= MAX_STAGES or max(ins.microbatch, ins.buffer) >= MAX_MICROBATCHES:
+        raise InputError(
+            f"{where}: instruction {str(ins)!r} is beyond the limits of {MAX_STAGES:,} stages and "
+            f"{MAX_MICROBATCHES:,} micro-batches (and buffers) that --stages and --microbatches have"
+        )
+    return rank, step, slot, ins
+
+
+def _row_int(text: Any, key: str, where: str) -> int:
+    if not isinstance(text, str) or not text.strip().isdigit() or len(text.strip()) > 10:
+        shown = excerpt(text) if isinstance(text, str) else "(missing)"
+        raise InputError(f"{where}: {key} {shown} is not an integer 0..{_MAX_ID:,}")
+    value = int(text.strip())
+    if value > _MAX_ID:
+        raise InputError(f"{where}: {key} {value:,} is beyond {_MAX_ID:,}")
+    return value
 
 
 def _ints(values) -> str:
@@ -295,4 +343,12 @@ def _jsonable(value: Any) -> Any:
     return value
 
 
-__all__ = ["to_text", "from_text", "to_json", "from_json", "to_csv", "from_csv"]
+__all__ = [
+    "to_text",
+    "from_text",
+    "to_json",
+    "from_json",
+    "to_csv",
+    "from_csv",
+    "is_explorer_csv",
+]

@@ -213,13 +213,17 @@ def order_from_schedule(schedule: Schedule, comms: bool = False) -> Order:
 
 
 def read_schedule_csv(path: str) -> Schedule:
-    """``--from FILE.csv``: the file's schedule, named after the file."""
+    """``--from FILE.csv``: the file's schedule, named after the file: PyTorch's schedule CSV, or
+    the explorer's own (``schedule --format csv``), told apart by the explorer's header."""
     from pathlib import Path
 
     from explorer import inputs
+    from explorer.pipeline.schedules.io import from_csv, is_explorer_csv
 
     text = inputs.read_text(path, "schedule CSV")
     try:  # every refusal names the file: the order's own ones too, not only the parser's
+        if is_explorer_csv(text):  # explorer schedule --format csv, read back as written
+            return from_csv(text)
         return schedule_from_order(read_torch_csv(text), name=Path(path).name)
     except InputError as exc:
         raise InputError(f"{excerpt(path)}: {exc}") from None
