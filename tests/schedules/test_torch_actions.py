@@ -131,3 +131,14 @@ def test_agrees_with_pytorchs_own_action() -> None:
         assert str(theirs) == text
         ours = to_action(theirs)
         assert format_action(ours) == text == format_action(parse_action(text))
+
+
+@pytest.mark.parametrize("counts", [{"num_stages": 1}, {"num_microbatches": 1}])
+def test_counts_given_below_the_orders_own_numbers_are_refused(counts) -> None:
+    """A stage or micro-batch beyond the counts given fell off the tables (an IndexError)."""
+    from explorer.pipeline.schedules.adapters import from_torch_pipelining
+
+    order = {0: ["0F0", "0F1", "0B0", "0B1"], 1: ["1F0", "1F1", "1B0", "1B1"]}
+    with pytest.raises(InputError, match="beyond the num_stages=.* given"):
+        from_torch_pipelining(order, **counts)
+    assert from_torch_pipelining(order, num_stages=2, num_microbatches=2).num_stages == 2
