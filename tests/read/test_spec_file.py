@@ -104,3 +104,12 @@ def test_a_spec_that_is_not_json_names_the_option_only_when_one_was_given(
     assert len(out.stderr.splitlines()) == 1, out.stderr
     assert said in out.stderr, out.stderr
     assert ("--collect" in out.stderr) == ("--collect" in argv), out.stderr
+
+
+def test_a_stage_to_rank_that_gives_a_rank_no_stage_is_named(explorer_cli, tmp_path) -> None:
+    """[1, 1]: every entry a rank below the stages, yet rank 0 runs nothing, which no pipeline
+    does; it was read as a job whose every rank was unreadable."""
+    _folder(tmp_path, "[1, 1]")
+    out = explorer_cli("read", "job", cwd=tmp_path)
+    assert out.returncode == 2 and len(out.stderr.splitlines()) == 1, out.stderr
+    assert "gives rank 0 no stage" in out.stderr and "job/spec.json" in out.stderr

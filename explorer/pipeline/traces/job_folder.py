@@ -143,6 +143,13 @@ def stage_ranks(schedule: dict, path: Path) -> tuple[int, ...]:
     """
     to_rank = schedule.get("stage_to_rank")
     if isinstance(to_rank, list) and to_rank and all(_is_rank(r, len(to_rank)) for r in to_rank):
+        idle = sorted(set(range(max(to_rank) + 1)) - set(to_rank))
+        if idle:  # every rank of a pipeline runs a stage: a rank without one was never started
+            raise InputError(
+                f"{excerpt(str(path))}: stage_to_rank {excerpt(json.dumps(to_rank))} gives rank "
+                f"{idle[0]} no stage; every rank runs at least one: write the stage_to_rank "
+                "`explorer run` wrote"
+            )
         return tuple(to_rank)
     stages = len(to_rank) if isinstance(to_rank, list) else 0
     raise InputError(
