@@ -283,11 +283,10 @@ def from_torch_pipelining(
         raise InputError(NO_COMPUTE)
     p = num_stages or max(stage_to_rank) + 1
     m = num_microbatches or max(r[2] for r in rows) + 1
-    if p <= max(stage_to_rank) or m <= max(r[2] for r in rows):
-        raise InputError(  # the tables are sized by the counts given: a larger number falls off
-            f"the order names stage {max(stage_to_rank)} and micro-batch {max(r[2] for r in rows)}, "
-            f"beyond the num_stages={p} and num_microbatches={m} given: give counts that hold them "
-            "(or leave them out to count from the order)"
+    if p <= max(stage_to_rank):  # the tables are sized by p: a larger stage falls off them
+        raise InputError(
+            f"the order names stage {max(stage_to_rank)}, beyond the num_stages={p} given: give a "
+            "count that holds it (or leave it out to count from the order)"
         )
     schedule_size(None, p, m)
     missing = [s for s in range(p) if s not in stage_to_rank]
