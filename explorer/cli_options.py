@@ -125,36 +125,32 @@ def seconds(option: str, why: str) -> Callable[[str], float]:
     return number(option, 0.0, MAX_SECONDS, lo_open=True, why=why)
 
 
-def input_file(option: str, limit: Optional[int] = None) -> Callable[[str], str]:
-    """An argparse type: a regular, readable file of at most ``limit`` bytes (checked, not read)."""
+def _path_type(check: Callable[[str], object], name: str) -> Callable[[str], str]:
+    """An argparse type that runs ``check`` on the text and turns its InputError into argparse's
+    error (one line, exit 2); ``name`` is what argparse calls the value."""
 
     def parse(text: str) -> str:
         try:
-            if limit is None:
-                check_input_file(text, "")
-            else:
-                check_input_file(text, "", limit)
+            check(text)
         except InputError as exc:
             raise argparse.ArgumentTypeError(str(exc)) from None
         return text
 
-    parse.__name__ = "file"
+    parse.__name__ = name
     return parse
+
+
+def input_file(option: str, limit: Optional[int] = None) -> Callable[[str], str]:
+    """An argparse type: a regular, readable file of at most ``limit`` bytes (checked, not read)."""
+    if limit is None:
+        return _path_type(lambda text: check_input_file(text, ""), "file")
+    return _path_type(lambda text: check_input_file(text, "", limit), "file")
 
 
 def given_path(give: str) -> Callable[[str], str]:
     """An argparse type: any path but the empty one (``Path('')`` is the current folder, which
     would be read as if the user had named it); ``give`` says what to give instead."""
-
-    def parse(text: str) -> str:
-        try:
-            check_path_given(text, "", give)
-        except InputError as exc:
-            raise argparse.ArgumentTypeError(str(exc)) from None
-        return text
-
-    parse.__name__ = "path"
-    return parse
+    return _path_type(lambda text: check_path_given(text, "", give), "path")
 
 
 #: The ``args`` names of every output-file option (``--html`` is ``html``): what
@@ -165,16 +161,7 @@ OUTPUT_FILE_DESTS: set[str] = set()
 def output_file(option: str) -> Callable[[str], str]:
     """An argparse type: a file that can be written (its folder exists; not a folder, not a device)."""
     OUTPUT_FILE_DESTS.add(option.lstrip("-").replace("-", "_"))
-
-    def parse(text: str) -> str:
-        try:
-            check_output_file(text, "")
-        except InputError as exc:
-            raise argparse.ArgumentTypeError(str(exc)) from None
-        return text
-
-    parse.__name__ = "file"
-    return parse
+    return _path_type(lambda text: check_output_file(text, ""), "file")
 
 
 def refuse_outputs_that_are_inputs(args: argparse.Namespace) -> None:
@@ -209,16 +196,7 @@ def _same_file(a: str, b: str) -> bool:
 
 def output_dir(option: str) -> Callable[[str], str]:
     """An argparse type: a folder that exists or can be created."""
-
-    def parse(text: str) -> str:
-        try:
-            check_output_dir(text, "")
-        except InputError as exc:
-            raise argparse.ArgumentTypeError(str(exc)) from None
-        return text
-
-    parse.__name__ = "folder"
-    return parse
+    return _path_type(lambda text: check_output_dir(text, ""), "folder")
 
 
 def user_ref(

@@ -22,6 +22,7 @@ from typing import Any
 
 import numpy as np
 
+from explorer.cli_options import MAX_MICROBATCHES, MAX_STAGES
 from explorer.errors import InputError, excerpt
 from explorer.pipeline.schedules.instructions import parse_instruction
 from explorer.pipeline.schedules.schedule import Schedule, from_streams
@@ -164,6 +165,8 @@ def from_json(data: dict) -> Schedule:
 
 #: Most instructions a schedule read from a file may hold (the CLI's size limit, with room to spare).
 MAX_ROWS = 2**25
+#: (rank, step) cells a read-back CSV may span: its streams are one list per cell.
+MAX_CSV_GRID = MAX_ROWS // 2
 _MAX_ID = 2**31 - 1
 _MAX_TOKEN = 40
 
@@ -289,7 +292,7 @@ def from_csv(text: str) -> Schedule:
     placed = [_placed(row, line) for line, row in enumerate(rows, start=2)]
     ranks = max(p[0] for p in placed) + 1
     steps = max(p[1] for p in placed) + 1
-    if ranks * steps > 4 * MAX_ROWS // 8:
+    if ranks * steps > MAX_CSV_GRID:
         raise InputError(
             f"the CSV's {ranks:,} ranks x {steps:,} steps are more than the analyses hold; "
             "number the steps from 0 without long gaps"
@@ -302,8 +305,6 @@ def from_csv(text: str) -> Schedule:
 
 def _placed(row: dict, line: int) -> tuple[int, int, int, Any]:
     """``(rank, step, slot, instruction)`` of one CSV row, each checked (see :func:`from_csv`)."""
-    from explorer.cli_options import MAX_MICROBATCHES, MAX_STAGES
-
     where = f"line {line}"
     rank, step, slot = (_row_int(row.get(k), k, where) for k in ("rank", "step", "slot"))
     if rank >= MAX_STAGES:
