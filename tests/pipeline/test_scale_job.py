@@ -141,10 +141,12 @@ def test_planted_clock_offsets_are_recovered_within_their_bounds(recorded, tmp_p
     found = clocks(read_job(tmp_path / "job"))
     assert_offsets_recovered(own, found, truth)
     assert len(found.unbounded()) == 0
-    # a copy's bounds are as narrow as the recording's (the warp stretches them by a few %):
-    # how narrow those are is the recorded run's, which a busy machine widens
+    # a copy's bounds are as narrow as the recording's (the warp stretches them by a few %);
+    # not the slow link's receiver: its delayed receives (iterations 1 on) no longer bound it, so
+    # its width is the tightest message of iteration 0's, which a busy machine can make wide
     local = np.arange(16 * truth.pipeline_ranks) % truth.pipeline_ranks
-    others = local != 0
+    delayed = [s.rank for s in truth.stragglers if s.delay_s > 0]
+    others = (local != 0) & ~np.isin(np.arange(len(local)), delayed)
     assert (found.width[others] <= 1.25 * own.width[local][others] + 1e-6).all()
     out = explorer_cli("read", str(tmp_path / "job"), "--json")
     doc = json.loads(out.stdout)["clocks"]
