@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from explorer.pipeline.analysis import kernels
 from explorer.pipeline.analysis.findings import Hazard
 from explorer.pipeline.analysis.peaks import peak_per_group
 from explorer.pipeline.analysis.refs import ref
@@ -186,6 +187,11 @@ def _resolve(
     return out, out2
 
 
+#: Keys up to this many buffers are checked by the compiled pass (a table of the last write per
+#: key); a schedule with more (never a built-in one) is sorted instead.
+_COMPILED_KEYS = 1 << 24
+
+
 def _clean(
     key: np.ndarray,
     is_write: np.ndarray,
@@ -196,10 +202,34 @@ def _clean(
 ) -> bool:
     """True when no read finds another micro-batch than its own (see :func:`buffer_hazards`).
 
-    The same resolution as :func:`_resolve`, but judged in key order: a schedule without
-    hazards (the usual case) needs no per-event answer, so nothing is mapped back to stream
-    order. When this says False, the caller resolves again to name each hazard.
+    A schedule without hazards (the usual case) needs no per-event answer: when this says
+    False, the caller resolves again to name each hazard. In stream order with a table of each
+    buffer's last write where the compiled kernels are built (one pass), else by a sort.
     """
+    n = len(key)
+    if n == 0:
+        return True
+    flags = is_write.view(np.uint8) | (is_probe.view(np.uint8) << 1)  # one gather for four
+    flags |= (is_grad.view(np.uint8) << 2) | (is_state.view(np.uint8) << 3)
+    module = kernels.compiled()
+    keys = int(key.max()) + 1
+    if module is not None and keys <= _COMPILED_KEYS and int(key.min()) >= 0:
+        return bool(
+            module.clean(
+                np.ascontiguousarray(key, dtype=np.int64),
+                flags,
+                np.ascontiguousarray(mb, dtype=np.int64),
+                keys,
+                _NONE,
+            )
+        )
+    return _clean_numpy(key, flags, mb)
+
+
+def _clean_numpy(key: np.ndarray, flags: np.ndarray, mb: np.ndarray) -> bool:
+    """:func:`_clean` in numpy: the same resolution as :func:`_resolve`, but judged in key
+    order, so nothing is mapped back to stream order (``flags``: 1 write, 2 probe, 4 input-grad
+    read, 8 input-grad state). The compiled pass's oracle and its fallback."""
     n = len(key)
     if n == 0:
         return True
@@ -209,8 +239,6 @@ def _clean(
     index = np.arange(n, dtype=index_type)
     k_sorted = key[order]
     mb_sorted = mb[order]
-    flags = is_write.view(np.uint8) | (is_probe.view(np.uint8) << 1)  # one gather for four
-    flags |= (is_grad.view(np.uint8) << 2) | (is_state.view(np.uint8) << 3)
     flags = flags[order]
     write, probe, grad = (flags & 1) != 0, (flags & 2) != 0, (flags & 4) != 0
     filled = np.maximum.accumulate(np.where(write, index, -1))

@@ -34,6 +34,7 @@ from explorer.pipeline.analysis.p2p_models import (
 )
 from explorer.pipeline.analysis.peaks import peak_per_group
 from explorer.pipeline.analysis.reference import run
+from explorer.pipeline.analysis.step_walk import step_walk
 from explorer.pipeline.schedules.instructions import Kind
 from explorer.pipeline.schedules.schedule import Schedule
 
@@ -284,33 +285,24 @@ def per_step_columns(
     inner = inner[np.argsort(wait_step[inner], kind="stable")]
     inner_cell, inner_src, inner_delay = wait_cell[inner], wait_src[inner], wait_delay[inner]
     bounds = np.searchsorted(wait_step[inner], np.arange(num_steps + 1))
-    has_inner = (bounds[1:] > bounds[:-1]).tolist()
+    has_inner = bounds[1:] > bounds[:-1]
 
     start = np.empty(cells + 2)  # the grid's starts, then the two constant cells
     start[never], start[zero] = -np.inf, 0.0
-    grid = start[:cells].reshape(shape)
-    for t in range(num_steps):
-        step_start = grid[t]
-        step_before = before_grid[t]
-        np.add(start[reads_grid[t]], delay_grid[t], out=step_start)  # each cell's bound
-        if has_inner[t]:
-            _inner_rounds(
-                step_start,
-                step_before,
-                inner_cell[bounds[t] : bounds[t + 1]] - t * cells_per_step,
-                inner_src[bounds[t] : bounds[t + 1]] - t * cells_per_step,
-                inner_delay[bounds[t] : bounds[t + 1]],
-            )
-            continue
-        step_start -= step_before
-        # The running maximum along the slots, one row of ranks at a time: a few calls of
-        # np.maximum on 64 cells cost a third of one np.maximum.accumulate on the block.
-        prev = step_start[0]
-        for k in range(1, num_slots):
-            row = step_start[k]
-            np.maximum(row, prev, out=row)
-            prev = row
-        step_start += step_before
+    step_walk()(
+        start,
+        reads,
+        delay,
+        before_grid.reshape(-1),
+        has_inner,
+        bounds,
+        inner_cell,
+        inner_src,
+        inner_delay,
+        num_steps,
+        num_slots,
+        num_ranks,
+    )
     row_start = start[cell_of_row]
     row_end = row_start + row_cost
     return row_start, row_end
@@ -353,29 +345,6 @@ _HOLD_DELTA[[Kind.BACKWARD, len(Kind) + Kind.BACKWARD_WEIGHT]] = -1
 _EXCHANGE = np.zeros(len(Kind), dtype=np.int8)
 _EXCHANGE[[Kind.SEND_ACTIVATION, Kind.SEND_GRAD]] = _SEND
 _EXCHANGE[[Kind.RECV_ACTIVATION, Kind.RECV_GRAD]] = _RECV
-
-
-def _inner_rounds(
-    step_start: np.ndarray,
-    step_before: np.ndarray,
-    cells: np.ndarray,
-    src: np.ndarray,
-    delay: np.ndarray,
-) -> None:
-    """Starts of one step whose waits point inside it, in place: ``step_start`` holds each
-    cell's bound from earlier steps; raise the bounds in rounds until nothing moves."""
-    bound = step_start.copy()
-    flat_bound = bound.reshape(-1)
-    flat = step_start.reshape(-1)
-    for _ in range(step_start.size + 3):
-        np.subtract(bound, step_before, out=step_start)
-        np.maximum.accumulate(step_start, axis=0, out=step_start)
-        step_start += step_before
-        candidate = flat[src] + delay
-        current = flat_bound[cells]
-        if (candidate <= current).all():
-            return
-        flat_bound[cells] = np.maximum(current, candidate)
 
 
 def bubble(schedule: Schedule, start: np.ndarray, end: np.ndarray) -> Bubble:

@@ -1,0 +1,40 @@
+"""The checker's compiled loops (``_kernels.c``), where they are built and of this version.
+
+Two loops of the checker are sequential at heart: the timeline's walk over steps (every step
+starts from the ends of the steps before it) and the buffer check (every read finds the last
+earlier write of its buffer). numpy does the first as a handful of calls per step and the second
+by a stable sort of every event; at 64 x 1,024 the two were about a third of ``check``. The C
+versions do the same operations in the same order without the calls or the sort.
+
+Each has its numpy version beside its caller (:func:`.step_walk.walk_steps_numpy`,
+:func:`.buffers._clean_numpy`): the oracle the tests compare with bit for bit, and the fallback
+where no C compiler built the module (the install goes on without it; the answers are the same).
+"""
+
+from __future__ import annotations
+
+from types import ModuleType
+from typing import Optional
+
+#: The version of the arguments and meanings this side expects of ``_kernels.c``: a module built
+#: from an older source (an editable install keeps its last build) is not used.
+VERSION = 1
+
+
+def _load() -> Optional[ModuleType]:
+    try:
+        import explorer.pipeline.analysis._kernels as _kernels  # type: ignore[import-not-found]
+    except ImportError:
+        return None
+    return _kernels if getattr(_kernels, "VERSION", None) == VERSION else None
+
+
+_MODULE = _load()
+
+
+def compiled() -> Optional[ModuleType]:
+    """The compiled module, or None where it is not built (``make test`` requires it)."""
+    return _MODULE
+
+
+__all__ = ["VERSION", "compiled"]
