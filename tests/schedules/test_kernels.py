@@ -17,7 +17,7 @@ import explorer.pipeline.analysis.timeline as timeline
 from explorer.pipeline.analysis import Costs, buffer_hazards, build, find_deadlock, kernels, match
 from explorer.pipeline.analysis import buffers as buffers_module
 from explorer.pipeline.analysis.buffers import with_buffers
-from explorer.pipeline.analysis.step_walk import compiled_walk, walk_steps_numpy
+from explorer.pipeline.analysis.step_walk import StepGrid, Waits, compiled_walk, walk_numpy
 from tests.schedules.strategies import schedule_args
 
 PROPERTY = settings(max_examples=80, deadline=None)
@@ -34,9 +34,9 @@ def _timelines(schedule, costs, model):
     matching = match(schedule)
     seen: dict[str, int] = {}
 
-    def numpy_walk(*args):
-        seen["inner"] = int(np.asarray(args[4]).sum())
-        walk_steps_numpy(*args)
+    def numpy_walk(grid, earlier, inner, bounds):
+        seen["inner"] = int((bounds[1:] > bounds[:-1]).sum())
+        return walk_numpy(grid, earlier, inner, bounds)
 
     compiled = timeline.simulate(schedule, matching, costs, model)
     original = timeline.step_walk
@@ -107,42 +107,49 @@ def test_the_buffer_check_sees_the_seeds_hazard_in_both_versions():
         kernels._MODULE = module
 
 
-def _walk_args(num_steps=2, num_slots=2, num_ranks=2):
-    cells = num_steps * num_slots * num_ranks
-    start = np.zeros(cells + 2)
-    reads = np.full(cells, cells, dtype=np.int64)
+def _walk_args(steps=2, slots=2, ranks=2):
+    """A grid of 2 steps x 2 slots x 2 ranks with one wait: cell 6 (step 1) on cell 1 (step 0)."""
+    cells = steps * slots * ranks
+    one = np.array([6], dtype=np.int64)
+    empty = np.zeros(0, dtype=np.int64)
     return [
-        start,
-        reads,
-        np.zeros(cells),
-        np.zeros(cells),
-        np.zeros(num_steps, dtype=np.uint8),
-        np.zeros(num_steps + 1, dtype=np.int64),
-        np.zeros(0, dtype=np.int64),
-        np.zeros(0, dtype=np.int64),
+        np.empty(cells + 2),
+        np.ones(cells),
+        one,
+        np.array([1], dtype=np.int64),
+        np.array([0.5]),
+        empty,
+        empty,
         np.zeros(0),
-        num_steps,
-        num_slots,
-        num_ranks,
+        np.zeros(steps + 1, dtype=np.int64),
+        steps,
+        slots,
+        ranks,
     ]
 
 
 @pytest.mark.parametrize(
     ("edit", "said"),
     [
-        (lambda a: a[1].__setitem__(0, 10**9), "outside the grid"),
-        (lambda a: a[1].__setitem__(5, 4), "of its own step"),  # step 1 reading itself
-        (lambda a: a[1].__setitem__(3, -1), "outside the grid"),
-        (lambda a: a.__setitem__(2, np.zeros(3)), "do not fit"),
-        (lambda a: a.__setitem__(1, a[1].astype(np.float64)), "format"),
-        (lambda a: a.__setitem__(5, np.array([0, 2, 1], dtype=np.int64)), "bounds"),
+        (lambda a: a[3].__setitem__(0, 10**9), "not in an earlier step"),
+        (lambda a: a[3].__setitem__(0, 5), "not in an earlier step"),  # step 1 reading itself
+        (lambda a: a[3].__setitem__(0, -1), "not in an earlier step"),
+        (lambda a: a[2].__setitem__(0, 8), "outside the grid"),
+        (lambda a: a.__setitem__(1, np.zeros(3)), "do not fit"),
+        (lambda a: a.__setitem__(2, a[2].astype(np.float64)), "format"),
+        (lambda a: a.__setitem__(8, np.array([0, 2, 1], dtype=np.int64)), "bounds"),
+        (lambda a: a.__setitem__(10, 0), "shape"),
+        (lambda a: a.__setitem__(9, 2**62), "shape"),
     ],
 )
 def test_the_compiled_walk_refuses_arguments_that_would_read_astray(edit, said):
     module = kernels.compiled()
     assert module is not None
     args = _walk_args()
-    module.walk(*args)  # the unedited arguments are walked
+    module.walk(*args)  # the unedited arguments are walked, and as numpy walks them
+    grid = StepGrid(2, 2, 2, args[1])
+    expected = walk_numpy(grid, Waits(*args[2:5]), Waits(*args[5:8]), args[8])
+    assert args[0].tobytes() == expected.tobytes()
     edit(args)
     with pytest.raises(ValueError, match=said):
         module.walk(*args)

@@ -19,10 +19,11 @@
 #include <Python.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <math.h>
 #include <string.h>
 
 /* Raised when the Python side and this file disagree on an argument or a meaning. */
-#define KERNELS_VERSION 1
+#define KERNELS_VERSION 2
 
 /* np.maximum on two floats: the first NaN wins, as numpy's scalar loop. */
 static inline double maximum(double a, double b) {
@@ -86,28 +87,52 @@ static int inner_rounds(double *step, const double *before, Py_ssize_t slots, Py
     return 0;
 }
 
-static void walk_steps(double *start, const int64_t *reads, const double *delay,
-                       const double *before, const uint8_t *has_inner, const int64_t *bounds,
-                       const int64_t *inner_cell, const int64_t *inner_src,
-                       const double *inner_delay, Py_ssize_t steps, Py_ssize_t slots,
-                       Py_ssize_t ranks, double *bound, double *candidate, int64_t *cells,
-                       int64_t *src) {
-    Py_ssize_t per_step = slots * ranks;
+/* The bound of each cell of step t, into start: slot 0 (the clock) from the previous step's
+ * last slot, a waiting cell from its source, every other cell none. The same sums as numpy's
+ * `start[reads] + delay`, where the clock's delay is the previous last slot's cost. */
+static inline double cell_bound(const double *start, const double *cost, const int32_t *wait_of,
+                                const int64_t *wsrc, const double *wdelay, Py_ssize_t c,
+                                Py_ssize_t t, Py_ssize_t k, Py_ssize_t ranks, double never) {
+    const int32_t p = wait_of[c];
+    if (p >= 0) return start[wsrc[p]] + wdelay[p];
+    if (k > 0) return never + 0.0;
+    if (t == 0) return 0.0 + 0.0;
+    return start[c - ranks] + cost[c - ranks];
+}
+
+/* The walk (step_walk.walk_numpy, the same operations in the same order). `before`, `bound`,
+ * `candidate`, `cells` and `src` are scratch; `wait_of[c]` is the earlier wait of cell c or -1. */
+static void walk_steps(double *start, const double *cost, const int32_t *wait_of,
+                       const int64_t *wsrc, const double *wdelay, const int64_t *icell,
+                       const int64_t *isrc, const double *idelay, const int64_t *bounds,
+                       Py_ssize_t steps, Py_ssize_t slots, Py_ssize_t ranks, double *before,
+                       double *bound, double *candidate, int64_t *cells, int64_t *src) {
+    const Py_ssize_t per_step = slots * ranks;
+    const double never = -HUGE_VAL;
     for (Py_ssize_t t = 0; t < steps; t++) {
-        Py_ssize_t base = t * per_step;
+        const Py_ssize_t base = t * per_step;
         double *step = start + base;
-        const double *step_before = before + base;
-        if (has_inner[t]) {
+        const double *step_cost = cost + base;
+        /* the running sum along the slots, less the slot (numpy: cumsum, then minus the cost) */
+        for (Py_ssize_t r = 0; r < ranks; r++) {
+            double sum = step_cost[r];
+            before[r] = sum - step_cost[r];
+            for (Py_ssize_t k = 1; k < slots; k++) {
+                sum = step_cost[k * ranks + r] + sum;
+                before[k * ranks + r] = sum - step_cost[k * ranks + r];
+            }
+        }
+        if (bounds[t + 1] > bounds[t]) {
             for (Py_ssize_t c = 0; c < per_step; c++)
-                step[c] = start[reads[base + c]] + delay[base + c];
-            Py_ssize_t lo = (Py_ssize_t)bounds[t], n = (Py_ssize_t)(bounds[t + 1] - bounds[t]);
+                step[c] = cell_bound(start, cost, wait_of, wsrc, wdelay, base + c, t,
+                                     c / ranks, ranks, never);
+            const Py_ssize_t lo = (Py_ssize_t)bounds[t], n = (Py_ssize_t)(bounds[t + 1] - lo);
             /* the inner waits' cells are the step's own: relative to its first cell */
             for (Py_ssize_t i = 0; i < n; i++) {
-                cells[i] = inner_cell[lo + i] - base;
-                src[i] = inner_src[lo + i] - base;
+                cells[i] = icell[lo + i] - base;
+                src[i] = isrc[lo + i] - base;
             }
-            inner_rounds(step, step_before, slots, ranks, cells, src, inner_delay + lo, n, bound,
-                         candidate);
+            inner_rounds(step, before, slots, ranks, cells, src, idelay + lo, n, bound, candidate);
             continue;
         }
         /* numpy's three passes (bound less the slots before, running maximum along the slots,
@@ -117,92 +142,113 @@ static void walk_steps(double *start, const int64_t *reads, const double *delay,
             const Py_ssize_t row = k * ranks;
             for (Py_ssize_t r = 0; r < ranks; r++) {
                 const Py_ssize_t c = row + r;
-                double v = (start[reads[base + c]] + delay[base + c]) - step_before[c];
+                double v = cell_bound(start, cost, wait_of, wsrc, wdelay, base + c, t, k, ranks,
+                                      never) -
+                           before[c];
                 if (k > 0) v = maximum(v, bound[r]);
                 bound[r] = v;
-                step[c] = v + step_before[c];
+                step[c] = v + before[c];
             }
         }
     }
 }
 
-/* Every index the walk follows must land inside its buffer; checked once, before the walk. */
-static const char *check_indices(const int64_t *reads, Py_ssize_t cells, Py_ssize_t start_len,
-                                 const int64_t *bounds, Py_ssize_t steps, Py_ssize_t inner_len,
-                                 const int64_t *inner_cell, const int64_t *inner_src,
-                                 Py_ssize_t per_step, Py_ssize_t *widest) {
-    /* a cell reads an earlier step's cell or one of the two constant cells after the grid */
-    for (Py_ssize_t c = 0; c < cells; c++)
-        if (reads[c] < 0 || reads[c] >= start_len ||
-            (reads[c] < cells && reads[c] >= c - c % per_step))
-            return "a cell reads a cell of its own step or outside the grid";
+/* Every index the walk follows must land where numpy's walk would read it: a wait's source in
+ * an earlier step, an inner wait's cell and source inside their step. Checked before the walk. */
+static const char *check_waits(const int64_t *wcell, const int64_t *wsrc, Py_ssize_t nw,
+                               const int64_t *icell, const int64_t *isrc, Py_ssize_t ni,
+                               const int64_t *bounds, Py_ssize_t steps, Py_ssize_t per_step,
+                               Py_ssize_t *widest) {
+    const Py_ssize_t cells = steps * per_step;
+    for (Py_ssize_t p = 0; p < nw; p++)
+        if (wcell[p] < 0 || wcell[p] >= cells || wsrc[p] < 0 ||
+            wsrc[p] >= wcell[p] - wcell[p] % per_step)
+            return "a wait's cell is outside the grid or its source is not in an earlier step";
     *widest = 0;
+    if (bounds[0] != 0 || bounds[steps] != ni)
+        return "the inner waits' bounds do not span their list";
     for (Py_ssize_t t = 0; t < steps; t++) {
-        if (bounds[t] < 0 || bounds[t + 1] < bounds[t] || bounds[t + 1] > inner_len)
-            return "the inner waits' bounds are not increasing inside their list";
-        Py_ssize_t lo = t * per_step, hi = lo + per_step;
+        if (bounds[t + 1] < bounds[t]) return "the inner waits' bounds are not increasing";
+        const Py_ssize_t lo = t * per_step, hi = lo + per_step;
         for (int64_t i = bounds[t]; i < bounds[t + 1]; i++)
-            if (inner_cell[i] < lo || inner_cell[i] >= hi || inner_src[i] < lo || inner_src[i] >= hi)
+            if (icell[i] < lo || icell[i] >= hi || isrc[i] < lo || isrc[i] >= hi)
                 return "an inner wait points outside its step";
         if (bounds[t + 1] - bounds[t] > *widest) *widest = (Py_ssize_t)(bounds[t + 1] - bounds[t]);
     }
     return NULL;
 }
 
+#define WALK_ARGS 9
+
 static PyObject *walk(PyObject *self, PyObject *args) {
     (void)self;
-    PyObject *objs[9];
+    PyObject *objs[WALK_ARGS];
     Py_ssize_t steps, slots, ranks;
     if (!PyArg_ParseTuple(args, "OOOOOOOOOnnn", &objs[0], &objs[1], &objs[2], &objs[3], &objs[4],
                           &objs[5], &objs[6], &objs[7], &objs[8], &steps, &slots, &ranks))
         return NULL;
-    static const char *names[9] = {"start",  "reads",      "delay",     "before",     "has_inner",
-                                   "bounds", "inner_cell", "inner_src", "inner_delay"};
-    static const char kinds[9] = {'d', 'q', 'd', 'd', 'B', 'q', 'q', 'q', 'd'};
-    Buffer b[9];
+    static const char *names[WALK_ARGS] = {"start", "cost",      "wait_cell",  "wait_src",
+                                           "wait_delay", "inner_cell", "inner_src", "inner_delay",
+                                           "bounds"};
+    static const char kinds[WALK_ARGS] = {'d', 'd', 'q', 'q', 'd', 'q', 'q', 'd', 'q'};
+    Buffer b[WALK_ARGS];
     memset(b, 0, sizeof b);
     PyObject *result = NULL;
-    double *bound = NULL, *candidate = NULL;
+    double *before = NULL, *bound = NULL, *candidate = NULL;
     int64_t *cells_scratch = NULL, *src_scratch = NULL;
-    for (int i = 0; i < 9; i++)
+    int32_t *wait_of = NULL;
+    for (int i = 0; i < WALK_ARGS; i++)
         if (take(objs[i], &b[i], kinds[i], i == 0, names[i]) != 0) goto done;
-    Py_ssize_t per_step = slots * ranks, cells = steps * per_step;
-    if (steps < 0 || slots < 1 || ranks < 0 || count(&b[0]) != cells + 2 ||
-        count(&b[1]) != cells || count(&b[2]) != cells || count(&b[3]) != cells ||
-        count(&b[4]) != steps || count(&b[5]) != steps + 1 || count(&b[7]) != count(&b[6]) ||
-        count(&b[8]) != count(&b[6])) {
+    if (steps < 0 || slots < 1 || ranks < 1 || steps > PY_SSIZE_T_MAX / slots / ranks - 2) {
+        PyErr_SetString(PyExc_ValueError, "walk: the grid's shape is not positive or too large");
+        goto done;
+    }
+    const Py_ssize_t per_step = slots * ranks, cells = steps * per_step;
+    const Py_ssize_t nw = count(&b[2]), ni = count(&b[5]);
+    if (count(&b[0]) != cells + 2 || count(&b[1]) != cells || count(&b[3]) != nw ||
+        count(&b[4]) != nw || count(&b[6]) != ni || count(&b[7]) != ni ||
+        count(&b[8]) != steps + 1 || nw > INT32_MAX) {
         PyErr_SetString(PyExc_ValueError, "walk: the buffers do not fit the grid's shape");
         goto done;
     }
     Py_ssize_t widest = 0;
-    const char *wrong = check_indices(b[1].view.buf, cells, cells + 2, b[5].view.buf, steps,
-                                      count(&b[6]), b[6].view.buf, b[7].view.buf, per_step,
-                                      &widest);
+    const char *wrong = check_waits(b[2].view.buf, b[3].view.buf, nw, b[5].view.buf,
+                                    b[6].view.buf, ni, b[8].view.buf, steps, per_step, &widest);
     if (wrong) {
         PyErr_Format(PyExc_ValueError, "walk: %s", wrong);
         goto done;
     }
-    bound = malloc((size_t)(per_step + 1) * sizeof(double));
+    before = malloc((size_t)per_step * sizeof(double));
+    bound = malloc((size_t)per_step * sizeof(double));
     candidate = malloc((size_t)(widest + 1) * sizeof(double));
     cells_scratch = malloc((size_t)(widest + 1) * sizeof(int64_t));
     src_scratch = malloc((size_t)(widest + 1) * sizeof(int64_t));
-    if (!bound || !candidate || !cells_scratch || !src_scratch) {
+    wait_of = malloc((size_t)(cells + 1) * sizeof(int32_t));
+    if (!before || !bound || !candidate || !cells_scratch || !src_scratch || !wait_of) {
         PyErr_NoMemory();
         goto done;
     }
+    double *start = b[0].view.buf;
+    const int64_t *wcell = b[2].view.buf;
     Py_BEGIN_ALLOW_THREADS
-    walk_steps(b[0].view.buf, b[1].view.buf, b[2].view.buf, b[3].view.buf, b[4].view.buf,
-               b[5].view.buf, b[6].view.buf, b[7].view.buf, b[8].view.buf, steps, slots, ranks,
-               bound, candidate, cells_scratch, src_scratch);
+    memset(wait_of, 0xff, (size_t)cells * sizeof(int32_t)); /* -1: no wait */
+    for (Py_ssize_t p = 0; p < nw; p++) wait_of[wcell[p]] = (int32_t)p; /* the last one wins */
+    start[cells] = -HUGE_VAL;
+    start[cells + 1] = 0.0;
+    walk_steps(start, b[1].view.buf, wait_of, b[3].view.buf, b[4].view.buf, b[5].view.buf,
+               b[6].view.buf, b[7].view.buf, b[8].view.buf, steps, slots, ranks, before, bound,
+               candidate, cells_scratch, src_scratch);
     Py_END_ALLOW_THREADS
     result = Py_None;
     Py_INCREF(result);
 done:
+    free(before);
     free(bound);
     free(candidate);
     free(cells_scratch);
     free(src_scratch);
-    for (int i = 0; i < 9; i++) release(&b[i]);
+    free(wait_of);
+    for (int i = 0; i < WALK_ARGS; i++) release(&b[i]);
     return result;
 }
 
@@ -278,8 +324,8 @@ static PyMethodDef methods[] = {
     {"clean", clean, METH_VARARGS,
      "clean(key, flags, mb, keys, none): True when every read finds its own micro-batch."},
     {"walk", walk, METH_VARARGS,
-     "walk(start, reads, delay, before, has_inner, bounds, inner_cell, inner_src, inner_delay, "
-     "steps, slots, ranks): the timeline's step walk, in place on start."},
+     "walk(start, cost, wait_cell, wait_src, wait_delay, inner_cell, inner_src, inner_delay, "
+     "bounds, steps, slots, ranks): the timeline's step walk, into start."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -1,75 +1,108 @@
 """The timeline's step walk: compiled where it is built, numpy's otherwise, the same floats.
 
 :func:`explorer.pipeline.analysis.timeline.per_step_columns` lays a schedule out as a dense
-``(step, slot, rank)`` grid and then walks it one step at a time: every step starts from the ends
-of the steps before it, so the walk cannot be one numpy call. In numpy it is a handful of calls
-per step on rows of a few dozen cells (at 64 x 1,024, 2,174 steps: a third of the whole check,
-all of it call overhead). ``_kernels.c`` does the same operations in the same order without
-the calls; :func:`walk_steps_numpy` is its oracle (the tests compare the two bit for bit) and the
-fallback where no C compiler built it.
+``(step, slot, rank)`` grid of costs and then walks it one step at a time: every step starts
+from the ends of the steps before it, so the walk cannot be one numpy call. In numpy it is a
+handful of grid-wide passes (the running sums along the slots, the cell each cell reads, the
+delays) and then a handful of calls per step on rows of a few dozen cells: at 64 x 1,024 (2,174
+steps) a third of the whole check, most of it call overhead. ``_kernels.c`` does the same
+operations in the same order, step by step, without the calls or the grids;
+:func:`walk_numpy` is its oracle (the tests compare the two bit for bit) and the fallback where
+no C compiler built it.
+
+What a walk computes, cell by cell: inside a step a rank runs its slots back to back, so a slot
+starts at the latest of its own lower bound and the end of the slot before it. With ``before``
+the cost of the slots before each slot, that is ``max.accumulate(bound - before) + before``. The
+lower bounds: for slot 0 (the rank's clock, no row), the end of the rank's last slot in the
+previous step; for a waiting cell, its source cell's start plus its delay; else none. Waits whose
+source is in the same step are raised in rounds until nothing moves.
 """
 
 from __future__ import annotations
 
-from typing import Callable, Optional
+from typing import Callable, NamedTuple, Optional
 
 import numpy as np
 
-from explorer.pipeline.analysis import kernels
-
-Walk = Callable[..., None]
+from explorer.pipeline.analysis.kernels import compiled
 
 
-def walk_steps_numpy(
-    start: np.ndarray,
-    reads: np.ndarray,
-    delay: np.ndarray,
-    before: np.ndarray,
-    has_inner: np.ndarray,
-    bounds: np.ndarray,
-    inner_cell: np.ndarray,
-    inner_src: np.ndarray,
-    inner_delay: np.ndarray,
-    num_steps: int,
-    num_slots: int,
-    num_ranks: int,
-) -> None:
-    """The step walk of :func:`per_step_columns`, in place on ``start`` (the grid's cells, then
-    the two constant cells), one step at a time in numpy.
+class StepGrid(NamedTuple):
+    """The grid's shape and each cell's cost (``cost[(step * slots + slot) * ranks + rank]``)."""
 
-    Each cell's bound is the start of the cell it ``reads`` plus its ``delay``; a rank runs its
-    slots back to back (``before``: the cost of the slots before each); steps flagged in
-    ``has_inner`` hold waits inside the step (``bounds[t]:bounds[t + 1]`` of the ``inner_*``
-    lists), raised in rounds. The compiled walk (``_kernels.c``) does the same operations in
-    the same order; this one is its oracle and the fallback where it is not built.
-    """
-    cells_per_step = num_slots * num_ranks
-    shape = (num_steps, num_slots, num_ranks)
-    grid = start[: num_steps * cells_per_step].reshape(shape)
-    reads_grid, delay_grid, before_grid = (x.reshape(shape) for x in (reads, delay, before))
-    inner_flags = has_inner.tolist()
-    for t in range(num_steps):
-        step_start = grid[t]
+    steps: int
+    slots: int
+    ranks: int
+    cost: np.ndarray
+
+
+class Waits(NamedTuple):
+    """Cells whose start is bounded by another cell's start plus a delay."""
+
+    cell: np.ndarray
+    src: np.ndarray
+    delay: np.ndarray
+
+
+#: (grid, waits on earlier steps, waits inside their step sorted by step, each step's slice of
+#: the inner waits) -> the start of every cell, then two constant cells.
+Walk = Callable[[StepGrid, Waits, Waits, np.ndarray], np.ndarray]
+
+
+def walk_numpy(grid: StepGrid, earlier: Waits, inner: Waits, bounds: np.ndarray) -> np.ndarray:
+    """The walk in numpy: grid-wide passes for each cell's bound, then one step at a time."""
+    steps, slots, ranks = grid.steps, grid.slots, grid.ranks
+    per_step = slots * ranks
+    cells = steps * per_step
+    shape = (steps, slots, ranks)
+    cost_grid = grid.cost.reshape(shape)
+    before_grid = cost_grid.copy()  # the running sum along the slots (as cumsum), less the slot
+    for k in range(1, slots):
+        before_grid[:, k] += before_grid[:, k - 1]
+    before_grid -= cost_grid
+    # The cell each cell reads for its bound, and the delay added to that cell's start.
+    never, zero = cells, cells + 1
+    reads = np.full(cells, never, dtype=np.intp)  # the loop's gathers take intp without a cast
+    reads_grid = reads.reshape(shape)
+    reads_grid[0, 0] = zero
+    # slot 0 of step t reads the last slot of step t - 1, the row of cells just before it
+    reads_grid[1:, 0] = (
+        np.arange(1, steps, dtype=np.intp)[:, None] * per_step - ranks + np.arange(ranks)
+    )
+    reads[earlier.cell] = earlier.src
+    delay_grid = np.zeros(shape)
+    delay_grid[1:, 0] = cost_grid[:-1, -1]  # the clock: the end of the previous last slot
+    delay = delay_grid.reshape(-1)
+    delay[earlier.cell] = earlier.delay
+
+    start = np.empty(cells + 2)  # the grid's starts, then the two constant cells
+    start[never], start[zero] = -np.inf, 0.0
+    grid_start = start[:cells].reshape(shape)
+    has_inner = (bounds[1:] > bounds[:-1]).tolist()
+    for t in range(steps):
+        step_start = grid_start[t]
         step_before = before_grid[t]
         np.add(start[reads_grid[t]], delay_grid[t], out=step_start)  # each cell's bound
-        if inner_flags[t]:
+        if has_inner[t]:
+            lo, hi = bounds[t], bounds[t + 1]
             _inner_rounds(
                 step_start,
                 step_before,
-                inner_cell[bounds[t] : bounds[t + 1]] - t * cells_per_step,
-                inner_src[bounds[t] : bounds[t + 1]] - t * cells_per_step,
-                inner_delay[bounds[t] : bounds[t + 1]],
+                inner.cell[lo:hi] - t * per_step,
+                inner.src[lo:hi] - t * per_step,
+                inner.delay[lo:hi],
             )
             continue
         step_start -= step_before
         # The running maximum along the slots, one row of ranks at a time: a few calls of
         # np.maximum on 64 cells cost a third of one np.maximum.accumulate on the block.
         prev = step_start[0]
-        for k in range(1, num_slots):
+        for k in range(1, slots):
             row = step_start[k]
             np.maximum(row, prev, out=row)
             prev = row
         step_start += step_before
+    return start
 
 
 def _inner_rounds(
@@ -95,58 +128,46 @@ def _inner_rounds(
         flat_bound[cells] = np.maximum(current, candidate)
 
 
-def _compiled() -> Optional[Walk]:
-    """The compiled walk, or None where the kernels were not built."""
-    module = kernels.compiled()
-    if module is None:
-        return None
-    compiled = module.walk
-
-    def walk(
-        start: np.ndarray,
-        reads: np.ndarray,
-        delay: np.ndarray,
-        before: np.ndarray,
-        has_inner: np.ndarray,
-        bounds: np.ndarray,
-        inner_cell: np.ndarray,
-        inner_src: np.ndarray,
-        inner_delay: np.ndarray,
-        num_steps: int,
-        num_slots: int,
-        num_ranks: int,
-    ) -> None:
-        """The compiled walk on the same arguments, each as the C side reads it (contiguous;
-        float64, int64 or bytes): a copy only where the caller's array is not already so."""
-        compiled(
-            start,
-            np.ascontiguousarray(reads, dtype=np.int64),
-            np.ascontiguousarray(delay, dtype=np.float64),
-            np.ascontiguousarray(before, dtype=np.float64),
-            np.ascontiguousarray(has_inner, dtype=np.uint8),
-            np.ascontiguousarray(bounds, dtype=np.int64),
-            np.ascontiguousarray(inner_cell, dtype=np.int64),
-            np.ascontiguousarray(inner_src, dtype=np.int64),
-            np.ascontiguousarray(inner_delay, dtype=np.float64),
-            num_steps,
-            num_slots,
-            num_ranks,
-        )
-
-    return walk
+def _int64(x: np.ndarray) -> np.ndarray:
+    return np.ascontiguousarray(x, dtype=np.int64)
 
 
-_COMPILED = _compiled()
+def _float64(x: np.ndarray) -> np.ndarray:
+    return np.ascontiguousarray(x, dtype=np.float64)
+
+
+def walk_compiled(grid: StepGrid, earlier: Waits, inner: Waits, bounds: np.ndarray) -> np.ndarray:
+    """The walk in C (``_kernels.c``), each argument as the C side reads it (contiguous float64
+    or int64: a copy only where it is not already so). Only where :func:`compiled_walk` says
+    the kernels are built."""
+    module = compiled()
+    assert module is not None, "the compiled kernels are not built"
+    start = np.empty(grid.steps * grid.slots * grid.ranks + 2)
+    module.walk(
+        start,
+        _float64(grid.cost),
+        _int64(earlier.cell),
+        _int64(earlier.src),
+        _float64(earlier.delay),
+        _int64(inner.cell),
+        _int64(inner.src),
+        _float64(inner.delay),
+        _int64(bounds),
+        grid.steps,
+        grid.slots,
+        grid.ranks,
+    )
+    return start
 
 
 def compiled_walk() -> Optional[Walk]:
-    """The compiled walk, None where it is not built (the tests require it on ``make test``)."""
-    return _COMPILED
+    """The compiled walk, None where the kernels are not built (``make test`` requires them)."""
+    return walk_compiled if compiled() is not None else None
 
 
 def step_walk() -> Walk:
     """The walk :func:`per_step_columns` uses: the compiled one where built, else numpy's."""
-    return _COMPILED or walk_steps_numpy
+    return compiled_walk() or walk_numpy
 
 
-__all__ = ["compiled_walk", "step_walk", "walk_steps_numpy"]
+__all__ = ["StepGrid", "Waits", "compiled_walk", "step_walk", "walk_compiled", "walk_numpy"]

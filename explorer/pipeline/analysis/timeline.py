@@ -34,7 +34,7 @@ from explorer.pipeline.analysis.p2p_models import (
 )
 from explorer.pipeline.analysis.peaks import peak_per_group
 from explorer.pipeline.analysis.reference import run
-from explorer.pipeline.analysis.step_walk import step_walk
+from explorer.pipeline.analysis.step_walk import StepGrid, Waits, step_walk
 from explorer.pipeline.schedules.instructions import Kind
 from explorer.pipeline.schedules.schedule import Schedule
 
@@ -227,7 +227,6 @@ def per_step_columns(
     cell_of_row, num_slots = _cells(rank, step, order, num_ranks)
     cells_per_step = num_ranks * num_slots
     cells = num_steps * cells_per_step
-    shape = (num_steps, num_slots, num_ranks)  # a step's slot k of every rank is one row
 
     if exchange is None:  # per row: 0, _SEND or _RECV (a schedule's own is kept with it)
         exchange = _EXCHANGE[kind_of_row.astype(np.intp)]
@@ -244,28 +243,8 @@ def per_step_columns(
     # sends and receives: the time spent inside the call (and the latency of a rendezvous)
     if model == "blocking":
         row_cost = np.where(rendezvous, row_cost + latency, row_cost)
-    # One grid holds each cell's cost while the running sums and the waits' delays are read
-    # from it, and then the delay added to the start of the cell each cell reads: a grid less
-    # to allocate (each is 5.6 MB at 64 x 1,024, paid again in page faults on every call).
     cost = np.zeros(cells)
     cost[cell_of_row] = row_cost
-    cost_grid = cost.reshape(shape)
-    before_grid = cost_grid.copy()  # the running sum along the slots (as cumsum), less the slot
-    for k in range(1, num_slots):
-        before_grid[:, k] += before_grid[:, k - 1]
-    before_grid -= cost_grid
-
-    # The cell each cell reads for its bound, and the delay added to that cell's start.
-    never, zero = cells, cells + 1
-    reads = np.full(cells, never, dtype=np.intp)  # the loop's gathers take intp without a cast
-    reads_grid = reads.reshape(shape)
-    reads_grid[0, 0] = zero
-    # slot 0 of step t reads the last slot of step t - 1, the row of cells just before it
-    reads_grid[1:, 0] = (
-        np.arange(1, num_steps, dtype=np.intp)[:, None] * cells_per_step
-        - num_ranks
-        + np.arange(num_ranks)
-    )
     # A receive's data arrives at its send's end plus the latency (none for a local hand-off).
     # A rendezvous end waits for its partner to arrive: the end of the slot before the partner.
     wait_cell = cell_of_row[waits]
@@ -273,35 +252,23 @@ def per_step_columns(
     wait_delay = np.where(rendezvous[waits] | local, 0.0, latency) + cost[wait_src]
     wait_step = step[waits]
     in_step = wait_src >= wait_step.astype(np.int64) * cells_per_step
-    any_inner = bool(in_step.any())
-    earlier = np.flatnonzero(~in_step) if any_inner else slice(None)
-    reads[wait_cell[earlier]] = wait_src[earlier]
-    delay, delay_grid = cost, cost_grid  # every cost is read: the grid becomes the delays
-    delay_grid[1:, 0] = cost_grid[:-1, -1]  # the clock: the end of the previous last slot
-    delay_grid[:, 1:] = 0.0  # slot 0 holds no row, so the line above overwrote no cost
-    delay[wait_cell[earlier]] = wait_delay[earlier]
     # Waits inside a step, grouped by step: step t has [bounds[t], bounds[t + 1]).
     inner = np.flatnonzero(in_step)
-    inner = inner[np.argsort(wait_step[inner], kind="stable")]
-    inner_cell, inner_src, inner_delay = wait_cell[inner], wait_src[inner], wait_delay[inner]
+    if len(inner):
+        earlier = np.flatnonzero(~in_step)
+        inner = inner[np.argsort(wait_step[inner], kind="stable")]
+        wait_cell, inner_cell = wait_cell[earlier], wait_cell[inner]
+        wait_src, inner_src = wait_src[earlier], wait_src[inner]
+        wait_delay, inner_delay = wait_delay[earlier], wait_delay[inner]
+    else:
+        inner_cell = inner_src = np.zeros(0, dtype=np.intp)
+        inner_delay = np.zeros(0)
     bounds = np.searchsorted(wait_step[inner], np.arange(num_steps + 1))
-    has_inner = bounds[1:] > bounds[:-1]
-
-    start = np.empty(cells + 2)  # the grid's starts, then the two constant cells
-    start[never], start[zero] = -np.inf, 0.0
-    step_walk()(
-        start,
-        reads,
-        delay,
-        before_grid.reshape(-1),
-        has_inner,
+    start = step_walk()(
+        StepGrid(num_steps, num_slots, num_ranks, cost),
+        Waits(wait_cell, wait_src, wait_delay),
+        Waits(inner_cell, inner_src, inner_delay),
         bounds,
-        inner_cell,
-        inner_src,
-        inner_delay,
-        num_steps,
-        num_slots,
-        num_ranks,
     )
     row_start = start[cell_of_row]
     row_end = row_start + row_cost
