@@ -17,7 +17,6 @@ import explorer.pipeline.analysis.timeline as timeline
 from explorer.pipeline.analysis import Costs, buffer_hazards, build, find_deadlock, kernels, match
 from explorer.pipeline.analysis import buffers as buffers_module
 from explorer.pipeline.analysis.buffers import with_buffers
-from explorer.pipeline.analysis.step_walk import StepGrid, Waits, compiled_walk, walk_numpy
 from tests.schedules.strategies import schedule_args
 
 PROPERTY = settings(max_examples=80, deadline=None)
@@ -25,26 +24,27 @@ PROPERTY = settings(max_examples=80, deadline=None)
 
 def test_the_kernels_are_built_by_the_install():
     """``make test`` installs with a C compiler: the fast path is what the suite checks."""
-    assert kernels.compiled() is not None and compiled_walk() is not None
+    assert kernels.compiled() is not None
 
 
 def _timelines(schedule, costs, model):
-    """The simulated starts through the compiled walk and through numpy's, and how many steps
-    held waits inside them (so the test can say the rounds were exercised)."""
+    """The simulated timeline through the compiled rows-and-walk and through numpy's, and how
+    many steps held waits inside them (so a test can say the rounds were exercised)."""
     matching = match(schedule)
     seen: dict[str, int] = {}
+    numpy_walk = timeline.walk_numpy
 
-    def numpy_walk(grid, earlier, inner, bounds):
+    def counting_walk(grid, earlier, inner, bounds):
         seen["inner"] = int((bounds[1:] > bounds[:-1]).sum())
-        return walk_numpy(grid, earlier, inner, bounds)
+        return numpy_walk(grid, earlier, inner, bounds)
 
     compiled = timeline.simulate(schedule, matching, costs, model)
-    original = timeline.step_walk
-    timeline.step_walk = lambda: numpy_walk
+    original = timeline.compiled
+    timeline.compiled, timeline.walk_numpy = (lambda: None), counting_walk
     try:
         reference = timeline.simulate(schedule, matching, costs, model)
     finally:
-        timeline.step_walk = original
+        timeline.compiled, timeline.walk_numpy = original, numpy_walk
     return compiled, reference, seen.get("inner")
 
 
@@ -107,52 +107,52 @@ def test_the_buffer_check_sees_the_seeds_hazard_in_both_versions():
         kernels._MODULE = module
 
 
-def _walk_args(steps=2, slots=2, ranks=2):
-    """A grid of 2 steps x 2 slots x 2 ranks with one wait: cell 6 (step 1) on cell 1 (step 0)."""
-    cells = steps * slots * ranks
-    one = np.array([6], dtype=np.int64)
-    empty = np.zeros(0, dtype=np.int64)
+def _rows():
+    """Two ranks, two steps: rank 0 sends in step 0, rank 1 receives it in step 1; as the
+    compiled simulation takes them (rank, step, order, exchange, partner, cost, start, end)."""
     return [
-        np.empty(cells + 2),
-        np.ones(cells),
-        one,
-        np.array([1], dtype=np.int64),
-        np.array([0.5]),
-        empty,
-        empty,
-        np.zeros(0),
-        np.zeros(steps + 1, dtype=np.int64),
-        steps,
-        slots,
-        ranks,
+        np.array([0, 0, 1, 1], dtype=np.int64),
+        np.array([0, 0, 0, 1], dtype=np.int64),
+        np.arange(4, dtype=np.int64),
+        np.array([0, 1, 0, 2], dtype=np.uint8),
+        np.array([-1, 3, -1, 1], dtype=np.int64),
+        np.array([1.0, 0.5, 1.0, 0.25]),
+        np.empty(4),
+        np.empty(4),
     ]
+
+
+def _simulate_rows(rows, blocking=False, identity=True, ranks=2, steps=2):
+    module = kernels.compiled()
+    assert module is not None
+    module.per_step(*rows, 0.125, blocking, identity, ranks, steps)
+    return rows[6], rows[7]
 
 
 @pytest.mark.parametrize(
     ("edit", "said"),
     [
-        (lambda a: a[3].__setitem__(0, 10**9), "not in an earlier step"),
-        (lambda a: a[3].__setitem__(0, 5), "not in an earlier step"),  # step 1 reading itself
-        (lambda a: a[3].__setitem__(0, -1), "not in an earlier step"),
-        (lambda a: a[2].__setitem__(0, 8), "outside the grid"),
-        (lambda a: a.__setitem__(1, np.zeros(3)), "do not fit"),
-        (lambda a: a.__setitem__(2, a[2].astype(np.float64)), "format"),
-        (lambda a: a.__setitem__(8, np.array([0, 2, 1], dtype=np.int64)), "bounds"),
-        (lambda a: a.__setitem__(10, 0), "shape"),
-        (lambda a: a.__setitem__(9, 2**62), "shape"),
+        (lambda a: a[0].__setitem__(0, 5), "rank or step is outside"),
+        (lambda a: a[1].__setitem__(3, 2), "rank or step is outside"),
+        (lambda a: a[4].__setitem__(3, 10**9), "no partner"),
+        (lambda a: a[4].__setitem__(3, -1), "no partner"),
+        (lambda a: a[1].__setitem__(1, 1) or a[1].__setitem__(3, 0), "later step"),
+        (lambda a: a.__setitem__(2, np.array([0, 0, 2, 3], dtype=np.int64)), "permutation"),
+        (lambda a: a.__setitem__(2, np.array([2, 1, 0, 3], dtype=np.int64)), "out of its"),
+        (lambda a: a[0].__setitem__(slice(None), [0, 1, 0, 1]), "share a cell"),
+        (lambda a: a.__setitem__(5, np.zeros(3)), "rows, not"),
+        (lambda a: a.__setitem__(0, a[0].astype(np.float64)), "format"),
     ],
 )
-def test_the_compiled_walk_refuses_arguments_that_would_read_astray(edit, said):
-    module = kernels.compiled()
-    assert module is not None
-    args = _walk_args()
-    module.walk(*args)  # the unedited arguments are walked, and as numpy walks them
-    grid = StepGrid(2, 2, 2, args[1])
-    expected = walk_numpy(grid, Waits(*args[2:5]), Waits(*args[5:8]), args[8])
-    assert args[0].tobytes() == expected.tobytes()
-    edit(args)
+def test_the_compiled_simulation_refuses_rows_that_would_read_astray(edit, said):
+    rows = _rows()
+    start, end = _simulate_rows(rows)  # the unedited rows are simulated
+    # rank 0: send at 1, ends 1.5; rank 1: compute 0-1, the receive waits for 1.5 + 0.125
+    assert start.tolist() == [0.0, 1.0, 0.0, 1.625] and end[3] == 1.875
+    rows = _rows()
+    edit(rows)
     with pytest.raises(ValueError, match=said):
-        module.walk(*args)
+        _simulate_rows(rows, identity=False)
 
 
 def test_the_compiled_buffer_check_refuses_keys_outside_its_table():

@@ -23,7 +23,7 @@
 #include <string.h>
 
 /* Raised when the Python side and this file disagree on an argument or a meaning. */
-#define KERNELS_VERSION 2
+#define KERNELS_VERSION 3
 
 /* np.maximum on two floats: the first NaN wins, as numpy's scalar loop. */
 static inline double maximum(double a, double b) {
@@ -153,102 +153,263 @@ static void walk_steps(double *start, const double *cost, const int32_t *wait_of
     }
 }
 
-/* Every index the walk follows must land where numpy's walk would read it: a wait's source in
- * an earlier step, an inner wait's cell and source inside their step. Checked before the walk. */
-static const char *check_waits(const int64_t *wcell, const int64_t *wsrc, Py_ssize_t nw,
-                               const int64_t *icell, const int64_t *isrc, Py_ssize_t ni,
-                               const int64_t *bounds, Py_ssize_t steps, Py_ssize_t per_step,
-                               Py_ssize_t *widest) {
-    const Py_ssize_t cells = steps * per_step;
-    for (Py_ssize_t p = 0; p < nw; p++)
-        if (wcell[p] < 0 || wcell[p] >= cells || wsrc[p] < 0 ||
-            wsrc[p] >= wcell[p] - wcell[p] % per_step)
-            return "a wait's cell is outside the grid or its source is not in an earlier step";
-    *widest = 0;
-    if (bounds[0] != 0 || bounds[steps] != ni)
-        return "the inner waits' bounds do not span their list";
-    for (Py_ssize_t t = 0; t < steps; t++) {
-        if (bounds[t + 1] < bounds[t]) return "the inner waits' bounds are not increasing";
-        const Py_ssize_t lo = t * per_step, hi = lo + per_step;
-        for (int64_t i = bounds[t]; i < bounds[t + 1]; i++)
-            if (icell[i] < lo || icell[i] >= hi || isrc[i] < lo || isrc[i] >= hi)
-                return "an inner wait points outside its step";
-        if (bounds[t + 1] - bounds[t] > *widest) *widest = (Py_ssize_t)(bounds[t + 1] - bounds[t]);
+/* The rows' side of timeline.per_step_columns, before and after the walk: each row's cell in the
+ * (step, slot, rank) grid, the cost grid, the waits (earlier and inner), and the rows' starts
+ * and ends. The same operations on the same values as the numpy version; where an argument
+ * breaks what that version assumes (rows grouped by rank and step, an order that moves rows
+ * only inside their group, waits that point no later than their step), a ValueError. */
+/* The next `count` items of `size` bytes from *at, 64-byte aligned. */
+static void *carve(char **at, size_t count, size_t size) {
+    void *out = *at;
+    *at += (count * size + 63) & ~(size_t)63;
+    return out;
+}
+
+typedef struct {
+    const int64_t *rank, *step, *order, *partner;
+    const uint8_t *exchange;
+    const double *row_cost;
+    double latency;
+    int blocking, identity;
+    Py_ssize_t n, ranks, steps;
+} Rows;
+
+/* wait_of's marks besides a wait's index: a cell of a row without an earlier wait, and (until
+ * place_inner) a cell whose wait is inside step t, INNER - t. Every negative one reads as none. */
+#define ROW_CELL (-2)
+#define INNER (-3)
+
+typedef struct {
+    int64_t *cell;        /* per row: its cell */
+    double *cost_of_row;  /* per row: its cost, a rendezvous's latency included */
+    double *cost;         /* per cell */
+    double *start;        /* per cell, then the two constant cells */
+    int32_t *wait_of;     /* per cell: its earlier wait, or a negative mark (ROW_CELL, INNER) */
+    int64_t *wsrc;        /* per wait (in row order): its source cell */
+    double *wdelay;       /* per wait: its delay */
+    int64_t *icell, *isrc; /* inner waits, by step (stable) */
+    double *idelay;
+    int64_t *ibounds;     /* per step + 1 */
+    Py_ssize_t slots;
+} Grid;
+
+static const char *place_rows(const Rows *r, Grid *g) {
+    const Py_ssize_t n = r->n, R = r->ranks;
+    Py_ssize_t widest = 0, first = 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        if (r->rank[i] < 0 || r->rank[i] >= R || r->step[i] < 0 || r->step[i] >= r->steps)
+            return "a row's rank or step is outside the grid";
+        if (i > 0 && (r->rank[i] != r->rank[i - 1] || r->step[i] != r->step[i - 1])) first = i;
+        if (i - first + 1 > widest) widest = i - first + 1;
+    }
+    g->slots = widest + 1;
+    /* a row's position in the execution order (the identity, or order's inverse) */
+    if (r->identity) {
+        for (Py_ssize_t i = 0; i < n; i++) g->cell[i] = i;
+    } else {
+        for (Py_ssize_t i = 0; i < n; i++) g->cell[i] = -1;
+        for (Py_ssize_t j = 0; j < n; j++) {
+            if (r->order[j] < 0 || r->order[j] >= n || g->cell[r->order[j]] >= 0)
+                return "the order is not a permutation of the rows";
+            g->cell[r->order[j]] = j;
+        }
+    }
+    /* cell = position * ranks + (step * slots + 1 - group's first row) * ranks + rank */
+    first = 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        if (i > 0 && (r->rank[i] != r->rank[i - 1] || r->step[i] != r->step[i - 1])) first = i;
+        const int64_t slot = g->cell[i] - first + 1;
+        if (slot < 1 || slot >= g->slots) return "the order moves a row out of its rank's step";
+        g->cell[i] = (r->step[i] * g->slots + slot) * R + r->rank[i];
     }
     return NULL;
 }
 
-#define WALK_ARGS 9
+static const char *find_waits(const Rows *r, Grid *g, Py_ssize_t *nwaits, Py_ssize_t *ninner,
+                              Py_ssize_t *widest) {
+    const Py_ssize_t n = r->n, R = r->ranks, per_step = g->slots * R;
+    Py_ssize_t nw = 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        /* wait_of is -1 on a cell no row holds: a row's cell is marked ROW_CELL here */
+        if (g->wait_of[g->cell[i]] != -1)
+            return "two rows share a cell (rows not grouped by rank and step)";
+        g->wait_of[g->cell[i]] = ROW_CELL;
+        int rendezvous = 0;
+        if (r->blocking && r->exchange[i]) {
+            const int64_t q = r->partner[i];
+            if (q < 0 || q >= n) return "a waiting exchange has no partner";
+            rendezvous = r->rank[q] != r->rank[i];
+        }
+        g->cost_of_row[i] = rendezvous ? r->row_cost[i] + r->latency : r->row_cost[i];
+        g->cost[g->cell[i]] = g->cost_of_row[i];
+    }
+    /* each wait, in row order: its source and delay; earlier ones into wait_of, inner ones
+     * counted per step */
+    for (Py_ssize_t t = 0; t <= r->steps; t++) g->ibounds[t] = 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        const uint8_t ex = r->exchange[i];
+        const int recv = ex == 2;
+        if (!(r->blocking ? ex != 0 : recv)) continue;
+        const int64_t q = r->partner[i];
+        if (q < 0 || q >= n) return "a waiting exchange has no partner";
+        const int local = r->rank[q] == r->rank[i];
+        if (r->blocking && local && !recv) continue; /* a local send waits for nothing */
+        const int rendezvous = r->blocking && !local;
+        const int64_t src = g->cell[q] - (rendezvous ? R : 0);
+        const double delay = (rendezvous || local ? 0.0 : r->latency) + g->cost[src];
+        const int64_t base = r->step[i] * per_step;
+        if (src >= base + per_step) return "a wait points to a later step";
+        g->wsrc[nw] = src;
+        g->wdelay[nw] = delay;
+        if (src >= base) {
+            g->wait_of[g->cell[i]] = INNER - (int32_t)r->step[i]; /* placed by place_inner */
+            g->ibounds[r->step[i] + 1]++;
+        } else {
+            g->wait_of[g->cell[i]] = (int32_t)nw;
+        }
+        nw++;
+    }
+    for (Py_ssize_t t = 0; t < r->steps; t++) {
+        if (g->ibounds[t + 1] > *widest) *widest = (Py_ssize_t)g->ibounds[t + 1];
+        g->ibounds[t + 1] += g->ibounds[t];
+    }
+    *ninner = (Py_ssize_t)g->ibounds[r->steps];
+    *nwaits = nw;
+    return NULL;
+}
 
-static PyObject *walk(PyObject *self, PyObject *args) {
+/* The inner waits by step, stable (their row order inside a step), out of wait_of. */
+static void place_inner(const Rows *r, Grid *g, int64_t *fill) {
+    const Py_ssize_t n = r->n;
+    for (Py_ssize_t t = 0; t < r->steps; t++) fill[t] = g->ibounds[t];
+    Py_ssize_t w = 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        const uint8_t ex = r->exchange[i];
+        const int recv = ex == 2;
+        if (!(r->blocking ? ex != 0 : recv)) continue;
+        const int64_t q = r->partner[i];
+        const int local = r->rank[q] == r->rank[i];
+        if (r->blocking && local && !recv) continue;
+        const int32_t mark = g->wait_of[g->cell[i]];
+        if (mark <= INNER) {
+            const int64_t at = fill[INNER - mark]++;
+            g->icell[at] = g->cell[i];
+            g->isrc[at] = g->wsrc[w];
+            g->idelay[at] = g->wdelay[w];
+            g->wait_of[g->cell[i]] = -1;
+        }
+        w++;
+    }
+}
+
+#define PER_STEP_ARGS 8
+
+static PyObject *per_step(PyObject *self, PyObject *args) {
     (void)self;
-    PyObject *objs[WALK_ARGS];
-    Py_ssize_t steps, slots, ranks;
-    if (!PyArg_ParseTuple(args, "OOOOOOOOOnnn", &objs[0], &objs[1], &objs[2], &objs[3], &objs[4],
-                          &objs[5], &objs[6], &objs[7], &objs[8], &steps, &slots, &ranks))
+    PyObject *objs[PER_STEP_ARGS];
+    Rows r;
+    memset(&r, 0, sizeof r);
+    if (!PyArg_ParseTuple(args, "OOOOOOOOdppnn", &objs[0], &objs[1], &objs[2], &objs[3], &objs[4],
+                          &objs[5], &objs[6], &objs[7], &r.latency, &r.blocking, &r.identity,
+                          &r.ranks, &r.steps))
         return NULL;
-    static const char *names[WALK_ARGS] = {"start", "cost",      "wait_cell",  "wait_src",
-                                           "wait_delay", "inner_cell", "inner_src", "inner_delay",
-                                           "bounds"};
-    static const char kinds[WALK_ARGS] = {'d', 'd', 'q', 'q', 'd', 'q', 'q', 'd', 'q'};
-    Buffer b[WALK_ARGS];
+    static const char *names[PER_STEP_ARGS] = {"rank",    "step",     "order", "exchange",
+                                               "partner", "row_cost", "start", "end"};
+    static const char kinds[PER_STEP_ARGS] = {'q', 'q', 'q', 'B', 'q', 'd', 'd', 'd'};
+    Buffer b[PER_STEP_ARGS];
     memset(b, 0, sizeof b);
-    PyObject *result = NULL;
+    Grid g;
+    memset(&g, 0, sizeof g);
+    int64_t *fill = NULL;
     double *before = NULL, *bound = NULL, *candidate = NULL;
+    char *scratch = NULL;
     int64_t *cells_scratch = NULL, *src_scratch = NULL;
-    int32_t *wait_of = NULL;
-    for (int i = 0; i < WALK_ARGS; i++)
-        if (take(objs[i], &b[i], kinds[i], i == 0, names[i]) != 0) goto done;
-    if (steps < 0 || slots < 1 || ranks < 1 || steps > PY_SSIZE_T_MAX / slots / ranks - 2) {
-        PyErr_SetString(PyExc_ValueError, "walk: the grid's shape is not positive or too large");
+    PyObject *result = NULL;
+    const char *wrong = NULL;
+    for (int i = 0; i < PER_STEP_ARGS; i++)
+        if (take(objs[i], &b[i], kinds[i], i >= 6, names[i]) != 0) goto done;
+    r.n = count(&b[0]);
+    for (int i = 1; i < PER_STEP_ARGS; i++)
+        if (count(&b[i]) != r.n) {
+            PyErr_Format(PyExc_ValueError, "per_step: %s has %zd rows, not %zd", names[i],
+                         count(&b[i]), r.n);
+            goto done;
+        }
+    if (r.ranks < 1 || r.steps < 1 || r.n < 1 || r.n > INT32_MAX) {
+        PyErr_SetString(PyExc_ValueError, "per_step: no rows, ranks or steps (or too many rows)");
         goto done;
     }
-    const Py_ssize_t per_step = slots * ranks, cells = steps * per_step;
-    const Py_ssize_t nw = count(&b[2]), ni = count(&b[5]);
-    if (count(&b[0]) != cells + 2 || count(&b[1]) != cells || count(&b[3]) != nw ||
-        count(&b[4]) != nw || count(&b[6]) != ni || count(&b[7]) != ni ||
-        count(&b[8]) != steps + 1 || nw > INT32_MAX) {
-        PyErr_SetString(PyExc_ValueError, "walk: the buffers do not fit the grid's shape");
-        goto done;
+    r.rank = b[0].view.buf, r.step = b[1].view.buf, r.order = b[2].view.buf;
+    r.exchange = b[3].view.buf, r.partner = b[4].view.buf, r.row_cost = b[5].view.buf;
+    /* the grid's size is known once the rows are placed; the rows' scratch comes first */
+    g.cell = malloc((size_t)r.n * sizeof(int64_t));
+    if (!g.cell) goto nomem;
+    wrong = place_rows(&r, &g);
+    if (wrong) goto refuse;
+    const Py_ssize_t per_step = g.slots * r.ranks;
+    if (r.steps > PY_SSIZE_T_MAX / 16 / per_step) {
+        wrong = "the grid is too large";
+        goto refuse;
     }
-    Py_ssize_t widest = 0;
-    const char *wrong = check_waits(b[2].view.buf, b[3].view.buf, nw, b[5].view.buf,
-                                    b[6].view.buf, ni, b[8].view.buf, steps, per_step, &widest);
-    if (wrong) {
-        PyErr_Format(PyExc_ValueError, "walk: %s", wrong);
-        goto done;
-    }
-    before = malloc((size_t)per_step * sizeof(double));
-    bound = malloc((size_t)per_step * sizeof(double));
+    const Py_ssize_t cells = r.steps * per_step;
+    const size_t N = (size_t)r.n, C = (size_t)cells, S = (size_t)r.steps + 1;
+    const size_t bytes = 64 * 12 + N * (8 + 8 + 8) + C * (8 + 8 + 4) + 16 + S * 16 +
+                         (size_t)per_step * 16;
+    char *at = scratch = malloc(bytes); /* one block for the grid's scratch, carved below */
+    if (!at) goto nomem;
+    g.cost_of_row = carve(&at, N, sizeof(double));
+    g.wsrc = carve(&at, N, sizeof(int64_t));
+    g.wdelay = carve(&at, N, sizeof(double));
+    g.cost = carve(&at, C, sizeof(double));
+    g.start = carve(&at, C + 2, sizeof(double));
+    g.wait_of = carve(&at, C, sizeof(int32_t));
+    g.ibounds = carve(&at, S, sizeof(int64_t));
+    fill = carve(&at, S, sizeof(int64_t));
+    before = carve(&at, (size_t)per_step, sizeof(double));
+    bound = carve(&at, (size_t)per_step, sizeof(double));
+    memset(g.cost, 0, C * sizeof(double));
+    memset(g.wait_of, 0xff, C * sizeof(int32_t)); /* -1: no wait */
+    Py_ssize_t nwaits = 0, ninner = 0, widest = 0;
+    wrong = find_waits(&r, &g, &nwaits, &ninner, &widest);
+    if (wrong) goto refuse;
+    g.icell = malloc((size_t)(ninner + 1) * sizeof(int64_t));
+    g.isrc = malloc((size_t)(ninner + 1) * sizeof(int64_t));
+    g.idelay = malloc((size_t)(ninner + 1) * sizeof(double));
     candidate = malloc((size_t)(widest + 1) * sizeof(double));
     cells_scratch = malloc((size_t)(widest + 1) * sizeof(int64_t));
     src_scratch = malloc((size_t)(widest + 1) * sizeof(int64_t));
-    wait_of = malloc((size_t)(cells + 1) * sizeof(int32_t));
-    if (!before || !bound || !candidate || !cells_scratch || !src_scratch || !wait_of) {
-        PyErr_NoMemory();
-        goto done;
-    }
-    double *start = b[0].view.buf;
-    const int64_t *wcell = b[2].view.buf;
+    if (!g.icell || !g.isrc || !g.idelay || !candidate || !cells_scratch || !src_scratch)
+        goto nomem;
+    double *row_start = b[6].view.buf, *row_end = b[7].view.buf;
     Py_BEGIN_ALLOW_THREADS
-    memset(wait_of, 0xff, (size_t)cells * sizeof(int32_t)); /* -1: no wait */
-    for (Py_ssize_t p = 0; p < nw; p++) wait_of[wcell[p]] = (int32_t)p; /* the last one wins */
-    start[cells] = -HUGE_VAL;
-    start[cells + 1] = 0.0;
-    walk_steps(start, b[1].view.buf, wait_of, b[3].view.buf, b[4].view.buf, b[5].view.buf,
-               b[6].view.buf, b[7].view.buf, b[8].view.buf, steps, slots, ranks, before, bound,
-               candidate, cells_scratch, src_scratch);
+    place_inner(&r, &g, fill);
+    g.start[cells] = -HUGE_VAL;
+    g.start[cells + 1] = 0.0;
+    walk_steps(g.start, g.cost, g.wait_of, g.wsrc, g.wdelay, g.icell, g.isrc, g.idelay, g.ibounds,
+               r.steps, g.slots, r.ranks, before, bound, candidate, cells_scratch, src_scratch);
+    for (Py_ssize_t i = 0; i < r.n; i++) {
+        row_start[i] = g.start[g.cell[i]];
+        row_end[i] = row_start[i] + g.cost_of_row[i];
+    }
     Py_END_ALLOW_THREADS
     result = Py_None;
     Py_INCREF(result);
+    goto done;
+nomem:
+    PyErr_NoMemory();
+    goto done;
+refuse:
+    PyErr_Format(PyExc_ValueError, "per_step: %s", wrong);
 done:
-    free(before);
-    free(bound);
+    free(scratch);
+    free(g.cell);
+    free(g.icell);
+    free(g.isrc);
+    free(g.idelay);
     free(candidate);
     free(cells_scratch);
     free(src_scratch);
-    free(wait_of);
-    for (int i = 0; i < WALK_ARGS; i++) release(&b[i]);
+    for (int i = 0; i < PER_STEP_ARGS; i++) release(&b[i]);
     return result;
 }
 
@@ -323,9 +484,9 @@ done:
 static PyMethodDef methods[] = {
     {"clean", clean, METH_VARARGS,
      "clean(key, flags, mb, keys, none): True when every read finds its own micro-batch."},
-    {"walk", walk, METH_VARARGS,
-     "walk(start, cost, wait_cell, wait_src, wait_delay, inner_cell, inner_src, inner_delay, "
-     "bounds, steps, slots, ranks): the timeline's step walk, into start."},
+    {"per_step", per_step, METH_VARARGS,
+     "per_step(rank, step, order, exchange, partner, row_cost, start, end, latency, blocking, "
+     "identity, ranks, steps): every row's start and end, into start and end."},
     {NULL, NULL, 0, NULL},
 };
 

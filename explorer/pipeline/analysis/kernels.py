@@ -18,7 +18,7 @@ from typing import Optional
 
 #: The version of the arguments and meanings this side expects of ``_kernels.c``: a module built
 #: from an older source (an editable install keeps its last build) is not used.
-VERSION = 2
+VERSION = 3
 
 
 def _load() -> Optional[ModuleType]:

@@ -1,14 +1,14 @@
-"""The timeline's step walk: compiled where it is built, numpy's otherwise, the same floats.
+"""The timeline's step walk in numpy: the compiled version's oracle and its fallback.
 
 :func:`explorer.pipeline.analysis.timeline.per_step_columns` lays a schedule out as a dense
 ``(step, slot, rank)`` grid of costs and then walks it one step at a time: every step starts
 from the ends of the steps before it, so the walk cannot be one numpy call. In numpy it is a
 handful of grid-wide passes (the running sums along the slots, the cell each cell reads, the
 delays) and then a handful of calls per step on rows of a few dozen cells: at 64 x 1,024 (2,174
-steps) a third of the whole check, most of it call overhead. ``_kernels.c`` does the same
-operations in the same order, step by step, without the calls or the grids;
-:func:`walk_numpy` is its oracle (the tests compare the two bit for bit) and the fallback where
-no C compiler built it.
+steps) a third of the whole check, most of it call overhead. ``_kernels.c`` (``per_step``) does
+the same operations in the same order, step by step, without the calls or the grids, from the
+rows themselves; :func:`walk_numpy` is its oracle (the tests compare the two bit for bit) and
+the fallback where no C compiler built it.
 
 What a walk computes, cell by cell: inside a step a rank runs its slots back to back, so a slot
 starts at the latest of its own lower bound and the end of the slot before it. With ``before``
@@ -20,11 +20,9 @@ source is in the same step are raised in rounds until nothing moves.
 
 from __future__ import annotations
 
-from typing import Callable, NamedTuple, Optional
+from typing import NamedTuple
 
 import numpy as np
-
-from explorer.pipeline.analysis.kernels import compiled
 
 
 class StepGrid(NamedTuple):
@@ -42,11 +40,6 @@ class Waits(NamedTuple):
     cell: np.ndarray
     src: np.ndarray
     delay: np.ndarray
-
-
-#: (grid, waits on earlier steps, waits inside their step sorted by step, each step's slice of
-#: the inner waits) -> the start of every cell, then two constant cells.
-Walk = Callable[[StepGrid, Waits, Waits, np.ndarray], np.ndarray]
 
 
 def walk_numpy(grid: StepGrid, earlier: Waits, inner: Waits, bounds: np.ndarray) -> np.ndarray:
@@ -128,46 +121,4 @@ def _inner_rounds(
         flat_bound[cells] = np.maximum(current, candidate)
 
 
-def _int64(x: np.ndarray) -> np.ndarray:
-    return np.ascontiguousarray(x, dtype=np.int64)
-
-
-def _float64(x: np.ndarray) -> np.ndarray:
-    return np.ascontiguousarray(x, dtype=np.float64)
-
-
-def walk_compiled(grid: StepGrid, earlier: Waits, inner: Waits, bounds: np.ndarray) -> np.ndarray:
-    """The walk in C (``_kernels.c``), each argument as the C side reads it (contiguous float64
-    or int64: a copy only where it is not already so). Only where :func:`compiled_walk` says
-    the kernels are built."""
-    module = compiled()
-    assert module is not None, "the compiled kernels are not built"
-    start = np.empty(grid.steps * grid.slots * grid.ranks + 2)
-    module.walk(
-        start,
-        _float64(grid.cost),
-        _int64(earlier.cell),
-        _int64(earlier.src),
-        _float64(earlier.delay),
-        _int64(inner.cell),
-        _int64(inner.src),
-        _float64(inner.delay),
-        _int64(bounds),
-        grid.steps,
-        grid.slots,
-        grid.ranks,
-    )
-    return start
-
-
-def compiled_walk() -> Optional[Walk]:
-    """The compiled walk, None where the kernels are not built (``make test`` requires them)."""
-    return walk_compiled if compiled() is not None else None
-
-
-def step_walk() -> Walk:
-    """The walk :func:`per_step_columns` uses: the compiled one where built, else numpy's."""
-    return compiled_walk() or walk_numpy
-
-
-__all__ = ["StepGrid", "Waits", "compiled_walk", "step_walk", "walk_compiled", "walk_numpy"]
+__all__ = ["StepGrid", "Waits", "walk_numpy"]

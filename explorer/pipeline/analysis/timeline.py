@@ -24,6 +24,7 @@ import numpy as np
 from explorer.errors import InputError
 from explorer.pipeline.analysis.exchanges import exchanges, kind_codes, kinds_in
 from explorer.pipeline.analysis.findings import Bubble
+from explorer.pipeline.analysis.kernels import compiled
 from explorer.pipeline.analysis.p2p import Matching
 from explorer.pipeline.analysis.p2p_models import (
     P2PModel,
@@ -34,7 +35,7 @@ from explorer.pipeline.analysis.p2p_models import (
 )
 from explorer.pipeline.analysis.peaks import peak_per_group
 from explorer.pipeline.analysis.reference import run
-from explorer.pipeline.analysis.step_walk import StepGrid, Waits, step_walk
+from explorer.pipeline.analysis.step_walk import StepGrid, Waits, walk_numpy
 from explorer.pipeline.schedules.instructions import Kind
 from explorer.pipeline.schedules.schedule import Schedule
 
@@ -223,13 +224,57 @@ def per_step_columns(
     Bounds inside a step depend on starts in the same step and are raised in rounds until
     nothing moves (at most one round per cell of the step, plus two).
     """
-    rank, step = rank_of_row, step_of_row
+    if exchange is None:  # per row: 0, _SEND or _RECV (a schedule's own is kept with it)
+        exchange = _EXCHANGE[kind_of_row.astype(np.intp)]
+    module = compiled()
+    if module is not None and len(rank_of_row):
+        row_start, row_end = np.empty(len(rank_of_row)), np.empty(len(rank_of_row))
+        module.per_step(
+            np.ascontiguousarray(rank_of_row, dtype=np.int64),
+            np.ascontiguousarray(step_of_row, dtype=np.int64),
+            np.ascontiguousarray(order, dtype=np.int64),
+            np.ascontiguousarray(exchange).astype(np.uint8, copy=False),
+            np.ascontiguousarray(partner, dtype=np.int64),
+            np.ascontiguousarray(row_cost, dtype=np.float64),
+            row_start,
+            row_end,
+            float(latency),
+            model == "blocking",
+            is_identity_order(order),
+            num_ranks,
+            num_steps,
+        )
+        return row_start, row_end
+    return _per_step_numpy(
+        rank_of_row,
+        step_of_row,
+        exchange,
+        order,
+        partner,
+        row_cost,
+        latency,
+        model,
+        num_ranks,
+        num_steps,
+    )
+
+
+def _per_step_numpy(
+    rank: np.ndarray,
+    step: np.ndarray,
+    exchange: np.ndarray,
+    order: np.ndarray,
+    partner: np.ndarray,
+    row_cost: np.ndarray,
+    latency: float,
+    model: P2PModel,
+    num_ranks: int,
+    num_steps: int,
+) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`per_step_columns` in numpy: the compiled version's oracle and its fallback."""
     cell_of_row, num_slots = _cells(rank, step, order, num_ranks)
     cells_per_step = num_ranks * num_slots
     cells = num_steps * cells_per_step
-
-    if exchange is None:  # per row: 0, _SEND or _RECV (a schedule's own is kept with it)
-        exchange = _EXCHANGE[kind_of_row.astype(np.intp)]
     is_recv = exchange == _RECV
     # Only exchanges wait; a rendezvous (blocking, between two ranks) waits both ways.
     waits = np.flatnonzero(exchange if model == "blocking" else is_recv)
@@ -264,7 +309,7 @@ def per_step_columns(
         inner_cell = inner_src = np.zeros(0, dtype=np.intp)
         inner_delay = np.zeros(0)
     bounds = np.searchsorted(wait_step[inner], np.arange(num_steps + 1))
-    start = step_walk()(
+    start = walk_numpy(
         StepGrid(num_steps, num_slots, num_ranks, cost),
         Waits(wait_cell, wait_src, wait_delay),
         Waits(inner_cell, inner_src, inner_delay),
