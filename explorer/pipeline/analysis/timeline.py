@@ -223,6 +223,10 @@ def per_step_columns(
     reads (a constant -inf cell when nothing bounds it), so a step is one gather and one scan.
     Bounds inside a step depend on starts in the same step and are raised in rounds until
     nothing moves (at most one round per cell of the step, plus two).
+
+    Where the compiled kernels are built (:mod:`.kernels`) all of this runs in C from the rows,
+    the same operations in the same order (the same floats); :func:`_per_step_numpy` is its
+    oracle and the fallback.
     """
     if exchange is None:  # per row: 0, _SEND or _RECV (a schedule's own is kept with it)
         exchange = _EXCHANGE[kind_of_row.astype(np.intp)]
