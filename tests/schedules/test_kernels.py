@@ -39,12 +39,12 @@ def _timelines(schedule, costs, model):
         return numpy_walk(grid, earlier, inner, bounds)
 
     compiled = timeline.simulate(schedule, matching, costs, model)
-    original = timeline.compiled
-    timeline.compiled, timeline.walk_numpy = (lambda: None), counting_walk
+    timeline.walk_numpy = counting_walk
     try:
-        reference = timeline.simulate(schedule, matching, costs, model)
+        with kernels.disabled():
+            reference = timeline.simulate(schedule, matching, costs, model)
     finally:
-        timeline.compiled, timeline.walk_numpy = original, numpy_walk
+        timeline.walk_numpy = numpy_walk
     return compiled, reference, seen.get("inner")
 
 
@@ -87,24 +87,16 @@ def test_the_compiled_buffer_check_gives_numpys_verdict(args, data):
     counts = data.draw(st.lists(st.integers(1, 4), min_size=n, max_size=n))
     schedule = with_buffers(schedule, counts)
     hazards = buffer_hazards(schedule)
-    module = kernels._MODULE
-    kernels._MODULE = None
-    try:
+    with kernels.disabled():
         assert buffer_hazards(schedule) == hazards
-    finally:
-        kernels._MODULE = module
 
 
 def test_the_buffer_check_sees_the_seeds_hazard_in_both_versions():
     """The seed's DeepSpeed schedule with one buffer fewer overwrites a gradient."""
     schedule = with_buffers(build("deepspeed-train", 4, 8), [1, 1, 1, 1])
     assert buffer_hazards(schedule)
-    module = kernels._MODULE
-    kernels._MODULE = None
-    try:
+    with kernels.disabled():
         assert buffer_hazards(schedule)
-    finally:
-        kernels._MODULE = module
 
 
 def _rows():
@@ -174,8 +166,19 @@ def test_the_numpy_fallback_is_what_runs_without_the_kernels(monkeypatch):
     compiler)."""
     schedule = with_buffers(build("deepspeed-train", 3, 6), [1, 1, 1])
     with_kernels = buffer_hazards(schedule)
-    monkeypatch.setattr(kernels, "_MODULE", None)
+    monkeypatch.setattr(kernels, "_MODULE", None)  # as kernels.disabled() does
     seen = []
     original = buffers_module._clean_numpy
     monkeypatch.setattr(buffers_module, "_clean_numpy", lambda *a: seen.append(1) or original(*a))
     assert buffer_hazards(schedule) == with_kernels and seen
+
+
+def test_the_environment_can_rule_the_kernels_out(monkeypatch):
+    """EXPLORER_NO_KERNELS=1 runs the numpy versions (to rule the C out when an answer looks
+    wrong); unset or "0", the compiled module is loaded."""
+    monkeypatch.setenv(kernels.NO_KERNELS, "1")
+    assert kernels._load() is None
+    monkeypatch.setenv(kernels.NO_KERNELS, "0")
+    assert kernels._load() is not None
+    monkeypatch.delenv(kernels.NO_KERNELS)
+    assert kernels._load() is not None

@@ -13,15 +13,24 @@ where no C compiler built the module (the install goes on without it; the answer
 
 from __future__ import annotations
 
+import os
+from contextlib import contextmanager
 from types import ModuleType
-from typing import Optional
+from typing import Iterator, Optional
 
 #: The version of the arguments and meanings this side expects of ``_kernels.c``: a module built
 #: from an older source (an editable install keeps its last build) is not used.
 VERSION = 3
 
 
+#: Set (to anything but "" or "0") to run the numpy versions: a way to rule the C out when an
+#: answer looks wrong, and what a machine without a C compiler runs.
+NO_KERNELS = "EXPLORER_NO_KERNELS"
+
+
 def _load() -> Optional[ModuleType]:
+    if os.environ.get(NO_KERNELS, "") not in ("", "0"):
+        return None
     try:
         import explorer.pipeline.analysis._kernels as _kernels  # type: ignore[import-not-found]
     except ImportError:
@@ -37,4 +46,15 @@ def compiled() -> Optional[ModuleType]:
     return _MODULE
 
 
-__all__ = ["VERSION", "compiled"]
+@contextmanager
+def disabled() -> Iterator[None]:
+    """Inside, the numpy versions run (the benchmarks time both in one run; the tests compare)."""
+    global _MODULE
+    kept, _MODULE = _MODULE, None
+    try:
+        yield
+    finally:
+        _MODULE = kept
+
+
+__all__ = ["NO_KERNELS", "VERSION", "compiled", "disabled"]
