@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 import explorer.pipeline.analysis.timeline as timeline
 from explorer.pipeline.analysis import Costs, buffer_hazards, build, find_deadlock, kernels, match
 from explorer.pipeline.analysis import buffers as buffers_module
-from explorer.pipeline.analysis.buffers import with_buffers
+from explorer.pipeline.analysis.buffers import needed_buffers, with_buffers
 from tests.schedules.strategies import schedule_args
 
 PROPERTY = settings(max_examples=80, deadline=None)
@@ -86,9 +86,12 @@ def test_the_compiled_buffer_check_gives_numpys_verdict(args, data):
     n = schedule.num_stages
     counts = data.draw(st.lists(st.integers(1, 4), min_size=n, max_size=n))
     schedule = with_buffers(schedule, counts)
-    hazards = buffer_hazards(schedule)
+    hazards, needed = buffer_hazards(schedule), needed_buffers(schedule)
     with kernels.disabled():
         assert buffer_hazards(schedule) == hazards
+        # a fresh schedule object: needed buffers are cached per micro-batch column
+        again = schedule.replace(microbatch=schedule.microbatch.copy())
+        assert needed_buffers(again) == needed
 
 
 def test_the_buffer_check_sees_the_seeds_hazard_in_both_versions():
@@ -145,6 +148,22 @@ def test_the_compiled_simulation_refuses_rows_that_would_read_astray(edit, said)
     edit(rows)
     with pytest.raises(ValueError, match=said):
         _simulate_rows(rows, identity=False)
+
+
+def test_the_compiled_needed_buffers_refuse_events_outside_their_sizes():
+    module = kernels.compiled()
+    assert module is not None
+    stage = np.array([0, 1, 0], dtype=np.int64)
+    mb = np.array([0, 0, 1], dtype=np.int64)
+    peaks = np.zeros(2, dtype=np.int64)
+    module.needed(stage, mb, peaks, 2, 2)
+    assert peaks.tolist() == [1, 1]  # micro-batch 0 ends on stage 0 before 1 begins
+    module.needed(np.array([0, 0, 0], dtype=np.int64), np.array([0, 1, 0]), peaks, 2, 2)
+    assert peaks.tolist() == [2, 0]  # 0 is held until its second event, over 1's
+    with pytest.raises(ValueError, match="outside"):
+        module.needed(stage, mb, peaks, 2, 1)
+    with pytest.raises(ValueError, match="do not fit"):
+        module.needed(stage, mb, np.zeros(3, dtype=np.int64), 2, 2)
 
 
 def test_the_compiled_buffer_check_refuses_keys_outside_its_table():

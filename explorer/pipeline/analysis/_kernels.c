@@ -1,4 +1,4 @@
-/* The checker's two sequential loops in C: the ones numpy can only do by sorting or by steps.
+/* The checker's sequential loops in C: the ones numpy can only do by sorting or by steps.
  *
  * walk: explorer.pipeline.analysis.timeline.per_step_columns lays a schedule out as a dense
  * (step, slot, rank) grid and walks it one step at a time, because every step starts from the
@@ -9,6 +9,10 @@
  * another micro-batch than its own. numpy answers by a stable sort of every event by its buffer
  * (to find each read's last earlier write); in stream order it is one pass with the last write
  * of each buffer in a table.
+ *
+ * needed: explorer.pipeline.analysis.buffers._needed_buffers, the fewest buffers each stage
+ * needs: numpy finds each micro-batch's first and last event and sorts them per stage; in
+ * stream order it is two passes with a table.
  *
  * Each does the same operations as its numpy version (kernels.py names them; the tests compare
  * the two, bit for bit). They read and write only the buffers they are given, through the
@@ -23,7 +27,7 @@
 #include <string.h>
 
 /* Raised when the Python side and this file disagree on an argument or a meaning. */
-#define KERNELS_VERSION 3
+#define KERNELS_VERSION 4
 
 /* np.maximum on two floats: the first NaN wins, as numpy's scalar loop. */
 static inline double maximum(double a, double b) {
@@ -481,7 +485,74 @@ done:
     return result;
 }
 
+/* buffers._needed_buffers in stream order: a micro-batch holds a buffer on its stage from its
+ * first event there to its last; the answer per stage is the most held at once. The events are
+ * given in stream order (stage and micro-batch of each; a negative micro-batch holds none). */
+static PyObject *needed(PyObject *self, PyObject *args) {
+    (void)self;
+    PyObject *objs[3];
+    Py_ssize_t stages, microbatches;
+    if (!PyArg_ParseTuple(args, "OOOnn", &objs[0], &objs[1], &objs[2], &stages, &microbatches))
+        return NULL;
+    static const char *names[3] = {"stage", "microbatch", "peaks"};
+    static const char kinds[3] = {'q', 'q', 'q'};
+    Buffer b[3];
+    memset(b, 0, sizeof b);
+    PyObject *result = NULL;
+    int64_t *first = NULL, *last = NULL, *live = NULL;
+    for (int i = 0; i < 3; i++)
+        if (take(objs[i], &b[i], kinds[i], i == 2, names[i]) != 0) goto done;
+    const Py_ssize_t n = count(&b[0]);
+    if (count(&b[1]) != n || count(&b[2]) != stages || stages < 1 || microbatches < 1 ||
+        stages > PY_SSIZE_T_MAX / 16 / microbatches) {
+        PyErr_SetString(PyExc_ValueError, "needed: the events or the peaks do not fit the sizes");
+        goto done;
+    }
+    const int64_t *stage = b[0].view.buf, *mb = b[1].view.buf;
+    int64_t *peaks = b[2].view.buf;
+    for (Py_ssize_t i = 0; i < n; i++)
+        if (stage[i] < 0 || stage[i] >= stages || mb[i] >= microbatches) {
+            PyErr_SetString(PyExc_ValueError, "needed: an event's stage or micro-batch is outside");
+            goto done;
+        }
+    const size_t keys = (size_t)stages * (size_t)microbatches;
+    first = malloc(keys * sizeof(int64_t));
+    last = malloc(keys * sizeof(int64_t));
+    live = calloc((size_t)stages, sizeof(int64_t));
+    if (!first || !last || !live) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    Py_BEGIN_ALLOW_THREADS
+    memset(first, 0xff, keys * sizeof(int64_t)); /* -1: not seen */
+    for (Py_ssize_t i = 0; i < n; i++) {
+        if (mb[i] < 0) continue;
+        const int64_t k = stage[i] * microbatches + mb[i];
+        if (first[k] < 0) first[k] = i;
+        last[k] = i;
+    }
+    for (Py_ssize_t s = 0; s < stages; s++) peaks[s] = 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        if (mb[i] < 0) continue;
+        const int64_t k = stage[i] * microbatches + mb[i];
+        if (first[k] == i && ++live[stage[i]] > peaks[stage[i]]) peaks[stage[i]] = live[stage[i]];
+        if (last[k] == i) live[stage[i]]--;
+    }
+    Py_END_ALLOW_THREADS
+    result = Py_None;
+    Py_INCREF(result);
+done:
+    free(first);
+    free(last);
+    free(live);
+    for (int i = 0; i < 3; i++) release(&b[i]);
+    return result;
+}
+
 static PyMethodDef methods[] = {
+    {"needed", needed, METH_VARARGS,
+     "needed(stage, microbatch, peaks, stages, microbatches): per stage, the most micro-batches "
+     "holding a buffer at once, into peaks."},
     {"clean", clean, METH_VARARGS,
      "clean(key, flags, mb, keys, none): True when every read finds its own micro-batch."},
     {"per_step", per_step, METH_VARARGS,

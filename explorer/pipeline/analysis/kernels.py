@@ -20,7 +20,7 @@ from typing import Iterator, Optional
 
 #: The version of the arguments and meanings this side expects of ``_kernels.c``: a module built
 #: from an older source (an editable install keeps its last build) is not used.
-VERSION = 3
+VERSION = 4
 
 
 #: Set (to anything but "" or "0") to run the numpy versions: a way to rule the C out when an
