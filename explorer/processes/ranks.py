@@ -10,6 +10,7 @@ machines. ``PYTHONPATH`` carries the parent's ``sys.path`` so the children impor
 from __future__ import annotations
 
 import os
+import random
 import socket
 import sys
 from typing import Mapping, Optional
@@ -17,11 +18,48 @@ from typing import Mapping, Optional
 __all__ = ["free_port", "process_alive", "process_state", "python_path", "rank_env"]
 
 
+#: Where the kernel says its ephemeral ports are (Linux); elsewhere none are chosen below it.
+_PORT_RANGE = "/proc/sys/net/ipv4/ip_local_port_range"
+#: How far below the ephemeral range a port is drawn from (and never below ``_LOWEST``).
+_BELOW, _LOWEST = 12_000, 10_000
+
+
 def free_port() -> int:
-    """A TCP port on loopback that nothing listens on right now."""
+    """A TCP port on loopback that nothing listens on now, and that nothing else on this machine
+    will be handed before the rank that listens on it binds it (seconds later, after it has
+    imported torch).
+
+    A port from ``bind(("", 0))`` is an ephemeral one, the pool every outgoing connection and
+    every other ``bind(0)`` (gloo's own listeners, another job's store) draw from: in that
+    window another process can take it, and the job fails to start on a busy machine. So the
+    port is drawn at random from below the ephemeral range, where the kernel hands out none,
+    and checked free; where the range leaves no room below it, an ephemeral one as before."""
+    low = _ephemeral_low()
+    if low is not None and low - _BELOW >= _LOWEST:
+        for port in random.sample(range(low - _BELOW, low), 64):
+            if _bindable(port):
+                return port
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+def _ephemeral_low() -> Optional[int]:
+    """The first port of the kernel's ephemeral range, None where it does not say."""
+    try:
+        with open(_PORT_RANGE) as fh:
+            return int(fh.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def _bindable(port: int) -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
 
 
 def process_state(pid: int) -> Optional[str]:

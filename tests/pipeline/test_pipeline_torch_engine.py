@@ -86,7 +86,8 @@ def test_non_power_of_two_microbatches_agree_within_tolerance_not_bitwise(tmp_pa
     from explorer.pipeline.runtime.torch_engine import run_torch_engine
 
     result = run_torch_engine(RunSpec.for_schedule(build("gpipe", 2, 3)), tmp_path)
-    assert result.ok and result.order.torch_schedule == "ScheduleGPipe"
+    assert result.ok, (result.failure, result.folder)
+    assert result.order.torch_schedule == "ScheduleGPipe"
     assert result.bitwise_equal_to_reference is False and result.within_tolerance is True
     assert 0 < result.max_abs_diff_to_reference < 1e-5
 
