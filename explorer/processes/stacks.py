@@ -34,6 +34,14 @@ PTRACE_FIX = (
 _REFUSED_WORDS = ("permission denied", "operation not permitted", "ptrace")
 
 
+#: What a helper's ``python -c`` code imports (see :attr:`Proc.is_python_helper`).
+_PYTHON_HELPERS = (
+    "multiprocessing.resource_tracker",
+    "multiprocessing.forkserver",
+    "multiprocessing.semaphore_tracker",
+)
+
+
 @dataclass(frozen=True)
 class Proc:
     """A process as ``/proc`` shows it: alive (zombies are not), its command line and its rank's environment."""
@@ -51,6 +59,17 @@ class Proc:
     @property
     def is_python(self) -> bool:
         return bool(self.cmdline) and "python" in Path(self.cmdline[0]).name
+
+    @property
+    def is_python_helper(self) -> bool:
+        """Python's own helper process (multiprocessing's resource tracker or fork server): it
+        keeps the environment it was started in (a kernel's RANK, after DeepSpeed ran in it)
+        and runs no user code, so it is never a rank."""
+        args = self.cmdline[1:]
+        if not self.is_python or "-c" not in args:  # multiprocessing puts its flags first
+            return False
+        code = args[args.index("-c") + 1] if args.index("-c") + 1 < len(args) else ""
+        return any(code.startswith(f"from {helper} import") for helper in _PYTHON_HELPERS)
 
     @property
     def rank(self) -> Optional[int]:

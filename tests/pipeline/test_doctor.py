@@ -6,6 +6,9 @@ Frames here are small hand-made stacks in py-spy's shapes (the live tests read r
 from __future__ import annotations
 
 import os
+import time
+
+import pytest
 
 from explorer.pipeline.analysis import build
 from explorer.pipeline.analysis.hang import RankState, diagnose, locate, placed
@@ -304,6 +307,59 @@ def test_each_rank_is_its_highest_process_not_a_child_that_inherited_rank():
     # parents first, as the tree walk gives them: rank 0's DataLoader worker (pid 30) is below it
     found = _outermost([proc(10, 1, 0), proc(11, 1, 1), proc(30, 10, 0)])
     assert [p.pid for p in found] == [10, 11]
+
+
+def test_pythons_own_helpers_are_never_ranks():
+    """multiprocessing's resource tracker keeps the RANK of the kernel that started it (after
+    DeepSpeed ran in that kernel): it is not a rank, nor is the fork server; a worker that
+    multiprocessing spawned runs user code and may be one."""
+    from explorer.processes.stacks import Proc
+
+    def proc(*code: str) -> Proc:
+        return Proc(40, 1, "S", ("/usr/bin/python3", *code), {"RANK": "0"})
+
+    tracker = proc("-B", "-s", "-c", "from multiprocessing.resource_tracker import main;main(8)")
+    server = proc("-c", "from multiprocessing.forkserver import main; main(9, 10, ['__main__'])")
+    spawned = proc("-c", "from multiprocessing.spawn import spawn_main; spawn_main(tracker_fd=8)")
+    assert tracker.is_python_helper and server.is_python_helper
+    assert not spawned.is_python_helper and not proc("train.py").is_python_helper
+    assert not Proc(
+        41, 1, "S", ("sh", "-c", "from multiprocessing.forkserver import main"), {}
+    ).is_python_helper
+    assert not proc(
+        "-c", "import train; from multiprocessing.forkserver import main"
+    ).is_python_helper
+
+
+@pytest.mark.slow
+def test_a_kernel_whose_resource_tracker_kept_its_rank_has_no_rank_below_it(explorer_cli, tmp_path):
+    """A process that ran DeepSpeed in-process (RANK=0 in its environment) and then used
+    multiprocessing has the resource tracker below it, started with RANK=0: the doctor says
+    there is no rank below it, rather than diagnosing the tracker as rank 0."""
+    import subprocess
+    import sys
+
+    ready = tmp_path / "ready"
+    code = (
+        "import os, time, pathlib, sys\n"
+        "os.environ['RANK'] = '0'; os.environ['MASTER_PORT'] = '29511'\n"
+        "from multiprocessing import resource_tracker\n"
+        "resource_tracker.ensure_running()\n"
+        "pathlib.Path(sys.argv[1]).write_text('ok')\n"
+        "time.sleep(120)\n"
+    )
+    kernel = subprocess.Popen([sys.executable, "-c", code, str(ready)])
+    try:
+        for _ in range(600):
+            if ready.exists() or kernel.poll() is not None:
+                break
+            time.sleep(0.05)
+        assert ready.exists()
+        out = explorer_cli("doctor", str(kernel.pid))
+        assert out.returncode == 2 and "no rank below it" in out.stderr, (out.stdout, out.stderr)
+    finally:
+        kernel.kill()
+        kernel.wait()
 
 
 def test_a_launcher_that_kept_a_rank_in_its_environment_is_not_taken_for_rank_0():

@@ -284,9 +284,15 @@ def find_ranks(pids: Sequence[int], folder: Optional[Path] = None) -> list[RankP
             procs.append((pid, proc))
             continue
         # the target itself may be a rank (a list of rank PIDs), else its rank descendants; never
-        # this process (a doctor started from the job's own kernel inherits its environment)
+        # this process (a doctor started from the job's own kernel inherits its environment),
+        # nor Python's own helpers (they keep the RANK of the kernel that started them)
         below = [
-            p for p in tree(pid) if p.rank is not None and p.is_python and p.pid != os.getpid()
+            p
+            for p in tree(pid)
+            if p.rank is not None
+            and p.is_python
+            and not p.is_python_helper
+            and p.pid != os.getpid()
         ]
         chosen = _outermost(below)
         if not chosen:
