@@ -1,9 +1,10 @@
 /* The checker's sequential loops in C: the ones numpy can only do by sorting or by steps.
  *
- * walk: explorer.pipeline.analysis.timeline.per_step_columns lays a schedule out as a dense
- * (step, slot, rank) grid and walks it one step at a time, because every step starts from the
- * ends of the steps before it. In numpy each step is a handful of calls on rows of a few dozen
- * cells, so at 64 x 1,024 (2,174 steps) the walk is call overhead, not arithmetic.
+ * per_step: explorer.pipeline.analysis.timeline.per_step_columns lays a schedule out as a
+ * dense (step, slot, rank) grid and walks it one step at a time, because every step starts from
+ * the ends of the steps before it. In numpy that is a dozen passes over the rows and the grid,
+ * then a handful of calls per step on rows of a few dozen cells: at 64 x 1,024 (2,174 steps)
+ * call overhead, not arithmetic. Here it is one pass per concern, from the rows themselves.
  *
  * clean: explorer.pipeline.analysis.buffers._clean asks whether any read of a buffer finds
  * another micro-batch than its own. numpy answers by a stable sort of every event by its buffer
@@ -52,7 +53,7 @@ static int take(PyObject *obj, Buffer *b, char kind, int writable, const char *n
              : kind == 'q' ? (strcmp(f, "q") == 0 || strcmp(f, "l") == 0) && b->view.itemsize == 8
                            : strcmp(f, "B") == 0 || strcmp(f, "?") == 0 || strcmp(f, "b") == 0;
     if (!ok) {
-        PyErr_Format(PyExc_ValueError, "walk: %s holds items of format '%s', not '%c'", name,
+        PyErr_Format(PyExc_ValueError, "%s holds items of format '%s', not '%c'", name,
                      b->view.format ? b->view.format : "B", kind);
         return -1;
     }
@@ -105,7 +106,8 @@ static inline double cell_bound(const double *start, const double *cost, const i
 }
 
 /* The walk (step_walk.walk_numpy, the same operations in the same order). `before`, `bound`,
- * `candidate`, `cells` and `src` are scratch; `wait_of[c]` is the earlier wait of cell c or -1. */
+ * `candidate`, `cells` and `src` are scratch; `wait_of[c]` is the index of cell c's wait on an
+ * earlier step, or negative (none). */
 static void walk_steps(double *start, const double *cost, const int32_t *wait_of,
                        const int64_t *wsrc, const double *wdelay, const int64_t *icell,
                        const int64_t *isrc, const double *idelay, const int64_t *bounds,
