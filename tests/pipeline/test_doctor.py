@@ -348,7 +348,11 @@ def test_a_kernel_whose_resource_tracker_kept_its_rank_has_no_rank_below_it(expl
         "pathlib.Path(sys.argv[1]).write_text('ok')\n"
         "time.sleep(120)\n"
     )
-    kernel = subprocess.Popen([sys.executable, "-c", code, str(ready)])
+    # started without a job's variables, whatever this test's process holds (a pytest worker
+    # that ran a process-group test keeps DeepSpeed's): the kernel sets its RANK itself
+    job = ("RANK", "LOCAL_RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT")
+    clean = {k: v for k, v in os.environ.items() if k not in job}
+    kernel = subprocess.Popen([sys.executable, "-c", code, str(ready)], env=clean)
     try:
         for _ in range(600):
             if ready.exists() or kernel.poll() is not None:
