@@ -1,14 +1,16 @@
 """The checker's compiled loops (``_kernels.c``), where they are built and of this version.
 
-Two loops of the checker are sequential at heart: the timeline's walk over steps (every step
-starts from the ends of the steps before it) and the buffer check (every read finds the last
-earlier write of its buffer). numpy does the first as a handful of calls per step and the second
-by a stable sort of every event; at 64 x 1,024 the two were about a third of ``check``. The C
-versions do the same operations in the same order without the calls or the sort.
+Three loops of the checker are sequential at heart: the timeline (every step starts from the
+ends of the steps before it), the buffer check (every read finds the last earlier write of its
+buffer) and the needed buffers (each micro-batch holds a buffer from its first event to its
+last). numpy does the first as a dozen grid-wide passes and then a handful of calls per step,
+the others by sorting every event; at 64 x 1,024 they were about a third of ``check``. The C
+versions do the same operations in the same order, without the calls or the sorts.
 
-Each has its numpy version beside its caller (:func:`.step_walk.walk_steps_numpy`,
-:func:`.buffers._clean_numpy`): the oracle the tests compare with bit for bit, and the fallback
-where no C compiler built the module (the install goes on without it; the answers are the same).
+Each has its numpy version beside its caller (:func:`.timeline._per_step_numpy`,
+:func:`.buffers._clean_numpy`, :func:`.buffers._needed_buffers_numpy`): the oracle the tests
+compare with bit for bit, and the fallback where no C compiler built the module (the install
+goes on without it; the answers are the same).
 """
 
 from __future__ import annotations
