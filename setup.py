@@ -1,4 +1,4 @@
-"""The one compiled part: the checker's two sequential loops (explorer/pipeline/analysis/kernels.py
+"""The one compiled part: the checker's sequential loops (explorer/pipeline/analysis/kernels.py
 says why). Everything else about the package is in pyproject.toml.
 
 Optional: where no C compiler is, the install goes on without it and the checker walks in numpy
