@@ -68,10 +68,10 @@ static void release(Buffer *b) {
 static Py_ssize_t count(const Buffer *b) { return b->view.len / b->view.itemsize; }
 
 /* One step whose waits point inside it: raise the bounds in rounds until nothing moves
- * (timeline._inner_rounds, the same operations in the same order). */
-static int inner_rounds(double *step, const double *before, Py_ssize_t slots, Py_ssize_t ranks,
-                        const int64_t *cells, const int64_t *src, const double *delay,
-                        Py_ssize_t n, double *bound, double *candidate) {
+ * (step_walk._inner_rounds, the same operations in the same order). */
+static void inner_rounds(double *step, const double *before, Py_ssize_t slots, Py_ssize_t ranks,
+                         const int64_t *cells, const int64_t *src, const double *delay,
+                         Py_ssize_t n, double *bound, double *candidate) {
     Py_ssize_t size = slots * ranks;
     memcpy(bound, step, (size_t)size * sizeof(double));
     for (Py_ssize_t round = 0; round < size + 3; round++) {
@@ -85,11 +85,10 @@ static int inner_rounds(double *step, const double *before, Py_ssize_t slots, Py
             candidate[i] = step[src[i]] + delay[i];
             if (!(candidate[i] <= bound[cells[i]])) moved = 1;
         }
-        if (!moved) return 0;
+        if (!moved) return;
         for (Py_ssize_t i = 0; i < n; i++)
             bound[cells[i]] = maximum(bound[cells[i]], candidate[i]);
     }
-    return 0;
 }
 
 /* The bound of each cell of step t, into start: slot 0 (the clock) from the previous step's
