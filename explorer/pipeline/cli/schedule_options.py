@@ -10,9 +10,9 @@ from explorer import cli_options
 from explorer.errors import InputError, excerpt
 from explorer.inputs import write_text
 from explorer.pipeline.analysis import Costs, Report, build, check
+from explorer.pipeline.analysis.conventions import under_conventions
 from explorer.pipeline.schedules import KINDS
 from explorer.pipeline.schedules.schedule import Schedule
-from explorer.pipeline.schedules.torch_csv import with_p2p_conventions
 
 #: Why the stage and micro-batch counts have an upper limit (shown with the refusal).
 _SIZE_WHY = "the analyses hold every instruction in memory"
@@ -213,7 +213,7 @@ def schedule_from_args(args: argparse.Namespace) -> Schedule:
     from explorer.pipeline.analysis.rules import apply_rules, parse_rules
 
     rules = parse_rules(getattr(args, "rules", "") or "")
-    return apply_rules(_with_p2p_conventions(args, _named_schedule(args)), rules)
+    return apply_rules(_under_conventions(args, _named_schedule(args)), rules)
 
 
 def add_p2p_convention_options(parser: argparse.ArgumentParser) -> None:
@@ -256,8 +256,8 @@ def p2p_conventions(args: argparse.Namespace) -> dict:
     }
 
 
-def _with_p2p_conventions(args: argparse.Namespace, schedule: Schedule) -> Schedule:
-    return with_p2p_conventions(schedule, **p2p_conventions(args))
+def _under_conventions(args: argparse.Namespace, schedule: Schedule) -> Schedule:
+    return under_conventions(schedule, **p2p_conventions(args))
 
 
 def require_size(args: argparse.Namespace) -> None:

@@ -214,8 +214,8 @@ def _next_size(stages: Sequence[int], microbatches: Sequence[int], done: dict) -
 def build_from_job(job: dict) -> Callable[[int, int], object]:
     """The ``make(stages, microbatches)`` a job describes: a generator or a ``--from`` class, then ``rules``."""
     from explorer.pipeline.analysis import build
+    from explorer.pipeline.analysis.conventions import under_conventions
     from explorer.pipeline.analysis.rules import apply_rules, parse_rules
-    from explorer.pipeline.schedules.torch_csv import with_p2p_conventions
 
     rules = parse_rules(job.get("rules") or [])
     conventions = job.get("conventions") or {}
@@ -224,10 +224,10 @@ def build_from_job(job: dict) -> Callable[[int, int], object]:
 
         cls = load_class(job["from"])
         return lambda p, m: apply_rules(
-            with_p2p_conventions(from_deepspeed(cls, p, m), **conventions), rules
+            under_conventions(from_deepspeed(cls, p, m), **conventions), rules
         )
     return lambda p, m: apply_rules(
-        with_p2p_conventions(
+        under_conventions(
             build(
                 job["kind"],
                 p,

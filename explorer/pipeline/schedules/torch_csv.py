@@ -233,7 +233,15 @@ def with_p2p_conventions(
     schedule: Schedule, receives: str = "as-given", parity: bool = False, batching: str = "none"
 ) -> Schedule:
     """``schedule`` with its exchanges moved and grouped as the conventions say (unchanged by
-    the defaults)."""
+    the defaults).
+
+    Only where exchanges sit changes: every instruction keeps its buffer, every stage its buffer
+    count and the schedule its P2P model, so a buffer the schedule reuses too early, or a
+    blocking send, is still judged as the schedule has it. A schedule whose instructions the
+    rewrite cannot all carry (PyTorch's order holds computes and exchanges; loads, reductions
+    and the optimizer step are put back where PyTorch's lowering puts them) is refused rather
+    than checked without them.
+    """
     if receives == "as-given" and not parity and batching == "none":
         return schedule
     order = order_from_schedule(schedule, comms=True)
@@ -247,7 +255,53 @@ def with_p2p_conventions(
         + (["even/odd"] if parity else [])
         + ([f"{batching} batches"] if batching != "none" else [])
     )
-    return schedule_from_order(order, name=name, batching=batching)
+    moved = _as_the_schedule_had_it(
+        schedule_from_order(order, name=name, batching=batching), schedule
+    )
+    if _instructions(moved) != _instructions(schedule):
+        raise InputError(
+            f"--receives, --parity and --batching rewrite {schedule.name} as PyTorch's pipelining "
+            "order, which cannot carry all of its instructions (loads, reductions or optimizer "
+            "steps where PyTorch's lowering puts none): check it without them"
+        )
+    return moved
+
+
+def _instructions(schedule: Schedule) -> list[tuple[int, ...]]:
+    """Every instruction as (stage, kind, micro-batch, buffer), in one order: what a schedule runs,
+    wherever it runs it."""
+    columns = (schedule.stage, schedule.kind, schedule.microbatch, schedule.buffer)
+    return sorted(zip(*(c.tolist() for c in columns)))
+
+
+def _as_the_schedule_had_it(moved: Schedule, schedule: Schedule) -> Schedule:
+    """``moved`` with what the order could not carry from ``schedule``: each instruction's buffer
+    and each stage's buffer count, the P2P model, and the tied-gradient reduction."""
+    own: dict[tuple[int, int, int], int] = {}
+    columns = (schedule.stage, schedule.kind, schedule.microbatch, schedule.buffer)
+    for stage, kind, mb, buf in zip(*(c.tolist() for c in columns)):
+        own.setdefault((stage, kind, mb), buf)
+    tied = {int(s) for s in schedule.stage[schedule.kind == int(Kind.REDUCE_TIED_GRADS)].tolist()}
+    streams = []
+    for rank in range(moved.num_ranks):
+        steps = []
+        for step in moved.stream(rank):
+            kept = []
+            for ins in step:
+                if ins.kind is Kind.REDUCE_GRADS and ins.stage in tied:
+                    kept.append(Instruction(ins.stage, Kind.REDUCE_TIED_GRADS, -1))
+                key = (ins.stage, int(ins.kind), ins.microbatch)
+                kept.append(Instruction(ins.stage, ins.kind, ins.microbatch, own.get(key, -1)))
+            steps.append(kept)
+        streams.append(steps)
+    return from_streams(
+        streams,
+        num_microbatches=moved.num_microbatches,
+        stage_to_rank=moved.stage_to_rank,
+        buffers=schedule.buffers,
+        name=moved.name,
+        params={**moved.params, "p2p": schedule.params.get("p2p", moved.params.get("p2p"))},
+    )
 
 
 __all__ = [

@@ -61,17 +61,24 @@ def defer_receives(order: Order) -> Order:
 
 
 def parity_order(order: Order) -> Order:
-    """Megatron's rule: in each run of adjacent exchanges, even ranks send first, odd ranks receive first."""
+    """Megatron's rule: in each run of adjacent exchanges, even ranks send first, odd ranks receive first.
+
+    Megatron posts a send and a receive in one call only when neither waits for the other (the
+    steady state's ``send_forward_recv_backward``: gradient ``j`` back while activation ``i``
+    goes out). Where the explorer's order has a receive right after a send it depends on (the
+    gradient that can only come back once this activation went out, at the end of GPipe's
+    forwards), Megatron makes two calls, so such a receive keeps its place after that send. A
+    receive depends on a send when, in ``order`` itself, the message it waits for is sent after
+    the send's message arrived (:class:`_Causality`).
+    """
+    causality = _Causality(order)
     out: Order = {}
     for rank, acts in order.items():
         res: list[Optional[TorchAction]] = []
         run: list[TorchAction] = []
 
         def flush() -> None:
-            first = _SEND if rank % 2 == 0 else _RECV
-            res.extend(
-                [a for a in run if a.type in first] + [a for a in run if a.type not in first]
-            )
+            res.extend(_sends_first(run) if rank % 2 == 0 else _receives_first(run, causality))
             run.clear()
 
         for a in acts:
@@ -83,6 +90,98 @@ def parity_order(order: Order) -> Order:
         flush()
         out[rank] = res
     return out
+
+
+def _sends_first(run: list[TorchAction]) -> list[TorchAction]:
+    return [a for a in run if a.type in _SEND] + [a for a in run if a.type not in _SEND]
+
+
+def _receives_first(run: list[TorchAction], causality: "_Causality") -> list[TorchAction]:
+    """Receives ahead of sends, except a receive that depends on a send before it in the run."""
+    sent: list[TorchAction] = []
+    ahead: list[TorchAction] = []
+    behind: list[TorchAction] = []
+    for a in run:
+        if a.type in _SEND:
+            sent.append(a)
+            behind.append(a)
+        elif any(causality.waits_on(a, s) for s in sent):
+            behind.append(a)
+        else:
+            ahead.append(a)
+    return ahead + behind
+
+
+#: A message: (``"F"`` activation or ``"B"`` gradient, the stage that sends it, micro-batch).
+_Message = tuple[str, int, Optional[int]]
+
+
+def _message(a: TorchAction) -> _Message:
+    if a.type is ActionType.SEND_F:
+        return ("F", a.stage, a.microbatch)
+    if a.type is ActionType.RECV_F:
+        return ("F", a.stage - 1, a.microbatch)
+    if a.type is ActionType.SEND_B:
+        return ("B", a.stage, a.microbatch)
+    return ("B", a.stage + 1, a.microbatch)
+
+
+class _Causality:
+    """Which receive waits, through any chain of messages, on which send, in one order.
+
+    Time on a rank is counted in segments: each compute is one, and each run of adjacent
+    exchanges is one (Megatron posts it as one call, in no set order). A send's message reaches
+    other ranks only through its receive, and what a rank does in a later segment than that
+    receive (its sends, and what their receivers do after them) may depend on it. So receive
+    ``r`` waits on send ``s`` exactly when ``r``'s message is sent in a later segment than the
+    earliest one each rank can be reached in from ``s``'s receive: a forward walk over the
+    order's messages.
+    """
+
+    def __init__(self, order: Order) -> None:
+        self.sent_at: dict[_Message, tuple[int, int]] = {}
+        self.received_at: dict[_Message, tuple[int, int]] = {}
+        self.sends: dict[int, list[tuple[int, _Message]]] = {}
+        for rank, acts in order.items():
+            segment, in_run = 0, False
+            for a in acts:
+                if not _is_comm(a):
+                    segment, in_run = segment + 1, False
+                    continue
+                if not in_run:
+                    segment, in_run = segment + 1, True
+                if a.type in _SEND:
+                    self.sent_at[_message(a)] = (rank, segment)
+                    self.sends.setdefault(rank, []).append((segment, _message(a)))
+                else:
+                    self.received_at[_message(a)] = (rank, segment)
+
+    def waits_on(self, recv: TorchAction, send: TorchAction) -> bool:
+        """Whether ``recv``'s message is sent only after ``send``'s message was received (or the
+        order does not say: then the receive keeps its place)."""
+        if _message(recv) == _message(
+            send
+        ):  # its own message (DualPipeV's stage to stage on one rank)
+            return True
+        start = self.received_at.get(_message(send))
+        target = self.sent_at.get(_message(recv))
+        if start is None or target is None:
+            return True
+        earliest = {start[0]: start[1]}
+        done_above: dict[int, int] = {}  # sends in segments above this were already followed
+        work = [start[0]]
+        while work:
+            rank = work.pop()
+            low, high = earliest[rank], done_above.get(rank)
+            done_above[rank] = low
+            for segment, message in self.sends.get(rank, []):
+                if segment <= low or (high is not None and segment > high):
+                    continue
+                to = self.received_at.get(message)
+                if to is not None and (to[0] not in earliest or to[1] < earliest[to[0]]):
+                    earliest[to[0]] = to[1]
+                    work.append(to[0])
+        return target[0] in earliest and target[1] > earliest[target[0]]
 
 
 BATCHING = ("none", "adjacent", "per-peer")
