@@ -269,7 +269,8 @@ def from_torch_pipelining(
                 continue
             # An overlapped forward+backward (DualPipeV) runs its parts one after the other here.
             for part in action.parts:
-                if part.kind not in COMPUTE_KINDS:
+                kind = part.kind
+                if kind not in COMPUTE_KINDS:
                     continue
                 stage = part.stage
                 if stage_to_rank.setdefault(stage, rank) != rank:
@@ -277,7 +278,7 @@ def from_torch_pipelining(
                         f"stage {stage} appears on ranks {stage_to_rank[stage]} and {rank}"
                     )
                 mb = -1 if part.microbatch is None else part.microbatch
-                rows.append((stage, int(part.kind), mb, t))
+                rows.append((stage, int(kind), mb, t))
                 t += 1
     if not rows:
         raise InputError(NO_COMPUTE)

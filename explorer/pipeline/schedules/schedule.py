@@ -23,6 +23,9 @@ import numpy as np
 from explorer.errors import InputError, excerpt
 from explorer.pipeline.schedules.instructions import COMPUTE_KINDS, Instruction, Kind
 
+#: Each kind by its value (an ``IntEnum`` call per instruction costs more than the rest of it).
+_KIND_OF: dict[int, Kind] = {int(k): k for k in Kind}
+
 _INT = np.int32
 
 
@@ -85,7 +88,7 @@ class Schedule:
     def instruction(self, index: int) -> Instruction:
         return Instruction(
             stage=int(self.stage[index]),
-            kind=Kind(int(self.kind[index])),
+            kind=_KIND_OF[int(self.kind[index])],
             microbatch=int(self.microbatch[index]),
             buffer=int(self.buffer[index]),
         )
@@ -96,11 +99,16 @@ class Schedule:
         return slice(int(lo), int(hi))
 
     def stream(self, rank: int) -> list[list[Instruction]]:
-        """``rank``'s instructions as a list of steps (empty lists for idle steps)."""
+        """``rank``'s instructions as a list of steps (empty lists for idle steps).
+
+        The rank's slice of each column is read as Python ints in one call (``tolist``), not
+        element by element: adapters and lowering ask for every stream of every size."""
         steps: list[list[Instruction]] = [[] for _ in range(self.num_steps)]
         sl = self.rank_slice(rank)
-        for i in range(sl.start, sl.stop):
-            steps[int(self.step[i])].append(self.instruction(i))
+        columns = (self.step, self.stage, self.kind, self.microbatch, self.buffer)
+        kinds = _KIND_OF
+        for step, stage, kind, mb, buf in zip(*(c[sl].tolist() for c in columns)):
+            steps[step].append(Instruction(stage, kinds[kind], mb, buf))
         return steps
 
     def streams(self) -> list[list[list[Instruction]]]:

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import re
 from enum import Enum
+from functools import lru_cache
 from typing import Any, NamedTuple, Optional
 
 from explorer.cli_options import MAX_MICROBATCHES, MAX_STAGES
@@ -91,7 +92,7 @@ class TorchAction(NamedTuple):
 
     @property
     def kind(self) -> Optional[Kind]:
-        return self.type.kind
+        return KIND_BY_TYPE.get(self.type)
 
     @property
     def parts(self) -> tuple["TorchAction", ...]:
@@ -123,6 +124,13 @@ def parse_action(text: str) -> Optional[TorchAction]:
     s = text.strip()
     if not s:
         return None
+    return _parse_stripped(s, text)
+
+
+@lru_cache(maxsize=1 << 16)
+def _parse_stripped(s: str, text: str) -> TorchAction:
+    """:func:`parse_action` of a non-empty stripped text, remembered: an order names the same
+    few actions on every row, and the answer is immutable (a refusal raises, and is not kept)."""
     group = _GROUP.fullmatch(s)
     if group:
         parts = tuple(a for a in (parse_action(p) for p in group[1].split(";")) if a is not None)
