@@ -1,7 +1,8 @@
 """``explorer check RUN_FOLDER``: the P2P contract of a recorded run, on folders the real engine wrote.
 
-Two runs of the explorer's engine on gloo, one each, shared by the module: the clean 1F1B on 2
-ranks and the same-peer swap at pipeline size 2 (an eager backward in interleaved 1F1B,
+Two runs of the explorer's engine on gloo, each made once per test run and shared with the other
+modules that read it (``tests/conftest.py``, ``tests/pipeline/conftest.py``): the clean 1F1B on 2
+ranks (``explorer run`` as a user types it) and the same-peer swap at pipeline size 2 (an eager backward in interleaved 1F1B,
 untagged: :func:`test_pipeline_contract.eager_backward`); the swap's folder is also read back
 into the static grid. PyTorch's engine's folders are checked in ``test_torch_messages.py``,
 ``explorer.instrument``'s in ``tests/deepspeed/test_check_instrumented.py``.
@@ -16,22 +17,17 @@ from pathlib import Path
 
 import pytest
 from cli_in_process import call_cli
-from test_pipeline_contract import eager_backward
 
 from explorer.pipeline.analysis import build
-from explorer.pipeline.runtime.launch import run_pipeline
-from explorer.pipeline.runtime.spec import RunSpec
 
 
 @pytest.fixture(scope="module")
-def runs(tmp_path_factory) -> dict[str, Path]:
-    root = tmp_path_factory.mktemp("check-runs")
-    clean = run_pipeline(RunSpec.for_schedule(build("1f1b", 2, 4)), root / "clean", timeout_s=120)
-    assert clean.ok, clean.failure
-    swap = RunSpec.for_schedule(eager_backward(), p2p_tags=False)
-    swapped = run_pipeline(swap, root / "swap", timeout_s=120)
-    assert swapped.details["contract"], swapped.failure
-    return {"clean": root / "clean", "swap": root / "swap"}
+def runs(cli_1f1b_run, swap_run) -> dict[str, Path]:
+    """The clean run (``explorer run`` of 1F1B, 2 x 4: ``tests/shared_runs.py``) and the swap
+    (shared with test_pipeline_contract), both made once per test run; read, never changed."""
+    assert cli_1f1b_run.done.returncode == 0, cli_1f1b_run.done.stderr[-2000:]
+    assert swap_run.details["contract"], swap_run.failure
+    return {"clean": cli_1f1b_run.folder, "swap": swap_run.folder}
 
 
 @pytest.mark.slow
@@ -168,3 +164,19 @@ def test_contract_marks_are_outlined_and_said_like_hazards():
     heat = traces["instructions"]
     assert "P2P CONTRACT (shape): tuple[0] differs; fix: pad" in heat.hovertext[1][3]
     assert _outlined({t.name: t for t in grid_figure(report).data}["findings"]) == set()
+
+
+@pytest.mark.slow
+def test_a_run_that_failed_of_another_cause_is_not_called_ok(seed_bug_run):
+    """The seed's run: every message matched, but stage 2 lost its gradient (a buffer fault).
+    ``check`` once said ``ok: true, failure: null`` of it while ``read`` said it failed."""
+    _, result = seed_bug_run
+    check = call_cli(["check", str(result.folder), "--json"])
+    read = call_cli(["read", str(result.folder), "--json"])
+    doc, back = json.loads(check.stdout), json.loads(read.stdout)
+    assert check.returncode == read.returncode == 1, check.stderr
+    assert doc["contract"] == [] and doc["ok"] is False and back["ok"] is False
+    assert doc["failure"] == back["failure"] and doc["failure"]["kind"] == "buffer"
+    text = call_cli(["check", str(result.folder)]).stdout.splitlines()
+    assert text[0].endswith("every message matches the receive it met")
+    assert text[1].startswith("but the run failed of another cause: rank 2, stage 2, step 6")

@@ -347,14 +347,20 @@ class ContractReport:
     schedule: Schedule
     exchanges: int  # send and receive lines read
     violations: list[ContractViolation]
+    #: How the run itself ended, when it failed for another cause (a buffer fault, an error, a
+    #: rank killed): every message may match and the run still not be ok, as ``explorer read``
+    #: of the same folder says.
+    run_failure: Optional[Failure] = None
 
     @property
     def ok(self) -> bool:
-        return not self.violations
+        return not self.violations and self.run_failure is None
 
     def failure(self) -> Optional[Failure]:
-        """The first violation as the run's failure (None when every message matched)."""
-        return failure_of(self.violations[0], self.schedule) if self.violations else None
+        """The first violation as the run's failure, else the run's own failure (None: neither)."""
+        return (
+            failure_of(self.violations[0], self.schedule) if self.violations else self.run_failure
+        )
 
     def to_dict(self) -> dict:
         failure = self.failure()
@@ -368,11 +374,16 @@ class ContractReport:
 
     def describe(self) -> list[str]:
         """The report's lines: a verdict, then each violation in one line."""
-        if self.ok:
-            return [
+        if not self.violations:
+            kept = (
                 f"P2P contract of {self.source}: {self.exchanges} send and receive line(s), every "
                 "message matches the receive it met"
-            ]
+            )
+            if self.run_failure is None:
+                return [kept]
+            ended = self.run_failure
+            where = f"{ended.where()}: " if ended.where() else ""
+            return [kept, f"but the run failed of another cause: {where}{ended.message}"]
         return [
             f"P2P contract of {self.source}: {len(self.violations)} message(s) of "
             f"{self.exchanges} send and receive line(s) do not match the receive they met, "

@@ -10,11 +10,13 @@ is wrong, instead of a ``KeyError`` from deep inside the collector.
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Optional
 
 from explorer import inputs
 from explorer.errors import InputError, excerpt, one_line
+from explorer.failure import Failure
 from explorer.pipeline.traces.follow import parse_record
 from explorer.pipeline.traces.job_folder import stage_ranks
 
@@ -227,7 +229,11 @@ def recorded_contract(folder: Path) -> ContractReport:
                 f"{excerpt(str(path))}: not every stage has written the schedule it runs yet; "
                 "check again once each stage has started an iteration"
             )
-        return contract_report("explorer.instrument's trace", schedule, run.follower.records)
+        report = contract_report("explorer.instrument's trace", schedule, run.follower.records)
+        ended = run.failure()
+        if report.violations or ended is None:
+            return report
+        return replace(report, run_failure=Failure.from_dict(ended))  # as explorer read says
     torch_run = _torch_messages(path) if (path / "spec.json").is_file() else None
     if torch_run is not None:
         return contract_report("PyTorch's pipelining runtime", *torch_run, "peer")
@@ -239,12 +245,15 @@ def recorded_contract(folder: Path) -> ContractReport:
         )
     result = collected(path)
     spec = read_spec(path)
-    return contract_report(
+    report = contract_report(
         f"the {spec.engine} engine's run",
         spec.build_schedule(),
         result.records,
         pairing_of(spec.p2p_tags),
     )
+    if report.violations or result.failure is None:
+        return report
+    return replace(report, run_failure=result.failure)  # what explorer read says of the folder
 
 
 def _at(option: str, folder: Path) -> str:
