@@ -13,7 +13,9 @@ Rules, the same for every engine:
   records; turning them into words is for the caller.
 * When a process ends badly, the others get the engine's grace (:meth:`Engine.grace_s`) to
   say their own part (a peer gone, a receive timed out), then every process still alive is
-  killed. The same grace follows a stall: no report for ``stall_s`` seconds. A hard
+  killed. The same grace follows a stall: no report for ``stall_s`` seconds, counted from the
+  last report, or from the start while no process has reported yet and ``first_report_s`` (the
+  longer time a start may take: imports, rendezvous, a busy machine) is not past. A hard
   ``timeout_s`` kills at once.
 * A process stopped by a signal (``SIGSTOP``, ``SIGTSTP``: state ``T`` in ``/proc``) for
   ``frozen_after_s`` counts as one that ended badly, and is named in ``frozen``: it will never
@@ -119,9 +121,11 @@ class Supervisor:
         timeout_s: Optional[float] = None,
         poll_s: float = POLL_S,
         frozen_after_s: Optional[float] = None,
+        first_report_s: Optional[float] = None,
     ) -> None:
         self.engine, self.on_report = engine, on_report
         self.stall_s, self.timeout_s, self.poll_s = stall_s, timeout_s, poll_s
+        self.first_report_s = first_report_s
         self.frozen_after_s = frozen_after_s
         self.frozen: set[int] = set()
         self._held: dict[int, float] = {}  # rank -> when its process was first seen stopped
@@ -223,19 +227,20 @@ class Supervisor:
         ending: Ending = "finished"
         deadline = None if self.timeout_s is None else self._started + self.timeout_s
         last_report, first_bad, stalled_at = time.monotonic(), None, None
+        reported = False
         try:
             while self.running():
                 time.sleep(self.poll_s)
                 now = time.monotonic()
                 if self._collect():
-                    last_report, stalled_at = now, None
+                    last_report, stalled_at, reported = now, None, True
                 if first_bad is None and any(c != 0 for c in self._ended.values()):
                     first_bad = now
                 if first_bad is None and self._freeze_seen(now):
                     first_bad = now  # it will not move again: the others get their grace
-                if stalled_at is None and self.stall_s is not None:
-                    if now - last_report > self.stall_s:
-                        stalled_at = now
+                limit = self._stall_limit(reported)
+                if stalled_at is None and limit is not None and now - last_report > limit:
+                    stalled_at = now
                 if deadline is not None and now > deadline:
                     ending = "timeout"
                     break
@@ -259,6 +264,13 @@ class Supervisor:
             self.output,
             frozenset(self.frozen),
         )
+
+    def _stall_limit(self, reported: bool) -> Optional[float]:
+        """Seconds without a report that make a stall: ``stall_s``, or before any report the
+        longer of it and ``first_report_s``."""
+        if reported or self.first_report_s is None or self.stall_s is None:
+            return self.stall_s
+        return max(self.stall_s, self.first_report_s)
 
     # -- end -----------------------------------------------------------------------------------
     def stop(self) -> None:
@@ -293,6 +305,7 @@ def supervise(
     timeout_s: Optional[float] = None,
     poll_s: float = POLL_S,
     frozen_after_s: Optional[float] = None,
+    first_report_s: Optional[float] = None,
 ) -> Supervised:
     """Start ``engine``'s processes and watch them to the end (see :class:`Supervisor`)."""
     return (
@@ -303,6 +316,7 @@ def supervise(
             timeout_s=timeout_s,
             poll_s=poll_s,
             frozen_after_s=frozen_after_s,
+            first_report_s=first_report_s,
         )
         .start()
         .wait()

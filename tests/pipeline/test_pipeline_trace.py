@@ -161,3 +161,22 @@ def test_a_stall_names_a_rank_whose_neighbour_ended_before_its_own_timeout(tmp_p
         "stage 1 (rank 1) waited in SendGrad(buffer_id=0) at step 2 until its neighbour's "
         "process ended" in message
     )
+
+
+def test_ranks_the_launcher_stopped_before_any_word_make_a_failure(tmp_path):
+    """Ranks that wrote nothing (still starting on a busy machine when the launcher gave up on
+    them) and were killed by it: the run failed, and says so. It once came back with no
+    failure at all, as if nothing had gone wrong."""
+    from explorer.pipeline.analysis import build
+    from explorer.pipeline.traces.result import collect
+
+    for rank in (0, 1):
+        start = {"type": "start", "rank": rank, "pid": 10 + rank, "stages": [rank]}
+        (tmp_path / f"rank{rank}.jsonl").write_text(json.dumps(start) + "\n")
+    result = collect(
+        tmp_path, build("1f1b", 2, 4), returncodes={0: -9, 1: -9}, stopped=frozenset({0, 1})
+    )
+    assert not result.ok and result.failure is not None
+    assert result.failure.kind == "unfinished"
+    assert result.failure.message.startswith("the launcher stopped ranks 0, 1 before they finished")
+    assert (result.failure.rank, result.failure.step) == (0, 0)

@@ -13,6 +13,7 @@ import signal
 import subprocess
 import sys
 import textwrap
+import threading
 import time
 from pathlib import Path
 from typing import Optional, Sequence
@@ -294,3 +295,41 @@ def test_piped_stdout_reports_arrive_live_and_other_output_is_kept(tmp_path):
     assert out.output[0] == ["hello from the user step"]
     assert out.returncodes == {0: 4} and out.ending == "failed"
     assert "oops" in (tmp_path / "stderr.txt").read_text()
+
+
+@pytest.mark.slow
+def test_a_slow_start_is_not_a_stall_and_silence_after_a_report_is(tmp_path):
+    """Before any report, ``first_report_s`` bounds the silence (imports and rendezvous take long
+    on a busy machine); after one, ``stall_s``. The child reports only once the test opens its
+    gate, well past ``stall_s``: with ``first_report_s`` it runs to the end, without it the
+    silence is a stall. No verdict rests on how fast the machine is."""
+    gate = tmp_path / "gate"
+    slow_start = [
+        f"import os, time\nwhile not os.path.exists({str(gate)!r}): time.sleep(0.02)\n"
+        "report('begin', step=0)"
+    ]
+    supervisor = Supervisor(Scripted(tmp_path, slow_start), stall_s=0.3, first_report_s=600.0)
+    supervisor.start()
+    opener = threading.Timer(1.5, gate.touch)
+    opener.start()
+    out = supervisor.wait()
+    opener.join()
+    assert out.ending == "finished" and [r.kind for r in out.reports[0]] == ["begin"]
+
+    gate.unlink()
+    (tmp_path / "b").mkdir()
+    out = Supervisor(Scripted(tmp_path / "b", slow_start), stall_s=0.3).start().wait()
+    assert out.ending == "stalled" and out.stopped == frozenset({0})
+
+    # After the first report the short limit holds: stalled, long before the hard timeout
+    # (a first_report_s wrongly kept would run into the timeout instead).
+    silent = ["import time\nreport('begin', step=0)\ntime.sleep(3600)"]
+    (tmp_path / "c").mkdir()
+    out = (
+        Supervisor(
+            Scripted(tmp_path / "c", silent), stall_s=0.3, first_report_s=600.0, timeout_s=60.0
+        )
+        .start()
+        .wait()
+    )
+    assert out.ending == "stalled" and [r.kind for r in out.reports[0]] == ["begin"]

@@ -87,6 +87,11 @@ WORKERS = {
 #: Extra seconds of silence allowed, by engine, before the first report (its own imports and
 #: set-up: 4 processes importing torch and deepspeed and building the engine take 13-30 s here).
 STARTUP_S = {"explorer": 0.0, "deepspeed": 120.0}
+#: How long ranks may take to write their first record (import torch, join the process group)
+#: before their silence counts as a stall; later the stall clock is the short one above. On a
+#: 2-core machine running other jobs four ranks took over 18 s to start, and a run with a 3 s
+#: stall timeout was ended before any rank had said a word.
+FIRST_REPORT_S = 120.0
 #: A rank that reported its failure but stays alive (a job that swallows the error) is ended
 #: this many seconds after its report; the supervisor then ends the others after its grace.
 LINGER_S = 5.0
@@ -176,6 +181,8 @@ class Launch:
             stall_s=self.spec.stall_timeout_s + 15.0 + STARTUP_S[self.spec.engine],
             timeout_s=timeout_s,
             frozen_after_s=FROZEN_S,
+            # before the first record: imports and rendezvous, slow on a busy machine
+            first_report_s=self.spec.stall_timeout_s + 15.0 + FIRST_REPORT_S,
         ).start()
         return self
 

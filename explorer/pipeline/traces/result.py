@@ -311,6 +311,22 @@ def _diagnose(
         )
     if codes and any(c is None for c in codes.values()):
         return Failure(FailureKind.UNFINISHED, "the run did not finish")
+    unended = sorted(r for r in stopped if r not in finished)
+    if unended:  # the launcher ended ranks that had neither finished nor said why they stopped
+        rank = unended[0]
+        where = _next_instruction(follower, schedule, rank)
+        return Failure(
+            FailureKind.UNFINISHED,
+            f"the launcher stopped rank{'s' if len(unended) > 1 else ''} "
+            f"{', '.join(map(str, unended))} before {'they' if len(unended) > 1 else 'it'} "
+            f"finished or wrote a failure (no report within the run's limits); rank {rank} "
+            + (
+                f"was before {where['instruction']} at step {where['step']}"
+                if where["instruction"]
+                else "had run its last instruction"
+            ),
+            **where,
+        )
     return None
 
 
