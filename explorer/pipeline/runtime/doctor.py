@@ -543,8 +543,10 @@ def _from_log(
     if waited is not None:
         return replace(waited, pid=r.pid, since_s=log.get("age_s"), source="log", note=note)
     row = None
-    if schedule is not None and "step" in log and r.rank < schedule.num_ranks:
-        row = first_row_of_step(schedule, r.rank, int(log["step"]) + 1)
+    if schedule is not None and r.rank < schedule.num_ranks:
+        row = _failed_at(log.get("failure"), schedule, r.rank)
+        if row is None and "step" in log:
+            row = first_row_of_step(schedule, r.rank, int(log["step"]) + 1)
     at, mb = placed(schedule, row) if schedule is not None else (None, -1)
     return RankState(
         rank=r.rank,
@@ -555,6 +557,23 @@ def _from_log(
         since_s=log.get("age_s"),
         source="log" if log else "none",
         note=note,
+    )
+
+
+def _failed_at(failure: Optional[dict], schedule: Schedule, rank: int) -> Optional[int]:
+    """The row of the instruction a rank's own ``failure`` line names (its step and text), else
+    None: a rank that failed in an instruction was there, not at the step after its last one."""
+    if not failure or not isinstance(failure.get("step"), int) or not failure.get("text"):
+        return None
+    sl = schedule.rank_slice(rank)
+    return next(
+        (
+            i
+            for i in range(sl.start, sl.stop)
+            if int(schedule.step[i]) == failure["step"]
+            and str(schedule.instruction(i)) == failure["text"]
+        ),
+        None,
     )
 
 
