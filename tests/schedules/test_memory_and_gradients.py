@@ -72,3 +72,23 @@ def test_memory_figure_marks_each_peak() -> None:
     peaks = [t for t in fig["data"] if t["name"] == "peak"]
     assert [(t["x"][0], t["y"][0]) for t in peaks] == [(m.peak_time, m.peak) for m in memory]
     assert len(fig["data"]) == 3 * len(memory)
+
+
+def test_a_forward_only_schedule_holds_an_activation_until_it_is_sent():
+    """``peak_activations`` of a forward-only schedule: freed at its send (the last stage at its
+    forward), as the memory model frees it; it once said 8 of 8 for DeepSpeed's inference while
+    the memory line said 2 for the same schedule."""
+    from explorer.pipeline.analysis.timeline import peak_activations
+    from explorer.pipeline.schedules.instructions import Instruction, Kind
+    from explorer.pipeline.schedules.schedule import from_streams
+
+    for p, m in [(1, 1), (2, 3), (4, 8), (8, 16)]:
+        assert peak_activations(build("deepspeed-inference", p, m)) == [1] * p
+    both_then_send = [  # stage 0 runs two forwards before it sends either output
+        [[Instruction(0, Kind.FORWARD, 0, 0)], [Instruction(0, Kind.FORWARD, 1, 1)],
+         [Instruction(0, Kind.SEND_ACTIVATION, 0, 0)], [Instruction(0, Kind.SEND_ACTIVATION, 1, 1)]],
+        [[Instruction(1, Kind.RECV_ACTIVATION, 0, 0)], [Instruction(1, Kind.FORWARD, 0, 0)],
+         [Instruction(1, Kind.RECV_ACTIVATION, 1, 1)], [Instruction(1, Kind.FORWARD, 1, 1)]],
+    ]  # fmt: skip
+    schedule = from_streams(both_then_send, name="forwards first", params={"p2p": "batched"})
+    assert peak_activations(schedule) == [2, 1]

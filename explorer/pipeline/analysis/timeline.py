@@ -24,6 +24,7 @@ import numpy as np
 from explorer.errors import InputError
 from explorer.pipeline.analysis.exchanges import exchanges, kind_codes, kinds_in
 from explorer.pipeline.analysis.findings import Bubble
+from explorer.pipeline.analysis.gradients import trains
 from explorer.pipeline.analysis.kernels import compiled
 from explorer.pipeline.analysis.p2p import Matching
 from explorer.pipeline.analysis.p2p_models import (
@@ -385,8 +386,20 @@ def bubble(schedule: Schedule, start: np.ndarray, end: np.ndarray) -> Bubble:
 
 
 def peak_activations(schedule: Schedule) -> list[int]:
-    """Per stage, the most micro-batches between their forward and their last backward part."""
+    """Per stage, the most micro-batches between their forward and their last backward part;
+    in a forward-only schedule, between their forward and the send of its output (the last
+    stage sends nothing: one at a time), as :mod:`.memory` frees them."""
     codes = kind_codes(schedule.kind)
+    if not trains(schedule):
+        delta = (codes == Kind.FORWARD).view(np.int8) - (codes == Kind.SEND_ACTIVATION).view(
+            np.int8
+        )
+        last = np.zeros(schedule.num_stages, dtype=bool)
+        last[schedule.stage[codes == Kind.FORWARD]] = True
+        last[schedule.stage[codes == Kind.SEND_ACTIVATION]] = False  # stages that send keep theirs
+        return [
+            1 if keeps_none else peak for peak, keeps_none in zip(_peaks(schedule, delta), last)
+        ]
     split = np.zeros(schedule.num_stages, dtype=bool)
     split[schedule.stage[codes == Kind.BACKWARD_WEIGHT]] = True
     # +1 at a forward, -1 at the backward part that releases (W on a split stage, else B).
@@ -395,6 +408,11 @@ def peak_activations(schedule: Schedule) -> list[int]:
         delta = _HOLD_DELTA[split[schedule.stage.astype(np.intp)] * len(Kind) + kind]
     else:  # byte comparisons, no table lookup
         delta = (codes == Kind.FORWARD).view(np.int8) - (codes == Kind.BACKWARD).view(np.int8)
+    return _peaks(schedule, delta)
+
+
+def _peaks(schedule: Schedule, delta: np.ndarray) -> list[int]:
+    """Per stage, the highest running sum of ``delta`` (+1 holds a micro-batch, -1 frees one)."""
     rows = np.flatnonzero(delta)
     stage, delta = schedule.stage[rows], delta[rows].astype(np.int64)
     if len(rows) > 1 and not (stage[1:] >= stage[:-1]).all():  # one stage per rank: sorted
