@@ -88,6 +88,7 @@ def make_bad_folder(d: Path) -> Path:
         "comms_stage_10_million.csv": "0F0,0SEND_F0\n,10000000RECV_F0\n",
         "cells_over_limit.csv": "0F65535\n1023F0\n",
         "stages_missing.csv": "0F0\n1000F0\n",
+        "order.csv": "0F0,0B0\n",  # a good one, for options that must not come with it
     }.items():
         (d / name).write_text(text)
     # HLO files

@@ -152,6 +152,16 @@ SCHEDULE_OPTION_CASES = [
         "--stage must be a stage index of at least 0",
     ),
     Case("stage-outside", [*K, *P4M8, "--stage", "9"], "outside stages 0..3"),
+    # a --from schedule is not built by the generator's options: refused, never ignored (the
+    # refusal comes before the class is imported, so these need no child)
+    Case("from-class-with-buffers", _from("sched_ok", "--buffers", "legacy"), "drop --buffers"),
+    Case("from-class-with-order", _from("sched_ok", "--order", "fixed"), "drop --order"),
+    Case("from-class-with-chunks", _from("sched_ok", "--chunks", "2"), "drop --chunks"),
+    Case(
+        "from-csv-with-sizes",
+        ["--from", "{d}/order.csv", *P4M8],
+        "a CSV holds one schedule of one size",
+    ),
     # costs: non-finite, huge, malformed
     Case("costs-inf", [*K, *P4M8, "--costs", "B=inf"], "finite"),
     Case("costs-1e400", [*K, *P4M8, "--costs", "F=1e400"], "finite"),

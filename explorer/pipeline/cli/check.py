@@ -67,13 +67,27 @@ def run(args: argparse.Namespace) -> int:
     memory = memory_over_time(report.schedule, report.timeline) if report.timeline else None
     if args.json:
         doc = report.to_dict()
+        if args.stage is not None:
+            _only_stage(doc, args.stage)
         if words:
             doc["deadlock_in_pytorch_words"] = words
         doc["memory"] = _memory_doc(memory)
         emit(dumps_indented(doc, indent=1) + "\n", None)
     else:
-        emit("\n".join(_text_lines(report, words, memory)) + "\n", None)
+        emit("\n".join(_text_lines(report, words, memory, args.stage)) + "\n", None)
     return 0 if report.ok else 1
+
+
+def _only_stage(doc: dict, stage: int) -> None:
+    """``--stage`` in the JSON: the finding lists keep that stage's entries, and say how many of
+    the others they left out; ``ok`` and the deadlocks stay the whole schedule's."""
+    left = 0
+    for key in ("hazards", "unmatched", "mismatched"):
+        kept = [f for f in doc[key] if f.get("stage", stage) == stage]
+        left += len(doc[key]) - len(kept)
+        doc[key] = kept
+    doc["stage"] = stage
+    doc["findings_on_other_stages"] = left
 
 
 def _run_folder(args: argparse.Namespace) -> int:
@@ -98,11 +112,16 @@ def _run_folder(args: argparse.Namespace) -> int:
     return 0 if report.ok else 1
 
 
-def _text_lines(report: Report, words: str | None, memory: list[RankMemory] | None) -> list[str]:
+def _text_lines(
+    report: Report,
+    words: str | None,
+    memory: list[RankMemory] | None,
+    stage: int | None = None,
+) -> list[str]:
     """The summary (every finding), then memory peaks, then the gradient invariant's tally (or
     why it does not apply)."""
     f = report.findings
-    lines = [summary(report)] + ([words] if words else [])
+    lines = [summary(report, stage)] + ([words] if words else [])
     lines += [f"# {m.describe()}" for m in _peaks(memory)]
     if not trains(report.schedule):
         lines.append("# no weight gradients to count: a forward-only schedule trains nothing")

@@ -15,7 +15,12 @@ from pathlib import Path
 from explorer import cli_options
 from explorer.errors import InputError, excerpt
 from explorer.inputs import write_text
-from explorer.pipeline.cli.schedule_options import Limits, add_schedule_choice, parse_buffers
+from explorer.pipeline.cli.schedule_options import (
+    Limits,
+    add_schedule_choice,
+    parse_buffers,
+    refuse_generator_options,
+)
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -178,6 +183,8 @@ def run(args: argparse.Namespace) -> int:
         return report_result(collected(Path(args.collect), "--collect"), args)
     if args.kind and args.from_class:
         raise InputError("give either --kind or --from, not both")
+    if args.from_class:
+        refuse_generator_options(args)
     if not (args.kind or args.from_class) or args.stages is None or args.microbatches is None:
         raise InputError(
             "--kind (or --from), --stages and --microbatches are required (or --collect DIR to read a finished run)"

@@ -7,6 +7,7 @@ import argparse
 import json
 
 from explorer import cli_options
+from explorer.errors import InputError
 from explorer.pipeline.cli.schedule_options import (
     add_schedule_options,
     emit,
@@ -37,6 +38,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     report = report_from_args(args)
+    if args.stage is not None and args.format != "text":
+        raise InputError(
+            f"--stage shows one rank in --format text; --format {args.format} holds the whole "
+            "schedule: drop --stage"
+        )
     if args.format == "text":
         emit(listing(report, selected_ranks(args, report)), args.out)
     elif args.format == "json":

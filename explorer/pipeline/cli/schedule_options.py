@@ -288,7 +288,40 @@ def from_csv(args: argparse.Namespace) -> bool:
     return bool(getattr(args, "from_class", None)) and args.from_class.lower().endswith(".csv")
 
 
+def refuse_generator_options(args: argparse.Namespace) -> None:
+    """``--from`` brings its own schedule: options that shape a ``--kind``'s are refused, not
+    ignored, so no verdict reads as if they had been used (a CSV also brings its own sizes)."""
+    given = [
+        option
+        for option, used in (
+            ("--buffers", getattr(args, "buffers", None) is not None),
+            ("--order", getattr(args, "order", None) is not None),
+            ("--chunks", getattr(args, "chunks", 1) != 1),
+        )
+        if used
+    ]
+    if from_csv(args):
+        given += [
+            o
+            for o, v in (("--stages", args.stages), ("--microbatches", args.microbatches))
+            if v is not None
+        ]
+    if given:
+        what = (
+            "a CSV holds one schedule of one size"
+            if from_csv(args)
+            else "a class makes its own schedule"
+        )
+        raise InputError(
+            f"{', '.join(given)} shape{'s' if len(given) == 1 else ''} the schedule --kind builds; "
+            f"--from {excerpt(args.from_class)} is not built by them ({what}): drop "
+            f"{', '.join(given)}"
+        )
+
+
 def _named_schedule(args: argparse.Namespace) -> Schedule:
+    if args.from_class and not args.kind:
+        refuse_generator_options(args)
     if from_csv(args):
         if args.kind:
             raise InputError("give either --kind or --from, not both")
@@ -347,6 +380,7 @@ def emit(text: str, out: Optional[str]) -> None:
 __all__ = [
     "COST_KEYS",
     "add_schedule_options",
+    "refuse_generator_options",
     "parse_buffers",
     "parse_costs",
     "schedule_from_args",

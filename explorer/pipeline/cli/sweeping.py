@@ -10,7 +10,12 @@ from explorer import cli_options
 from explorer.errors import InputError
 from explorer.pipeline.analysis.rules import Rule, parse_rules
 from explorer.pipeline.analysis.sizes import SizeSweep, parse_sizes
-from explorer.pipeline.cli.schedule_options import from_csv, p2p_conventions, parse_buffers
+from explorer.pipeline.cli.schedule_options import (
+    from_csv,
+    p2p_conventions,
+    parse_buffers,
+    refuse_generator_options,
+)
 from explorer.pipeline.schedules import KINDS
 
 
@@ -41,6 +46,8 @@ def job_from_args(args: argparse.Namespace, rules: Sequence[Rule] = ()) -> dict:
             f"--kind is required (one of {', '.join(KINDS)}) unless --from names a schedule class"
         )
     _refuse_single_size_options(args)
+    if args.from_class and not from_csv(args):
+        refuse_generator_options(args)
     if from_csv(args):
         raise InputError(
             f"--sweep needs a schedule that can be built at every size; {args.from_class} is one "

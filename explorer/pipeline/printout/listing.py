@@ -79,15 +79,22 @@ def verdict_lines(report: Report) -> list[str]:
     return lines
 
 
-def summary(report: Report) -> str:
-    """A few lines in words: verdict, findings, buffers, bubble."""
-    f = report.findings
+def summary(report: Report, stage: Optional[int] = None) -> str:
+    """A few lines in words: verdict, findings, buffers, bubble. With ``stage``, the findings
+    of that stage (and every deadlock, which holds several), and how many are left out."""
+    found = report.findings.all()
+    shown = found if stage is None else [f for f in found if getattr(f, "stage", stage) == stage]
     head, *rest = verdict_lines(report)
     lines = [f"# {head}"]
-    for finding in f.all()[:20]:
+    for finding in shown[:20]:
         lines.append(f"#   {finding.describe()}")
-    if len(f.all()) > 20:
-        lines.append(f"#   ... and {len(f.all()) - 20} more")
+    if len(shown) > 20:
+        lines.append(f"#   ... and {len(shown) - 20} more")
+    if len(shown) < len(found):
+        lines.append(
+            f"#   ({len(found) - len(shown)} finding(s) on other stages than {stage}: "
+            "drop --stage to list them)"
+        )
     lines.extend(f"# {line}" for line in rest)
     return "\n".join(lines)
 
