@@ -152,6 +152,15 @@ SCHEDULE_OPTION_CASES = [
         "--stage must be a stage index of at least 0",
     ),
     Case("stage-outside", [*K, *P4M8, "--stage", "9"], "outside stages 0..3"),
+    # DeepSpeed's inference schedule alternates two buffers whatever it is told
+    *(
+        Case(
+            f"inference-buffers-{b}",
+            ["--kind", "deepspeed-inference", *P4M8, "--buffers", b],
+            "always alternates two buffers; drop --buffers",
+        )
+        for b in ("minimal", "fixed")
+    ),
     # a --from schedule is not built by the generator's options: refused, never ignored (the
     # refusal comes before the class is imported, so these need no child)
     Case("from-class-with-buffers", _from("sched_ok", "--buffers", "legacy"), "drop --buffers"),

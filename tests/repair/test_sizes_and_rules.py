@@ -175,3 +175,15 @@ def test_unknown_or_repeated_rules_are_refused():
         parse_rules("grads-first,nope")
     with pytest.raises(InputError, match="named twice"):
         parse_rules("parity,parity")
+
+
+def test_a_sweep_cell_refuses_what_the_single_check_refuses():
+    """``check --kind interleaved-1f1b --chunks 8 --stages 200`` is refused (1,600 pipeline
+    stages); the sweep's cell at that size once built and checked it anyway."""
+    from explorer.errors import InputError
+    from explorer.pipeline.runtime.sweep_pool import build_from_job
+
+    make = build_from_job({"kind": "interleaved-1f1b", "chunks": 8})
+    with pytest.raises(InputError, match="1,600 pipeline stages, more than the limit"):
+        make(200, 200)
+    assert make(2, 4).num_stages == 16  # a size within the limits is built as before

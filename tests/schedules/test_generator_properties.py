@@ -199,3 +199,16 @@ def test_per_rank_costs_slow_only_that_rank_and_agree_with_the_reference(p, m, s
     sends0 = (s.rank == 0) & np.isin(s.kind, (Kind.SEND_ACTIVATION, Kind.SEND_GRAD))
     assert np.allclose(slow.row_costs(s)[sends0], slow_send)
     assert tl.makespan >= simulate(s, matching, base, model).makespan - 1e-9
+
+
+def test_the_bubble_has_no_ratio_to_ideal_compute_when_nothing_computes():
+    """(makespan - mean busy) / mean busy with every compute cost 0 is 16 / 0: no number, not the
+    0.0% it was printed as beside a bubble of 100% of the time."""
+    from explorer.pipeline.printout.listing import summary
+
+    free = Costs.of({f: 0.0 for f in ("forward", "backward", "backward_input", "backward_weight")})
+    report = check(build("1f1b", 4, 8), free)
+    bubble = report.timeline.bubble
+    assert bubble.of_ideal is None and bubble.to_dict()["fraction_of_ideal"] is None
+    assert "no ratio to ideal compute time" in summary(report)
+    assert check(build("1f1b", 4, 8)).timeline.bubble.of_ideal == pytest.approx(3 / 8)

@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal, Optional, Sequence, Union
 
+from explorer.errors import InputError
 from explorer.pipeline.analysis.buffers import buffer_hazards, needed_buffers, with_minimal_buffers
 from explorer.pipeline.analysis.communicators import lazy_communicator_deadlock
 from explorer.pipeline.analysis.deadlock import find_deadlock
@@ -19,7 +20,7 @@ from explorer.pipeline.analysis.gradients import gradient_counts, gradients_repo
 from explorer.pipeline.analysis.p2p import Matching, match
 from explorer.pipeline.analysis.p2p_models import MODELS, P2PModel, check_model
 from explorer.pipeline.analysis.timeline import Costs, Timeline, simulate
-from explorer.pipeline.schedules.generators import ScheduleKind, generate
+from explorer.pipeline.schedules.generators import INFERENCE_BUFFERS, ScheduleKind, generate
 from explorer.pipeline.schedules.generators.deepspeed import ExchangeOrder
 from explorer.pipeline.schedules.schedule import Schedule, require_compute
 
@@ -148,6 +149,8 @@ def build(
     ``minimal`` (the default outside DeepSpeed's kinds) gives every stage exactly the buffers
     its peak of live micro-batches needs.
     """
+    if buffers == "minimal" and kind == "deepspeed-inference":
+        raise InputError(INFERENCE_BUFFERS)
     if buffers == "minimal" or (buffers is None and not kind.startswith("deepspeed")):
         return with_minimal_buffers(
             generate(kind, stages, microbatches, chunks=chunks, order=order)

@@ -211,7 +211,8 @@ class Bubble:
     makespan: float
     busy_per_rank: tuple[float, ...]
     of_total: float  # idle / (ranks * makespan)
-    of_ideal: float  # (makespan - mean busy) / mean busy
+    #: (makespan - mean busy) / mean busy; None when nothing computes (every cost 0): no ratio
+    of_ideal: Optional[float]
 
     def to_dict(self) -> dict:
         return {

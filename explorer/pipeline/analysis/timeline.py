@@ -376,7 +376,7 @@ def bubble(schedule: Schedule, start: np.ndarray, end: np.ndarray) -> Bubble:
     total = ranks * makespan
     mean_busy = float(busy.mean()) if len(busy) else 0.0
     of_total = float(1 - busy.sum() / total) if total > 0 else 0.0
-    of_ideal = float((makespan - mean_busy) / mean_busy) if mean_busy > 0 else 0.0
+    of_ideal = float((makespan - mean_busy) / mean_busy) if mean_busy > 0 else None
     return Bubble(
         makespan=makespan,
         busy_per_rank=tuple(float(b) for b in busy),

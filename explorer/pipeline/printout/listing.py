@@ -72,9 +72,13 @@ def verdict_lines(report: Report) -> list[str]:
     )
     if report.timeline:
         b = report.timeline.bubble
+        ideal = (
+            f"{b.of_ideal:.1%} of ideal compute time"
+            if b.of_ideal is not None
+            else "no ratio to ideal compute time (it is 0: nothing computes)"
+        )
         lines.append(
-            f"bubble: {b.of_total:.1%} of total time, {b.of_ideal:.1%} of ideal compute time "
-            f"(makespan {b.makespan:g} ticks)"
+            f"bubble: {b.of_total:.1%} of total time, {ideal} (makespan {b.makespan:g} ticks)"
         )
     return lines
 

@@ -213,33 +213,33 @@ def _next_size(stages: Sequence[int], microbatches: Sequence[int], done: dict) -
 
 def build_from_job(job: dict) -> Callable[[int, int], object]:
     """The ``make(stages, microbatches)`` a job describes: a generator or a ``--from`` class, then ``rules``."""
+    from explorer.cli_options import schedule_size
     from explorer.pipeline.analysis import build
     from explorer.pipeline.analysis.conventions import under_conventions
     from explorer.pipeline.analysis.rules import apply_rules, parse_rules
 
     rules = parse_rules(job.get("rules") or [])
     conventions = job.get("conventions") or {}
+    chunks = job.get("chunks", 1)
     if job.get("from"):
         from explorer.pipeline.schedules.adapters import from_deepspeed, load_class
 
         cls = load_class(job["from"])
-        return lambda p, m: apply_rules(
-            under_conventions(from_deepspeed(cls, p, m), **conventions), rules
+
+        def made(p: int, m: int) -> object:
+            schedule_size(None, p, m)  # the single check's limits: a cell it refuses is skipped
+            return apply_rules(under_conventions(from_deepspeed(cls, p, m), **conventions), rules)
+
+        return made
+
+    def built(p: int, m: int) -> object:
+        schedule_size(job["kind"], p, m, chunks)  # as the single check refuses it, so does the cell
+        schedule = build(
+            job["kind"], p, m, chunks=chunks, buffers=job.get("buffers"), order=job.get("order")
         )
-    return lambda p, m: apply_rules(
-        under_conventions(
-            build(
-                job["kind"],
-                p,
-                m,
-                chunks=job.get("chunks", 1),
-                buffers=job.get("buffers"),
-                order=job.get("order"),
-            ),
-            **conventions,
-        ),
-        rules,
-    )
+        return apply_rules(under_conventions(schedule, **conventions), rules)
+
+    return built
 
 
 def asking_from_job(job: dict) -> Asking:

@@ -41,6 +41,11 @@ KINDS: dict[ScheduleKind, str] = {
 }
 
 
+#: DeepSpeed's InferenceSchedule alternates two buffers whatever it is given: any other count,
+#: formula or ``minimal`` would be another schedule, checked under its name.
+INFERENCE_BUFFERS = "deepspeed-inference always alternates two buffers; drop --buffers"
+
+
 def generate(
     kind: ScheduleKind,
     stages: int,
@@ -75,6 +80,8 @@ def generate(
         raise InputError(
             f"--order applies only to deepspeed-train; {kind} orders its exchanges itself (drop --order)"
         )
+    if kind == "deepspeed-inference" and buffers not in (None, 2) and buffers != [2] * stages:
+        raise InputError(INFERENCE_BUFFERS)
     if isinstance(buffers, str) and buffers in ("legacy", "fixed") and kind != "deepspeed-train":
         raise InputError(
             f"--buffers {buffers} is DeepSpeed's formula and applies only to deepspeed-train; use a number or minimal for {kind}"
@@ -88,8 +95,6 @@ def generate(
             order=order or "fixed",
         )
     if kind == "deepspeed-inference":
-        if buffers not in (None, 2) and buffers != [2] * stages:
-            raise InputError("deepspeed-inference always alternates two buffers; drop --buffers")
         return deepspeed_inference(stages, microbatches)
     counts = (
         None
