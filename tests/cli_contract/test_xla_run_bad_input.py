@@ -23,7 +23,9 @@ XLA_RUN_CASES = [
     Case("bucket-mb-negative", [*S, "--bucket-mb", "-1"], "bucket size (MB) must be at least 0"),
     Case("bucket-mb-1e400", [*S, "--bucket-mb", "1e400"], "finite"),
     Case("bucket-mb-petabyte", [*S, "--bucket-mb", "1e9"], "limit of 1e+06"),
-    Case("steps-negative", [*S, "--steps", "-1"], "steps must be a number of steps of at least 0"),
+    Case("steps-negative", [*S, "--steps", "-1"], "steps must be a positive integer"),
+    # 0 once ran the preset's 6 steps: a number that means something else is refused
+    Case("steps-zero", [*S, "--steps", "0"], "steps must be a positive integer"),
     Case("steps-501", [*S, "--steps", "501"], "limit of 500"),
     Case("steps-beyond-int64", [*S, "--steps", "99999999999999999999"], "limit of 500"),
     Case("steps-5000-digits", [*S, "--steps", BIG], "limit of 500"),

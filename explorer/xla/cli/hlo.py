@@ -33,7 +33,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         action="append",
         default=[],
         metavar="NAME_OR_INDEX",
-        help="pick a module by name or index (once for both files, or once per side)",
+        help="pick a module by name or index (0 the first, -1 the last; once for both files, or once per side)",
     )
     p.add_argument(
         "--html",

@@ -37,11 +37,11 @@ def register(subparsers: Any) -> None:
     )
     p.add_argument(
         "--steps",
-        default=0,
+        default=0,  # not a value a user can give (lo=1): the preset's count
         help="steps to run (default: the preset's, 6 for --step)",
         type=cli_options.count(
             "--steps",
-            lo=0,
+            lo=1,
             hi=500,
             label="steps",
             what="number of steps",

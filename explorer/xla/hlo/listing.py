@@ -181,7 +181,7 @@ def select_module(modules: list[Module], key: str, source: str) -> Module:
         return modules[int(text)]
     raise InputError(
         f"{source}: module index {excerpt(text, 24)} is out of range: the file holds {len(modules)} "
-        f"modules (0..{len(modules) - 1})"
+        f"modules (0..{len(modules) - 1}, or -{len(modules)}..-1 counting from the last)"
     )
 
 
