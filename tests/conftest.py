@@ -166,6 +166,18 @@ def explorer_cli(request) -> Callable[..., Any]:
 _GPUS: Optional[int] = None
 
 
+@pytest.fixture(scope="session")
+def cli_1f1b_run(tmp_path_factory) -> Any:
+    """``explorer run --kind 1f1b --stages 2 --microbatches 4 --trace T --out F --json`` in a
+    child, once per test run for every module that reads it (``shared_runs.CliRun``)."""
+    from built_once import built_once
+    from shared_runs import cli_1f1b_run
+
+    return built_once(
+        tmp_path_factory, "cli-1f1b-2x4", lambda: cli_1f1b_run(tmp_path_factory.mktemp("cli-1f1b"))
+    )
+
+
 def _cuda_devices() -> int:
     """How many CUDA devices torch sees, asked once, and only when a ``gpu`` test is about to run."""
     global _GPUS

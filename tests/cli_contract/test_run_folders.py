@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -42,9 +43,15 @@ def _runs_of(folder: Path) -> set:
     }
 
 
-def test_a_reused_folder_sets_the_earlier_run_aside(tmp_path):
-    folder = tmp_path / "run"
-    first = _run(folder, "1f1b", tmp_path)
+def _shared(run, tmp_path: Path) -> tuple[Path, dict]:
+    """A copy of the suite's one ``run --kind 1f1b --stages 2 --microbatches 4 --out F --json``
+    (``tests/shared_runs.py``), and its JSON: what ``_run(folder, "1f1b", ...)`` would give."""
+    assert run.done.returncode == 0, run.done.stderr[-2000:]
+    return shutil.copytree(run.folder, tmp_path / "run"), _with_id(json.loads(run.done.stdout))
+
+
+def test_a_reused_folder_sets_the_earlier_run_aside(tmp_path, cli_1f1b_run):
+    folder, first = _shared(cli_1f1b_run, tmp_path)
     second = _run(folder, "gpipe", tmp_path)
     assert first["run_id"] != second["run_id"]
     assert len(second["instructions"]) == len(first["instructions"])  # one run's records, not two
@@ -87,9 +94,8 @@ def test_two_runs_into_one_folder_at_once_one_is_refused(tmp_path):
     assert {r["run"] for r in result["instructions"]} == {result["run_id"]}
 
 
-def test_lines_of_another_run_are_not_read(tmp_path):
-    folder = tmp_path / "run"
-    result = _run(folder, "1f1b", tmp_path)
+def test_lines_of_another_run_are_not_read(tmp_path, cli_1f1b_run):
+    folder, result = _shared(cli_1f1b_run, tmp_path)
     with open(
         folder / "rank0.jsonl", "a"
     ) as fh:  # a stray line of another run, e.g. a stale writer

@@ -11,6 +11,7 @@ import json
 import logging
 
 import pytest
+from built_once import built_once
 
 from explorer.compile import views
 from explorer.compile.app import probe_scenario
@@ -23,7 +24,12 @@ To log all recompilation reasons, use TORCH_LOGS="recompiles"."""
 
 
 @pytest.fixture(scope="module")
-def probed():
+def probed(tmp_path_factory):
+    """One real probe run for the module, made by one xdist worker (its result pickles)."""
+    return built_once(tmp_path_factory, "compile-limit-aot-eager", _probe)
+
+
+def _probe():
     notes: list[str] = []
     return probe_scenario("limit", iterations=18, backend="aot_eager", notes=notes), notes
 

@@ -9,8 +9,11 @@ only the ``+ 1`` removed from ``num_pipe_buffers`` (so the old send/recv order s
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 
 import pytest
+from built_once import built_once
 from deepspeed_081 import write_ds081_package
 from deepspeed_runs import ROOT
 
@@ -22,3 +25,26 @@ def ds081_env(tmp_path_factory) -> dict:
     root = write_ds081_package(tmp_path_factory.mktemp("ds081"))
     path = [str(root), str(ROOT), os.environ.get("PYTHONPATH", "")]
     return {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in path if p)}
+
+
+@pytest.fixture(scope="session")
+def float_mask_job(tmp_path_factory) -> tuple[subprocess.CompletedProcess, object]:
+    """DeepSpeed #5518's job (``deepspeed_user_job.py --float-mask``, 2 ranks under torchrun,
+    ``explorer.instrument`` tracing): ``(torchrun's process, the trace folder)``, made once per
+    test run for the tests that read that folder (``explorer read``, ``explorer check``)."""
+
+    def launch():
+        out = tmp_path_factory.mktemp("float-mask") / "trace"
+        env = {
+            **os.environ,
+            "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
+        }
+        job = subprocess.run(
+            [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2",
+             str(ROOT / "tests" / "data" / "deepspeed_user_job.py"), "--out", str(out),
+             "--float-mask", "--iterations", "1"],
+            env=env, capture_output=True, text=True, timeout=300,
+        )  # fmt: skip
+        return job, out
+
+    return built_once(tmp_path_factory, "deepspeed-float-mask-job", launch)

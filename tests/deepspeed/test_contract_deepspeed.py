@@ -99,7 +99,7 @@ def _followed_live(out, gate, proc) -> None:
     assert "reused from the activation received at step 1" in follower.status.value
 
 
-def test_a_float_tensor_without_gradient_in_the_tuple_is_a_gradient_count_mismatch(tmp_path):
+def test_a_float_tensor_without_gradient_in_the_tuple_is_a_gradient_count_mismatch(float_mask_job):
     """DeepSpeed #5518: stage 0 sends ``(x, mask)``, the mask a float tensor that needs no
     gradient; stage 1 receives both as requiring one (the engine sets ``requires_grad`` on every
     floating tensor it receives) and sends two gradients back for a tuple with one. The job then
@@ -108,12 +108,7 @@ def test_a_float_tensor_without_gradient_in_the_tuple_is_a_gradient_count_mismat
         **os.environ,
         "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
     }
-    out = tmp_path / "trace"
-    job = subprocess.run(
-        [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2",
-         str(SCRIPT), "--out", str(out), "--float-mask", "--iterations", "1"],
-        env=env, capture_output=True, text=True, timeout=300,
-    )  # fmt: skip
+    job, out = float_mask_job  # torchrun ... deepspeed_user_job.py --float-mask (conftest.py)
     assert job.returncode != 0
     read = subprocess.run(
         [sys.executable, "-m", "explorer.cli", "read", str(out), "--json"],

@@ -1,7 +1,9 @@
 """``explorer run --engine deepspeed``: DeepSpeed 0.19.8's own PipelineEngine, 4 ranks on gloo.
 
 Every run here is the real engine in 4 real processes (about 15-35 s each on 2 cores). The
-seed's class is built from DeepSpeed 0.8.1's real ``schedule.py`` (see ``conftest.py``).
+seed's class is built from DeepSpeed 0.8.1's real ``schedule.py`` (see ``conftest.py``). The
+``--engine all`` run is made once and read by two tests: its DeepSpeed part is today's stock
+schedule on DeepSpeed's engine, the very run the bitwise comparison with 0.8.1's class needs.
 """
 
 from __future__ import annotations
@@ -10,6 +12,7 @@ import json
 import time
 
 import pytest
+from built_once import built_once
 from deepspeed_runs import OLD_CLASS, SEED_CLASS, explorer_cli
 
 pytestmark = pytest.mark.slow
@@ -25,6 +28,24 @@ def _run(args, env, tmp_path, name):
     )
     assert done.stdout.strip(), done.stderr[-3000:]
     return done.returncode, json.loads(done.stdout.strip().splitlines()[-1])
+
+
+@pytest.fixture(scope="module")
+def three_engines(ds081_env, tmp_path_factory):
+    """``run --engine all`` of today's DeepSpeed schedule: (process, run folder, page)."""
+
+    def run():
+        where = tmp_path_factory.mktemp("engines")
+        done = explorer_cli(
+            ["run", "--engine", "all", "--kind", "deepspeed-train", *SIZES, "--json", "--out",
+             str(where / "all"), "--html", str(where / "all.html")],
+            ds081_env,
+            where,
+            timeout=600,
+        )  # fmt: skip
+        return done, where / "all", where / "all.html"
+
+    return built_once(tmp_path_factory, "deepspeed-engine-all-4x8", run)
 
 
 def test_the_seeds_class_fails_inside_deepspeeds_engine_at_stage_2_step_6(ds081_env, tmp_path):
@@ -67,11 +88,15 @@ def test_the_explorers_seed_schedule_replayed_on_deepspeed_fails_the_same_way(ds
     assert f["exception_type"] == "AssertionError"
 
 
-def test_stock_and_08_style_schedules_give_bitwise_equal_losses(ds081_env, tmp_path):
-    code_new, stock = _run(["--kind", "deepspeed-train"], ds081_env, tmp_path, "stock")
+def test_stock_and_08_style_schedules_give_bitwise_equal_losses(ds081_env, tmp_path, three_engines):
+    done = three_engines[0]
+    assert done.returncode == 0, done.stderr[-3000:]
+    # today's stock schedule on DeepSpeed's engine: the DeepSpeed part of ``--engine all``,
+    # the same document ``--engine deepspeed`` prints (``deepspeed_doc``)
+    stock = json.loads(done.stdout.strip().splitlines()[-1])["deepspeed_engine"]
     # 0.8.1's own TrainSchedule (the +1 kept, old order), its instruction classes mapped onto today's.
     code_old, old = _run(["--from", OLD_CLASS], ds081_env, tmp_path, "old")
-    assert code_new == 0 and code_old == 0, (stock["failure"], old["failure"])
+    assert stock["ok"] is True and code_old == 0, (stock["failure"], old["failure"])
     assert stock["bitwise_equal_to_reference"] is True and old["bitwise_equal_to_reference"] is True
     assert len(stock["losses"]) == 8 and stock["losses"] == old["losses"]
     for doc in (stock, old):
@@ -97,8 +122,9 @@ def test_every_rank_is_gone_soon_after_a_failure_even_when_the_failing_rank_stay
     from explorer.pipeline.runtime.deepspeed.engine import run_deepspeed_engine
     from explorer.pipeline.runtime.spec import Fault, RunSpec
 
+    # two ranks are enough: rank 1 fails and lingers, rank 0 is the one left waiting on it
     spec = RunSpec.for_schedule(
-        build("deepspeed-train", 4, 8), fault=Fault(rank=1, step=4, how="linger")
+        build("deepspeed-train", 2, 8), fault=Fault(rank=1, step=4, how="linger")
     )
     started = time.time()
     result = run_deepspeed_engine(spec, tmp_path / "linger")
@@ -112,14 +138,8 @@ def test_every_rank_is_gone_soon_after_a_failure_even_when_the_failing_rank_stay
     assert started < reported < ended and ended - reported < 300, f"{ended - reported:.1f} s after"
 
 
-def test_all_three_engines_side_by_side(ds081_env, tmp_path):
-    done = explorer_cli(
-        ["run", "--engine", "all", "--kind", "deepspeed-train", *SIZES, "--json", "--out",
-         str(tmp_path / "all"), "--html", str(tmp_path / "all.html")],
-        ds081_env,
-        tmp_path,
-        timeout=600,
-    )  # fmt: skip
+def test_all_three_engines_side_by_side(ds081_env, tmp_path, three_engines):
+    done, folder, page = three_engines
     assert done.returncode == 0, done.stderr[-3000:]
     doc = json.loads(done.stdout.strip().splitlines()[-1])
     side = doc["comparison"]
@@ -136,14 +156,12 @@ def test_all_three_engines_side_by_side(ds081_env, tmp_path):
     assert rows["F"]["explorer_n"] == rows["F"]["deepspeed_n"] == rows["F"]["torch_n"] == 32
     assert all(v > 0 for v in side["makespan_ms"].values())
     # each engine overlaid on the same simulation, one offline page
-    html = (tmp_path / "all.html").read_text()
+    html = page.read_text()
     assert html.count("Plotly.newPlot") == 3 and 'src="http' not in html
     for engine in ("explorer's engine", "_PipelineScheduleRuntime", "PipelineEngine (0.19.8)"):
         assert engine in html
     assert "Measured vs simulated" in html and "No instruction was measured" not in html
     # the DeepSpeed run folder reads back as that engine's run
-    read = explorer_cli(
-        ["read", str(tmp_path / "all" / "deepspeed"), "--json"], ds081_env, tmp_path
-    )
+    read = explorer_cli(["read", str(folder / "deepspeed"), "--json"], ds081_env, tmp_path)
     back = json.loads(read.stdout)
     assert back["engine"] == "deepspeed" and back["bitwise_equal_to_reference"] is True

@@ -14,6 +14,7 @@ import json
 
 import numpy as np
 import pytest
+from built_once import built_once
 from deepspeed_runs import explorer_cli
 from replicated_job import replicate
 from test_instrument import torchrun
@@ -29,7 +30,12 @@ pytestmark = pytest.mark.slow
 
 @pytest.fixture(scope="module")
 def traced(tmp_path_factory):
-    """A real DeepSpeed job: 4 ranks, 2 stages, 2 data-parallel replicas, traced."""
+    """A real DeepSpeed job: 4 ranks, 2 stages, 2 data-parallel replicas, traced (once per run:
+    the module's tests may fall on both xdist workers)."""
+    return built_once(tmp_path_factory, "deepspeed-traced-2x2", lambda: _traced(tmp_path_factory))
+
+
+def _traced(tmp_path_factory):
     import os
 
     from deepspeed_runs import ROOT

@@ -46,6 +46,20 @@ def seed_bug_run(tmp_path_factory):
     )
 
 
+@pytest.fixture(scope="session")
+def swap_run(tmp_path_factory):
+    """The same-peer swap at pipeline size 2, untagged (``test_pipeline_contract.eager_backward``):
+    one real run for every test that reads it. Its folder is read-only: copy it to change it."""
+
+    def launch():
+        from test_pipeline_contract import eager_backward
+
+        spec = RunSpec.for_schedule(eager_backward(), p2p_tags=False)
+        return run_pipeline(spec, tmp_path_factory.mktemp("swap") / "untagged", timeout_s=120)
+
+    return built_once(tmp_path_factory, "pipeline-swap-untagged", launch)
+
+
 def alive(pid: int) -> bool:
     """True when a process with ``pid`` still exists (zombies of our own children included)."""
     try:

@@ -25,20 +25,9 @@ def _cli(*args: str, cwd: Path = REPO, env: dict | None = None) -> subprocess.Co
 
 
 @pytest.mark.slow
-def test_json_has_exactly_the_issue_keys_and_the_trace_is_written(tmp_path):
-    out = _cli(
-        "--kind",
-        "1f1b",
-        "--stages",
-        "2",
-        "--microbatches",
-        "4",
-        "--trace",
-        str(tmp_path / "t.json"),
-        "--out",
-        str(tmp_path / "run"),
-        "--json",
-    )
+def test_json_has_exactly_the_issue_keys_and_the_trace_is_written(cli_1f1b_run):
+    # run --kind 1f1b --stages 2 --microbatches 4 --trace T --out F --json (tests/shared_runs.py)
+    out = cli_1f1b_run.done
     assert out.returncode == 0, out.stderr
     data = json.loads(out.stdout)
     assert list(data) == [
@@ -58,7 +47,7 @@ def test_json_has_exactly_the_issue_keys_and_the_trace_is_written(tmp_path):
     assert {"rank", "stage", "step", "instruction", "microbatch", "buffer", "start", "end"} <= set(
         data["instructions"][0]
     )
-    assert len(json.loads((tmp_path / "t.json").read_text())["traceEvents"]) > len(
+    assert len(json.loads(cli_1f1b_run.trace.read_text())["traceEvents"]) > len(
         data["instructions"]
     )
 

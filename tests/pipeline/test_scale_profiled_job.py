@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 
 import pytest
+from built_once import built_once
 from replicated_traces import replicate_traces
 from test_scale_job import assert_offsets_recovered, named, planted
 
@@ -27,7 +28,14 @@ pytestmark = pytest.mark.slow
 
 @pytest.fixture(scope="module")
 def recorded(tmp_path_factory):
-    """A real torch-engine run folder: 1F1B, 4 stages, 4 micro-batches, 4 iterations (3 profiled)."""
+    """A real torch-engine run folder: 1F1B, 4 stages, 4 micro-batches, 4 iterations (3 profiled),
+    recorded once per run (the module's seven tests fall on both xdist workers)."""
+    return built_once(
+        tmp_path_factory, "torch-1f1b-4x4-profiled", lambda: _record(tmp_path_factory)
+    )
+
+
+def _record(tmp_path_factory):
     from explorer.pipeline.runtime.torch_engine import run_torch_engine
 
     folder = tmp_path_factory.mktemp("recorded")
