@@ -212,3 +212,24 @@ def test_the_bubble_has_no_ratio_to_ideal_compute_when_nothing_computes():
     assert bubble.of_ideal is None and bubble.to_dict()["fraction_of_ideal"] is None
     assert "no ratio to ideal compute time" in summary(report)
     assert check(build("1f1b", 4, 8)).timeline.bubble.of_ideal == pytest.approx(3 / 8)
+
+
+@pytest.mark.parametrize(
+    ("args", "options", "words"),
+    [
+        ((4, 8), {"buffers": [1, 2, 3, 4.5]}, "buffer counts are whole numbers; got 4.5"),
+        ((4, 8), {"buffers": float("nan")}, "buffers is a whole number, one per stage"),
+        ((4, 8), {"buffers": True}, "buffers is a whole number, one per stage"),
+        ((10**6, 10**6), {}, "more than the limit of 1,024"),
+        ((64, 10**7), {}, "micro-batches is more than the limit"),
+    ],
+)
+def test_the_library_refuses_what_the_cli_refuses(args, options, words):
+    """``build`` once cut 4.5 buffers to 4, raised TypeError on nan and ran out of memory on a
+    million stages; it says what to change, as the options do."""
+    with pytest.raises(InputError, match=words):
+        build("1f1b", *args, **options)
+
+
+def test_the_library_takes_numpys_integers_for_sizes():
+    assert build("1f1b", np.int64(4), np.int32(8)).num_stages == 4

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 from typing import Literal, Sequence, Union
 
+import numpy as np
+
+from explorer.cli_options import schedule_size
 from explorer.errors import InputError
 from explorer.pipeline.schedules.generators.deepspeed import (
     ExchangeOrder,
@@ -67,6 +70,9 @@ def generate(
     _check_positive("chunks", chunks, "each rank holds at least one stage")
     if kind not in KINDS:
         raise InputError(f"unknown schedule kind {kind!r}: choose one of {', '.join(KINDS)}")
+    stages, microbatches, chunks = int(stages), int(microbatches), int(chunks)
+    # the CLI's limits hold for the library too: a size past them would fill memory, not fail
+    schedule_size(kind, stages, microbatches, chunks)
     if kind == "dualpipev":
         if chunks not in (1, 2):
             raise InputError(
@@ -134,7 +140,8 @@ def _nearest_multiples(stages: int, microbatches: int) -> str:
 
 
 def _check_positive(name: str, value: object, why: str) -> None:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+    # numpy's integers are integers too (a size read from an array); bool and float are not
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
         raise InputError(f"{name} must be a positive integer ({why}); got {value!r}")
 
 

@@ -44,19 +44,30 @@ def deepspeed_buffers(policy: BufferSpec | str, stages: int, microbatches: int) 
             )
         extra = 1 if policy == "legacy" else 0
         return [max(2, min(stages - s + extra, microbatches)) for s in range(stages)]
-    if isinstance(policy, (int, np.integer)):
+    if isinstance(policy, (int, np.integer)) and not isinstance(policy, bool):
         counts = [int(policy)] * stages
-    else:
-        counts = [int(c) for c in policy]
+    elif isinstance(policy, (list, tuple, np.ndarray)):
+        counts = [_whole(c) for c in policy]
         if len(counts) != stages:
             raise InputError(
                 f"got {len(counts)} buffer counts for {stages} stages: give one per stage or a single number"
             )
+    else:  # a float, nan, a bool...
+        raise InputError(
+            f"buffers is a whole number, one per stage, or a policy name; got {policy!r}"
+        )
     if min(counts) < 1:
         raise InputError(
             f"buffer counts must be at least 1 (got {counts}): every stage needs a buffer to receive into"
         )
     return counts
+
+
+def _whole(count: object) -> int:
+    """A buffer count as an int; 4.5, nan or "4" is refused (``int()`` would cut 4.5 to 4)."""
+    if isinstance(count, bool) or not isinstance(count, (int, np.integer)):
+        raise InputError(f"buffer counts are whole numbers; got {count!r}")
+    return int(count)
 
 
 def _step_to_microbatch(
