@@ -175,6 +175,10 @@ def test_unknown_or_repeated_rules_are_refused():
         parse_rules("grads-first,nope")
     with pytest.raises(InputError, match="named twice"):
         parse_rules("parity,parity")
+    for typo in (",", "grads-first,", "grads-first,,parity"):  # once read as fewer rules, or none
+        with pytest.raises(InputError, match="has an empty rule name"):
+            parse_rules(typo)
+    assert parse_rules("") == [] and [r.name for r in parse_rules(" parity ")] == ["parity"]
 
 
 def test_a_sweep_cell_refuses_what_the_single_check_refuses():

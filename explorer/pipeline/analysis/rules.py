@@ -154,7 +154,12 @@ RULES: dict[str, Rule] = {
 
 def parse_rules(text: str | Sequence[str]) -> list[Rule]:
     """``"grads-first,buffers+1"`` into rules, in the order given."""
-    names = [t.strip() for t in (text.split(",") if isinstance(text, str) else text) if t.strip()]
+    parts = [t.strip() for t in (text.split(",") if isinstance(text, str) else text)]
+    names = [t for t in parts if t]
+    if isinstance(text, str) and text.strip() and len(names) != len(parts):
+        raise InputError(  # "--rules ," or "a,,b": an empty name is a typo, not "no rule"
+            f"--rules {text.strip()[:40]!r} has an empty rule name; the rules are {', '.join(RULES)}"
+        )
     unknown = [n for n in names if n not in RULES]
     if unknown:
         raise InputError(
