@@ -57,7 +57,28 @@ class _Parser(argparse.ArgumentParser):
     """
 
     def error(self, message: str):
+        if message.endswith("expected one argument"):
+            message += _dash_value_hint(message)
         self.exit(2, f"{self.prog}: error: {one_line(message)} (see {self.prog} --help)\n")
+
+
+#: The words being parsed (set by :func:`main`): argparse's errors do not carry them.
+_PARSING: list[str] = []
+
+
+def _dash_value_hint(message: str) -> str:
+    """What argparse does not say when an option's value starts with ``-`` (``--sweep -1:1``,
+    ``--stages -4``): it took the value for another option. Name the value and the way to pass it."""
+    option = message.removeprefix("argument ").split(":")[0].split("/")[-1].strip()
+    argv = _PARSING
+    at = next((i for i, a in enumerate(argv) if a == option), None)
+    if at is None or at + 1 >= len(argv) or not argv[at + 1].startswith("-"):
+        return ""
+    value = argv[at + 1]
+    return (
+        f"; {value!r} starts with '-' and was read as an option: give {option} a value that "
+        f"does not (sizes and counts start at 0 or 1), or write {option}={value} to pass it as it is"
+    )
 
 
 def build_parser(modules: Sequence[str] = COMMANDS) -> argparse.ArgumentParser:
@@ -78,7 +99,9 @@ def _parser_for(argv: Sequence[str]) -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run one command and return its exit code (0 ok, 1 findings, 2 bad input)."""
-    parser = _parser_for(sys.argv[1:] if argv is None else list(argv))
+    given = sys.argv[1:] if argv is None else list(argv)
+    _PARSING[:] = given  # for the refusal's hint (_dash_value_hint)
+    parser = _parser_for(given)
     args = parser.parse_args(argv)
     args.argv = list(
         sys.argv[1:] if argv is None else argv

@@ -25,6 +25,8 @@ CHECK_CASES = [
         ["--kind", "1f1b", "--sweep", "2-3:1-2", "--workers", "1", "--stage", "99"],
         "drop --stage",
     ),
+    # argparse reads a value that starts with '-' as an option: the line says so, and how
+    Case("check-sweep-dash-range", ["--kind", "1f1b", "--sweep", "-1:1"], "write --sweep=-1:1"),
     Case(
         "check-json-takes-no-value",
         ["--kind", "1f1b", "--stages", "4", "--microbatches", "8", "--json=yes"],
