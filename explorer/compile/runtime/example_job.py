@@ -123,8 +123,12 @@ def run(job: str, out: str, iterations: int, at: int) -> None:
 
     import torch
     import torch._dynamo
+    import torch._inductor.config
     import torch.distributed as dist
 
+    # Its few small kernels are compiled in this process: a pool of compile workers would import
+    # torch again first (seconds of CPU) and compile nothing faster (see run.one_intra_op_thread).
+    torch._inductor.config.compile_threads = 1
     rank = 0
     if job == "diverge":
         dist.init_process_group("gloo")

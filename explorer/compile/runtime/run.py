@@ -56,7 +56,7 @@ def run_scenario(
 
 @contextmanager
 def one_intra_op_thread() -> Iterator[None]:
-    """Run the block on one intra-op thread, then restore the count.
+    """Run the block on one intra-op thread, and compile in this process, then restore both.
 
     The presets are tiny models that gain nothing from parallel kernels, and one thread makes
     an iteration's own time (wall less the probing thread's waits for a core) exact: with
@@ -64,13 +64,20 @@ def one_intra_op_thread() -> Iterator[None]:
     and a busy machine leaks back into the clock (measured: 2 ms iterations read 55 ms own
     time beside two busy neighbours on two intra-op threads, 1.5 ms on one). Inductor sizes
     its kernels' thread count when it compiles, so the models are built and compiled inside.
+
+    Their few small kernels are compiled here too (``compile_threads=1``): inductor's pool of
+    compile workers imports torch in processes of its own before it compiles anything, which
+    cost a preset probe 6 CPU-seconds of its 18 on a 2-core machine and gained nothing back.
+    A user's own step keeps inductor's defaults.
     """
     import torch
+    import torch._inductor.config as inductor
 
     before = torch.get_num_threads()
     torch.set_num_threads(1)
     try:
-        yield
+        with inductor.patch(compile_threads=1):
+            yield
     finally:
         torch.set_num_threads(before)
 
