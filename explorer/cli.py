@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 from typing import Sequence
 
@@ -115,8 +116,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print(f"explorer {args.command}: interrupted", file=sys.stderr)
         return 130
-    except BrokenPipeError:  # pragma: no cover - `explorer ... | head`
-        return 0
+    except BrokenPipeError:  # `explorer ... | head`: the reader left before the verdict was out
+        # Never 0: that would read as "clean" whatever the verdict was. 141 is what a program
+        # killed by SIGPIPE gives its shell (128 + 13), as `cat big | head` does.
+        try:
+            sys.stdout = open(os.devnull, "w")  # the interpreter's own flush at exit must not fail
+        except OSError:  # pragma: no cover
+            pass
+        return 141
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -220,3 +220,25 @@ def test_an_xla_timeout_blames_collectives_only_with_several_devices():
     many = _ending([{"event": "begin", "step": 0}], -9, "", True, 5.0, several_devices=True)
     assert "collectives" not in one.message and "did not finish" in one.message
     assert "collectives across several CPU devices" in many.message
+
+
+@pytest.mark.slow
+def test_a_reader_that_left_never_turns_a_verdict_into_exit_0():
+    """``explorer hlo-diff A B | head`` once exited 0 (read as "identical") for two different
+    graphs: a closed stdout is exit 141, as a program SIGPIPE ends; never a traceback."""
+    import os
+    import subprocess
+    import sys
+
+    from .contract import ROOT
+
+    read, write = os.pipe()
+    os.close(read)  # the reader is gone before the first byte: the write fails for certain
+    data = ROOT / "tests" / "data" / "hlo"
+    done = subprocess.run(
+        [sys.executable, "-m", "explorer", "hlo-diff", str(data / "added_save.hlo.txt"),
+         str(data / "scalar_save.hlo.txt"), "--module", "0"],
+        stdout=write, stderr=subprocess.PIPE, text=True, cwd=ROOT, timeout=120,
+    )  # fmt: skip
+    os.close(write)
+    assert done.returncode == 141 and "Traceback" not in done.stderr, done.stderr[-2000:]
