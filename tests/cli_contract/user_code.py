@@ -82,6 +82,9 @@ MODULES: dict[str, str] = {
     "not_a_class": "Sched = 42\ndef step(i):\n    pass\ndef model():\n    return 1\n",
     "step_exit": "import sys\ndef step(i):\n    if i == 1:\n        sys.exit(3)\n",
     "step_os_exit": "import os\ndef step(i):\n    if i == 1:\n        os._exit(3)\n",
+    # the probe's own exit codes, from the user's code: never its verdict
+    "step_exit0": "import sys\ndef step(i):\n    if i == 1:\n        sys.exit(0)\n",
+    "step_exit2": "import sys\ndef step(i):\n    if i == 1:\n        sys.exit(2)\n",
     "step_keyboard": "def step(i):\n    if i == 1:\n        raise KeyboardInterrupt\n",
     "step_segfault": "import ctypes\ndef step(i):\n    if i == 1:\n        ctypes.string_at(0)\n",
     "step_sleeps": "import time\ndef step(i):\n    time.sleep(3600)\n",

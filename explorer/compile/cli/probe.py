@@ -86,6 +86,9 @@ MAX_NPROC = 64
 MAX_CONFIG_BYTES = 16 * 2**20
 #: Set in the child that runs a --step, so it does not start a child of its own.
 CHILD_ENV = "EXPLORER_COMPILE_PROBE_CHILD"
+#: The child's last stderr line once it has printed its verdict: an exit code without it (a
+#: step's ``sys.exit(0)``) is the step's ending, not the probe's.
+DONE = "explorer compile-probe: verdict printed, exit"
 
 
 def _backend_name(text: str) -> str:
@@ -133,7 +136,11 @@ def run(args: argparse.Namespace) -> int:
         result = run_scenario(args.scenario, args.iterations, args.backend, config, args.source)
     else:
         result = run_step(step, args.iterations or 20, args.source, label=args.step)
-    return _print(result, args)
+    code = _print(result, args)
+    if os.environ.get(CHILD_ENV):
+        sys.stdout.flush()
+        print(f"{DONE} {code}", file=sys.stderr, flush=True)  # the verdict is ours, not the step's
+    return code
 
 
 def _run_ranks(args: argparse.Namespace, config: dict[str, Any]) -> Any:
@@ -178,16 +185,17 @@ def _run_in_child(args: argparse.Namespace) -> int:
 
     env = {**os.environ, CHILD_ENV: "1"}
     outcome = run_child([sys.executable, "-m", "explorer.cli", *args.argv], args.timeout, env=env)
-    if outcome.returncode in (0, 1, 2) and not outcome.timed_out:
+    lines = outcome.stderr.splitlines()
+    errors = [line for line in lines if line.startswith("explorer compile-probe: error:")]
+    ours = (outcome.returncode in (0, 1) and f"{DONE} {outcome.returncode}" in lines) or (
+        outcome.returncode == 2 and bool(errors)
+    )  # bad input names itself in one line
+    if ours and not outcome.timed_out:
         sys.stdout.write(outcome.stdout)
-        errors = [
-            line
-            for line in outcome.stderr.splitlines()
-            if line.startswith("explorer compile-probe: error:")
-        ]
         # bad input: its one line only (torch may have printed warnings before it)
+        rest = "\n".join(line for line in lines if not line.startswith(DONE))
         sys.stderr.write(
-            errors[-1] + "\n" if outcome.returncode == 2 and errors else outcome.stderr
+            errors[-1] + "\n" if outcome.returncode == 2 else rest + ("\n" if rest else "")
         )
         return outcome.returncode
     message = outcome.ending(f"the step {args.step}", args.timeout)
