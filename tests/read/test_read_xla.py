@@ -189,3 +189,50 @@ def test_the_explorer_opens_its_own_run_with_the_controls_of_that_run(ran):
     assert (ex.scenario.value, ex.steps.value, ex.layers.value) == ("logging", STEPS, 1)
     assert ex.config().resolved() == shown and not ex.run_button.disabled
     assert "Run runs it again" in ex.status.value
+
+
+def test_a_folder_used_again_holds_one_run_and_reads_as_that_run(ran, tmp_path):
+    """``xla-run --out`` into the logging run's folder: the earlier run's dumps, save file and
+    log go to ``previous/1/`` (once its dumps were paired with the new run's compiles, and its
+    save file read as the new run's), and ``read`` of the folder says what the new run said."""
+    folder = shutil.copytree(ran["out"], tmp_path / "again")
+    got = cli("xla-run", "--scenario", "steady", "--steps", "3", "--layers", "1", "--out",
+              str(folder), "--json")  # fmt: skip
+    assert got.returncode in (0, 1), got.stderr[-2000:]
+    doc = json.loads(got.stdout)
+    kept = folder / "previous" / "1"
+    assert (kept / DEBUG_FILE).is_file() and (kept / DUMP_DIR).is_dir()
+    assert glob.glob(str(kept / SAVE_FILE) + "*") and not glob.glob(str(folder / SAVE_FILE) + "*")
+    assert all(g["hlo_path"] for g in doc["graphs"])  # each compile has its own run's dump
+    back, rc = _read(folder)
+    assert rc == got.returncode
+    assert [s["graph_hash"] for s in back["steps"]] == [s["graph_hash"] for s in doc["steps"]]
+    assert [s["cause"] for s in back["steps"]] == [s["cause"] for s in doc["steps"]]
+    assert not any("previous" in f for fs in back["artifacts"].values() for f in fs)
+
+
+def test_a_run_that_failed_reads_as_failed(tmp_path):
+    """A step that raises at step 2: ``xla-run`` says so (exit 1); ``read`` of its folder once
+    said ok with exit 0 from the two steps it finished."""
+    (tmp_path / "failing_step.py").write_text(
+        "import torch\nimport torch_xla.core.xla_model as xm\n"
+        "def step(i):\n"
+        "    if i == 2:\n        raise ValueError('broken at step 2')\n"
+        "    x = torch.ones(4, device=xm.xla_device()) * i\n    xm.mark_step()\n"
+    )
+    out = tmp_path / "run"
+    got = subprocess.run(
+        [sys.executable, "-m", "explorer", "xla-run", "--step", "failing_step:step", "--steps",
+         "4", "--out", str(out), "--json"],
+        capture_output=True, text=True, timeout=900, cwd=tmp_path,
+        env={**__import__("os").environ, "PYTHONPATH": f"{tmp_path}:{Path(__file__).resolve().parents[2]}"},
+    )  # fmt: skip
+    assert got.returncode == 1 and json.loads(got.stdout)["failure"]["kind"] == "exception"
+    back = cli("read", str(out), "--json")
+    doc = json.loads(back.stdout)
+    assert back.returncode == 1 and doc["ok"] is False
+    assert doc["failure"]["kind"] == "exception" and "broken at step 2" in doc["failure"]["message"]
+    text = cli("read", str(out))
+    assert (
+        text.returncode == 1 and "the run that wrote this folder failed (exception)" in text.stdout
+    )

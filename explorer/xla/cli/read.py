@@ -9,6 +9,10 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from explorer.errors import InputError, excerpt
+from explorer.inputs import read_json
+from explorer.xla.traces.records import RUN_FILE
+
 
 def read(path: Path, json_out: bool) -> int:
     """Print the report (or JSON with ``kind: "xla"``) and return the exit code."""
@@ -16,10 +20,19 @@ def read(path: Path, json_out: bool) -> int:
     from explorer.xla.cli.run import WARMUP_STEPS, report
 
     got = read_artifacts(path)
+    failure = _recorded_failure(path)
     if json_out:
-        print(json.dumps(got.to_json(), indent=1), flush=True)
+        doc = got.to_json()
+        if failure is not None:  # the run that wrote the folder failed: as xla-run said
+            doc.update(ok=False, failure=failure)
+        print(json.dumps(doc, indent=1), flush=True)
     else:
         print(f"read {path}: {got.artifacts.describe()}")
+        if failure is not None:
+            print(
+                f"the run that wrote this folder failed ({failure.get('kind')}): "
+                f"{failure.get('message')} (its {RUN_FILE}); the steps below are those it finished"
+            )
         if got.run.steps:
             print(report(got.run).split("\n", 1)[1])  # its first line names a device not known here
         for g in got.run.graphs if not got.run.steps else ():
@@ -45,7 +58,23 @@ def read(path: Path, json_out: bool) -> int:
         for note in got.cannot_answer:
             print(f"  - {note}")
     late = any(s.new_graph and s.step >= WARMUP_STEPS for s in got.run.steps)
-    return 1 if late or got.same_hash_different_text else 0
+    return 1 if late or got.same_hash_different_text or failure is not None else 0
+
+
+def _recorded_failure(path: Path) -> dict | None:
+    """The failure ``xla-run --out`` recorded in the folder's ``run.json`` (None: none, or no such
+    file). A folder of a run that failed at step 2 holds two good steps; read alone, they made a
+    clean verdict of a failed run."""
+    record = path / RUN_FILE if path.is_dir() else None
+    if record is None or not record.is_file():
+        return None
+    doc = read_json(str(record), "explorer read")
+    failure = doc.get("failure") if isinstance(doc, dict) else None
+    if failure is not None and not isinstance(failure, dict):
+        raise InputError(
+            f"{excerpt(str(record))}: its 'failure' is not what xla-run writes; was it edited?"
+        )
+    return failure
 
 
 def _ms(value: float | None) -> str:

@@ -159,6 +159,7 @@ def run(args: argparse.Namespace) -> int:
     """Run, print, and return 0 (settled), 1 (findings) or 2 (bad input, via InputError)."""
     from explorer.xla.runtime.config import RunConfig, parse_fsdp_options
     from explorer.xla.runtime.run import run as run_config
+    from explorer.xla.traces.records import RUN_FILE
 
     cfg = RunConfig(
         scenario=args.scenario,
@@ -182,7 +183,7 @@ def run(args: argparse.Namespace) -> int:
     doc = result.to_json()
     print(json.dumps(doc, indent=1) if args.json else report(result), flush=True)
     if args.out:  # after the result is printed: a folder that fails now loses no run
-        write_text(os.path.join(args.out, "run.json"), json.dumps(doc, indent=1), "--out")
+        write_text(os.path.join(args.out, RUN_FILE), json.dumps(doc, indent=1), "--out")
     if result.failure:
         print(
             f"explorer xla-run: the child failed ({result.failure.kind}): {result.failure.message}",

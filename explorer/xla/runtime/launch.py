@@ -22,7 +22,15 @@ from explorer.processes import Child, Engine, Report, supervise
 from explorer.xla.runtime.config import RunConfig, refuse_xla_cuda
 from explorer.xla.traces import failure as failures
 from explorer.xla.traces.protocol import decode
-from explorer.xla.traces.records import DEBUG_FILE, DUMP_DIR, SAVE_FILE, ChildResult
+from explorer.xla.traces.records import (
+    DEBUG_FILE,
+    DUMP_DIR,
+    METRICS_FILE,
+    PREVIOUS_DIR,
+    RUN_FILE,
+    SAVE_FILE,
+    ChildResult,
+)
 
 Progress = Callable[[dict[str, Any]], None]
 
@@ -95,9 +103,7 @@ def launch(
     refuse_xla_cuda(cfg.pjrt_device)  # also for a config that skipped resolved()
     out_dir = out_dir or tempfile.mkdtemp(prefix="explorer-xla-")
     os.makedirs(out_dir, exist_ok=True)
-    for stale in (DEBUG_FILE,):
-        if os.path.exists(os.path.join(out_dir, stale)):
-            os.remove(os.path.join(out_dir, stale))
+    set_aside_earlier_run(out_dir)
     config_path = os.path.join(out_dir, CONFIG_FILE)
     with open(config_path, "w", encoding="utf-8") as fh:
         fh.write(cfg.to_json())
@@ -122,6 +128,27 @@ def launch(
         several,
     )
     return result
+
+
+def set_aside_earlier_run(out_dir: str) -> Optional[str]:
+    """Move what an earlier run left in ``out_dir`` to ``previous/<n>/`` (returned), so that
+    nothing this run reads or a later ``explorer read`` finds is another run's: its HLO dumps
+    were once paired with this run's compiles, and its save file read as this run's."""
+    names = [DEBUG_FILE, DUMP_DIR, METRICS_FILE, STDERR_FILE, CONFIG_FILE, RUN_FILE]
+    found = [n for n in names if os.path.lexists(os.path.join(out_dir, n))]
+    found += sorted(n for n in os.listdir(out_dir) if n.startswith(SAVE_FILE))
+    if not found:
+        return None
+    previous = os.path.join(out_dir, PREVIOUS_DIR)
+    os.makedirs(previous, exist_ok=True)
+    n = 1 + sum(1 for d in os.listdir(previous) if d.isdigit())
+    while os.path.exists(os.path.join(previous, str(n))):
+        n += 1
+    target = os.path.join(previous, str(n))
+    os.makedirs(target)
+    for name in found:
+        os.replace(os.path.join(out_dir, name), os.path.join(target, name))
+    return target
 
 
 def _running_step(messages: list[dict[str, Any]]) -> Optional[int]:

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Optional
 
 from explorer.xla.traces.metrics_report import looks_like_metrics
+from explorer.xla.traces.records import PREVIOUS_DIR
 from explorer.xla.traces.savefile import looks_like_save_file
 
 __all__ = ["XlaArtifacts", "find_artifacts", "KINDS"]
@@ -90,6 +91,8 @@ def _files(root: Path) -> list[str]:
         depth = len(Path(dirpath).relative_to(root).parts)
         if depth >= _MAX_DEPTH:
             dirnames[:] = []
+        if depth == 0 and PREVIOUS_DIR in dirnames:
+            dirnames.remove(PREVIOUS_DIR)  # earlier runs xla-run set aside: not this folder's run
         dirnames.sort()
         for name in sorted(filenames):
             full = os.path.join(dirpath, name)

@@ -142,6 +142,9 @@ class XlaRun:
 DEBUG_FILE, DUMP_DIR = "pt_xla_debug.txt", "hlo_dump"
 #: ``XLA_SAVE_TENSORS_FILE`` (torch_xla appends the device ordinal) and the final metrics report.
 SAVE_FILE, METRICS_FILE = "save_tensors.txt", "metrics_report.txt"
+#: ``xla-run --out``'s own record of the run (its JSON), and where an earlier run's files go
+#: when the folder is used again (never read as this run's).
+RUN_FILE, PREVIOUS_DIR = "run.json", "previous"
 
 
 @dataclass
