@@ -87,3 +87,27 @@ def test_the_seeds_order_leaves_the_fixed_plan_where_the_gradient_should_go_firs
     assert [d["rank"] for d in doc["left_the_plan"]] == [d.rank for d in left]
     same = explorer_cli("doctor", str(tmp_path))
     assert "plan: every rank's recorded order kept to it" in same.stdout
+
+
+@pytest.mark.slow
+def test_a_plan_of_another_size_is_refused_and_leaving_the_plan_is_exit_1(
+    tmp_path, explorer_cli, cli_1f1b_run
+):
+    """The 1F1B run of 2 stages x 4 micro-batches (``tests/shared_runs.py``): against a
+    4-stage plan it once "left the plan" at its first load; against GPipe of its own size it
+    leaves it for real, which is a finding (exit 1), while the run itself waited on no one."""
+    folder = shutil.copytree(cli_1f1b_run.folder, tmp_path / "run")
+    own = ["--stages", "2", "--microbatches", "4"]
+    assert explorer_cli("doctor", str(folder)).returncode == 0
+    wrong = explorer_cli(
+        "doctor", str(folder), "--kind", "1f1b", "--stages", "4", "--microbatches", "8"
+    )
+    assert wrong.returncode == 2 and "not the size of the job" in wrong.stderr, wrong.stderr
+    other = explorer_cli("doctor", str(folder), "--kind", "gpipe", *own)
+    assert other.returncode == 1 and "(the first to leave it)" in other.stdout, other.stdout
+    assert explorer_cli("doctor", str(folder), "--kind", "1f1b", *own).returncode == 0
+
+
+def test_pid_1_is_refused(explorer_cli):
+    done = explorer_cli("doctor", "1")
+    assert done.returncode == 2 and "pid 1 is the system's init" in done.stderr

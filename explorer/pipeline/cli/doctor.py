@@ -95,6 +95,11 @@ def run(args: argparse.Namespace) -> int:
     from explorer.pipeline.runtime.doctor import doctor
 
     pids = [t for t in args.target if isinstance(t, int)]
+    if 1 in pids:
+        raise InputError(
+            "pid 1 is the system's init, the parent of every process: give the pid of the "
+            "job's launcher (torchrun, deepspeed) or of its ranks"
+        )
     folders = [t for t in args.target if isinstance(t, Path)]
     if len(folders) > 1 or (folders and args.folder is not None):
         raise InputError("give one run folder (as TARGET or --folder), not several")
@@ -164,7 +169,8 @@ def _report(diagnosis: Diagnosis, json_out: bool) -> int:
             print(
                 f"(read from {diagnosis.folder} in {diagnosis.seconds:.2f} s: no rank is running)"
             )
-    return 0 if verdict.verdict == "no-wait" else 1
+    left = bool(diagnosis.departures)  # a rank that left the plan is a finding, as a wait is
+    return 0 if verdict.verdict == "no-wait" and not left else 1
 
 
 __all__ = ["read", "register", "run"]

@@ -151,6 +151,8 @@ def doctor(
     verdict = diagnose(states, model)
     live = sum(1 for s in states if s.source == "stack")
     ran = [x for log in logs.values() for x in log.get("ran", ()) if x.get("text")]
+    if plan is not None:
+        _plan_fits(plan, schedule, {r.rank for r in ranks})
     plan = plan if plan is not None else schedule
     left = tuple(departures(plan, ran)) if plan is not None and ran else None
     if save is not None:
@@ -558,6 +560,25 @@ def _from_log(
         source="log" if log else "none",
         note=note,
     )
+
+
+def _plan_fits(plan: Schedule, schedule: Optional[Schedule], ranks: set[int]) -> None:
+    """A plan of another size than the job is refused: its departures would be the sizes'
+    difference (a 2-rank run against a 4-stage plan "left it" at its first load), and ranks
+    beyond the plan's would go unchecked."""
+    size = lambda s: (s.num_ranks, s.num_stages, s.num_microbatches)  # noqa: E731
+    if schedule is not None and size(plan) != size(schedule):
+        raise InputError(
+            f"the plan ({plan.num_ranks} ranks, {plan.num_stages} stages, {plan.num_microbatches} "
+            f"micro-batches) is not the size of the job ({schedule.num_ranks} ranks, "
+            f"{schedule.num_stages} stages, {schedule.num_microbatches} micro-batches): give "
+            "--stages and --microbatches as the job ran"
+        )
+    if ranks and max(ranks) >= plan.num_ranks:
+        raise InputError(
+            f"the job has rank {max(ranks)}, the plan only ranks 0..{plan.num_ranks - 1}: give "
+            "--stages and --microbatches as the job ran"
+        )
 
 
 def _failed_at(failure: Optional[dict], schedule: Schedule, rank: int) -> Optional[int]:
