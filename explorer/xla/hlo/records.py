@@ -116,6 +116,8 @@ class HloDiff:
         return {
             "module_a": self.module_a,
             "module_b": self.module_b,
+            # the verdict the exit code gives (0: identical), so a reader of the JSON has it too
+            "identical": self.identical,
             "summary": self.summary,
             "parameter_permutation": [[p.index_a, p.index_b] for p in self.parameter_permutation],
             "parameters": _plain_list(self.parameter_permutation),
