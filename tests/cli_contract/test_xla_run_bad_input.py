@@ -68,6 +68,14 @@ XLA_RUN_CASES = [
     Case("fsdp-option-empty-key", [*S, "--fsdp-option", "=1"], "expected KEY=VALUE"),
     Case("fsdp-option-bad-key", [*S, "--fsdp-option", "a b=1"], "not a keyword argument name"),
     Case("fsdp-option-nan", [*S, "--fsdp-option", "x=NaN"], "NaN"),
+    # a name FSDP does not take is bad input, found in the child before anything is wrapped
+    # (its TypeError was a failed run, exit 1)
+    Case(
+        "fsdp-option-unknown",
+        [*S, "--layers", "1", "--steps", "2", "--fsdp-option", "x={bad"],
+        "XlaFullyShardedDataParallel takes no option 'x'",
+        **XLA,
+    ),
     Case(
         "fsdp-option-deep", [*S, "--fsdp-option", "x=" + "[" * 30_000 + "]" * 30_000], "recursion"
     ),

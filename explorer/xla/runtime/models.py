@@ -8,8 +8,9 @@ XLA:CPU. Workarounds applied on CPU are returned by name so the run can report t
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Mapping
 
+from explorer.errors import InputError
 from explorer.xla.runtime.config import RunConfig
 
 VOCAB = 64
@@ -71,11 +72,31 @@ def fsdp_kwargs(cfg: RunConfig, on_cpu: bool) -> tuple[dict[str, Any], list[str]
     return kwargs, applied
 
 
+def options_taken(cls: Any, options: Mapping[str, Any]) -> None:
+    """Refuse ``--fsdp-option`` names the wrapper class does not take, as bad input (exit 2)
+    before anything is wrapped: its TypeError was reported as a failed run. A class that takes
+    ``**kwargs`` passes them on to another one and is not second-guessed here."""
+    import inspect
+
+    taken = inspect.signature(cls.__init__).parameters
+    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in taken.values()):
+        return
+    unknown = sorted(set(options) - set(taken))
+    if unknown:
+        names = [n for n in taken if n not in ("self", "module")]
+        names_said = ", ".join(names[:12]) + (", ..." if len(names) > 12 else "")
+        raise InputError(
+            f"--fsdp-option {unknown[0]}: {cls.__name__} takes no option {unknown[0]!r}; "
+            f"it takes {names_said}"
+        )
+
+
 def wrap_v1(model: Any, cfg: RunConfig, device: Any, on_cpu: bool) -> tuple[Any, list[str]]:
     """Nested ``XlaFullyShardedDataParallel``: every encoder layer, then the whole model."""
     from torch_xla.distributed.fsdp import XlaFullyShardedDataParallel as FSDP
 
     kwargs, applied = fsdp_kwargs(cfg, on_cpu)
+    options_taken(FSDP, cfg.fsdp_options)
     for k, layer in enumerate(model.layers):
         model.layers[k] = FSDP(layer.to(device), **kwargs)
     return FSDP(model.to(device), **kwargs), applied
@@ -93,6 +114,7 @@ def wrap_v2(model: Any, cfg: RunConfig, device: Any) -> tuple[Any, Any]:
     n = xr.global_runtime_device_count()
     mesh = xs.Mesh(np.arange(n), (n, 1), ("fsdp", "model"))
     options = dict(cfg.fsdp_options)
+    options_taken(FSDPv2, options)
     for k, layer in enumerate(model.layers):
         model.layers[k] = FSDPv2(layer.to(device), mesh=mesh, **options)
     return FSDPv2(model.to(device), mesh=mesh, **options), mesh
