@@ -24,6 +24,21 @@ def test_counters_and_metrics_are_read():
     assert report.total_ms("CompileTime") == 2500.0 and report.samples("CompileTime") == 3
 
 
+def test_counts_and_times_no_torch_xla_report_holds_are_refused():
+    """A negative or 29-digit counter, or 10^27 seconds of compile time, were printed as
+    ``-5 compile(s)`` and a 31-digit CompileTime: a report torch_xla did not write."""
+    import pytest
+
+    from explorer.errors import InputError
+
+    for value in ("-5", "9" * 29):
+        with pytest.raises(InputError, match="not a count torch_xla writes"):
+            parse_metrics_report(f"Counter: UncachedCompile\n  Value: {value}\n")
+    with pytest.raises(InputError, match="more than any run takes"):
+        duration_ms("999999999999999999999999999s")
+    assert duration_ms("100h") == 3.6e8  # a long run is still a run
+
+
 def test_the_sync_site_skips_torch_xla_frames():
     assert sync_site(LOOP) == "train (/u/train.py:40)"
 

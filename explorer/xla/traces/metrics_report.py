@@ -12,6 +12,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
+from explorer.errors import InputError, excerpt
+
 __all__ = ["MetricsReport", "looks_like_metrics", "parse_metrics_report", "duration_ms"]
 
 _HEAD = re.compile(r"^(Metric|Counter):\s*(\S+)\s*$")
@@ -37,12 +39,33 @@ class MetricsReport:
         return int(value) if value.isdigit() else None
 
 
+#: More than any counter or time a real report holds (a year is 3.2e10 ms): past it, the report
+#: was not written by torch_xla, and printing it as a count or a time would say nonsense.
+MAX_COUNT, MAX_MS = 10**15, 1e13
+
+
+def _count(name: str, value: str) -> int:
+    if value.startswith("-") or len(value) > 16 or int(value) > MAX_COUNT:
+        raise InputError(
+            f"metrics report: counter {excerpt(name, 40)} is {excerpt(value, 24)}, not a count "
+            "torch_xla writes (0 to 10^15): was the report edited or cut?"
+        )
+    return int(value)
+
+
 def duration_ms(text: str) -> float | None:
-    """torch_xla's ``01m02s345ms678.123us`` (or ``345ms``) as milliseconds."""
+    """torch_xla's ``01m02s345ms678.123us`` (or ``345ms``) as milliseconds (None: not a duration;
+    InputError: more time than any run takes, which no torch_xla report says)."""
     parts = _UNIT.findall(text)
     if not parts or _UNIT.sub("", text).strip():
         return None
-    return sum(float(v) * _UNIT_MS[u] for v, u in parts)
+    total = sum(float(v) * _UNIT_MS[u] for v, u in parts)
+    if not total <= MAX_MS:
+        raise InputError(
+            f"metrics report: the time {excerpt(text, 40)} is more than any run takes "
+            f"({MAX_MS:.0e} ms): was the report edited or cut?"
+        )
+    return total
 
 
 def looks_like_metrics(head: str) -> bool:
@@ -67,7 +90,7 @@ def parse_metrics_report(text: str) -> MetricsReport:
             continue
         key, value = f.groups()
         if kind == "Counter" and key == "Value" and value.lstrip("-").isdigit():
-            out.counters[name] = int(value)
+            out.counters[name] = _count(name, value)
         elif kind == "Metric":
             out.metrics[name][key] = value
     return out
