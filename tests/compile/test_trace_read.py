@@ -223,3 +223,19 @@ def test_a_compile_job_with_rank_tagged_profiler_traces_still_reads_as_torch_tra
     )
     assert "distributedInfo" in trace.read_text()
     assert detect(folder).kind == "torch-trace"
+
+
+def test_a_cut_log_gives_no_clean_verdict(jobs, tmp_path) -> None:
+    """The cycling job's log cut mid-line, as a job stopped while writing leaves it: once read as
+    'No recompile, steady', exit 0. What the log no longer says may be the recompile: exit 1,
+    ``ok`` false, the cut named."""
+    (log,) = sorted(jobs("cycling").glob("**/dedicated_log_torch_trace*.log"))
+    data = log.read_bytes()
+    cut_at = data.index(b"\n", 4096) + 20  # inside the line after the first 4 KB
+    folder = tmp_path / "cut"
+    folder.mkdir()
+    (folder / log.name).write_bytes(data[:cut_at])
+    out = _read(folder, "--json")
+    doc = json.loads(out.stdout)
+    assert out.returncode == 1 and doc["ok"] is False, out.stderr
+    assert doc["failure"]["kind"] == "unfinished" and "cut line" in doc["failure"]["message"]

@@ -38,6 +38,7 @@ from explorer.compile.traces.records import (
 )
 from explorer.compile.traces.torch_trace import TorchTrace, read_torch_trace
 from explorer.errors import InputError, excerpt
+from explorer.failure import Failure, FailureKind
 
 #: How to record what the structured trace lacks, said wherever it is missing.
 HOW_TO_PROFILE = (
@@ -267,6 +268,14 @@ def read_job(path: Path) -> ProbeResult:
             {"file": t.path, "pid": t.pid, "profiles": sorted({p.path for p in mine})}
         ]
     merged = merge_ranks(per_rank, label=str(path))
+    cut = [Path(t.path).name for t in traces if t.truncated]
+    if cut and merged.failure is None:  # what the log no longer says may be the recompile
+        merged.failure = Failure(
+            FailureKind.UNFINISHED,
+            f"{', '.join(cut[:3])} end{'s' if len(cut) == 1 else ''} in a cut line (the job was "
+            "stopped while writing?): the records before it are read, and what came after is "
+            "unknown, so no verdict of 'no recompile' is given",
+        )
     if stepless:
         merged.notes.append(
             f"{len(stepless)} profiler trace(s) without ProfilerStep#N events were not used "

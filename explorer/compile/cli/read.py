@@ -43,6 +43,8 @@ def read(path: Path, json_out: bool, workers: Optional[int] = None) -> int:
     else:
         print(trace_report(result), flush=True)
     d = result.diagnosis
+    if result.failure is not None:  # a cut log: as a job folder's cut log, not a clean verdict
+        return 1
     return 0 if d is None or d.cause == "steady" else 1
 
 
