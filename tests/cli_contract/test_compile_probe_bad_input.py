@@ -174,4 +174,5 @@ def test_a_step_that_ends_its_process_is_a_structured_failure(bad, module, words
     ]
     doc = json.loads(ran.stdout)
     assert doc["ok"] is False and words in doc["failure"]["message"]
+    assert doc["kind"] == "compile"  # the document of a probe that ran through, failed
     assert ran.seconds < 120

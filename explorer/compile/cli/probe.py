@@ -213,6 +213,7 @@ def _run_in_child(args: argparse.Namespace) -> int:
             signal=outcome.signal,
         )
         doc = {
+            "kind": "compile",  # the same document kind as a probe that ran through
             "label": args.step,
             "ok": False,
             "failure": failure.to_dict(),
