@@ -35,6 +35,9 @@ def test_a_schedule_keeps_its_buffers_and_its_p2p_model(conventions):
     moved = under_conventions(seed, **conventions)
     assert moved.buffers == seed.buffers == (4, 3, 2, 2)
     assert moved.params["p2p"] == "blocking"
+    # DeepSpeed's one received gradient per stage, not a PyTorch runtime order's one per micro-batch
+    assert moved.params.get("grad_receive") == seed.params.get("grad_receive")
+    assert moved.params["kind"] == "deepspeed-train" and moved.params["conventions"]
     assert not check(moved).ok  # the seed's buffers and blocking sends, still judged as they are
     one = build("gpipe", 4, 8, buffers=1)  # one buffer per stage: every receive overwrites
     moved = under_conventions(one, **conventions)

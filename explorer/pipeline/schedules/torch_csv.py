@@ -276,7 +276,8 @@ def _instructions(schedule: Schedule) -> list[tuple[int, ...]]:
 
 def _as_the_schedule_had_it(moved: Schedule, schedule: Schedule) -> Schedule:
     """``moved`` with what the order could not carry from ``schedule``: each instruction's buffer
-    and each stage's buffer count, the P2P model, and the tied-gradient reduction."""
+    and each stage's buffer count, its params (P2P model, gradient receives), and the
+    tied-gradient reduction."""
     own: dict[tuple[int, int, int], int] = {}
     columns = (schedule.stage, schedule.kind, schedule.microbatch, schedule.buffer)
     for stage, kind, mb, buf in zip(*(c.tolist() for c in columns)):
@@ -300,7 +301,9 @@ def _as_the_schedule_had_it(moved: Schedule, schedule: Schedule) -> Schedule:
         stage_to_rank=moved.stage_to_rank,
         buffers=schedule.buffers,
         name=moved.name,
-        params={**moved.params, "p2p": schedule.params.get("p2p", moved.params.get("p2p"))},
+        # the schedule's own params (its P2P model, how many gradients a stage receives at
+        # once, whether it trains), not those of a PyTorch runtime order
+        params={**schedule.params, "conventions": moved.name.removeprefix(schedule.name + "+")},
     )
 
 
