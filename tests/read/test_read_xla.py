@@ -138,6 +138,43 @@ def test_one_hash_with_two_programs_is_reported_not_merged(ran, tmp_path):
     assert rc == 1
 
 
+def _cut_logs(text: str) -> dict[str, str]:
+    """The real log cut three ways: mid-line, between two lines of one block, after its first
+    block (a whole block, so only the dumps can tell that the log stops early)."""
+    mid = text.index("Graph Hash:", len(text) // 2) + 5
+    in_block = text[: text.index("\n", mid) + 1]
+    first_block = text.split("\n\n")[0] + "\n\n"
+    assert "Compilation Analysis" in first_block  # the run starts by compiling
+    return {
+        "cut line": text[:mid],
+        "inside an analysis block": in_block,
+        "the dumps hold": first_block,
+    }
+
+
+def test_a_cut_debug_log_gives_no_clean_verdict(ran, tmp_path):
+    """A log cut while written (a killed run, a file copied early) has lost what came after,
+    which may be the recompile: read says so, ok false, exit 1, never the whole-run verdict."""
+    from cli_in_process import call_cli
+
+    whole = (ran["dir"] / "debug.log").read_text()
+    for i, (said, text) in enumerate(_cut_logs(whole).items()):
+        folder = tmp_path / str(i)
+        shutil.copytree(ran["dir"] / "dumps", folder / "dumps")
+        (folder / "debug.log").write_text(text)
+        got = call_cli(["read", str(folder), "--json"])
+        doc = json.loads(got.stdout)
+        assert (got.returncode, doc["ok"], doc["failure"]["kind"]) == (1, False, "unfinished")
+        assert said in doc["failure"]["message"], doc["failure"]
+        shown = call_cli(["read", str(folder)])
+        assert shown.returncode == 1 and "do not hold the whole run" in shown.stdout
+    whole_folder = tmp_path / "whole"
+    shutil.copytree(ran["dir"] / "dumps", whole_folder / "dumps")
+    (whole_folder / "debug.log").write_text(whole)
+    doc = json.loads(call_cli(["read", str(whole_folder), "--json"]).stdout)
+    assert doc["failure"] is None and doc["steps"] == _read(ran["dir"])[0]["steps"]
+
+
 @pytest.mark.parametrize("case", ["empty", "garbage", "truncated-save", "corrupt-dump"])
 def test_broken_artifacts_are_one_line_and_exit_2(ran, tmp_path, case):
     if case == "empty":

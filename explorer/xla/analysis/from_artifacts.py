@@ -28,11 +28,12 @@ from typing import Any, Optional
 
 from explorer import inputs
 from explorer.errors import InputError
-from explorer.xla.analysis.assemble import _explain, _graphs, _steps
+from explorer.failure import Failure, FailureKind
+from explorer.xla.analysis.assemble import _explain, _graphs, _steps, dumped_modules
 from explorer.xla.analysis.same_hash import SameHash, find_same_hash
 from explorer.xla.hlo import Module, read_modules
 from explorer.xla.traces.artifacts import XlaArtifacts, find_artifacts
-from explorer.xla.traces.debuglog import DebugEvent, parse_debug
+from explorer.xla.traces.debuglog import DebugEvent, cut_short, parse_debug
 from explorer.xla.traces.metrics_report import MetricsReport, parse_metrics_report
 from explorer.xla.traces.records import Graph, XlaRun
 from explorer.xla.traces.savefile import SaveBlock, parse_save_file
@@ -147,12 +148,14 @@ def read_artifacts(path: Path, threshold: float = 0.8) -> ArtifactRead:
     blocks = parse_save_file(_read(save_path, "save file"), save_path) if save_path else []
     events: list[DebugEvent] = []
     if debug_path:
-        events = parse_debug(_read(debug_path, "debug log"))
+        debug_text = _read(debug_path, "debug log")
+        events = parse_debug(debug_text)
         if not events:
             raise InputError(
                 f"{debug_path} has no 'Compilation/Execution Analysis' block with a graph hash: "
                 "it is not a PT_XLA_DEBUG_LEVEL=2 log, or it is empty"
             )
+        run.failure = _cut_log(debug_path, debug_text)
     elif blocks:
         events = _save_events(blocks)
         notes.append(
@@ -191,6 +194,8 @@ def read_artifacts(path: Path, threshold: float = 0.8) -> ArtifactRead:
             f"where steps begin: the run's own markers are not in these artifacts; a step is one sync "
             f"from {out.step_site or '?'} (the line most user syncs came from), earlier executions are setup"
         )
+        if run.failure is None:
+            run.failure = _dumps_beyond_log(dump_dir, events)
     else:
         _dumps_only(run, found.dump_files, threshold, notes)
     out.same_hash_different_text = find_same_hash(run, blocks, executions)
@@ -216,6 +221,38 @@ def read_artifacts(path: Path, threshold: float = 0.8) -> ArtifactRead:
         "not recorded either (run under `explorer xla-run --live-report` to see them)"
     )
     return out
+
+
+#: What a reader can still say when the log does not hold the whole run.
+_UNKNOWN_AFTER = (
+    "the steps before it are read, and what came after is unknown (it may be the recompile), "
+    "so no verdict of 'no new graph' is given"
+)
+
+
+def _cut_log(path: str, text: str) -> Optional[Failure]:
+    """A failure when the debug log was cut while being written (see ``cut_short``)."""
+    why = cut_short(text)
+    if why is None:
+        return None
+    return Failure(
+        FailureKind.UNFINISHED,
+        f"{path} {why} (the run stopped while writing it, or the file was cut): {_UNKNOWN_AFTER}",
+    )
+
+
+def _dumps_beyond_log(dump_dir: str, events: list[DebugEvent]) -> Optional[Failure]:
+    """A failure when the dump folder holds more compiled graphs than the log compiled: the log
+    stops early (cut at a block's end), or the dumps are of more than this run."""
+    dumped = len(dumped_modules(dump_dir)) if dump_dir else 0
+    compiled = sum(1 for e in events if e.kind == "compile")
+    if dumped <= compiled:
+        return None
+    return Failure(
+        FailureKind.UNFINISHED,
+        f"the dumps hold {dumped} compiled graphs and the debug log names {compiled} compiles: "
+        f"the log stops early, or the dumps are of more than this run: {_UNKNOWN_AFTER}",
+    )
 
 
 def _first_module(path: str) -> Module:

@@ -21,6 +21,8 @@ def read(path: Path, json_out: bool) -> int:
 
     got = read_artifacts(path)
     failure = _recorded_failure(path)
+    if failure is None and got.run.failure is not None:  # a cut log: no clean verdict
+        failure = got.run.failure.to_dict()
     if json_out:
         doc = got.to_json()
         if failure is not None:  # the run that wrote the folder failed: as xla-run said
@@ -28,11 +30,13 @@ def read(path: Path, json_out: bool) -> int:
         print(json.dumps(doc, indent=1), flush=True)
     else:
         print(f"read {path}: {got.artifacts.describe()}")
-        if failure is not None:
+        if failure is not None and got.run.failure is None:
             print(
                 f"the run that wrote this folder failed ({failure.get('kind')}): "
                 f"{failure.get('message')} (its {RUN_FILE}); the steps below are those it finished"
             )
+        elif failure is not None:
+            print(f"these artifacts do not hold the whole run: {failure.get('message')}")
         if got.run.steps:
             print(report(got.run).split("\n", 1)[1])  # its first line names a device not known here
         for g in got.run.graphs if not got.run.steps else ():

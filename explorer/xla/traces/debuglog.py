@@ -79,6 +79,21 @@ def parse_debug(text: str) -> list[DebugEvent]:
     return events
 
 
+def cut_short(text: str) -> Optional[str]:
+    """Why ``text`` is not a whole log (None when it is): torch_xla ends every line, and closes
+    every analysis block with a line of ``=``. A log cut while being written (the process killed,
+    the file copied early or truncated) drops what came after, which may be the recompile, so a
+    reader must not give its "no new graph" verdict from it."""
+    if text and not text.endswith("\n"):
+        return "ends in a cut line"
+    open_block = False
+    for line in text.splitlines():
+        m = _PREFIX.match(line)
+        if m and m.group(2).strip().startswith("====="):
+            open_block = not open_block
+    return "ends inside an analysis block" if open_block else None
+
+
 def slice_events(text: str, offsets: list[int]) -> tuple[list[DebugEvent], list[list[DebugEvent]]]:
     """Split the file at byte offsets: events before ``offsets[0]`` (setup), then one list per step."""
     data = text.encode("utf-8")
@@ -92,4 +107,4 @@ def slice_events(text: str, offsets: list[int]) -> tuple[list[DebugEvent], list[
     return setup, per_step
 
 
-__all__ = ["DebugEventKind", "DebugEvent", "parse_debug", "slice_events"]
+__all__ = ["DebugEventKind", "DebugEvent", "cut_short", "parse_debug", "slice_events"]
