@@ -226,6 +226,16 @@ def test_a_gone_rank_and_a_collective_missing_one_rank():
     assert idle.verdict == "no-wait"
 
 
+def test_a_run_is_finished_only_when_every_rank_finished():
+    done = diagnose([state(0, "finished", source="log"), state(1, "finished", source="log")])
+    assert done.verdict == "finished" and "the run finished" in done.describe()
+    assert "is gone" not in done.describe()
+    half = diagnose([state(0, "finished", source="log"), state(1, "gone", source="log")])
+    assert half.verdict == "no-wait" and "rank 1 is gone" in half.describe()
+    waits = diagnose([state(0, "finished", source="log"), state(1, "waiting", "recv", 0)])
+    assert waits.verdict == "waits-on" and waits.culprit == 0
+
+
 # -- bad input ----------------------------------------------------------------------------------
 
 

@@ -98,7 +98,9 @@ def test_a_plan_of_another_size_is_refused_and_leaving_the_plan_is_exit_1(
     leaves it for real, which is a finding (exit 1), while the run itself waited on no one."""
     folder = shutil.copytree(cli_1f1b_run.folder, tmp_path / "run")
     own = ["--stages", "2", "--microbatches", "4"]
-    assert explorer_cli("doctor", str(folder)).returncode == 0
+    finished = explorer_cli("doctor", str(folder))  # a good run, read after it ended
+    assert finished.returncode == 0 and "verdict: the run finished" in finished.stdout
+    assert "gone" not in finished.stdout and finished.stdout.count("finished its run") == 2
     wrong = explorer_cli(
         "doctor", str(folder), "--kind", "1f1b", "--stages", "4", "--microbatches", "8"
     )

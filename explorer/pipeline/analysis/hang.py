@@ -9,7 +9,8 @@ wrote itself. The verdict follows the waits from rank to rank:
   schedule is known the cycle is also the analysis' own :class:`~.findings.Deadlock` record;
 - **the rank everyone waits on**: the end of the chains of waits, a rank that is gone,
   sleeping, stuck or computing in user code, with what it is doing;
-- **no wait**: no rank waits on another (all computing, say): not a hang this tool can name.
+- **no wait**: no rank waits on another (all computing, say): not a hang this tool can name;
+- **finished**: every rank ran to its end (a run folder read after a good run): no hang at all.
 
 Two ranks that wait on each other in a send and its matching receive are a rendezvous under
 way, not a cycle. Pure python: states are data (tests build them by hand).
@@ -30,7 +31,7 @@ from explorer.pipeline.schedules.schedule import Schedule
 #: Sources that saw the rank's stack: live (``stack``), saved by ``--save`` or py-spy
 #: (``saved``), or printed as the rank ended (``traceback``).
 SEEN = ("stack", "saved", "traceback")
-VerdictKind = Literal["cycle", "waits-on", "collective-mismatch", "no-wait"]
+VerdictKind = Literal["cycle", "waits-on", "collective-mismatch", "no-wait", "finished"]
 _SENDS = ("send", "isend", "send_object_list")
 _RECVS = ("recv", "irecv", "recv_object_list")
 
@@ -69,6 +70,8 @@ class RankState:
             return "could not be seen" + (f" (last wrote {ins})" if ins else "")
         if self.activity == "done":
             return "had completed every collective it entered"
+        if self.activity == "finished":
+            return "finished its run"
         verb = {
             "sleeping": "sleeps",
             "idle": "is blocked",
@@ -80,6 +83,8 @@ class RankState:
 
     def describe(self) -> str:
         since = "" if self.since_s is None else f", no progress for {self.since_s:.0f} s"
+        if self.activity == "finished":  # not a stall: its last line is its end
+            since = "" if self.since_s is None else f" {self.since_s:.0f} s ago"
         note = f" [{self.note}]" if self.note else ""
         return f"{self._who()} {self.doing()}{since}{note}"
 
@@ -197,6 +202,8 @@ class HangVerdict:
             return self.mismatch.text + (
                 f" (not seen: rank{'s' if len(self.unseen) > 1 else ''} {unseen})" if unseen else ""
             )
+        if self.verdict == "finished":
+            return f"the run finished: all {len(self.ranks)} ranks ran to their end; nothing hangs"
         return "no rank waits on another: " + "; ".join(s.describe() for s in self.ranks)
 
     def to_dict(self) -> dict:
@@ -276,6 +283,8 @@ def diagnose(states: Sequence[RankState], model: str = "blocking") -> HangVerdic
     ranks = tuple(sorted(states, key=lambda s: s.rank))
     by_rank = {s.rank: s for s in ranks}
     unseen = tuple(s.rank for s in ranks if s.source not in SEEN)
+    if ranks and all(s.activity == "finished" for s in ranks):
+        return HangVerdict("finished", ranks, unseen=unseen)
     mismatch = collectives_apart(ranks)
     if mismatch is not None:
         return HangVerdict("collective-mismatch", ranks, mismatch=mismatch, unseen=unseen)

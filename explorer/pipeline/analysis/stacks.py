@@ -28,10 +28,20 @@ from explorer.pipeline.schedules.instructions import Kind
 #: What a rank does: the first five read from a stack (``compiling``: inside torch.compile's
 #: compilation of a frame, its first or a recompile), ``stopped`` (its process stands stopped
 #: by a signal, state T: it will not move by itself, whatever its stack shows), ``gone`` (no
-#: process), ``unseen`` (no stack) and ``done`` (its Flight Recorder dump says its last collective
-#: completed: it waited in none when it dumped).
+#: process), ``unseen`` (no stack), ``done`` (its Flight Recorder dump says its last collective
+#: completed: it waited in none when it dumped) and ``finished`` (no process, and its own file's
+#: last line says it ran to its end).
 Activity = Literal[
-    "waiting", "compiling", "computing", "sleeping", "idle", "stopped", "gone", "unseen", "done"
+    "waiting",
+    "compiling",
+    "computing",
+    "sleeping",
+    "idle",
+    "stopped",
+    "gone",
+    "unseen",
+    "done",
+    "finished",
 ]
 #: ``torch.distributed`` calls that pair two ranks, and the local naming the peer.
 P2P_CALLS = {

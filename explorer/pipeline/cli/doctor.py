@@ -149,7 +149,7 @@ def _report(diagnosis: Diagnosis, json_out: bool) -> int:
         print(f"verdict: {verdict.describe()}")
         if verdict.deadlock is not None:
             print(f"  as the analysis says it: {verdict.deadlock.describe()}")
-        if verdict.quiet_s is not None:
+        if verdict.quiet_s is not None and verdict.verdict != "finished":
             print(f"  no rank has written progress for {verdict.quiet_s:.1f} s")
         if diagnosis.departures is not None:
             print(_plan_words(diagnosis.departures))
@@ -170,7 +170,7 @@ def _report(diagnosis: Diagnosis, json_out: bool) -> int:
                 f"(read from {diagnosis.folder} in {diagnosis.seconds:.2f} s: no rank is running)"
             )
     left = bool(diagnosis.departures)  # a rank that left the plan is a finding, as a wait is
-    return 0 if verdict.verdict == "no-wait" and not left else 1
+    return 0 if verdict.verdict in ("no-wait", "finished") and not left else 1
 
 
 __all__ = ["read", "register", "run"]

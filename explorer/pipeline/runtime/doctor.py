@@ -478,6 +478,8 @@ def _state(
     seen_at: Mapping[int, int],
 ) -> RankState:
     log = log or {}
+    if not r.alive and log.get("end") == "done":  # its own last line says it ran to its end
+        return _from_log(r, log, schedule, "finished", "")
     if not r.alive:
         return _from_log(r, log, schedule, "gone", "no process" + _last(log))
     if not isinstance(reading, StackReading):
