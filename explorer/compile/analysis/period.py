@@ -230,9 +230,30 @@ def find_time_period(
             continue
         tested += k
         found = _evidence(k, groups, overall, params, tested)
-        if found is not None:
+        if found is not None and not _a_mix(found, indices, times, groups):
             return found
     return None
+
+
+def _a_mix(found: PeriodEvidence, indices: Sequence[int], times: Sequence[float], groups) -> bool:
+    """Whether the slow phase at ``found.period`` k is a mix of a slow and a normal phase of a
+    longer period m*k: then k is not the period. Every 4th iteration slow makes phase 1 of
+    k = 2 half slow; with little noise that half can rank it above the rest, and 2 would be
+    said for 4. A sub-phase of at least THIN_CYCLES iterations whose median is within three
+    noise widths of the other phases' median is normal; a true slow phase has none (its work
+    may vary from cycle to cycle, but not down to the rest's level)."""
+    k, slow = found.period, found.phase
+    others = [g for p, g in groups.items() if p != slow]
+    level = median([t for g in others for t in g])
+    bar = level + 3.0 * _noise(others)
+    for m in range(2, len(times) // (k * THIN_CYCLES) + 1):
+        parts: dict[int, list[float]] = {}
+        for i, t in zip(indices, times):
+            if i % k == slow:
+                parts.setdefault(i % (m * k), []).append(t)
+        if any(len(g) >= THIN_CYCLES and median(g) <= bar for g in parts.values()):
+            return True
+    return False
 
 
 def time_period(indices: Sequence[int], times: Sequence[float]) -> Optional[int]:
