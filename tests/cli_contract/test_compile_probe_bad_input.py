@@ -176,3 +176,14 @@ def test_a_step_that_ends_its_process_is_a_structured_failure(bad, module, words
     assert doc["ok"] is False and words in doc["failure"]["message"]
     assert doc["kind"] == "compile"  # the document of a probe that ran through, failed
     assert ran.seconds < 120
+
+
+def test_an_empty_torch_trace_is_refused_before_torch_starts(monkeypatch, tmp_path) -> None:
+    """``TORCH_TRACE=`` (set, empty) made torch fail at the first compile opening '' (exit 1,
+    a FileNotFoundError); it is the user's setting, so it is bad input named in one line."""
+    from cli_in_process import call_cli
+
+    monkeypatch.setenv("TORCH_TRACE", "")
+    ran = call_cli(["compile-probe", *S, "--iterations", "4"], tmp_path)
+    assert ran.returncode == 2 and "TORCH_TRACE is set but empty" in ran.stderr
+    assert len(ran.stderr.strip().splitlines()) == 1 and not ran.stdout

@@ -30,7 +30,8 @@ def test_json_document_for_the_period_three_scenario() -> None:
     out = _cli("--scenario", "cycling", "--iterations", "12", "--backend", "aot_eager", "--json")
     assert out.returncode == 1, out.stderr  # a finding: a period
     doc = json.loads(out.stdout)
-    assert doc["ok"] is True and doc["period"] == 3 and doc["cause"] == "cycling"
+    assert doc["ok"] is False and doc["failure"] is None  # ok is the exit code's verdict
+    assert doc["period"] == 3 and doc["cause"] == "cycling"
     assert set(doc["iterations"][0]) == {
         "iteration",
         "ms",

@@ -77,7 +77,7 @@ def test_a_cuda_step_compiles_with_inductor_and_its_time_includes_the_gpu_work(t
     )
     assert out.returncode in (0, 1), out.stderr[-3000:]  # 1: a finding (the cycle)
     doc = json.loads(out.stdout)
-    assert doc["ok"] is True, doc["error"]
+    assert doc["failure"] is None and doc["ok"] == (out.returncode == 0), doc["error"]
     first = json.loads((tmp_path / "first_touch.json").read_text())
     assert first["initialized_before_step_0"] is False, "CUDA was started before step 0"
     its = doc["iterations"]

@@ -211,7 +211,8 @@ def test_deepspeed_zero1_against_zero3_at_world_size_two() -> None:
             "--json",
         )
         docs[preset] = doc = json.loads(out.stdout)
-        assert doc["ok"], (doc["error"], out.stderr[-2000:])
+        assert doc["failure"] is None, (doc["error"], out.stderr[-2000:])
+        assert doc["ok"] == (out.returncode == 0)
         assert [r["rank"] for r in doc["ranks"]] == [0, 1]
     one, three = docs["deepspeed"], docs["deepspeed-zero3"]
     assert (one["cause"], one["period"]) == ("cycling", 3), one["diagnosis"]

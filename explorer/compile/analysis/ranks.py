@@ -38,7 +38,7 @@ def summary(rank: int, result: ProbeResult) -> dict[str, Any]:
     return {
         "rank": rank,
         **extra,
-        "ok": result.error is None,
+        "ok": result.exit_code == 0,  # this rank's verdict, as the whole document's
         "error": result.error,
         "iterations": len(result.iterations),
         "compiles": [

@@ -118,6 +118,11 @@ def run(args: argparse.Namespace) -> int:
     """Probe, print, and return 0 (nothing found), 1 (findings) or 2 (bad input, via InputError)."""
     if args.step and (args.backend or args.config):
         raise InputError("--backend/--config apply to --scenario; a --step compiles its own model")
+    if os.environ.get("TORCH_TRACE") == "":  # torch would fail at the first compile, opening ''
+        raise InputError(
+            "TORCH_TRACE is set but empty: unset it, or set it to the folder torch should write "
+            "its structured trace to"
+        )
     config = _load_config(args.config)
     if args.nproc > 1:
         return _print(_run_ranks(args, config), args)
@@ -170,8 +175,7 @@ def _print(result: Any, args: argparse.Namespace) -> int:
         print(probe_report(result))
     if result.error:
         print(f"explorer compile-probe: the step failed at {result.error}", file=sys.stderr)
-        return 1
-    return 0 if result.diagnosis is None or result.diagnosis.cause == "steady" else 1
+    return result.exit_code
 
 
 def _run_in_child(args: argparse.Namespace) -> int:

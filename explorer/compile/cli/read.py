@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Optional
 
 from explorer.compile.printout import job_document, job_report, trace_report
+from explorer.verdict import with_verdict
 
 
 def read(path: Path, json_out: bool, workers: Optional[int] = None) -> int:
@@ -42,10 +43,7 @@ def read(path: Path, json_out: bool, workers: Optional[int] = None) -> int:
         )
     else:
         print(trace_report(result), flush=True)
-    d = result.diagnosis
-    if result.failure is not None:  # a cut log: as a job folder's cut log, not a clean verdict
-        return 1
-    return 0 if d is None or d.cause == "steady" else 1
+    return result.exit_code  # a cut log is a failure: as a job folder's cut log, no clean verdict
 
 
 def _read_folded(path: Path, json_out: bool, workers: Optional[int]) -> int:
@@ -53,12 +51,13 @@ def _read_folded(path: Path, json_out: bool, workers: Optional[int]) -> int:
     from explorer.processes.pool import stderr_progress
 
     job = read_folded(path, stderr_progress("TORCH_TRACE logs"), workers)
+    steady = all(g.story.cause in (None, "steady") for g in job.groups)
+    code = 0 if steady and len(job.groups) == 1 and not job.unread else 1
     if json_out:
-        print(json.dumps(job_document(job), indent=1), flush=True)
+        print(json.dumps(with_verdict(job_document(job), code), indent=1), flush=True)
     else:
         print(job_report(job), flush=True)
-    steady = all(g.story.cause in (None, "steady") for g in job.groups)
-    return 0 if steady and len(job.groups) == 1 and not job.unread else 1
+    return code
 
 
 __all__ = ["read"]

@@ -191,6 +191,14 @@ class ProbeResult:
         """The failure's one line (the JSON document's ``error``), None when the probe ran through."""
         return self.failure.message if self.failure is not None else None
 
+    @property
+    def exit_code(self) -> int:
+        """The verdict compile-probe (and ``read`` of a job's traces) exits with, and the
+        document's ``ok``: 0 when the loop ran through and nothing periodic or recompiling was
+        found, 1 otherwise."""
+        d = self.diagnosis
+        return 0 if self.failure is None and (d is None or d.cause == "steady") else 1
+
     def to_json(self) -> dict[str, Any]:
         """The CLI's ``--json`` document (the shape issue 7 specifies, plus a few extra keys).
 
@@ -201,7 +209,7 @@ class ProbeResult:
         diagnosis = self.diagnosis
         doc: dict[str, Any] = {
             "kind": "compile",
-            "ok": self.failure is None,
+            "ok": self.exit_code == 0,
             "error": self.error,
             "failure": self.failure.to_dict() if self.failure else None,
             "label": self.label,

@@ -21,20 +21,22 @@ def instrumented_document(run: InstrumentedRun) -> dict:
     report = check(schedule, other_model=False) if schedule is not None else None
     failure = run.failure()
     contract = check_contract(schedule, run.follower.records) if schedule is not None else []
+    findings = _findings(report) + [_contract(v) for v in contract] if report else None
     return {
         "kind": "pipeline",
         "source": "explorer.instrument",
         "engine": "deepspeed",
         "deepspeed_version": run.version,
         "run": run.run_id,
-        "ok": failure is None and run.finished,
+        # the verdict the exit code gives: finished, no failure, nothing found
+        "ok": failure is None and run.finished and not findings,
         "finished": run.finished,
         "state": run.state,
         "losses": [],
         "bitwise_equal_to_reference": None,
         "ranks": run.ranks(),
         "schedule": report.to_dict()["schedule"] if report else None,
-        "findings": _findings(report) + [_contract(v) for v in contract] if report else None,
+        "findings": findings,
         "contract": [v.to_dict() for v in contract],
         "failure": failure,
         "instructions": run.follower.records,

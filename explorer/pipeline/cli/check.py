@@ -29,6 +29,7 @@ from explorer.pipeline.cli.schedule_options import (
 )
 from explorer.pipeline.cli.sweeping import add_sweep_options, sweep_from_args
 from explorer.pipeline.printout.listing import summary
+from explorer.verdict import with_verdict
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -57,11 +58,10 @@ def run(args: argparse.Namespace) -> int:
         return _run_folder(args)
     if args.sweep:
         sweep = sweep_from_args(args)
-        emit(
-            json.dumps(sweep.to_dict(), indent=1) + "\n" if args.json else sweep.describe() + "\n",
-            None,
-        )
-        return 130 if sweep.interrupted else (0 if sweep.smallest_failing is None else 1)
+        code = 130 if sweep.interrupted else (0 if sweep.smallest_failing is None else 1)
+        doc = with_verdict(sweep.to_dict(), code) if args.json else {}
+        emit(json.dumps(doc, indent=1) + "\n" if args.json else sweep.describe() + "\n", None)
+        return code
     report = report_from_args(args)
     words = cycle_words(report.schedule, report.findings.deadlock, report.matching.partner)
     memory = memory_over_time(report.schedule, report.timeline) if report.timeline else None

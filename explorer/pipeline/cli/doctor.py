@@ -27,6 +27,7 @@ from explorer.pipeline.cli.schedule_options import (
     add_schedule_choice,
     schedule_from_args,
 )
+from explorer.verdict import with_verdict
 
 if TYPE_CHECKING:
     from explorer.pipeline.analysis.departure import Departure
@@ -137,10 +138,13 @@ def read(path: Path, json_out: bool) -> int:
 
 
 def _report(diagnosis: Diagnosis, json_out: bool) -> int:
-    """Print the diagnosis (text or JSON); the exit code: 0 when no rank waits, else 1."""
+    """Print the diagnosis (text or JSON); the exit code (and the document's ``ok``): 0 when no
+    rank waits and none left the plan, else 1."""
     verdict = diagnosis.verdict
+    left = bool(diagnosis.departures)  # a rank that left the plan is a finding, as a wait is
+    code = 0 if verdict.verdict in ("no-wait", "finished") and not left else 1
     if json_out:
-        print(json.dumps(diagnosis.to_dict(), indent=1))
+        print(json.dumps(with_verdict(diagnosis.to_dict(), code), indent=1))
     else:
         if diagnosis.refused:
             print(diagnosis.refused)
@@ -169,8 +173,7 @@ def _report(diagnosis: Diagnosis, json_out: bool) -> int:
             print(
                 f"(read from {diagnosis.folder} in {diagnosis.seconds:.2f} s: no rank is running)"
             )
-    left = bool(diagnosis.departures)  # a rank that left the plan is a finding, as a wait is
-    return 0 if verdict.verdict in ("no-wait", "finished") and not left else 1
+    return code
 
 
 __all__ = ["read", "register", "run"]

@@ -24,6 +24,7 @@ from explorer.pipeline.cli.sweeping import (
     run_rule_sets,
     sizes_from_args,
 )
+from explorer.verdict import with_verdict
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -64,11 +65,10 @@ def run(args: argparse.Namespace) -> int:
 
     make = _parent_make(args, base_rules, build_from_job)
     result = search_fixes(make, stages, mbs, max_rules=args.max_rules, spec=spec, sweep=sweep)
-    emit(
-        json.dumps(result.to_dict(), indent=1) + "\n" if args.json else result.describe() + "\n",
-        None,
-    )
-    return 0 if result.candidates or result.baseline.smallest_failing is None else 1
+    code = 0 if result.candidates or result.baseline.smallest_failing is None else 1
+    doc = with_verdict(result.to_dict(), code) if args.json else {}
+    emit(json.dumps(doc, indent=1) + "\n" if args.json else result.describe() + "\n", None)
+    return code
 
 
 def _parent_make(args: argparse.Namespace, base_rules: Sequence[Rule], build_from_job):

@@ -31,12 +31,8 @@ def read(path: Path, json_out: bool) -> int:
     run = read_instrumented(path)
     run.end_if_gone(process_alive, socket.gethostname())  # killed with torchrun: not running
     doc = instrumented_document(run)
-    bad = (not doc["ok"]) or bool(doc["findings"])
-    if json_out:
-        print(json.dumps(doc), flush=True)
-        return 1 if bad else 0
-    print(text(run, doc), flush=True)
-    return 1 if bad else 0
+    print(json.dumps(doc) if json_out else text(run, doc), flush=True)
+    return 0 if doc["ok"] else 1
 
 
 def text(run, doc: dict) -> str:

@@ -15,6 +15,8 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Optional
 
+from explorer.verdict import with_verdict
+
 if TYPE_CHECKING:
     from explorer.pipeline.traces.mesh import Mesh
 
@@ -39,15 +41,17 @@ def read(
     costs = _step_costs(path, job, folded)
     critical = folded_path(job, clocked)
     took = time.perf_counter() - t0
+    code = 1 if folded.outliers or job.unread else 0
     if json_out:
-        print(json.dumps(job_document(job, folded, took, clocked, costs, critical)), flush=True)
+        doc = job_document(job, folded, took, clocked, costs, critical)
+        print(json.dumps(with_verdict(doc, code)), flush=True)
     else:
         print(job_text(job, folded, took, clocked, costs, critical), flush=True)
     if html:
         from explorer.pipeline.cli.read_job_views import write_html
 
         write_html(job, folded, html, costs, critical)
-    return 1 if folded.outliers or job.unread else 0
+    return code
 
 
 def _step_costs(path: Path, job, folded):

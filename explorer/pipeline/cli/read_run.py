@@ -24,15 +24,12 @@ def read(path: Path, json_out: bool, html: Optional[str] = None) -> int:
 
         result = annotate(result)
         extra = {"engine": "deepspeed", "deepspeed_version": result.details["deepspeed_version"]}
-    if json_out:
-        print(
-            json.dumps(
-                {"kind": "pipeline", "source": "explorer run folder", **result.to_dict(), **extra}
-            ),
-            flush=True,
-        )
-        return 0 if result.ok and result.bitwise_equal_to_reference else 1
-    return report_result(result, argparse.Namespace(json=False, trace=None))
+    head = {"kind": "pipeline", "source": "explorer run folder"}
+    return report_result(
+        result,
+        argparse.Namespace(json=json_out, trace=None),
+        {**head, **extra} if json_out else None,
+    )
 
 
 def write_html(path: Path, result, out: str) -> None:

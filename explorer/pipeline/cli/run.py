@@ -11,6 +11,7 @@ import dataclasses
 import json
 import os
 from pathlib import Path
+from typing import Optional
 
 from explorer import cli_options
 from explorer.errors import InputError, excerpt
@@ -21,6 +22,7 @@ from explorer.pipeline.cli.schedule_options import (
     parse_buffers,
     refuse_generator_options,
 )
+from explorer.verdict import with_verdict
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -179,8 +181,16 @@ def run(args: argparse.Namespace) -> int:
                 f"--collect reads a run of the explorer engine; drop --engine {args.engine}"
             )
         from explorer.pipeline.runtime.run_folder import collected
+        from explorer.pipeline.schedules.torch_csv import ORDER_FILE
 
-        return report_result(collected(Path(args.collect), "--collect"), args)
+        folder = Path(args.collect)
+        if (folder / ORDER_FILE).is_file() and not any(folder.glob("rank*.jsonl")):
+            raise InputError(
+                f"--collect {excerpt(str(folder))}: a run of PyTorch's engine (--engine torch), "
+                "and --collect reads the explorer engine's runs: read it with `explorer read "
+                f"{excerpt(str(folder))}`"
+            )
+        return report_result(collected(folder, "--collect"), args)
     if args.kind and args.from_class:
         raise InputError("give either --kind or --from, not both")
     if args.from_class:
@@ -270,17 +280,21 @@ def _as_torchrun_rank(spec, args: argparse.Namespace) -> int:
     return report_result(collected(folder), args)
 
 
-def report_result(result, args: argparse.Namespace) -> int:
-    """Print the result first, then write the trace: a trace that cannot be written never loses a run."""
+def report_result(result, args: argparse.Namespace, extra: Optional[dict] = None) -> int:
+    """Print the result first, then write the trace: a trace that cannot be written never loses a
+    run. The exit code (and the document's ``ok``): 0 when the run finished and matched the
+    reference bitwise, else 1. ``extra``: keys the JSON document carries before the run's."""
+    code = 0 if result.ok and result.bitwise_equal_to_reference else 1
     if args.json:
-        print(json.dumps(result.to_dict()), flush=True)
+        print(json.dumps(with_verdict({**(extra or {}), **result.to_dict()}, code)), flush=True)
     elif result.failure:
         print(f"failed: {result.failure.message}", flush=True)
     else:
-        verdict = "bitwise equal to" if result.bitwise_equal_to_reference else "DIFFERENT from"
+        same = bool(result.bitwise_equal_to_reference)
         print(
-            f"ok: {len(result.losses)} micro-batch losses and final gradients {verdict} the reference "
-            f"(run folder {result.folder})",
+            f"{'ok' if same else 'ran to its end, but WRONG'}: {len(result.losses)} micro-batch "
+            f"losses and final gradients {'bitwise equal to' if same else 'DIFFERENT from'} the "
+            f"reference (run folder {result.folder})",
             flush=True,
         )
         warning = result.loss_warning()
@@ -288,7 +302,7 @@ def report_result(result, args: argparse.Namespace) -> int:
             print(warning, flush=True)
     if args.trace:
         write_text(args.trace, json.dumps(result.chrome_trace()), "--trace")
-    return 0 if result.ok and result.bitwise_equal_to_reference else 1
+    return code
 
 
 def _cuts(text):

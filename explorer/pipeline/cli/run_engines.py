@@ -36,6 +36,7 @@ import json
 from explorer.errors import InputError
 from explorer.inputs import write_text
 from explorer.pipeline.printout import engines as words
+from explorer.verdict import with_verdict
 
 
 def report_engines(spec, args: argparse.Namespace) -> int:
@@ -54,18 +55,20 @@ def _torch(spec, args: argparse.Namespace) -> int:
     from explorer.pipeline.runtime.torch_engine import run_torch_engine
 
     torch_run = run_torch_engine(spec, args.out, order=args.torch_order)
-    _print(words.torch_doc(torch_run), words.torch_line(torch_run).rstrip(), args)
-    return 0 if torch_passed(torch_run) else 1
+    code = 0 if torch_passed(torch_run) else 1
+    _print(words.torch_doc(torch_run), words.torch_line(torch_run).rstrip(), args, code)
+    return code
 
 
 def _both(spec, args: argparse.Namespace) -> int:
     from explorer.pipeline.runtime.engines import compare_engines
 
     both = compare_engines(spec, args.out, order=args.torch_order)
-    _print(words.both_doc(both), words.both_text(both).rstrip(), args)
+    code = 0 if both.passed else 1
+    _print(words.both_doc(both), words.both_text(both).rstrip(), args, code)
     if args.trace:  # after the result: a trace that cannot be written loses no run
         write_text(args.trace, json.dumps(both.explorer.chrome_trace()), "--trace")
-    return 0 if both.passed else 1
+    return code
 
 
 def _deepspeed(spec, args: argparse.Namespace) -> int:
@@ -73,10 +76,11 @@ def _deepspeed(spec, args: argparse.Namespace) -> int:
     from explorer.pipeline.runtime.engines import run_deepspeed
 
     result = run_deepspeed(spec, args.out)
-    _print(words.deepspeed_doc(result), words.deepspeed_line(result), args)
+    code = 0 if explorer_passed(result) else 1
+    _print(words.deepspeed_doc(result), words.deepspeed_line(result), args, code)
     if args.trace:
         write_text(args.trace, json.dumps(result.chrome_trace()), "--trace")
-    return 0 if explorer_passed(result) else 1
+    return code
 
 
 def _all(spec, args: argparse.Namespace) -> int:
@@ -87,12 +91,14 @@ def _all(spec, args: argparse.Namespace) -> int:
     side = side_by_side(three.explorer, three.torch, three.deepspeed)
     if args.html:
         _write_overlays(args.html, spec.build_schedule(), three)
-    _print(words.all_doc(three, side), words.side_by_side_table(side), args)
-    return 0 if three.passed else 1
+    code = 0 if three.passed else 1
+    _print(words.all_doc(three, side), words.side_by_side_table(side), args, code)
+    return code
 
 
-def _print(doc: dict, text: str, args: argparse.Namespace) -> None:
-    print(json.dumps(doc) if args.json else text, flush=True)
+def _print(doc: dict, text: str, args: argparse.Namespace, code: int) -> None:
+    """The text, or the document with ``ok`` as the exit code says (:mod:`explorer.verdict`)."""
+    print(json.dumps(with_verdict(doc, code)) if args.json else text, flush=True)
 
 
 def _write_overlays(path: str, schedule, three) -> None:

@@ -11,7 +11,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Optional
 
-from explorer.pipeline.analysis.engines import torch_off_by_microbatches
+from explorer.pipeline.analysis.engines import (
+    explorer_passed,
+    torch_off_by_microbatches,
+    torch_passed,
+)
+from explorer.verdict import with_verdict
 
 if TYPE_CHECKING:
     from explorer.pipeline.analysis.engines import EngineComparison, ThreeEngines
@@ -29,8 +34,16 @@ def torch_doc(torch_run: TorchRunResult) -> dict:
         "instructions": torch_run.records,
         "why_off_reference": torch_off_by_microbatches(torch_run),
         "engine": "torch",
-        "torch_engine": _without_actions(torch_run),
+        "torch_engine": with_verdict(
+            _without_actions(torch_run), 0 if torch_passed(torch_run) else 1
+        ),
     }
+
+
+def _torch_part(torch_run: TorchRunResult) -> dict:
+    """PyTorch's run inside another engine's document: ``ok`` is its verdict (finished and
+    within tolerance of the reference), as its own ``--engine torch`` document says."""
+    return with_verdict(torch_run.to_dict(), 0 if torch_passed(torch_run) else 1)
 
 
 def _without_actions(torch_run: TorchRunResult) -> dict:
@@ -63,7 +76,7 @@ def both_doc(both: EngineComparison) -> dict:
     return {
         **both.explorer.to_dict(),
         "engine": "both",
-        "torch_engine": both.torch.to_dict(),
+        "torch_engine": _torch_part(both.torch),
         "comparison": both.to_dict(),
     }
 
@@ -74,7 +87,8 @@ def both_text(both: EngineComparison) -> str:
     verdict = (
         f"failed: {ours.failure.message}"
         if ours.failure
-        else f"ok, bitwise equal to the reference: {ours.bitwise_equal_to_reference}"
+        else ("ok" if explorer_passed(ours) else "ran to its end, but WRONG")
+        + f", bitwise equal to the reference: {ours.bitwise_equal_to_reference}"
     )
     return f"explorer engine: {verdict}\n{torch_line(both.torch)}\n" + (
         both.table() if both.torch.records else ""
@@ -82,13 +96,15 @@ def both_text(both: EngineComparison) -> str:
 
 
 def deepspeed_doc(result: PipelineRunResult) -> dict:
-    """``--engine deepspeed``: the run's contract keys, its DeepSpeed version and run folder."""
-    return {
+    """``--engine deepspeed``: the run's contract keys, its DeepSpeed version and run folder;
+    ``ok`` is its verdict (finished and bitwise equal to the reference)."""
+    doc = {
         **result.to_dict(),
         "engine": "deepspeed",
         "deepspeed_version": result.details.get("deepspeed_version"),
         "run_folder": str(result.folder) if result.folder else None,
     }
+    return with_verdict(doc, 0 if explorer_passed(result) else 1)
 
 
 def deepspeed_line(result: PipelineRunResult) -> str:
@@ -103,11 +119,13 @@ def deepspeed_line(result: PipelineRunResult) -> str:
         later = f.get("consequences") or []
         then = "\n  then: " + "\n  then: ".join(later) if later else ""
         return f"DeepSpeed {version}: failed: {where}{f['message']}\n{tail}{then}".rstrip()
-    verdict = "bitwise equal to" if result.bitwise_equal_to_reference else "DIFFERENT from"
+    same = explorer_passed(result)
+    verdict = "bitwise equal to" if same else "DIFFERENT from"
     warning = result.loss_warning()
     return (
-        f"DeepSpeed {version}: ok: {len(result.losses)} micro-batch losses and final gradients "
-        f"{verdict} the reference (run folder {result.folder})"
+        f"DeepSpeed {version}: {'ok' if same else 'ran to its end, but WRONG'}: "
+        f"{len(result.losses)} micro-batch losses and final gradients {verdict} the reference "
+        f"(run folder {result.folder})"
     ) + (f"\n{warning}" if warning else "")
 
 
@@ -117,7 +135,7 @@ def all_doc(three: ThreeEngines, side: dict) -> dict:
         **three.explorer.to_dict(),
         "engine": "all",
         "deepspeed_version": three.deepspeed.details.get("deepspeed_version"),
-        "torch_engine": three.torch.to_dict(),
+        "torch_engine": _torch_part(three.torch),
         "deepspeed_engine": deepspeed_doc(three.deepspeed),
         "comparison": side,
     }

@@ -1,7 +1,7 @@
 """``explorer read`` on XLA artifacts: ``xla-run``'s table and sentences from what a run left behind.
 
 Exit codes follow ``xla-run``: 0 when no new graph appeared after the warm-up steps, 1 when one
-did (a recompile to look at), 2 for bad input (no artifacts, a corrupt file).
+did (a recompile to look at), 2 for bad input (no artifacts, a corrupt file); ``ok`` says the same.
 """
 
 from __future__ import annotations
@@ -11,23 +11,26 @@ from pathlib import Path
 
 from explorer.errors import InputError, excerpt
 from explorer.inputs import read_json
+from explorer.verdict import with_verdict
 from explorer.xla.traces.records import RUN_FILE
 
 
 def read(path: Path, json_out: bool) -> int:
     """Print the report (or JSON with ``kind: "xla"``) and return the exit code."""
     from explorer.xla.analysis.from_artifacts import read_artifacts
-    from explorer.xla.cli.run import WARMUP_STEPS, report
+    from explorer.xla.cli.run import late_new_graph, report
 
     got = read_artifacts(path)
     failure = _recorded_failure(path)
     if failure is None and got.run.failure is not None:  # a cut log: no clean verdict
         failure = got.run.failure.to_dict()
+    late = late_new_graph(got.run.steps)
+    code = 1 if late or got.same_hash_different_text or failure is not None else 0
     if json_out:
         doc = got.to_json()
         if failure is not None:  # the run that wrote the folder failed: as xla-run said
-            doc.update(ok=False, failure=failure)
-        print(json.dumps(doc, indent=1), flush=True)
+            doc.update(failure=failure)
+        print(json.dumps(with_verdict(doc, code), indent=1), flush=True)
     else:
         print(f"read {path}: {got.artifacts.describe()}")
         if failure is not None and got.run.failure is None:
@@ -61,8 +64,7 @@ def read(path: Path, json_out: bool) -> int:
         print("these artifacts cannot answer:")
         for note in got.cannot_answer:
             print(f"  - {note}")
-    late = any(s.new_graph and s.step >= WARMUP_STEPS for s in got.run.steps)
-    return 1 if late or got.same_hash_different_text or failure is not None else 0
+    return code
 
 
 def _recorded_failure(path: Path) -> dict | None:

@@ -2,7 +2,7 @@
 
 ``--scenario NAME`` runs a preset; ``--step MODULE:FUNCTION`` runs the user's own
 ``step(step_index)`` in the child with the same capture. ``--json`` prints
-``{"ok", "device", "steps", "graphs", "failure"}``. Exit 0 when the run settled (no new graph
+``{"ok", "device", "steps", "graphs", "failure"}``, ``ok`` true exactly when the exit code is 0. Exit 0 when the run settled (no new graph
 after the two warm-up steps: the first graph, then the one with optimizer state), 1 for
 findings (a new graph later, or a child that failed or aborted), 2 for bad input.
 """
@@ -17,6 +17,7 @@ from typing import Any
 
 from explorer import cli_options
 from explorer.inputs import write_text
+from explorer.verdict import with_verdict
 from explorer.xla.runtime.presets import PRESETS
 
 _SMALL = "keep the model small: large graphs take many GB to compile on XLA:CPU"
@@ -180,7 +181,8 @@ def run(args: argparse.Namespace) -> int:
         timeout_s=args.timeout,
     )
     result = run_config(cfg, args.out)
-    doc = result.to_json()
+    code = 1 if result.failure or late_new_graph(result.steps) else 0
+    doc = with_verdict(result.to_json(), code)
     print(json.dumps(doc, indent=1) if args.json else report(result), flush=True)
     if args.out:  # after the result is printed: a folder that fails now loses no run
         write_text(os.path.join(args.out, RUN_FILE), json.dumps(doc, indent=1), "--out")
@@ -189,8 +191,12 @@ def run(args: argparse.Namespace) -> int:
             f"explorer xla-run: the child failed ({result.failure.kind}): {result.failure.message}",
             file=sys.stderr,
         )
-        return 1
-    return 1 if any(s.new_graph and s.step >= WARMUP_STEPS for s in result.steps) else 0
+    return code
+
+
+def late_new_graph(steps: Any) -> bool:
+    """A graph not seen before compiled after the warm-up steps: the finding xla-run exits 1 for."""
+    return any(s.new_graph and s.step >= WARMUP_STEPS for s in steps)
 
 
 def report(result: Any) -> str:
@@ -220,4 +226,4 @@ def report(result: Any) -> str:
     return "\n".join(lines)
 
 
-__all__ = ["WARMUP_STEPS", "register", "run", "report"]
+__all__ = ["WARMUP_STEPS", "late_new_graph", "register", "run", "report"]
