@@ -46,6 +46,24 @@ def test_a_clean_run_folder_checks_clean(runs):
 
 
 @pytest.mark.slow
+def test_a_run_off_the_reference_is_wrong_in_every_reader(runs, tmp_path):
+    """The clean run's folder with its result as a run that finished off the reference writes
+    it (not bitwise equal, as a nondeterministic model gives): every message still matches,
+    and ``run --collect``, ``read`` and ``check`` all exit 1 with ``ok`` false, as the run did."""
+    folder = shutil.copytree(runs["clean"], tmp_path / "off")
+    result = json.loads((folder / "result.json").read_text())
+    (folder / "result.json").write_text(json.dumps({**result, "bitwise_equal_to_reference": False}))
+    for argv in (["run", "--collect"], ["read"], ["check"]):
+        doc = json.loads(call_cli([*argv, str(folder), "--json"]).stdout)
+        assert doc["ok"] is False and doc["failure"] is None, (argv, doc)
+        text = call_cli([*argv, str(folder)])
+        assert text.returncode == 1 and "WRONG" in text.stdout.upper(), (argv, text.stdout)
+        assert not text.stdout.startswith("ok"), text.stdout
+    said = call_cli(["check", str(folder), "--json"]).stdout
+    assert "DIFFERENT from the reference" in json.loads(said)["wrong_result"]
+
+
+@pytest.mark.slow
 def test_the_swap_is_reported_at_its_place_with_exit_1(runs):
     text = call_cli(["check", str(runs["swap"])])
     assert text.returncode == 1 and "do not match the receive they met" in text.stdout

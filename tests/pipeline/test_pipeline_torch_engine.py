@@ -207,3 +207,23 @@ def test_zb_h1_on_pytorchs_runtime_fails_the_cross_check_with_pytorchs_bug_named
         assert result.grad_scale_to_reference == pytest.approx(4.0, rel=1e-3)
         why = torch_off_by_microbatches(result)
         assert why and "BACKWARD_WEIGHT" in why and not torch_passed(result)
+    _every_reader_gives_the_runs_verdict(tmp_path, torch_passed(result))
+
+
+def _every_reader_gives_the_runs_verdict(folder, passed: bool) -> None:
+    """``read`` and ``check`` of the folder exit as ``--engine torch`` did, ``ok`` alike: their
+    traces and messages were clean, and only torch_result.json says the gradients were wrong."""
+    from cli_in_process import call_cli
+
+    for command in ("read", "check"):
+        said = call_cli([command, str(folder), "--json"])
+        doc = json.loads(said.stdout)
+        assert (said.returncode, doc["ok"]) == (0 if passed else 1, passed), (command, doc)
+        shown = call_cli([command, str(folder)])
+        assert shown.returncode == said.returncode
+        assert passed or "not within tolerance of the reference" in shown.stdout, shown.stdout
+    (folder / "torch_result.json").unlink()  # a run that never finished writes none
+    unfinished = json.loads(call_cli(["check", str(folder), "--json"]).stdout)
+    assert unfinished["ok"] is False and unfinished["failure"]["kind"] == "unfinished"
+    collect = call_cli(["run", "--collect", str(folder)])
+    assert collect.returncode == 2 and "explorer read" in collect.stderr, collect.stderr

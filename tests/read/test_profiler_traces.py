@@ -274,6 +274,19 @@ def test_measured_order_against_a_planned_csv(jobs, tmp_path):
         code == 1
         and f"differs from the plan: rank 1: action 0 ran {first} where the plan has" in out
     )
+    # The same plan as the explorer's own CSV (schedule --format csv), which check --from takes:
+    # read --from takes it too, with the same differences.
+    from explorer.pipeline.schedules.io import to_csv
+    from explorer.pipeline.schedules.torch_csv import schedule_from_order
+
+    ours = tmp_path / "ours.csv"
+    ours.write_text(to_csv(schedule_from_order(order)))
+    same_code, same = _read(jobs["interleaved"], "--json", "--from", str(ours))
+    torch_code, theirs = _read(jobs["interleaved"], "--json", "--from", str(plan))
+    assert same_code == torch_code == 1
+    assert (
+        json.loads(same)["planned"]["differences"] == json.loads(theirs)["planned"]["differences"]
+    )
 
 
 _NOT_A_PIPELINE = """

@@ -351,10 +351,13 @@ class ContractReport:
     #: rank killed): every message may match and the run still not be ok, as ``explorer read``
     #: of the same folder says.
     run_failure: Optional[Failure] = None
+    #: The run finished, every message matched, and what it computed is still wrong (its losses
+    #: and gradients against the reference), in one sentence; "" when right or not known.
+    wrong_result: str = ""
 
     @property
     def ok(self) -> bool:
-        return not self.violations and self.run_failure is None
+        return not self.violations and self.run_failure is None and not self.wrong_result
 
     def failure(self) -> Optional[Failure]:
         """The first violation as the run's failure, else the run's own failure (None: neither)."""
@@ -370,6 +373,7 @@ class ContractReport:
             "exchanges": self.exchanges,
             "contract": [v.to_dict() for v in self.violations],
             "failure": failure.to_dict() if failure else None,
+            "wrong_result": self.wrong_result or None,
         }
 
     def describe(self) -> list[str]:
@@ -379,6 +383,8 @@ class ContractReport:
                 f"P2P contract of {self.source}: {self.exchanges} send and receive line(s), every "
                 "message matches the receive it met"
             )
+            if self.wrong_result:
+                return [kept, f"but the run's result is wrong: {self.wrong_result}"]
             if self.run_failure is None:
                 return [kept]
             ended = self.run_failure

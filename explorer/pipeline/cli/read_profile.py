@@ -10,8 +10,11 @@ and where the measured order leaves it),
 ``unplaced`` (what could not be placed, and why) and ``notes``; for a PyTorch engine run
 folder, ``contract`` (every P2P message that does not match its receive, as ``explorer read``
 on the explorer's run folders reports them; null for traces without the runtime's order)
-and ``failure`` (the first of them). Exit 0 when every action was placed (and the order
-matches ``--from``) and no message broke the contract, 1 otherwise, 2 on bad input. ``--html FILE`` writes
+and ``failure`` (the first of them), and ``reference`` (its losses and gradients against the
+single-process reference, as ``explorer run --engine torch`` judged them; null for traces
+alone). Exit 0 when every action was placed (and the order matches ``--from``), no message
+broke the contract and the run matched the reference within tolerance, 1 otherwise, 2 on bad
+input; ``ok`` says the same. ``--html FILE`` writes
 the views. Times in ``instructions`` are seconds from the job's first placed action; those in
 ``critical_path``, ``waits`` and ``bubble`` from the analysed iteration's first action.
 """
@@ -31,6 +34,7 @@ from explorer.pipeline.analysis.measured import (
     waits,
 )
 from explorer.pipeline.traces.profiler.job import ProfiledJob, read_job
+from explorer.pipeline.traces.torch_result import read_reference, wrong_result
 
 
 def _orders(name: str, ranks: int, microbatches: int, chunks: int) -> dict:
@@ -45,15 +49,16 @@ def load(path: Path) -> ProfiledJob:
 
 
 def plan_order(plan: str) -> dict[int, list[str]]:
-    """Each rank's compute actions of a PyTorch schedule CSV, in order."""
-    from explorer import inputs
-    from explorer.errors import InputError, excerpt
-    from explorer.pipeline.schedules.torch_csv import read_torch_csv
+    """Each rank's compute actions of a schedule CSV, in order: PyTorch's, or the explorer's own
+    (``schedule --format csv``), read by the reader ``check --from`` uses, so a file one
+    command takes the other takes too."""
+    from explorer.errors import InputError
+    from explorer.pipeline.schedules.torch_csv import order_from_schedule, read_schedule_csv
 
     try:
-        order = read_torch_csv(inputs.read_text(plan, "schedule CSV"))
+        order = order_from_schedule(read_schedule_csv(plan))
     except InputError as exc:
-        raise InputError(f"--from {excerpt(plan)}: {exc}") from None
+        raise InputError(f"--from {exc}") from None
     return {
         r: [str(p) for a in acts if a is not None for p in a.parts if p.type.is_compute]
         for r, acts in order.items()
@@ -91,12 +96,15 @@ def document(job: ProfiledJob, path: Optional[Path] = None, plan: Optional[str] 
     for r in job.records:
         stages.setdefault(r["rank"], set()).add(r["stage"])
     checked = contract(Path(path or job.path))
+    against = read_reference(Path(path or job.path))
+    right = against is None or against["within_tolerance"] is True
     return {
         "kind": "pipeline",
         "source": "profiler traces",
         "path": str(path or job.path),
-        "ok": not job.unplaced and not checked["contract"],
+        "ok": not job.unplaced and not checked["contract"] and right and not planned["differences"],
         **checked,
+        "reference": against,
         "iterations": job.iterations,
         "iteration": job.iterations - 1,
         "ranks": [
@@ -155,6 +163,11 @@ def text(doc: dict) -> str:
         lines.append(f"  {doc['failure']['message']}")
     elif doc["contract"] is not None:
         lines.append("P2P contract: every message matched its receive")
+    if doc["reference"] is not None:
+        wrong = wrong_result(doc["reference"])
+        lines.append(
+            f"WRONG: {wrong}" if wrong else "losses and gradients within tolerance of the reference"
+        )
     return "\n".join(lines)
 
 
@@ -169,7 +182,7 @@ def read(path: Path, json_out: bool, html: Optional[str] = None, plan: Optional[
         from explorer.pipeline.schedules.torch_csv import read_schedule_csv
 
         write_html(job, html, read_schedule_csv(plan) if plan else None)
-    return 0 if doc["ok"] and not doc["planned"]["differences"] else 1
+    return 0 if doc["ok"] else 1
 
 
 __all__ = ["load", "plan_order", "document", "text", "read"]

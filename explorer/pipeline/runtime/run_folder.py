@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Optional
 
 from explorer import inputs
 from explorer.errors import InputError, excerpt, one_line
-from explorer.failure import Failure
+from explorer.failure import Failure, FailureKind
 from explorer.pipeline.traces.follow import parse_record
 from explorer.pipeline.traces.job_folder import stage_ranks
 
@@ -236,7 +236,8 @@ def recorded_contract(folder: Path) -> ContractReport:
         return replace(report, run_failure=Failure.from_dict(ended))  # as explorer read says
     torch_run = _torch_messages(path) if (path / "spec.json").is_file() else None
     if torch_run is not None:
-        return contract_report("PyTorch's pipelining runtime", *torch_run, "peer")
+        report = contract_report("PyTorch's pipelining runtime", *torch_run, "peer")
+        return _torch_verdict(report, path)
     if not (path / "spec.json").is_file() or not any(path.glob("rank*.jsonl")):
         raise InputError(
             f"{excerpt(str(path))} is not a run folder: expected spec.json with rank<R>.jsonl "
@@ -251,9 +252,41 @@ def recorded_contract(folder: Path) -> ContractReport:
         result.records,
         pairing_of(spec.p2p_tags),
     )
-    if report.violations or result.failure is None:
+    if report.violations:
+        return report
+    if result.failure is None and result.ok and not result.bitwise_equal_to_reference:
+        return replace(report, wrong_result=_NOT_BITWISE)  # as explorer run and read said
+    if result.failure is None:
         return report
     return replace(report, run_failure=result.failure)  # what explorer read says of the folder
+
+
+#: A run of the explorer's engine (or DeepSpeed's) that finished off the reference.
+_NOT_BITWISE = (
+    "its micro-batch losses and final gradients are DIFFERENT from the reference (not bitwise "
+    "equal), as explorer run and explorer read say of this folder"
+)
+
+
+def _torch_verdict(report: ContractReport, path: Path) -> ContractReport:
+    """A PyTorch engine run's contract with how the run ended: no ``torch_result.json`` is a run
+    that never finished; one off the reference is a wrong result (``--engine torch``'s verdict)."""
+    from explorer.pipeline.traces.torch_result import RESULT_FILE, read_reference, wrong_result
+
+    if report.violations:
+        return report
+    reference = read_reference(path)
+    if reference is None:
+        return replace(
+            report,
+            run_failure=Failure(
+                FailureKind.UNFINISHED,
+                f"the run wrote no {RESULT_FILE}: it did not finish (read the folder with "
+                "explorer read for how far each rank came)",
+            ),
+        )
+    wrong = wrong_result(reference)
+    return replace(report, wrong_result=wrong) if wrong else report
 
 
 def _at(option: str, folder: Path) -> str:
