@@ -35,3 +35,33 @@ def test_schedule_refuses_stage_for_the_formats_that_hold_the_whole_schedule():
         done = call_cli(["schedule", *SEED, "--stage", "2", "--format", fmt])
         assert done.returncode == 2 and "drop --stage" in done.stderr, done.stderr
     assert call_cli(["schedule", *SEED, "--stage", "2"]).returncode == 0
+
+
+def _late_optimizer_csv(tmp_path) -> str:
+    """1F1B 2 x 2 as ``schedule --format csv`` writes it, with rank 0's optimizer step moved
+    before its last backward: a deadlock (spanning both stages) and a late weight gradient on
+    stage 0, beside each other in the one schedule."""
+    rows = call_cli(["schedule", "--kind", "1f1b", "--stages", "2", "--microbatches", "2",
+                     "--format", "csv"]).stdout.splitlines()  # fmt: skip
+    backward = rows.index("0,5,1,0,0B1b1,BackwardPass,1,1")
+    step = rows.index("0,5,3,0,0O,OptimizerStep,-1,-1")
+    rows[backward], rows[step] = "0,5,1,0,0O,OptimizerStep,-1,-1", "0,5,3,0,0B1b1,BackwardPass,1,1"
+    path = tmp_path / "late.csv"
+    path.write_text("\n".join(rows) + "\n")
+    return str(path)
+
+
+def test_text_and_json_leave_out_the_same_findings_gradients_and_deadlocks_included(tmp_path):
+    """The text counted the deadlock as another stage's and the JSON left the gradient
+    findings unfiltered: 2 left out in one, 0 or 1 in the other."""
+    plan = ["--from", _late_optimizer_csv(tmp_path), "--model", "blocking"]
+    for stage in (0, 1):
+        text = call_cli(["check", *plan, "--stage", str(stage)]).stdout
+        doc = json.loads(call_cli(["check", *plan, "--stage", str(stage), "--json"]).stdout)
+        said = [line for line in text.splitlines() if "finding(s) on other stages" in line]
+        left = int(said[0].split("(")[1].split()[0]) if said else 0
+        assert left == doc["findings_on_other_stages"], (stage, text, doc)
+        assert "deadlock under blocking P2P" in text and doc["deadlock"] is not None
+        grads = doc["gradients"]["not_exactly_once"]
+        assert [g["stage"] for g in grads] == ([0] if stage == 0 else [])
+        assert ("its weight gradient reaches" in text) == (stage == 0)

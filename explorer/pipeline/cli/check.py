@@ -80,12 +80,16 @@ def run(args: argparse.Namespace) -> int:
 
 def _only_stage(doc: dict, stage: int) -> None:
     """``--stage`` in the JSON: the finding lists keep that stage's entries, and say how many of
-    the others they left out; ``ok`` and the deadlocks stay the whole schedule's."""
+    the others they left out; ``ok`` and the deadlocks stay the whole schedule's. The gradient
+    invariant's findings are findings too: the text (``summary``) filters and counts them
+    alike, so both forms say the same number left out."""
     left = 0
-    for key in ("hazards", "unmatched", "mismatched"):
-        kept = [f for f in doc[key] if f.get("stage", stage) == stage]
-        left += len(doc[key]) - len(kept)
-        doc[key] = kept
+    lists = [(doc, key) for key in ("hazards", "unmatched", "mismatched")]
+    lists.append((doc["gradients"], "not_exactly_once"))
+    for holder, key in lists:
+        kept = [f for f in holder[key] if f.get("stage", stage) == stage]
+        left += len(holder[key]) - len(kept)
+        holder[key] = kept
     doc["stage"] = stage
     doc["findings_on_other_stages"] = left
 

@@ -87,7 +87,12 @@ def summary(report: Report, stage: Optional[int] = None) -> str:
     """A few lines in words: verdict, findings, buffers, bubble. With ``stage``, the findings
     of that stage (and every deadlock, which holds several), and how many are left out."""
     found = report.findings.all()
-    shown = found if stage is None else [f for f in found if getattr(f, "stage", stage) == stage]
+    deadlock = report.findings.deadlock  # it spans stages: shown for every one (as in the JSON)
+    shown = (
+        found
+        if stage is None
+        else [f for f in found if f is deadlock or getattr(f, "stage", stage) == stage]
+    )
     head, *rest = verdict_lines(report)
     lines = [f"# {head}"]
     for finding in shown[:20]:
