@@ -169,7 +169,8 @@ def test_a_line_of_the_wrong_type_names_its_rank_and_keeps_the_others(tmp_path):
         rec = {**line, "rank": r, "microbatch": 0, "start": 0.0, "end": 1.0}
         if r == 1:
             rec["stage"] = "zero"
-        (tmp_path / f"rank{r}.jsonl").write_text(json.dumps(rec) + "\n")
+        done = {"type": "done", "rank": r, "run": "a"}  # each ran to its end
+        (tmp_path / f"rank{r}.jsonl").write_text(json.dumps(rec) + "\n" + json.dumps(done) + "\n")
     job = read_job(tmp_path)
     assert len(job) == 1 and job.rank.tolist() == [0]
     assert [(u.rank, u.kept) for u in job.unread] == [(1, 0)]

@@ -103,6 +103,33 @@ def test_a_broken_job_gives_a_partial_answer_naming_what_it_could_not_read(
     assert "could not read 3 rank(s) in full" in out.stdout
 
 
+def test_ranks_that_did_not_run_to_the_end_fail_the_job(recorded, tmp_path, explorer_cli):
+    """A rank file cut at a line's end (no decoder notices: every line is whole) and the ranks
+    of a run that failed: the folded read named neither and said exit 0, "outliers: none",
+    while ``read`` of the failed run's own folder said it failed."""
+    job = tmp_path / "job"
+    replicate(recorded, job, replicas=4, seed=3)
+    lines = (job / "rank5.jsonl").read_text().splitlines(keepends=True)
+    (job / "rank5.jsonl").write_text("".join(lines[: len(lines) // 2]))  # whole lines only
+    out = explorer_cli("read", str(job))
+    assert out.returncode == 1 and "1 rank(s) did not run to the end" in out.stdout, out.stdout
+    assert "rank 5: it wrote no end (no done or failure line)" in out.stdout
+    doc = json.loads(explorer_cli("read", str(job), "--json").stdout)
+    assert doc["ok"] is False and doc["unread"] == []
+    assert [(r["rank"], r["instructions"] > 0) for r in doc["not_ended"]] == [(5, True)]
+    whole = max(json.loads(x)["iteration"] for x in lines[: len(lines) // 2] if '"instr"' in x)
+    assert doc["critical_path"]["iteration"] < whole  # not the iteration rank 5 was cut in
+
+
+def test_the_ranks_of_a_failed_run_are_said_failed(seed_bug_run):
+    from explorer.pipeline.traces.job import read_job
+
+    _, result = seed_bug_run
+    ended = {u.rank: u for u in read_job(result.folder).unread}
+    assert ended and all(u.ended for u in ended.values())
+    assert "it failed (buffer): BufferFault" in ended[result.failure.rank].why
+
+
 def truth_run(job) -> str:
     return json.loads((job / "spec.json").read_text())["run_id"]
 

@@ -156,6 +156,19 @@ def _subset(job: JobTrace, keep: np.ndarray) -> JobTrace:
     return JobTrace(job.layout, *(getattr(job, c)[keep] for c in columns), unix=job.unix)
 
 
+def _last_whole_iteration(job: JobTrace, timed: np.ndarray) -> int:
+    """The last iteration every rank ran through: a rank that was cut short (killed, failed,
+    its file cut) left its last iteration partial, and a path through it would end where the
+    rank stopped, not where the iteration did. The last one seen when none is whole."""
+    last = int(job.iteration[timed].max())
+    for u in job.unread:
+        if u.kept:
+            mine = job.iteration[timed & (job.rank == u.rank)]
+            if len(mine):
+                last = min(last, int(mine.max()) - 1)
+    return last if last >= 0 else int(job.iteration[timed].max())
+
+
 def folded_path(job: JobTrace, clocked: Clocks) -> FoldedPath | None:
     """The critical path of the job's slowest replica in its last iteration (None: no
     instruction with finite times)."""
@@ -164,7 +177,7 @@ def folded_path(job: JobTrace, clocked: Clocks) -> FoldedPath | None:
     timed = np.isfinite(on_clock) & np.isfinite(job.end)
     if not timed.any():
         return None
-    iteration = int(job.iteration[timed].max())
+    iteration = _last_whole_iteration(job, timed)
     replica, step_s = slowest_replica(job, iteration, on_clock)
     keep = timed & (job.replica == replica) & (job.iteration == iteration)
     mine = _subset(job, keep)

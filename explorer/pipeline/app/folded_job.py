@@ -69,9 +69,12 @@ class FoldedJob:
     def _summary(self) -> str:
         named = [html.escape(o.sentence()) for o in self.fold.outliers]
         listed = "".join(f"<li>{s}</li>" for s in named) or "<li>no outlier rank</li>"
+        ended = sum(u.ended for u in self.job.unread)
         unread = (
-            f"<br>could not read: {len(self.job.unread)} rank file(s)" if self.job.unread else ""
-        )
+            f"<br>could not read: {len(self.job.unread) - ended} rank file(s)"
+            if len(self.job.unread) > ended
+            else ""
+        ) + (f"<br>did not run to its end: {ended} rank(s)" if ended else "")
         path = (
             "<br>".join(
                 html.escape(line.strip())

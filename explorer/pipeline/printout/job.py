@@ -47,7 +47,13 @@ def job_document(
         "decoder": job.decoder,
         "seconds": round(seconds, 3),
         "interrupted": job.interrupted,
-        "unread": [{"rank": u.rank, "why": u.why, "kept": u.kept} for u in job.unread],
+        "unread": [
+            {"rank": u.rank, "why": u.why, "kept": u.kept} for u in job.unread if not u.ended
+        ],
+        # ranks read in full that failed or wrote no end: the job did not run to its end
+        "not_ended": [
+            {"rank": u.rank, "why": u.why, "instructions": u.kept} for u in job.unread if u.ended
+        ],
         "rule": folded.rule.sentence(),
         "outliers": [o.to_dict() for o in folded.outliers],
         "bands": [b.to_dict() for b in folded.bands],
@@ -102,7 +108,9 @@ def job_text(
 ) -> str:
     """The report ``explorer read JOB_DIR`` prints."""
     lay = job.layout
-    read = lay.ranks - sum(1 for u in job.unread if u.kept == 0)
+    read = lay.ranks - sum(1 for u in job.unread if u.kept == 0 and not u.ended)
+    unread = [u for u in job.unread if not u.ended]
+    ended = [u for u in job.unread if u.ended]
     lines = [
         f"job {lay.run or '(no run id)'}: {lay.ranks} ranks = {lay.replicas} replicas x "
         f"{lay.pipeline_ranks} pipeline ranks ({lay.stages} stages); {len(job):,} instructions "
@@ -110,11 +118,15 @@ def job_text(
     ]
     if job.interrupted:
         lines.append("interrupted: the ranks read before Ctrl-C are folded below")
-    if job.unread:
-        lines.append(f"could not read {len(job.unread)} rank(s) in full:")
-        lines += [f"  {u.sentence()}" for u in job.unread[:SHOWN_UNREAD]]
-        if len(job.unread) > SHOWN_UNREAD:
-            lines.append(f"  ... and {len(job.unread) - SHOWN_UNREAD} more (--json lists them all)")
+    for said, ranks in (
+        ("{} rank(s) did not run to the end", ended),
+        ("could not read {} rank(s) in full", unread),
+    ):
+        if ranks:
+            lines.append(said.format(len(ranks)) + ":")
+            lines += [f"  {u.sentence()}" for u in ranks[:SHOWN_UNREAD]]
+            if len(ranks) > SHOWN_UNREAD:
+                lines.append(f"  ... and {len(ranks) - SHOWN_UNREAD} more (--json lists them all)")
     lines.append(f"outliers: {len(folded.outliers) or 'none'} ({folded.rule.sentence()})")
     lines += [f"  {o.sentence()}" for o in folded.outliers]
     if costs is not None:

@@ -52,6 +52,8 @@ _DEFAULTS = {
     "text": "",
     "start": math.nan,
     "end": math.nan,
+    "kind": "",
+    "message": "",
 }
 
 
@@ -116,6 +118,8 @@ def _msgspec_decoder() -> Optional[Any]:
         start: float = math.nan
         end: float = math.nan
         unix: float = math.nan
+        kind: str = ""  # a failure line's kind and message: how the rank ended
+        message: str = ""
 
     return msgspec.json.Decoder(Line)
 
@@ -194,6 +198,24 @@ def _columns(recs: list, rank: int, keep: np.ndarray) -> dict[str, np.ndarray]:
     }
 
 
+def _ending(recs: list, own: np.ndarray, types: np.ndarray) -> Optional[str]:
+    """How a rank that did not end well ended, in words (None: it wrote ``done``). A rank that
+    failed, or wrote no end at all (killed, stopped, still running, or its file cut at a line's
+    end, which no decoder notices), is no rank that ran its schedule: its lines are kept and the
+    job's verdict says so, as ``read`` of one run folder does."""
+    failed = np.flatnonzero(own & (types == "failure"))
+    if len(failed):
+        first = recs[int(failed[0])]
+        kind, message = _get([first], "kind")[0] or "error", _get([first], "message")[0] or ""
+        return f"it failed ({kind}): {' '.join(str(message).split())[:300]}"
+    if not (own & (types == "done")).any():
+        return (
+            "it wrote no end (no done or failure line): it was killed or stopped, is still "
+            "running, or its file was cut"
+        )
+    return None
+
+
 def read_rank(
     path: Path, rank: int, run: str
 ) -> tuple[Optional[dict[str, np.ndarray]], Optional[Unread], float]:
@@ -236,8 +258,15 @@ def read_rank(
         return None, Unread(rank, "its instruction lines hold fields of the wrong type"), math.nan
     if problem is None and cols is None:
         problem = "it holds no instruction"
+    ending = None if problem else _ending(recs, own, types)
     kept = int(instr.sum())
-    unread = Unread(rank, problem, kept) if problem else None
+    unread = (
+        Unread(rank, problem, kept)
+        if problem
+        else Unread(rank, ending, kept, ended=True)
+        if ending
+        else None
+    )
     return cols, unread, float(unix) if unix is not None else math.nan
 
 

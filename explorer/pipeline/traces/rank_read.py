@@ -14,14 +14,18 @@ import numpy as np
 
 @dataclass(frozen=True)
 class Unread:
-    """A rank the job should have and that could not be read in full: why, and what was kept."""
+    """A rank the job should have and that could not be read in full, or (``ended``) that was
+    read in full but did not run to its end (it failed, or wrote no end): why, and what was kept."""
 
     rank: int
     why: str
     kept: int = 0
+    ended: bool = False
 
     def sentence(self) -> str:
         kept = f" (kept its {self.kept} instructions before that)" if self.kept else ""
+        if self.ended:
+            kept = f" ({self.kept} instructions read)" if self.kept else ""
         return f"rank {self.rank}: {self.why}{kept}"
 
 
