@@ -9,6 +9,8 @@ index into a folder, one process per lesson while cores allow.
 
 from __future__ import annotations
 
+import hashlib
+import json
 import os
 import time
 from concurrent.futures import ProcessPoolExecutor
@@ -90,6 +92,23 @@ def fixes_block(d: Directive) -> dict[str, Any]:
     return {"type": "fixes", "setup": setup.spec, "text": found.describe()}
 
 
+#: Which source text each page in an output folder was built from (slug -> sha256), so a page an
+#: earlier build left is listed only while its source is unchanged.
+SOURCES_FILE = "sources.json"
+
+
+def _digest(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def _recorded(out: Path) -> dict[str, str]:
+    try:
+        got = json.loads((out / SOURCES_FILE).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return got if isinstance(got, dict) else {}
+
+
 def check_out_folder(out: Path) -> None:
     """``out`` must be a folder that can be made, and missing, empty or an earlier lesson build."""
     check_output_dir(str(out), "--out")
@@ -100,13 +119,23 @@ def check_out_folder(out: Path) -> None:
         )
 
 
+@dataclass(frozen=True)
+class BuildResult:
+    """The pages written, and the slugs of earlier pages removed as stale (their source changed
+    since they were built, or is gone)."""
+
+    built: list[BuiltLesson]
+    removed: list[str]
+
+
 def build_lessons(
     out: Path,
     only: Optional[Sequence[str]] = None,
     folder: Path = CONTENT,
     jobs: Optional[int] = None,
-) -> list[BuiltLesson]:
-    """Write every lesson of ``folder`` (or those whose slug is in ``only``) and ``index.html`` into ``out``."""
+) -> BuildResult:
+    """Write every lesson of ``folder`` (or those whose slug is in ``only``) and ``index.html``
+    into ``out``; a page an earlier build left is kept only while its source is unchanged."""
     from explorer.lessons.page import index_page
 
     check_out_folder(out)
@@ -127,12 +156,33 @@ def build_lessons(
     else:
         with ProcessPoolExecutor(max_workers=workers) as pool:
             built = list(pool.map(write_lesson, sources, [out] * len(sources)))
+    recorded = {**_recorded(out), **{p.stem: _digest(p) for p in chosen}}
+    stale = _drop_stale(paths, recorded, out)
+    (out / SOURCES_FILE).write_text(json.dumps(recorded, indent=1), encoding="utf-8")
     (out / "index.html").write_text(index_page(_listed(paths, built, out)), encoding="utf-8")
-    return built
+    return BuildResult(built, stale)
+
+
+def _drop_stale(paths: Sequence[Path], recorded: dict[str, str], out: Path) -> list[str]:
+    """Remove the pages an earlier build left whose source changed since, or is gone: the index
+    listed them under the new title while they taught the old lesson. Their slugs are returned."""
+    sources = {p.stem: p for p in paths}
+    stale = []
+    for page in sorted(out.glob("*.html")):
+        slug = page.stem
+        if slug == "index":
+            continue
+        source = sources.get(slug)
+        if source is None or recorded.get(slug) != _digest(source):
+            page.unlink()
+            recorded.pop(slug, None)
+            stale.append(slug)
+    return stale
 
 
 def _listed(paths: Sequence[Path], built: Sequence[BuiltLesson], out: Path) -> list[BuiltLesson]:
-    """Every lesson whose page is in ``out``: those just built, and those an earlier build left."""
+    """Every lesson whose page is in ``out``: those just built, and those an earlier build left
+    from the same source."""
     fresh = {b.slug: b for b in built}
     listed = []
     for path in paths:
@@ -171,6 +221,8 @@ def write_lesson(source: LessonSource, out: Path) -> BuiltLesson:
 __all__ = [
     "CONTENT",
     "MARKER",
+    "SOURCES_FILE",
+    "BuildResult",
     "BuiltLesson",
     "build_lessons",
     "check_out_folder",

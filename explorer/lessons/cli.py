@@ -27,7 +27,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         required=True,
         type=cli_options.output_dir("--out"),
         metavar="DIR",
-        help="folder to write into (created when missing; an earlier lesson build is replaced)",
+        help="folder to write into (created when missing; in an earlier lesson build's folder, pages "
+        "are replaced, and a page whose source changed or is gone is removed)",
     )
     b.add_argument(
         "--only",
@@ -63,7 +64,12 @@ def run(args: argparse.Namespace) -> int:
 
     start = time.perf_counter()
     out = Path(args.out)
-    built = build_lessons(out, only=args.only, jobs=args.jobs)
+    result = build_lessons(out, only=args.only, jobs=args.jobs)
+    built = result.built
+    for slug in result.removed:
+        print(
+            f"removed {out / (slug + '.html')}: its source changed since it was built, or is gone"
+        )
     for lesson in built:
         print(
             f"{lesson.path}  {lesson.bytes / 1e6:.2f} MB  {lesson.seconds:.1f} s "

@@ -108,6 +108,12 @@ def explore_block(d: Directive, store: Optional[FigureStore]) -> dict[str, Any]:
                 if rep is not None and store is not None:
                     state["figs"] = _figures(rep, spec.show, store)
                 states[state_key(i, p, m)] = state
+        mine = [states[state_key(i, p, m)] for p in spec.stages for m in spec.microbatches]
+        if all("error" in s for s in mine):  # a page of refusals teaches nothing
+            raise d.fail(
+                f"setup {setup.spec!r} cannot be checked at any size of the block: "
+                f"{mine[0]['error']}"
+            )
         if "sizes" in spec.show and store is not None:
             sizes.append(store.add(_sizes_figure(setup, spec)))
     return {

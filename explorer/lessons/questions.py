@@ -121,13 +121,16 @@ def _clean(d: Directive, store: Optional[FigureStore]) -> dict[str, Any]:
     options = []
     for text in d.all("option"):
         setup = parse_setup(text, d.where)
-        first_bad = _first_bad(setup, stages, mbs)
+        first_bad, checked = _first_bad(setup, stages, mbs, d)
+        refused = len(stages) * len(mbs) - checked
         options.append(
             {
                 "label": setup.label,
                 "spec": setup.spec,
                 "right": first_bad is None,
-                "note": first_bad or f"no finding at any of {len(stages) * len(mbs)} sizes",
+                "note": first_bad
+                or f"no finding at any of {checked} sizes"
+                + (f" ({refused} sizes of the range the kind does not take)" if refused else ""),
             }
         )
     _need_a_right_option(d, options, "a clean set-up")
@@ -138,16 +141,27 @@ def _clean(d: Directive, store: Optional[FigureStore]) -> dict[str, Any]:
     }
 
 
-def _first_bad(setup: Any, stages: list[int], mbs: list[int]) -> Optional[str]:
-    """Words on the smallest size where ``setup`` has a finding (None: clean everywhere)."""
+def _first_bad(
+    setup: Any, stages: list[int], mbs: list[int], d: Directive
+) -> tuple[Optional[str], int]:
+    """Words on the smallest size where ``setup`` has a finding (None: clean at every size it
+    was checked at), and how many sizes were checked. A size the kind refuses is no evidence of
+    cleanness: a set-up refused at every size is the teacher's mistake, said at build time."""
+    checked, refusal = 0, ""
     for p in stages:
         for m in mbs:
             _, state = checked_state(setup, p, m)
             if "error" in state:
+                refusal = refusal or f"at {p}x{m}: {state['error']}"
                 continue
+            checked += 1
             if not state["ok"]:
-                return f"at {p}x{m}: {state['findings'][0][0]}"
-    return None
+                return f"at {p}x{m}: {state['findings'][0][0]}", checked
+    if not checked:
+        raise d.fail(
+            f"option {setup.spec!r} cannot be checked at any size of the range ({refusal})"
+        )
+    return None, checked
 
 
 def _least_bubble(d: Directive, store: Optional[FigureStore]) -> dict[str, Any]:

@@ -78,6 +78,7 @@ def parse_setup(text: str, where: str) -> Setup:
     chunks = values.get("chunks", "1")
     if not chunks.isdigit():
         raise LessonError(f"{where}: chunks={chunks} must be a whole number")
+    _known(words[0], values, where)
     setup = Setup(
         label="",
         kind=words[0],
@@ -88,6 +89,37 @@ def parse_setup(text: str, where: str) -> Setup:
         model=values.get("model"),
     )
     return replace(setup, label=label.strip() or setup.spec)
+
+
+#: The words each option takes, as ``explorer check`` takes them (a number is also a buffer count).
+_CHOICES = {
+    "order": ("legacy", "fixed"),
+    "model": ("blocking", "batched"),
+    "buffers": ("legacy", "fixed", "minimal"),
+}
+
+
+def _known(kind: str, values: dict[str, str], where: str) -> None:
+    """Refuse a kind, option value or rule ``explorer check`` would refuse: such a set-up fails
+    at every size, and a question that skips failed sizes called it clean."""
+    from explorer.pipeline import KINDS, RULES
+
+    if kind not in KINDS:
+        raise LessonError(
+            f"{where}: unknown schedule kind {kind!r}: choose among {', '.join(KINDS)}"
+        )
+    for key, allowed in _CHOICES.items():
+        value = values.get(key)
+        if (
+            value is not None
+            and value not in allowed
+            and not (key == "buffers" and value.isdigit())
+        ):
+            extra = " or a number" if key == "buffers" else ""
+            raise LessonError(f"{where}: {key}={value} is not one of {', '.join(allowed)}{extra}")
+    unknown = [r for r in values.get("rules", "").split(",") if r and r not in RULES]
+    if unknown:
+        raise LessonError(f"{where}: unknown rule {unknown[0]!r}: choose among {', '.join(RULES)}")
 
 
 def schedule_of(setup: Setup, stages: int, microbatches: int) -> "Schedule":
@@ -132,7 +164,10 @@ def parse_range(text: str, where: str, what: str) -> list[int]:
             raise LessonError(
                 f"{where}: {what} is a range like 2-8 or a list like 2,4,8; got {text!r}"
             )
-        values.extend(range(int(lo), int(hi) + 1) if dash else [int(lo)])
+        first, last = int(lo), int(hi) if dash else int(lo)
+        if last - first + 1 > 64 or len(values) > 64:  # before the list is made: 2-999999999999
+            raise LessonError(f"{where}: {what} must hold 1 to 64 positive values; got {text!r}")
+        values.extend(range(first, last + 1))
     if not values or min(values) < 1 or len(values) > 64:
         raise LessonError(f"{where}: {what} must hold 1 to 64 positive values; got {text!r}")
     return sorted(set(values))

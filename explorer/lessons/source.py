@@ -82,7 +82,14 @@ class LessonSource:
 
 def read_lesson(path: Path) -> LessonSource:
     """Parse the lesson at ``path`` (see the module docstring for the format)."""
-    return parse_lesson(path.read_text(encoding="utf-8"), path.stem, path.name)
+    data = path.read_bytes()
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise LessonError(
+            f"{path.name}: not UTF-8 at byte {exc.start}: save the lesson as UTF-8 text"
+        ) from None
+    return parse_lesson(text, path.stem, path.name)
 
 
 def parse_lesson(text: str, slug: str, name: str = "lesson.md") -> LessonSource:

@@ -15,6 +15,7 @@ _RUNTIME = "explorer.pipeline.runtime"
 _TABLE = {
     # schedules, checked
     "build": _ANALYSIS,
+    "KINDS": "explorer.pipeline.schedules.generators",  # every kind build takes, with its words
     "check": _ANALYSIS,
     "Costs": _ANALYSIS,
     "Report": _ANALYSIS,

@@ -93,9 +93,65 @@ def test_a_bad_directive_is_refused_with_its_place(tmp_path):
             "stages: 2-4\nmicrobatches: 1-4\noption: 2x2\n\nWhich?\n```\n",
             "none of the options is right",
         ),
+        # set-ups `explorer check` refuses: each was stored as error states at every size, and
+        # a clean question counted a set-up with no checkable size as clean
+        ("```explore\nsetup: 2f2b model=blocking\n```\n", "unknown schedule kind '2f2b'"),
+        ("```explore\nsetup: deepspeed-train order=legacyy\n```\n", "order=legacyy"),
+        ("```explore\nsetup: 1f1b model=eager\n```\n", "model=eager"),
+        ("```explore\nsetup: 1f1b buffers=plenty\n```\n", "buffers=plenty"),
+        ("```explore\nsetup: 1f1b rules=nope\n```\n", "unknown rule 'nope'"),
+        ("```explore\nsetup: 1f1b\nstages: 10000\nstart: 10000x16\n```\n", "any size"),
+        (
+            "```question\nask: clean\nstages: 10000\nmicrobatches: 8\n"
+            "option: A = deepspeed-train order=fixed\noption: B = 1f1b model=blocking\n\n"
+            "Which?\n```\n",
+            "cannot be checked at any size",
+        ),
+        ("```explore\nsetup: 1f1b\nstages: 2-999999999999\n```\n", "1 to 64"),
     ]
     for body, word in bad:
         source = parse_lesson("---\ntitle: T\n---\nProse.\n" + body, "t", "t.md")
         with pytest.raises(LessonError) as caught:
             lesson_data(source, figures=False)
         assert "t.md:5" in str(caught.value) and word in str(caught.value), str(caught.value)
+
+
+def test_a_lesson_that_is_not_utf8_is_one_line(tmp_path):
+    from explorer.lessons.source import read_lesson
+
+    path = tmp_path / "a.md"
+    path.write_bytes(b"---\ntitle: T\xff\xfe\n---\nProse.\n")
+    with pytest.raises(LessonError) as caught:
+        read_lesson(path)
+    assert "a.md: not UTF-8 at byte 12" in str(caught.value)
+
+
+_LESSON = "---\ntitle: {title}\nsummary: s\n---\n\nProse.\n"
+
+
+def test_a_page_whose_source_changed_or_went_is_removed_not_listed(tmp_path):
+    """Build a and b; change a's source, then build b alone: the index linked a's new title to
+    the page of its old source. Delete b's source and build: its page stayed."""
+    from explorer.lessons.build import build_lessons
+
+    content, out = tmp_path / "content", tmp_path / "out"
+    content.mkdir()
+    for slug in ("a", "b"):
+        (content / f"{slug}.md").write_text(_LESSON.format(title=slug.upper()))
+    first = build_lessons(out, folder=content, jobs=1)
+    assert [b.slug for b in first.built] == ["a", "b"] and first.removed == []
+    (content / "a.md").write_text(_LESSON.format(title="A rewritten"))
+    again = build_lessons(out, only=["b"], folder=content, jobs=1)
+    assert again.removed == ["a"] and not (out / "a.html").exists()
+    index = (out / "index.html").read_text()
+    assert "A rewritten" not in index and "a.html" not in index and "b.html" in index
+    kept = build_lessons(out, only=["b"], folder=content, jobs=1)  # b unchanged: kept, listed
+    assert kept.removed == [] and (out / "b.html").exists()
+    (content / "b.md").unlink()
+    (content / "c.md").write_text(_LESSON.format(title="C"))
+    last = build_lessons(out, folder=content, jobs=1)
+    assert last.removed == ["b"] and sorted(p.name for p in out.glob("*.html")) == [
+        "a.html",
+        "c.html",
+        "index.html",
+    ]
