@@ -151,6 +151,8 @@ _TAKES = {
 
 
 def run(args: argparse.Namespace) -> int:
+    if getattr(args, "html", None):
+        _html_spares_the_input(Path(args.path), Path(args.html))
     found = detect(Path(args.path))
     reader = next(k.read for k in KINDS if k.detector.kind == found.kind)
     extra = {}
@@ -164,6 +166,19 @@ def run(args: argparse.Namespace) -> int:
                 )
             extra[name] = getattr(args, name)
     return int(reader(Path(args.path), args.json, **extra))
+
+
+def _html_spares_the_input(path: Path, html: Path) -> None:
+    """Refuse ``--html`` onto what is being read: ``read DIR --html DIR/rank1.jsonl`` wrote the
+    page over the rank's file, and every later read described another folder. A new file in
+    the folder is fine."""
+    page = html.resolve()
+    source = path.resolve()
+    if page == source or (source.is_dir() and page.is_file() and source in page.parents):
+        raise InputError(
+            f"--html {html} would overwrite {'the file' if page == source else 'a file of the folder'} "
+            "being read: write the page to a new file"
+        )
 
 
 __all__ = ["DETECTORS", "KINDS", "Kind", "detect", "register", "run"]

@@ -198,3 +198,17 @@ def test_a_run_that_failed_of_another_cause_is_not_called_ok(seed_bug_run):
     text = call_cli(["check", str(result.folder)]).stdout.splitlines()
     assert text[0].endswith("every message matches the receive it met")
     assert text[1].startswith("but the run failed of another cause: rank 2, stage 2, step 6")
+
+
+@pytest.mark.slow
+def test_read_html_never_writes_over_what_it_reads(runs, tmp_path):
+    """``read DIR --html DIR/rank1.jsonl`` wrote the page over the rank's file: the next read
+    described another run. A file of the folder (or the file read) is refused; a new one is not."""
+    folder = shutil.copytree(runs["clean"], tmp_path / "run")
+    before = (folder / "rank1.jsonl").read_bytes()
+    for target in (folder / "rank1.jsonl", folder / "result.json"):
+        said = call_cli(["read", str(folder), "--html", str(target)])
+        assert said.returncode == 2 and "would overwrite a file of the folder" in said.stderr
+    assert (folder / "rank1.jsonl").read_bytes() == before
+    assert call_cli(["read", str(folder), "--html", str(folder / "page.html")]).returncode == 0
+    assert call_cli(["read", str(folder)]).returncode == 0  # the page beside it changes nothing
