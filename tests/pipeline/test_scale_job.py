@@ -412,11 +412,12 @@ def test_a_job_numbered_pipe_major_is_read_in_its_own_numbers_with_the_users_mes
     said = {(o["rank"], o["stage"], o["replica"], o["peer"]) for o in doc["outliers"]}
     assert said == {(s.rank, s.stage, s.replica, s.peer) for s in truth.stragglers}
 
-    # Laid out the default way, the same slow ranks are found (their times are their own) but
-    # put in other replicas, and the slow link blamed on another rank.
-    default = json.loads(explorer_cli("read", str(tmp_path / "job"), "--json").stdout)
-    wrong = {(o["rank"], o["replica"], o["peer"]) for o in default["outliers"]}
-    assert wrong.isdisjoint((s.rank, s.replica, s.peer) for s in truth.stragglers)
+    # Laid out the default way, the same slow ranks were found (their times are their own) but
+    # put in other replicas, and the slow link blamed on another rank. The ranks' lines name
+    # their stages, which contradict that numbering: refused, with the mesh to give.
+    default = explorer_cli("read", str(tmp_path / "job"), "--json")
+    assert default.returncode == 2 and not default.stdout, default.stdout[-300:]
+    assert "give --mesh as the job numbered its ranks (--mesh pp=4,dp=12" in default.stderr
 
 
 def test_a_mesh_the_folder_contradicts_is_one_line_and_exit_2(recorded, tmp_path, explorer_cli):
@@ -426,6 +427,8 @@ def test_a_mesh_the_folder_contradicts_is_one_line_and_exit_2(recorded, tmp_path
         ("pp=4,dp=2", "has a file of rank 11: give dp=3 or more"),
         ("tp=2,pp=4,dp=3", "only pp and dp are laid out"),
         ("pp=4", "dp is missing"),
+        # laid the other way: rank 1's lines are stage 1's, the mesh puts it at stage 0
+        ("pp=4,dp=3", "places rank 1 at the schedule's rank 0, but its lines are stage 1's"),
     ):
         out = explorer_cli("read", str(tmp_path / "job"), "--mesh", mesh)
         assert out.returncode == 2 and says in out.stderr, (mesh, out.stderr)

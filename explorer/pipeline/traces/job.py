@@ -386,6 +386,8 @@ def read_job(
         )
     joined = {c: np.concatenate([p[c] for p in parts]) for c in parts[0]}
     parts.clear()
+    if lay.format != PROFILER:
+        _numbering_holds(lay, joined["rank"], joined["stage"], mesh)
     return JobTrace(
         lay,
         rank=joined["rank"],
@@ -399,6 +401,34 @@ def read_job(
         unread=tuple(unread),
         interrupted=interrupted,
         decoder="json" if lay.format == PROFILER else decoder_name(),
+    )
+
+
+def _numbering_holds(
+    lay: JobLayout, rank: np.ndarray, stage: np.ndarray, mesh: Optional[Mesh]
+) -> None:
+    """Refuse a numbering the ranks' own lines contradict: each engine line names its stage,
+    and the schedule says which of its ranks runs that stage. A mesh laid the other way put
+    rank 1 at stage 0 while its lines were stage 1's; the report then mixed the two."""
+    known = (stage >= 0) & (stage < lay.stages)
+    runs_on = np.asarray(lay.stage_to_rank)[np.where(known, stage, 0)]
+    wrong = np.flatnonzero(known & (runs_on != lay.local_of(rank)))
+    if not len(wrong):
+        return
+    first = int(wrong[0])
+    r, st = int(rank[first]), int(stage[first])
+    said = f"--mesh {mesh.spelled()}" if mesh is not None else f"the numbering {lay.numbering()}"
+    fix = (
+        "drop --mesh, or swap its dimensions"
+        if mesh is not None
+        else (
+            f"give --mesh as the job numbered its ranks (--mesh pp={lay.pipeline_ranks},"
+            f"dp={lay.replicas} for rank = the schedule's rank * replicas + replica)"
+        )
+    )
+    raise InputError(
+        f"{said} places rank {r} at the schedule's rank {int(lay.local_of(r))}, but its lines "
+        f"are stage {st}'s, which the schedule runs on its rank {lay.stage_to_rank[st]}: {fix}"
     )
 
 
