@@ -101,6 +101,11 @@ def test_a_plan_of_another_size_is_refused_and_leaving_the_plan_is_exit_1(
     finished = explorer_cli("doctor", str(folder))  # a good run, read after it ended
     assert finished.returncode == 0 and "verdict: the run finished" in finished.stdout
     assert "gone" not in finished.stdout and finished.stdout.count("finished its run") == 2
+    cut = shutil.copytree(folder, tmp_path / "cut")  # rank 1's end line lost: it did not finish
+    lines = (cut / "rank1.jsonl").read_text().splitlines(keepends=True)
+    (cut / "rank1.jsonl").write_text("".join(x for x in lines if '"done"' not in x))
+    gone = explorer_cli("doctor", str(cut))
+    assert gone.returncode == 1 and "rank 1 is gone" in gone.stdout, gone.stdout
     wrong = explorer_cli(
         "doctor", str(folder), "--kind", "1f1b", "--stages", "4", "--microbatches", "8"
     )

@@ -139,10 +139,14 @@ def read(path: Path, json_out: bool) -> int:
 
 def _report(diagnosis: Diagnosis, json_out: bool) -> int:
     """Print the diagnosis (text or JSON); the exit code (and the document's ``ok``): 0 when no
-    rank waits and none left the plan, else 1."""
+    rank waits, none is gone without finishing and none left the plan, else 1."""
     verdict = diagnosis.verdict
     left = bool(diagnosis.departures)  # a rank that left the plan is a finding, as a wait is
-    code = 0 if verdict.verdict in ("no-wait", "finished") and not left else 1
+    # a rank gone without an end while the others finished (killed, its file cut) waits on no
+    # one, and still did not run its schedule
+    gone = any(s.activity == "gone" for s in verdict.ranks)
+    clean = verdict.verdict == "finished" or (verdict.verdict == "no-wait" and not gone)
+    code = 0 if clean and not left else 1
     if json_out:
         print(json.dumps(with_verdict(diagnosis.to_dict(), code), indent=1))
     else:
