@@ -15,6 +15,7 @@ from __future__ import annotations
 from typing import NamedTuple, Optional
 
 from explorer.errors import InputError
+from explorer.xla.hlo import kernels
 from explorer.xla.hlo.errors import HloParseError
 from explorer.xla.hlo.fingerprint import Interner, computation_hashes
 from explorer.xla.hlo.flat_graph import flat_graph
@@ -88,12 +89,16 @@ def diff_texts(
     from explorer.xla.hlo.diff import diff_graphs
 
     with paused_gc():
-        interner = Interner()
-        ga = text_graph(text_a, source_a, interner)
-        gb = text_graph(text_b, source_b, interner) if ga is not None else None
-        if ga is None or gb is None:
-            return None
-        return diff_graphs(ga, gb, pairs)
+        compiled = kernels.compiled()
+        # The compiled reader first (both graphs, one key table); where it hands a text back,
+        # both are read again in Python, whose ids are another table's.
+        for keys in ([compiled.KeyTable()] if compiled is not None else []) + [None]:
+            interner = Interner(keys=keys)
+            ga = text_graph(text_a, source_a, interner)
+            gb = text_graph(text_b, source_b, interner) if ga is not None else None
+            if ga is not None and gb is not None:
+                return diff_graphs(ga, gb, pairs)
+        return None
 
 
 __all__ = ["EntryCut", "cut_entry", "diff_texts", "text_graph"]
