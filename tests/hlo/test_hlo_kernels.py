@@ -95,8 +95,8 @@ def _json(d) -> str:
     return dumps_indented(d.to_json(), indent=1)
 
 
-def _first_seen(ids: list[int]) -> list[int]:
-    seen: dict[int, int] = {}
+def _first_seen(ids: list) -> list[int]:
+    seen: dict = {}
     return [seen.setdefault(i, len(seen)) for i in ids]
 
 
@@ -113,11 +113,14 @@ def _same_graphs(c: tuple[Graph, Graph], p: tuple[Graph, Graph]) -> None:
     assert _first_seen(ids[0] + ids[1]) == _first_seen(ref[0] + ref[1])
 
 
-def _graphs(text_a: str, text_b: str, compiled: bool):
+def _graphs(text_a: str, text_b: str, compiled: bool, rest_in_c: bool = True):
     module = kernels.compiled()
     assert module is not None
     interner = Interner(keys=module.KeyTable() if compiled else None)
-    return text_graph(text_a, "a", interner), text_graph(text_b, "b", interner)
+    return (
+        text_graph(text_a, "a", interner, rest_in_c),
+        text_graph(text_b, "b", interner, rest_in_c),
+    )
 
 
 def test_the_kernels_are_built_by_the_install():
@@ -146,7 +149,41 @@ def test_compiled_and_python_give_the_same_json_and_graphs(a, b):
     fast, slow = _compiled_and_python(TEXTS[a], TEXTS[b])
     assert fast is not None and slow is not None
     assert _json(fast) == _json(slow) and fast == slow
-    _same_graphs(_graphs(TEXTS[a], TEXTS[b], True), _graphs(TEXTS[a], TEXTS[b], False))
+    python = _graphs(TEXTS[a], TEXTS[b], False)
+    entry_only = _graphs(TEXTS[a], TEXTS[b], True, rest_in_c=False)
+    _same_graphs(entry_only, python)  # the called computations read by the careful reader
+    all_in_c = _graphs(TEXTS[a], TEXTS[b], True)
+    if all_in_c[0] is not None and all_in_c[1] is not None:  # both texts plain around the entry
+        _same_graphs(all_in_c, python)
+
+
+@pytest.mark.parametrize("name", list(TEXTS))
+def test_the_text_around_the_entry_is_read_in_c_as_the_careful_reader_reads_it(name):
+    """Module name, entry header parameters, and called-computation fingerprints that are equal
+    exactly where ``computation_hashes`` gives equal ones (across two modules, one table)."""
+    from explorer.xla.hlo.fingerprint import computation_hashes
+    from explorer.xla.hlo.textdiff import _compiled_rest, cut_entry
+
+    module = kernels.compiled()
+    assert module is not None
+    other = TEXTS["encoder_step1.hlo.txt.gz"]
+    keys, interner = module.KeyTable(), Interner()
+    got, want = [], []
+    for text in (TEXTS[name], other):
+        cut = cut_entry(text)
+        assert cut is not None
+        read = _compiled_rest(module, cut.rest, keys)
+        careful = parse_module(cut.rest)
+        hashes = computation_hashes(careful, include_entry=False, hasher=interner)
+        if read is None:  # not plain: the careful reader reads it (a fixture after XLA passes)
+            assert name == "order_a.after_opt.hlo.txt"
+            return
+        assert read[0] == careful.name
+        assert read[2] == [i.name for i in careful.entry.instructions]
+        assert set(read[1]) == set(hashes)
+        got += [read[1][c] for c in sorted(hashes)]
+        want += [hashes[c] for c in sorted(hashes)]
+    assert _first_seen(got) == _first_seen(want)
 
 
 @pytest.mark.parametrize("a, b", [ONE_MODULE[3:5], ONE_MODULE[:2], ["odd", "order_a.hlo.txt"]])

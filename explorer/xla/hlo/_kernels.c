@@ -72,6 +72,11 @@ static uint64_t hash_ints(const int64_t *v, Py_ssize_t n) {
     return h;
 }
 
+static int cmp_int64(const void *p, const void *q) {
+    int64_t x = *(const int64_t *)p, y = *(const int64_t *)q;
+    return x < y ? -1 : (x > y);
+}
+
 /* Grows *buf (of *cap items of size `size`) to hold at least `need` items. */
 static int grow(void **buf, size_t *cap, size_t need, size_t size) {
     if (need <= *cap) return 0;
@@ -374,7 +379,8 @@ typedef struct {
     PyObject_HEAD
     PyObject *body; /* the str the offsets point into (its UTF-8 form) */
     const char *buf;
-    Py_ssize_t n; /* lines */
+    Py_ssize_t size; /* bytes */
+    Py_ssize_t n;    /* lines */
     unsigned char *taken, *root;
     Py_ssize_t *name_off, *name_len;
     Py_ssize_t *shape, *opcode, *literal, *rest; /* pool indices; literal -1 is "" */
@@ -384,7 +390,20 @@ typedef struct {
     size_t ops_len, off_cap, len_cap;
     Pool shapes, opcodes, literals, rests, careful_rests;
     PyObject *empty; /* "" */
+    /* scan_rest only: the computations, their instruction lines and header parameters */
+    struct Comp *comps;
+    size_t n_comps, comps_cap;
+    Py_ssize_t *param_off, *param_len;
+    size_t n_params, param_off_cap, param_len_cap;
 } Scan;
+
+/* A computation of a module's text without its entry body (scan_rest). */
+typedef struct Comp {
+    Py_ssize_t name_off, name_len;
+    Py_ssize_t first, last;         /* its lines after the header, up to the closing '}' */
+    Py_ssize_t param_first, params; /* into param_off/param_len */
+    int entry;
+} Comp;
 
 /* The tail index of line k: its common-line text, or after those the careful parser's text. */
 static inline Py_ssize_t rest_of(const Scan *s, Py_ssize_t k) {
@@ -719,6 +738,9 @@ static void scan_dealloc(Scan *s) {
     pool_free(&s->literals);
     pool_free(&s->rests);
     pool_free(&s->careful_rests);
+    free(s->comps);
+    free(s->param_off);
+    free(s->param_len);
     Py_XDECREF(s->body);
     Py_XDECREF(s->empty);
     Py_TYPE(s)->tp_free((PyObject *)s);
@@ -726,9 +748,11 @@ static void scan_dealloc(Scan *s) {
 
 static PyTypeObject ScanType;
 
-static PyObject *scan_body(PyObject *self, PyObject *arg) {
+/* A Scan of the text `arg` with room for every line, or NULL; *scratch gets a buffer of the
+ * text's size (the caller frees it). */
+static Scan *scan_new(PyObject *arg, const char *fn, char **scratch) {
     if (!PyUnicode_Check(arg)) {
-        PyErr_SetString(PyExc_TypeError, "scan_body takes a str");
+        PyErr_Format(PyExc_TypeError, "%s takes a str", fn);
         return NULL;
     }
     Py_ssize_t size;
@@ -741,6 +765,7 @@ static PyObject *scan_body(PyObject *self, PyObject *arg) {
     Py_INCREF(arg);
     s->body = arg;
     s->buf = buf;
+    s->size = size;
     Py_ssize_t n = 1;
     for (const char *q = buf; (q = memchr(q, '\n', (size_t)(buf + size - q))) != NULL; q++) n++;
     s->n = n;
@@ -756,22 +781,30 @@ static PyObject *scan_body(PyObject *self, PyObject *arg) {
     s->number = calloc(un, sizeof(int64_t));
     s->op_first = calloc(un, sizeof(Py_ssize_t));
     s->op_count = calloc(un, sizeof(Py_ssize_t));
-    char *scratch = malloc((size_t)size + 32);
+    *scratch = malloc((size_t)size + 32);
     if (!s->taken || !s->root || !s->name_off || !s->name_len || !s->shape || !s->opcode ||
-        !s->literal || !s->rest || !s->number || !s->op_first || !s->op_count || !scratch) {
-        free(scratch);
+        !s->literal || !s->rest || !s->number || !s->op_first || !s->op_count || !*scratch) {
+        free(*scratch);
         Py_DECREF(s);
-        return PyErr_NoMemory();
+        PyErr_NoMemory();
+        return NULL;
     }
     if (pool_init(&s->shapes) < 0 || pool_init(&s->opcodes) < 0 || pool_init(&s->literals) < 0 ||
         pool_init(&s->rests) < 0 || pool_init(&s->careful_rests) < 0 ||
         !(s->empty = PyUnicode_FromStringAndSize("", 0))) {
-        free(scratch);
+        free(*scratch);
         Py_DECREF(s);
         return NULL;
     }
-    const char *p = buf, *end = buf + size;
-    for (Py_ssize_t k = 0; k < n; k++) {
+    return s;
+}
+
+static PyObject *scan_body(PyObject *self, PyObject *arg) {
+    char *scratch;
+    Scan *s = scan_new(arg, "scan_body", &scratch);
+    if (!s) return NULL;
+    const char *p = s->buf, *end = s->buf + s->size;
+    for (Py_ssize_t k = 0; k < s->n; k++) {
         const char *e = memchr(p, '\n', (size_t)(end - p));
         if (!e) e = end;
         int got = read_line(s, k, p, e, scratch);
@@ -1360,6 +1393,355 @@ done:
     return result;
 }
 
+/* ------------------------------------------------------------------------------------------ */
+/* scan_rest: a one-module text without its entry body, when it is plain                      */
+
+static int push_param(Scan *s, Py_ssize_t off, Py_ssize_t len) {
+    if (grow((void **)&s->param_off, &s->param_off_cap, s->n_params + 1, sizeof(Py_ssize_t)) < 0 ||
+        grow((void **)&s->param_len, &s->param_len_cap, s->n_params + 1, sizeof(Py_ssize_t)) < 0)
+        return -1;
+    s->param_off[s->n_params] = off;
+    s->param_len[s->n_params] = len;
+    s->n_params++;
+    return 0;
+}
+
+static const char *skip_blanks(const char *p, const char *e) {
+    while (p < e && is_blank((unsigned char)*p)) p++;
+    return p;
+}
+
+/* A shape where lines.read_shape reads one, the plain kinds only: its end, or NULL. */
+static const char *shape_b(const char *p, const char *e, char *junk) {
+    Py_ssize_t m = 0;
+    return p < e && *p == '(' ? tuple_b(p, e, junk, &m, 0) : array_b(p, e);
+}
+
+/* `[ENTRY ]%name (p: shape, ...) -> shape {` (line [p, e)) as lines.parse_computation_header
+ * reads it, for headers with a parameter list, plain shapes, and index comments before names:
+ * 1 and the computation filed, 0 when it is not such a header, -1 an error (set). */
+static int read_header(Scan *s, const char *p, const char *e, char *junk) {
+    for (const char *q = p; q < e; q++) {
+        unsigned char c = (unsigned char)*q;
+        if (c >= 0x7f || (c < 0x20 && c != '\t')) return 0;
+    }
+    p = skip_blanks(p, e);
+    while (e > p && is_blank((unsigned char)e[-1])) e--;
+    if (e == p || e[-1] != '{') return 0;
+    e--;
+    Comp c;
+    memset(&c, 0, sizeof(c));
+    if (e - p >= 6 && memcmp(p, "ENTRY", 5) == 0 && is_blank((unsigned char)p[5])) {
+        c.entry = 1;
+        p = skip_blanks(p + 5, e);
+    }
+    if (p < e && *p == '%') p++;
+    const char *ne = name_end(p, e);
+    if (!ne) return 0;
+    c.name_off = p - s->buf;
+    c.name_len = ne - p;
+    p = skip_blanks(ne, e);
+    if (p >= e || *p != '(') return 0;
+    p++;
+    c.param_first = (Py_ssize_t)s->n_params;
+    if (skip_blanks(p, e) < e && *skip_blanks(p, e) == ')') {
+        p = skip_blanks(p, e) + 1;
+    } else {
+        for (;;) {
+            p = skip_blanks(p, e);
+            const char *cm = comment_end(p, e);
+            if (cm) p = skip_blanks(cm, e);
+            if (p < e && *p == '%') p++;
+            const char *pe = name_end(p, e);
+            if (!pe) return 0;
+            if (push_param(s, p - s->buf, pe - p) < 0) return -1;
+            p = skip_blanks(pe, e);
+            if (p >= e || *p != ':') return 0;
+            p = skip_blanks(p + 1, e);
+            if (!(p = shape_b(p, e, junk))) return 0;
+            p = skip_blanks(p, e);
+            if (p < e && *p == ',') {
+                p++;
+                continue;
+            }
+            if (p < e && *p == ')') {
+                p++;
+                break;
+            }
+            return 0;
+        }
+    }
+    c.params = (Py_ssize_t)s->n_params - c.param_first;
+    p = skip_blanks(p, e);
+    if (e - p < 2 || p[0] != '-' || p[1] != '>') return 0;
+    p = skip_blanks(p + 2, e);
+    if (!(p = shape_b(p, e, junk)) || skip_blanks(p, e) != e) return 0;
+    if (grow((void **)&s->comps, &s->comps_cap, s->n_comps + 1, sizeof(Comp)) < 0) return -1;
+    s->comps[s->n_comps++] = c;
+    return 1;
+}
+
+static int all_blank(const char *p, const char *e) { return skip_blanks(p, e) == e; }
+
+/* scan_rest(text): the module's header line, its called computations (every line a common
+ * one) and its entry header with an empty body, as a Scan; None for any other text (the
+ * careful reader reads it). Its lines are the text's lines. */
+static PyObject *scan_rest(PyObject *self, PyObject *arg) {
+    char *scratch;
+    Scan *s = scan_new(arg, "scan_rest", &scratch);
+    if (!s) return NULL;
+    const char *p = s->buf, *end = s->buf + s->size;
+    int inside = 0, entry_done = 0, ok = 1;
+    for (Py_ssize_t k = 0; ok && k < s->n; k++) {
+        const char *e = memchr(p, '\n', (size_t)(end - p));
+        if (!e) e = end;
+        int got = 1;
+        if (k == 0) {
+            ok = e - p >= 9 && memcmp(p, "HloModule", 9) == 0;
+        } else if (all_blank(p, e)) {
+            /* skipped, between computations and inside them alike */
+        } else if (inside) {
+            const char *q = skip_blanks(p, e), *r = e;
+            while (r > q && is_blank((unsigned char)r[-1])) r--;
+            if (r - q == 1 && *q == '}') {
+                inside = 0;
+                s->comps[s->n_comps - 1].last = k;
+                entry_done = s->comps[s->n_comps - 1].entry;
+            } else if (s->comps[s->n_comps - 1].entry) {
+                ok = 0; /* the entry's body was cut out: nothing may be left of it */
+            } else {
+                for (const char *q2 = p; ok && q2 < e; q2++) {
+                    unsigned char c = (unsigned char)*q2;
+                    if (c >= 0x7f || (c < 0x20 && c != '\t')) ok = 0;
+                }
+                got = ok ? read_common(s, k, p, e, scratch) : 0;
+                ok = got == 1;
+                s->taken[k] = (unsigned char)(got > 0);
+            }
+        } else if (entry_done) {
+            ok = 0; /* only blank lines after the entry */
+        } else {
+            got = read_header(s, p, e, scratch);
+            ok = got == 1;
+            if (ok) {
+                inside = 1;
+                s->comps[s->n_comps - 1].first = k + 1;
+            }
+        }
+        if (got < 0) {
+            free(scratch);
+            Py_DECREF(s);
+            return NULL;
+        }
+        p = e + 1;
+    }
+    free(scratch);
+    if (!ok || inside || !entry_done) {
+        Py_DECREF(s);
+        Py_RETURN_NONE;
+    }
+    return (PyObject *)s;
+}
+
+/* Scan.hash_computations(table, attr_texts): for a scan_rest Scan, the called computations'
+ * names, their fingerprints and the entry's name and header parameters, or None where the
+ * careful reader would refuse the text or read it another way (a repeated name or parameter
+ * number, an operand not defined before its user, two ROOTs, an empty computation, a header
+ * parameter the body does not define, an attribute text None: a refused tail or one that
+ * calls a computation).
+ *
+ * The fingerprints have the equalities of fingerprint.computation_hashes: each instruction's
+ * self key is opcode|shape|literal (with its number for a parameter) and its attribute text,
+ * its subgraph key its own id and its operands' subgraph ids, the computation's key the root's
+ * subgraph id and the sorted subgraph ids of all its instructions. They are the ids of those
+ * keys in `table`, as decimal text (the careful path's are hexadecimal; only their equality
+ * is ever read, through the entry's attribute texts). */
+static PyObject *scan_hash_computations(Scan *s, PyObject *args) {
+    PyObject *table_obj, *rest_texts;
+    if (!PyArg_ParseTuple(args, "O!O!:hash_computations", &KeyTableType, &table_obj,
+                          &PyList_Type, &rest_texts))
+        return NULL;
+    KeyTable *kt = (KeyTable *)table_obj;
+    if (!s->comps || !s->n_comps) {
+        PyErr_SetString(PyExc_ValueError, "hash_computations is for a Scan of scan_rest");
+        return NULL;
+    }
+    const Py_ssize_t nr = PyList_GET_SIZE(s->rests.list);
+    if (PyList_GET_SIZE(rest_texts) != nr) {
+        PyErr_SetString(PyExc_ValueError, "one attribute text (or None) per tail");
+        return NULL;
+    }
+    PyObject *result = NULL, *names = NULL, *hashes = NULL, *params = NULL;
+    int declined = 0;
+    Names index = {NULL, 0, NULL, NULL}, comps = {NULL, 0, NULL, NULL};
+    IntMap numbers = {NULL, NULL, NULL, 0};
+    int64_t *sub = NULL, *key = NULL;
+    size_t key_cap = 0;
+    Bytes kb = {NULL, 0, 0};
+    if (!(names = PyList_New(0)) || !(hashes = PyList_New(0)) || !(params = PyList_New(0)))
+        goto done;
+    if (names_init(&comps, (Py_ssize_t)s->n_comps) < 0) goto done;
+    if (!(sub = malloc(((size_t)s->n + 1) * sizeof(int64_t)))) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    for (size_t ci = 0; ci < s->n_comps; ci++) {
+        const Comp *c = &s->comps[ci];
+        if (!names_add(&comps, s->buf + c->name_off, c->name_len, (Py_ssize_t)ci)) {
+            declined = 1; /* defined twice */
+            goto done;
+        }
+        if (c->entry) {
+            if (ci + 1 != s->n_comps || c->params == 0) {
+                declined = 1; /* the entry last, with parameters (else it has no instructions) */
+                goto done;
+            }
+            for (Py_ssize_t j = 0; j < c->params; j++) {
+                Py_ssize_t q = c->param_first + j;
+                PyObject *v =
+                    PyUnicode_FromStringAndSize(s->buf + s->param_off[q], s->param_len[q]);
+                if (!v || PyList_Append(params, v) < 0) {
+                    Py_XDECREF(v);
+                    goto done;
+                }
+                Py_DECREF(v);
+            }
+            continue;
+        }
+        /* the lines of this computation: names, numbers, operands, the root */
+        Py_ssize_t count = 0, marked = -1, last = -1;
+        for (Py_ssize_t k = c->first; k < c->last; k++) count += s->taken[k];
+        if (count == 0) {
+            declined = 1;
+            goto done;
+        }
+        names_free(&index);
+        intmap_free(&numbers);
+        if (names_init(&index, s->n) < 0 || intmap_init(&numbers, (size_t)count) < 0) goto done;
+        for (Py_ssize_t k = c->first; k < c->last; k++) {
+            if (!s->taken[k]) continue;
+            last = k;
+            if (!names_add(&index, s->buf + s->name_off[k], s->name_len[k], k)) {
+                declined = 1;
+                goto done;
+            }
+            if (s->root[k]) {
+                if (marked >= 0) {
+                    declined = 1;
+                    goto done;
+                }
+                marked = k;
+            }
+            if (s->number[k] >= 0) {
+                size_t j = intmap_slot(&numbers, s->number[k]);
+                if (numbers.used[j]) {
+                    declined = 1;
+                    goto done;
+                }
+                numbers.used[j] = 1;
+                numbers.keys[j] = s->number[k];
+            }
+            PyObject *text = PyList_GET_ITEM(rest_texts, s->rest[k]);
+            if (text == Py_None) {
+                declined = 1;
+                goto done;
+            }
+            Py_ssize_t attrs_n;
+            const char *attrs = utf8(text, &attrs_n, "an attribute text");
+            if (!attrs) goto done;
+            PyObject *o = PyList_GET_ITEM(s->opcodes.list, s->opcode[k]);
+            PyObject *sh = PyList_GET_ITEM(s->shapes.list, s->shape[k]);
+            const char *lit = "";
+            Py_ssize_t lit_n = 0;
+            if (s->literal[k] >= 0) {
+                PyObject *l = PyList_GET_ITEM(s->literals.list, s->literal[k]);
+                lit = (const char *)PyUnicode_DATA(l);
+                lit_n = PyUnicode_GET_LENGTH(l);
+            }
+            kb.len = 0;
+            if (bytes_add(&kb, (const char *)PyUnicode_DATA(o), (size_t)PyUnicode_GET_LENGTH(o)) <
+                    0 ||
+                bytes_add(&kb, "|", 1) < 0 ||
+                bytes_add(&kb, (const char *)PyUnicode_DATA(sh),
+                          (size_t)PyUnicode_GET_LENGTH(sh)) < 0 ||
+                bytes_add(&kb, "|", 1) < 0 || bytes_add(&kb, lit, (size_t)lit_n) < 0 ||
+                bytes_add(&kb, attrs, (size_t)attrs_n) < 0)
+                goto done;
+            int64_t own = intern_text(kt, kb.buf, kb.len);
+            if (own < 0) goto done;
+            Py_ssize_t m = s->op_count[k];
+            if (m == 0) {
+                sub[k] = own;
+                continue;
+            }
+            if (grow((void **)&key, &key_cap, (size_t)m + 1, sizeof(int64_t)) < 0) goto done;
+            key[0] = own;
+            for (Py_ssize_t j = 0; j < m; j++) {
+                Py_ssize_t q = s->op_first[k] + j;
+                Py_ssize_t o = names_get(&index, s->buf + s->op_off[q], s->op_len[q]);
+                if (o < 0 || o >= k) {
+                    declined = 1; /* not defined, or not before its user */
+                    goto done;
+                }
+                key[j + 1] = sub[o];
+            }
+            if ((sub[k] = intern_seq(kt, key, (size_t)m + 1)) < 0) goto done;
+        }
+        for (Py_ssize_t j = 0; j < c->params; j++) {
+            Py_ssize_t q = c->param_first + j;
+            if (names_get(&index, s->buf + s->param_off[q], s->param_len[q]) < 0) {
+                declined = 1; /* an implicit parameter: the careful reader adds it */
+                goto done;
+            }
+        }
+        /* the computation's key: the root's subgraph id, a mark, all subgraph ids sorted */
+        if (grow((void **)&key, &key_cap, (size_t)count + 2, sizeof(int64_t)) < 0) goto done;
+        key[0] = sub[marked >= 0 ? marked : last];
+        key[1] = -2;
+        Py_ssize_t at = 2;
+        for (Py_ssize_t k = c->first; k < c->last; k++)
+            if (s->taken[k]) key[at++] = sub[k];
+        qsort(key + 2, (size_t)count, sizeof(int64_t), cmp_int64);
+        int64_t id = intern_seq(kt, key, (size_t)at);
+        if (id < 0) goto done;
+        PyObject *nm = PyUnicode_FromStringAndSize(s->buf + c->name_off, c->name_len);
+        PyObject *h = PyUnicode_FromFormat("%lld", (long long)id);
+        if (!nm || !h || PyList_Append(names, nm) < 0 || PyList_Append(hashes, h) < 0) {
+            Py_XDECREF(nm);
+            Py_XDECREF(h);
+            goto done;
+        }
+        Py_DECREF(nm);
+        Py_DECREF(h);
+    }
+    {
+        const Comp *entry = &s->comps[s->n_comps - 1];
+        if (!entry->entry) {
+            declined = 1;
+            goto done;
+        }
+        PyObject *en = PyUnicode_FromStringAndSize(s->buf + entry->name_off, entry->name_len);
+        if (!en) goto done;
+        result = Py_BuildValue("(OOOO)", names, hashes, en, params);
+        Py_DECREF(en);
+    }
+done:
+    if (declined && !PyErr_Occurred()) {
+        Py_INCREF(Py_None);
+        result = Py_None;
+    }
+    Py_XDECREF(names);
+    Py_XDECREF(hashes);
+    Py_XDECREF(params);
+    names_free(&index);
+    names_free(&comps);
+    intmap_free(&numbers);
+    free(sub);
+    free(key);
+    free(kb.buf);
+    return result;
+}
+
 static PyMethodDef scan_methods[] = {
     {"lines", (PyCFunction)scan_lines, METH_NOARGS, "How many lines the body has."},
     {"rests", (PyCFunction)scan_rests, METH_NOARGS,
@@ -1371,6 +1753,9 @@ static PyMethodDef scan_methods[] = {
      "careful(bad): the lines not read here, and those whose tail index is in bad."},
     {"build", (PyCFunction)scan_build, METH_VARARGS,
      "build(table, attr_texts, specials, header_params): the graph's lists, or None."},
+    {"hash_computations", (PyCFunction)scan_hash_computations, METH_VARARGS,
+     "hash_computations(table, attr_texts): (names, fingerprints, entry name, entry "
+     "parameters) of a scan_rest Scan, or None."},
     {NULL, NULL, 0, NULL},
 };
 
@@ -1787,11 +2172,6 @@ static PyObject **borrowed(PyObject *list, Py_ssize_t n, const char *what) {
     return out;
 }
 
-static int cmp_int64(const void *p, const void *q) {
-    int64_t x = *(const int64_t *)p, y = *(const int64_t *)q;
-    return x < y ? -1 : (x > y);
-}
-
 /* Which of seq[0:n] lie on the longest increasing subsequence diff._in_order keeps (patience
  * sorting with bisect_left, traced back from the last tail): keep[i] = 1. */
 static int in_order(const int64_t *seq, Py_ssize_t n, unsigned char *keep) {
@@ -2001,6 +2381,8 @@ done:
 static PyMethodDef methods[] = {
     {"scan_body", scan_body, METH_O,
      "scan_body(body): the lines of an entry body this module reads, as a Scan."},
+    {"scan_rest", scan_rest, METH_O,
+     "scan_rest(text): a plain module text without its entry body as a Scan, or None."},
     {"match", match, METH_VARARGS,
      "match(sub_a, sub_b, self_a, self_b, opcodes_a, opcodes_b, operands_a, operands_b, "
      "users_a, file_pos_a, root_a, root_b, operand_pairs): (a_to_b, b_to_a) as matcher.match."},
