@@ -891,6 +891,9 @@ static void names_free(Names *t) {
     free(t->slots);
     free(t->name_p);
     free(t->name_n);
+    t->slots = NULL;
+    t->name_p = NULL;
+    t->name_n = NULL;
 }
 
 /* The line whose name is p[0:n] (hash h), or -1; *slot is where it would go. */
@@ -985,22 +988,123 @@ static int bytes_add(Bytes *b, const char *p, size_t n) {
     return 0;
 }
 
-/* A list of n ints, each v[i], from the cached objects of 0..n_cache-1 where it can. */
-static PyObject *int_list(const int64_t *v, Py_ssize_t n, PyObject **cache, Py_ssize_t n_cache) {
+/* The graph lists build makes that the diff reads in C (operands, users, self and subgraph
+ * ids) or only at a few places (names): kept here as arrays, and handed to Python as Columns,
+ * sequences that make an item when asked for one. match and diff_pairs read the arrays
+ * themselves. A 35,000-instruction graph made and freed 140,000 lists and ints otherwise. */
+typedef struct {
+    PyObject_HEAD
+    PyObject *body;      /* keeps the names' bytes alive */
+    PyObject *specials;  /* keeps the careful lines' names alive */
+    Py_ssize_t n;
+    const char **name_p;
+    Py_ssize_t *name_n;
+    PyObject **name_obj; /* a careful line's name, else NULL (borrowed from specials) */
+    int64_t *self, *sub;
+    Py_ssize_t *op_first, *op_count, *op_idx;
+    Py_ssize_t *user_first, *user_count, *user_idx;
+} Built;
+
+static void built_dealloc(Built *b) {
+    Py_XDECREF(b->body);
+    Py_XDECREF(b->specials);
+    free(b->name_p);
+    free(b->name_n);
+    free(b->name_obj);
+    free(b->self);
+    free(b->sub);
+    free(b->op_first);
+    free(b->op_count);
+    free(b->op_idx);
+    free(b->user_first);
+    free(b->user_count);
+    free(b->user_idx);
+    Py_TYPE(b)->tp_free((PyObject *)b);
+}
+
+static PyTypeObject BuiltType = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "explorer.xla.hlo._kernels.Built",
+    .tp_basicsize = sizeof(Built),
+    .tp_dealloc = (destructor)built_dealloc,
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "The arrays of a graph Scan.build made (see Column).",
+};
+
+enum { COL_NAMES, COL_OPERANDS, COL_USERS, COL_SELF, COL_SUB };
+
+typedef struct {
+    PyObject_HEAD
+    Built *b;
+    int kind;
+} Column;
+
+static void column_dealloc(Column *c) {
+    Py_XDECREF(c->b);
+    Py_TYPE(c)->tp_free((PyObject *)c);
+}
+
+static Py_ssize_t column_len(Column *c) { return c->b->n; }
+
+static PyObject *index_slice(const Py_ssize_t *items, Py_ssize_t n) {
     PyObject *out = PyList_New(n);
     if (!out) return NULL;
-    for (Py_ssize_t i = 0; i < n; i++) {
-        PyObject *x;
-        if (v[i] >= 0 && v[i] < n_cache) {
-            x = cache[v[i]];
-            Py_INCREF(x);
-        } else if (!(x = PyLong_FromLongLong(v[i]))) {
+    for (Py_ssize_t j = 0; j < n; j++) {
+        PyObject *x = PyLong_FromSsize_t(items[j]);
+        if (!x) {
             Py_DECREF(out);
             return NULL;
         }
-        PyList_SET_ITEM(out, i, x);
+        PyList_SET_ITEM(out, j, x);
     }
     return out;
+}
+
+static PyObject *column_item(Column *c, Py_ssize_t k) {
+    const Built *b = c->b;
+    if (k < 0 || k >= b->n) {
+        PyErr_SetString(PyExc_IndexError, "column index out of range");
+        return NULL;
+    }
+    switch (c->kind) {
+    case COL_NAMES:
+        if (b->name_obj[k]) {
+            Py_INCREF(b->name_obj[k]);
+            return b->name_obj[k];
+        }
+        return PyUnicode_FromStringAndSize(b->name_p[k], b->name_n[k]);
+    case COL_OPERANDS:
+        return index_slice(b->op_idx + b->op_first[k], b->op_count[k]);
+    case COL_USERS:
+        return index_slice(b->user_idx + b->user_first[k], b->user_count[k]);
+    case COL_SELF:
+        return PyLong_FromLongLong(b->self[k]);
+    default:
+        return PyLong_FromLongLong(b->sub[k]);
+    }
+}
+
+static PySequenceMethods column_as_sequence = {
+    .sq_length = (lenfunc)column_len,
+    .sq_item = (ssizeargfunc)column_item,
+};
+
+static PyTypeObject ColumnType = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "explorer.xla.hlo._kernels.Column",
+    .tp_basicsize = sizeof(Column),
+    .tp_dealloc = (destructor)column_dealloc,
+    .tp_as_sequence = &column_as_sequence,
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "One column of a graph built in C (names, operands, users, self or subgraph ids): "
+              "a sequence whose items are made when asked for.",
+};
+
+static PyObject *column_new(Built *b, int kind) {
+    Column *c = PyObject_New(Column, &ColumnType);
+    if (!c) return NULL;
+    Py_INCREF(b);
+    c->b = b;
+    c->kind = kind;
+    return (PyObject *)c;
 }
 
 static PyObject *scan_build(Scan *s, PyObject *args) {
@@ -1021,7 +1125,7 @@ static PyObject *scan_build(Scan *s, PyObject *args) {
     }
     PyObject *result = NULL, *names = NULL, *opcodes = NULL, *shapes = NULL, *literals = NULL;
     PyObject *numbers = NULL, *operands = NULL, *users = NULL, *selfs = NULL, *subs = NULL;
-    PyObject *rest_index = NULL, **small = NULL;
+    PyObject *rest_index = NULL, *built = NULL;
     Special *sp = NULL;
     Py_ssize_t *sp_of = NULL, *op_idx = NULL, *op_first = NULL, *op_count = NULL;
     Py_ssize_t *user_first = NULL, *user_count = NULL, *user_idx = NULL, *stamp = NULL;
@@ -1032,7 +1136,6 @@ static PyObject *scan_build(Scan *s, PyObject *args) {
     IntMap params = {NULL, NULL, NULL, 0};
     Bytes kb = {NULL, 0, 0};
     int declined = 0;
-    Py_ssize_t n_small = 0;
 
     const Py_ssize_t nsp = PyList_GET_SIZE(specials_obj);
     sp = calloc((size_t)nsp + 1, sizeof(Special));
@@ -1072,24 +1175,15 @@ static PyObject *scan_build(Scan *s, PyObject *args) {
 
     /* names: a repeated one, or a header parameter the body lacks, is the careful reader's */
     if (names_init(&index, n) < 0) goto done;
-    if (!(names = PyList_New(n))) goto done;
     for (Py_ssize_t k = 0; k < n; k++) {
         const char *p;
         Py_ssize_t len;
-        PyObject *o;
         if (sp_of[k] >= 0) {
-            o = sp[sp_of[k]].name;
-            Py_INCREF(o);
-            if (!(p = utf8(o, &len, "a name"))) {
-                Py_DECREF(o);
-                goto done;
-            }
+            if (!(p = utf8(sp[sp_of[k]].name, &len, "a name"))) goto done;
         } else {
             p = s->buf + s->name_off[k];
             len = s->name_len[k];
-            if (!(o = PyUnicode_FromStringAndSize(p, len))) goto done;
         }
-        PyList_SET_ITEM(names, k, o);
         if (!names_add(&index, p, len, k)) declined = 1;
     }
     if (declined) goto done;
@@ -1288,18 +1382,9 @@ static PyObject *scan_build(Scan *s, PyObject *args) {
         }
     }
 
-    /* the Python lists; ints 0..n-1 made once and shared */
-    n_small = n + 1;
-    small = calloc((size_t)n_small, sizeof(PyObject *));
-    if (!small) {
-        PyErr_NoMemory();
-        goto done;
-    }
-    for (Py_ssize_t i = 0; i < n_small; i++)
-        if (!(small[i] = PyLong_FromSsize_t(i))) goto done;
+    /* the lists of what the Python side reads per instruction; the rest stays in arrays */
     if (!(opcodes = PyList_New(n)) || !(shapes = PyList_New(n)) || !(literals = PyList_New(n)) ||
-        !(numbers = PyList_New(n)) || !(operands = PyList_New(n)) || !(users = PyList_New(n)) ||
-        !(rest_index = PyList_New(n)))
+        !(numbers = PyList_New(n)) || !(rest_index = PyList_New(n)))
         goto done;
     for (Py_ssize_t k = 0; k < n; k++) {
         PyObject *op, *shape, *lit, *num;
@@ -1333,25 +1418,43 @@ static PyObject *scan_build(Scan *s, PyObject *args) {
         PyObject *ri = PyLong_FromSsize_t(r);
         if (!ri) goto done;
         PyList_SET_ITEM(rest_index, k, ri);
-        PyObject *ol = PyList_New(op_count[k]);
-        if (!ol) goto done;
-        PyList_SET_ITEM(operands, k, ol);
-        for (Py_ssize_t j = 0; j < op_count[k]; j++) {
-            PyObject *x = small[op_idx[op_first[k] + j]];
-            Py_INCREF(x);
-            PyList_SET_ITEM(ol, j, x);
-        }
-        PyObject *ul = PyList_New(user_count[k]);
-        if (!ul) goto done;
-        PyList_SET_ITEM(users, k, ul);
-        for (Py_ssize_t j = 0; j < user_count[k]; j++) {
-            PyObject *x = small[user_idx[user_first[k] + j]];
-            Py_INCREF(x);
-            PyList_SET_ITEM(ul, j, x);
-        }
     }
-    if (!(selfs = int_list(self_id, n, NULL, 0)) || !(subs = int_list(sub_id, n, NULL, 0)))
-        goto done;
+    {
+        Built *bt = PyObject_New(Built, &BuiltType);
+        if (!bt) goto done;
+        memset((char *)bt + sizeof(PyObject), 0, sizeof(Built) - sizeof(PyObject));
+        built = (PyObject *)bt;
+        Py_INCREF(s->body);
+        bt->body = s->body;
+        Py_INCREF(specials_obj);
+        bt->specials = specials_obj;
+        bt->n = n;
+        if (!(bt->name_obj = calloc((size_t)n + 1, sizeof(PyObject *)))) {
+            PyErr_NoMemory();
+            goto done;
+        }
+        for (Py_ssize_t k = 0; k < n; k++)
+            if (sp_of[k] >= 0) bt->name_obj[k] = sp[sp_of[k]].name;
+        /* the arrays move into the Built (freed with it, not here) */
+        bt->name_p = index.name_p;
+        bt->name_n = index.name_n;
+        index.name_p = NULL;
+        index.name_n = NULL;
+        bt->self = self_id;
+        bt->sub = sub_id;
+        bt->op_first = op_first;
+        bt->op_count = op_count;
+        bt->op_idx = op_idx;
+        bt->user_first = user_first;
+        bt->user_count = user_count;
+        bt->user_idx = user_idx;
+        self_id = sub_id = NULL;
+        op_first = op_count = op_idx = user_first = user_count = user_idx = NULL;
+        if (!(names = column_new(bt, COL_NAMES)) || !(operands = column_new(bt, COL_OPERANDS)) ||
+            !(users = column_new(bt, COL_USERS)) || !(selfs = column_new(bt, COL_SELF)) ||
+            !(subs = column_new(bt, COL_SUB)))
+            goto done;
+    }
     result = Py_BuildValue("(OOOOOOOOOnnnO)", names, opcodes, shapes, literals, numbers, operands,
                            users, selfs, subs, marked >= 0 ? marked : n - 1, n_params, marked,
                            rest_index);
@@ -1370,9 +1473,7 @@ done:
     Py_XDECREF(selfs);
     Py_XDECREF(subs);
     Py_XDECREF(rest_index);
-    if (small)
-        for (Py_ssize_t i = 0; i < n_small; i++) Py_XDECREF(small[i]);
-    free(small);
+    Py_XDECREF(built);
     free(sp);
     free(sp_of);
     free(rest_p);
@@ -1778,19 +1879,32 @@ typedef struct {
     Py_ssize_t *op_first, *op_count, *op_idx;
     Py_ssize_t *user_first, *user_count, *user_idx;
     int64_t *file_pos;
+    /* which arrays were made here (the others are a Built's) */
+    int own_sub, own_self, own_ops, own_users;
 } Side;
 
 static void side_free(Side *g) {
-    free(g->sub);
-    free(g->self);
+    if (g->own_sub) free(g->sub);
+    if (g->own_self) free(g->self);
     free(g->opcode);
-    free(g->op_first);
-    free(g->op_count);
-    free(g->op_idx);
-    free(g->user_first);
-    free(g->user_count);
-    free(g->user_idx);
+    if (g->own_ops) {
+        free(g->op_first);
+        free(g->op_count);
+        free(g->op_idx);
+    }
+    if (g->own_users) {
+        free(g->user_first);
+        free(g->user_count);
+        free(g->user_idx);
+    }
     free(g->file_pos);
+}
+
+/* The Built behind a Column of `kind` with n items, or NULL (then obj is read as a list). */
+static Built *column_of(PyObject *obj, int kind, Py_ssize_t n) {
+    if (!PyObject_TypeCheck(obj, &ColumnType)) return NULL;
+    Column *c = (Column *)obj;
+    return c->kind == kind && c->b->n == n ? c->b : NULL;
 }
 
 static int int64s(PyObject *list, Py_ssize_t n, int64_t **out, const char *what) {
@@ -2030,15 +2144,37 @@ static Py_ssize_t leftovers(Matching *m) {
 
 static int load_side(Side *g, PyObject *sub, PyObject *self_, PyObject *opcodes, PyObject *operands,
                      PyObject *users, PyObject *file_pos, const char *side) {
-    if (!PyList_Check(sub)) {
+    if (!PyList_Check(opcodes)) {
+        PyErr_Format(PyExc_ValueError, "the opcodes of %s must be a list", side);
+        return -1;
+    }
+    if (!PyList_Check(sub) && !column_of(sub, COL_SUB, PyList_GET_SIZE(opcodes))) {
         PyErr_Format(PyExc_ValueError, "the subgraph fingerprints of %s must be a list", side);
         return -1;
     }
-    Py_ssize_t n = g->n = PyList_GET_SIZE(sub);
-    if (int64s(sub, n, &g->sub, "subgraph fingerprints") < 0 ||
-        int64s(self_, n, &g->self, "self fingerprints") < 0 ||
-        lists(operands, n, n, &g->op_first, &g->op_count, &g->op_idx, "operands") < 0)
-        return -1;
+    Py_ssize_t n = g->n = PyList_GET_SIZE(opcodes);
+    Built *b;
+    if ((b = column_of(sub, COL_SUB, n))) {
+        g->sub = b->sub;
+    } else {
+        g->own_sub = 1;
+        if (int64s(sub, n, &g->sub, "subgraph fingerprints") < 0) return -1;
+    }
+    if ((b = column_of(self_, COL_SELF, n))) {
+        g->self = b->self;
+    } else {
+        g->own_self = 1;
+        if (int64s(self_, n, &g->self, "self fingerprints") < 0) return -1;
+    }
+    if ((b = column_of(operands, COL_OPERANDS, n))) {
+        g->op_first = b->op_first;
+        g->op_count = b->op_count;
+        g->op_idx = b->op_idx;
+    } else {
+        g->own_ops = 1;
+        if (lists(operands, n, n, &g->op_first, &g->op_count, &g->op_idx, "operands") < 0)
+            return -1;
+    }
     if (!PyList_Check(opcodes) || PyList_GET_SIZE(opcodes) != n) {
         PyErr_SetString(PyExc_ValueError, "one opcode per instruction");
         return -1;
@@ -2049,9 +2185,15 @@ static int load_side(Side *g, PyObject *sub, PyObject *self_, PyObject *opcodes,
         return -1;
     }
     for (Py_ssize_t i = 0; i < n; i++) g->opcode[i] = PyList_GET_ITEM(opcodes, i);
-    if (users != Py_None &&
-        lists(users, n, n, &g->user_first, &g->user_count, &g->user_idx, "users") < 0)
-        return -1;
+    if (users != Py_None && (b = column_of(users, COL_USERS, n))) {
+        g->user_first = b->user_first;
+        g->user_count = b->user_count;
+        g->user_idx = b->user_idx;
+    } else if (users != Py_None) {
+        g->own_users = 1;
+        if (lists(users, n, n, &g->user_first, &g->user_count, &g->user_idx, "users") < 0)
+            return -1;
+    }
     if (file_pos != Py_None && int64s(file_pos, n, &g->file_pos, "file positions") < 0) return -1;
     return 0;
 }
@@ -2400,7 +2542,9 @@ static struct PyModuleDef module = {
 };
 
 PyMODINIT_FUNC PyInit__kernels(void) {
-    if (PyType_Ready(&KeyTableType) < 0 || PyType_Ready(&ScanType) < 0) return NULL;
+    if (PyType_Ready(&KeyTableType) < 0 || PyType_Ready(&ScanType) < 0 ||
+        PyType_Ready(&BuiltType) < 0 || PyType_Ready(&ColumnType) < 0)
+        return NULL;
     PyObject *mod = PyModule_Create(&module);
     if (!mod) return NULL;
     Py_INCREF(&KeyTableType);
