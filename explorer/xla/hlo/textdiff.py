@@ -36,11 +36,15 @@ class EntryCut(NamedTuple):
 
 
 def cut_entry(text: str) -> Optional[EntryCut]:
-    """Split off the one entry computation's body, or None when the text is not that simple."""
-    if text.count("\nHloModule") + text.startswith("HloModule") != 1:
-        return None
+    """Split off the one entry computation's body, or None when the text is not that simple.
+
+    The text must hold one ``HloModule`` line and one ``ENTRY`` line, both outside the body: a
+    body line that starts so is no instruction, and the line readers hand the whole text to the
+    careful reader, which says what it is. (Counting them in the text around the body, not in
+    all of it, spares two passes over the body's megabytes.)
+    """
     at = text.find("\nENTRY")
-    if at < 0 or text.find("\nENTRY", at + 1) >= 0:
+    if at < 0:
         return None
     header_end = text.find("\n", at + 1)
     if header_end < 0 or not text[at + 1 : header_end].rstrip().endswith("{"):
@@ -52,9 +56,12 @@ def cut_entry(text: str) -> Optional[EntryCut]:
     line_end = text.find("\n", close + 1)
     if text[close + 1 : line_end if line_end >= 0 else len(text)].strip() != "}":
         return None
-    return EntryCut(
-        text[:start] + text[close + 1 :], text[start:close], text.count("\n", 0, start) + 1
-    )
+    rest = text[:start] + text[close + 1 :]
+    if rest.count("\nHloModule") + rest.startswith("HloModule") != 1:
+        return None
+    if rest.count("\nENTRY") != 1:
+        return None
+    return EntryCut(rest, text[start:close], text.count("\n", 0, start) + 1)
 
 
 def text_graph(
