@@ -270,18 +270,21 @@ def test_bad_arguments_are_refused_not_read():
     assert scan.lines() == 2 and scan.careful([]) == []
     with pytest.raises(ValueError):
         scan.careful([99])
-    with pytest.raises(ValueError):  # one attribute text per tail
-        scan.build(k.KeyTable(), [], [], [])
+    with pytest.raises(ValueError):  # one attribute text and one value per tail
+        scan.build(k.KeyTable(), [], [], [], [])
     assert scan.rests() == [""]  # both lines end at their operand list
     with pytest.raises(ValueError):  # a refused tail: its lines need the careful reading
-        scan.build(k.KeyTable(), [None], [], [])
+        scan.build(k.KeyTable(), [None], [], [], [None])
     texts = [""] * len(scan.rests())
-    built = scan.build(k.KeyTable(), texts, [], ["a"])
+    built = scan.build(k.KeyTable(), texts, [], ["a"], ["meta"])
     assert built is not None and list(built[0]) == ["a", "b"] and list(built[5]) == [[], [0]]
     assert built[5][-1] == [0] and len(built[6]) == 2 and list(built[6]) == [[1], []]
     with pytest.raises(IndexError):
         built[5][2]
-    assert scan.build(k.KeyTable(), texts, [], ["nothere"]) is None  # a header parameter lacking
+    assert list(built[12]) == [0, 0] and built[13] == ["meta", "meta"]  # tail index, tail value
+    assert (
+        scan.build(k.KeyTable(), texts, [], ["nothere"], [0]) is None
+    )  # a header parameter lacking
     with pytest.raises(ValueError):  # an operand index out of range
         k.match([0], [0], [0], [0], ["a"], ["a"], [[5]], [[]], [[]], [0], 0, 0, None)
     with pytest.raises(ValueError):  # a root out of range

@@ -1020,6 +1020,7 @@ typedef struct {
     int64_t *self, *sub;
     Py_ssize_t *op_first, *op_count, *op_idx;
     Py_ssize_t *user_first, *user_count, *user_idx;
+    Py_ssize_t *rest; /* each line's tail index, -1 for a careful line */
 } Built;
 
 static void built_dealloc(Built *b) {
@@ -1036,6 +1037,7 @@ static void built_dealloc(Built *b) {
     free(b->user_first);
     free(b->user_count);
     free(b->user_idx);
+    free(b->rest);
     Py_TYPE(b)->tp_free((PyObject *)b);
 }
 
@@ -1047,7 +1049,7 @@ static PyTypeObject BuiltType = {
     .tp_doc = "The arrays of a graph Scan.build made (see Column).",
 };
 
-enum { COL_NAMES, COL_OPERANDS, COL_USERS, COL_SELF, COL_SUB };
+enum { COL_NAMES, COL_OPERANDS, COL_USERS, COL_SELF, COL_SUB, COL_REST };
 
 typedef struct {
     PyObject_HEAD
@@ -1095,6 +1097,8 @@ static PyObject *column_item(Column *c, Py_ssize_t k) {
         return index_slice(b->user_idx + b->user_first[k], b->user_count[k]);
     case COL_SELF:
         return PyLong_FromLongLong(b->self[k]);
+    case COL_REST:
+        return PyLong_FromSsize_t(b->rest[k]);
     default:
         return PyLong_FromLongLong(b->sub[k]);
     }
@@ -1125,9 +1129,10 @@ static PyObject *column_new(Built *b, int kind) {
 }
 
 static PyObject *scan_build(Scan *s, PyObject *args) {
-    PyObject *table_obj, *rest_texts, *specials_obj, *header_params;
-    if (!PyArg_ParseTuple(args, "O!O!O!O!:build", &KeyTableType, &table_obj, &PyList_Type,
-                          &rest_texts, &PyList_Type, &specials_obj, &PyList_Type, &header_params))
+    PyObject *table_obj, *rest_texts, *specials_obj, *header_params, *rest_values;
+    if (!PyArg_ParseTuple(args, "O!O!O!O!O!:build", &KeyTableType, &table_obj, &PyList_Type,
+                          &rest_texts, &PyList_Type, &specials_obj, &PyList_Type, &header_params,
+                          &PyList_Type, &rest_values))
         return NULL;
     KeyTable *kt = (KeyTable *)table_obj;
     const Py_ssize_t n = s->n;
@@ -1136,17 +1141,18 @@ static PyObject *scan_build(Scan *s, PyObject *args) {
         PyErr_SetString(PyExc_OverflowError, "too many lines");
         return NULL;
     }
-    if (PyList_GET_SIZE(rest_texts) != nr) {
-        PyErr_SetString(PyExc_ValueError, "one attribute text (or None) per tail");
+    if (PyList_GET_SIZE(rest_texts) != nr || PyList_GET_SIZE(rest_values) != nr) {
+        PyErr_SetString(PyExc_ValueError, "one attribute text (or None) and one value per tail");
         return NULL;
     }
     PyObject *result = NULL, *names = NULL, *opcodes = NULL, *shapes = NULL, *literals = NULL;
     PyObject *numbers = NULL, *operands = NULL, *users = NULL, *selfs = NULL, *subs = NULL;
-    PyObject *rest_index = NULL, *built = NULL;
+    PyObject *values = NULL, *rest_index = NULL, *built = NULL;
     Special *sp = NULL;
     Py_ssize_t *sp_of = NULL, *op_idx = NULL, *op_first = NULL, *op_count = NULL;
     Py_ssize_t *user_first = NULL, *user_count = NULL, *user_idx = NULL, *stamp = NULL;
     int64_t *self_id = NULL, *sub_id = NULL, *key = NULL;
+    Py_ssize_t *rest_at = NULL;
     const char **rest_p = NULL;
     Py_ssize_t *rest_n = NULL;
     Names index = {NULL, 0, NULL, NULL};
@@ -1400,8 +1406,12 @@ static PyObject *scan_build(Scan *s, PyObject *args) {
     }
 
     /* the lists of what the Python side reads per instruction; the rest stays in arrays */
+    if (!(rest_at = malloc(((size_t)n + 1) * sizeof(Py_ssize_t)))) {
+        PyErr_NoMemory();
+        goto done;
+    }
     if (!(opcodes = PyList_New(n)) || !(shapes = PyList_New(n)) || !(literals = PyList_New(n)) ||
-        !(numbers = PyList_New(n)) || !(rest_index = PyList_New(n)))
+        !(numbers = PyList_New(n)) || !(values = PyList_New(n)))
         goto done;
     for (Py_ssize_t k = 0; k < n; k++) {
         PyObject *op, *shape, *lit, *num;
@@ -1432,9 +1442,10 @@ static PyObject *scan_build(Scan *s, PyObject *args) {
         PyList_SET_ITEM(shapes, k, shape);
         PyList_SET_ITEM(literals, k, lit);
         PyList_SET_ITEM(numbers, k, num);
-        PyObject *ri = PyLong_FromSsize_t(r);
-        if (!ri) goto done;
-        PyList_SET_ITEM(rest_index, k, ri);
+        PyObject *v = r >= 0 ? PyList_GET_ITEM(rest_values, r) : Py_None;
+        Py_INCREF(v);
+        PyList_SET_ITEM(values, k, v);
+        rest_at[k] = r;
     }
     {
         Built *bt = PyObject_New(Built, &BuiltType);
@@ -1465,16 +1476,17 @@ static PyObject *scan_build(Scan *s, PyObject *args) {
         bt->user_first = user_first;
         bt->user_count = user_count;
         bt->user_idx = user_idx;
+        bt->rest = rest_at;
         self_id = sub_id = NULL;
-        op_first = op_count = op_idx = user_first = user_count = user_idx = NULL;
+        op_first = op_count = op_idx = user_first = user_count = user_idx = rest_at = NULL;
         if (!(names = column_new(bt, COL_NAMES)) || !(operands = column_new(bt, COL_OPERANDS)) ||
             !(users = column_new(bt, COL_USERS)) || !(selfs = column_new(bt, COL_SELF)) ||
-            !(subs = column_new(bt, COL_SUB)))
+            !(subs = column_new(bt, COL_SUB)) || !(rest_index = column_new(bt, COL_REST)))
             goto done;
     }
-    result = Py_BuildValue("(OOOOOOOOOnnnO)", names, opcodes, shapes, literals, numbers, operands,
-                           users, selfs, subs, marked >= 0 ? marked : n - 1, n_params, marked,
-                           rest_index);
+    result = Py_BuildValue("(OOOOOOOOOnnnOO)", names, opcodes, shapes, literals, numbers,
+                           operands, users, selfs, subs, marked >= 0 ? marked : n - 1, n_params,
+                           marked, rest_index, values);
 done:
     if (declined && !PyErr_Occurred()) {
         Py_INCREF(Py_None);
@@ -1490,7 +1502,9 @@ done:
     Py_XDECREF(selfs);
     Py_XDECREF(subs);
     Py_XDECREF(rest_index);
+    Py_XDECREF(values);
     Py_XDECREF(built);
+    free(rest_at);
     free(sp);
     free(sp_of);
     free(rest_p);
@@ -1864,7 +1878,8 @@ static PyMethodDef scan_methods[] = {
     {"careful", (PyCFunction)scan_careful, METH_O,
      "careful(bad): the lines not read here, and those whose tail index is in bad."},
     {"build", (PyCFunction)scan_build, METH_VARARGS,
-     "build(table, attr_texts, specials, header_params): the graph's lists, or None."},
+     "build(table, attr_texts, specials, header_params, tail_values): the graph's lists and "
+     "columns, or None."},
     {"hash_computations", (PyCFunction)scan_hash_computations, METH_VARARGS,
      "hash_computations(table, attr_texts): (names, fingerprints, entry name, entry "
      "parameters) of a scan_rest Scan, or None."},

@@ -313,15 +313,15 @@ def _compiled_graph(
         )
         for k, i in careful.items()
     ]
-    built = scan.build(keys, texts, specials, header_params)
+    metas = [None if tail is None else tail[0] for tail in tails]
+    built = scan.build(keys, texts, specials, header_params, metas)
     if built is None:
         return None
     names, opcodes, shapes, literals, numbers, operands, users, selfs, subs = built[:9]
-    root, parameters, marked, rest_index = built[9:]
+    root, parameters, marked, rest_index, metadata = built[9:]
     n = len(names)
-    per_line: list = list(map([*tails, None].__getitem__, rest_index))
     for k, inst in careful.items():
-        per_line[k] = (inst.metadata, inst.attrs, inst.called)
+        metadata[k] = inst.metadata
     line_numbers = list(range(first_line, first_line + n))
     roots = [False] * n
     if marked >= 0:
@@ -337,7 +337,7 @@ def _compiled_graph(
             numbers,
             roots,
             careful,
-            per_line,
+            _TailsByLine(rest_index, tails),
             operands,
             line_numbers,
         ),
@@ -346,7 +346,7 @@ def _compiled_graph(
         shapes=shapes,
         literals=literals,
         numbers=numbers,
-        metadata=list(map(itemgetter(0), per_line)),
+        metadata=metadata,
         lines=line_numbers,
         operands=operands,
         users=users,
@@ -355,6 +355,19 @@ def _compiled_graph(
         file_pos=list(range(n)),
         root=root,
     )
+
+
+class _TailsByLine:
+    """Each line's tail, looked up when asked for: its index among the distinct tails (-1 for a
+    line the careful parser read, which :class:`LazyInstructions` answers itself)."""
+
+    def __init__(self, index: Sequence[int], tails: list[Optional[Tail]]) -> None:
+        self._index, self._tails = index, tails
+
+    def __getitem__(self, k: int) -> Tail:
+        tail = self._tails[self._index[k]]
+        assert tail is not None  # a refused tail's lines are careful lines
+        return tail
 
 
 class LazyInstructions:
@@ -367,14 +380,14 @@ class LazyInstructions:
 
     def __init__(
         self,
-        names: list[str],
+        names: Sequence[str],
         shapes: list[str],
         opcodes: list[str],
         literals: list[str],
         numbers: list[Optional[int]],
         roots: Sequence[object],
         careful: dict[int, HloInstruction],
-        tails: list[Tail],
+        tails: Sequence[Tail] | _TailsByLine,
         operands: list[list[int]],
         lines: list[int],
     ) -> None:
