@@ -295,3 +295,33 @@ def test_bad_arguments_are_refused_not_read():
             *([0], [0], [0], [0], ["a"], ["a"], ["s"], ["s"], [""], [""], [None]),
             *([[]], [[]], [[]], [[]], [0], [0]),
         )
+
+
+def _cli_json(args: list[str], capsys) -> tuple[int, str]:
+    from explorer.cli import main
+
+    code = main(args)
+    return code, capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    "a, b",
+    [
+        ONE_MODULE[3:5],
+        ONE_MODULE[:2],
+        ["order_a.after_opt.hlo.txt", "order_a.hlo.txt"],
+        pytest.param(
+            "encoder_large_step1.hlo.txt.gz",
+            "encoder_large_step2.hlo.txt.gz",
+            marks=pytest.mark.slow,
+        ),
+    ],
+)
+def test_the_command_prints_the_same_json_without_the_kernels(a, b, capsys):
+    """``explorer hlo-diff A B --json``: the same bytes and exit code from the compiled path and
+    from the Python path a machine without a C compiler runs."""
+    args = ["hlo-diff", os.path.join(DATA, a), os.path.join(DATA, b), "--json"]
+    fast = _cli_json(args, capsys)
+    with kernels.disabled():
+        slow = _cli_json(args, capsys)
+    assert fast == slow and fast[1].startswith("{")
