@@ -904,6 +904,16 @@ static int names_init(Names *t, Py_ssize_t n) {
     return probes_make(&t->slots, cap);
 }
 
+/* A fresh probe table for `count` names, the name arrays kept (they are indexed by line). */
+static int names_reset(Names *t, Py_ssize_t count) {
+    size_t cap = 64;
+    while (cap < (size_t)count * 2 + 2) cap *= 2;
+    free(t->slots);
+    t->slots = NULL;
+    t->cap = cap;
+    return probes_make(&t->slots, cap);
+}
+
 static void names_free(Names *t) {
     free(t->slots);
     free(t->name_p);
@@ -1011,12 +1021,11 @@ static int bytes_add(Bytes *b, const char *p, size_t n) {
  * themselves. A 35,000-instruction graph made and freed 140,000 lists and ints otherwise. */
 typedef struct {
     PyObject_HEAD
-    PyObject *body;      /* keeps the names' bytes alive */
-    PyObject *specials;  /* keeps the careful lines' names alive */
+    PyObject *body; /* keeps the names' bytes alive */
     Py_ssize_t n;
     const char **name_p;
     Py_ssize_t *name_n;
-    PyObject **name_obj; /* a careful line's name, else NULL (borrowed from specials) */
+    PyObject **name_obj; /* a careful line's name (a reference), else NULL */
     int64_t *self, *sub;
     Py_ssize_t *op_first, *op_count, *op_idx;
     Py_ssize_t *user_first, *user_count, *user_idx;
@@ -1025,7 +1034,8 @@ typedef struct {
 
 static void built_dealloc(Built *b) {
     Py_XDECREF(b->body);
-    Py_XDECREF(b->specials);
+    if (b->name_obj)
+        for (Py_ssize_t k = 0; k < b->n; k++) Py_XDECREF(b->name_obj[k]);
     free(b->name_p);
     free(b->name_n);
     free(b->name_obj);
@@ -1454,15 +1464,16 @@ static PyObject *scan_build(Scan *s, PyObject *args) {
         built = (PyObject *)bt;
         Py_INCREF(s->body);
         bt->body = s->body;
-        Py_INCREF(specials_obj);
-        bt->specials = specials_obj;
         bt->n = n;
         if (!(bt->name_obj = calloc((size_t)n + 1, sizeof(PyObject *)))) {
             PyErr_NoMemory();
             goto done;
         }
         for (Py_ssize_t k = 0; k < n; k++)
-            if (sp_of[k] >= 0) bt->name_obj[k] = sp[sp_of[k]].name;
+            if (sp_of[k] >= 0) {
+                bt->name_obj[k] = sp[sp_of[k]].name;
+                Py_INCREF(bt->name_obj[k]);
+            }
         /* the arrays move into the Built (freed with it, not here) */
         bt->name_p = index.name_p;
         bt->name_n = index.name_n;
@@ -1741,9 +1752,9 @@ static PyObject *scan_hash_computations(Scan *s, PyObject *args) {
             declined = 1;
             goto done;
         }
-        names_free(&index);
         intmap_free(&numbers);
-        if (names_init(&index, s->n) < 0 || intmap_init(&numbers, (size_t)count) < 0) goto done;
+        if (!index.name_p && names_init(&index, s->n) < 0) goto done;
+        if (names_reset(&index, count) < 0 || intmap_init(&numbers, (size_t)count) < 0) goto done;
         for (Py_ssize_t k = c->first; k < c->last; k++) {
             if (!s->taken[k]) continue;
             last = k;
