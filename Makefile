@@ -27,7 +27,7 @@ $(BIN)/python:
 # deepspeed is an sdist that builds against the installed torch, hence --no-build-isolation;
 # the tests read its real pipeline schedule module, and 0.8.1's (before the seed's fix) from
 # its source distribution.
-$(STAMP): pyproject.toml setup.py explorer/pipeline/analysis/_kernels.c | $(BIN)/python
+$(STAMP): pyproject.toml setup.py explorer/pipeline/analysis/_kernels.c explorer/xla/hlo/_kernels.c | $(BIN)/python
 	$(BIN)/python -m pip install --quiet -e ".[all]"
 	$(BIN)/python -m pip install --quiet --no-build-isolation "deepspeed==0.19.8"
 	$(BIN)/python -m pip download --quiet --no-deps --no-binary :all: "deepspeed==0.8.1" -d $(VENV)/sdists

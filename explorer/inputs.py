@@ -12,13 +12,14 @@ Pure standard library, so the pure layers (``hlo``, ``schedules``) may use it.
 from __future__ import annotations
 
 import errno
-import gzip
 import json
 import os
 import stat
-import tempfile
 import zlib
-from typing import Any, BinaryIO, Optional
+from typing import TYPE_CHECKING, Any, BinaryIO, Optional
+
+if TYPE_CHECKING:
+    import gzip  # imported where a .gz file is read: a plain file's command need not load it
 
 from explorer.errors import InputError, excerpt
 
@@ -83,6 +84,8 @@ def read_bytes(path: str, what: str, limit: int = MAX_TEXT_BYTES) -> bytes:
     size = check_input_file(path, what, limit)
     try:
         if path.endswith(".gz"):
+            import gzip
+
             with gzip.open(path, "rb") as fh:
                 data = _read_capped(fh, limit)
             if len(data) > limit:
@@ -311,6 +314,8 @@ def _try_folder(path: str, what: str) -> None:
         for folder in reversed(missing):
             os.mkdir(folder)
             made.append(folder)
+        import tempfile  # here: only an output folder needs it, and it loads random and shutil
+
         fd, name = tempfile.mkstemp(prefix=".explorer-probe-", dir=os.path.abspath(path))
         os.close(fd)
         os.unlink(name)

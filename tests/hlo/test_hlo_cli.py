@@ -68,9 +68,38 @@ def test_list_json(explorer_cli, data_dir):
     r = explorer_cli("hlo-list", f"{data_dir}/added_save.hlo.txt", "--json", cwd=ROOT)
     assert r.returncode == 0, r.stderr
     rows = json.loads(r.stdout)
-    assert [x["instructions"] for x in rows] == [86, 87, 86, 132]
+    assert [x["instructions"] for x in rows] == [77, 78, 77, 108]  # the entry computations
+    assert [x["all_instructions"] for x in rows] == [86, 87, 86, 132]  # with the called ones
     assert rows[0]["fingerprint"] == rows[2]["fingerprint"] != rows[1]["fingerprint"]
     assert rows[0]["group"] == rows[1]["group"]
+
+
+@pytest.mark.parametrize(
+    "files, modules",
+    [
+        (["added_save.hlo.txt"], ["0", "3"]),  # the careful reader (--module)
+        (["encoder_step1.hlo.txt.gz", "encoder_step2.hlo.txt.gz"], []),  # the one-module fast path
+        (["order_a.hlo.txt", "order_a.after_opt.hlo.txt"], []),
+    ],
+)
+def test_list_and_diff_count_one_module_alike(explorer_cli, data_dir, files, modules):
+    """Two ways of asking a module's instruction count give one answer."""
+    paths = [f"{data_dir}/{f}" for f in files]
+    args = [x for m in modules for x in ("--module", m)]
+    diff = explorer_cli("hlo-diff", *paths, *args, "--json", cwd=ROOT)
+    assert diff.returncode in (0, 1), diff.stderr
+    counts = json.loads(diff.stdout)["instructions"]
+    listed = []
+    for path in dict.fromkeys(paths):
+        r = explorer_cli("hlo-list", path, "--json", cwd=ROOT)
+        assert r.returncode == 0, r.stderr
+        listed.append(json.loads(r.stdout))
+    if modules:
+        sides = [listed[0][int(m)] for m in modules]
+    else:
+        sides = [rows[0] for rows in listed]
+    assert [row["instructions"] for row in sides] == counts
+    assert all(row["all_instructions"] >= row["instructions"] for row in sides)
 
 
 @pytest.mark.parametrize(

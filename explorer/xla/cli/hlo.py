@@ -23,7 +23,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser(
         "hlo-diff",
         help="structural diff of two HLO modules",
-        description="Match two HLO modules by structure and say what changed.",
+        description="Match two HLO modules by structure and say what changed. The JSON's "
+        "'instructions' is [A's, B's] count of entry-computation instructions (parameters and "
+        "constants included, called computations not), the count hlo-list shows.",
     )
     p.add_argument(
         "files", nargs="+", metavar="FILE", help="A and B, or one file with --module twice"
@@ -47,7 +49,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "hlo-list",
         help="list the HLO modules in a file",
         description="List modules with size, parameter count, fingerprint and "
-        "near-duplicate group.",
+        "near-duplicate group. 'instructions' (the instr column) counts the entry "
+        "computation's instructions, parameters and constants included, as hlo-diff does; "
+        "'all_instructions' adds those of the computations it calls.",
     )
     q.add_argument("file", metavar="FILE")
     q.add_argument("--json", action="store_true", help="print the list as JSON")

@@ -1,4 +1,5 @@
-"""HLO text: parser, canonical form, structural matcher and diff (pure Python, no torch).
+"""HLO text: parser, canonical form, structural matcher and diff (Python, no torch; the diff's
+per-instruction loops also in C, :mod:`explorer.xla.hlo.kernels`, where a compiler built them).
 
 The user story is two 35,000-instruction torch_xla modules that "only have slight
 differences, like different order of the parameters": this package says in a second what

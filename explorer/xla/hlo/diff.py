@@ -10,11 +10,13 @@ from __future__ import annotations
 import re
 from bisect import bisect_left
 from collections import Counter
+from typing import NamedTuple
 
+from explorer.xla.hlo import kernels
 from explorer.xla.hlo.fingerprint import Interner
 from explorer.xla.hlo.gcpause import paused_gc
 from explorer.xla.hlo.graph import Graph, entry_graph
-from explorer.xla.hlo.matcher import UNMATCHED, match
+from explorer.xla.hlo.matcher import UNMATCHED, Matching, match
 from explorer.xla.hlo.model import HloInstruction, Metadata, Module, tuple_arity
 from explorer.xla.hlo.records import (
     ChangedInstruction,
@@ -41,34 +43,93 @@ def diff_modules(a: Module, b: Module, pairs: bool = True) -> HloDiff:
 def diff_graphs(ga: Graph, gb: Graph, pairs: bool = True) -> HloDiff:
     """The diff of two entry graphs built with one :class:`Interner`."""
     m = match(ga, gb)
-    # The pairs in A's order, and those whose subgraphs differ: a pair with equal subgraph
-    # fingerprints has equal shapes too, so only those can have changed.
-    a_to_b = m.a_to_b
-    xs = [x for x, y in enumerate(a_to_b) if y != UNMATCHED]
-    ys = [a_to_b[x] for x in xs]
-    matched = list(zip(xs, ys))
-    sub_a, sub_b = ga.subgraph_print, gb.subgraph_print
-    unequal = [(x, y) for x, y in matched if sub_a[x] != sub_b[y]]
+    facts = pair_facts(ga, gb, m)
     out = HloDiff(
         module_a=ga.name,
         module_b=gb.name,
         instructions_a=len(ga),
         instructions_b=len(gb),
-        matched_count=len(matched),
+        matched_count=facts.matched_count,
         parameter_permutation=_permutation(ga, gb, m.a_to_b),
         parameters_a=ga.parameter_count,
         parameters_b=gb.parameter_count,
-        added=_groups("added", gb, [k for k, x in enumerate(m.b_to_a) if x == -1]),
-        removed=_groups("removed", ga, [k for k, x in enumerate(m.a_to_b) if x == -1]),
-        changed=_changed(ga, gb, unequal, m.b_to_a),
-        moved_constants=_moved_constants(ga, gb, matched, m.a_to_b),
-        tuple_arity=_arity(ga, gb, unequal),
-        pairs=list(zip(map(ga.names.__getitem__, xs), map(gb.names.__getitem__, ys)))
-        if pairs
-        else [],
+        added=_groups("added", gb, facts.free_b),
+        removed=_groups("removed", ga, facts.free_a),
+        changed=_changed(ga, gb, facts.changed),
+        moved_constants=_moved_constants(ga, gb, facts.moved),
+        tuple_arity=_arity(ga, gb, facts.changed),
+        pairs=_pairs(ga, gb, m.a_to_b) if pairs else [],
     )
     out.summary = summarize(out)
     return out
+
+
+class PairFacts(NamedTuple):
+    """What the diff reads off every pair of a matching, in A's order."""
+
+    matched_count: int
+    free_a: list[int]  # A's instructions without a partner (removed)
+    free_b: list[int]  # B's (added)
+    changed: list[tuple[int, int, tuple[str, ...]]]  # matched pairs that differ, and how
+    moved: list[tuple[int, int, bool]]  # matched constants that moved (users changed?)
+
+
+#: The kinds of a change, by bit, in the order a record names them.
+_KINDS = ("opcode", "shape", "literal", "attributes", "operands")
+_KIND_SETS = [tuple(k for bit, k in enumerate(_KINDS) if mask >> bit & 1) for mask in range(32)]
+
+
+def pair_facts(ga: Graph, gb: Graph, m: Matching) -> PairFacts:
+    """:func:`pair_facts_python`, by the compiled ``diff_pairs`` where it is built."""
+    compiled = kernels.compiled()
+    if compiled is None:
+        return pair_facts_python(ga, gb, m)
+    count, free_a, free_b, changed, moved = compiled.diff_pairs(
+        m.a_to_b,
+        m.b_to_a,
+        ga.subgraph_print,
+        gb.subgraph_print,
+        ga.self_print,
+        gb.self_print,
+        ga.opcodes,
+        gb.opcodes,
+        ga.shapes,
+        gb.shapes,
+        ga.literals,
+        gb.literals,
+        ga.numbers,
+        ga.operands,
+        gb.operands,
+        ga.users,
+        gb.users,
+        ga.file_pos,
+        gb.file_pos,
+    )
+    kinds = _KIND_SETS
+    return PairFacts(count, free_a, free_b, [(x, y, kinds[k]) for x, y, k in changed], moved)
+
+
+def pair_facts_python(ga: Graph, gb: Graph, m: Matching) -> PairFacts:
+    """The pairs' facts in Python: the oracle of the compiled ``diff_pairs``, and its fallback."""
+    a_to_b = m.a_to_b
+    xs = [x for x, y in enumerate(a_to_b) if y != UNMATCHED]
+    matched = [(x, a_to_b[x]) for x in xs]
+    # A pair with equal subgraph fingerprints has equal shapes too, so only these can differ.
+    sub_a, sub_b = ga.subgraph_print, gb.subgraph_print
+    unequal = [(x, y) for x, y in matched if sub_a[x] != sub_b[y]]
+    return PairFacts(
+        len(matched),
+        [k for k, x in enumerate(a_to_b) if x == UNMATCHED],
+        [k for k, x in enumerate(m.b_to_a) if x == UNMATCHED],
+        _changed_pairs(ga, gb, unequal, m.b_to_a),
+        _moved_pairs(ga, gb, matched, a_to_b),
+    )
+
+
+def _pairs(ga: Graph, gb: Graph, a_to_b: list[int]) -> list[tuple[str, str]]:
+    xs = [x for x, y in enumerate(a_to_b) if y != UNMATCHED]
+    ys = [a_to_b[x] for x in xs]
+    return list(zip(map(ga.names.__getitem__, xs), map(gb.names.__getitem__, ys)))
 
 
 def _permutation(ga: Graph, gb: Graph, a_to_b: list[int]) -> list[ParameterMove]:
@@ -132,10 +193,11 @@ def short(inst: HloInstruction) -> str:
     return text if len(text) <= 200 else text[:197] + "..."
 
 
-def _changed(
+def _changed_pairs(
     ga: Graph, gb: Graph, pairs: list[tuple[int, int]], b_to_a: list[int]
-) -> list[ChangedInstruction]:
-    """Matched pairs that differ, from ``pairs`` (those with unequal subgraph fingerprints)."""
+) -> list[tuple[int, int, tuple[str, ...]]]:
+    """Matched pairs that differ, and how, from ``pairs`` (those with unequal subgraph
+    fingerprints)."""
     out = []
     sub_a, sub_b = ga.subgraph_print, gb.subgraph_print
     op_a, op_b = ga.opcodes, gb.opcodes
@@ -156,20 +218,29 @@ def _changed(
         if [b_to_a[o] for o in gb.operands[y]] != ga.operands[x]:
             kinds.append("operands")
         if kinds:
-            ia, ib = ga.insts[x], gb.insts[y]
-            out.append(
-                ChangedInstruction(
-                    ia.name,
-                    ib.name,
-                    tuple(kinds),
-                    short(ia),
-                    short(ib),
-                    ia.metadata.op_type or ib.metadata.op_type,
-                    ia.metadata.op_name or ib.metadata.op_name,
-                    ia.line,
-                    ib.line,
-                )
+            out.append((x, y, tuple(kinds)))
+    return out
+
+
+def _changed(
+    ga: Graph, gb: Graph, changed: list[tuple[int, int, tuple[str, ...]]]
+) -> list[ChangedInstruction]:
+    out = []
+    for x, y, kinds in changed:
+        ia, ib = ga.insts[x], gb.insts[y]
+        out.append(
+            ChangedInstruction(
+                ia.name,
+                ib.name,
+                kinds,
+                short(ia),
+                short(ib),
+                ia.metadata.op_type or ib.metadata.op_type,
+                ia.metadata.op_name or ib.metadata.op_name,
+                ia.line,
+                ib.line,
             )
+        )
     return sorted(out, key=lambda c: c.line_a)
 
 
@@ -200,9 +271,10 @@ def _in_order(seq: list[int]) -> list[bool]:
     return keep
 
 
-def _moved_constants(
+def _moved_pairs(
     ga: Graph, gb: Graph, pairs: list[tuple[int, int]], a_to_b: list[int]
-) -> list[MovedConstant]:
+) -> list[tuple[int, int, bool]]:
+    """Matched constants off B's longest in-order run, or whose users changed, in A's file order."""
     if ga.file_pos == list(range(len(ga))):
         by_file = pairs  # already in A's file order (pairs come in A's order)
     else:
@@ -217,6 +289,15 @@ def _moved_constants(
         users_changed = sorted(a_to_b[u] for u in ga.users[x]) != sorted(gb.users[y])
         if stays and not users_changed:
             continue
+        out.append((x, y, users_changed))
+    return out
+
+
+def _moved_constants(
+    ga: Graph, gb: Graph, moved: list[tuple[int, int, bool]]
+) -> list[MovedConstant]:
+    out = []
+    for x, y, users_changed in moved:
         md = ga.metadata[x]
         out.append(
             MovedConstant(
@@ -234,17 +315,18 @@ def _moved_constants(
     return out
 
 
-def _arity(ga: Graph, gb: Graph, pairs: list[tuple[int, int]]) -> list[TupleArityChange]:
+def _arity(
+    ga: Graph, gb: Graph, changed: list[tuple[int, int, tuple[str, ...]]]
+) -> list[TupleArityChange]:
     out = []
     shape_a, shape_b = ga.shapes, gb.shapes
-    for x, y in pairs:
-        sa, sb = shape_a[x], shape_b[y]
-        if sa == sb:
+    for x, y, kinds in changed:
+        if "shape" not in kinds:  # equal shapes
             continue
-        na, nb = tuple_arity(sa), tuple_arity(sb)
+        na, nb = tuple_arity(shape_a[x]), tuple_arity(shape_b[y])
         if na is not None and nb is not None and na != nb:
             out.append(TupleArityChange(ga.names[x], gb.names[y], gb.opcodes[y], na, nb))
     return out
 
 
-__all__ = ["diff_graphs", "diff_modules", "short"]
+__all__ = ["PairFacts", "diff_graphs", "diff_modules", "pair_facts", "pair_facts_python", "short"]

@@ -43,11 +43,15 @@ class Interner:
 
     ``table`` gives texts short hexadecimal ids (they go into other texts). ``graph_ids`` is
     the entry graphs' own table: integer ids for self-key texts and for subgraph keys, tuples
-    of ids (its own id, then its operands'), which never equal a text.
+    of ids (its own id, then its operands'), which never equal a text. ``keys`` is the same
+    table in C, for the compiled reader.
     """
 
     table: dict[str, str] = field(default_factory=dict)
     graph_ids: dict = field(default_factory=dict)
+    #: A compiled ``KeyTable`` (:mod:`explorer.xla.hlo.kernels`): when set, graphs read from text
+    #: take their ids from it instead of ``graph_ids`` (both graphs of a diff must use the same).
+    keys: object = None
 
     def __call__(self, key: str) -> str:
         got = self.table.get(key)

@@ -20,12 +20,20 @@ from __future__ import annotations
 import re
 from itertools import islice, repeat
 from operator import add, itemgetter
-from typing import Optional
+from types import ModuleType
+from typing import Optional, Sequence
 
+from explorer.xla.hlo import kernels
 from explorer.xla.hlo.errors import HloParseError
 from explorer.xla.hlo.fingerprint import Interner, attr_text
 from explorer.xla.hlo.graph import Graph
-from explorer.xla.hlo.lines import fast_line_pattern, fast_literal, parse_hlo_line, rest_tail
+from explorer.xla.hlo.lines import (
+    careful_tail,
+    fast_line_pattern,
+    fast_literal,
+    parse_hlo_line,
+    rest_tail,
+)
 from explorer.xla.hlo.model import HloInstruction, Metadata
 
 #: One row per line: the common-line groups, or all empty when the line is something else.
@@ -74,7 +82,12 @@ def flat_graph(
 
     ``hashes`` are the called computations' fingerprints from ``interner``, ``callees`` the
     names an instruction may call, ``header_params`` the parameters the entry's header lists.
+    With ``interner.keys`` set (a compiled ``KeyTable``) the compiled reader reads the body.
     """
+    compiled = kernels.compiled()
+    if interner.keys is not None and compiled is not None:
+        args = (body, first_line, module_name, hashes, callees, header_params)
+        return _compiled_graph(compiled, *args, interner.keys)
     rows = _ROW.findall(body)
     if not rows or len(rows) != body.count("\n") + 1:
         return None
@@ -98,7 +111,18 @@ def flat_graph(
     return Graph(
         name=module_name,
         parameter_count=parameters,
-        insts=LazyInstructions(cols, tails, operands, lines),
+        insts=LazyInstructions(
+            cols.names,
+            cols.shapes,
+            cols.opcodes,
+            cols.literals,
+            cols.numbers,
+            cols.roots,
+            cols.careful,
+            tails,
+            operands,
+            lines,
+        ),
         names=cols.names,
         opcodes=cols.opcodes,
         shapes=cols.shapes,
@@ -237,33 +261,159 @@ def _parameter_count(numbers: list[Optional[int]]) -> int:
     return len(used)
 
 
+def _compiled_graph(
+    compiled: ModuleType,
+    body: str,
+    first_line: int,
+    module_name: str,
+    hashes: dict[str, str],
+    callees: set[str],
+    header_params: list[str],
+    keys: object,
+) -> Optional[Graph]:
+    """:func:`flat_graph` with the compiled reader (``_kernels.c``): the same graph, or None.
+
+    The C side reads the lines the common-line regex reads, and only those it reads the same
+    way, and some the careful parser reads (tuple shapes, index comments), only where that
+    regex would not; the Python side reads each distinct tail once, as the parser that reads
+    its line would (:func:`rest_tail`, :func:`careful_tail`), and every other line with the
+    careful line parser; the C side then numbers, checks and fingerprints
+    them as :func:`flat_graph` does, and hands back None where that would.
+    """
+    scan = compiled.scan_body(body)
+    tails: list[Optional[Tail]] = list(map(rest_tail, scan.rests()))
+    tails += map(careful_tail, scan.careful_rests())
+    careful: dict[int, HloInstruction] = {}
+    at = scan.careful([r for r, tail in enumerate(tails) if tail is None])
+    if at:
+        lines = body.split("\n")
+        try:
+            for k in at:
+                careful[k] = parse_hlo_line(lines[k], first_line + k)
+        except HloParseError:
+            return None
+    read = [tail for tail in tails if tail is not None]
+    for called in [t[2] for t in read] + [inst.called for inst in careful.values()]:
+        if called and not callees.issuperset(called):
+            return None
+    texts = [
+        None if tail is None else attr_text(tail[1], hashes) if tail[1] else "" for tail in tails
+    ]
+    specials = [
+        (
+            k,
+            i.name,
+            i.shape,
+            i.opcode,
+            i.literal,
+            i.parameter_number,
+            i.is_root,
+            i.operands,
+            attr_text(i.attrs, hashes) if i.attrs else "",
+        )
+        for k, i in careful.items()
+    ]
+    metas = [None if tail is None else tail[0] for tail in tails]
+    built = scan.build(keys, texts, specials, header_params, metas)
+    if built is None:
+        return None
+    names, opcodes, shapes, literals, numbers, operands, users, selfs, subs = built[:9]
+    root, parameters, marked, rest_index, metadata = built[9:]
+    n = len(names)
+    for k, inst in careful.items():
+        metadata[k] = inst.metadata
+    line_numbers = list(range(first_line, first_line + n))
+    roots = [False] * n
+    if marked >= 0:
+        roots[marked] = True
+    return Graph(
+        name=module_name,
+        parameter_count=parameters,
+        insts=LazyInstructions(
+            names,
+            shapes,
+            opcodes,
+            literals,
+            numbers,
+            roots,
+            careful,
+            _TailsByLine(rest_index, tails),
+            operands,
+            line_numbers,
+        ),
+        names=names,
+        opcodes=opcodes,
+        shapes=shapes,
+        literals=literals,
+        numbers=numbers,
+        metadata=metadata,
+        lines=line_numbers,
+        operands=operands,
+        users=users,
+        self_print=selfs,
+        subgraph_print=subs,
+        file_pos=list(range(n)),
+        root=root,
+    )
+
+
+class _TailsByLine:
+    """Each line's tail, looked up when asked for: its index among the distinct tails (-1 for a
+    line the careful parser read, which :class:`LazyInstructions` answers itself)."""
+
+    def __init__(self, index: Sequence[int], tails: list[Optional[Tail]]) -> None:
+        self._index, self._tails = index, tails
+
+    def __getitem__(self, k: int) -> Tail:
+        tail = self._tails[self._index[k]]
+        assert tail is not None  # a refused tail's lines are careful lines
+        return tail
+
+
 class LazyInstructions:
-    """The instructions of a flat graph, each made when first asked for (a diff asks for few)."""
+    """The instructions of a flat graph, each made when first asked for (a diff asks for few).
+
+    The columns are the graph's; ``roots`` holds a true value where a line is marked ROOT,
+    ``careful`` the lines the careful parser read (given back as read), ``tails`` each line's
+    (metadata, attributes, called computations).
+    """
 
     def __init__(
-        self, cols: _Columns, tails: list[Tail], operands: list[list[int]], lines: list[int]
+        self,
+        names: Sequence[str],
+        shapes: list[str],
+        opcodes: list[str],
+        literals: list[str],
+        numbers: list[Optional[int]],
+        roots: Sequence[object],
+        careful: dict[int, HloInstruction],
+        tails: Sequence[Tail] | _TailsByLine,
+        operands: list[list[int]],
+        lines: list[int],
     ) -> None:
-        self._cols, self._tails, self._operands, self._lines = cols, tails, operands, lines
+        self._names, self._shapes, self._opcodes = names, shapes, opcodes
+        self._literals, self._numbers, self._roots = literals, numbers, roots
+        self._careful, self._tails, self._operands, self._lines = careful, tails, operands, lines
 
     def __len__(self) -> int:
         return len(self._lines)
 
     def __getitem__(self, k: int) -> HloInstruction:
-        c = self._cols
-        if k in c.careful:
-            return c.careful[k]
+        if k in self._careful:
+            return self._careful[k]
         metadata, attrs, called = self._tails[k]
+        names = self._names
         return HloInstruction(
-            c.names[k],
-            c.shapes[k],
-            c.opcodes[k],
-            tuple(map(c.names.__getitem__, self._operands[k])),
+            names[k],
+            self._shapes[k],
+            self._opcodes[k],
+            tuple(map(names.__getitem__, self._operands[k])),
             attrs,
-            c.literals[k],
+            self._literals[k],
             metadata,
             self._lines[k],
-            bool(c.roots[k]),
-            c.numbers[k],
+            bool(self._roots[k]),
+            self._numbers[k],
             called,
         )
 

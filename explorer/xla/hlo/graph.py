@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from operator import attrgetter
-from typing import Optional, Protocol
+from typing import Optional, Protocol, Sequence
 
 from explorer.xla.hlo.fingerprint import Interner, attr_text, computation_hashes
 from explorer.xla.hlo.model import Computation, HloInstruction, Metadata, Module
@@ -29,22 +29,27 @@ class Instructions(Protocol):
 
 @dataclass
 class Graph:
-    """Parallel lists indexed by an instruction's position in topological order."""
+    """Parallel lists indexed by an instruction's position in topological order.
+
+    A graph the compiled reader built holds its names, operands, users and fingerprints as
+    sequences over C arrays (``_kernels.Column``: each item made when asked for), which the
+    compiled matcher and diff read without making the items.
+    """
 
     name: str
     parameter_count: int
     insts: Instructions
-    names: list[str]
+    names: Sequence[str]
     opcodes: list[str]
     shapes: list[str]
     literals: list[str]
     numbers: list[Optional[int]]
     metadata: list[Metadata]
     lines: list[int]
-    operands: list[list[int]]
-    users: list[list[int]]
-    self_print: list[int]
-    subgraph_print: list[int]
+    operands: Sequence[list[int]]
+    users: Sequence[list[int]]
+    self_print: Sequence[int]
+    subgraph_print: Sequence[int]
     file_pos: list[int]
     root: int
 

@@ -263,6 +263,30 @@ def rest_tail(rest: str) -> Optional[tuple[Metadata, tuple, tuple]]:
     return tail
 
 
+_CAREFUL_TAILS: dict[str, Optional[tuple[Metadata, tuple, tuple]]] = {}
+
+
+def careful_tail(rest: str) -> Optional[tuple[Metadata, tuple, tuple]]:
+    """(metadata, attributes, called computations) of the text after a line's operand list as
+    the careful parser reads it, or None where it refuses it; read once per distinct text.
+
+    The careful parser reads what follows the closing parenthesis of the operand list without
+    looking back at what came before it, so a line made of a plain head and this text gives
+    the same tail as the original line.
+    """
+    if rest in _CAREFUL_TAILS:
+        return _CAREFUL_TAILS[rest]
+    try:
+        inst = _parse_careful("%x = f32[] x()" + rest, 0)
+        tail: Optional[tuple[Metadata, tuple, tuple]] = (inst.metadata, inst.attrs, inst.called)
+    except HloParseError:
+        tail = None
+    if len(_CAREFUL_TAILS) > 100_000:
+        _CAREFUL_TAILS.clear()
+    _CAREFUL_TAILS[rest] = tail
+    return tail
+
+
 def fast_literal(opcode: str, inner: str) -> Optional[tuple[str, Optional[int]]]:
     """A constant's literal or a parameter's number as the fast path reads them (literal,
     number), or None when only the careful path may (an empty literal, a comment, odd digits)."""
@@ -447,4 +471,5 @@ __all__ = [
     "fast_line_pattern",
     "fast_literal",
     "rest_tail",
+    "careful_tail",
 ]

@@ -20,7 +20,12 @@ from explorer.xla.hlo.model import Module
 
 @dataclass(frozen=True)
 class ModuleInfo:
-    """One line of ``hlo-list``."""
+    """One line of ``hlo-list``.
+
+    ``instructions`` counts the entry computation's instructions (parameters and constants
+    included), as ``hlo-diff`` does for the same module; ``all_instructions`` adds those of the
+    computations it calls.
+    """
 
     index: int
     name: str
@@ -30,6 +35,7 @@ class ModuleInfo:
     first_line: int
     graph_hash: str
     group: int
+    all_instructions: int
 
 
 def _profile(module: Module) -> Counter:
@@ -159,6 +165,7 @@ def list_modules(modules: list[Module], threshold: float = 0.8) -> list[ModuleIn
             m.first_line,
             m.graph_hash,
             groups[k],
+            m.all_instruction_count,
         )
         for k, m in enumerate(modules)
     ]

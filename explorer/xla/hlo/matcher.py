@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from collections import Counter
 
+from explorer.xla.hlo import kernels
 from explorer.xla.hlo.graph import Graph
 
 _EXACT, _SELF, _OPCODE = 0, 1, 2
@@ -143,7 +144,35 @@ def _leftovers(m: Matching) -> int:
 
 
 def match(ga: Graph, gb: Graph) -> Matching:
-    """Pair the instructions of two graphs by structure (see the module docstring)."""
+    """Pair the instructions of two graphs by structure (see the module docstring).
+
+    The compiled ``match`` (:mod:`explorer.xla.hlo.kernels`) does the same passes in the same
+    order where it is built; :func:`match_python` is the oracle and the fallback.
+    """
+    compiled = kernels.compiled()
+    if compiled is None:
+        return match_python(ga, gb)
+    m = Matching(ga, gb)
+    m.a_to_b, m.b_to_a = compiled.match(
+        ga.subgraph_print,
+        gb.subgraph_print,
+        ga.self_print,
+        gb.self_print,
+        ga.opcodes,
+        gb.opcodes,
+        ga.operands,
+        gb.operands,
+        ga.users,
+        ga.file_pos,
+        ga.root,
+        gb.root,
+        lambda a, b: _operand_pairs(ga, gb, a, b),
+    )
+    return m
+
+
+def match_python(ga: Graph, gb: Graph) -> Matching:
+    """:func:`match` in Python."""
     m = Matching(ga, gb)
     m.pair(ga.root, gb.root)
     count_a = Counter(ga.subgraph_print)
@@ -164,4 +193,4 @@ def match(ga: Graph, gb: Graph) -> Matching:
     return m
 
 
-__all__ = ["UNMATCHED", "Matching", "match"]
+__all__ = ["UNMATCHED", "Matching", "match", "match_python"]

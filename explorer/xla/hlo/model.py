@@ -116,7 +116,15 @@ class Module:
 
     @property
     def instruction_count(self) -> int:
-        """Instructions over all computations."""
+        """Instructions of the entry computation: the graph's own count, the one ``hlo-diff``
+        compares and reports (``instructions``) and ``hlo-list`` shows, parameters and constants
+        included, the small computations it calls (reductions, fusions) not."""
+        return len(self.entry.instructions)
+
+    @property
+    def all_instruction_count(self) -> int:
+        """Instructions over all computations, the called ones included (``hlo-list``'s
+        ``all_instructions``)."""
         return sum(len(c.instructions) for c in self.computations.values())
 
     @property

@@ -12,15 +12,18 @@ makes, so answers and error messages do not depend on which path ran.
 
 from __future__ import annotations
 
+from types import ModuleType
 from typing import NamedTuple, Optional
 
 from explorer.errors import InputError
+from explorer.xla.hlo import kernels
 from explorer.xla.hlo.errors import HloParseError
-from explorer.xla.hlo.fingerprint import Interner, computation_hashes
+from explorer.xla.hlo.fingerprint import Interner, attr_text, computation_hashes
 from explorer.xla.hlo.flat_graph import flat_graph
 from explorer.xla.hlo.gcpause import paused_gc
 from explorer.xla.hlo.graph import Graph
-from explorer.xla.hlo.reader import parse_modules
+from explorer.xla.hlo.lines import rest_tail
+from explorer.xla.hlo.reader import _MODULE, parse_modules
 from explorer.xla.hlo.records import HloDiff
 
 
@@ -33,11 +36,15 @@ class EntryCut(NamedTuple):
 
 
 def cut_entry(text: str) -> Optional[EntryCut]:
-    """Split off the one entry computation's body, or None when the text is not that simple."""
-    if text.count("\nHloModule") + text.startswith("HloModule") != 1:
-        return None
+    """Split off the one entry computation's body, or None when the text is not that simple.
+
+    The text must hold one ``HloModule`` line and one ``ENTRY`` line, both outside the body: a
+    body line that starts so is no instruction, and the line readers hand the whole text to the
+    careful reader, which says what it is. (Counting them in the text around the body, not in
+    all of it, spares two passes over the body's megabytes.)
+    """
     at = text.find("\nENTRY")
-    if at < 0 or text.find("\nENTRY", at + 1) >= 0:
+    if at < 0:
         return None
     header_end = text.find("\n", at + 1)
     if header_end < 0 or not text[at + 1 : header_end].rstrip().endswith("{"):
@@ -49,16 +56,35 @@ def cut_entry(text: str) -> Optional[EntryCut]:
     line_end = text.find("\n", close + 1)
     if text[close + 1 : line_end if line_end >= 0 else len(text)].strip() != "}":
         return None
-    return EntryCut(
-        text[:start] + text[close + 1 :], text[start:close], text.count("\n", 0, start) + 1
-    )
+    rest = text[:start] + text[close + 1 :]
+    if rest.count("\nHloModule") + rest.startswith("HloModule") != 1:
+        return None
+    if rest.count("\nENTRY") != 1:
+        return None
+    return EntryCut(rest, text[start:close], text.count("\n", 0, start) + 1)
 
 
-def text_graph(text: str, source: str, interner: Interner) -> Optional[Graph]:
-    """The entry graph of a one-module text read by :func:`flat_graph`, or None."""
+def text_graph(
+    text: str, source: str, interner: Interner, rest_in_c: bool = False
+) -> Optional[Graph]:
+    """The entry graph of a one-module text read by :func:`flat_graph`, or None.
+
+    ``rest_in_c`` (with ``interner.keys``) reads the text around the entry body in C too, and
+    hands back None where that cannot: the called computations' fingerprints are then ids of
+    the key table, which the careful reader's of the other graph would not equal.
+    """
     cut = cut_entry(text)
     if cut is None:
         return None
+    compiled = kernels.compiled()
+    if rest_in_c and interner.keys is not None and compiled is not None:
+        rest = _compiled_rest(compiled, cut.rest, interner.keys)
+        if rest is None:
+            return None
+        name, hashes, header_params = rest
+        return flat_graph(
+            cut.body, cut.first_line, name, hashes, set(hashes), header_params, interner
+        )
     try:
         modules = parse_modules(cut.rest, source)
     except (HloParseError, InputError):
@@ -81,6 +107,36 @@ def text_graph(text: str, source: str, interner: Interner) -> Optional[Graph]:
     )
 
 
+def _compiled_rest(
+    compiled: ModuleType, rest: str, keys: object
+) -> Optional[tuple[str, dict[str, str], list[str]]]:
+    """What :func:`text_graph` reads from the text around the entry body, read in C: the module's
+    name, the called computations' fingerprints by name and the entry's header parameters; or
+    None where the text is not plain (the careful reader then reads it, as before).
+
+    The C side (``scan_rest``) takes the module line, called computations of common lines only,
+    and the entry header; each distinct tail is read here by :func:`rest_tail`, and one that
+    calls a computation is left to the careful reader (fingerprints of callers need their
+    callees' first). The fingerprints are ids in the diff's key table, equal exactly where
+    :func:`computation_hashes` gives equal ones.
+    """
+    module = _MODULE.match(rest[: rest.find("\n")].rstrip() if "\n" in rest else rest.rstrip())
+    scan = compiled.scan_rest(rest) if module is not None else None
+    if module is None or scan is None:
+        return None
+    texts: list[Optional[str]] = []
+    for tail in map(rest_tail, scan.rests()):
+        if tail is None or tail[2]:
+            texts.append(None)
+        else:
+            texts.append(attr_text(tail[1], {}) if tail[1] else "")
+    got = scan.hash_computations(keys, texts)
+    if got is None:
+        return None
+    names, prints, _, header_params = got
+    return module.group(1), dict(zip(names, prints)), header_params
+
+
 def diff_texts(
     text_a: str, text_b: str, source_a: str = "", source_b: str = "", pairs: bool = True
 ) -> Optional[HloDiff]:
@@ -88,12 +144,20 @@ def diff_texts(
     from explorer.xla.hlo.diff import diff_graphs
 
     with paused_gc():
-        interner = Interner()
-        ga = text_graph(text_a, source_a, interner)
-        gb = text_graph(text_b, source_b, interner) if ga is not None else None
-        if ga is None or gb is None:
-            return None
-        return diff_graphs(ga, gb, pairs)
+        compiled = kernels.compiled()
+        # The compiled reader first, all of the text, then the entry bodies only, then Python;
+        # both graphs are read the same way each time (one table of ids), and read again the
+        # next way where either is handed back.
+        tries: list[tuple[object, bool]] = [(None, False)]
+        if compiled is not None:
+            tries[:0] = [(compiled.KeyTable(), True), (compiled.KeyTable(), False)]
+        for keys, rest_in_c in tries:
+            interner = Interner(keys=keys)
+            ga = text_graph(text_a, source_a, interner, rest_in_c)
+            gb = text_graph(text_b, source_b, interner, rest_in_c) if ga is not None else None
+            if ga is not None and gb is not None:
+                return diff_graphs(ga, gb, pairs)
+        return None
 
 
 __all__ = ["EntryCut", "cut_entry", "diff_texts", "text_graph"]
