@@ -42,6 +42,10 @@ COMMITTED = (
 )
 
 
+def _diff_of(doc: dict) -> dict:
+    return {k: v for k, v in doc.items() if k != "ok"}
+
+
 def cli_once(a: str, b: str, code: str = ROOT, no_kernels: bool = False) -> dict:
     """One ``explorer hlo-diff A B --json`` in a fresh process: wall, CPU, peak RSS, result.
 
@@ -144,7 +148,8 @@ def report(
     )
     if baseline_code:
         old = runs[1]
-        same = "same JSON" if old["json"] == j else "DIFFERENT JSON"
+        # older code printed no "ok" (the exit code's verdict, added later): the diff is compared
+        same = "same JSON" if _diff_of(old["json"]) == _diff_of(j) else "DIFFERENT JSON"
         print(
             f"  the same with {baseline_code}: wall {old['wall_s']:.2f} s, CPU {old['cpu_s']:.2f} s "
             f"({old['cpu_s'] / s['cpu_s']:.1f}x this code's CPU; {same})"

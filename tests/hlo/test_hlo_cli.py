@@ -32,10 +32,12 @@ def test_diff_json_has_the_issue_keys(explorer_cli, data_dir):
     assert sorted(out["parameter_permutation"]) == [[0, 2], [1, 3], [2, 0], [3, 1]]
     assert out["matched_count"] == 12
     assert out["identical"] is False  # the exit code's verdict, in the document as well
+    assert out["ok"] is False and list(out)[0] == "ok"  # as in every command's document
     same = explorer_cli(
         "hlo-diff", f"{data_dir}/order_a.hlo.txt", f"{data_dir}/order_a.hlo.txt", "--json", cwd=ROOT
     )
     assert same.returncode == 0 and json.loads(same.stdout)["identical"] is True
+    assert json.loads(same.stdout)["ok"] is True
 
 
 def test_same_module_twice_exits_0(data_dir, capsys):

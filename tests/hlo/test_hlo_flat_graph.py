@@ -165,4 +165,5 @@ def test_the_cli_prints_the_careful_diff_as_json_dumps_would(a, b, capsys):
 
     main(["hlo-diff", os.path.join(DATA, a), os.path.join(DATA, b), "--json"])
     careful = diff_modules(parse_module(_text(a)), parse_module(_text(b)), pairs=False)
-    assert capsys.readouterr().out == json.dumps(careful.to_json(), indent=1) + "\n"
+    doc = {"ok": careful.identical, **careful.to_json()}  # ok: the exit code's verdict
+    assert capsys.readouterr().out == json.dumps(doc, indent=1) + "\n"

@@ -131,9 +131,12 @@ def run_diff(args: argparse.Namespace) -> int:
             write_text(args.html, report_html(d, a, b), "--html")
     if args.json:
         from explorer.json_text import dumps_indented  # json.dumps(indent=1), encoded in C
+        from explorer.verdict import with_verdict
 
         # One write: json.dump would write each of tens of thousands of pieces separately.
-        sys.stdout.write(dumps_indented(d.to_json(), indent=1) + "\n")
+        # ok is the exit code's verdict (explorer.verdict), as in every command: identical
+        doc = with_verdict(d.to_json(), 0 if d.identical else 1)
+        sys.stdout.write(dumps_indented(doc, indent=1) + "\n")
     else:
         print(d.summary)
         for p in d.parameter_permutation[:20]:
