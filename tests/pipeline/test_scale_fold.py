@@ -174,3 +174,34 @@ def test_a_line_of_the_wrong_type_names_its_rank_and_keeps_the_others(tmp_path):
     job = read_job(tmp_path)
     assert len(job) == 1 and job.rank.tolist() == [0]
     assert [(u.rank, u.kept) for u in job.unread] == [(1, 0)]
+
+
+def test_each_way_a_rank_can_end_badly_is_named(tmp_path):
+    """Pure logic on lines of the engine's shapes: a failure line, a hazard line (the run failed
+    though nothing crashed), no end line; a rank that wrote done is fine."""
+    from explorer.pipeline.traces.job import read_job
+
+    (tmp_path / "spec.json").write_text(
+        json.dumps({"run_id": "a", "schedule": {"stage_to_rank": [0]}})
+    )
+    instr = {"type": "instr", "iteration": 0, "run": "a", "stage": 0, "text": "0F0",
+             "microbatch": 0, "start": 0.0, "end": 1.0}  # fmt: skip
+    endings = {
+        0: [{"type": "done"}],
+        1: [
+            {"type": "failure", "kind": "buffer", "message": "BufferFault: inputs[0].grad is None"}
+        ],
+        2: [
+            {"type": "hazard", "message": "ForwardPass read micro-batch 2's input"},
+            {"type": "done"},
+        ],
+        3: [],
+    }
+    for r, tail in endings.items():
+        lines = [{**instr, "rank": r}] + [{**t, "rank": r, "run": "a"} for t in tail]
+        (tmp_path / f"rank{r}.jsonl").write_text("".join(json.dumps(x) + "\n" for x in lines))
+    said = {u.rank: (u.ended, u.why) for u in read_job(tmp_path).unread}
+    assert sorted(said) == [1, 2, 3] and all(ended for ended, _ in said.values())
+    assert said[1][1].startswith("it failed (buffer): BufferFault")
+    assert said[2][1].startswith("it read another micro-batch's data (hazard)")
+    assert said[3][1].startswith("it wrote no end")

@@ -200,7 +200,8 @@ def _columns(recs: list, rank: int, keep: np.ndarray) -> dict[str, np.ndarray]:
 
 def _ending(recs: list, own: np.ndarray, types: np.ndarray) -> Optional[str]:
     """How a rank that did not end well ended, in words (None: it wrote ``done``). A rank that
-    failed, or wrote no end at all (killed, stopped, still running, or its file cut at a line's
+    failed, read another micro-batch's data (a ``hazard`` line: the run failed, as ``read`` of
+    its folder says), or wrote no end at all (killed, stopped, still running, or its file cut at a line's
     end, which no decoder notices), is no rank that ran its schedule: its lines are kept and the
     job's verdict says so, as ``read`` of one run folder does."""
     failed = np.flatnonzero(own & (types == "failure"))
@@ -208,6 +209,12 @@ def _ending(recs: list, own: np.ndarray, types: np.ndarray) -> Optional[str]:
         first = recs[int(failed[0])]
         kind, message = _get([first], "kind")[0] or "error", _get([first], "message")[0] or ""
         return f"it failed ({kind}): {' '.join(str(message).split())[:300]}"
+    hazards = np.flatnonzero(own & (types == "hazard"))
+    if len(hazards):  # nothing crashed, and the engine computed on another micro-batch's data
+        message = _get([recs[int(hazards[0])]], "message")[0] or ""
+        return (
+            f"it read another micro-batch's data (hazard): {' '.join(str(message).split())[:300]}"
+        )
     if not (own & (types == "done")).any():
         return (
             "it wrote no end (no done or failure line): it was killed or stopped, is still "
