@@ -133,3 +133,28 @@ def test_truncated_file_exits_2_naming_the_line(explorer_cli, data_dir, tmp_path
     assert r.returncode == 2 and "Traceback" not in r.stderr
     line = text[: text.index("%reduce.15")].count("\n") + 1
     assert f"cut.hlo:{line}:" in r.stderr and "%reduce.15" in r.stderr
+
+
+def test_a_byte_order_mark_is_read_past(data_dir, tmp_path):
+    """An editor that saves "with BOM" put U+FEFF before ``HloModule``: the refusal said the file
+    held no HloModule line. The text reads as the same module."""
+    from cli_in_process import call_cli
+
+    plain = f"{data_dir}/order_a.hlo.txt"
+    marked = tmp_path / "bom.hlo.txt"
+    marked.write_bytes(b"\xef\xbb\xbf" + open(plain, "rb").read())
+    same = call_cli(["hlo-diff", str(marked), plain, "--json"])
+    assert same.returncode == 0 and json.loads(same.stdout)["identical"] is True, same.stderr
+    assert call_cli(["hlo-list", str(marked)]).returncode == 0
+
+
+def test_a_groups_other_opcodes_are_counted_not_elided():
+    """ "605 multiply, ...." (an ellipsis before the full stop) said neither how many nor what."""
+    from explorer.xla.hlo.records import InstructionGroup
+    from explorer.xla.hlo.summary import _group_phrase
+
+    ops = (("constant", 5), ("parameter", 4), ("multiply", 3), ("add", 2), ("tanh", 1))
+    group = InstructionGroup("added", "", "", "", 15, ops, (), ())
+    assert _group_phrase(group) == "5 constant, 4 parameter, 3 multiply and 3 of 2 other opcodes"
+    one = InstructionGroup("added", "", "", "", 10, ops[:4], (), ())
+    assert _group_phrase(one).endswith("3 multiply and 2 of 1 other opcode")

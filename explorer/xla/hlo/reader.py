@@ -343,9 +343,12 @@ def read_text(path: str) -> str:
 
     Only regular files within :data:`explorer.inputs.MAX_TEXT_BYTES` (also after
     decompression) are read: a FIFO would block, ``/dev/zero`` would never end, and a corrupt
-    gzip stream or Latin-1 bytes are named rather than raised as decoder errors.
+    gzip stream or Latin-1 bytes are named rather than raised as decoder errors. A leading
+    byte-order mark (an editor that saved the text "with BOM") is dropped: it made the
+    ``HloModule`` line unreadable, and the refusal said the file held none.
     """
-    return inputs.read_text(path, "")
+    text = inputs.read_text(path, "")
+    return text[1:] if text.startswith("\ufeff") else text
 
 
 def read_modules(path: str) -> list[Module]:

@@ -18,8 +18,10 @@ def _plural(n: int, word: str) -> str:
 
 def _group_phrase(g: InstructionGroup) -> str:
     ops = ", ".join(f"{n} {op}" for op, n in g.opcodes[:3])
-    if len(g.opcodes) > 3:
-        ops += ", ..."
+    rest = g.opcodes[3:]
+    if rest:  # said, not elided: "..." before the sentence's full stop read as "...."
+        kinds = f"{len(rest)} other opcode{'s' if len(rest) > 1 else ''}"
+        ops += f" and {sum(n for _, n in rest)} of {kinds}"
     origin = f" from `{g.op_type}`" if g.op_type else ""
     where = f" ({g.source})" if g.source else ""
     return f"{ops}{origin}{where}"
