@@ -144,3 +144,76 @@ def test_zoom_to_the_selected_finding_again_after_zooming_away():
     assert app.figures["grid"].layout.xaxis.range == whole
     app.findings.again.click()
     assert tuple(app.figures["grid"].layout.xaxis.range) == tuple(near)
+
+
+def test_zero_compute_costs_draw_and_say_there_is_no_ideal_compute():
+    # The cost boxes allow 0; a forward-only schedule whose forward costs 0 computes nothing.
+    app = ScheduleExplorer("deepspeed-inference", 4, 8)
+    app.controls.costs["forward"].value = 0.0
+    assert app.errors == [] and app.problem.value == ""
+    assert app.report.timeline is not None and app.report.timeline.bubble.of_ideal is None
+    assert "no ideal compute" in app.figures["timeline"].layout.title.text
+    assert "no ratio to ideal compute time" in words(app.status.value)
+    app.controls.costs["forward"].value = 1.0  # and back: the ratio again
+    assert "of ideal compute" in app.figures["timeline"].layout.title.text
+    assert "no ideal compute" not in app.figures["timeline"].layout.title.text
+
+
+def test_a_runs_outcome_beside_run_goes_once_another_schedule_is_shown():
+    app = ScheduleExplorer("deepspeed-train", 4, 8, runner=lambda schedule, costs: None)
+    app.report_run("ran deepspeed-train on 4 processes: losses and gradients bitwise equal")
+    app.controls.order.value = "legacy"  # another schedule: that run did not run it
+    assert app.run_status.value == ""
+    app.report_run("run failed: a peer went away")
+    app.controls.stages.value = 3  # an invalid combination (legacy needs buffers fixed)...
+    app.controls.buffers.value = "fixed"
+    app.controls.stages.value = 99  # ...or one past the slider: nothing of the run stays
+    assert app.run_status.value == ""
+
+
+def test_every_size_refuses_while_the_controls_describe_no_schedule():
+    app = ScheduleExplorer("1f1b", 3, 4)
+    app.controls.kind.value = "interleaved-1f1b"  # 3 stages x 4 micro-batches: invalid
+    assert app.on_screen is None
+    app.sizes.range.value = "2-4:1-8"
+    app.sizes.check_button.click()
+    assert app.sizes.sweep is None and app.sizes.figure.widget.layout.display == "none"
+    assert "not a valid schedule" in words(app.problem.value)
+    app.sizes.fix_button.click()
+    assert app.sizes.search is None and "not a valid schedule" in words(app.problem.value)
+    app.controls.microbatches.value = 6  # valid again: the sweep is of what the controls show
+    app.sizes.check_button.click()
+    assert words(app.sizes.status.value).startswith("interleaved-1f1b")
+    assert app.sizes.stale == ""
+
+
+def test_every_size_refuses_a_schedule_given_from_code():
+    from explorer.pipeline import build
+
+    app = ScheduleExplorer("1f1b", 4, 8)
+    app.show_schedule(build("deepspeed-train", 4, 8, buffers="fixed", order="legacy"))
+    app.sizes.check_button.click()
+    assert app.sizes.sweep is None and "given from code" in words(app.problem.value)
+    app.controls.stages.value = 5  # the controls' schedule again: it can be swept
+    app.sizes.check_button.click()
+    assert app.sizes.sweep is not None and words(app.sizes.status.value).startswith("1f1b")
+
+
+def test_a_click_on_a_size_the_kind_cannot_take_selects_nothing_of_the_old_schedule():
+    app = ScheduleExplorer("deepspeed-train", 3, 8)
+    app.controls.kind.value = "interleaved-1f1b"  # 3 x 8 is invalid for it
+    app.load_size(3, 4)  # a map click: still invalid
+    assert app.on_screen is None and app.selected is None
+    assert app.controls.lifetimes_stage.value == -1
+
+
+def test_the_rules_outlines_follow_the_size():
+    app = seed_app()
+    app.apply_rules(["grads-first"])
+    at_4 = list(app.moved)
+    assert at_4 and app.controls.rules_label.value.count("outlined") == 1
+    app.controls.stages.value = 5
+    assert app.moved and app.moved != at_4  # the cells the rule changed at 5 stages
+    assert max(stage for stage, _ in app.moved) == 4
+    app.apply_rules(None)
+    assert app.moved == []

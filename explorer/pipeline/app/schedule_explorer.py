@@ -91,6 +91,10 @@ class ScheduleExplorer:
             settings.build(), settings.simulated_costs()
         )  # bad initial settings raise here, with the core's message
         self.settings = settings
+        #: The settings the schedule on screen was built from; None while the controls describe
+        #: no valid schedule or one given from code is shown (nothing to sweep or fix then).
+        self.on_screen: Optional[ScheduleSettings] = settings
+        self._not_sweepable = ""
         self.trace: Optional[MeasuredTrace] = None
         self.selected: Optional[Pinned] = None
         self.failed_at: Optional[tuple[int, int]] = None
@@ -113,7 +117,7 @@ class ScheduleExplorer:
             self._guarded("applying a fix", self.apply_rules),
             self._guarded,
             default_range=f"2-{max(8, stages)}:1-{max(16, microbatches)}",
-            current=lambda: self.settings,
+            current=self._sweepable_settings,
         )
         self._live = {name: LiveFigure(fig) for name, fig in self._figures(VIEWS).items()}
         for name in ZOOMABLE:
@@ -226,12 +230,17 @@ class ScheduleExplorer:
         self.controls.update_enabled()
         settings = self.controls.settings()
         try:
-            report = check(settings.build(), settings.simulated_costs())
+            schedule = settings.build()
+            report = check(schedule, settings.simulated_costs())
         except InputError as exc:
             self._show_invalid(settings, str(exc))
             return
-        self.settings = settings
-        self._show_report(report)
+        self.settings = self.on_screen = settings
+        # the rules' cells at this size (the label promises them outlined at every size)
+        moved = (
+            changed_cells(replace(settings, rules=()).build(), schedule) if settings.rules else []
+        )
+        self._show_report(report, moved)
         self.sizes.follow(settings)
         self.last_render_s = time.perf_counter() - t0
 
@@ -248,6 +257,9 @@ class ScheduleExplorer:
         )
         self.findings.widget.layout.display = "none"
         self.gradients.layout.display = "none"
+        self.on_screen = None
+        self._not_sweepable = "the settings above are not a valid schedule: change them, then check every size or search for a fix"
+        self._clear_run_words()
         self._enable_run(False, "the settings above are not a valid schedule: change them to run")
         self.sizes.follow(settings)
 
@@ -270,11 +282,30 @@ class ScheduleExplorer:
             "moving one rebuilds from them"
         ]
         self._show_report(check(schedule, self.settings.simulated_costs()))
+        self.on_screen = None
+        self._not_sweepable = (
+            "the schedule shown was given from code, not by the controls: move a control to show "
+            "the schedule they describe, then check every size or search for a fix"
+        )
         self.sizes.follow(None)
 
-    def _show_report(self, report: Report) -> None:
+    def _sweepable_settings(self) -> ScheduleSettings:
+        """What "Check every size" and "Search for a fix" sweep: the settings of the schedule on
+        screen. With none (invalid controls, a schedule given from code) they refuse, rather
+        than sweep the last valid settings under a screen that shows something else."""
+        if self.on_screen is None:
+            raise InputError(self._not_sweepable)
+        return self.on_screen
+
+    def _clear_run_words(self) -> None:
+        """A run's outcome beside Run speaks for the schedule it ran: gone once another is shown."""
+        if self.runner is not None:
+            self.run_status.value = ""
+
+    def _show_report(self, report: Report, moved: Sequence[tuple[int, int]] = ()) -> None:
         self.report, self.trace, self.selected, self.failed_at = report, None, None, None
-        self.moved = []
+        self.moved = list(moved)
+        self._clear_run_words()
         self.ranges = {name: None for name in VIEWS}
         self.problem.value = ""
         self.controls.set_stage_options(report.schedule.num_stages)
@@ -391,7 +422,7 @@ class ScheduleExplorer:
         for control in (c.stages, c.microbatches):
             control.observe(self._schedule_handler, names="value")
         self.refresh()
-        if self.findings.findings:
+        if self.on_screen is not None and self.findings.findings:  # not the hidden, older ones
             self.findings.select(0)
 
     def apply_rules(self, rules: Optional[Sequence[Union[Rule, str]]]) -> None:
@@ -403,10 +434,6 @@ class ScheduleExplorer:
         self.controls.rules = names
         self.controls.show_rules()
         self.refresh()
-        if names and self.settings.rules == names:
-            before = replace(self.settings, rules=()).build()
-            self.moved = changed_cells(before, self.report.schedule)
-            self._render(("grid",))
 
     # -- findings, runs ------------------------------------------------------------------------
     def select_finding(self, finding: Pinned) -> None:

@@ -51,6 +51,8 @@ class SizesPanel:
         current: Optional[Callable[[], "ScheduleSettings"]] = None,
     ) -> None:
         self._make, self._on_pick, self._on_apply = make, on_pick, on_apply
+        #: The settings of the schedule on screen; it raises (an ``InputError`` the guard says)
+        #: where nothing on screen can be swept, before any sweep starts.
         self._current = current
         self.sweep: SizeSweep | None = None
         self.search: FixSearch | None = None
@@ -126,10 +128,11 @@ class SizesPanel:
 
     def check(self) -> SizeSweep:
         """Sweep the current schedule over the range and draw the verdict map."""
+        settings = self._settings()  # first: the app refuses when nothing on screen can be swept
         stages, mbs = self._sizes()
         self.status.value = f"checking {len(stages) * len(mbs):,} sizes…"
         self.sweep = check_sizes(self._make(), stages, mbs, spec=self.range.value.replace(" ", ""))
-        self.described, self.stale = self._settings(), ""
+        self.described, self.stale = settings, ""
         self._say_sweep(self.sweep)
         self._draw(self.sweep)
         return self.sweep
@@ -191,13 +194,14 @@ class SizesPanel:
 
     def fix(self) -> FixSearch:
         """Search rule combinations over the range; list the proven ones, best first."""
+        settings = self._settings()  # first: the app refuses when nothing on screen can be swept
         stages, mbs = self._sizes()
         self.status.value = "searching: every combination of up to two rules, over every size…"
         self.search = result = search_fixes(
             self._make(), stages, mbs, spec=self.range.value.replace(" ", "")
         )
         self.sweep = result.baseline
-        self.searched = self.described = self._settings()
+        self.searched = self.described = settings
         self.stale = ""
         self._draw(self.sweep)
         rejected = "; ".join(

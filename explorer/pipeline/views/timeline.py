@@ -33,6 +33,12 @@ _COMPUTE = np.array(sorted(int(k) for k in COMPUTE_KINDS))
 _TEXT_BARS = 400
 
 
+def _of_ideal(fraction: Optional[float]) -> str:
+    """The bubble against ideal compute, or why there is no such ratio (nothing computes: every
+    compute cost is 0, which the controls allow)."""
+    return "no ideal compute" if fraction is None else f"{fraction:.1%} of ideal compute"
+
+
 def timeline_figure(
     report: Report, *, max_bars: int = MAX_SVG_BARS, x_range: Optional[tuple[float, float]] = None
 ) -> go.Figure:
@@ -164,7 +170,7 @@ def timeline_figure(
     b = tl.bubble
     fig.update_layout(
         title=dict(
-            text=f"Timeline · bubble {b.of_total:.1%} of total time ({b.of_ideal:.1%} of ideal compute) · "
+            text=f"Timeline · bubble {b.of_total:.1%} of total time ({_of_ideal(b.of_ideal)}) · "
             f"makespan {b.makespan:g} ticks"
             + (
                 "<br><sup>overview: in each rank's row the upper half is the kind that runs most of a column, the lower half "
