@@ -137,6 +137,11 @@ class CompileExplorer:
         self.run_button.on_click(self._guarded("running the probe", lambda _b: self.run()))
         self._scenario_handler = self._guarded("choosing a scenario", self._on_scenario)
         self.scenario.observe(self._scenario_handler, names="value")
+        for control in (self.backend, self.iterations):  # the scenario's own handler says it too
+            control.observe(
+                self._guarded("changing the settings", lambda _c: self._say_shown()),
+                names="value",
+            )
         controls = w.HBox(
             [self.scenario, self.backend, self.iterations, self.run_button],
             layout=w.Layout(flex_flow="row wrap", align_items="center"),
@@ -153,6 +158,10 @@ class CompileExplorer:
             layout=w.Layout(width="100%"),
         )
         self.result: Optional[ProbeResult] = None
+        #: The controls' (scenario, backend, iterations) when the result on screen was probed
+        #: (None: it was read or given, not probed here), and the status line about it.
+        self._probed: Optional[tuple[Any, Any, Any]] = None
+        self._result_words = ""
         if result is not None:
             self.show(result)
         else:
@@ -192,7 +201,8 @@ class CompileExplorer:
             self.scenario.observe(self._scenario_handler, names="value")
         self.run_button.disabled = True
         self.run_button.tooltip = READ_JOB
-        self.status.value += f"<br><i>{html.escape(READ_JOB)}.</i>"
+        self._result_words += f"<br><i>{html.escape(READ_JOB)}.</i>"
+        self.status.value = self._result_words
 
     # -- errors --------------------------------------------------------------------------------
     def _guarded(self, doing: str, fn: Callable[..., Any]) -> Callable[..., Any]:
@@ -221,6 +231,7 @@ class CompileExplorer:
             self.run_button.tooltip = ""
             if self.backend.value is None:
                 self.backend.value = self.backend.options[0]
+        self._say_shown()
 
     def run(self) -> ProbeResult:
         """Probe the selected scenario and show it (exceptions propagate; the Run button's are said)."""
@@ -243,7 +254,26 @@ class CompileExplorer:
             self.run_button.disabled = False
         self.notes = notes
         self.show(result)
+        self._probed = self._settings()
         return result
+
+    def _settings(self) -> tuple[Any, Any, Any]:
+        return (self.scenario.value, self.backend.value, self.iterations.value)
+
+    def _say_shown(self) -> None:
+        """The status about the result on screen, and whether the controls still describe it:
+        once they are moved, Run probes something else than the diagnosis below."""
+        if self.result is None or self.run_button.disabled and self.run_button.tooltip != READ_JOB:
+            return  # nothing shown, or a probe is running
+        if self._probed is not None and self._settings() == self._probed:
+            self.status.value = self._result_words
+        elif self._probed is None and self.scenario.value is None:
+            self.status.value = self._result_words  # a read job: the scenario is still to be chosen
+        else:
+            self.status.value = self._result_words + (
+                f"<br><i>Below: the probe of {html.escape(self.result.label or 'a job')}; the "
+                "controls have changed since, so Run probes the settings above, not it.</i>"
+            )
 
     def figures(self) -> list[Any]:
         """The current figures (plain ``go.Figure``), in page order."""
@@ -263,10 +293,12 @@ class CompileExplorer:
         )
         for live, fig in zip((self.time_fig, self.compile_fig, self.guard_fig), self.figures()):
             live.show(fig)
-        self.status.value = (
+        self._probed = None
+        self._result_words = (
             f"{html.escape(result.label or 'probe')}: {len(result.iterations)} iterations, "
             f"{len(result.compiles)} compile event(s)"
         )
+        self.status.value = self._result_words
 
     # -- static copies -------------------------------------------------------------------------
     def _repr_mimebundle_(self, **kwargs: Any) -> Any:

@@ -131,6 +131,11 @@ class XlaExplorer:
         )
         self._scenario_handler = self._guarded("choosing a scenario", self._on_scenario)
         self.scenario.observe(self._scenario_handler, names="value")
+        for control in self._controls()[1:]:  # the scenario's own handler says it too
+            control.observe(
+                self._guarded("changing the settings", lambda _c: self._say_controls()),
+                names="value",
+            )
         for dd in (self.graph_a, self.graph_b):
             dd.observe(
                 self._guarded("diffing the chosen graphs", lambda _c: self._show_diff()),
@@ -158,6 +163,10 @@ class XlaExplorer:
         )
         self.result: Optional[XlaRun] = None
         self.read: Optional[Any] = None
+        #: The settings the run on screen ran with, when known (this explorer's Run, or the config
+        #: an opened folder keeps beside its artifacts), and what the status says about that run.
+        self._shown_config: Optional[RunConfig] = None
+        self._run_words = ""
         self._controls_note = ""
         self._quiet = False
         self._thread: Optional[threading.Thread] = None
@@ -182,7 +191,8 @@ class XlaExplorer:
         explorer = cls(run=got.run)
         explorer.read = got
         explorer.describe_opened(_config_beside(Path(path)), len(got.run.steps))
-        explorer._say(views.run_html(got.run) + explorer._controls_note + _notes_html(got))
+        explorer._run_words = views.run_html(got.run) + _notes_html(got)
+        explorer._say_controls()
         return explorer
 
     def describe_opened(self, cfg: Optional[RunConfig], steps: int) -> None:
@@ -206,6 +216,7 @@ class XlaExplorer:
                     for f in fields(RunConfig)
                     if f.name not in CONTROLLED and getattr(cfg, f.name) != getattr(default, f.name)
                 }
+                self._shown_config = self._config_or_none()
                 self._controls_note = (
                     "<p><i>The controls show this run's settings: Run runs it again.</i></p>"
                 )
@@ -223,9 +234,47 @@ class XlaExplorer:
         return guarded(doing, fn, self._say_problem)
 
     def _say_problem(self, message: str) -> None:
-        """Put ``message`` at the top of the status line, above what it said before (until it changes)."""
+        """Put ``message`` at the top of the status line, above what it said before (until it
+        changes), and say what the figures below still show: an earlier run's verdict right under
+        an error would read as the answer to what just failed."""
         self.errors.append(message)
-        self.status.value = f"<p style='color:{ERROR}'>⚠ {html.escape(message)}</p>" + self._said
+        earlier = getattr(self, "result", None)  # not yet set while __init__ builds the controls
+        shown = (
+            f"<p><i>Below: still the earlier run, {html.escape(earlier.label or 'run')}.</i></p>"
+            if earlier is not None
+            else ""
+        )
+        self.status.value = (
+            f"<p style='color:{ERROR}'>⚠ {html.escape(message)}</p>{shown}" + self._said
+        )
+
+    def _controls(self) -> tuple[w.ValueWidget, ...]:
+        return (self.scenario, self.steps, self.layers, self.bucket, self.fsdp)
+
+    def _config_or_none(self) -> Optional[RunConfig]:
+        """The run the controls describe, resolved as Run resolves it (None: Run would refuse)."""
+        try:
+            return self.config().resolved()
+        except (InputError, TypeError, ValueError):
+            return None
+
+    def _say_controls(self) -> None:
+        """The status about the run on screen, and whether the controls still describe it: once
+        they are moved, Run runs something else than the run below, and the page says so."""
+        running = self._thread is not None and self._thread.is_alive()
+        if self.result is None or (running and threading.current_thread() is not self._thread):
+            return  # nothing shown yet, or a run's progress owns the status line
+        now = self._config_or_none()
+        if self._shown_config is not None and now == self._shown_config:
+            note = self._controls_note
+        elif self._shown_config is None and self.scenario.value is None:
+            note = self._controls_note  # opened artifacts: the scenario is still to be chosen
+        else:
+            note = (
+                f"<p><i>Below: the run {html.escape(self.result.label or 'shown')}; the controls "
+                "have changed since, so Run runs the settings above, not it.</i></p>"
+            )
+        self._say(self._run_words + note)
 
     def _say(self, text: str) -> None:
         """Set the status line (an earlier problem stays in ``errors``)."""
@@ -241,6 +290,7 @@ class XlaExplorer:
         if self.run_button.tooltip == UNKNOWN_SCENARIO:
             self.run_button.disabled = False
             self.run_button.tooltip = "run the steps in a child process (the kernel stays free)"
+        self._say_controls()
 
     def config(self) -> RunConfig:
         """The run the controls describe."""
@@ -286,7 +336,10 @@ class XlaExplorer:
         try:
             result = run_config(cfg, progress=self._progress)
             doing = "showing the run"
+            self._controls_note = ""
             self.show(result)
+            self._shown_config = cfg
+            self._say_controls()  # the controls may have moved while it ran
             return result
         except (
             Exception
@@ -300,7 +353,8 @@ class XlaExplorer:
     def show(self, result: XlaRun) -> None:
         """Display ``result``: status, timeline, graph table, and the most telling diff."""
         self.result = result
-        self._say(views.run_html(result))
+        self._run_words = views.run_html(result)
+        self._say(self._run_words)
         self.timeline.show(views.step_timeline(result))
         self.graphs.show(views.graphs_table(result))
         options = [
@@ -312,6 +366,8 @@ class XlaExplorer:
             if g.graph_hash in result.modules
         ]
         pair = views.default_pair(result)
+        if pair and not all(h in result.modules for h in pair):
+            pair = None  # a graph without its HLO (artifacts with some dumps missing): not offered
         self._quiet = True
         try:
             self.graph_a.options, self.graph_b.options = list(options), list(options)
