@@ -192,6 +192,10 @@ def _least_bubble(d: Directive, store: Optional[FigureStore]) -> dict[str, Any]:
     return {"mode": "choice", "options": options, "input": {}}
 
 
+def _is_under(bubble: Optional[float], under: float) -> bool:
+    return bubble is not None and bubble < under
+
+
 def _bubble_under(d: Directive, store: Optional[FigureStore]) -> dict[str, Any]:
     """Options are sizes of one set-up; right: the smallest size whose bubble is under ``under``."""
     setup = parse_setup(d.need("setup"), d.where)
@@ -203,7 +207,8 @@ def _bubble_under(d: Directive, store: Optional[FigureStore]) -> dict[str, Any]:
     for text in d.all("option"):
         p, m = parse_size(text, d.where)
         found.append(((p, m), checked_state(setup, p, m)[1]))
-    below = [size for size, state in found if (state.get("bubble") or 1.0) < under]
+    # a size with no bubble (no timeline: it deadlocks or is refused) is never under; 0.0 is
+    below = [size for size, state in found if _is_under(state.get("bubble"), under)]
     if not below:
         raise d.fail(f"no option has a bubble under {under}: add a larger size")
     first = min(below)

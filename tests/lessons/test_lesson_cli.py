@@ -155,3 +155,18 @@ def test_a_page_whose_source_changed_or_went_is_removed_not_listed(tmp_path):
         "c.html",
         "index.html",
     ]
+
+
+def test_a_bubble_of_zero_is_under_any_bound():
+    """One stage has no bubble at all (0.0, as `explorer check` says): the question read 0.0 as
+    "no answer" and took it for 100%, so the 1-stage option was never the right one."""
+    from explorer.lessons.build import lesson_data
+
+    body = (
+        "```question\nask: bubble-under\nsetup: 1f1b\nunder: 0.1\n"
+        "option: 1x4\noption: 4x8\n\nWhich size first has a bubble under 10%?\n```\n"
+    )
+    source = parse_lesson("---\ntitle: T\n---\nProse.\n" + body, "t", "t.md")
+    data = lesson_data(source, figures=False)
+    options = next(b for b in data["blocks"] if b.get("mode") == "choice")["options"]
+    assert [o["size"] for o in options if o["right"]] == [[1, 4]], options

@@ -65,3 +65,35 @@ def test_text_and_json_leave_out_the_same_findings_gradients_and_deadlocks_inclu
         grads = doc["gradients"]["not_exactly_once"]
         assert [g["stage"] for g in grads] == ([0] if stage == 0 else [])
         assert ("its weight gradient reaches" in text) == (stage == 0)
+
+
+def _swapped_receives_csv(tmp_path) -> str:
+    """GPipe 3 x 3 as ``schedule --format csv`` writes it, with two of stage 2's receives swapped:
+    two mismatches and a hazard, all on stage 2 (a mismatch's stage is its receive's)."""
+    rows = call_cli(["schedule", "--kind", "gpipe", "--stages", "3", "--microbatches", "3",
+                     "--format", "csv"]).stdout.splitlines()  # fmt: skip
+    first = rows.index("2,2,0,2,2RA0b0,RecvActivation,0,0")
+    second = rows.index("2,3,0,2,2RA1b1,RecvActivation,1,1")
+    rows[first], rows[second] = (
+        "2,2,0,2,2RA1b1,RecvActivation,1,1",
+        "2,3,0,2,2RA0b0,RecvActivation,0,0",
+    )
+    path = tmp_path / "swapped.csv"
+    path.write_text("\n".join(rows) + "\n")
+    return str(path)
+
+
+def test_mismatches_are_kept_by_their_receives_stage_in_text_and_json(tmp_path):
+    """The JSON kept every mismatch under any --stage (its entries hold the send's and the
+    receive's places, no top-level stage), while the text kept stage 2's only."""
+    plan = ["--from", _swapped_receives_csv(tmp_path), "--model", "batched"]
+    whole = json.loads(call_cli(["check", *plan, "--json"]).stdout)
+    assert len(whole["mismatched"]) == 2
+    assert {m["recv"]["stage"] for m in whole["mismatched"]} == {2}
+    for stage in range(3):
+        text = call_cli(["check", *plan, "--stage", str(stage)]).stdout
+        doc = json.loads(call_cli(["check", *plan, "--stage", str(stage), "--json"]).stdout)
+        assert len(doc["mismatched"]) == (2 if stage == 2 else 0), (stage, doc["mismatched"])
+        said = [line for line in text.splitlines() if "finding(s) on other stages" in line]
+        left = int(said[0].split("(")[1].split()[0]) if said else 0
+        assert left == doc["findings_on_other_stages"], (stage, text, doc)

@@ -85,7 +85,9 @@ class SizeCell:
         return {
             "stages": self.stages,
             "microbatches": self.microbatches,
-            "ok": self.ok,
+            # a size the schedule does not apply to has no verdict, as the single check at it
+            # has none (it refuses the size, exit 2): not a failing "false"
+            "ok": None if self.skipped else self.ok,
             "hazards": self.hazards,
             "mismatches": self.mismatches,
             "unmatched": self.unmatched,

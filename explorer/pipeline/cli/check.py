@@ -68,7 +68,7 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         doc = report.to_dict()
         if args.stage is not None:
-            _only_stage(doc, args.stage)
+            _only_stage(doc, report, args.stage)
         if words:
             doc["deadlock_in_pytorch_words"] = words
         doc["memory"] = _memory_doc(memory)
@@ -78,17 +78,25 @@ def run(args: argparse.Namespace) -> int:
     return 0 if report.ok else 1
 
 
-def _only_stage(doc: dict, stage: int) -> None:
+def _only_stage(doc: dict, report: Report, stage: int) -> None:
     """``--stage`` in the JSON: the finding lists keep that stage's entries, and say how many of
-    the others they left out; ``ok`` and the deadlocks stay the whole schedule's. The gradient
-    invariant's findings are findings too: the text (``summary``) filters and counts them
-    alike, so both forms say the same number left out."""
+    the others they left out; ``ok`` and the deadlocks stay the whole schedule's. Each entry is
+    kept by its finding's own ``stage`` (a mismatch's is its receive's), as the text filters, so
+    both forms keep the same findings; the gradient invariant's are findings too."""
     left = 0
-    lists = [(doc, key) for key in ("hazards", "unmatched", "mismatched")]
-    lists.append((doc["gradients"], "not_exactly_once"))
-    for holder, key in lists:
-        kept = [f for f in holder[key] if f.get("stage", stage) == stage]
-        left += len(holder[key]) - len(kept)
+    f = report.findings
+    lists = [
+        (doc, "hazards", f.hazards),
+        (doc, "unmatched", f.unmatched),
+        (doc, "mismatched", f.mismatched),
+        (doc["gradients"], "not_exactly_once", f.gradients),
+    ]
+    for holder, key, found in lists:
+        entries = holder[key]
+        if len(entries) != len(found):  # the document is the findings', one entry each
+            raise AssertionError(f"{key}: {len(entries)} entries for {len(found)} findings")
+        kept = [entry for entry, finding in zip(entries, found) if finding.stage == stage]
+        left += len(entries) - len(kept)
         holder[key] = kept
     doc["stage"] = stage
     doc["findings_on_other_stages"] = left

@@ -51,7 +51,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         description="List modules with size, parameter count, fingerprint and "
         "near-duplicate group. 'instructions' (the instr column) counts the entry "
         "computation's instructions, parameters and constants included, as hlo-diff does; "
-        "'all_instructions' adds those of the computations it calls.",
+        "'all_instructions' adds those of the module's other computations, called or not.",
     )
     q.add_argument("file", metavar="FILE")
     q.add_argument("--json", action="store_true", help="print the list as JSON")

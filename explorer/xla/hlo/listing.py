@@ -24,7 +24,7 @@ class ModuleInfo:
 
     ``instructions`` counts the entry computation's instructions (parameters and constants
     included), as ``hlo-diff`` does for the same module; ``all_instructions`` adds those of the
-    computations it calls.
+    module's other computations, called or not (a dump may hold one the entry never calls).
     """
 
     index: int

@@ -123,8 +123,8 @@ class Module:
 
     @property
     def all_instruction_count(self) -> int:
-        """Instructions over all computations, the called ones included (``hlo-list``'s
-        ``all_instructions``)."""
+        """Instructions over all the module's computations, called from the entry or not
+        (``hlo-list``'s ``all_instructions``)."""
         return sum(len(c.instructions) for c in self.computations.values())
 
     @property
