@@ -166,6 +166,52 @@ def _depth_exceeds(value: Any, max_depth: int) -> bool:
     return False
 
 
+#: Kernel file systems: their files block (``/proc/kmsg``), never end (``/dev/zero``) or number
+#: in the hundreds of thousands; no job writes its records there.
+_KERNEL_TREES = ("/proc", "/sys", "/dev")
+#: Entries walked under a folder before it is taken for something else than a job's folder.
+MAX_FOLDER_ENTRIES = 200_000
+
+
+def check_plain_files(path: str, what: str) -> None:
+    """Everything a reader may open under the folder ``path`` is a plain file (symbolic links
+    followed): a FIFO blocked ``explorer read`` for ever, and a link to ``/dev/zero`` named like
+    an XLA dump filled the memory until the kernel killed the reader. One InputError instead,
+    naming the entry, before any reader opens anything."""
+    real = os.path.realpath(path)
+    if not os.path.isdir(real):
+        return  # a path given itself is the readers' to check (each names what it expects)
+    for tree in _KERNEL_TREES:
+        shared_memory = real == "/dev/shm" or real.startswith("/dev/shm/")  # a tmpfs: files
+        if (real == tree or real.startswith(tree + "/")) and not shared_memory:
+            raise InputError(
+                f"{_at(what, path)} is in {tree}, a kernel file system, not a folder a job "
+                "wrote: give the job's own folder or file"
+            )
+    seen = 0
+    for folder, _dirs, files in os.walk(real):  # links to folders are not followed
+        for name in files:
+            seen += 1
+            if seen > MAX_FOLDER_ENTRIES:
+                raise InputError(
+                    f"{_at(what, path)} holds more than {MAX_FOLDER_ENTRIES:,} files: give the "
+                    "job's own folder"
+                )
+            _plain_file(os.path.join(folder, name), what)
+
+
+def _plain_file(path: str, what: str) -> None:
+    try:
+        mode = os.stat(path).st_mode
+    except OSError:
+        return  # a broken link or a file gone meanwhile: the readers say what they miss
+    if not stat.S_ISREG(mode):
+        raise InputError(
+            f"{_at(what, path)} is {_kind(mode)}, not a file: remove it from the folder, or give "
+            "a folder of the job's own files"
+        )
+
+
 def check_path_given(path: str, what: str, give: str) -> None:
     """Refuse an empty path, which ``Path('')`` and ``os.path`` would take as the current folder.
 

@@ -23,6 +23,7 @@ from explorer.compile.cli import read as compile_read
 from explorer.compile.traces.detect import TORCH_TRACE
 from explorer.detect import Detected, Detector, first_recognised
 from explorer.errors import InputError
+from explorer.inputs import check_plain_files
 from explorer.pipeline.cli import doctor as doctor_cli
 from explorer.pipeline.cli import read_instrumented, read_job, read_profile, read_run
 from explorer.pipeline.traces.detect import FLIGHT_RECORDER, INSTRUMENTED, RUN_FOLDER, STACKS
@@ -153,6 +154,7 @@ _TAKES = {
 def run(args: argparse.Namespace) -> int:
     if getattr(args, "html", None):
         _html_spares_the_input(Path(args.path), Path(args.html))
+    check_plain_files(str(args.path), "")
     found = detect(Path(args.path))
     reader = next(k.read for k in KINDS if k.detector.kind == found.kind)
     extra = {}

@@ -134,3 +134,64 @@ def test_collect_names_the_failure_the_live_run_named(tmp_path):
     collected = run_cli(["run", "--collect", str(folder), "--json"], str(tmp_path))
     assert collected.returncode == 1
     assert json.loads(collected.stdout)["failure"] == live.failure.to_dict()
+
+
+def _verdicts(folder: Path, cwd: Path) -> list:
+    """``read``, ``check`` and ``run --collect`` of ``folder``: (exit code, words) each."""
+    said = []
+    for argv in (["read", str(folder)], ["check", str(folder)], ["run", "--collect", str(folder)]):
+        out = run_cli(argv, str(cwd))
+        said.append((out.returncode, out.stdout + out.stderr))
+    return said
+
+
+@pytest.mark.parametrize("damage", ["rank file gone", "rank file empty", "rank file another run's"])
+def test_a_folder_missing_a_ranks_record_is_never_ok(tmp_path, cli_1f1b_run, damage):
+    """With rank 1's record gone, read said "ok ... bitwise equal" and check "every message
+    matches" (exit 0): half a run passed for a whole one."""
+    folder, result = _shared(cli_1f1b_run, tmp_path)
+    rank1 = folder / "rank1.jsonl"
+    if damage == "rank file gone":
+        rank1.unlink()
+    elif damage == "rank file empty":
+        rank1.write_text("")
+    else:
+        rank1.write_text(rank1.read_text().replace(result["run_id"], "20991231-000000-deadbeef"))
+    for code, words in _verdicts(folder, tmp_path):
+        assert code == 1, words
+        assert "rank 1 has no record of finishing this run" in words, words
+
+
+@pytest.mark.parametrize("damage", ["no result", "another run's result"])
+def test_a_folder_without_its_result_is_unfinished_not_wrong(tmp_path, cli_1f1b_run, damage):
+    """No result.json (or another run's) read as "WRONG ... DIFFERENT from the reference":
+    nothing was compared, so nothing is different."""
+    folder, _ = _shared(cli_1f1b_run, tmp_path)
+    if damage == "no result":
+        (folder / "result.json").unlink()
+    else:
+        doc = json.loads((folder / "result.json").read_text())
+        (folder / "result.json").write_text(json.dumps({**doc, "run": "20991231-000000-deadbeef"}))
+    for code, words in _verdicts(folder, tmp_path):
+        assert code == 1 and "holds no result of this run" in words, words
+        assert "DIFFERENT" not in words, words
+
+
+def test_a_spec_of_another_run_is_refused_naming_both_runs(tmp_path, cli_1f1b_run):
+    folder, result = _shared(cli_1f1b_run, tmp_path)
+    spec = json.loads((folder / "spec.json").read_text())
+    (folder / "spec.json").write_text(json.dumps({**spec, "run_id": "20991231-000000-deadbeef"}))
+    for code, words in _verdicts(folder, tmp_path):
+        assert code == 2 and "mixes two runs" in words and result["run_id"] in words, words
+
+
+def test_a_trace_is_never_written_over_the_runs_own_records(tmp_path, cli_1f1b_run):
+    folder, _ = _shared(cli_1f1b_run, tmp_path)
+    before = (folder / "rank0.jsonl").read_text()
+    for argv in (
+        ["run", "--collect", str(folder), "--trace", str(folder / "rank0.jsonl")],
+        [*RUN, "--kind", "1f1b", "--out", str(folder), "--trace", str(folder / "spec.json")],
+    ):
+        out = run_cli(argv, str(tmp_path))
+        assert out.returncode == 2 and "would overwrite a file of the run folder" in out.stderr
+    assert (folder / "rank0.jsonl").read_text() == before

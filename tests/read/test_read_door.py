@@ -161,3 +161,24 @@ def test_profiler_traces_that_name_no_rank_are_told_apart_from_no_artifact(explo
     out = explorer_cli("read", ".", cwd=tmp_path)
     assert out.returncode == 2 and out.stdout == "" and len(out.stderr.splitlines()) == 1
     assert "'.' holds 1 profiler trace(s) but none names its rank" in out.stderr, out.stderr
+
+
+def test_a_folder_holding_a_pipe_or_a_device_link_is_refused_before_any_read(
+    explorer_cli, tmp_path
+):
+    """A FIFO in the folder blocked ``read`` for ever; a link to /dev/zero named like an XLA
+    dump filled the memory until the kernel killed the reader."""
+    import os
+
+    piped, linked = tmp_path / "piped", tmp_path / "linked"
+    piped.mkdir()
+    linked.mkdir()
+    os.mkfifo(piped / "rank0.jsonl")
+    (linked / "module_0001.before_optimizations.txt").symlink_to("/dev/zero")
+    for folder, kind in ((piped, "FIFO"), (linked, "device")):
+        for command in ("read", "doctor"):
+            out = explorer_cli(command, str(folder))
+            assert out.returncode == 2 and len(out.stderr.splitlines()) == 1, out.stderr
+            assert kind in out.stderr and "not a file" in out.stderr, out.stderr
+    out = explorer_cli("read", "/proc")
+    assert out.returncode == 2 and "kernel file system" in out.stderr, out.stderr

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Sequence
 
 from explorer import cli_options
 from explorer.errors import InputError
+from explorer.inputs import check_plain_files
 from explorer.pipeline.cli.schedule_options import (
     ANALYSIS_LIMITS,
     add_schedule_choice,
@@ -102,6 +103,8 @@ def run(args: argparse.Namespace) -> int:
             "job's launcher (torchrun, deepspeed) or of its ranks"
         )
     folders = [t for t in args.target if isinstance(t, Path)]
+    for folder in [*folders, *([args.folder] if args.folder is not None else [])]:
+        check_plain_files(str(folder), "")
     if len(folders) > 1 or (folders and args.folder is not None):
         raise InputError("give one run folder (as TARGET or --folder), not several")
     plan = schedule_from_args(args) if args.kind or args.from_class else None

@@ -168,6 +168,16 @@ def _add_engine_options(p: argparse.ArgumentParser) -> None:
     )
 
 
+def _outputs_spare_the_run_folder(args: argparse.Namespace) -> None:
+    """``--trace`` and ``--html`` write after the run: not over the records it wrote (or reads)."""
+    from explorer.pipeline.traces.folder import refuse_writing_over_the_run
+
+    folder = args.collect or args.out
+    for option, output in (("--trace", args.trace), ("--html", args.html)):
+        if folder and output:
+            refuse_writing_over_the_run(str(output), str(folder), option)
+
+
 def run(args: argparse.Namespace) -> int:
     from explorer.pipeline.runtime.spec import ModelSpec, RunSpec
 
@@ -175,6 +185,7 @@ def run(args: argparse.Namespace) -> int:
         raise InputError(
             f"--html draws the three engines side by side: use it with --engine all, not --engine {args.engine}"
         )
+    _outputs_spare_the_run_folder(args)
     if args.collect:
         if args.engine != "explorer":
             raise InputError(

@@ -42,6 +42,7 @@ def collected(folder: Path, option: str = "") -> PipelineRunResult:
     spec = read_spec(folder, option)
     schedule = spec.build_schedule()
     records_checked(folder, option)
+    _one_run(Path(folder), spec.run_id, option)
     try:
         result = collect(folder, schedule, run_id=spec.run_id or None)
         return judged(result, schedule, pairing_of(spec.p2p_tags))
@@ -146,6 +147,43 @@ def records_checked(folder: Path, option: str = "") -> None:
                 f"{excerpt(str(result))} is not the result `explorer run` writes "
                 "(an object with a list of losses, null where a loss was not finite): was it edited?"
             )
+
+
+def _one_run(folder: Path, run_id: str, option: str) -> None:
+    """The rank files are of the run ``spec.json`` describes. Where every one that names a run
+    names another, the spec was copied in from elsewhere: its schedule would judge another run's
+    records, so the folder is refused, naming the two runs."""
+    if not run_id:
+        return
+    others = {}
+    for path in sorted(folder.glob("rank*.jsonl")):
+        runs = _start_runs(path)
+        if run_id in runs:
+            return  # at least one rank of this run: a missing or foreign rank is said per rank
+        if runs:
+            others[path.name] = runs[0]
+    if others:
+        name, other = next(iter(others.items()))
+        raise InputError(
+            f"{_at(option, folder)} mixes two runs: spec.json is run {run_id}, but {name} (and "
+            f"every rank file) is run {other}; copy the whole folder of one run, or run again "
+            "into an empty folder"
+        )
+
+
+def _start_runs(path: Path) -> list[str]:
+    """The runs named by a rank file's start lines (one per run that wrote to it)."""
+    text = inputs.read_text(str(path), "", MAX_TRACE_BYTES)
+    runs = []
+    for line in text.splitlines():
+        if '"start"' in line:
+            try:
+                record = json.loads(line)
+            except ValueError:
+                continue
+            if record.get("type") == "start" and isinstance(record.get("run"), str):
+                runs.append(record["run"])
+    return runs
 
 
 def torch_contract(folder: Path) -> Optional[tuple[Schedule, list[ContractViolation]]]:

@@ -31,6 +31,18 @@ _RUN_FILE = re.compile(
 )
 
 
+def refuse_writing_over_the_run(output: str, folder: str, option: str) -> None:
+    """An output file (``--trace``, ``--html``) must not be one of the run's own files: written
+    over ``rank0.jsonl``, it left a folder whose every later read described half a run."""
+    out, home = Path(output).resolve(), Path(folder).resolve()
+    inside = out.parent == home and (_RUN_FILE.fullmatch(out.name) or out.name == LOCK)
+    if inside or home / "previous" in out.parents:
+        raise InputError(
+            f"{option} {output} would overwrite a file of the run folder {folder} (the run's own "
+            "records): write it to another name or folder"
+        )
+
+
 def new_run_id() -> str:
     """A short unique id: the time it started (sortable) and a random part."""
     return time.strftime("%Y%m%d-%H%M%S") + "-" + uuid.uuid4().hex[:8]

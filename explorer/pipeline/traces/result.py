@@ -142,7 +142,8 @@ def collect(
     follower.poll()
     result_path = Path(folder) / "result.json"
     final = json.loads(result_path.read_text()) if result_path.exists() else None
-    if run_id and final is not None and final.get("run") != run_id:
+    foreign = bool(run_id and final is not None and final.get("run") != run_id)
+    if foreign:
         final = None  # another run's result: not this run's
     if returncodes is None:
         saved = read_exit_codes(folder, run_id)
@@ -152,6 +153,13 @@ def collect(
             stall_timeout_s if stall_timeout_s is not None else saved.get("stall_timeout_s")
         )
     failure = _diagnose(follower, schedule, dict(returncodes), stopped, stall_timeout_s, frozen)
+    if failure is None and final is None:  # nothing was compared: no verdict on the result
+        failure = Failure(
+            FailureKind.UNFINISHED,
+            "the folder holds no result of this run ("
+            + ("result.json is another run's" if foreign else "no result.json")
+            + "): nothing was compared with the reference",
+        )
     ok = final is not None and failure is None  # a hazard line makes a finished run fail too
     pids = {r: p.pid for r, p in follower.ranks.items() if p.pid}
     return PipelineRunResult(
@@ -311,6 +319,16 @@ def _diagnose(
         )
     if codes and any(c is None for c in codes.values()):
         return Failure(FailureKind.UNFINISHED, "the run did not finish")
+    silent = [r for r in range(schedule.num_ranks) if r not in finished and r not in stopped]
+    if silent:  # it exited 0 without its end, or (read back) its file lost it
+        rank = silent[0]
+        where = _next_instruction(follower, schedule, rank)
+        return Failure(
+            FailureKind.UNFINISHED,
+            f"rank {rank} has no record of finishing this run in the folder (rank{rank}.jsonl "
+            "missing, empty, cut short or another run's): the folder does not hold the whole run",
+            **where,
+        )
     unended = sorted(r for r in stopped if r not in finished)
     if unended:  # the launcher ended ranks that had neither finished nor said why they stopped
         rank = unended[0]
