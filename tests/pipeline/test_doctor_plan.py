@@ -50,6 +50,30 @@ def test_a_rank_that_stopped_early_kept_to_the_plan_and_one_that_swapped_did_not
     assert past.planned is None and past.sentence().endswith("after the plan's last instruction")
 
 
+def test_the_same_order_in_other_buffer_slots_keeps_to_the_plan():
+    """A plan read from PyTorch's CSV numbers buffers its own way: every receive of a run that
+    kept the order exactly "left the plan" on a buffer id. Another micro-batch in that place
+    still leaves it."""
+    from dataclasses import replace
+
+    from explorer.pipeline.schedules.instructions import parse_instruction
+
+    plan = build("1f1b", 2, 4)
+    records = _records(plan, {})
+    shifted = []
+    for r in records:
+        ins = parse_instruction(r["text"])
+        moved = replace(ins, buffer=ins.buffer + 1) if ins.buffer >= 0 else ins
+        shifted.append({**r, "text": str(moved)})
+    assert shifted != records and departures(plan, shifted) == []
+    mine = [r for r in records if r["rank"] == 1]
+    ins = parse_instruction(mine[2]["text"])
+    assert ins.microbatch >= 0
+    mine[2] = {**mine[2], "text": str(replace(ins, microbatch=ins.microbatch + 1))}
+    (left,) = departures(plan, mine)
+    assert (left.rank, left.position) == (1, 2)
+
+
 @pytest.mark.slow
 def test_the_seeds_order_leaves_the_fixed_plan_where_the_gradient_should_go_first(
     tmp_path, explorer_cli, seed_bug_run

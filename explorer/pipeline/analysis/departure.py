@@ -61,6 +61,18 @@ def _planned(schedule: Schedule, rank: int) -> list[tuple[int, Instruction]]:
     return [(step, ins) for step, instrs in enumerate(schedule.stream(rank)) for ins in instrs]
 
 
+def _same_action(planned: Instruction, ran: Instruction) -> bool:
+    """The same step of the order: kind, stage and micro-batch. The buffer slot is where the
+    schedule's allocation puts it, not the order: a plan read from PyTorch's CSV (which names
+    no buffers) numbered them its own way, and every receive "left the plan" on a buffer id.
+    Where a side names no micro-batch (DeepSpeed's own records), the buffer is all there is."""
+    if planned.stage != ran.stage or planned.kind != ran.kind:
+        return False
+    if planned.microbatch >= 0 and ran.microbatch >= 0:
+        return planned.microbatch == ran.microbatch
+    return planned.buffer == ran.buffer
+
+
 def departures(schedule: Schedule, records: Iterable[Mapping]) -> list[Departure]:
     """Each rank's first departure from ``schedule`` (ranks that kept to it: none), the first in
     time first (the records' start times; by rank where they tie or are missing)."""
@@ -79,7 +91,9 @@ def departures(schedule: Schedule, records: Iterable[Mapping]) -> list[Departure
         for position, record in enumerate(texts):
             text = str(record["text"])
             planned = plan[position] if position < len(plan) else None
-            if planned is not None and str(planned[1]) == text:
+            if planned is not None and (
+                str(planned[1]) == text or _same_action(planned[1], parse_instruction(text))
+            ):
                 continue
             step = planned[0] if planned is not None else (plan[-1][0] if plan else 0)
             start = record.get("start")
