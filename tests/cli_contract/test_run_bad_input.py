@@ -158,6 +158,9 @@ RUN_CASES = [
     Case("collect-wrongly-typed-spec", ["--collect", "{d}/run_types"], "microbatch_size"),
     Case("collect-unknown-key", ["--collect", "{d}/run_unknown_key"], "surprise"),
     Case("collect-no-schedule", ["--collect", "{d}/run_no_schedule"], "no schedule object"),
+    # the folder's spec says what ran: options that would describe another run were ignored
+    Case("collect-with-a-schedule", ["--collect", "{d}/run_garbage", *OK], "drop --kind"),
+    Case("collect-with-out", ["--collect", "{d}/run_garbage", "--out", "{d}/o"], "drop --out"),
     Case("collect-bad-schedule", ["--collect", "{d}/run_bad_schedule"], "'streams' must be a list"),
     Case("collect-schedule-list", ["--collect", "{d}/run_schedule_list"], "no schedule object"),
     Case(

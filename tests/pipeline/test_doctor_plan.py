@@ -142,3 +142,11 @@ def test_a_plan_of_another_size_is_refused_and_leaving_the_plan_is_exit_1(
 def test_pid_1_is_refused(explorer_cli):
     done = explorer_cli("doctor", "1")
     assert done.returncode == 2 and "pid 1 is the system's init" in done.stderr
+
+
+def test_a_size_without_a_plan_is_refused_not_ignored(tmp_path):
+    from cli_in_process import call_cli
+
+    for sized in (["--stages", "2"], ["--stages", "2", "--microbatches", "4"]):
+        out = call_cli(["doctor", str(tmp_path), *sized])
+        assert out.returncode == 2 and "a plan: give --kind or --from" in out.stderr, out.stderr

@@ -108,6 +108,15 @@ def run(args: argparse.Namespace) -> int:
     if len(folders) > 1 or (folders and args.folder is not None):
         raise InputError("give one run folder (as TARGET or --folder), not several")
     plan = schedule_from_args(args) if args.kind or args.from_class else None
+    if plan is None:
+        sized = [
+            o for o, v in (("--stages", args.stages), ("--microbatches", args.microbatches)) if v
+        ]
+        if sized:  # without a plan they were silently ignored
+            raise InputError(
+                f"{' and '.join(sized)} {'size' if len(sized) > 1 else 'sizes'} a plan: give "
+                "--kind or --from with them, or drop them"
+            )
     if args.save is not None and not pids:
         raise InputError("--save DIR saves a running job's stacks: give the job's PIDs with it")
     if args.save is not None:

@@ -187,6 +187,22 @@ def run(args: argparse.Namespace) -> int:
         )
     _outputs_spare_the_run_folder(args)
     if args.collect:
+        given = [
+            option
+            for option, value in (
+                ("--out", args.out),
+                ("--kind", args.kind),
+                ("--from", args.from_class),
+                ("--stages", args.stages),
+                ("--microbatches", args.microbatches),
+            )
+            if value is not None
+        ]
+        if given:  # they were silently ignored: the folder's own spec says what ran
+            raise InputError(
+                f"--collect reads a finished run as its folder's spec.json describes it: drop "
+                f"{', '.join(given)} (or drop --collect to start a run)"
+            )
         if args.engine != "explorer":
             raise InputError(
                 f"--collect reads a run of the explorer engine; drop --engine {args.engine}"
