@@ -27,6 +27,12 @@ CHECK_CASES = [
     ),
     # argparse reads a value that starts with '-' as an option: the line says so, and how
     Case("check-sweep-dash-range", ["--kind", "1f1b", "--sweep", "-1:1"], "write --sweep=-1:1"),
+    # a count of many digits is still a count: the line says the limit, as it does for 5000
+    Case(
+        "check-sweep-huge-count",
+        ["--kind", "1f1b", "--sweep", "2-4:1-100000000"],
+        "must be between 1 and 4096",
+    ),
     Case(
         "check-json-takes-no-value",
         ["--kind", "1f1b", "--stages", "4", "--microbatches", "8", "--json=yes"],

@@ -42,7 +42,8 @@ def test_sizes_parse_ranges_and_lists(text, stages, mbs):
         ("1-256:1-4096", "more than"),
         ("a:1", "not a count"),
         ("2:", "not a count"),
-        ("99999999999999999999:1", "not a count"),
+        ("99999999999999999999:1", "between 1 and 256"),  # a count, past the limit
+        ("9" * 40 + ":1", "not a count"),  # no one types 40 digits as a count
     ],
 )
 def test_bad_sizes_say_the_constraint(text, words):

@@ -139,3 +139,19 @@ def test_pytorchs_own_loader_and_dumper_agree() -> None:
     schedule = schedule_from_order(theirs)
     # PyTorch posts each receive early (right after its partner's step): no cycle under either model.
     assert check(schedule, model="batched").ok and check(schedule, model="blocking").ok
+
+
+def test_a_csv_saved_with_a_byte_order_mark_reads_as_without(tmp_path) -> None:
+    """A spreadsheet's "CSV UTF-8" export starts with U+FEFF: it was read into the first cell,
+    "cannot read pipelining action '\\ufeff0F0'"."""
+    from explorer.pipeline.schedules.torch_csv import read_schedule_csv
+
+    plain, marked = tmp_path / "plain.csv", tmp_path / "marked.csv"
+    text = write_torch_csv(_consumer_placed_interleaved())
+    plain.write_text(text, encoding="utf-8")
+    marked.write_text(text, encoding="utf-8-sig")
+    assert marked.read_bytes().startswith(b"\xef\xbb\xbf")
+    a, b = read_schedule_csv(str(plain)), read_schedule_csv(str(marked))
+    assert [list(a.stream(r)) for r in range(a.num_ranks)] == [
+        list(b.stream(r)) for r in range(b.num_ranks)
+    ]

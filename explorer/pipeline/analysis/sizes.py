@@ -28,7 +28,7 @@ from explorer.pipeline.schedules.schedule import Schedule
 MAX_SIZES = 70_000
 #: Largest stage and micro-batch counts a sweep may name (check's own limits stay in force per size).
 MAX_STAGES, MAX_MICROBATCHES = 256, 4096
-_PART = re.compile(r"^\s*(\d{1,7})\s*(?:-\s*(\d{1,7}))?\s*$")
+_PART = re.compile(r"^\s*(\d{1,30})\s*(?:-\s*(\d{1,30}))?\s*$")
 
 MakeSchedule = Callable[[int, int], Schedule]
 #: What a clean size has none of: every finding kind the check reports.

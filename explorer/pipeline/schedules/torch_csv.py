@@ -220,7 +220,8 @@ def read_schedule_csv(path: str) -> Schedule:
     from explorer import inputs
     from explorer.pipeline.schedules.io import from_csv, is_explorer_csv
 
-    text = inputs.read_text(path, "schedule CSV")
+    # a spreadsheet's "CSV UTF-8" export starts with a byte-order mark: not part of the first cell
+    text = inputs.read_text(path, "schedule CSV").removeprefix("\ufeff")
     try:  # every refusal names the file: the order's own ones too, not only the parser's
         if is_explorer_csv(text):  # explorer schedule --format csv, read back as written
             return from_csv(text)
