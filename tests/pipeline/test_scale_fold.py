@@ -158,6 +158,24 @@ def test_a_folder_is_a_job_only_with_ranks_beyond_its_pipeline(tmp_path):
     assert detect(tmp_path).kind == "pipeline-job"
 
 
+def test_a_rank_file_of_another_run_makes_no_replica(tmp_path):
+    """One rank file copied in from another run turned a 2-rank run into a failing "4-rank job"
+    (its rank 3 missing): files that start another run are strays, not replicas."""
+    from explorer.read import detect
+
+    (tmp_path / "spec.json").write_text(
+        json.dumps({"run_id": "a", "schedule": {"stage_to_rank": [0, 1]}})
+    )
+    for r in (0, 1):
+        start = {"type": "start", "rank": r, "run": "a", "stages": [r]}
+        (tmp_path / f"rank{r}.jsonl").write_text(json.dumps(start) + "\n")
+    stray = {"type": "start", "rank": 2, "run": "b", "stages": [0]}
+    (tmp_path / "rank2.jsonl").write_text(json.dumps(stray) + "\n")
+    assert detect(tmp_path).kind == "pipeline-run"
+    (tmp_path / "rank3.jsonl").write_text(json.dumps({**stray, "rank": 3, "run": "a"}) + "\n")
+    assert detect(tmp_path).kind == "pipeline-job"  # a replica of this run: a job
+
+
 def test_a_line_of_the_wrong_type_names_its_rank_and_keeps_the_others(tmp_path):
     from explorer.pipeline.traces.job import read_job
 

@@ -309,12 +309,23 @@ def _job_folder(path: Path) -> Optional[str]:
     if spec is None:
         return None
     p = len(set(spec["schedule"]["stage_to_rank"]))
-    if max(files) >= p:
+    if max(files) >= p and not _strays(spec, format, [files[r] for r in files if r >= p]):
         return (
             f"a pipeline job's folder: {len(files)} {_WHAT[format]}, replicas of the {p}-rank "
             "pipeline in spec.json"
         )
     return None
+
+
+def _strays(spec: dict, format: str, beyond: list[Path]) -> bool:
+    """Rank files past the spec's pipeline that are none of its run's (a file copied in from
+    another run): they make no replicas, and the folder stays the one run it is. A job's
+    replicas start with the spec's run id; a folder whose spec names none keeps the old reading."""
+    run = spec.get("run_id")
+    if not run or format != ENGINE:
+        return False
+    named = [x.get("run") for path in beyond for x in start_lines(path)]
+    return bool(named) and run not in named  # files that name no run keep the old reading
 
 
 def _traced_job(path: Path) -> Optional[str]:
