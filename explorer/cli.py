@@ -13,7 +13,7 @@ import argparse
 import importlib
 import os
 import sys
-from typing import Sequence
+from typing import Any, Sequence
 
 from explorer.cli_options import refuse_outputs_that_are_inputs
 from explorer.errors import InputError, MissingExtraError, one_line
@@ -56,6 +56,12 @@ class _Parser(argparse.ArgumentParser):
     The usage block argparse prints first is left out: one line names the option and the
     constraint, and points at ``--help``.
     """
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        # no prefixes of long options: `doctor --stage 1` was taken for `--stages 1`, and the
+        # refusal then spoke of a plan of 1 stage the user never asked for
+        kwargs.setdefault("allow_abbrev", False)
+        super().__init__(*args, **kwargs)
 
     def error(self, message: str):
         if message.endswith("expected one argument"):

@@ -56,3 +56,17 @@ def test_check_bad_input_through_the_cli(case: Case, bad) -> None:
 
 def test_the_table_is_large_enough() -> None:
     assert len(CHECK_CASES) >= 40
+
+
+def test_an_option_prefix_is_not_taken_for_the_option() -> None:
+    """argparse took `doctor --stage 1` for `--stages 1`: the refusal then spoke of a plan of
+    one stage that nobody asked for. A prefix is now an unknown option, said in one line."""
+    from cli_in_process import call_cli
+
+    for argv in (
+        ["check", "--kind", "1f1b", "--stages", "2", "--micro", "4"],
+        ["doctor", "1", "--kind", "1f1b", "--stages", "2", "--microbatches", "4", "--stage", "1"],
+    ):
+        out = call_cli(argv)
+        assert out.returncode == 2 and "unrecognized arguments" in out.stderr, out.stderr
+        assert len(out.stderr.splitlines()) == 1
