@@ -181,7 +181,8 @@ def test_a_spec_of_another_run_is_refused_naming_both_runs(tmp_path, cli_1f1b_ru
     folder, result = _shared(cli_1f1b_run, tmp_path)
     spec = json.loads((folder / "spec.json").read_text())
     (folder / "spec.json").write_text(json.dumps({**spec, "run_id": "20991231-000000-deadbeef"}))
-    for code, words in _verdicts(folder, tmp_path):
+    doctor = run_cli(["doctor", str(folder)], str(tmp_path))
+    for code, words in [*_verdicts(folder, tmp_path), (doctor.returncode, doctor.stderr)]:
         assert code == 2 and "mixes two runs" in words and result["run_id"] in words, words
 
 

@@ -458,12 +458,15 @@ def _schedule(folder: Optional[Path]) -> tuple[Optional[Schedule], str]:
     """The run's schedule and P2P model from ``spec.json`` (None where there is none)."""
     if folder is None or not (Path(folder) / "spec.json").is_file():
         return None, "blocking"
+    from explorer.pipeline.runtime.run_folder import check_one_run
     from explorer.pipeline.runtime.spec import RunSpec
 
     try:
-        schedule = RunSpec.read(Path(folder)).build_schedule()
+        spec = RunSpec.read(Path(folder))
+        schedule = spec.build_schedule()
     except (InputError, ValueError, KeyError, TypeError):  # JSONDecodeError is a ValueError
         return None, "blocking"
+    check_one_run(Path(folder), spec.run_id)  # another run's spec would judge these ranks
     return schedule, str(schedule.params.get("p2p", "blocking"))
 
 

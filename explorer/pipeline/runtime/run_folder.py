@@ -42,7 +42,7 @@ def collected(folder: Path, option: str = "") -> PipelineRunResult:
     spec = read_spec(folder, option)
     schedule = spec.build_schedule()
     records_checked(folder, option)
-    _one_run(Path(folder), spec.run_id, option)
+    check_one_run(Path(folder), spec.run_id, option)
     try:
         result = collect(folder, schedule, run_id=spec.run_id or None)
         return judged(result, schedule, pairing_of(spec.p2p_tags))
@@ -149,7 +149,7 @@ def records_checked(folder: Path, option: str = "") -> None:
             )
 
 
-def _one_run(folder: Path, run_id: str, option: str) -> None:
+def check_one_run(folder: Path, run_id: str, option: str = "") -> None:
     """The rank files are of the run ``spec.json`` describes. Where every one that names a run
     names another, the spec was copied in from elsewhere: its schedule would judge another run's
     records, so the folder is refused, naming the two runs."""
@@ -332,4 +332,11 @@ def _at(option: str, folder: Path) -> str:
     return f"{option} {excerpt(str(folder))}" if option else excerpt(str(folder))
 
 
-__all__ = ["collected", "read_spec", "recorded_contract", "records_checked", "torch_contract"]
+__all__ = [
+    "check_one_run",
+    "collected",
+    "read_spec",
+    "recorded_contract",
+    "records_checked",
+    "torch_contract",
+]
