@@ -319,16 +319,6 @@ def _diagnose(
         )
     if codes and any(c is None for c in codes.values()):
         return Failure(FailureKind.UNFINISHED, "the run did not finish")
-    silent = [r for r in range(schedule.num_ranks) if r not in finished and r not in stopped]
-    if silent:  # it exited 0 without its end, or (read back) its file lost it
-        rank = silent[0]
-        where = _next_instruction(follower, schedule, rank)
-        return Failure(
-            FailureKind.UNFINISHED,
-            f"rank {rank} has no record of finishing this run in the folder (rank{rank}.jsonl "
-            "missing, empty, cut short or another run's): the folder does not hold the whole run",
-            **where,
-        )
     unended = sorted(r for r in stopped if r not in finished)
     if unended:  # the launcher ended ranks that had neither finished nor said why they stopped
         rank = unended[0]
@@ -343,6 +333,16 @@ def _diagnose(
                 if where["instruction"]
                 else "had run its last instruction"
             ),
+            **where,
+        )
+    silent = [r for r in range(schedule.num_ranks) if r not in finished]
+    if silent:  # it exited 0 without its end, or (read back) its file lost it
+        rank = silent[0]
+        where = _next_instruction(follower, schedule, rank)
+        return Failure(
+            FailureKind.UNFINISHED,
+            f"rank {rank} has no record of finishing this run in the folder (rank{rank}.jsonl "
+            "missing, empty, cut short or another run's): the folder does not hold the whole run",
             **where,
         )
     return None
