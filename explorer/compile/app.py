@@ -263,7 +263,8 @@ class CompileExplorer:
     def _say_shown(self) -> None:
         """The status about the result on screen, and whether the controls still describe it:
         once they are moved, Run probes something else than the diagnosis below."""
-        if self.result is None or self.run_button.disabled and self.run_button.tooltip != READ_JOB:
+        running = self.run_button.disabled and self.run_button.tooltip != READ_JOB
+        if self.result is None or running:
             return  # nothing shown, or a probe is running
         if self._probed is not None and self._settings() == self._probed:
             self.status.value = self._result_words

@@ -258,7 +258,10 @@ class ScheduleExplorer:
         self.findings.widget.layout.display = "none"
         self.gradients.layout.display = "none"
         self.on_screen = None
-        self._not_sweepable = "the settings above are not a valid schedule: change them, then check every size or search for a fix"
+        self._not_sweepable = (
+            "the settings above are not a valid schedule: change them, then check every size or "
+            "search for a fix"
+        )
         self._clear_run_words()
         self._enable_run(False, "the settings above are not a valid schedule: change them to run")
         self.sizes.follow(settings)
