@@ -10,40 +10,18 @@ from __future__ import annotations
 
 import re
 
+from read_back_run import read_back_run
+
 from explorer.compile.app import CompileExplorer
 from explorer.compile.traces.records import ProbeResult
 from explorer.xla.app import XlaExplorer
 from explorer.xla.runtime.config import RunConfig
-from explorer.xla.traces.records import Graph, Step, XlaRun
 
 CHANGED = "the controls have changed since"
 
 
 def words(value: str) -> str:
     return re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", value)).strip()
-
-
-def read_back_run() -> XlaRun:
-    """What reading artifacts gives: three graphs (two recompiles), six steps, no times."""
-    hashes = ["a" * 32, "b" * 32, "c" * 32]
-    steps = [
-        Step(
-            i,
-            compiled=i < 3,
-            graph_hash=hashes[min(i, 2)],
-            compile_ms=None,
-            execute_ms=None,
-            wall_ms=None,
-            num_parameters=None,
-            cause=f"step {i} cause",
-        )
-        for i in range(6)
-    ]
-    graphs = [
-        Graph(h, step=i, recompile=i > 0, closest=hashes[i - 1] if i else None)
-        for i, h in enumerate(hashes)
-    ]
-    return XlaRun(label="read /tmp/x", device={}, steps=steps, graphs=graphs)
 
 
 def test_xla_a_run_without_the_recompiles_hlo_opens_without_a_diff():

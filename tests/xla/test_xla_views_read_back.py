@@ -3,34 +3,9 @@ no device), as a person sees them in ``XlaExplorer.open``: built from records, n
 
 from __future__ import annotations
 
-from explorer.xla.traces.records import Graph, Step, XlaRun
+from read_back_run import read_back_run as _read_back_run
+
 from explorer.xla.views import runs as views
-
-
-def _read_back_run() -> XlaRun:
-    """What ``read_artifacts`` gives: steps with verdicts and graphs, but no times and no device."""
-    hashes = ["a" * 32, "b" * 32, "c" * 32]
-    steps = [
-        Step(
-            i,
-            compiled=i < 3,
-            graph_hash=hashes[min(i, 2)],
-            compile_ms=None,
-            execute_ms=None,
-            wall_ms=None,
-            num_parameters=None,
-            cause=f"step {i} cause",
-            new_graphs=[hashes[i]] if i < 3 else [],
-        )
-        for i in range(6)
-    ]
-    graphs = [
-        Graph(h, step=i, recompile=i > 0, closest=hashes[i - 1] if i else None)
-        for i, h in enumerate(hashes)
-    ]
-    return XlaRun(
-        label="read /tmp/x", device={"pjrt_device": "?", "devices": "?"}, steps=steps, graphs=graphs
-    )
 
 
 def test_a_run_without_times_marks_every_step_on_one_row_not_an_empty_log_axis():

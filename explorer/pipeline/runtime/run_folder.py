@@ -18,7 +18,7 @@ from explorer import inputs
 from explorer.errors import InputError, excerpt, one_line
 from explorer.failure import Failure, FailureKind
 from explorer.pipeline.traces.follow import parse_record
-from explorer.pipeline.traces.job_folder import stage_ranks
+from explorer.pipeline.traces.job_folder import stage_ranks, start_lines
 
 if TYPE_CHECKING:
     from explorer.pipeline.analysis.contract import ContractReport, ContractViolation
@@ -157,7 +157,7 @@ def check_one_run(folder: Path, run_id: str, option: str = "") -> None:
         return
     others = {}
     for path in sorted(folder.glob("rank*.jsonl")):
-        runs = _start_runs(path)
+        runs = [x["run"] for x in start_lines(path) if isinstance(x.get("run"), str)]
         if run_id in runs:
             return  # at least one rank of this run: a missing or foreign rank is said per rank
         if runs:
@@ -169,21 +169,6 @@ def check_one_run(folder: Path, run_id: str, option: str = "") -> None:
             f"every rank file) is run {other}; copy the whole folder of one run, or run again "
             "into an empty folder"
         )
-
-
-def _start_runs(path: Path) -> list[str]:
-    """The runs named by a rank file's start lines (one per run that wrote to it)."""
-    text = inputs.read_text(str(path), "", MAX_TRACE_BYTES)
-    runs = []
-    for line in text.splitlines():
-        if '"start"' in line:
-            try:
-                record = json.loads(line)
-            except ValueError:
-                continue
-            if record.get("type") == "start" and isinstance(record.get("run"), str):
-                runs.append(record["run"])
-    return runs
 
 
 def torch_contract(folder: Path) -> Optional[tuple[Schedule, list[ContractViolation]]]:
