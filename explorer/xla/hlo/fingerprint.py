@@ -16,8 +16,7 @@ exact (no collisions) and several times faster than hashing 70,000 keys.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
-from typing import Callable
+from typing import Callable, Optional
 
 from explorer.xla.hlo.model import (
     CALL_KEYS,
@@ -26,6 +25,7 @@ from explorer.xla.hlo.model import (
     HloInstruction,
     Module,
 )
+from explorer.xla.hlo.slot_record import SlotRecord
 
 _CALL_NAME = re.compile(r"%?([A-Za-z_][\w.\-]*)")
 
@@ -37,8 +37,7 @@ def stable_hash(text: str) -> str:
     return blake2b(text.encode(), digest_size=8).hexdigest()
 
 
-@dataclass
-class Interner:
+class Interner(SlotRecord):
     """Equal keys get equal short ids; share one between the two modules being compared.
 
     ``table`` gives texts short hexadecimal ids (they go into other texts). ``graph_ids`` is
@@ -47,11 +46,20 @@ class Interner:
     table in C, for the compiled reader.
     """
 
-    table: dict[str, str] = field(default_factory=dict)
-    graph_ids: dict = field(default_factory=dict)
-    #: A compiled ``KeyTable`` (:mod:`explorer.xla.hlo.kernels`): when set, graphs read from text
-    #: take their ids from it instead of ``graph_ids`` (both graphs of a diff must use the same).
-    keys: object = None
+    __slots__ = ("table", "graph_ids", "keys")
+
+    def __init__(
+        self,
+        table: Optional[dict[str, str]] = None,
+        graph_ids: Optional[dict] = None,
+        keys: object = None,
+    ) -> None:
+        self.table: dict[str, str] = {} if table is None else table
+        self.graph_ids: dict = {} if graph_ids is None else graph_ids
+        #: A compiled ``KeyTable`` (:mod:`explorer.xla.hlo.kernels`): when set, graphs read
+        #: from text take their ids from it instead of ``graph_ids`` (both graphs of a diff
+        #: must use the same).
+        self.keys = keys
 
     def __call__(self, key: str) -> str:
         got = self.table.get(key)
@@ -89,13 +97,17 @@ def self_key(inst: HloInstruction, comp_hashes: dict[str, str], with_number: boo
     return "|".join(parts)
 
 
-@dataclass
-class ComputationPrints:
+class ComputationPrints(SlotRecord):
     """Self and subgraph fingerprints of one computation's instructions, by name."""
 
-    self_print: dict[str, str]
-    subgraph_print: dict[str, str]
-    root_print: str
+    __slots__ = ("self_print", "subgraph_print", "root_print")
+
+    def __init__(
+        self, self_print: dict[str, str], subgraph_print: dict[str, str], root_print: str
+    ) -> None:
+        self.self_print = self_print
+        self.subgraph_print = subgraph_print
+        self.root_print = root_print
 
 
 #: ``|key=value`` text of attribute tuples that call no computation (so the text depends on the

@@ -11,12 +11,12 @@ graph built straight from text (:mod:`explorer.xla.hlo.flat_graph`) never makes 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from operator import attrgetter
 from typing import Optional, Protocol, Sequence
 
 from explorer.xla.hlo.fingerprint import Interner, attr_text, computation_hashes
 from explorer.xla.hlo.model import Computation, HloInstruction, Metadata, Module
+from explorer.xla.hlo.slot_record import SlotRecord
 
 
 class Instructions(Protocol):
@@ -27,8 +27,7 @@ class Instructions(Protocol):
     def __len__(self) -> int: ...
 
 
-@dataclass
-class Graph:
+class Graph(SlotRecord):
     """Parallel lists indexed by an instruction's position in topological order.
 
     A graph the compiled reader built holds its names, operands, users and fingerprints as
@@ -36,22 +35,61 @@ class Graph:
     compiled matcher and diff read without making the items.
     """
 
-    name: str
-    parameter_count: int
-    insts: Instructions
-    names: Sequence[str]
-    opcodes: list[str]
-    shapes: list[str]
-    literals: list[str]
-    numbers: list[Optional[int]]
-    metadata: list[Metadata]
-    lines: list[int]
-    operands: Sequence[list[int]]
-    users: Sequence[list[int]]
-    self_print: Sequence[int]
-    subgraph_print: Sequence[int]
-    file_pos: list[int]
-    root: int
+    __slots__ = (
+        "name",
+        "parameter_count",
+        "insts",
+        "names",
+        "opcodes",
+        "shapes",
+        "literals",
+        "numbers",
+        "metadata",
+        "lines",
+        "operands",
+        "users",
+        "self_print",
+        "subgraph_print",
+        "file_pos",
+        "root",
+    )
+
+    def __init__(
+        self,
+        *,
+        name: str,
+        parameter_count: int,
+        insts: Instructions,
+        names: Sequence[str],
+        opcodes: list[str],
+        shapes: list[str],
+        literals: list[str],
+        numbers: list[Optional[int]],
+        metadata: list[Metadata],
+        lines: list[int],
+        operands: Sequence[list[int]],
+        users: Sequence[list[int]],
+        self_print: Sequence[int],
+        subgraph_print: Sequence[int],
+        file_pos: list[int],
+        root: int,
+    ) -> None:
+        self.name = name
+        self.parameter_count = parameter_count
+        self.insts = insts
+        self.names = names
+        self.opcodes = opcodes
+        self.shapes = shapes
+        self.literals = literals
+        self.numbers = numbers
+        self.metadata = metadata
+        self.lines = lines
+        self.operands = operands
+        self.users = users
+        self.self_print = self_print
+        self.subgraph_print = subgraph_print
+        self.file_pos = file_pos
+        self.root = root
 
     def __len__(self) -> int:
         return len(self.names)

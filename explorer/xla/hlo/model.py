@@ -9,8 +9,9 @@ numbers, metadata) is pulled out into fields.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
-from typing import Optional
+from typing import NamedTuple, Optional
+
+from explorer.xla.hlo.slot_record import SlotRecord
 
 #: Attribute keys whose values name other computations.
 CALL_KEYS = frozenset(
@@ -32,8 +33,7 @@ CALL_KEYS = frozenset(
 NON_STRUCTURAL_KEYS = frozenset({"metadata", "control-predecessors", "statistics", "origin"})
 
 
-@dataclass(frozen=True, slots=True)
-class Metadata:
+class Metadata(NamedTuple):
     """The provenance torch_xla attaches: which aten op and which Python line made this."""
 
     op_type: str = ""
@@ -52,25 +52,52 @@ class Metadata:
 NO_METADATA = Metadata()
 
 
-@dataclass(slots=True)
-class HloInstruction:
+class HloInstruction(SlotRecord):
     """One HLO instruction; ``line`` is 1-based in the file it came from (0 if implicit).
 
     Named apart from the schedule vocabulary's :class:`explorer.pipeline.schedules.instructions.Instruction`
     (a pipeline action): this is one line of an XLA graph.
     """
 
-    name: str
-    shape: str
-    opcode: str
-    operands: tuple[str, ...]
-    attrs: tuple[tuple[str, str], ...]
-    literal: str
-    metadata: Metadata
-    line: int
-    is_root: bool = False
-    parameter_number: Optional[int] = None
-    called: tuple[str, ...] = ()
+    __slots__ = (
+        "name",
+        "shape",
+        "opcode",
+        "operands",
+        "attrs",
+        "literal",
+        "metadata",
+        "line",
+        "is_root",
+        "parameter_number",
+        "called",
+    )
+
+    def __init__(
+        self,
+        name: str,
+        shape: str,
+        opcode: str,
+        operands: tuple[str, ...],
+        attrs: tuple[tuple[str, str], ...],
+        literal: str,
+        metadata: Metadata,
+        line: int,
+        is_root: bool = False,
+        parameter_number: Optional[int] = None,
+        called: tuple[str, ...] = (),
+    ) -> None:
+        self.name = name
+        self.shape = shape
+        self.opcode = opcode
+        self.operands = operands
+        self.attrs = attrs
+        self.literal = literal
+        self.metadata = metadata
+        self.line = line
+        self.is_root = is_root
+        self.parameter_number = parameter_number
+        self.called = called
 
     def attr(self, key: str) -> Optional[str]:
         """The raw text of one attribute, or None."""
@@ -80,17 +107,28 @@ class HloInstruction:
         return None
 
 
-@dataclass(slots=True)
-class Computation:
+class Computation(SlotRecord):
     """A named list of instructions with one root; ``order`` is a topological order."""
 
-    name: str
-    is_entry: bool
-    line: int
-    instructions: list[HloInstruction] = field(default_factory=list)
-    by_name: dict[str, HloInstruction] = field(default_factory=dict)
-    root: Optional[HloInstruction] = None
-    order: list[HloInstruction] = field(default_factory=list)
+    __slots__ = ("name", "is_entry", "line", "instructions", "by_name", "root", "order")
+
+    def __init__(
+        self,
+        name: str,
+        is_entry: bool,
+        line: int,
+        instructions: Optional[list[HloInstruction]] = None,
+        by_name: Optional[dict[str, HloInstruction]] = None,
+        root: Optional[HloInstruction] = None,
+        order: Optional[list[HloInstruction]] = None,
+    ) -> None:
+        self.name = name
+        self.is_entry = is_entry
+        self.line = line
+        self.instructions: list[HloInstruction] = [] if instructions is None else instructions
+        self.by_name: dict[str, HloInstruction] = {} if by_name is None else by_name
+        self.root = root
+        self.order: list[HloInstruction] = [] if order is None else order
 
     @property
     def parameters(self) -> list[HloInstruction]:
@@ -101,18 +139,39 @@ class Computation:
         return [i for _, i in sorted(numbered, key=lambda pair: pair[0])]
 
 
-@dataclass(slots=True)
-class Module:
+class Module(SlotRecord):
     """One ``HloModule``: its computations in file order and where it sat in the file."""
 
-    name: str
-    header: str
-    computations: dict[str, Computation]
-    entry: Computation
-    first_line: int
-    last_line: int
-    text: str = ""
-    graph_hash: str = ""
+    __slots__ = (
+        "name",
+        "header",
+        "computations",
+        "entry",
+        "first_line",
+        "last_line",
+        "text",
+        "graph_hash",
+    )
+
+    def __init__(
+        self,
+        name: str,
+        header: str,
+        computations: dict[str, Computation],
+        entry: Computation,
+        first_line: int,
+        last_line: int,
+        text: str = "",
+        graph_hash: str = "",
+    ) -> None:
+        self.name = name
+        self.header = header
+        self.computations = computations
+        self.entry = entry
+        self.first_line = first_line
+        self.last_line = last_line
+        self.text = text
+        self.graph_hash = graph_hash
 
     @property
     def instruction_count(self) -> int:

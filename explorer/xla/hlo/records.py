@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, fields
-from typing import Any
+from typing import Any, NamedTuple, Optional
+
+from explorer.xla.hlo.slot_record import SlotRecord
 
 
-@dataclass(frozen=True)
-class ParameterMove:
+class ParameterMove(NamedTuple):
     """Entry parameter ``index_a`` of A is parameter ``index_b`` of B (a compile-cache key change)."""
 
     index_a: int
@@ -18,8 +18,7 @@ class ParameterMove:
     name_b: str
 
 
-@dataclass(frozen=True)
-class InstructionGroup:
+class InstructionGroup(NamedTuple):
     """Instructions present on one side only, grouped by where they came from."""
 
     side: str  # "added" (only in B) or "removed" (only in A)
@@ -38,8 +37,7 @@ class InstructionGroup:
         return f"{self.op_type or '(no metadata)'}{where}"
 
 
-@dataclass(frozen=True)
-class ChangedInstruction:
+class ChangedInstruction(NamedTuple):
     """A matched pair that differs in ``kinds`` (opcode, shape, literal, attributes, operands)."""
 
     name_a: str
@@ -53,8 +51,7 @@ class ChangedInstruction:
     line_b: int
 
 
-@dataclass(frozen=True)
-class MovedConstant:
+class MovedConstant(NamedTuple):
     """A constant present on both sides at a different place in the order or with other users."""
 
     literal: str
@@ -68,8 +65,7 @@ class MovedConstant:
     users_changed: bool
 
 
-@dataclass(frozen=True)
-class TupleArityChange:
+class TupleArityChange(NamedTuple):
     """A matched tuple-shaped instruction whose element count changed."""
 
     name_a: str
@@ -79,25 +75,61 @@ class TupleArityChange:
     arity_b: int
 
 
-@dataclass
-class HloDiff:
+class HloDiff(SlotRecord):
     """Everything that differs between two modules, plus what matched."""
 
-    module_a: str
-    module_b: str
-    instructions_a: int
-    instructions_b: int
-    matched_count: int
-    parameter_permutation: list[ParameterMove]
-    parameters_a: int
-    parameters_b: int
-    added: list[InstructionGroup]
-    removed: list[InstructionGroup]
-    changed: list[ChangedInstruction]
-    moved_constants: list[MovedConstant]
-    tuple_arity: list[TupleArityChange]
-    pairs: list[tuple[str, str]] = field(default_factory=list, repr=False)
-    summary: str = ""
+    __slots__ = (
+        "module_a",
+        "module_b",
+        "instructions_a",
+        "instructions_b",
+        "matched_count",
+        "parameter_permutation",
+        "parameters_a",
+        "parameters_b",
+        "added",
+        "removed",
+        "changed",
+        "moved_constants",
+        "tuple_arity",
+        "pairs",
+        "summary",
+    )
+    _not_shown = frozenset({"pairs"})
+
+    def __init__(
+        self,
+        module_a: str,
+        module_b: str,
+        instructions_a: int,
+        instructions_b: int,
+        matched_count: int,
+        parameter_permutation: list[ParameterMove],
+        parameters_a: int,
+        parameters_b: int,
+        added: list[InstructionGroup],
+        removed: list[InstructionGroup],
+        changed: list[ChangedInstruction],
+        moved_constants: list[MovedConstant],
+        tuple_arity: list[TupleArityChange],
+        pairs: Optional[list[tuple[str, str]]] = None,
+        summary: str = "",
+    ) -> None:
+        self.module_a = module_a
+        self.module_b = module_b
+        self.instructions_a = instructions_a
+        self.instructions_b = instructions_b
+        self.matched_count = matched_count
+        self.parameter_permutation = parameter_permutation
+        self.parameters_a = parameters_a
+        self.parameters_b = parameters_b
+        self.added = added
+        self.removed = removed
+        self.changed = changed
+        self.moved_constants = moved_constants
+        self.tuple_arity = tuple_arity
+        self.pairs: list[tuple[str, str]] = [] if pairs is None else pairs
+        self.summary = summary
 
     @property
     def identical(self) -> bool:
@@ -132,13 +164,13 @@ class HloDiff:
 
 
 def _plain_list(records: list) -> list[dict[str, Any]]:
-    """Each flat record as a dict of its fields, in field order: what ``dataclasses.asdict``
-    gives for these records (their fields are strings, numbers and tuples of them), without
-    its deep copy, which took a fifth of a large diff's run."""
+    """Each flat record as a dict of its fields, in field order (their fields are strings,
+    numbers and tuples of them), made without a deep copy, which took a fifth of a large
+    diff's run when ``dataclasses.asdict`` made it."""
     if not records:
         return []
-    names = [f.name for f in fields(records[0])]
-    return [{name: getattr(r, name) for name in names} for r in records]
+    names = records[0]._fields
+    return [dict(zip(names, r)) for r in records]
 
 
 def _group_json(g: InstructionGroup) -> dict[str, Any]:
