@@ -50,6 +50,37 @@ COMMAND_NAMES: dict[str, str] = {
 }
 
 
+def _terminal_width() -> int:
+    """What ``shutil.get_terminal_size().columns`` says, less the 2 argparse takes off: the
+    ``COLUMNS`` variable, else the terminal of standard output, else 80."""
+    try:
+        columns = int(os.environ["COLUMNS"])
+    except (KeyError, ValueError):
+        columns = 0
+    if columns <= 0:
+        try:
+            columns = os.get_terminal_size(sys.__stdout__.fileno()).columns  # type: ignore[union-attr]
+        except (AttributeError, ValueError, OSError):
+            columns = 0
+    return (columns if columns > 0 else 80) - 2
+
+
+class _HelpFormatter(argparse.HelpFormatter):
+    """argparse's formatter, handed the width: asked for none, it imports :mod:`shutil` (and
+    with it ``bz2`` and ``lzma``) while the parser is built, about 2.5 ms of every command's
+    start (``hlo-diff`` takes 0.17 s in all), to learn the same number."""
+
+    def __init__(
+        self,
+        prog: str,
+        indent_increment: int = 2,
+        max_help_position: int = 24,
+        width: int | None = None,
+    ) -> None:
+        width = _terminal_width() if width is None else width
+        super().__init__(prog, indent_increment, max_help_position, width)
+
+
 class _Parser(argparse.ArgumentParser):
     """argparse exits 2 on bad usage already; keep its message to one line, like every other bad input.
 
@@ -61,6 +92,7 @@ class _Parser(argparse.ArgumentParser):
         # no prefixes of long options: `doctor --stage 1` was taken for `--stages 1`, and the
         # refusal then spoke of a plan of 1 stage the user never asked for
         kwargs.setdefault("allow_abbrev", False)
+        kwargs.setdefault("formatter_class", _HelpFormatter)
         super().__init__(*args, **kwargs)
 
     def error(self, message: str):
@@ -104,8 +136,13 @@ def _parser_for(argv: Sequence[str]) -> argparse.ArgumentParser:
     return build_parser()
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    """Run one command and return its exit code (0 ok, 1 findings, 2 bad input)."""
+def main(argv: Sequence[str] | None = None, exit_now: bool = False) -> int:
+    """Run one command and return its exit code (0 ok, 1 findings, 2 bad input).
+
+    ``exit_now`` (the program's own entry points, never a caller in process) ends the process
+    as soon as a command that holds nothing at its end has printed its answer: see
+    :func:`_exit_without_teardown`.
+    """
     given = sys.argv[1:] if argv is None else list(argv)
     _PARSING[:] = given  # for the refusal's hint (_dash_value_hint)
     parser = _parser_for(given)
@@ -115,7 +152,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     )  # a command may re-run itself in a child
     try:
         refuse_outputs_that_are_inputs(args)
-        return int(args.func(args))
+        code = int(args.func(args))
+        if exit_now and getattr(args, "leaves_nothing_open", False):
+            _exit_without_teardown(code)
+        return code
     except (InputError, MissingExtraError) as exc:
         print(f"explorer {args.command}: error: {one_line(str(exc))}", file=sys.stderr)
         return 2
@@ -132,7 +172,31 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 141
 
 
-if __name__ == "__main__":  # pragma: no cover
-    sys.exit(main())
+def _exit_without_teardown(code: int) -> None:
+    """End the process with ``code`` once its output is out, without the interpreter's teardown.
 
-__all__ = ["COMMANDS", "build_parser", "main"]
+    A command that marks itself ``leaves_nothing_open`` (``hlo-diff``, ``hlo-list``: they read
+    files and print) has no children, threads, temporary files or exit handlers to wait for, and
+    the teardown of its process (every module and the last garbage collection over a 35,000-
+    instruction diff's records) took about 10 ms of a 0.2 s ``hlo-diff``. A reader that left
+    early (``| head``) gives 141, as in :func:`main`.
+    """
+    try:
+        sys.stdout.flush()
+        sys.stderr.flush()
+    except BrokenPipeError:
+        code = 141
+    except OSError:  # pragma: no cover - a full disk under a redirect: let the usual exit say so
+        return
+    os._exit(code)
+
+
+def program() -> int:
+    """The ``explorer`` program (its console script and ``python -m explorer``)."""
+    return main(exit_now=True)
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(program())
+
+__all__ = ["COMMANDS", "build_parser", "main", "program"]

@@ -40,7 +40,7 @@ def test_readme_and_ci_use_the_two_make_commands():
 
 def test_console_script_is_declared():
     scripts = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["scripts"]
-    assert scripts["explorer"] == "explorer.cli:main"
+    assert scripts["explorer"] == "explorer.cli:program"
 
 
 def test_every_file_the_package_reads_is_declared_as_package_data():

@@ -44,7 +44,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="also write a self-contained HTML report (its path is checked before any work)",
     )
     p.add_argument("--json", action="store_true", help="print the diff as JSON")
-    p.set_defaults(func=run_diff)
+    # it reads two files and prints: nothing to wait for at its end (explorer.cli)
+    p.set_defaults(func=run_diff, leaves_nothing_open=True)
     q = subparsers.add_parser(
         "hlo-list",
         help="list the HLO modules in a file",
@@ -55,7 +56,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     q.add_argument("file", metavar="FILE")
     q.add_argument("--json", action="store_true", help="print the list as JSON")
-    q.set_defaults(func=run_list)
+    q.set_defaults(func=run_list, leaves_nothing_open=True)
 
 
 def _pick(path: str, modules: list, key: str | None):
