@@ -196,7 +196,8 @@ def test_a_run_that_failed_of_another_cause_is_not_called_ok(seed_bug_run):
     assert doc["contract"] == [] and doc["ok"] is False and back["ok"] is False
     assert doc["failure"] == back["failure"] and doc["failure"]["kind"] == "buffer"
     text = call_cli(["check", str(result.folder)]).stdout.splitlines()
-    assert text[0].endswith("every message matches the receive it met")
+    # the lines it recorded, not "every message": a failed run may not have recorded them all
+    assert text[0].endswith("the run recorded matches the receive it met")
     assert text[1].startswith("but the run failed of another cause: rank 2, stage 2, step 6")
 
 
