@@ -181,6 +181,7 @@ SCHEDULE_OPTION_CASES = [
     Case("costs-no-value", [*K, *P4M8, "--costs", "F"], "KEY=VALUE"),
     Case("costs-word", [*K, *P4M8, "--costs", "F=fast"], "cost must be a number"),
     Case("costs-twice", [*K, *P4M8, "--costs", "F=1,F=2"], "gives F twice"),
+    Case("costs-only-commas", [*K, *P4M8, "--costs", " , ,"], "names no cost"),
     Case("costs-5000-digits", [*K, *P4M8, "--costs", "F=" + BIG], "finite"),
     # kind / class choice
     Case("kind-unknown", ["--kind", "pipedream", *P4M8], "invalid choice"),

@@ -189,7 +189,13 @@ def parse_costs(text: str) -> Costs:
     parse = cli_options.number(
         "--costs", 0.0, Costs.MAX, why="sums over a schedule must stay finite", label="cost"
     )
-    for part in filter(None, (p.strip() for p in text.split(","))):
+    parts = [p for p in (p.strip() for p in text.split(",")) if p]
+    if text.strip() and not parts:  # `--costs ,`: a list of nothing is a typo, as `--rules ,,` is
+        raise InputError(
+            f"--costs {excerpt(text)} names no cost: write KEY=VALUE items such as F=1,B=2, or "
+            "leave --costs out for the defaults"
+        )
+    for part in parts:
         key, sep, value = part.partition("=")
         key = key.strip()
         if not sep or key not in COST_KEYS:
