@@ -178,6 +178,18 @@ def cli_1f1b_run(tmp_path_factory) -> Any:
     )
 
 
+@pytest.fixture(scope="session")
+def built_lessons(tmp_path_factory) -> Any:
+    """``explorer lesson build --out DIR`` of every lesson in a child, once per test run for the
+    build's tests and the browser tier (``shared_runs.LessonBuild``); read it, never change it."""
+    from built_once import built_once
+    from shared_runs import all_lessons_built
+
+    return built_once(
+        tmp_path_factory, "lessons", lambda: all_lessons_built(tmp_path_factory.mktemp("lessons"))
+    )
+
+
 def _cuda_devices() -> int:
     """How many CUDA devices torch sees, asked once, and only when a ``gpu`` test is about to run."""
     global _GPUS

@@ -35,3 +35,19 @@ def cli_1f1b_run(where: Path) -> CliRun:
         timeout=240,
     )  # fmt: skip
     return CliRun(done, folder, trace)
+
+
+class LessonBuild(NamedTuple):
+    """``explorer lesson build --out DIR`` as a teacher types it: the process and its folder."""
+
+    done: subprocess.CompletedProcess
+    folder: Path
+
+
+def all_lessons_built(where: Path) -> LessonBuild:
+    """Every lesson, built by the command in a child: the pages the browser tier opens and the
+    build's own tests read (the build of lesson 01 alone is about 20 s of CPU)."""
+    from cli_in_process import run_cli_child
+
+    folder = where / "lessons"
+    return LessonBuild(run_cli_child(["lesson", "build", "--out", folder], timeout=900), folder)

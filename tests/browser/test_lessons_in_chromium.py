@@ -1,6 +1,7 @@
 """Every lesson in Debian's Chromium, opened from ``file://`` with every other request refused.
 
-``explorer lesson build`` writes the lessons into a temporary folder; each is opened from its
+``explorer lesson build`` writes the lessons into a temporary folder (once per test run, shared
+with ``tests/lessons/test_lesson_build.py``); each is opened from its
 file with ``page.route`` refusing any request that is not the file itself (a lesson must need
 nothing: no CDN, no font, no server). Then, judged by what the page shows:
 
@@ -19,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from explorer.lessons.build import build_lessons, lesson_data, lesson_sources
+from explorer.lessons.build import lesson_data, lesson_sources
 from explorer.lessons.source import read_lesson
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
@@ -28,10 +29,10 @@ SLUGS = [p.stem for p in lesson_sources()]
 
 
 @pytest.fixture(scope="module")
-def built(tmp_path_factory) -> Path:
-    out = tmp_path_factory.mktemp("lessons")
-    build_lessons(out)
-    return out
+def built(built_lessons) -> Path:
+    """Every lesson, as ``explorer lesson build`` wrote them (shared with the build's tests)."""
+    assert built_lessons.done.returncode == 0, built_lessons.done.stderr
+    return built_lessons.folder
 
 
 @pytest.fixture(scope="module")
