@@ -190,6 +190,23 @@ def built_lessons(tmp_path_factory) -> Any:
     )
 
 
+@pytest.fixture(scope="session")
+def lesson_verdicts(tmp_path_factory) -> Any:
+    """What each lesson stores, verdicts only (``lesson_data(..., figures=False)``), by slug in
+    the lessons' order: computed apart from any page, once per test run, for the pages and the
+    explorer's own answers to be judged against."""
+    from built_once import built_once
+
+    from explorer.lessons.build import lesson_data, lesson_sources
+    from explorer.lessons.source import read_lesson
+
+    return built_once(
+        tmp_path_factory,
+        "lesson-verdicts",
+        lambda: {p.stem: lesson_data(read_lesson(p), figures=False) for p in lesson_sources()},
+    )
+
+
 def _cuda_devices() -> int:
     """How many CUDA devices torch sees, asked once, and only when a ``gpu`` test is about to run."""
     global _GPUS

@@ -20,8 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from explorer.lessons.build import lesson_data, lesson_sources
-from explorer.lessons.source import read_lesson
+from explorer.lessons.build import lesson_sources
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
@@ -36,9 +35,9 @@ def built(built_lessons) -> Path:
 
 
 @pytest.fixture(scope="module")
-def stored() -> dict[str, dict]:
+def stored(lesson_verdicts) -> dict[str, dict]:
     """What each lesson stored (verdicts only): the answers the page must show."""
-    return {p.stem: lesson_data(read_lesson(p), figures=False) for p in lesson_sources()}
+    return lesson_verdicts
 
 
 class Opened:

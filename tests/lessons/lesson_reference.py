@@ -17,8 +17,6 @@ from typing import Any, Iterator, Union
 from cli_in_process import call_cli
 
 from explorer.errors import InputError
-from explorer.lessons.build import lesson_data, lesson_sources
-from explorer.lessons.source import read_lesson
 
 _FLAGS = {
     "buffers": "--buffers",
@@ -104,11 +102,6 @@ def agreement(state: dict, ref: Union[dict, str]) -> list[str]:
     if len(listed) + state["more"] < counted:
         problems.append(f"stored {len(listed) + state['more']} findings, check has {counted}")
     return problems
-
-
-def all_lessons() -> list[dict]:
-    """Every lesson's data, verdicts only (no figures)."""
-    return [lesson_data(read_lesson(p), figures=False) for p in lesson_sources()]
 
 
 def explore_states(lessons: list[dict]) -> Iterator[tuple[str, str, int, int, dict]]:

@@ -14,8 +14,7 @@ import pytest
 from cli_in_process import run_cli_child
 from plotly.offline import get_plotlyjs
 
-from explorer.lessons.build import MARKER, lesson_data
-from explorer.lessons.source import read_lesson
+from explorer.lessons.build import MARKER
 from explorer.lessons.store import rebuild
 from explorer.ui.plotly_bundle import SMALL_BUNDLE, bundle_version
 
@@ -45,7 +44,9 @@ def _without_figures(block: dict) -> dict:
 
 
 @pytest.mark.slow  # every lesson built by the command in a child (shared with the browser tier)
-def test_build_writes_small_offline_pages_holding_the_checked_verdicts(built_lessons, tmp_path):
+def test_build_writes_small_offline_pages_holding_the_checked_verdicts(
+    built_lessons, lesson_verdicts, tmp_path
+):
     done, out = built_lessons
     assert done.returncode == 0, done.stderr
     pages = sorted(out.glob("*.html"))
@@ -60,7 +61,7 @@ def test_build_writes_small_offline_pages_holding_the_checked_verdicts(built_les
         assert bundle_version(js) == bundle_version(get_plotlyjs())  # the figures' plotly.js
         assert js == SMALL_BUNDLE.read_text(encoding="utf-8")  # bar, heatmap, scatter, table
         data = json.loads(_blob(text, "lesson-data"))
-        plain = lesson_data(read_lesson(CONTENT / f"{page.stem}.md"), figures=False)
+        plain = lesson_verdicts[page.stem]
         assert [_without_figures(b) for b in data["blocks"]] == plain["blocks"]
         store = data["figures"]
         drawn = [rebuild(store, i) for i in range(len(store["figures"]))]
