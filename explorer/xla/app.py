@@ -27,10 +27,9 @@ from explorer.ui.guard import guarded
 from explorer.ui.html import figure_div, page
 from explorer.ui.sync import LiveFigure
 from explorer.xla.runtime.config import RunConfig
-from explorer.xla.runtime.launch import CONFIG_FILE
 from explorer.xla.runtime.presets import PRESETS
 from explorer.xla.runtime.run import run as run_config
-from explorer.xla.traces.records import XlaRun
+from explorer.xla.traces.records import CONFIG_FILE, XlaRun
 from explorer.xla.views import runs as views
 
 ERROR = "#b00020"

@@ -21,6 +21,7 @@ from explorer.xla.traces.records import (
     DEBUG_FILE,
     DUMP_DIR,
     METRICS_FILE,
+    RUN_FILE,
     SAVE_FILE,
     STEP_KEYS,
 )
@@ -219,7 +220,7 @@ def test_the_explorer_opens_its_own_run_with_the_controls_of_that_run(ran):
     over it; Run would have run another scenario than the one on screen."""
     from explorer.xla.app import XlaExplorer
     from explorer.xla.runtime.config import RunConfig
-    from explorer.xla.runtime.launch import CONFIG_FILE
+    from explorer.xla.traces.records import CONFIG_FILE
 
     ex = XlaExplorer.open(str(ran["out"]))
     shown = RunConfig.from_json((ran["out"] / CONFIG_FILE).read_text())
@@ -246,6 +247,30 @@ def test_a_folder_used_again_holds_one_run_and_reads_as_that_run(ran, tmp_path):
     assert [s["graph_hash"] for s in back["steps"]] == [s["graph_hash"] for s in doc["steps"]]
     assert [s["cause"] for s in back["steps"]] == [s["cause"] for s in doc["steps"]]
     assert not any("previous" in f for fs in back["artifacts"].values() for f in fs)
+
+
+def test_a_run_cut_before_its_end_gives_no_clean_verdict(ran, tmp_path):
+    """``xla-run`` stopped by Ctrl-C or a kill (exit 130, no ``run.json``) leaves its config, a
+    log that may end cleanly on a block and as many dumps as compiles; ``read`` of that folder
+    once said ``ok: true``, exit 0, of a run cut before the step that recompiles. The folder is
+    the real run's, less what a run writes only at its end (the metrics report, ``run.json``)."""
+    cut = Path(shutil.copytree(ran["out"], tmp_path / "cut"))
+    (cut / METRICS_FILE).unlink()
+    (cut / RUN_FILE).unlink()
+    doc, rc = _read(cut)
+    assert rc == 1 and doc["ok"] is False
+    assert doc["failure"]["kind"] == "unfinished", doc["failure"]
+    assert "did not reach its end" in doc["failure"]["message"]
+    assert f"asks for {STEPS} step(s)" in doc["failure"]["message"]
+    text = cli("read", str(cut))
+    assert text.returncode == 1 and "did not reach its end" in text.stdout
+    # the whole folder, and the folder a finished run leaves without run.json (the explorer's
+    # page runs without writing one), read as finished
+    whole, _ = _read(ran["out"])
+    assert whole["failure"] is None or whole["failure"]["kind"] != "unfinished"
+    page_run = Path(shutil.copytree(ran["out"], tmp_path / "page"))
+    (page_run / RUN_FILE).unlink()
+    assert _read(page_run)[0]["failure"] is None
 
 
 def test_a_run_that_failed_reads_as_failed(tmp_path):

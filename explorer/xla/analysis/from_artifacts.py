@@ -35,7 +35,7 @@ from explorer.xla.hlo import Module, read_modules
 from explorer.xla.traces.artifacts import XlaArtifacts, find_artifacts
 from explorer.xla.traces.debuglog import DebugEvent, cut_short, parse_debug
 from explorer.xla.traces.metrics_report import MetricsReport, parse_metrics_report
-from explorer.xla.traces.records import Graph, XlaRun
+from explorer.xla.traces.records import CONFIG_FILE, METRICS_FILE, RUN_FILE, Graph, XlaRun
 from explorer.xla.traces.savefile import SaveBlock, parse_save_file
 
 __all__ = ["ArtifactRead", "SameHash", "read_artifacts", "sync_site"]  # SameHash re-exported
@@ -196,6 +196,8 @@ def read_artifacts(path: Path, threshold: float = 0.8) -> ArtifactRead:
         )
         if run.failure is None:
             run.failure = _dumps_beyond_log(dump_dir, events)
+        if run.failure is None:
+            run.failure = _never_ended(path)
     else:
         _dumps_only(run, found.dump_files, threshold, notes)
     out.same_hash_different_text = find_same_hash(run, blocks, executions)
@@ -252,6 +254,36 @@ def _dumps_beyond_log(dump_dir: str, events: list[DebugEvent]) -> Optional[Failu
         FailureKind.UNFINISHED,
         f"the dumps hold {dumped} compiled graphs and the debug log names {compiled} compiles: "
         f"the log stops early, or the dumps are of more than this run: {_UNKNOWN_AFTER}",
+    )
+
+
+def _never_ended(path: Path) -> Optional[Failure]:
+    """A failure when ``path`` is the folder of an explorer XLA run that never reached its end.
+
+    The run writes its ``config.json`` before its child starts, and the child writes the
+    metrics report last, after its final step; ``xla-run`` then writes ``run.json``. A run
+    interrupted or killed between the two leaves a log that may end cleanly on a block (so
+    :func:`_cut_log` finds nothing) and as many dumps as compiles, and its steps read as a
+    whole run with no new graph: a clean verdict of a run cut before its recompile.
+    """
+    config = path / CONFIG_FILE if path.is_dir() else None
+    if config is None or not config.is_file() or (path / METRICS_FILE).is_file():
+        return None
+    if (path / RUN_FILE).is_file():
+        return None  # xla-run wrote its record: a failure it saw is read from there
+    try:
+        asked = inputs.read_json(str(config), "explorer read")
+    except InputError:
+        return None  # not explorer's (or edited): the artifacts speak alone
+    if not isinstance(asked, dict) or asked.get("capture") is False:
+        return None  # nothing was captured, so no report was to be written
+    steps = asked.get("steps")
+    said = f"asks for {steps} step(s)" if isinstance(steps, int) else "is there"
+    return Failure(
+        FailureKind.UNFINISHED,
+        f"the run that wrote {path} did not reach its end: its {CONFIG_FILE} {said}, and the "
+        f"{METRICS_FILE} it writes after its last step is not there (interrupted, killed or "
+        f"failed): {_UNKNOWN_AFTER}",
     )
 
 

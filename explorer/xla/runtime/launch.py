@@ -23,6 +23,7 @@ from explorer.xla.runtime.config import RunConfig, refuse_xla_cuda
 from explorer.xla.traces import failure as failures
 from explorer.xla.traces.protocol import decode
 from explorer.xla.traces.records import (
+    CONFIG_FILE,
     DEBUG_FILE,
     DUMP_DIR,
     METRICS_FILE,
@@ -34,7 +35,7 @@ from explorer.xla.traces.records import (
 
 Progress = Callable[[dict[str, Any]], None]
 
-CONFIG_FILE, STDERR_FILE = "config.json", "stderr.txt"
+STDERR_FILE = "stderr.txt"
 
 
 def child_env(cfg: RunConfig, out_dir: str) -> dict[str, str]:

@@ -145,6 +145,10 @@ SAVE_FILE, METRICS_FILE = "save_tensors.txt", "metrics_report.txt"
 #: ``xla-run --out``'s own record of the run (its JSON), and where an earlier run's files go
 #: when the folder is used again (never read as this run's).
 RUN_FILE, PREVIOUS_DIR = "run.json", "previous"
+#: What the run was asked to do, written before its child starts (the metrics report, when
+#: captured, is the last file the child writes: a folder with the one and not the other was
+#: left by a run that never reached its end).
+CONFIG_FILE = "config.json"
 
 
 @dataclass
