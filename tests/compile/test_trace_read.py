@@ -8,6 +8,7 @@ through the CLI: the compiles, every failed guard, the iterations, the variants,
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import subprocess
 import sys
@@ -225,13 +226,18 @@ def test_a_compile_job_with_rank_tagged_profiler_traces_still_reads_as_torch_tra
     assert detect(folder).kind == "torch-trace"
 
 
-def test_a_cut_log_gives_no_clean_verdict(jobs, tmp_path) -> None:
+@pytest.mark.parametrize("inside", ["record", "payload"])
+def test_a_cut_log_gives_no_clean_verdict(jobs, tmp_path, inside) -> None:
     """The cycling job's log cut mid-line, as a job stopped while writing leaves it: once read as
     'No recompile, steady', exit 0. What the log no longer says may be the recompile: exit 1,
-    ``ok`` false, the cut named."""
+    ``ok`` false, the cut named. A cut inside a payload line (tab-led, most of a trace's bytes)
+    was not seen as one."""
     (log,) = sorted(jobs("cycling").glob("**/dedicated_log_torch_trace*.log"))
     data = log.read_bytes()
-    cut_at = data.index(b"\n", 4096) + 20  # inside the line after the first 4 KB
+    line = re.compile(rb"\n\t" if inside == "payload" else rb"\n[^\t]")
+    found = line.search(data, 4096)  # the first such line after the first 4 KB
+    assert found is not None
+    cut_at = found.start() + 16  # 15 bytes into that line
     folder = tmp_path / "cut"
     folder.mkdir()
     (folder / log.name).write_bytes(data[:cut_at])

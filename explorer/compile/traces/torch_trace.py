@@ -318,6 +318,8 @@ def _scan(buf: Any, reader: _Reader) -> None:
     if pending is not None:
         env, start = pending
         reader.envelope(env, lambda: _payload(buf, start, size))
+    if cut:  # torch ends every line it writes: a last line without its end was cut, payload or not
+        trace.truncated = True
 
 
 def read_torch_trace(path: str | Path) -> TorchTrace:
