@@ -110,6 +110,29 @@ def test_diagnose_eager_fallback_after_limit() -> None:
     assert "'forward' hit config.recompile_limit (2) at iteration 2" in d.sentence
 
 
+def test_a_limit_hit_with_unrecorded_fallback_is_never_called_cycling() -> None:
+    """A user's step on a stock backend hits the limit: the probe cannot see which iterations
+    fell back (``fallback`` None), and each frame's variant is the last that ran. Its labels
+    cycled, and the probe said "cycling, not a recompile" where ``read`` of the same run's trace
+    said "eager-fallback"."""
+    variants = [f"0/{min(i % 6, 3)}" for i in range(24)]  # modes 4 and 5 show the stale 0/3
+    compiles = [CompileEvent(f"0/{k}", k, "forward") for k in range(4)] + [
+        CompileEvent("0/4", 4, None, "0/3: self.mode == 3", "RecompileLimitExceeded")
+    ]
+    its = [
+        Iteration(i, 1.0, i < 4, (v,), None if i >= 4 else False) for i, v in enumerate(variants)
+    ]
+    d = diagnose(ProbeResult(its, compiles=compiles, recompile_limit=4))
+    assert (d.cause, d.period) == ("eager-fallback", None)
+    assert "hit config.recompile_limit (4) at iteration 4" in d.sentence
+    assert "not recorded" in d.sentence and "cycl" not in d.sentence.lower()
+    # where fallback was recorded as none at all, the limit alone is no eager-fallback verdict
+    its = [Iteration(i, 1.0, i < 4, (v,), False) for i, v in enumerate(variants)]
+    assert (
+        diagnose(ProbeResult(its, compiles=compiles, recompile_limit=4)).cause != "eager-fallback"
+    )
+
+
 def test_diagnose_unrelated_periodic_work() -> None:
     ms = [200.0] + [5.0 if i % 3 == 2 else 1.0 for i in range(1, 24)]
     d = diagnose(

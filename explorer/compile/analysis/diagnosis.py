@@ -116,9 +116,14 @@ def _fallback(result: ProbeResult, limits: list[CompileEvent]) -> Optional[Diagn
     its = result.iterations
     fell = [it.iteration for it in its if it.fallback]
     known = [c.iteration for c in limits if c.iteration >= 0]
-    if not limits or not fell or not known:
+    if not limits or not known:
         return None
     first = min(known)
+    if not fell:
+        after = [it for it in its if it.iteration >= first]
+        if after and all(it.fallback is None for it in after):
+            return _fallback_unseen(result, limits, first)
+        return None
     tail = [
         it.variant or "?" for it in _contiguous_tail([it for it in its if it.iteration >= first])
     ]
@@ -144,6 +149,26 @@ def _fallback(result: ProbeResult, limits: list[CompileEvent]) -> Optional[Diagn
         "Raise torch._dynamo.config.recompile_limit or stop the guarded value from changing."
     )
     return Diagnosis("eager-fallback", k, sentence, cycles, confirmed)
+
+
+def _fallback_unseen(result: ProbeResult, limits: list[CompileEvent], first: int) -> Diagnosis:
+    """The limit was hit, and which later iterations ran uncompiled was not recorded (a user's
+    ``--step`` on a stock backend: the variant a frame shows is the last one that ran, stale
+    once it fell back). Its labels then cycled, and were once called "cycling, not a
+    recompile": the opposite of what the user must do. No period is given from them."""
+    limit = f" ({result.recompile_limit})" if result.recompile_limit is not None else ""
+    guards = list(dict.fromkeys(g for c in limits for g in _all_guards(c)))
+    failed = f" The guard that failed there: `{guards[0]}`." if guards else ""
+    sentence = (
+        f"Eager fallback after the recompile limit: "
+        f"{_functions([c for c in result.compiles if c.frame in {x.frame for x in limits}])} hit "
+        f"config.recompile_limit{limit} at iteration {first}; from then on every iteration "
+        "whose inputs match no cached variant runs uncompiled. Which ones did is not recorded "
+        "here (no tracking backend: the variant shown is the last one that ran), so no period "
+        f"is given.{failed} Raise torch._dynamo.config.recompile_limit or stop the guarded "
+        "value from changing."
+    )
+    return Diagnosis("eager-fallback", None, sentence)
 
 
 def _recompiles(result: ProbeResult, compiled: list[CompileEvent]) -> Optional[Diagnosis]:
