@@ -158,3 +158,19 @@ def test_a_groups_other_opcodes_are_counted_not_elided():
     assert _group_phrase(group) == "5 constant, 4 parameter, 3 multiply and 3 of 2 other opcodes"
     one = InstructionGroup("added", "", "", "", 10, ops[:4], (), ())
     assert _group_phrase(one).endswith("3 multiply and 2 of 1 other opcode")
+
+
+def test_a_module_cut_before_its_entry_is_refused_not_read_as_its_last_callee(tmp_path, capsys):
+    """Cut just before ``ENTRY``, a module's last computation is a small callee (a reducer):
+    it was taken for the entry, and hlo-diff reported "the parameter count changed from 64 to
+    2" of a file that holds no entry at all. Cut inside the entry it was already refused."""
+    whole = os.path.join(ROOT, "tests", "data", "hlo", "order_a.hlo.txt")
+    with open(whole, encoding="utf-8") as fh:
+        text = fh.read()
+    cut = tmp_path / "cut.hlo.txt"
+    cut.write_text(text[: text.index("\nENTRY") + 1])
+    assert "ENTRY" not in cut.read_text() and "{" in cut.read_text()
+    for argv in (["hlo-list", str(cut)], ["hlo-diff", whole, str(cut)]):
+        assert main(argv) == 2
+        err = capsys.readouterr().err
+        assert "no ENTRY computation" in err and err.count("\n") == 1

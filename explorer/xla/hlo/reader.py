@@ -253,7 +253,17 @@ def _read_module(lines: list[str], i: int, source: str) -> tuple[Module, int]:
             entries[1].name,
             source,
         )
-    entry = entries[0] if entries else list(comps.values())[-1]
+    if not entries:  # XLA prints one ENTRY per module: a text cut before it ends in a callee
+        last_comp = list(comps.values())[-1]
+        raise HloParseError(
+            f"module {m.group(1)} has no ENTRY computation (file truncated before it?); "
+            "give the whole module",
+            last_comp.line,
+            1,
+            last_comp.name,
+            source,
+        )
+    entry = entries[0]
     last = i
     while last > first and not lines[last - 1].strip():
         last -= 1
