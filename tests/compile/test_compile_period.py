@@ -133,6 +133,26 @@ def test_a_limit_hit_with_unrecorded_fallback_is_never_called_cycling() -> None:
     )
 
 
+def test_cycling_is_seen_through_a_profilers_repeating_windows() -> None:
+    """``schedule(wait=1, warmup=1, active=3, repeat=0)`` records iterations 2-4, 7-9, 12-14...:
+    no contiguous run holds two cycles of 3, and the slow variant's phase read as "periodic work
+    unrelated to compilation" (look for an optimizer step) while the variant changed with it."""
+    recorded = [i for i in range(30) if i % 5 >= 2]
+    its = [
+        Iteration(
+            i, 300.0 if i < 3 else (14.0 if i % 3 == 2 else 2.0), i < 3, (f"0/{i % 3}",), False
+        )
+        for i in recorded
+    ]
+    compiles = [CompileEvent(f"0/{k}", k, "forward") for k in range(3)]
+    d = diagnose(ProbeResult(its, compiles=compiles))
+    assert (d.cause, d.period) == ("cycling", 3), d.sentence
+    assert "0/2 is the slowest" in d.sentence
+    # the same windows with one variant throughout: the slow phase is unrelated work
+    its = [Iteration(it.iteration, it.ms, it.compiled, ("0/0",), False) for it in its]
+    assert diagnose(ProbeResult(its, compiles=compiles[:1])).cause != "cycling"
+
+
 def test_diagnose_unrelated_periodic_work() -> None:
     ms = [200.0] + [5.0 if i % 3 == 2 else 1.0 for i in range(1, 24)]
     d = diagnose(

@@ -198,15 +198,45 @@ def _recompiles(result: ProbeResult, compiled: list[CompileEvent]) -> Optional[D
     return Diagnosis("recompiles", k, sentence, cycles, confirmed)
 
 
+def _gapped_label_period(its: Sequence[Iteration]) -> Optional[tuple[int, list[str], int]]:
+    """``(k, the cycle from the first iteration on, cycles seen)``: the smallest k >= 2 for which
+    each iteration's variant is decided by its number modulo k, every residue seen at least
+    twice, over iterations with gaps (a profiler's repeating windows record 3 of every 5).
+
+    The contiguous tail of such windows is shorter than two cycles, and the slow phase then read
+    as work unrelated to compilation while the variant changed in step with it."""
+    known = [(it.iteration, it.variant) for it in its if it.variant and it.variant != "?"]
+    if len({v for _, v in known}) < 2:
+        return None
+    for k in range(2, len(known) // 2 + 1):
+        by_residue: dict[int, set[str]] = {}
+        seen: Counter[int] = Counter()
+        for i, v in known:
+            by_residue.setdefault(i % k, set()).add(v)
+            seen[i % k] += 1
+        if len(by_residue) == k and all(len(vs) == 1 for vs in by_residue.values()):
+            if min(seen.values()) >= 2 and len({next(iter(vs)) for vs in by_residue.values()}) > 1:
+                first = known[0][0]
+                cycle = [next(iter(by_residue[(first + j) % k])) for j in range(k)]
+                return k, cycle, min(seen.values())
+    return None
+
+
 def _cycling(result: ProbeResult, compiled: list[CompileEvent]) -> Optional[Diagnosis]:
     last = max((c.iteration for c in compiled), default=-1)
-    tail = _contiguous_tail([it for it in result.iterations if it.iteration > last])
+    after = [it for it in result.iterations if it.iteration > last]
+    tail = _contiguous_tail(after)
     labels = [it.variant or "?" for it in tail]
     k = label_period(labels)
-    if k is None:
-        return None
-    cycles, confirmed = _label_cycles(labels, k)
-    cycle = labels[:k]
+    if k is not None:
+        cycles, confirmed = _label_cycles(labels, k)
+        cycle = labels[:k]
+    else:
+        gapped = _gapped_label_period(after)
+        if gapped is None:
+            return None
+        k, cycle, cycles = gapped
+        confirmed = cycles >= LABEL_CONFIRMED_CYCLES
     steady = steady_iterations(result.iterations)
     per_variant: dict[str, list[float]] = {}
     for it in steady:
