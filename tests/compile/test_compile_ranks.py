@@ -253,7 +253,17 @@ def test_the_probe_as_one_rank_of_a_users_torchrun_job(tmp_path: Path) -> None:
     """)
     )
     out = subprocess.run(
-        [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2", "train.py"],
+        # --standalone: a free port of its own, where the default 29500 meets any other
+        # torchrun job the suite runs beside it
+        [
+            sys.executable,
+            "-m",
+            "torch.distributed.run",
+            "--standalone",
+            "--nproc-per-node",
+            "2",
+            "train.py",
+        ],
         cwd=tmp_path,
         capture_output=True,
         text=True,
