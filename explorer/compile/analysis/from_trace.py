@@ -16,6 +16,7 @@ fields stay empty, and a note says so and how to record one. Pure python: no tor
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 from typing import Optional, Sequence
 
@@ -34,6 +35,7 @@ from explorer.compile.traces.records import (
     ProbeResult,
     VariantGuards,
     frame_of,
+    iteration_of_record,
     limit_failure,
 )
 from explorer.compile.traces.torch_trace import TorchTrace, read_torch_trace
@@ -156,10 +158,58 @@ def _guards(trace: TorchTrace) -> list[VariantGuards]:
     return out
 
 
+def _probe_records(trace: TorchTrace) -> Optional[list[tuple[Iteration, tuple[str, ...]]]]:
+    """The iterations ``compile-probe`` wrote into this trace, in order, or None when it wrote
+    none, or when one is not a record it writes (then the trace is read as any job's)."""
+    if not trace.probe_records:
+        return None
+    read = [iteration_of_record(doc) for doc in trace.probe_records]
+    if any(r is None for r in read):
+        return None
+    got = [r for r in read if r is not None]
+    numbers = [it.iteration for it, _ in got]
+    return got if numbers == sorted(set(numbers)) else None
+
+
+def _probe_result(
+    trace: TorchTrace, probed: list[tuple[Iteration, tuple[str, ...]]], label: str
+) -> ProbeResult:
+    """The records of a trace ``compile-probe`` wrote: its compiles, each placed in the iteration
+    the probe drained it in, and the probe's own iterations, so that the diagnosis is the one
+    the probe gave (the same function over the same records)."""
+    placed = {cid: it.iteration for it, ids in probed for cid in ids}
+    compiles = [
+        replace(c, iteration=placed.get(c.compile_id, UNKNOWN)) for c in _compiles(trace, [], False)
+    ]
+    last = trace.probe_records[-1]
+    limit, threads = last.get("recompile_limit"), last.get("threads")
+    result = ProbeResult(
+        iterations=[it for it, _ in probed],
+        compiles=compiles,
+        graph_breaks=_breaks(trace, compiles),
+        guards=_guards(trace),
+        source="TORCH_TRACE",
+        variant_source="compile-probe's own records in the trace",
+        recompile_limit=limit if isinstance(limit, int) and not isinstance(limit, bool) else None,
+        label=label or Path(trace.path).name,
+        threads=threads if isinstance(threads, int) and not isinstance(threads, bool) else None,
+    )
+    result.notes = [
+        f"iterations as compile-probe recorded them in the trace ({len(probed)}): the probe's "
+        "own times and variants, not a profiler's"
+    ] + _cut_note(trace)
+    result.diagnosis = diagnose(result)
+    return result
+
+
 def rank_result(
     trace: TorchTrace, profiles: Sequence[CompileProfile], label: str = ""
 ) -> ProbeResult:
-    """One process's records: compiles from its trace, iterations from its profiler steps (if any)."""
+    """One process's records: compiles from its trace, iterations from the probe's own records
+    in it (a trace ``compile-probe`` wrote) or from its profiler steps (if any)."""
+    probed = _probe_records(trace)
+    if probed:
+        return _probe_result(trace, probed, label)
     by_step: dict[int, ProfiledStep] = {}
     for p in profiles:
         for s in p.steps:
@@ -215,12 +265,16 @@ def _notes(
             f"{', ...' if len(outside) > 6 else ''}) happened outside the profiled steps "
             f"{steps[0].step}-{steps[-1].step}: their iteration is unknown."
         )
-    if trace.truncated:
-        notes.append(
-            f"{Path(trace.path).name} ends in a cut line (the job was stopped while writing?): "
-            "the records before it are read."
-        )
-    return notes
+    return notes + _cut_note(trace)
+
+
+def _cut_note(trace: TorchTrace) -> list[str]:
+    if not trace.truncated:
+        return []
+    return [
+        f"{Path(trace.path).name} ends in a cut line (the job was stopped while writing?): "
+        "the records before it are read."
+    ]
 
 
 def _key(trace: TorchTrace, traces: Sequence[TorchTrace], folder: Path) -> int:

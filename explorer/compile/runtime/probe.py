@@ -24,11 +24,13 @@ from explorer.compile.runtime.tracking import VariantTracker
 from explorer.compile.traces.records import (
     EAGER,
     LIMIT_FAILURE,
+    PROBE_ARTIFACT,
     CompileEvent,
     GraphBreak,
     Iteration,
     ProbeResult,
     frame_of,
+    probe_record,
 )
 from explorer.errors import InputError
 from explorer.failure import FailureKind, from_exception
@@ -178,12 +180,31 @@ def probe(
             limited |= {c.frame for c in events if c.failed == LIMIT_FAILURE}
             variants, fallback = _variants(tracker, before, limited)
             compiled = any(not c.failed for c in events)
-            result.iterations.append(
-                Iteration(i, ms, compiled, variants, fallback, cpu_ms, waited_ms, synchronized)
-            )
+            it = Iteration(i, ms, compiled, variants, fallback, cpu_ms, waited_ms, synchronized)
+            result.iterations.append(it)
+            _write_into_trace(it, [c.compile_id for c in events], result)
         result.guards = cache.guard_differences() if cache.supported() else []
     result.diagnosis = diagnose(result)
     return result
+
+
+def _write_into_trace(it: Iteration, compile_ids: list[str], result: ProbeResult) -> None:
+    """The iteration's record, as one artifact of torch's structured trace when ``TORCH_TRACE``
+    is on (torch writes nothing otherwise).
+
+    The trace never says which iteration compiled, how long each took or which cached variant
+    ran; ``read`` of a probe's trace without these gave another verdict than the probe of the
+    same run (a warm-up recompile read as a finding, cycling read as recompiles). With them,
+    ``read`` diagnoses the probe's own iterations."""
+    from torch._logging import trace_structured
+
+    trace_structured(
+        "artifact",
+        metadata_fn=lambda: {"name": PROBE_ARTIFACT, "encoding": "json"},
+        payload_fn=lambda: probe_record(it, compile_ids, result.recompile_limit, result.threads),
+        expect_trace_id=False,
+        record_logging_overhead=False,
+    )
 
 
 def _record(result: ProbeResult, events: list[CompileEvent], breaks: list[GraphBreak]) -> None:

@@ -132,6 +132,67 @@ class Iteration:
         return "+".join(self.variants) if self.variants else None
 
 
+#: The structured-trace artifact in which ``compile-probe`` writes each iteration it recorded
+#: (when ``TORCH_TRACE`` is on), so that ``read`` of that trace has the probe's own iterations.
+PROBE_ARTIFACT = "explorer_probe_iteration"
+
+
+def probe_record(
+    it: Iteration, compile_ids: list[str], recompile_limit: Optional[int], threads: Optional[int]
+) -> dict[str, Any]:
+    """What the probe writes into the trace for one iteration (see :data:`PROBE_ARTIFACT`): the
+    iteration as recorded, the compiles drained in it, and the run's limit and threads."""
+    return {
+        "iteration": it.iteration,
+        "ms": it.ms,
+        "compiled": it.compiled,
+        "variants": list(it.variants),
+        "fallback": it.fallback,
+        "cpu_ms": it.cpu_ms,
+        "waited_ms": it.waited_ms,
+        "synchronized": it.synchronized,
+        "compiles": list(compile_ids),
+        "recompile_limit": recompile_limit,
+        "threads": threads,
+    }
+
+
+def _number(value: Any) -> Optional[float]:
+    ok = isinstance(value, (int, float)) and not isinstance(value, bool)
+    return float(value) if ok and value == value and abs(value) < 1e15 else None
+
+
+def iteration_of_record(doc: Any) -> Optional[tuple[Iteration, tuple[str, ...]]]:
+    """The iteration and its compile ids from one :func:`probe_record` read back from a trace,
+    or None when the record is not one (a file is input: every field is checked)."""
+    if not isinstance(doc, dict):
+        return None
+    i, ms = doc.get("iteration"), _number(doc.get("ms"))
+    variants, compiles = doc.get("variants"), doc.get("compiles")
+    fallback, synchronized = doc.get("fallback"), doc.get("synchronized")
+    if not isinstance(i, int) or isinstance(i, bool) or not 0 <= i < 10**9 or ms is None:
+        return None
+    if not isinstance(doc.get("compiled"), bool):
+        return None
+    if not isinstance(variants, list) or not all(isinstance(v, str) for v in variants):
+        return None
+    if not isinstance(compiles, list) or not all(isinstance(c, str) for c in compiles):
+        return None
+    if fallback not in (True, False, None) or synchronized not in (True, False, None):
+        return None
+    it = Iteration(
+        i,
+        ms,
+        doc["compiled"],
+        tuple(variants),
+        fallback,
+        _number(doc.get("cpu_ms")),
+        _number(doc.get("waited_ms")),
+        synchronized,
+    )
+    return it, tuple(compiles)
+
+
 @dataclass(frozen=True)
 class VariantGuards:
     """The guards of one cached variant that its siblings of the same frame do not share."""

@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterator, Optional
 
 from explorer import inputs
+from explorer.compile.traces.records import PROBE_ARTIFACT
 from explorer.errors import InputError, excerpt
 
 #: A line of a mapped file that is not a payload line: for an envelope, its process id (group 1)
@@ -106,6 +107,8 @@ class TorchTrace:
     said_rank: Optional[int] = None
     compiles: list[TraceCompile] = field(default_factory=list)
     breaks: list[TraceBreak] = field(default_factory=list)
+    #: ``compile-probe``'s own iteration records (:data:`PROBE_ARTIFACT`), as written.
+    probe_records: list[Any] = field(default_factory=list)
     records: int = 0
     skipped: int = 0
     truncated: bool = False
@@ -161,6 +164,11 @@ class _Reader:
             self.strings[value[1]] = str(value[0])
         elif key == "compilation_metrics" and isinstance(value, dict):
             self.metrics(value, cid)
+        elif key == "artifact" and isinstance(value, dict) and value.get("name") == PROBE_ARTIFACT:
+            try:
+                self.trace.probe_records.append(json.loads(payload()))
+            except ValueError:  # a cut or edited record: the iterations are then not the probe's
+                self.trace.probe_records.append(None)
         elif cid is None:
             return
         elif key == "dynamo_start":

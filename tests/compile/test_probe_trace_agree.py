@@ -1,0 +1,101 @@
+"""``compile-probe`` with ``TORCH_TRACE`` set, then ``explorer read`` of the trace it wrote: one
+run asked two ways must give one answer.
+
+The structured trace alone never says which iteration compiled, how long each took or which
+cached variant ran, so ``read`` of a probe's trace once gave other verdicts than the probe of
+the same run: a warm-up recompile (probe: steady, exit 0) read as a finding (exit 1), a cycling
+run read as recompiles. The probe now writes each iteration's record into the trace, and
+``read`` diagnoses those. Every run here is real ``torch.compile`` (``aot_eager``, seconds each).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+from cli_in_process import run_cli_child
+
+pytestmark = pytest.mark.slow
+
+#: A user's step whose first batch has another size: one recompile, in warm-up.
+WARM = """
+import torch
+f = torch.compile(lambda x: (x * 2).sum(), backend="aot_eager", dynamic=False)
+def step(i):
+    f(torch.ones(4 if i == 0 else 8, 3))
+"""
+#: A user's step past its recompile limit: modes 4 and 5 run eagerly (no tracking backend).
+LIMIT = """
+import torch
+class M(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.mode = 0
+    def forward(self, x):
+        return x * (self.mode + 1)
+m = M()
+torch._dynamo.config.recompile_limit = 4
+f = torch.compile(m, backend="aot_eager")
+def step(i):
+    m.mode = i % 6
+    f(torch.ones(3))
+"""
+
+CASES = {
+    "cycling-scenario": (["--scenario", "cycling", "--backend", "aot_eager"], None),
+    "warm-step": (["--step", "warm_step:step", "--iterations", "8"], WARM),
+    "limit-step": (["--step", "limit_step:step", "--iterations", "14"], LIMIT),
+}
+
+
+def _probe_then_read(tmp_path: Path, name: str) -> tuple[dict, int, dict, int]:
+    argv, source = CASES[name]
+    if source is not None:
+        (tmp_path / f"{argv[1].split(':')[0]}.py").write_text(source)
+    env = dict(os.environ, TORCH_TRACE=str(tmp_path / "trace"))
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(tmp_path), env.get("PYTHONPATH")]))
+    probe = run_cli_child(["compile-probe", *argv, "--json"], cwd=tmp_path, env=env, timeout=600)
+    assert probe.returncode in (0, 1), probe.stderr[-2000:]
+    read = run_cli_child(["read", tmp_path / "trace", "--json"], cwd=tmp_path)
+    assert read.returncode in (0, 1), read.stderr[-2000:]
+    return json.loads(probe.stdout), probe.returncode, json.loads(read.stdout), read.returncode
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_read_of_the_probes_trace_gives_the_probes_verdict(tmp_path, name):
+    probe, probe_rc, read, read_rc = _probe_then_read(tmp_path, name)
+    verdict = ("ok", "cause", "period", "cycles", "confidence")
+    assert [probe[k] for k in verdict] == [read[k] for k in verdict], (
+        probe["diagnosis"],
+        read["diagnosis"],
+    )
+    assert probe_rc == read_rc
+    same = ("iteration", "compiled", "variant", "fallback")
+    assert [{k: it[k] for k in same} for it in read["iterations"]] == [
+        {k: it[k] for k in same} for it in probe["iterations"]
+    ]
+    ran = {c["compile_id"]: c["iteration"] for c in probe["compiles"]}
+    assert {c["compile_id"]: c["iteration"] for c in read["compiles"]} == ran
+    expected = {
+        "cycling-scenario": "cycling",
+        "warm-step": "steady",
+        "limit-step": "eager-fallback",
+    }
+    assert probe["cause"] == expected[name], probe["diagnosis"]
+    assert "compile-probe recorded them" in " ".join(read["notes"])
+
+
+def test_a_probe_record_edited_in_the_trace_is_not_taken_for_the_probes(tmp_path):
+    """A trace is input: a record that is not what the probe writes leaves the trace read as any
+    job's (no iterations), never as half the probe's."""
+    _probe_then_read(tmp_path, "warm-step")
+    (log,) = (tmp_path / "trace").glob("dedicated_log_torch_trace*.log")
+    text = log.read_text()
+    assert '"explorer_probe_iteration"' in text
+    log.write_text(text.replace('"compiled": ', '"compiled": "yes", "was": ', 1))
+    again = run_cli_child(["read", tmp_path / "trace", "--json"], cwd=tmp_path)
+    doc = json.loads(again.stdout)
+    assert again.returncode in (0, 1) and doc["iterations"] == []
+    assert "compile-probe recorded them" not in " ".join(doc["notes"])
