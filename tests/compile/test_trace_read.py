@@ -245,3 +245,20 @@ def test_a_cut_log_gives_no_clean_verdict(jobs, tmp_path, inside) -> None:
     doc = json.loads(out.stdout)
     assert out.returncode == 1 and doc["ok"] is False, out.stderr
     assert doc["failure"]["kind"] == "unfinished" and "cut line" in doc["failure"]["message"]
+
+
+def test_a_file_read_alone_and_lines_that_are_no_record_are_said(jobs, tmp_path) -> None:
+    """``read DIR`` and ``read DIR/the.log`` of one job gave two verdicts (cycling from the
+    folder's profiler traces, recompiles from the file alone) with nothing saying why; and a
+    file of one record among garbage lines read as a clean trace."""
+    folder = jobs("cycling")
+    (log,) = sorted(folder.glob("**/dedicated_log_torch_trace*.log"))
+    alone = json.loads(_read(log, "--json").stdout)
+    assert any("were not read (a file was given" in n for n in alone["notes"]), alone["notes"]
+    assert not any(
+        "were not read (a file" in n for n in json.loads(_read(folder, "--json").stdout)["notes"]
+    )
+    edited = tmp_path / log.name
+    edited.write_text(log.read_text() + "not a record\nnor this\n")
+    doc = json.loads(_read(edited, "--json").stdout)
+    assert any(n.startswith("2 line(s) are neither a record nor a payload") for n in doc["notes"])

@@ -299,6 +299,18 @@ def _key(trace: TorchTrace, traces: Sequence[TorchTrace], folder: Path) -> int:
     return trace.rank
 
 
+def _profiles_near(path: Path) -> Optional[Path]:
+    """The folder holding profiler traces that a file given alone leaves unread: the file's own,
+    or the one above it with its direct subfolders (a job's ``torch_trace/`` and ``profiler/``
+    side by side). None for a folder, and never a walk of the file system's root."""
+    if not path.is_file():
+        return None
+    for folder, depth in ((path.parent, 0), (path.parent.parent, 1)):
+        if folder != folder.parent and profile_files(folder, depth):
+            return folder
+    return None
+
+
 def read_job(path: Path) -> ProbeResult:
     """Every rank's records in ``path`` (a TORCH_TRACE folder or file), merged into one report."""
     traces = [read_torch_trace(f) for f in trace_files(path)]
@@ -335,6 +347,18 @@ def read_job(path: Path) -> ProbeResult:
             f"{len(stepless)} profiler trace(s) without ProfilerStep#N events were not used "
             f"({', '.join(stepless[:3])}{', ...' if len(stepless) > 3 else ''}): they were recorded "
             "without schedule=, so they cannot tell iterations apart."
+        )
+    near = _profiles_near(path)
+    if near is not None:
+        merged.notes.append(
+            f"profiler traces lie near {path.name} and were not read (a file was given, not its "
+            f"folder): read {excerpt(str(near))} for the iterations they record."
+        )
+    odd = sum(t.skipped - int(t.truncated) for t in traces)
+    if odd > 0:  # torch writes records and their payload lines only
+        merged.notes.append(
+            f"{odd} line(s) are neither a record nor a payload (edited, or more than a trace in "
+            "the file): only the records were read."
         )
     strays = sorted({f"{Path(p.path).name} (pid {p.pid})" for p in profiles if id(p) not in used})
     if strays:

@@ -65,11 +65,11 @@ def trace_files(path: Path) -> list[Path]:
     return [p for p in _walk(path) if _NAME.match(p.name)]
 
 
-def profile_files(path: Path) -> list[Path]:
+def profile_files(path: Path, depth: int = DEPTH) -> list[Path]:
     """Profiler traces (Chrome-trace JSON, maybe gzipped) in the folder ``path`` and below it."""
     if path.is_file():
         return []
-    return [p for p in _walk(path) if looks_like_profile(p)]
+    return [p for p in _walk(path, depth) if looks_like_profile(p)]
 
 
 def _head(path: Path) -> Optional[bytes]:
