@@ -61,7 +61,12 @@ def reasons(d: HloDiff) -> list[str]:
     out = []
     if d.parameters_a != d.parameters_b:
         out.append(f"the parameter count changed from {d.parameters_a} to {d.parameters_b}")
-    if d.parameter_permutation:
+    if d.parameter_permutation and d.parameter_order_kept:
+        out.append(
+            f"{len(d.parameter_permutation)} parameter(s) shifted position around the ones added "
+            "or removed (their order kept)"
+        )
+    elif d.parameter_permutation:
         out.append(
             f"{len(d.parameter_permutation)} parameter(s) changed position (the compile cache keys on "
             "parameter order)"

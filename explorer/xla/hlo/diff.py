@@ -44,13 +44,14 @@ def diff_graphs(ga: Graph, gb: Graph, pairs: bool = True) -> HloDiff:
     """The diff of two entry graphs built with one :class:`Interner`."""
     m = match(ga, gb)
     facts = pair_facts(ga, gb, m)
+    params = _matched_parameters(ga, gb, m.a_to_b)
     out = HloDiff(
         module_a=ga.name,
         module_b=gb.name,
         instructions_a=len(ga),
         instructions_b=len(gb),
         matched_count=facts.matched_count,
-        parameter_permutation=_permutation(ga, gb, m.a_to_b),
+        parameter_permutation=_permutation(ga, gb, params),
         parameters_a=ga.parameter_count,
         parameters_b=gb.parameter_count,
         added=_groups("added", gb, facts.free_b),
@@ -59,6 +60,7 @@ def diff_graphs(ga: Graph, gb: Graph, pairs: bool = True) -> HloDiff:
         moved_constants=_moved_constants(ga, gb, facts.moved),
         tuple_arity=_arity(ga, gb, facts.changed),
         pairs=_pairs(ga, gb, m.a_to_b) if pairs else [],
+        parameter_order_kept=_order_kept(params),
     )
     out.summary = summarize(out)
     return out
@@ -132,21 +134,38 @@ def _pairs(ga: Graph, gb: Graph, a_to_b: list[int]) -> list[tuple[str, str]]:
     return list(zip(map(ga.names.__getitem__, xs), map(gb.names.__getitem__, ys)))
 
 
-def _permutation(ga: Graph, gb: Graph, a_to_b: list[int]) -> list[ParameterMove]:
-    moves = []
+def _matched_parameters(ga: Graph, gb: Graph, a_to_b: list[int]) -> list[tuple[int, int, int, int]]:
+    """``(A's number, B's number, A's index, B's index)`` of each matched parameter pair, in A's
+    order of numbers (one pass over A's instructions: the numbers of a large graph are a C
+    column, each item made when read)."""
     num_a, num_b = ga.numbers, gb.numbers
+    out = []
     for x in [x for x, n in enumerate(num_a) if n is not None]:
         y = a_to_b[x]
         if y == -1:
             continue
         na, nb = num_a[x], num_b[y]
-        if na is not None and nb is not None and na != nb:
-            moves.append(
-                ParameterMove(
-                    na, nb, ga.shapes[x], ga.metadata[x].op_name, ga.names[x], gb.names[y]
-                )
-            )
+        if na is not None and nb is not None:
+            out.append((na, nb, x, y))
+    out.sort()
+    return out
+
+
+def _permutation(
+    ga: Graph, gb: Graph, matched: list[tuple[int, int, int, int]]
+) -> list[ParameterMove]:
+    moves = [
+        ParameterMove(na, nb, ga.shapes[x], ga.metadata[x].op_name, ga.names[x], gb.names[y])
+        for na, nb, x, y in matched
+        if na != nb
+    ]
     return sorted(moves, key=lambda p: p.index_a)
+
+
+def _order_kept(matched: list[tuple[int, int, int, int]]) -> bool:
+    """Whether the matched parameters keep their order (B's numbers rise with A's): then every
+    move is a shift around parameters added or removed, not a reordering."""
+    return all(p[1] < q[1] for p, q in zip(matched, matched[1:]))
 
 
 _NODE_ID = re.compile(r"\.\d+(?=/|$)")

@@ -94,6 +94,7 @@ class HloDiff(SlotRecord):
         "tuple_arity",
         "pairs",
         "summary",
+        "parameter_order_kept",
     )
     _not_shown = frozenset({"pairs"})
 
@@ -114,6 +115,7 @@ class HloDiff(SlotRecord):
         tuple_arity: list[TupleArityChange],
         pairs: Optional[list[tuple[str, str]]] = None,
         summary: str = "",
+        parameter_order_kept: bool = True,
     ) -> None:
         self.module_a = module_a
         self.module_b = module_b
@@ -130,6 +132,9 @@ class HloDiff(SlotRecord):
         self.tuple_arity = tuple_arity
         self.pairs: list[tuple[str, str]] = [] if pairs is None else pairs
         self.summary = summary
+        #: The matched parameters keep their relative order: the moves are shifts around
+        #: parameters added or removed (an insertion renumbers all after it), not a reordering.
+        self.parameter_order_kept = parameter_order_kept
 
     @property
     def identical(self) -> bool:

@@ -53,10 +53,16 @@ def summarize(d: HloDiff) -> str:
         n = len(d.parameter_permutation)
         shapes = Counter(p.shape for p in d.parameter_permutation).most_common(2)
         shape_text = ", ".join(f"{c} of {s}" for s, c in shapes)
-        parts.append(
-            f"{_plural(n, 'parameter')} of {d.parameters_a} moved to another position ({shape_text}): "
-            "torch_xla keys its compile cache on parameter order, so this alone recompiles."
-        )
+        if d.parameter_order_kept:
+            parts.append(
+                f"{_plural(n, 'parameter')} of {d.parameters_a} shifted position, their order "
+                f"kept ({shape_text}): parameters were added or removed before them."
+            )
+        else:
+            parts.append(
+                f"{_plural(n, 'parameter')} of {d.parameters_a} moved to another position ({shape_text}): "
+                "torch_xla keys its compile cache on parameter order, so this alone recompiles."
+            )
     if d.parameters_a != d.parameters_b:
         parts.append(f"The parameter count changed from {d.parameters_a} to {d.parameters_b}.")
     if d.moved_constants:
