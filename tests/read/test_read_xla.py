@@ -249,6 +249,22 @@ def test_a_folder_used_again_holds_one_run_and_reads_as_that_run(ran, tmp_path):
     assert not any("previous" in f for fs in back["artifacts"].values() for f in fs)
 
 
+def test_a_set_aside_record_names_its_own_dumps(ran, tmp_path):
+    """The set-aside ``run.json`` kept its absolute ``hlo_path``s, which then named the next
+    run's dumps of the same module names. Repointed, each names the file where it now lies.
+    (The record is the real run's; it is set aside here as ``launch`` sets it aside.)"""
+    from explorer.xla.runtime.launch import _repoint_record
+
+    target = tmp_path / "previous" / "1"
+    shutil.copytree(ran["out"], target)
+    _repoint_record(str(target), str(ran["out"]))
+    paths = [g["hlo_path"] for g in json.loads((target / RUN_FILE).read_text())["graphs"]]
+    assert paths and all(p.startswith(str(target / DUMP_DIR)) for p in paths if p)
+    assert all(Path(p).is_file() for p in paths if p)
+    before = [g["hlo_path"] for g in json.loads((ran["out"] / RUN_FILE).read_text())["graphs"]]
+    assert [Path(p).name for p in paths] == [Path(p).name for p in before]
+
+
 def test_a_run_cut_before_its_end_gives_no_clean_verdict(ran, tmp_path):
     """``xla-run`` stopped by Ctrl-C or a kill (exit 130, no ``run.json``) leaves its config, a
     log that may end cleanly on a block and as many dumps as compiles; ``read`` of that folder

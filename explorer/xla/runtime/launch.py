@@ -10,6 +10,7 @@ group (collectives across CPU devices deadlock rather than fail), and any ending
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 import tempfile
@@ -149,7 +150,34 @@ def set_aside_earlier_run(out_dir: str) -> Optional[str]:
     os.makedirs(target)
     for name in found:
         os.replace(os.path.join(out_dir, name), os.path.join(target, name))
+    _repoint_record(target, out_dir)
     return target
+
+
+def _repoint_record(target: str, out_dir: str) -> None:
+    """Make the set-aside ``run.json``'s ``hlo_path``s name the dumps where they now lie: they
+    named ``out_dir``'s dump folder, where the next run writes modules of the same names."""
+    record = os.path.join(target, RUN_FILE)
+    try:
+        with open(record, encoding="utf-8") as fh:
+            doc = json.load(fh)
+    except (OSError, ValueError):
+        return  # none, or not xla-run's: nothing to repoint
+    old = os.path.join(out_dir, DUMP_DIR) + os.sep
+    new = os.path.join(target, DUMP_DIR) + os.sep
+
+    def moved(value: Any) -> Any:
+        if isinstance(value, dict):
+            return {
+                k: new + v[len(old) :]
+                if k == "hlo_path" and isinstance(v, str) and v.startswith(old)
+                else moved(v)
+                for k, v in value.items()
+            }
+        return [moved(v) for v in value] if isinstance(value, list) else value
+
+    with open(record, "w", encoding="utf-8") as fh:
+        json.dump(moved(doc), fh, indent=1)
 
 
 def _running_step(messages: list[dict[str, Any]]) -> Optional[int]:
