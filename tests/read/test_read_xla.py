@@ -20,6 +20,7 @@ import pytest
 from explorer.xla.traces.records import (
     DEBUG_FILE,
     DUMP_DIR,
+    MESSAGES_FILE,
     METRICS_FILE,
     RUN_FILE,
     SAVE_FILE,
@@ -273,6 +274,7 @@ def test_a_run_cut_before_its_end_gives_no_clean_verdict(ran, tmp_path):
     cut = Path(shutil.copytree(ran["out"], tmp_path / "cut"))
     (cut / METRICS_FILE).unlink()
     (cut / RUN_FILE).unlink()
+    (cut / MESSAGES_FILE).unlink()  # a folder written before runs kept their messages
     doc, rc = _read(cut)
     assert rc == 1 and doc["ok"] is False
     assert doc["failure"]["kind"] == "unfinished", doc["failure"]
@@ -287,6 +289,38 @@ def test_a_run_cut_before_its_end_gives_no_clean_verdict(ran, tmp_path):
     page_run = Path(shutil.copytree(ran["out"], tmp_path / "page"))
     (page_run / RUN_FILE).unlink()
     assert _read(page_run)[0]["failure"] is None
+
+
+def test_the_runs_own_folder_reads_back_step_for_step_as_xla_run_said(ran):
+    """The run keeps its child's messages (``messages.jsonl``): ``read`` splits the log where
+    the run did, so every field of every step is what xla-run printed, times and device too
+    (read once guessed the steps from the syncs, and took setup syncs for steps in a short
+    run)."""
+    doc, rc = _read(ran["out"])
+    assert rc == ran["rc"] and doc["step_site"] == "the run's own step markers"
+    assert doc["steps"] == ran["doc"]["steps"]
+    assert [g["graph_hash"] for g in doc["graphs"]] == [
+        g["graph_hash"] for g in ran["doc"]["graphs"]
+    ]
+    assert doc["device"].items() >= ran["doc"]["device"].items()  # read adds the metrics' totals
+    assert not any("device and wrapper" in n for n in doc["cannot_answer"])
+
+
+def test_a_run_stopped_after_three_steps_reads_as_those_steps_and_cut(ran, tmp_path):
+    """What Ctrl-C after step 2 leaves: the messages up to it (they are written as they come),
+    no metrics report and no ``run.json``. ``read`` shows the three steps as the run said them
+    and no clean verdict (an interrupted run once read as ok, its setup syncs taken for its
+    steps)."""
+    cut = Path(shutil.copytree(ran["out"], tmp_path / "cut"))
+    lines = (cut / MESSAGES_FILE).read_text().splitlines(keepends=True)
+    third = [k for k, ln in enumerate(lines) if '"event": "step"' in ln][2]
+    (cut / MESSAGES_FILE).write_text("".join(lines[: third + 1]))
+    (cut / METRICS_FILE).unlink()
+    (cut / RUN_FILE).unlink()
+    doc, rc = _read(cut)
+    assert rc == 1 and doc["ok"] is False and doc["failure"]["kind"] == "unfinished"
+    assert "end after 3 step(s)" in doc["failure"]["message"]
+    assert doc["steps"][:3] == ran["doc"]["steps"][:3]
 
 
 def test_a_run_that_failed_reads_as_failed(tmp_path):

@@ -20,6 +20,7 @@ Which artifact answers what:
 
 from __future__ import annotations
 
+import json
 import os
 from collections import Counter
 from dataclasses import dataclass, field
@@ -33,9 +34,16 @@ from explorer.xla.analysis.assemble import _explain, _graphs, _steps, dumped_mod
 from explorer.xla.analysis.same_hash import SameHash, find_same_hash
 from explorer.xla.hlo import Module, read_modules
 from explorer.xla.traces.artifacts import XlaArtifacts, find_artifacts
-from explorer.xla.traces.debuglog import DebugEvent, cut_short, parse_debug
+from explorer.xla.traces.debuglog import DebugEvent, cut_short, parse_debug, slice_events
 from explorer.xla.traces.metrics_report import MetricsReport, parse_metrics_report
-from explorer.xla.traces.records import CONFIG_FILE, METRICS_FILE, RUN_FILE, Graph, XlaRun
+from explorer.xla.traces.records import (
+    CONFIG_FILE,
+    MESSAGES_FILE,
+    METRICS_FILE,
+    RUN_FILE,
+    Graph,
+    XlaRun,
+)
 from explorer.xla.traces.savefile import SaveBlock, parse_save_file
 
 __all__ = ["ArtifactRead", "SameHash", "read_artifacts", "sync_site"]  # SameHash re-exported
@@ -147,6 +155,7 @@ def read_artifacts(path: Path, threshold: float = 0.8) -> ArtifactRead:
     save_path = _one(found.save_files, "save file", notes)
     blocks = parse_save_file(_read(save_path, "save file"), save_path) if save_path else []
     events: list[DebugEvent] = []
+    debug_text = ""
     if debug_path:
         debug_text = _read(debug_path, "debug log")
         events = parse_debug(debug_text)
@@ -165,24 +174,37 @@ def read_artifacts(path: Path, threshold: float = 0.8) -> ArtifactRead:
         )
     dump_dir = os.path.dirname(found.dump_files[0]) if found.dump_files else ""
     executions: list[tuple[int, str]] = []
+    marked = _run_markers(path, debug_text) if debug_text and path.is_dir() else None
     if events:
-        out.step_site, setup, per_step, trailing = _split(events)
+        if marked is not None:  # the run's own step markers: its split, not a guess
+            setup, per_step, step_msgs, finished, device, said_error = marked
+            out.step_site, trailing = "the run's own step markers", 0
+            run.device = device or run.device
+            if not finished and run.failure is None:
+                run.failure = _ended_early(step_msgs, said_error)
+        else:
+            out.step_site, setup, per_step, trailing = _split(events)
+            step_msgs = None
         executions = [(-1, e.graph_hash) for e in setup if e.kind == "execute"] + [
             (i, e.graph_hash) for i, evs in enumerate(per_step) for e in evs if e.kind == "execute"
         ]
         modules = _graphs(run, setup, per_step, dump_dir, load=_first_module)
         _attach_save_modules(run, modules, blocks, save_path or "")
-        msgs = [
-            {
-                "step": i,
-                "uncached": sum(1 for e in evs if e.kind == "compile"),
-                "cached": 0,
-                "compile_ms": None,
-                "execute_ms": None,
-                "wall_ms": None,
-            }
-            for i, evs in enumerate(per_step)
-        ]
+        msgs = (
+            step_msgs
+            if step_msgs is not None
+            else [
+                {
+                    "step": i,
+                    "uncached": sum(1 for e in evs if e.kind == "compile"),
+                    "cached": 0,
+                    "compile_ms": None,
+                    "execute_ms": None,
+                    "wall_ms": None,
+                }
+                for i, evs in enumerate(per_step)
+            ]
+        )
         _steps(run, msgs, per_step)
         _explain(run, modules, threshold)
         run.modules = modules
@@ -190,10 +212,11 @@ def read_artifacts(path: Path, threshold: float = 0.8) -> ArtifactRead:
             notes.append(
                 f"{trailing} execution(s) after the last step's sync ({out.step_site}) are not a step"
             )
-        notes.append(
-            f"where steps begin: the run's own markers are not in these artifacts; a step is one sync "
-            f"from {out.step_site or '?'} (the line most user syncs came from), earlier executions are setup"
-        )
+        if step_msgs is None:
+            notes.append(
+                f"where steps begin: the run's own markers are not in these artifacts; a step is one sync "
+                f"from {out.step_site or '?'} (the line most user syncs came from), earlier executions are setup"
+            )
         if run.failure is None:
             run.failure = _dumps_beyond_log(dump_dir, events)
         if run.failure is None:
@@ -210,18 +233,19 @@ def read_artifacts(path: Path, threshold: float = 0.8) -> ArtifactRead:
     if metrics_path:
         out.metrics = parse_metrics_report(_read(metrics_path, "metrics report"))
         _check_metrics(out, events)
-    notes.append(
-        "per-step compile and execute times: torch_xla writes none to these artifacts"
-        + (
-            " (the metrics report holds run-wide totals only)"
-            if out.metrics
-            else " (a metrics report would give run-wide totals)"
+    if marked is None:  # the run's own messages carry both
+        notes.append(
+            "per-step compile and execute times: torch_xla writes none to these artifacts"
+            + (
+                " (the metrics report holds run-wide totals only)"
+                if out.metrics
+                else " (a metrics report would give run-wide totals)"
+            )
         )
-    )
-    notes.append(
-        "device and wrapper: not recorded in these artifacts; the live tensors at each sync: "
-        "not recorded either (run under `explorer xla-run --live-report` to see them)"
-    )
+        notes.append(
+            "device and wrapper: not recorded in these artifacts; the live tensors at each sync: "
+            "not recorded either (run under `explorer xla-run --live-report` to see them)"
+        )
     return out
 
 
@@ -254,6 +278,75 @@ def _dumps_beyond_log(dump_dir: str, events: list[DebugEvent]) -> Optional[Failu
         FailureKind.UNFINISHED,
         f"the dumps hold {dumped} compiled graphs and the debug log names {compiled} compiles: "
         f"the log stops early, or the dumps are of more than this run: {_UNKNOWN_AFTER}",
+    )
+
+
+def _run_markers(
+    path: Path, text: str
+) -> Optional[
+    tuple[list[DebugEvent], list[list[DebugEvent]], list[dict], bool, dict, Optional[str]]
+]:
+    """The debug log split at the run's own step markers (:data:`MESSAGES_FILE`, what
+    ``assemble`` splits it at for ``xla-run``): the setup's events, each step's, the step
+    messages, whether the run reached its end, the device it named and the error its child
+    reported (None: none); None when the folder
+    holds no such file or its markers do not fit this log (then the syncs are read instead).
+
+    A run stopped mid-step has its last step's events after its last marker: they are kept as
+    one more step, as ``assemble`` keeps a failing step's."""
+    record = path / MESSAGES_FILE
+    if not record.is_file():
+        return None
+    raw = inputs.read_text(str(record), "explorer read")
+    msgs: list[dict] = []
+    for k, line in enumerate(raw.splitlines()):
+        try:
+            msg = json.loads(line)
+        except ValueError:
+            if k == len(raw.splitlines()) - 1 and not raw.endswith("\n"):
+                break  # the run was stopped while writing its last message
+            raise InputError(
+                f"{record} line {k + 1} is not a message the run wrote: was it edited?"
+            ) from None
+        if not isinstance(msg, dict) or not isinstance(msg.get("event"), str):
+            raise InputError(
+                f"{record} line {k + 1} is not a message the run wrote: was it edited?"
+            )
+        msgs.append(msg)
+    setup = next((m for m in msgs if m["event"] == "setup"), None)
+    steps = [m for m in msgs if m["event"] == "step"]
+    said = [m.get("debug_offset") for m in ([setup] if setup else []) + steps]
+    ints = [o for o in said if isinstance(o, int) and not isinstance(o, bool)]
+    size = len(text.encode("utf-8"))
+    if setup is None or len(ints) != len(said) or not all(0 <= o <= size for o in ints):
+        return None  # not this log's markers
+    if any(a > b for a, b in zip(ints, ints[1:])):
+        return None
+    before, per_step = slice_events(text, ints)
+    finished = any(m["event"] == "done" for m in msgs)
+    if not finished:
+        tail = parse_debug(text.encode("utf-8")[ints[-1] :].decode("utf-8", "replace"))
+        if tail:
+            per_step.append(tail)
+    device = setup.get("device")
+    error = next((m for m in msgs if m["event"] in ("error", "input_error")), None)
+    said = str(error.get("message", "")) if error is not None else None
+    return before, per_step, steps, finished, device if isinstance(device, dict) else {}, said
+
+
+def _ended_early(step_msgs: list[dict], error: Optional[str]) -> Failure:
+    """Why a run's messages end before its end: the error its child reported, or a cut."""
+    if error is not None:
+        return Failure(
+            FailureKind.EXCEPTION,
+            f"step {len(step_msgs)}: {error} (the run's last message); the steps below are "
+            "those it finished",
+            step=len(step_msgs),
+        )
+    return Failure(
+        FailureKind.UNFINISHED,
+        f"the run's messages ({MESSAGES_FILE}) end after {len(step_msgs)} step(s) without its "
+        f"end (interrupted or killed): {_UNKNOWN_AFTER}",
     )
 
 

@@ -21,7 +21,8 @@ def read(path: Path, json_out: bool) -> int:
     from explorer.xla.cli.run import late_new_graph, report
 
     got = read_artifacts(path)
-    failure = _recorded_failure(path)
+    recorded = _recorded_failure(path)  # what xla-run said of its own run comes first
+    failure = recorded
     if failure is None and got.run.failure is not None:  # a cut log: no clean verdict
         failure = got.run.failure.to_dict()
     late = late_new_graph(got.run.steps)
@@ -33,10 +34,10 @@ def read(path: Path, json_out: bool) -> int:
         print(json.dumps(with_verdict(doc, code), indent=1), flush=True)
     else:
         print(f"read {path}: {got.artifacts.describe()}")
-        if failure is not None and got.run.failure is None:
+        if recorded is not None:
             print(
-                f"the run that wrote this folder failed ({failure.get('kind')}): "
-                f"{failure.get('message')} (its {RUN_FILE}); the steps below are those it finished"
+                f"the run that wrote this folder failed ({recorded.get('kind')}): "
+                f"{recorded.get('message')} (its {RUN_FILE}); the steps below are those it finished"
             )
         elif failure is not None:
             print(f"these artifacts do not hold the whole run: {failure.get('message')}")
@@ -61,7 +62,8 @@ def read(path: Path, json_out: bool) -> int:
                 f"same Graph Hash, different HLO: {same.graph_hash[:8]} at save-file lines "
                 f"{same.lines} (steps {same.steps}): {same.diff_summary}"
             )
-        print("these artifacts cannot answer:")
+        if got.cannot_answer:
+            print("these artifacts cannot answer:")
         for note in got.cannot_answer:
             print(f"  - {note}")
     return code

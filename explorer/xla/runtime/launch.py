@@ -27,6 +27,7 @@ from explorer.xla.traces.records import (
     CONFIG_FILE,
     DEBUG_FILE,
     DUMP_DIR,
+    MESSAGES_FILE,
     METRICS_FILE,
     PREVIOUS_DIR,
     RUN_FILE,
@@ -95,6 +96,9 @@ class XlaEngine(Engine):
         if msg is None:
             return None
         self.messages.append(msg)
+        # kept as it arrives: a run stopped at step 3 leaves the markers of its steps 0-2
+        with open(Path(self.out_dir) / MESSAGES_FILE, "a", encoding="utf-8") as fh:
+            fh.write(json.dumps(msg) + "\n")
         return Report(rank, str(msg["event"]), msg)
 
 
@@ -136,7 +140,7 @@ def set_aside_earlier_run(out_dir: str) -> Optional[str]:
     """Move what an earlier run left in ``out_dir`` to ``previous/<n>/`` (returned), so that
     nothing this run reads or a later ``explorer read`` finds is another run's: its HLO dumps
     were once paired with this run's compiles, and its save file read as this run's."""
-    names = [DEBUG_FILE, DUMP_DIR, METRICS_FILE, STDERR_FILE, CONFIG_FILE, RUN_FILE]
+    names = [DEBUG_FILE, DUMP_DIR, METRICS_FILE, STDERR_FILE, CONFIG_FILE, RUN_FILE, MESSAGES_FILE]
     found = [n for n in names if os.path.lexists(os.path.join(out_dir, n))]
     found += sorted(n for n in os.listdir(out_dir) if n.startswith(SAVE_FILE))
     if not found:

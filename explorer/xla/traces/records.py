@@ -149,6 +149,10 @@ RUN_FILE, PREVIOUS_DIR = "run.json", "previous"
 #: captured, is the last file the child writes: a folder with the one and not the other was
 #: left by a run that never reached its end).
 CONFIG_FILE = "config.json"
+#: The child's own messages (setup, begin, step, done), one JSON line each as they arrived: where
+#: each step's records begin and end in the debug log, and how long it took. ``read`` of the
+#: folder splits the log at them, as the run itself did, instead of guessing from the syncs.
+MESSAGES_FILE = "messages.jsonl"
 
 
 @dataclass
