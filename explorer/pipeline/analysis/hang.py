@@ -31,7 +31,7 @@ from explorer.pipeline.schedules.schedule import Schedule
 #: Sources that saw the rank's stack: live (``stack``), saved by ``--save`` or py-spy
 #: (``saved``), or printed as the rank ended (``traceback``).
 SEEN = ("stack", "saved", "traceback")
-VerdictKind = Literal["cycle", "waits-on", "collective-mismatch", "no-wait", "finished"]
+VerdictKind = Literal["cycle", "waits-on", "collective-mismatch", "no-wait", "finished", "moving"]
 _SENDS = ("send", "isend", "send_object_list")
 _RECVS = ("recv", "irecv", "recv_object_list")
 
@@ -204,6 +204,11 @@ class HangVerdict:
             )
         if self.verdict == "finished":
             return f"the run finished: all {len(self.ranks)} ranks ran to their end; nothing hangs"
+        if self.verdict == "moving":
+            return (
+                "the job is moving: its ranks wrote progress while they were read, so the waits "
+                "their stacks showed passed (a stack is one moment); nothing hangs"
+            )
         return "no rank waits on another: " + "; ".join(s.describe() for s in self.ranks)
 
     def to_dict(self) -> dict:

@@ -157,7 +157,7 @@ def _report(diagnosis: Diagnosis, json_out: bool) -> int:
     # a rank gone without an end while the others finished (killed, its file cut) waits on no
     # one, and still did not run its schedule
     gone = any(s.activity == "gone" for s in verdict.ranks)
-    clean = verdict.verdict == "finished" or (verdict.verdict == "no-wait" and not gone)
+    clean = verdict.verdict in ("finished", "moving") or (verdict.verdict == "no-wait" and not gone)
     code = 0 if clean and not left else 1
     if json_out:
         print(json.dumps(with_verdict(diagnosis.to_dict(), code), indent=1))
@@ -166,10 +166,12 @@ def _report(diagnosis: Diagnosis, json_out: bool) -> int:
             print(diagnosis.refused)
         for state in verdict.ranks:
             print(f"  {state.describe()}")
+        for name, run in diagnosis.foreign:
+            print(f"  {name} is another run's ({run}): not read as this run's")
         print(f"verdict: {verdict.describe()}")
         if verdict.deadlock is not None:
             print(f"  as the analysis says it: {verdict.deadlock.describe()}")
-        if verdict.quiet_s is not None and verdict.verdict != "finished":
+        if verdict.quiet_s is not None and verdict.verdict not in ("finished", "moving"):
             print(f"  no rank has written progress for {verdict.quiet_s:.1f} s")
         if diagnosis.departures is not None:
             print(_plan_words(diagnosis.departures))

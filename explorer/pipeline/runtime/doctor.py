@@ -88,6 +88,8 @@ class Diagnosis:
     #: Where each rank's recorded order left the plan, first in time first (None: no plan, or
     #: no rank recorded its instructions; empty: every rank kept to it).
     departures: Optional[tuple[Departure, ...]] = None
+    #: Rank files of another run in the folder (``rank<R>.jsonl`` -> its run), left unread.
+    foreign: tuple[tuple[str, str], ...] = ()
 
     def to_dict(self) -> dict:
         return {
@@ -100,6 +102,7 @@ class Diagnosis:
             "left_the_plan": None
             if self.departures is None
             else [d.to_dict() for d in self.departures],
+            "other_runs": [{"file": f, "run": r} for f, r in self.foreign],
         }
 
 
@@ -132,12 +135,18 @@ def doctor(
             return _from_saved(saved, t0, schedule)
     ranks = find_ranks(pids, folder) if pids else ranks_in_folder(folder)
     folder = folder or _folder_of(ranks)
-    logs = {r: _read_log(folder, r) for r in _ranks_written(folder, ranks)} if folder else {}
-    ranks = _fill_from_logs(ranks, logs)
+    run_id = ""
     if schedule is None:
-        schedule, model = _schedule(folder)
+        schedule, model, run_id = _schedule(folder)
     else:
         model = str(schedule.params.get("p2p", "blocking"))
+    foreign = _other_runs(folder, run_id) if folder else {}
+    if not pids:  # found from the folder: a foreign file's pid is another job's process
+        ranks = [r for r in ranks if f"rank{r.rank}.jsonl" not in foreign]
+    written = _ranks_written(folder, ranks) if folder else []
+    logs = {r: _read_log(folder, r) for r in written if f"rank{r}.jsonl" not in foreign}
+    ranks = _fill_from_logs(ranks, logs)
+    sizes = _log_sizes(folder, logs)
     if schedule is not None:  # a rank that left no trace at all is still a rank of the job
         known = {r.rank for r in ranks}
         ranks += [RankProcess(r, None, None) for r in range(schedule.num_ranks) if r not in known]
@@ -150,6 +159,8 @@ def doctor(
     refused = next((d.refused for d in dumps.values() if d.refused == PTRACE_FIX), "")
     verdict = diagnose(states, model)
     live = sum(1 for s in states if s.source == "stack")
+    if live and verdict.verdict in ("cycle", "waits-on") and _moved(folder, sizes, t0):
+        verdict = HangVerdict("moving", verdict.ranks, unseen=verdict.unseen)
     ran = [x for log in logs.values() for x in log.get("ran", ()) if x.get("text")]
     if plan is not None:
         _plan_fits(plan, schedule, {r.rank for r in ranks})
@@ -157,7 +168,57 @@ def doctor(
     left = tuple(departures(plan, ran)) if plan is not None and ran else None
     if save is not None:
         _save(save, ranks, threads, states, logs, folder)
-    return Diagnosis(verdict, folder, refused, time.monotonic() - t0, live, departures=left)
+    return Diagnosis(
+        verdict,
+        folder,
+        refused,
+        time.monotonic() - t0,
+        live,
+        departures=left,
+        foreign=tuple(sorted(foreign.items())),
+    )
+
+
+#: How long a live job's rank files are watched before a wait its stacks show is called a hang:
+#: a stack is one moment, and a moving job passes through waits (two ranks in recv under the
+#: batched model, a rank in a barrier) many times a second. A job that hangs writes nothing.
+CONFIRM_S = 1.0
+
+
+def _log_sizes(folder: Optional[Path], logs: dict[int, dict]) -> dict[int, int]:
+    """Each rank file's size now (the ranks append a line per instruction they finish)."""
+    out = {}
+    for rank in logs:
+        try:
+            out[rank] = (Path(folder or ".") / f"rank{rank}.jsonl").stat().st_size
+        except OSError:
+            continue
+    return out
+
+
+def _moved(folder: Optional[Path], sizes: dict[int, int], t0: float) -> bool:
+    """Whether any rank wrote progress within :data:`CONFIRM_S` of the first look."""
+    if folder is None or not sizes:
+        return False
+    time.sleep(max(0.0, CONFIRM_S - (time.monotonic() - t0)))
+    return _log_sizes(folder, dict.fromkeys(sizes, {})) != sizes
+
+
+def _other_runs(folder: Path, run_id: str) -> dict[str, str]:
+    """Rank files whose start lines name another run than ``spec.json``'s (``name -> run``):
+    a rank file copied in, or left by an earlier run of more ranks. Their records are not this
+    run's: read, they once made a clean verdict of a rank that never ran, or gave this run
+    another run's failure."""
+    from explorer.pipeline.traces.job_folder import start_lines
+
+    if not run_id:
+        return {}
+    out = {}
+    for path in sorted(Path(folder).glob("rank*.jsonl")):
+        runs = [x["run"] for x in start_lines(path) if isinstance(x.get("run"), str)]
+        if runs and run_id not in runs:
+            out[path.name] = runs[0]
+    return out
 
 
 def _stacks_in(folder: Path) -> Optional[StackFolder]:
@@ -181,7 +242,7 @@ def _from_saved(saved: StackFolder, t0: float, schedule: Optional[Schedule]) -> 
     copied beside the stacks (``spec.json``), where there is one.
     """
     if schedule is None:
-        schedule, model = _schedule(saved.folder)
+        schedule, model, _ = _schedule(saved.folder)
     else:
         model = str(schedule.params.get("p2p", "blocking"))
     ranks = sorted(set(saved.ranks) | set(range(schedule.num_ranks if schedule else 0)))
@@ -454,10 +515,11 @@ def _read_log(folder: Optional[Path], rank: int) -> dict:
     return out
 
 
-def _schedule(folder: Optional[Path]) -> tuple[Optional[Schedule], str]:
-    """The run's schedule and P2P model from ``spec.json`` (None where there is none)."""
+def _schedule(folder: Optional[Path]) -> tuple[Optional[Schedule], str, str]:
+    """The run's schedule, P2P model and run id from ``spec.json`` (None, "blocking", "" where
+    there is none)."""
     if folder is None or not (Path(folder) / "spec.json").is_file():
-        return None, "blocking"
+        return None, "blocking", ""
     from explorer.pipeline.runtime.run_folder import check_one_run
     from explorer.pipeline.runtime.spec import RunSpec
 
@@ -465,9 +527,9 @@ def _schedule(folder: Optional[Path]) -> tuple[Optional[Schedule], str]:
         spec = RunSpec.read(Path(folder))
         schedule = spec.build_schedule()
     except (InputError, ValueError, KeyError, TypeError):  # JSONDecodeError is a ValueError
-        return None, "blocking"
+        return None, "blocking", ""
     check_one_run(Path(folder), spec.run_id)  # another run's spec would judge these ranks
-    return schedule, str(schedule.params.get("p2p", "blocking"))
+    return schedule, str(schedule.params.get("p2p", "blocking")), spec.run_id
 
 
 # -- one rank's state --------------------------------------------------------------------------
