@@ -75,3 +75,33 @@ def test_rank_files_of_another_run_are_named_and_not_read(cli_1f1b_run, tmp_path
     assert [o["file"] for o in doc["other_runs"]] == ["rank1.jsonl"]
     text = call_cli(["doctor", str(mixed)]).stdout
     assert "rank1.jsonl is another run's" in text
+
+
+def test_a_job_whose_ranks_have_not_started_is_starting_not_gone(cli_1f1b_run, tmp_path):
+    """Ranks import torch for seconds before they write their start line: doctor of a starting
+    job said every rank was gone, exit 1. While the launcher ``run.lock`` names still runs,
+    they are starting; once it is gone, a folder with no rank file is refused as before. (The
+    folder is a real run's, its rank files taken away; the launcher is a process that sleeps
+    under a command line naming explorer, as the real one's does.)"""
+    folder = Path(shutil.copytree(cli_1f1b_run.folder, tmp_path / "starting"))
+    for rank_file in folder.glob("rank*.jsonl"):
+        rank_file.unlink()
+    run_id = json.loads((folder / "spec.json").read_text())["run_id"]
+    launcher = subprocess.Popen(
+        [sys.executable, "-c", "import time; time.sleep(120)", "explorer", "run"]
+    )
+    try:
+        (folder / "run.lock").write_text(f"run {run_id}, pid {launcher.pid}")
+        said = call_cli(["doctor", str(folder), "--json"])
+        doc = json.loads(said.stdout)
+        assert said.returncode == 0 and doc["verdict"] == "starting", said.stdout[-2000:]
+        assert {r["activity"] for r in doc["ranks"]} == {"starting"}
+        (folder / "run.lock").write_text(f"run another-run, pid {launcher.pid}")
+        assert call_cli(["doctor", str(folder)]).returncode == 2  # the lock is another run's
+    finally:
+        launcher.kill()
+        launcher.wait()
+    (folder / "run.lock").write_text(f"run {run_id}, pid {launcher.pid}")
+    assert (
+        call_cli(["doctor", str(folder)]).returncode == 2
+    )  # its launcher is gone: nothing to read

@@ -31,7 +31,9 @@ from explorer.pipeline.schedules.schedule import Schedule
 #: Sources that saw the rank's stack: live (``stack``), saved by ``--save`` or py-spy
 #: (``saved``), or printed as the rank ended (``traceback``).
 SEEN = ("stack", "saved", "traceback")
-VerdictKind = Literal["cycle", "waits-on", "collective-mismatch", "no-wait", "finished", "moving"]
+VerdictKind = Literal[
+    "cycle", "waits-on", "collective-mismatch", "no-wait", "finished", "moving", "starting"
+]
 _SENDS = ("send", "isend", "send_object_list")
 _RECVS = ("recv", "irecv", "recv_object_list")
 
@@ -66,6 +68,8 @@ class RankState:
             return f"{verb} in {ins or call}{peer}" + (f" ({call})" if ins else "")
         if self.activity == "gone":
             return "is gone" + (f" (last in {ins})" if ins else "")
+        if self.activity == "starting":
+            return "has not written its start line yet (its launcher runs)"
         if self.activity == "unseen":
             return "could not be seen" + (f" (last wrote {ins})" if ins else "")
         if self.activity == "done":
@@ -204,6 +208,12 @@ class HangVerdict:
             )
         if self.verdict == "finished":
             return f"the run finished: all {len(self.ranks)} ranks ran to their end; nothing hangs"
+        if self.verdict == "starting":
+            late = ", ".join(str(s.rank) for s in self.ranks if s.activity == "starting")
+            return (
+                f"the job is starting: its launcher runs, and rank(s) {late} have not written "
+                "their start line yet; nothing to diagnose before they do"
+            )
         if self.verdict == "moving":
             return (
                 "the job is moving: its ranks wrote progress while they were read, so the waits "

@@ -42,6 +42,7 @@ Activity = Literal[
     "unseen",
     "done",
     "finished",
+    "starting",  # no process seen, no start line yet, while its launcher runs
 ]
 #: ``torch.distributed`` calls that pair two ranks, and the local naming the peer.
 P2P_CALLS = {

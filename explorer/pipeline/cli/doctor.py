@@ -157,7 +157,9 @@ def _report(diagnosis: Diagnosis, json_out: bool) -> int:
     # a rank gone without an end while the others finished (killed, its file cut) waits on no
     # one, and still did not run its schedule
     gone = any(s.activity == "gone" for s in verdict.ranks)
-    clean = verdict.verdict in ("finished", "moving") or (verdict.verdict == "no-wait" and not gone)
+    clean = verdict.verdict in ("finished", "moving", "starting") or (
+        verdict.verdict == "no-wait" and not gone
+    )
     code = 0 if clean and not left else 1
     if json_out:
         print(json.dumps(with_verdict(diagnosis.to_dict(), code), indent=1))
@@ -171,7 +173,11 @@ def _report(diagnosis: Diagnosis, json_out: bool) -> int:
         print(f"verdict: {verdict.describe()}")
         if verdict.deadlock is not None:
             print(f"  as the analysis says it: {verdict.deadlock.describe()}")
-        if verdict.quiet_s is not None and verdict.verdict not in ("finished", "moving"):
+        if verdict.quiet_s is not None and verdict.verdict not in (
+            "finished",
+            "moving",
+            "starting",
+        ):
             print(f"  no rank has written progress for {verdict.quiet_s:.1f} s")
         if diagnosis.departures is not None:
             print(_plan_words(diagnosis.departures))

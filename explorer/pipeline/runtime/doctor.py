@@ -161,6 +161,11 @@ def doctor(
     live = sum(1 for s in states if s.source == "stack")
     if live and verdict.verdict in ("cycle", "waits-on") and _moved(folder, sizes, t0):
         verdict = HangVerdict("moving", verdict.ranks, unseen=verdict.unseen)
+    elif _starting(folder, run_id, logs, states):
+        states = [
+            replace(s, activity="starting", note="") if _not_started(s, logs) else s for s in states
+        ]
+        verdict = HangVerdict("starting", tuple(states), unseen=verdict.unseen)
     ran = [x for log in logs.values() for x in log.get("ran", ()) if x.get("text")]
     if plan is not None:
         _plan_fits(plan, schedule, {r.rank for r in ranks})
@@ -183,6 +188,36 @@ def doctor(
 #: a stack is one moment, and a moving job passes through waits (two ranks in recv under the
 #: batched model, a rank in a barrier) many times a second. A job that hangs writes nothing.
 CONFIRM_S = 1.0
+
+
+def _not_started(state: RankState, logs: dict[int, dict]) -> bool:
+    """A rank with neither a process seen nor a start line written."""
+    return state.activity == "gone" and "pid" not in logs.get(state.rank, {})
+
+
+def _launched_here(folder: Path) -> bool:
+    """Whether the launcher of the run ``spec.json`` names still runs (``run.lock``)."""
+    from explorer.pipeline.traces.folder import launcher_running
+
+    try:
+        run_id = json.loads((folder / "spec.json").read_text(encoding="utf-8")).get("run_id")
+    except (OSError, ValueError, AttributeError):
+        return False
+    return isinstance(run_id, str) and launcher_running(folder, run_id) is not None
+
+
+def _starting(
+    folder: Optional[Path], run_id: str, logs: dict[int, dict], states: Sequence[RankState]
+) -> bool:
+    """Ranks with no start line yet while their launcher runs: the job is starting (its ranks
+    import torch for seconds before they write), not gone. Doctor once said every rank of a
+    starting job was gone, exit 1."""
+    silent = [s for s in states if _not_started(s, logs)]
+    if not silent or folder is None or not run_id:
+        return False
+    from explorer.pipeline.traces.folder import launcher_running
+
+    return launcher_running(Path(folder), run_id) is not None
 
 
 def _log_sizes(folder: Optional[Path], logs: dict[int, dict]) -> dict[int, int]:
@@ -380,6 +415,8 @@ def find_ranks(pids: Sequence[int], folder: Optional[Path] = None) -> list[RankP
 def ranks_in_folder(folder: Optional[Path]) -> list[RankProcess]:
     """The ranks a run folder names (``rank<R>.jsonl`` start lines), live where their process still runs."""
     files = sorted(Path(folder).glob("rank*.jsonl")) if folder is not None else []
+    if folder is not None and not files and _launched_here(Path(folder)):
+        return []  # its ranks have not opened their files yet: the schedule names them
     if folder is None or not files:
         raise InputError(
             f"{folder} holds no rank<R>.jsonl, no Flight Recorder dump and no stack a rank left: "

@@ -82,6 +82,25 @@ class RunFolderLock:
             self._fh.close()
 
 
+def launcher_running(folder: Path, run_id: str) -> Optional[int]:
+    """The pid of the launcher of run ``run_id`` when it still runs (``run.lock`` names it, and
+    that process is alive and an explorer one), else None. Read, never locked: a reader must
+    not hold the lock a new run would ask for."""
+    try:
+        said = (Path(folder) / LOCK).read_text(encoding="utf-8")
+    except OSError:
+        return None
+    m = re.fullmatch(r"run (\S+), pid (\d+)", said.strip())
+    if m is None or m.group(1) != run_id:
+        return None
+    pid = int(m.group(2))
+    try:
+        command = Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return None  # gone (or no /proc here: then not known to run)
+    return pid if b"explorer" in command else None  # a pid since given to another program
+
+
 def set_aside(folder: Path) -> Optional[Path]:
     """Move an earlier run's files into ``previous/<run id>/``; returns where, or None when there were none."""
     folder = Path(folder)
