@@ -1,7 +1,11 @@
 """Rebuild a run's per-step story from what torch_xla left behind, and say what it cannot tell.
 
-``explorer xla-run`` knows where each step starts because its child reports it. A run read after
-the fact does not: steps are recovered from the syncs themselves. Every execution names the
+``explorer xla-run`` knows where each step starts because its child reports it, and keeps those
+reports in its folder (``messages.jsonl``, written as they come): a folder that holds them is
+split where the run split it, so every step reads as ``xla-run`` said it, and a run stopped
+early reads as the steps it finished, with no clean verdict. Artifacts without them (a user's
+own ``XLA_FLAGS`` run, an older folder) do not say where steps start: steps are then recovered
+from the syncs themselves. Every execution names the
 Python frames that triggered it; the training loop syncs from one line many times, so the *step
 sync* is the site of most user syncs (``torch_xla.sync``/``mark_step``; a tie goes to the later
 site), every execution from that site closes a step, and what ran before the first of them (up
@@ -15,7 +19,8 @@ Which artifact answers what:
 - save file: the HLO of every execution with its hash (steps too, when there is no debug log,
   but then a first sighting is taken to be the compile);
 - dumps: the HLO of every compile, in compile order (joined to the debug log's compiles);
-- metrics report: run-wide totals only (compile count and time), a cross-check.
+- metrics report: run-wide totals only (compile count and time), a cross-check;
+- the run's messages: where each step begins in the debug log, its times, the device, its end.
 """
 
 from __future__ import annotations
