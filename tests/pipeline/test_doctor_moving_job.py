@@ -91,10 +91,18 @@ def test_a_job_whose_ranks_have_not_started_is_starting_not_gone(cli_1f1b_run, t
         [sys.executable, "-c", "import time; time.sleep(120)", "explorer", "run"]
     )
     try:
+        # Popen returns once the child has begun exec, and the kernel may not have set its
+        # command line yet (it read empty once, on a loaded machine): wait until it shows
+        cmdline = Path(f"/proc/{launcher.pid}/cmdline")
+        deadline = time.monotonic() + 60
+        while b"explorer" not in cmdline.read_bytes():
+            assert time.monotonic() < deadline, cmdline.read_bytes()
+            time.sleep(0.05)
         (folder / "run.lock").write_text(f"run {run_id}, pid {launcher.pid}")
         said = call_cli(["doctor", str(folder), "--json"])
+        assert said.returncode == 0, said.stderr
         doc = json.loads(said.stdout)
-        assert said.returncode == 0 and doc["verdict"] == "starting", said.stdout[-2000:]
+        assert doc["verdict"] == "starting", said.stdout[-2000:]
         assert {r["activity"] for r in doc["ranks"]} == {"starting"}
         (folder / "run.lock").write_text(f"run another-run, pid {launcher.pid}")
         assert call_cli(["doctor", str(folder)]).returncode == 2  # the lock is another run's
