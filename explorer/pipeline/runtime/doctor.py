@@ -23,7 +23,7 @@ import shutil
 import time
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Mapping, Optional, Sequence, Union, cast
+from typing import Iterable, Mapping, Optional, Sequence, Union, cast
 
 from explorer.errors import InputError
 from explorer.pipeline.analysis.collectives import diagnose_dumps
@@ -220,10 +220,10 @@ def _starting(
     return launcher_running(Path(folder), run_id) is not None
 
 
-def _log_sizes(folder: Optional[Path], logs: dict[int, dict]) -> dict[int, int]:
+def _log_sizes(folder: Optional[Path], ranks: Iterable[int]) -> dict[int, int]:
     """Each rank file's size now (the ranks append a line per instruction they finish)."""
     out = {}
-    for rank in logs:
+    for rank in ranks:
         try:
             out[rank] = (Path(folder or ".") / f"rank{rank}.jsonl").stat().st_size
         except OSError:
@@ -236,7 +236,7 @@ def _moved(folder: Optional[Path], sizes: dict[int, int], t0: float) -> bool:
     if folder is None or not sizes:
         return False
     time.sleep(max(0.0, CONFIRM_S - (time.monotonic() - t0)))
-    return _log_sizes(folder, dict.fromkeys(sizes, {})) != sizes
+    return _log_sizes(folder, sizes) != sizes
 
 
 def _other_runs(folder: Path, run_id: str) -> dict[str, str]:

@@ -304,11 +304,12 @@ def _run_markers(
         return None
     raw = inputs.read_text(str(record), "explorer read")
     msgs: list[dict] = []
-    for k, line in enumerate(raw.splitlines()):
+    lines = raw.splitlines()
+    for k, line in enumerate(lines):
         try:
             msg = json.loads(line)
         except ValueError:
-            if k == len(raw.splitlines()) - 1 and not raw.endswith("\n"):
+            if k == len(lines) - 1 and not raw.endswith("\n"):
                 break  # the run was stopped while writing its last message
             raise InputError(
                 f"{record} line {k + 1} is not a message the run wrote: was it edited?"
