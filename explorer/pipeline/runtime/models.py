@@ -20,6 +20,7 @@ from torch import nn
 
 from explorer.errors import InputError
 from explorer.loading import load_ref
+from explorer.pipeline.runtime.model_shape import split
 from explorer.pipeline.runtime.spec import ModelSpec
 
 DataFn = Callable[[int], tuple[torch.Tensor, torch.Tensor]]
@@ -145,32 +146,6 @@ def build_model(spec: ModelSpec, num_stages: int, microbatch_size: int, seed: in
     return PipelineModel(
         [nn.Sequential(*part) for part in split(layers, num_stages, spec.cuts)], loss_fn, data_fn
     )
-
-
-def split(
-    layers: Sequence[nn.Module], num_stages: int, cuts: Sequence[int] | None = None
-) -> list[list[nn.Module]]:
-    """Layers per stage: at ``cuts`` (where stages 1.. begin) or as evenly as the count allows."""
-    n = len(layers)
-    if cuts is None:
-        if n < num_stages:
-            raise InputError(
-                f"the model has {n} layers for {num_stages} stages: every stage needs at least one "
-                f"layer; use at most {n} stages or a deeper model"
-            )
-        cuts = [round(s * n / num_stages) for s in range(1, num_stages)]
-    cuts = list(cuts)
-    if (
-        len(cuts) != num_stages - 1
-        or cuts != sorted(set(cuts))
-        or (cuts and not 0 < cuts[0] <= cuts[-1] < n)
-    ):
-        raise InputError(
-            f"cut points {cuts} must be {num_stages - 1} increasing layer indices between 1 and {n - 1} "
-            f"(where stages 1..{num_stages - 1} begin)"
-        )
-    bounds = [0, *cuts, n]
-    return [list(layers[a:b]) for a, b in zip(bounds, bounds[1:])]
 
 
 __all__ = [

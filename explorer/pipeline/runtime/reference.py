@@ -16,6 +16,7 @@ from dataclasses import dataclass
 import torch
 
 from explorer.pipeline.runtime.models import PipelineModel
+from explorer.pipeline.runtime.sgd import PlainSGD
 
 
 @dataclass
@@ -50,7 +51,7 @@ def train_reference(
     """
     where = torch.device(device)
     full = torch.nn.Sequential(*model.stages).to(where)
-    opt = torch.optim.SGD(full.parameters(), lr=lr)
+    opt = PlainSGD(full.parameters(), lr=lr)  # what the ranks step with
     losses = []
     for it in range(iterations):
         opt.zero_grad(set_to_none=True)
