@@ -16,10 +16,10 @@ import json
 import os
 import stat
 import zlib
-from typing import TYPE_CHECKING, Any, BinaryIO, Optional
+from typing import TYPE_CHECKING, Any, Callable, Optional
 
 if TYPE_CHECKING:
-    import gzip  # imported where a .gz file is read: a plain file's command need not load it
+    pass  # imported where a .gz file is read: a plain file's command need not load it
 
 from explorer.errors import InputError, excerpt
 
@@ -61,8 +61,11 @@ def check_input_file(path: str, what: str, limit: int = MAX_TEXT_BYTES) -> int:
     return st.st_size
 
 
-def _read_capped(fh: BinaryIO | gzip.GzipFile, limit: int, first: int = 1 << 20) -> bytes:
-    """At most ``limit + 1`` bytes of ``fh``, read in pieces.
+def _read_capped(
+    read: Callable[[int], bytes], limit: int, first: int = 1 << 20
+) -> tuple[bytes, bool]:
+    """At most ``limit + 1`` bytes of ``fh``, read in pieces, and whether a compressed stream
+    ended before its end marker (what came before it is kept).
 
     ``read(n)`` sets aside n bytes before it reads: one ``read(limit + 1)`` claimed 512 MiB
     for an empty file. ``first`` is the first piece (a plain file's size, and one more byte to
@@ -70,37 +73,61 @@ def _read_capped(fh: BinaryIO | gzip.GzipFile, limit: int, first: int = 1 << 20)
     """
     pieces, total, ask = [], 0, min(first, limit + 1)
     while total <= limit:
-        piece = fh.read(ask)
+        try:
+            piece = read(ask)
+        except EOFError:  # gzip: the stream ends early
+            return b"".join(pieces), True
         if not piece:
             break
         pieces.append(piece)
         total += len(piece)
         ask = min(1 << 20, limit + 1 - total)
-    return b"".join(pieces)
+    return b"".join(pieces), False
 
 
 def read_bytes(path: str, what: str, limit: int = MAX_TEXT_BYTES) -> bytes:
     """The bytes of a regular file, decompressed when ``path`` ends with ``.gz`` (both capped at ``limit``)."""
+    if path.endswith(".gz"):
+        data, cut = read_cut_gzip(path, what, limit)
+        if cut:
+            raise InputError(
+                f"{_at(what, path)}: cannot be read (its gzip stream ends before its end "
+                "marker); is it a complete gzip file?"
+            )
+        return data
     size = check_input_file(path, what, limit)
     try:
-        if path.endswith(".gz"):
-            import gzip
-
-            with gzip.open(path, "rb") as fh:
-                data = _read_capped(fh, limit)
-            if len(data) > limit:
-                raise InputError(
-                    f"{_at(what, path)} decompresses to more than the {limit / 2**20:,.0f} MiB "
-                    "limit: it is read into memory whole; split it or pick what you need"
-                )
-            return data
         with open(path, "rb") as fh:
-            return _read_capped(fh, limit, first=size + 1)
+            return _read_capped(fh.read, limit, first=size + 1)[0]
     except InputError:
         raise
-    except (OSError, EOFError, zlib.error) as exc:
-        hint = "; is it a complete gzip file?" if path.endswith(".gz") else ""
-        raise InputError(f"{_at(what, path)}: cannot be read ({_reason(exc)}){hint}") from None
+    except OSError as exc:
+        raise InputError(f"{_at(what, path)}: cannot be read ({_reason(exc)})") from None
+
+
+def read_cut_gzip(path: str, what: str, limit: int) -> tuple[bytes, bool]:
+    """A gzipped log decompressed as far as its stream goes (capped at ``limit``), and whether
+    it ended before its end-of-stream marker: a job stopped while it wrote its gzipped log left
+    a cut one, read as a cut plain log is (the complete lines are its record). A stream that is
+    damaged rather than short is one InputError, as :func:`read_bytes` says it."""
+    import gzip
+
+    check_input_file(path, what, limit)
+    try:
+        with gzip.open(path, "rb") as fh:
+            # its read(n) gathers n bytes and loses them all when the stream ends early;
+            # read1 gives what one step decompressed, so every piece before the end is kept
+            data, cut = _read_capped(fh.read1, limit)
+    except (OSError, zlib.error) as exc:
+        raise InputError(
+            f"{_at(what, path)}: cannot be read ({_reason(exc)}); is it a complete gzip file?"
+        ) from None
+    if len(data) > limit:
+        raise InputError(
+            f"{_at(what, path)} decompresses to more than the {limit / 2**20:,.0f} MiB "
+            "limit: it is read into memory whole; split it or pick what you need"
+        )
+    return data, cut
 
 
 def read_text(path: str, what: str, limit: int = MAX_TEXT_BYTES) -> str:
@@ -188,6 +215,11 @@ def check_plain_files(path: str, what: str) -> None:
                 f"{_at(what, path)} is in {tree}, a kernel file system, not a folder a job "
                 "wrote: give the job's own folder or file"
             )
+    if real == "/":  # it holds /proc: a walk met a kernel FIFO there and blamed the folder
+        raise InputError(
+            f"{_at(what, path)} is the root of the file system, not a folder a job wrote: give "
+            "the job's own folder or file"
+        )
     seen = 0
     for folder, _dirs, files in os.walk(real):  # links to folders are not followed
         for name in files:

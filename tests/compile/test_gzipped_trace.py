@@ -54,9 +54,36 @@ def test_read_on_the_recorded_run_as_it_is_kept_gives_the_lessons_report(explore
     assert alone.returncode == 1 and "Eager fallback after the recompile limit" in alone.stdout
 
 
-def test_a_cut_gzipped_log_is_one_line_naming_it(explorer_cli, tmp_path: Path) -> None:
-    whole = gzip.compress(_log() * 200)
-    (tmp_path / "dedicated_log_torch_trace_rank_0_ab.log.gz").write_bytes(whole[: len(whole) // 2])
+def test_a_cut_gzipped_log_reads_as_a_cut_plain_one(explorer_cli, tmp_path: Path) -> None:
+    """A job stopped while it wrote its gzipped log leaves a stream cut short: it was refused
+    (exit 2) where the same log cut plain was read as cut (exit 1, the cut named). Now both are
+    read up to the cut, even one that ends exactly at a line's end (no cut line in its text:
+    the stream's missing end marker says it)."""
+    kept = RECORDED / "compile-limit" / "torch_trace" / "dedicated_log_torch_trace_limit.log.gz"
+    plain = gzip.decompress(kept.read_bytes())
+    for cut_at in (len(plain) // 2, plain.index(b"\n", len(plain) // 2) + 1):
+        folder = tmp_path / f"cut{cut_at}"
+        folder.mkdir()
+        (folder / kept.name).write_bytes(_cut_stream(plain, cut_at))
+        out = explorer_cli("read", str(folder), "--json")
+        doc = json.loads(out.stdout)
+        assert out.returncode == 1 and doc["ok"] is False, out.stderr
+        assert doc["failure"]["kind"] == "unfinished" and "cut line" in doc["failure"]["message"]
+
+
+def _cut_stream(data: bytes, n: int) -> bytes:
+    """A gzip stream of ``data`` that stops right after its first ``n`` bytes were written and
+    flushed, without its end marker: what a killed writer leaves."""
+    import zlib
+
+    writer = zlib.compressobj(wbits=31)
+    return writer.compress(data[:n]) + writer.flush(zlib.Z_SYNC_FLUSH)
+
+
+def test_a_damaged_gzipped_log_is_one_line_naming_it(explorer_cli, tmp_path: Path) -> None:
+    whole = bytearray(gzip.compress(_log() * 200))
+    whole[-8:-4] = bytes(b ^ 0xFF for b in whole[-8:-4])  # its checksum no longer matches
+    (tmp_path / "dedicated_log_torch_trace_rank_0_ab.log.gz").write_bytes(bytes(whole))
     out = explorer_cli("read", ".", cwd=tmp_path)
     assert out.returncode == 2 and out.stdout == "", out.stderr
     assert len(out.stderr.splitlines()) == 1, out.stderr

@@ -78,6 +78,11 @@ def test_read_of_the_probes_trace_gives_the_probes_verdict(tmp_path, name):
     ]
     ran = {c["compile_id"]: c["iteration"] for c in probe["compiles"]}
     assert {c["compile_id"]: c["iteration"] for c in read["compiles"]} == ran
+    # the compile that hits the limit names no function in Dynamo's metrics: the probe once
+    # wrote null where read named its frame's function
+    named = {c["compile_id"]: c["function"] for c in probe["compiles"]}
+    assert named == {c["compile_id"]: c["function"] for c in read["compiles"]}
+    assert None not in named.values(), named
     expected = {
         "cycling-scenario": "cycling",
         "warm-step": "steady",

@@ -198,6 +198,10 @@ def build_zero3_hooks(config: CompileConfig, tracker: Optional[VariantTracker]) 
     return model, step
 
 
+#: The accumulation scenario's weight averages (see :func:`build_accumulation`).
+EMA_DECAYS = (0.01, 0.001, 0.0001)
+
+
 def build_accumulation(config: CompileConfig, tracker: Optional[VariantTracker]) -> Built:
     # Wide and fed a tiny batch, so the optimizer step (memory-bound, every 3rd iteration)
     # costs clearly more than a forward and backward: the signal must stand out of the noise
@@ -205,7 +209,9 @@ def build_accumulation(config: CompileConfig, tracker: Optional[VariantTracker])
     net = nn.Sequential(nn.Linear(DIM, 48 * DIM), nn.GELU(), nn.Linear(48 * DIM, DIM))
     model = compile_model(net, config, tracker)
     opt = torch.optim.AdamW(net.parameters(), lr=1e-4, foreach=False, amsgrad=True)
-    ema = [p.detach().clone() for p in net.parameters()]
+    # Averages of the weights at three decays, as model averaging keeps them: more memory-bound
+    # work in the step's iteration, so its period stands out of the noise of a shared machine.
+    emas = [(decay, [p.detach().clone() for p in net.parameters()]) for decay in EMA_DECAYS]
     x = _fixed(2)(0)
     accumulate = 3
 
@@ -216,8 +222,9 @@ def build_accumulation(config: CompileConfig, tracker: Optional[VariantTracker])
             opt.step()
             opt.zero_grad(set_to_none=True)
             with torch.no_grad():
-                for avg, p in zip(ema, net.parameters()):
-                    avg.lerp_(p, 0.01)
+                for decay, ema in emas:
+                    for avg, p in zip(ema, net.parameters()):
+                        avg.lerp_(p, decay)
 
     return model, step
 

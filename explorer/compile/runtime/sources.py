@@ -14,7 +14,13 @@ from __future__ import annotations
 import logging
 from typing import Any, Literal, get_args
 
-from explorer.compile.traces.records import LIMIT_FAILURE, CompileEvent, GraphBreak, limit_failure
+from explorer.compile.traces.records import (
+    LIMIT_FAILURE,
+    CompileEvent,
+    GraphBreak,
+    frame_of,
+    limit_failure,
+)
 
 _NEEDED_FIELDS = ("compile_id", "co_name", "recompile_reason", "fail_type", "restart_reasons")
 
@@ -53,6 +59,9 @@ class MetricsSource:
     def __init__(self) -> None:
         self._seen: set[tuple[Any, ...]] = set()
         self._breaks: dict[str, int] = {}
+        #: Each frame's function, from its compiles that name it: the one that hits the
+        #: recompile limit carries no ``co_name``, and the trace's reader names it by its frame.
+        self._functions: dict[str, str] = {}
 
     def __enter__(self) -> "MetricsSource":
         from torch._dynamo import utils
@@ -108,11 +117,14 @@ class MetricsSource:
                 r.co_name is None and r.fail_type is None
             ):
                 continue
+            frame = frame_of(str(r.compile_id))
+            if r.co_name:
+                self._functions[frame] = r.co_name
             events.append(
                 CompileEvent(
                     compile_id=str(r.compile_id),
                     iteration=iteration,
-                    function=r.co_name,
+                    function=r.co_name or self._functions.get(frame),
                     reason=r.recompile_reason,
                     failed=limit_failure(r.fail_type, r.fail_reason),
                     seconds=r.entire_frame_compile_time_s,

@@ -335,7 +335,9 @@ def read_torch_trace(path: str | Path) -> TorchTrace:
     or ``.log.gz`` as a kept trace is stored)."""
     reader = _Reader(str(path))
     if str(path).endswith(".gz"):
-        _scan(_gunzipped(path), reader)
+        data, cut = _gunzipped(path)
+        _scan(data, reader)
+        reader.trace.truncated |= cut  # the stream ended early, perhaps at a line's end
     else:
         _scan_mapped(path, reader)
     if reader.trace.records == 0:
@@ -367,11 +369,12 @@ def _scan_mapped(path: str | Path, reader: _Reader) -> None:
                     pass
 
 
-def _gunzipped(path: str | Path) -> bytes:
+def _gunzipped(path: str | Path) -> tuple[bytes, bool]:
     """A gzipped trace, decompressed into memory (a stream cannot be mapped), at most
-    :data:`MAX_GUNZIPPED` bytes; a damaged stream or a larger trace is one InputError."""
+    :data:`MAX_GUNZIPPED` bytes, and whether its stream was cut short (read as a cut plain
+    trace is); a damaged stream or a larger trace is one InputError."""
     try:
-        return inputs.read_bytes(str(path), "", MAX_GUNZIPPED)
+        return inputs.read_cut_gzip(str(path), "", MAX_GUNZIPPED)
     except InputError as exc:
         if "decompresses to more" not in str(exc):
             raise
