@@ -39,6 +39,18 @@ def test_live_tensor_order_pair_is_a_parameter_permutation(load):
     assert d.changed[0].name_a == a.entry.root.name
 
 
+def test_the_summarys_counts_of_moved_parameters_add_up_to_the_whole(load):
+    """Four moved parameters of three shapes read "(2 of f32[], 1 of f32[4]{0})": the third
+    shape was left out of the count the sentence gives."""
+    (a,) = load("order_a.hlo.txt")
+    (b,) = load("order_b.hlo.txt")
+    d = diff_modules(a, b)
+    said = re.search(r"(\d+) parameters of \d+ moved to another position \((.*?)\): ", d.summary)
+    assert said is not None, d.summary
+    counts = [int(n) for n in re.findall(r"(?:^|, )(\d+) of ", said.group(2))]
+    assert sum(counts) == int(said.group(1)) == len(d.parameter_permutation), d.summary
+
+
 def test_scalar_pair_reports_the_shared_parameter(load):
     a, b = load("scalar_save.hlo.txt")
     d = diff_modules(a, b)

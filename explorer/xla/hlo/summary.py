@@ -8,12 +8,25 @@ counts, opcodes, the aten op and the source line, biggest first.
 from __future__ import annotations
 
 from collections import Counter
+from typing import Any, Callable
 
 from explorer.xla.hlo.records import HloDiff, InstructionGroup
 
 
 def _plural(n: int, word: str) -> str:
     return f"{n} {word}" if n == 1 else f"{n} {word}s"
+
+
+def _most(counts: Counter, phrase: Callable[[Any, int], str], kind: str, sep: str) -> str:
+    """The most common of ``counts``, each as ``phrase(key, n)``, and the rest counted, so the
+    parts add up to the whole (four moved parameters once read "2 of f32[], 1 of f32[4]{0}")."""
+    ranked = counts.most_common()
+    shown = 3 if len(ranked) == 3 else 2  # a third alone is named, not counted as "1 other"
+    text = sep.join(phrase(key, n) for key, n in ranked[:shown])
+    rest = ranked[shown:]
+    if rest:
+        text += f"{sep}{sum(n for _, n in rest)} of {_plural(len(rest), 'other ' + kind)}"
+    return text
 
 
 def _group_phrase(g: InstructionGroup) -> str:
@@ -51,8 +64,8 @@ def summarize(d: HloDiff) -> str:
         )
     if d.parameter_permutation:
         n = len(d.parameter_permutation)
-        shapes = Counter(p.shape for p in d.parameter_permutation).most_common(2)
-        shape_text = ", ".join(f"{c} of {s}" for s, c in shapes)
+        shapes = Counter(p.shape for p in d.parameter_permutation)
+        shape_text = _most(shapes, lambda s, c: f"{c} of {s}", "shape", ", ")
         if d.parameter_order_kept:
             parts.append(
                 f"{_plural(n, 'parameter')} of {d.parameters_a} shifted position, their order "
@@ -66,9 +79,12 @@ def summarize(d: HloDiff) -> str:
     if d.parameters_a != d.parameters_b:
         parts.append(f"The parameter count changed from {d.parameters_a} to {d.parameters_b}.")
     if d.moved_constants:
-        lits = Counter((c.literal, c.op_type) for c in d.moved_constants).most_common(2)
-        text = "; ".join(
-            f"{n} `constant({lit})`" + (f" from `{op}`" if op else "") for (lit, op), n in lits
+        lits = Counter((c.literal, c.op_type) for c in d.moved_constants)
+        text = _most(
+            lits,
+            lambda key, n: f"{n} `constant({key[0]})`" + (f" from `{key[1]}`" if key[1] else ""),
+            "constant",
+            "; ",
         )
         parts.append(f"{_plural(len(d.moved_constants), 'constant')} moved ({text}).")
     if d.added:
