@@ -30,6 +30,25 @@ def _run_folder(
         (folder / "result.json").write_text(result)
 
 
+def _explorer_csv_edited(column: str, value: str) -> str:
+    """``schedule --format csv`` of 1F1B on 2 stages, with ``column`` of its last rank-0 backward
+    row set to ``value`` (its instruction text left as it was)."""
+    import csv
+    import io
+
+    from explorer.pipeline.analysis import build
+    from explorer.pipeline.schedules.io import to_csv
+
+    rows = list(csv.DictReader(io.StringIO(to_csv(build("1f1b", 2, 2)))))
+    row = [r for r in rows if r["rank"] == "0" and r["kind"] == "BackwardPass"][-1]
+    row[column] = value
+    out = io.StringIO()
+    writer = csv.DictWriter(out, fieldnames=list(rows[0]), lineterminator="\n")
+    writer.writeheader()
+    writer.writerows(rows)
+    return out.getvalue()
+
+
 def _valid_spec() -> dict:
     from explorer.pipeline.analysis import build
     from explorer.pipeline.runtime.spec import RunSpec
@@ -91,6 +110,9 @@ def make_bad_folder(d: Path) -> Path:
         "order.csv": "0F0,0B0\n",  # a good one, for options that must not come with it
     }.items():
         (d / name).write_text(text)
+    # The explorer's own CSV with a column that repeats the instruction edited: it was ignored
+    for column, value in (("microbatch", "5"), ("kind", "ForwardPass"), ("stage", "1")):
+        (d / f"explorer_{column}_edited.csv").write_text(_explorer_csv_edited(column, value))
     # HLO files
     hlo = {
         "good.hlo": GOOD_HLO,

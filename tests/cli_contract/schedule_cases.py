@@ -281,6 +281,14 @@ SCHEDULE_OPTION_CASES = [
         ["--from", "{d}/stages_missing.csv"],
         "999 of the 1,001 stages never compute in this order (stages 1, 2, 3, 4 and 995 more)",
     ),
+    *(
+        Case(
+            f"explorer-csv-{column}-edited",
+            ["--from", f"{{d}}/explorer_{column}_edited.csv"],
+            f"the {column} column says {value} but the instruction",
+        )
+        for column, value in (("microbatch", "'5'"), ("kind", "'ForwardPass'"), ("stage", "'1'"))
+    ),
     Case(
         "from-size-over-limit",
         _from("sched_ok", stages="1000", microbatches="20000"),

@@ -129,6 +129,11 @@ def test_deadlock_record_equals_the_reference_walks_on_edited_schedules(args, mo
     partner = match(s).partner
     slow = run(s, partner, np.zeros(len(s)), 0.0, model).heads
     assert walk_heads(s, partner, model) == slow
+    # the search the check runs: a send left without its receive stops the walk under batched
+    # P2P too (the batch's wait never returns), and the search once let it pass
+    found = find_deadlock(s, match(s), model)
+    assert (found is None) == (not slow), (found, slow)
+    assert found is None or {w.at.index for w in found.stuck} == set(slow.values())
     if dependency_steps_ok(s, partner, model):
         stuck = _stuck_rows(s, partner, model)
         if stuck.any():
@@ -143,3 +148,21 @@ def test_deadlock_record_equals_the_reference_walks_on_edited_schedules(args, mo
         sends = (Kind.SEND_ACTIVATION, Kind.SEND_GRAD)
         assert model == "batched"
         assert any(s.kind[row] in sends and partner[row] < 0 for row in slow.values())
+
+
+def test_a_send_nobody_receives_is_a_deadlock_under_batched_p2p_too():
+    """An export cut after rank 0's rows: its SendActivation has no stage to go to. Under
+    blocking P2P the check named the deadlock; under batched it raised a traceback, because the
+    search let the send pass where the simulator's walk stopped."""
+    from explorer.pipeline.schedules.io import from_csv
+
+    s = from_csv(
+        "rank,step,slot,stage,instruction,kind,microbatch,buffer\n"
+        "0,0,0,0,0L0b0,LoadMicroBatch,0,0\n0,0,1,0,0F0b0,ForwardPass,0,0\n"
+        "0,0,2,0,0SA0b0,SendActivation,0,0\n0,1,0,0,0L1b1,LoadMicroBatch,1,1\n"
+    )
+    for model in ("blocking", "batched"):
+        report = check(s, model=model)
+        stuck = report.findings.deadlocks[model]
+        assert not report.ok and stuck is not None, model
+        assert [w.at.text for w in stuck.stuck] == ["0SA0b0"], model

@@ -67,6 +67,9 @@ def _one_verdict(make, p: int, m: int, model: str, communicators: str) -> None:
     )
     assert cell.deadlocks == int(f.deadlock is not None) + int(f.communicators is not None)
     assert cell.first == (None if report.ok else f.all()[0].to_dict())
+    # check --json lists each kind in the order the findings happen, as the text and the cell
+    # name the first: hazards[0] once came in stage order, another "first" than theirs
+    assert list(f.hazards) == [x for x in f.all() if any(x is h for h in f.hazards)]
     assert cell.bubble == (report.timeline.bubble.of_total if report.timeline else None)
 
 

@@ -109,7 +109,8 @@ def check(
     models = MODELS if other_model else (model,)
     deadlocks = {m: find_deadlock(schedule, matching, m) for m in models}
     findings = Findings(
-        hazards=tuple(buffer_hazards(schedule)),
+        # in the order they happen, as ``Findings.all()`` and the text name the first one
+        hazards=tuple(sorted(buffer_hazards(schedule), key=lambda h: (h.step, h.stage))),
         unmatched=matching.unmatched,
         mismatched=matching.mismatched,
         deadlock=deadlocks[model],

@@ -107,15 +107,13 @@ def _stuck_rows(schedule: Schedule, partner: np.ndarray, model: P2PModel) -> np.
     facts = exchanges(schedule)
     matched = facts.recvs[partner[facts.recvs] >= 0]
     # Receives wait for their send (batched pairs, and local hand-offs under either model);
-    # only waits inside one step can close a cycle. Rows that never run: unmatched receives
-    # (batched: a send does not wait) or unmatched exchanges (blocking).
+    # only waits inside one step can close a cycle. Rows that never run: unmatched exchanges,
+    # under either model. A batched send does not wait for its receive to be posted, but the
+    # batch's wait never returns for a send nobody receives: the simulator's walk stops there,
+    # and the search once passed it (``check --model batched`` then raised in the simulator).
     local = schedule.rank[partner[matched]] == schedule.rank[matched]
-    if model == "batched":
-        never = facts.recvs[partner[facts.recvs] < 0]
-        recv_rows = matched
-    else:
-        never = np.flatnonzero((facts.cls > 0) & (partner < 0))
-        recv_rows = matched[local]
+    never = np.flatnonzero((facts.cls > 0) & (partner < 0))
+    recv_rows = matched if model == "batched" else matched[local]
     recv_rows = recv_rows[schedule.step[partner[recv_rows]] == schedule.step[recv_rows]]
     if model == "batched" and not len(recv_rows) and not len(never):
         # Without waits inside a step only each rank's own order is left: no cycle.

@@ -317,7 +317,28 @@ def _placed(row: dict, line: int) -> tuple[int, int, int, Any]:
             f"{where}: instruction {str(ins)!r} is beyond the limits of {MAX_STAGES:,} stages and "
             f"{MAX_MICROBATCHES:,} micro-batches (and buffers) that --stages and --microbatches have"
         )
+    _columns_agree(row, ins, where)
     return rank, step, slot, ins
+
+
+def _columns_agree(row: dict, ins: Any, where: str) -> None:
+    """The columns that repeat the instruction (stage, kind, micro-batch, buffer) say what its
+    text says, or are left empty: the text is what is read, so an edited ``microbatch`` cell
+    was ignored without a word and the verdict was about another schedule than the file."""
+    said = {
+        "stage": str(ins.stage),
+        "kind": ins.kind.deepspeed_name,
+        "microbatch": str(ins.microbatch),
+        "buffer": str(ins.buffer),
+    }
+    for column, value in said.items():
+        cell = row.get(column)
+        if isinstance(cell, str) and cell.strip() and cell.strip() != value:
+            raise InputError(
+                f"{where}: the {column} column says {excerpt(cell.strip())} but the instruction "
+                f"{str(ins)!r} has {value}; the instruction column is what is read: make the two "
+                "agree, or leave the column empty"
+            )
 
 
 def _row_int(text: Any, key: str, where: str) -> int:
