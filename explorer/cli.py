@@ -159,6 +159,9 @@ def main(argv: Sequence[str] | None = None, exit_now: bool = False) -> int:
     except (InputError, MissingExtraError) as exc:
         print(f"explorer {args.command}: error: {one_line(str(exc))}", file=sys.stderr)
         return 2
+    except Terminated as exc:
+        print(f"explorer {args.command}: ended by {exc.name}", file=sys.stderr)
+        return 128 + exc.signum
     except KeyboardInterrupt:
         print(f"explorer {args.command}: interrupted", file=sys.stderr)
         return 130
@@ -191,8 +194,29 @@ def _exit_without_teardown(code: int) -> None:
     os._exit(code)
 
 
+class Terminated(KeyboardInterrupt):
+    """``SIGTERM`` or ``SIGHUP`` (``kill``, ``timeout``, a closed terminal), unwinding as
+    Ctrl-C does: every command's ``finally`` ends the processes it started. Without it a
+    killed ``explorer run`` left its ranks running (each leads its own process group)."""
+
+    def __init__(self, signum: int, name: str) -> None:
+        super().__init__(name)
+        self.signum, self.name = signum, name
+
+
+def _end_as_ctrl_c(signum: int, _frame: Any) -> None:
+    import signal
+
+    raise Terminated(signum, signal.Signals(signum).name)
+
+
 def program() -> int:
     """The ``explorer`` program (its console script and ``python -m explorer``)."""
+    import signal
+
+    for signum in (signal.SIGTERM, signal.SIGHUP):
+        if signal.getsignal(signum) is signal.SIG_DFL:  # one ignored on purpose (nohup) stays so
+            signal.signal(signum, _end_as_ctrl_c)
     return main(exit_now=True)
 
 

@@ -15,7 +15,14 @@ import socket
 import sys
 from typing import Mapping, Optional
 
-__all__ = ["free_port", "process_alive", "process_state", "python_path", "rank_env"]
+__all__ = [
+    "free_port",
+    "holds_open",
+    "process_alive",
+    "process_state",
+    "python_path",
+    "rank_env",
+]
 
 
 #: Where the kernel says its ephemeral ports are (Linux); elsewhere none are chosen below it.
@@ -71,6 +78,32 @@ def process_state(pid: int) -> Optional[str]:
             return fh.read().rsplit(b")", 1)[-1].split()[0].decode("ascii", "replace")
     except (OSError, ValueError, IndexError):
         return None
+
+
+def holds_open(pid: int, path: "os.PathLike[str] | str") -> Optional[bool]:
+    """True when process ``pid`` holds the file at ``path`` open (the same file: device and
+    inode, so a folder moved while its ranks write is still theirs), False when it does not or
+    the file is not there, None where its open files cannot be read (another user's process, no
+    ``/proc``).
+
+    How a reader knows a live process is the rank *of this folder*: a ``cp -r`` of a live run
+    names the original's pids in its rank files, and those processes write elsewhere."""
+    try:
+        want = os.stat(path)
+    except OSError:
+        return False
+    try:
+        fds = os.listdir(f"/proc/{int(pid)}/fd")
+    except (OSError, ValueError):
+        return None
+    for fd in fds:
+        try:
+            got = os.stat(f"/proc/{int(pid)}/fd/{fd}")
+        except OSError:  # closed since the listing, or not a file
+            continue
+        if (got.st_dev, got.st_ino) == (want.st_dev, want.st_ino):
+            return True
+    return False
 
 
 def process_alive(pid: int) -> bool:

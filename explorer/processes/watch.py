@@ -290,6 +290,11 @@ class Supervisor:
         for reader in self._readers:
             reader.join(timeout=5.0)  # a process that left our group may hold the pipe: not forever
 
+    def ended_so_far(self) -> tuple[dict[int, Optional[int]], frozenset[int]]:
+        """Each process's exit status and the ranks this supervisor killed, after :meth:`stop`
+        (a watch cut short by Ctrl-C or SIGTERM still says how each rank ended)."""
+        return {r: p.returncode for r, p in self.procs.items()}, frozenset(self._stopped)
+
     def __enter__(self) -> "Supervisor":
         return self.start()
 

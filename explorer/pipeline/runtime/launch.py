@@ -31,7 +31,12 @@ from explorer.failure import FailureKind
 from explorer.pipeline.analysis import check
 from explorer.pipeline.analysis.contract import judged, pairing_of
 from explorer.pipeline.runtime.doctor import doctor
-from explorer.pipeline.runtime.spec import BUILTIN_MODELS, RunSpec, device_refusal
+from explorer.pipeline.runtime.spec import (
+    BUILTIN_MODELS,
+    RUN_ID_VARIABLE,
+    RunSpec,
+    device_refusal,
+)
 from explorer.pipeline.schedules.schedule import Schedule
 from explorer.pipeline.traces.folder import RunFolderLock, new_run_id
 from explorer.pipeline.traces.follow import Follower, failure_kind
@@ -45,6 +50,7 @@ from explorer.processes import (
     free_port,
     rank_env,
 )
+from explorer.processes.orphan import LAUNCHER_PID
 
 Progress = Callable[[Follower], None]
 
@@ -125,7 +131,11 @@ class PipelineEngine(Engine):
             Child(
                 rank,
                 [sys.executable, "-m", WORKERS[self.spec.engine], str(self.folder)],
-                rank_env(rank, world, port, threads=self.spec.threads),
+                {
+                    **rank_env(rank, world, port, threads=self.spec.threads),
+                    RUN_ID_VARIABLE: self.spec.run_id,  # it reads only its own run's spec
+                    LAUNCHER_PID: str(os.getpid()),  # it ends with this process (.orphan)
+                },
                 self.folder / f"rank{rank}.log",
             )
             for rank in range(world)
@@ -205,7 +215,9 @@ class Launch:
                 pass
 
     def poll(self) -> bool:
-        """True while any rank runs."""
+        """True while any rank runs. The run ends for its folder only in :meth:`wait` (how each
+        rank ended is written, the folder's lock let go) or :meth:`stop`: until then a read of
+        the folder says it is still running."""
         return self.supervisor is not None and bool(self.supervisor.running())
 
     def wait(
@@ -233,6 +245,17 @@ class Launch:
                 self.spec.stall_timeout_s,
                 out.frozen,
             )
+        except KeyboardInterrupt as exc:  # Ctrl-C, or SIGTERM/SIGHUP to the explorer program
+            codes, stopped = self.supervisor.ended_so_far()  # its watch ended every rank
+            write_exit_codes(
+                self.folder,
+                self.spec.run_id,
+                codes,
+                stopped,
+                self.spec.stall_timeout_s,
+                interrupted=getattr(exc, "name", "SIGINT"),
+            )
+            raise
         finally:
             if self._linger is not None:
                 self._linger.cancel()
@@ -254,9 +277,14 @@ class Launch:
         return result
 
     def stop(self) -> None:
-        """Kill every rank still alive, by its process group, and reap it."""
+        """Kill every rank still alive, by its process group, and reap it; the folder is let
+        go (another run may start there)."""
         if self.supervisor is not None:
             self.supervisor.stop()
+        if self._linger is not None:
+            self._linger.cancel()
+        if self._lock is not None:
+            self._lock.release()
 
 
 def stall_diagnosis(result: PipelineRunResult) -> Optional[dict]:
@@ -294,14 +322,22 @@ def run_pipeline(
 def _validate_model(spec: RunSpec) -> None:
     """Build and split the model first, so a bad ``--model`` is one InputError, not N dead ranks.
 
-    A built-in model is built here; a user's function only in a child process (it may exit,
-    crash or hang: see :mod:`.model_check`).
+    A built-in model whose options prove it builds is only split, by its layer count (no
+    torch in the launcher: 2 s before the first rank starts); other built-in options are
+    built here; a user's function only in a child process (it may exit, crash or hang: see
+    :mod:`.model_check`).
     """
     stages = spec.build_schedule().num_stages
     if spec.model.name not in BUILTIN_MODELS:
         from explorer.pipeline.runtime.model_check import check_user_model
 
         check_user_model(spec.to_json()["model"], stages, spec.microbatch_size, spec.seed)
+        return
+    from explorer.pipeline.runtime.model_shape import builtin_layers, split
+
+    layers = builtin_layers(spec.model.name, spec.model.options)
+    if layers is not None:
+        split(range(layers), stages, spec.model.cuts)
         return
     from explorer.pipeline.runtime.models import build_model
 

@@ -11,6 +11,7 @@ Pure python: no torch here, so the CLI can validate a spec before anything heavy
 from __future__ import annotations
 
 import json
+import os
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Mapping, Optional
@@ -145,13 +146,27 @@ class RunSpec:
 
     @staticmethod
     def read(folder: Path) -> "RunSpec":
+        """The folder's spec; in a rank the launcher started, only the spec of its own run
+        (:data:`RUN_ID_VARIABLE`): a rank that read it late, after another run took the folder,
+        once ran that run's schedule into that run's files."""
         path = Path(folder) / "spec.json"
         try:
-            return RunSpec.from_json(json.loads(path.read_text()))
+            spec = RunSpec.from_json(json.loads(path.read_text()))
         except FileNotFoundError:
             raise InputError(
                 f"{folder} holds no spec.json: is it a run folder written by `explorer run`?"
             ) from None
+        mine = os.environ.get(RUN_ID_VARIABLE)
+        if mine and spec.run_id != mine:
+            raise InputError(
+                f"{path} is run {spec.run_id}'s, not this rank's run {mine}: another run took "
+                "the folder; this rank ends without writing there"
+            )
+        return spec
+
+
+#: Set by the launcher in each rank's environment: the id of the run the rank belongs to.
+RUN_ID_VARIABLE = "EXPLORER_RUN_ID"
 
 
 def device_refusal(

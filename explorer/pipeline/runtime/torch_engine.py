@@ -28,6 +28,7 @@ ranks share a host (``torch_engine`` never runs across machines).
 from __future__ import annotations
 
 import json
+import os
 import sys
 import tempfile
 from dataclasses import dataclass, field, replace
@@ -43,8 +44,10 @@ from explorer.pipeline.runtime.torch_orders import OrderChoice, OrderSource, cho
 from explorer.pipeline.schedules.instructions import Kind
 from explorer.pipeline.schedules.torch_actions import TorchAction, format_action
 from explorer.pipeline.traces import MeasuredTrace, read_chrome_trace
+from explorer.pipeline.traces.folder import RunFolderLock, new_run_id
 from explorer.pipeline.traces.follow import Follower, failure_of
 from explorer.processes import Child, Engine, Report, free_port, rank_env, supervise
+from explorer.processes.orphan import LAUNCHER_PID
 
 #: How PyTorch's engine ended: it ran, it failed, or it cannot run this schedule.
 TorchRunStatus = Literal["ran", "failed", "unsupported"]
@@ -179,13 +182,21 @@ def run_torch_engine(
         )
     path = Path(folder) if folder else Path(tempfile.mkdtemp(prefix="explorer-torch-"))
     path.mkdir(parents=True, exist_ok=True)
-    spec.write(path)
-    (path / "actions.json").write_text(json.dumps({str(r): a for r, a in choice.actions.items()}))
-    engine = TorchEngine(path, spec.world_size)
-    out = supervise(
-        engine, timeout_s=timeout_s if timeout_s is not None else spec.stall_timeout_s + 60.0
-    )
-    return _collect(path, choice, out.returncodes, engine.failures(), version, [WORKAROUND])
+    spec = replace(spec, run_id=spec.run_id or new_run_id())
+    # one run per folder, as on the explorer's engine: an earlier run's files are set aside
+    # (its torch_rank<R>.jsonl were appended to, and its stale ranks read as this run's)
+    lock = RunFolderLock.claim(path, spec.run_id)
+    try:
+        spec.write(path)
+        actions = {str(r): a for r, a in choice.actions.items()}
+        (path / "actions.json").write_text(json.dumps(actions))
+        engine = TorchEngine(path, spec.world_size)
+        out = supervise(
+            engine, timeout_s=timeout_s if timeout_s is not None else spec.stall_timeout_s + 60.0
+        )
+        return _collect(path, choice, out.returncodes, engine.failures(), version, [WORKAROUND])
+    finally:
+        lock.release()
 
 
 class TorchEngine(Engine):
@@ -202,7 +213,7 @@ class TorchEngine(Engine):
             Child(
                 rank,
                 [sys.executable, "-m", "explorer.pipeline.runtime.torch_worker", str(self.folder)],
-                rank_env(rank, self.world, port, threads=1),
+                {**rank_env(rank, self.world, port, threads=1), LAUNCHER_PID: str(os.getpid())},
                 self.folder / f"torch_rank{rank}.log",
             )
             for rank in range(self.world)

@@ -33,6 +33,10 @@ import sys
 from contextlib import nullcontext
 from pathlib import Path
 
+from explorer.processes.orphan import end_with_launcher
+
+end_with_launcher()  # first: a rank whose launcher is gone must not run on into its folder
+
 import torch
 import torch.distributed as dist
 

@@ -18,15 +18,21 @@ import datetime
 import os
 import sys
 import time
+import traceback
 from pathlib import Path
+from typing import Optional
+
+from explorer.processes.orphan import end_with_launcher
+
+end_with_launcher()  # first: a rank whose launcher is gone must not run on into its folder
 
 import torch
 import torch.distributed as dist
 
-from explorer.failure import FailureKind, from_exception
+from explorer.failure import Failure, FailureKind, from_exception
 from explorer.pipeline.runtime.clock import clock_for
 from explorer.pipeline.runtime.determinism import gpu_index, prepare_rank
-from explorer.pipeline.runtime.executor import InstructionFailed, RankExecutor
+from explorer.pipeline.runtime.executor import InstructionFailed, RankExecutor, classify
 from explorer.pipeline.runtime.models import build_model
 from explorer.pipeline.runtime.p2p import Channels, open_directions
 from explorer.pipeline.runtime.recorder import Recorder
@@ -56,10 +62,31 @@ def main(folder: Path) -> int:
             text=str(exc.instruction),
         )
     except BaseException as exc:  # setup failures (model, rendezvous) are still this rank's story
-        recorder.failure(from_exception(exc, FailureKind.ERROR), text=None)
+        recorder.failure(outside_instructions(exc), text=None, collective=collective_of(exc))
     recorder.close()
     sys.stdout.flush()
     os._exit(1)
+
+
+def outside_instructions(exc: BaseException) -> Failure:
+    """A failure outside the schedule's instructions (set-up, the barrier that starts each
+    iteration, the final gather), kind as an instruction's would be: a neighbour that died while
+    this rank waited in the barrier is a lost peer (its consequence, so the verdict looks for the
+    rank that went), not this rank's own error."""
+    lost_peer = classify(exc) == "peer"
+    return from_exception(exc, FailureKind.PEER if lost_peer else FailureKind.ERROR)
+
+
+def collective_of(exc: BaseException) -> Optional[str]:
+    """The torch.distributed call ``exc`` came out of (``barrier``, ``gather_object``), the
+    outermost frame of ``distributed_c10d`` in its traceback; None when it came from none. The
+    doctor reads it as the collective the rank waited in when its neighbour went."""
+    calls = [
+        frame.f_code.co_name
+        for frame, _ in traceback.walk_tb(exc.__traceback__)
+        if frame.f_code.co_filename.endswith("distributed_c10d.py")
+    ]
+    return calls[0] if calls else None
 
 
 def _device(spec: RunSpec) -> torch.device:

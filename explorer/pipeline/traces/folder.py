@@ -7,7 +7,8 @@ reused folder leaked the previous run's losses and ``done`` lines into the new r
 - the launcher takes an exclusive ``flock`` on ``run.lock`` for the whole run (the kernel drops
   it if the launcher dies); a second launcher is refused with the holder's run id and pid;
 - files of an earlier run (``spec.json``, ``rank*.jsonl``, ``rank*.log``, ``result.json``,
-  ``exit_codes.json``) are moved into ``previous/<its run id>/`` before the new run writes;
+  ``exit_codes.json``, and PyTorch's engine's ``torch_*`` and ``actions.json``) are moved into
+  ``previous/<its run id>/`` before the new run writes;
 - every line and the result carry ``"run": <id>``, and the collector reads only its own run's.
 """
 
@@ -17,6 +18,7 @@ import fcntl
 import json
 import os
 import re
+import stat
 import time
 import uuid
 from pathlib import Path
@@ -27,7 +29,9 @@ from explorer.errors import InputError
 LOCK = "run.lock"
 #: Names a run writes into its folder (moved aside together when the folder is reused).
 _RUN_FILE = re.compile(
-    r"(spec\.json(\.\d+)?|result\.json(\.tmp)?|exit_codes\.json(\.tmp)?|rank\d+\.(jsonl|log))"
+    r"(spec\.json(\.\d+)?|result\.json(\.tmp)?|exit_codes\.json(\.tmp)?|rank\d+\.(jsonl|log)"
+    # PyTorch's engine (--engine torch): its order, its ranks' lines and traces, its result
+    r"|actions\.json|torch_order\.json|torch_result\.json(\.tmp)?|torch_rank\d+\.(jsonl|json|log))"
 )
 
 
@@ -58,7 +62,7 @@ class RunFolderLock:
     def claim(folder: Path, run_id: str) -> "RunFolderLock":
         """Lock ``folder`` for ``run_id`` and set any earlier run's files aside; refuse a folder in use."""
         folder = Path(folder)
-        fh = open(folder / LOCK, "a+", encoding="utf-8")
+        fh = _open_lock(folder / LOCK)
         try:
             fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
@@ -82,23 +86,94 @@ class RunFolderLock:
             self._fh.close()
 
 
-def launcher_running(folder: Path, run_id: str) -> Optional[int]:
-    """The pid of the launcher of run ``run_id`` when it still runs (``run.lock`` names it, and
-    that process is alive and an explorer one), else None. Read, never locked: a reader must
-    not hold the lock a new run would ask for."""
+def _open_lock(path: Path):
+    """``run.lock`` opened to be locked and written: a regular file, never through a link (a
+    symlink put there would have its target truncated) nor a FIFO or folder (one line, exit 2,
+    where ``open`` raised a traceback or blocked)."""
     try:
-        said = (Path(folder) / LOCK).read_text(encoding="utf-8")
-    except OSError:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError as exc:
+        raise InputError(
+            f"{path} cannot be the run's lock ({exc.strerror or exc}: a link, a folder or "
+            "unwritable?): remove it, or give another --out folder"
+        ) from None
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise InputError(
+            f"{path} is not a regular file, so it cannot be the run's lock: remove it, or give "
+            "another --out folder"
+        )
+    os.set_blocking(fd, True)
+    return os.fdopen(fd, "a+", encoding="utf-8")
+
+
+def launcher_running(folder: Path, run_id: str) -> Optional[int]:
+    """The pid of the launcher of run ``run_id`` while it still holds ``run.lock`` (the file
+    names it, and the kernel lists that pid's lock on that file), else None.
+
+    Read, never locked: a reader must not hold the lock a new run would ask for. The lock, not
+    the pid alone, is the test: a notebook kernel or a test process that launched a run lives on
+    after it, and a pid may since have gone to another program. Where ``/proc/locks`` cannot be
+    read, a live process whose command line says explorer is taken as the holder."""
+    path = Path(folder) / LOCK
+    said = _lock_text(path)
+    if said is None:
         return None
     m = re.fullmatch(r"run (\S+), pid (\d+)", said.strip())
     if m is None or m.group(1) != run_id:
         return None
     pid = int(m.group(2))
+    held = _lock_held_by(path, pid)
+    if held is not None:
+        return pid if held else None
     try:
         command = Path(f"/proc/{pid}/cmdline").read_bytes()
     except OSError:
         return None  # gone (or no /proc here: then not known to run)
     return pid if b"explorer" in command else None  # a pid since given to another program
+
+
+def _lock_text(path: Path) -> Optional[str]:
+    """What ``run.lock`` says (one short line), or None when it is not a regular file: a FIFO
+    put in its place must not block every reader, nor a huge file fill its memory."""
+    try:
+        with open(path, "rb", opener=lambda p, f: os.open(p, f | os.O_NONBLOCK)) as fh:
+            if not stat.S_ISREG(os.fstat(fh.fileno()).st_mode):
+                return None
+            return fh.read(4096).decode("utf-8", errors="replace")
+    except OSError:
+        return None
+
+
+def _lock_held_by(path: Path, pid: int) -> Optional[bool]:
+    """Whether ``pid`` holds a lock on ``path`` by the kernel's own list (``/proc/locks``); None
+    where that list cannot be read. The inode is compared, not the device: on an overlay file
+    system the lock names the lower file system's device."""
+    try:
+        inode = path.stat().st_ino
+        table = Path("/proc/locks").read_text(encoding="ascii", errors="replace")
+    except OSError:
+        return None
+    for line in table.splitlines():
+        fields = line.split()
+        if len(fields) < 6 or fields[1] == "->":  # a waiter, not a holder
+            continue
+        if fields[4] == str(pid) and fields[5].rsplit(":", 1)[-1] == str(inode):
+            return True
+    return False
+
+
+def of_torch_engine(folder: Path) -> bool:
+    """Whether ``folder`` is a run of PyTorch's engine (``--engine torch``), or one starting:
+    its ``actions.json``, its order or its ranks' ``torch_rank<R>`` files. It holds
+    ``spec.json`` and ``run.lock`` as the explorer's own runs do, but no ``rank<R>.jsonl`` ever:
+    it must not be read as an explorer run whose ranks never wrote."""
+    folder = Path(folder)
+    return (
+        (folder / "actions.json").exists()
+        or (folder / "torch_order.json").exists()
+        or any(folder.glob("torch_rank*"))
+    )
 
 
 def set_aside(folder: Path) -> Optional[Path]:
@@ -123,4 +198,4 @@ def set_aside(folder: Path) -> Optional[Path]:
     return dest
 
 
-__all__ = ["LOCK", "RunFolderLock", "new_run_id", "set_aside"]
+__all__ = ["LOCK", "RunFolderLock", "new_run_id", "of_torch_engine", "set_aside"]

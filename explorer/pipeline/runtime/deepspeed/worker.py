@@ -27,6 +27,10 @@ import time
 from pathlib import Path
 from typing import Any, Optional
 
+from explorer.processes.orphan import end_with_launcher
+
+end_with_launcher()  # first: a rank whose launcher is gone must not run on into its folder
+
 
 def main(folder: Path) -> int:
     """Run this process's rank of the DeepSpeed run in ``folder``; returns the exit code."""
