@@ -10,6 +10,7 @@ rank's own lane. How fast it opens is measured in ``benchmarks/bench_browser.py`
 from __future__ import annotations
 
 import pytest
+from plotly_point import click_point
 from replicated_job import replicate
 
 from explorer.pipeline.analysis import build
@@ -51,15 +52,7 @@ def test_a_folded_job_of_8192_ranks_draws_and_opens_each_stragglers_lane(chromiu
     )
     assert sorted(ranks) == sorted(s.rank for s in truth.stragglers)
     for x, y, rank in zip(xs, ys, ranks):
-        px, py = folded.evaluate(
-            "(gd, at) => { const xa = gd._fullLayout.xaxis, ya = gd._fullLayout.yaxis;"
-            " const r = gd.getBoundingClientRect();"
-            " return [r.left + xa._offset + xa.l2p(at[0]), r.top + ya._offset + ya.l2p(at[1])]; }",
-            [x, y],
-        )
-        folded.scroll_into_view_if_needed()
-        page.mouse.move(px, py)
-        page.mouse.click(px, py)
+        click_point(page, folded, x, y, custom=rank)
         lane = page.locator(f"#lane-{rank}")
         lane.wait_for(state="visible", timeout=10_000)
         assert (

@@ -19,6 +19,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from plotly_point import click_point
 
 from explorer.lessons.build import lesson_sources
 
@@ -74,15 +75,7 @@ class Opened:
 
     def click_cell(self, figure, x: float, y: float) -> None:
         """Click the plotly figure ``figure`` at data coordinates (x, y), where plotly drew them."""
-        figure.scroll_into_view_if_needed()
-        px, py = figure.evaluate(
-            "(gd, at) => { const xa = gd._fullLayout.xaxis, ya = gd._fullLayout.yaxis;"
-            " const r = gd.getBoundingClientRect();"
-            " return [r.left + xa._offset + xa.l2p(at[0]), r.top + ya._offset + ya.l2p(at[1])]; }",
-            [x, y],
-        )
-        self.page.mouse.move(px, py)
-        self.page.mouse.click(px, py)
+        click_point(self.page, figure, x, y)
 
 
 def _set(section, name: str, index: int) -> None:

@@ -47,6 +47,7 @@ from typing import Callable, Optional
 import lab_harness as lh
 import pytest
 from notebook_claims import CLAIMS, MARK
+from plotly_point import click_pixel
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
@@ -749,12 +750,10 @@ def _click_a_marker(
         failures.append(f"the last new-graph marker has no box or no graph hash ({hashes})")
         return
     x, y = box["x"] + box["width"] / 2, box["y"] + box["height"] / 2
-    page = run.nb.page
-    page.mouse.move(x, y)
     wire = run.nb.wire
     start = len(wire.messages)
-    page.mouse.click(x, y)
     try:  # a click that reaches the kernel is answered; one that plotly ignores sends nothing
+        click_pixel(run.nb.page, plot, (x, y), (None, None, hashes[-1]))
         run.nb.wait_until(
             lambda: any(
                 m.direction == "out" and m.msg_type == "comm_msg" for m in wire.messages[start:]
