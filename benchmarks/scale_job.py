@@ -65,15 +65,19 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     run = args.run or record(args.out / "recorded")
     t0 = time.perf_counter()
-    truth = replicated_job.replicate(
-        run,
-        args.out / "job",
-        args.replicas,
-        events=args.events,
-        stragglers=[] if args.clean else None,
-        from_iteration=args.from_iteration,
-        seed=args.seed,
-    )
+    try:
+        truth = replicated_job.replicate(
+            run,
+            args.out / "job",
+            args.replicas,
+            events=args.events,
+            stragglers=[] if args.clean else None,
+            from_iteration=args.from_iteration,
+            seed=args.seed,
+        )
+    except ValueError as exc:  # a run that cannot be replicated: one line, as the CLI says it
+        print(f"scale_job: error: {exc}", file=sys.stderr)
+        return 2
     took = time.perf_counter() - t0
     print(
         f"{truth.pipeline_ranks * truth.replicas} ranks ({truth.replicas} replicas of {truth.stages} "

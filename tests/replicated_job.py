@@ -99,7 +99,14 @@ def _recorded(run: Path) -> tuple[dict, dict[int, list[dict]]]:
         return spec, {r: _lines(lay.files[int(lay.rank_at(0, r))]) for r in ranks}
     spec = json.loads((run / "spec.json").read_text())
     ranks = sorted(set(spec["schedule"]["stage_to_rank"]))
-    return spec, {r: _lines(run / f"rank{r}.jsonl") for r in ranks}
+    lines = {r: _lines(run / f"rank{r}.jsonl") for r in ranks}
+    unfinished = [r for r, ls in lines.items() if not any(x["type"] == "done" for x in ls)]
+    if unfinished:  # its failure and hazard lines have no times to tile
+        raise ValueError(
+            f"{run} is a run that did not finish (rank {unfinished[0]} wrote no end): replicate "
+            "a run that ran to its end"
+        )
+    return spec, lines
 
 
 def default_stragglers(

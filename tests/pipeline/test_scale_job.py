@@ -130,6 +130,13 @@ def test_the_ranks_of_a_failed_run_are_said_failed(seed_bug_run):
     assert "it failed (buffer): BufferFault" in ended[result.failure.rank].why
 
 
+def test_a_failed_run_is_refused_as_a_template_by_name(seed_bug_run, tmp_path):
+    """Replicating the seed's failed run raised a KeyError (its failure line has no times)."""
+    _, result = seed_bug_run
+    with pytest.raises(ValueError, match="did not finish"):
+        replicate(result.folder, tmp_path / "job", 2)
+
+
 def truth_run(job) -> str:
     return json.loads((job / "spec.json").read_text())["run_id"]
 
