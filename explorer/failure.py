@@ -65,6 +65,8 @@ class FailureKind(StrEnum):
     EXIT = "exit"
     #: Some rank never reported an end (the run was stopped).
     UNFINISHED = "unfinished"
+    #: Read back while the run goes on (its launcher holds the folder): no verdict yet.
+    RUNNING = "running"
     #: The analysis refused the schedule before anything was started.
     REFUSED = "refused"
     #: The engine cannot run this configuration at all (e.g. PyTorch's order is broken).

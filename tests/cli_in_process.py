@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Mapping, Optional, Sequence, Union
 
-__all__ = ["Called", "call_cli", "run_cli_child"]
+__all__ = ["Called", "asked_four_ways", "call_cli", "run_cli_child"]
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -71,6 +71,18 @@ def call_cli(argv: Sequence[str], cwd: Union[str, Path, None] = None) -> Called:
     finally:
         os.chdir(here)
     return Called(int(code), _read(out), _read(err))
+
+
+def asked_four_ways(folder: Union[str, Path]) -> dict[str, Called]:
+    """What ``read``, ``check``, ``run --collect`` and ``read --json`` say of a run folder: four
+    ways of asking one question, which must give one answer."""
+    argvs = {
+        "read": ["read", str(folder)],
+        "check": ["check", str(folder)],
+        "collect": ["run", "--collect", str(folder)],
+        "json": ["read", str(folder), "--json"],
+    }
+    return {name: call_cli(argv) for name, argv in argvs.items()}
 
 
 def run_cli_child(

@@ -108,6 +108,21 @@ def test_a_rank_inside_torch_compile_is_compiling_and_running_compiled_code_is_n
     assert said == "rank 1 is still compiling (torch.compile) at train.py:30"
 
 
+def test_a_rank_in_no_instruction_is_named_by_the_stage_it_holds():
+    """A rank stopped in the barrier between iterations is in no instruction: the doctor named
+    it "rank 1" there and "stage 1 (rank 1)" a moment later (a fresh clone failed on the race).
+    Its one stage names it either way; a rank of two stages (interleaved) keeps its rank."""
+    from explorer.pipeline.runtime.doctor import _staged
+
+    gpipe, interleaved = build("gpipe", 2, 4), build("interleaved-1f1b", 2, 4, chunks=2)
+    stopped = RankState(1, 11, "stopped", where="worker.py:136")
+    assert _staged(stopped, gpipe).describe().startswith("stage 1 (rank 1) stands stopped ")
+    assert _staged(stopped, interleaved).describe().startswith("rank 1 stands stopped ")
+    assert _staged(stopped, None).describe().startswith("rank 1 stands stopped ")
+    placed_at = _staged(state(1, "waiting", op="recv", peer=0), gpipe)
+    assert placed_at.stage == 1 and placed_at.describe().startswith("stage 1 (rank 1) waits")
+
+
 def test_a_planted_fault_is_named_with_its_step_and_a_collective_has_no_peer():
     frames = [
         Frame("RankExecutor._inject", EXECUTOR, 160, {"step": "5"}, "time.sleep(3600)"),
@@ -305,6 +320,18 @@ def test_a_folder_without_rank_files_and_pids_all_gone_are_bad_input(explorer_cl
     assert len(out.stderr.strip().splitlines()) == 1
     out = explorer_cli("doctor", *map(str, _free_pids(2)))
     assert out.returncode == 2 and "none of the PIDs" in out.stderr
+
+
+@pytest.mark.parametrize("what", ["directory", "link to nothing"])
+def test_a_rank_file_that_is_no_file_is_bad_input(explorer_cli, tmp_path, what):
+    """A folder named rank0.jsonl was read as rank 0, "gone" (exit 1), where read, check and
+    run --collect refused the folder."""
+    odd = tmp_path / "rank0.jsonl"
+    odd.mkdir() if what == "directory" else odd.symlink_to(tmp_path / "nowhere")
+    out = explorer_cli("doctor", str(tmp_path))
+    assert out.returncode == 2 and len(out.stderr.strip().splitlines()) == 1, out.stderr
+    assert out.stderr.startswith("explorer doctor: error: rank0.jsonl in "), out.stderr
+    assert f" is a {what}, not a rank's file" in out.stderr, out.stderr
 
 
 def test_each_rank_is_its_highest_process_not_a_child_that_inherited_rank():

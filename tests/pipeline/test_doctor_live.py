@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -121,6 +122,16 @@ def _waiting(d: Diagnosis, peers: dict[int, int], op: str = "") -> bool:
     )
 
 
+def _a_copy_is_not_the_live_job(folder: Path, copy: Path) -> None:
+    """A ``cp -r`` of the live run names the live ranks' pids, but those processes write the
+    original: the copy's doctor reads no stack of theirs (it once read them, saw the copy's
+    files stand still and called the original's waits a hang of the copy)."""
+    shutil.copytree(folder, copy)
+    d = doctor([], folder=copy)
+    assert d.folder == copy and d.live == 0, d.to_dict()
+    assert not [s.rank for s in d.verdict.ranks if s.source == "stack"], d.verdict.describe()
+
+
 @pytest.mark.slow
 def test_a_rank_sleeping_on_purpose_is_the_rank_everyone_waits_on(tmp_path, jobs):
     schedule = build("deepspeed-train", 3, 6)
@@ -135,6 +146,7 @@ def test_a_rank_sleeping_on_purpose_is_the_rank_everyone_waits_on(tmp_path, jobs
 
     ready_at = _until([launcher.pid], ready, save=tmp_path / "saved")
     assert ready_at.folder == folder  # found from the ranks' command lines
+    _a_copy_is_not_the_live_job(folder, tmp_path / "copy")
     read_again_from_the_folder(tmp_path / "saved", ready_at.verdict)
     out = subprocess.run(
         [sys.executable, "-m", "explorer", "doctor", str(launcher.pid), "--json"],

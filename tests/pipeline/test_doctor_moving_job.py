@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 from cli_in_process import call_cli, run_cli_child
+from run_lock import StandIn
 
 pytestmark = pytest.mark.slow
 
@@ -79,37 +80,28 @@ def test_rank_files_of_another_run_are_named_and_not_read(cli_1f1b_run, tmp_path
 
 def test_a_job_whose_ranks_have_not_started_is_starting_not_gone(cli_1f1b_run, tmp_path):
     """Ranks import torch for seconds before they write their start line: doctor of a starting
-    job said every rank was gone, exit 1. While the launcher ``run.lock`` names still runs,
-    they are starting; once it is gone, a folder with no rank file is refused as before. (The
-    folder is a real run's, its rank files taken away; the launcher is a process that sleeps
-    under a command line naming explorer, as the real one's does.)"""
+    job said every rank was gone, exit 1. While the launcher holds the folder's ``run.lock``,
+    they are starting; once it lets go, a folder with no rank file is refused as before. (The
+    folder is a real run's, its rank files taken away; the launcher is a stand-in that takes
+    the lock as the real one does.)"""
     folder = Path(shutil.copytree(cli_1f1b_run.folder, tmp_path / "starting"))
     for rank_file in folder.glob("rank*.jsonl"):
         rank_file.unlink()
     run_id = json.loads((folder / "spec.json").read_text())["run_id"]
-    launcher = subprocess.Popen(
-        [sys.executable, "-c", "import time; time.sleep(120)", "explorer", "run"]
-    )
+    (folder / "run.lock").unlink(missing_ok=True)
+    launcher = StandIn(folder, run_id)
     try:
-        # Popen returns once the child has begun exec, and the kernel may not have set its
-        # command line yet (it read empty once, on a loaded machine): wait until it shows
-        cmdline = Path(f"/proc/{launcher.pid}/cmdline")
-        deadline = time.monotonic() + 60
-        while b"explorer" not in cmdline.read_bytes():
-            assert time.monotonic() < deadline, cmdline.read_bytes()
-            time.sleep(0.05)
-        (folder / "run.lock").write_text(f"run {run_id}, pid {launcher.pid}")
         said = call_cli(["doctor", str(folder), "--json"])
         assert said.returncode == 0, said.stderr
         doc = json.loads(said.stdout)
         assert doc["verdict"] == "starting", said.stdout[-2000:]
         assert {r["activity"] for r in doc["ranks"]} == {"starting"}
-        (folder / "run.lock").write_text(f"run another-run, pid {launcher.pid}")
+        lock = (folder / "run.lock").read_text()
+        (folder / "run.lock").write_text(lock.replace(run_id, "another-run"))
         assert call_cli(["doctor", str(folder)]).returncode == 2  # the lock is another run's
+        (folder / "run.lock").write_text(lock)
+        launcher.release()  # alive, as a notebook kernel is after its run, but not holding it
+        assert call_cli(["doctor", str(folder)]).returncode == 2  # nothing to read
     finally:
-        launcher.kill()
-        launcher.wait()
-    (folder / "run.lock").write_text(f"run {run_id}, pid {launcher.pid}")
-    assert (
-        call_cli(["doctor", str(folder)]).returncode == 2
-    )  # its launcher is gone: nothing to read
+        launcher.end()
+    assert call_cli(["doctor", str(folder)]).returncode == 2  # its launcher is gone

@@ -129,7 +129,7 @@ def test_a_plan_of_another_size_is_refused_and_leaving_the_plan_is_exit_1(
     lines = (cut / "rank1.jsonl").read_text().splitlines(keepends=True)
     (cut / "rank1.jsonl").write_text("".join(x for x in lines if '"done"' not in x))
     gone = explorer_cli("doctor", str(cut))
-    assert gone.returncode == 1 and "rank 1 is gone" in gone.stdout, gone.stdout
+    assert gone.returncode == 1 and "stage 1 (rank 1) is gone" in gone.stdout, gone.stdout
     wrong = explorer_cli(
         "doctor", str(folder), "--kind", "1f1b", "--stages", "4", "--microbatches", "8"
     )

@@ -22,7 +22,7 @@ import pytest
 from explorer.errors import InputError
 from explorer.pipeline.analysis.hang import HangVerdict
 from explorer.pipeline.runtime.doctor import doctor
-from explorer.processes import free_port, process_state, rank_env
+from explorer.processes import free_port, rank_env
 from tests.pipeline.conftest import alive, read_again_from_the_folder
 
 pytestmark = pytest.mark.slow
@@ -100,7 +100,9 @@ def test_the_doctor_names_a_stopped_rank_as_the_one_the_others_wait_on(tmp_path)
     script.write_text(JOB)
     ranks = _start(script)
     try:
-        verdict = _diagnosed(ranks, lambda v: process_state(ranks[1].pid) == "T", tmp_path / "s")
+        # ready on what the doctor saw, not on the process now: a verdict read while both ranks
+        # were still in their rendezvous, with rank 1 stopped a moment later, was no-wait
+        verdict = _diagnosed(ranks, lambda v: v.state(1).activity == "stopped", tmp_path / "s")
     finally:
         _end(ranks)
     assert (verdict.verdict, verdict.culprit, verdict.waiting) == ("waits-on", 1, (0,))

@@ -180,3 +180,37 @@ def test_ranks_the_launcher_stopped_before_any_word_make_a_failure(tmp_path):
     assert result.failure.kind == "unfinished"
     assert result.failure.message.startswith("the launcher stopped ranks 0, 1 before they finished")
     assert (result.failure.rank, result.failure.step) == (0, 0)
+
+
+def _peer_lost_by(tmp_path, rank: int) -> None:
+    """Rank files of a 2-rank run: ``rank`` wrote its start line and lost its peer."""
+    for r in (0, 1):
+        lines = [{"type": "start", "rank": r, "pid": 10 + r, "stages": [r]}]
+        if r == rank:
+            lines.append(
+                {"type": "failure", "rank": r, "kind": "peer", "time": 5.0, "stage": r,
+                 "step": 2, "message": "RuntimeError: Connection closed by peer"}
+            )  # fmt: skip
+        (tmp_path / f"rank{r}.jsonl").write_text("".join(json.dumps(x) + "\n" for x in lines))
+
+
+def test_a_lost_peer_is_the_consequence_of_the_rank_that_went_without_a_word(tmp_path):
+    """Rank 1 exited non-zero without a report and rank 0 lost it: rank 1 is the cause, rank 0's
+    lost peer a consequence (a lost peer was reported as the cause). With no exit code kept it
+    is still rank 1; a rank the launcher stopped itself is a consequence, not a cause."""
+    from explorer.pipeline.analysis import build
+    from explorer.pipeline.traces.result import collect
+
+    schedule = build("1f1b", 2, 4)
+    _peer_lost_by(tmp_path, 0)
+    exited = collect(tmp_path, schedule, returncodes={0: 1, 1: 3}).failure
+    assert exited is not None and (exited.kind, exited.rank, exited.returncode) == ("exit", 1, 3)
+    assert exited.consequences == ("rank 0: RuntimeError: Connection closed by peer",)
+    unknown = collect(tmp_path, schedule).failure  # read back: no exit codes were kept
+    assert unknown is not None and (unknown.kind, unknown.rank) == ("unfinished", 1)
+    assert "no exit code is known" in unknown.message
+    stopped = collect(tmp_path, schedule, returncodes={0: 1, 1: -9}, stopped=frozenset({1}))
+    assert stopped.failure is not None and (stopped.failure.kind, stopped.failure.rank) == (
+        "peer",
+        0,
+    )

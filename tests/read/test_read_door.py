@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -182,3 +183,25 @@ def test_a_folder_holding_a_pipe_or_a_device_link_is_refused_before_any_read(
             assert kind in out.stderr and "not a file" in out.stderr, out.stderr
     out = explorer_cli("read", "/proc")
     assert out.returncode == 2 and "kernel file system" in out.stderr, out.stderr
+    # "/" holds /proc: the walk met a kernel FIFO there and told the user to remove it
+    for command in ("read", "doctor"):
+        out = explorer_cli(command, "/")
+        assert out.returncode == 2 and "is the root of the file system" in out.stderr, out.stderr
+
+
+@pytest.mark.slow
+def test_a_pipe_in_a_run_folder_is_refused_alike_by_every_command(cli_1f1b_run, tmp_path):
+    """A FIFO put at ``exit_codes.json`` of a real run: ``read`` and ``doctor`` refused it in
+    one line, while ``check`` and ``run --collect`` opened it and blocked for ever."""
+    import os
+    import shutil
+
+    from cli_in_process import run_cli_child
+
+    folder = Path(shutil.copytree(cli_1f1b_run.folder, tmp_path / "run"))
+    (folder / "exit_codes.json").unlink()
+    os.mkfifo(folder / "exit_codes.json")
+    for argv in (["read"], ["check"], ["run", "--collect"], ["doctor"]):
+        out = run_cli_child([*argv, str(folder)], timeout=60)  # a child: a hang ends
+        assert out.returncode == 2 and len(out.stderr.splitlines()) == 1, (argv, out.stderr)
+        assert "codes.json" in out.stderr and "is a FIFO" in out.stderr, (argv, out.stderr)

@@ -395,6 +395,8 @@ class ContractReport:
                 f"P2P contract of {self.source}: each message of the {self.exchanges} send and "
                 "receive line(s) the run recorded matches the receive it met"
             )
+            if ended.kind == FailureKind.RUNNING:  # read while it runs: no verdict on it yet
+                return [recorded, f"but the run has not ended: {ended.message}"]
             return [recorded, f"but the run failed of another cause: {where}{ended.message}"]
         return [
             f"P2P contract of {self.source}: {len(self.violations)} message(s) of "

@@ -57,6 +57,10 @@ class RankState:
     )
     engine: str = ""  # the pipeline engine read from the frames: "explorer", "deepspeed" or ""
     note: str = ""  # planted fault, last line written, why no stack...
+    #: The one stage the rank holds, where the schedule says so: it names the rank in the
+    #: schedule's words even when no instruction places it (stopped between iterations, in
+    #: the barrier that starts one).
+    stage: Optional[int] = None
 
     def doing(self) -> str:
         """What the rank does, in words: ``waits in RecvGrad of micro-batch 3 from stage 2 (rank 2)``."""
@@ -92,10 +96,15 @@ class RankState:
         note = f" [{self.note}]" if self.note else ""
         return f"{self._who()} {self.doing()}{since}{note}"
 
+    @property
+    def named_stage(self) -> Optional[int]:
+        """The stage the rank is named by: its instruction's, else the one it holds (or None)."""
+        return self.stage if self.at is None else self.at.stage
+
     def _who(self) -> str:
-        if self.at is None:
+        if self.named_stage is None:
             return f"rank {self.rank}"
-        return f"stage {self.at.stage} (rank {self.rank})"
+        return f"stage {self.named_stage} (rank {self.rank})"
 
     def _instruction(self) -> str:
         if self.at is None:
@@ -120,6 +129,7 @@ class RankState:
         return {
             "rank": self.rank,
             "pid": self.pid,
+            "stage": self.named_stage,
             "activity": self.activity,
             "op": self.op or None,
             "peer": self.peer,

@@ -107,6 +107,7 @@ def _run_folder(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from explorer.errors import InputError
+    from explorer.inputs import check_plain_files
     from explorer.pipeline.runtime.run_folder import recorded_contract
 
     given = [o for o, v in (("--kind", args.kind), ("--from", args.from_class)) if v]
@@ -115,6 +116,8 @@ def _run_folder(args: argparse.Namespace) -> int:
             f"RUN_FOLDER is checked against the schedule it recorded; drop "
             f"{', '.join(given + (['--sweep'] if args.sweep else []))}"
         )
+    # as read and doctor do: a FIFO in the folder (exit_codes.json, a rank's log) blocked for ever
+    check_plain_files(str(args.run_folder), "")
     report = recorded_contract(Path(args.run_folder))
     if args.json:
         doc = {"kind": "pipeline-contract", "path": args.run_folder, **report.to_dict()}

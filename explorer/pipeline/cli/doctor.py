@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Sequence
 
 from explorer import cli_options
-from explorer.errors import InputError
+from explorer.errors import InputError, excerpt
 from explorer.inputs import check_plain_files
 from explorer.pipeline.cli.schedule_options import (
     ANALYSIS_LIMITS,
@@ -105,6 +105,7 @@ def run(args: argparse.Namespace) -> int:
     folders = [t for t in args.target if isinstance(t, Path)]
     for folder in [*folders, *([args.folder] if args.folder is not None else [])]:
         check_plain_files(str(folder), "")
+        _rank_files_are_files(folder)
     if len(folders) > 1 or (folders and args.folder is not None):
         raise InputError("give one run folder (as TARGET or --folder), not several")
     plan = schedule_from_args(args) if args.kind or args.from_class else None
@@ -130,6 +131,24 @@ def run(args: argparse.Namespace) -> int:
     if args.save is not None and not args.json:
         print(f"stacks saved to {args.save}: `explorer doctor {args.save}` reads them again")
     return code
+
+
+def _rank_files_are_files(folder: Path) -> None:
+    """A ``rank<R>.jsonl`` that is a folder is no rank's file: the doctor once read it as rank R,
+    "gone", where read, check and run --collect refused the folder."""
+    odd = next((p for p in sorted(folder.glob("rank*.jsonl")) if not p.is_file()), None)
+    if odd is not None:
+        what = (
+            "a directory"
+            if odd.is_dir()
+            else "a link to nothing"
+            if odd.is_symlink() and not odd.exists()
+            else "no regular file"
+        )
+        raise InputError(
+            f"{odd.name} in {excerpt(str(folder))} is {what}, not a rank's file (rank<R>.jsonl): "
+            "move it out of the run folder"
+        )
 
 
 def _plan_words(departures: Sequence[Departure]) -> str:

@@ -207,10 +207,12 @@ def run(args: argparse.Namespace) -> int:
             raise InputError(
                 f"--collect reads a run of the explorer engine; drop --engine {args.engine}"
             )
+        from explorer.inputs import check_plain_files
         from explorer.pipeline.runtime.run_folder import collected
         from explorer.pipeline.schedules.torch_csv import ORDER_FILE
 
         folder = Path(args.collect)
+        check_plain_files(str(folder), "--collect")  # a FIFO there blocked for ever, as in read
         if (folder / ORDER_FILE).is_file() and not any(folder.glob("rank*.jsonl")):
             raise InputError(
                 f"--collect {excerpt(str(folder))}: a run of PyTorch's engine (--engine torch), "
@@ -315,7 +317,8 @@ def report_result(result, args: argparse.Namespace, extra: Optional[dict] = None
     if args.json:
         print(json.dumps(with_verdict({**(extra or {}), **result.to_dict()}, code)), flush=True)
     elif result.failure:
-        print(f"failed: {result.failure.message}", flush=True)
+        said = "running" if result.failure.kind == "running" else "failed"  # read while it runs
+        print(f"{said}: {result.failure.message}", flush=True)
     else:
         same = bool(result.bitwise_equal_to_reference)
         print(

@@ -19,6 +19,7 @@ from __future__ import annotations
 import json
 import linecache
 import os
+import re
 import shutil
 import time
 from dataclasses import dataclass, replace
@@ -49,6 +50,7 @@ from explorer.pipeline.analysis.torch_stacks import stages_seen, torch_peer, tor
 from explorer.pipeline.schedules.instructions import parse_instruction
 from explorer.pipeline.schedules.schedule import Schedule
 from explorer.pipeline.traces.flight_recorder import is_flight_folder, read_dumps
+from explorer.pipeline.traces.folder import of_torch_engine
 from explorer.pipeline.traces.stack_folder import (
     SAVED_MARK,
     SavedStack,
@@ -57,7 +59,7 @@ from explorer.pipeline.traces.stack_folder import (
     read_stack_folder,
     save_stack,
 )
-from explorer.processes.ranks import process_state
+from explorer.processes.ranks import holds_open, process_state
 from explorer.processes.stacks import PTRACE_FIX, Dump, Proc, dump_all, read_proc, tree
 
 
@@ -146,20 +148,26 @@ def doctor(
     written = _ranks_written(folder, ranks) if folder else []
     logs = {r: _read_log(folder, r) for r in written if f"rank{r}.jsonl" not in foreign}
     ranks = _fill_from_logs(ranks, logs)
-    sizes = _log_sizes(folder, logs)
     if schedule is not None:  # a rank that left no trace at all is still a rank of the job
         known = {r.rank for r in ranks}
         ranks += [RankProcess(r, None, None) for r in range(schedule.num_ranks) if r not in known]
         ranks.sort(key=lambda r: r.rank)
     dumps = dump_all([r.pid for r in ranks if r.alive and r.pid is not None])
+    # The watch for movement starts once the stacks are taken: a rank that wrote its last step
+    # and then reached a deadlock while the stacks were read had not moved since they showed it
+    # waiting (read before them, that last write made a real cycle "moving").
+    sizes, sized_at = _log_sizes(folder, logs), time.monotonic()
     threads = {r.rank: _thread(r, dumps) for r in ranks if r.alive}
     readings = {rank: _read(t) if isinstance(t, dict) else t for rank, t in threads.items()}
     seen_at = stages_seen(readings)
-    states = [_state(r, readings.get(r.rank), logs.get(r.rank), schedule, seen_at) for r in ranks]
+    states = [
+        _staged(_state(r, readings.get(r.rank), logs.get(r.rank), schedule, seen_at), schedule)
+        for r in ranks
+    ]
     refused = next((d.refused for d in dumps.values() if d.refused == PTRACE_FIX), "")
     verdict = diagnose(states, model)
     live = sum(1 for s in states if s.source == "stack")
-    if live and verdict.verdict in ("cycle", "waits-on") and _moved(folder, sizes, t0):
+    if live and verdict.verdict in ("cycle", "waits-on") and _moved(folder, sizes, sized_at):
         verdict = HangVerdict("moving", verdict.ranks, unseen=verdict.unseen)
     elif _starting(folder, run_id, logs, states):
         states = [
@@ -187,7 +195,12 @@ def doctor(
 #: How long a live job's rank files are watched before a wait its stacks show is called a hang:
 #: a stack is one moment, and a moving job passes through waits (two ranks in recv under the
 #: batched model, a rank in a barrier) many times a second. A job that hangs writes nothing.
-CONFIRM_S = 1.0
+#: Counted from the sizes' first reading, just after the stacks, and long enough for a busy
+#: machine: at a load of 7 on 2 cores a moving job once wrote nothing in the second after it,
+#: and was called hung.
+CONFIRM_S = 2.0
+#: How often the sizes are read again while they are watched.
+_RELOOK_S = 0.1
 
 
 def _not_started(state: RankState, logs: dict[int, dict]) -> bool:
@@ -231,12 +244,47 @@ def _log_sizes(folder: Optional[Path], ranks: Iterable[int]) -> dict[int, int]:
     return out
 
 
-def _moved(folder: Optional[Path], sizes: dict[int, int], t0: float) -> bool:
-    """Whether any rank wrote progress within :data:`CONFIRM_S` of the first look."""
+def _moved(folder: Optional[Path], sizes: dict[int, int], since: float) -> bool:
+    """Whether any rank wrote progress within :data:`CONFIRM_S` of reading ``sizes`` (at
+    ``since``), looked at again every :data:`_RELOOK_S` (a moving job answers at once).
+
+    Growth that is only a ``failure``, ``hazard`` or ``lost`` line is no progress: a waiting
+    rank whose stall timeout fires writes its failure, and the hang was once called "moving"."""
     if folder is None or not sizes:
         return False
-    time.sleep(max(0.0, CONFIRM_S - (time.monotonic() - t0)))
-    return _log_sizes(folder, sizes) != sizes
+    while True:
+        now = _log_sizes(folder, sizes)
+        if any(_progress_in(folder, r, sizes[r], now[r]) for r in now if now[r] != sizes[r]):
+            return True
+        if time.monotonic() - since >= CONFIRM_S:
+            return False
+        time.sleep(_RELOOK_S)
+
+
+#: Lines a rank writes that say it stopped or lost something, not that it went on.
+_NOT_PROGRESS = frozenset({"failure", "hazard", "lost"})
+#: Growth larger than this is progress without reading it (no failure is that long).
+_READ_AT_MOST = 1 << 16
+_LINE_TYPE = re.compile(rb'"type":\s*"(\w+)"')
+
+
+def _progress_in(folder: Path, rank: int, before: int, after: int) -> bool:
+    """Whether what rank ``rank`` appended to its file between sizes ``before`` and ``after``
+    holds a line of progress (an instruction, an iteration, a start or an end). A file that
+    shrank was rewritten (a new run in the folder): that is movement too."""
+    if after < before or after - before > _READ_AT_MOST:
+        return True
+    try:
+        with open(Path(folder) / f"rank{rank}.jsonl", "rb") as fh:
+            fh.seek(before)
+            grown = fh.read(after - before)
+    except OSError:
+        return True  # changed and unreadable: do not call it a hang
+    for line in grown.splitlines():
+        kind = _LINE_TYPE.search(line[:200])
+        if kind is None or kind.group(1).decode() not in _NOT_PROGRESS:
+            return True  # a line whose type cannot be read yet counts as progress
+    return False
 
 
 def _other_runs(folder: Path, run_id: str) -> dict[str, str]:
@@ -294,7 +342,7 @@ def _from_saved(saved: StackFolder, t0: float, schedule: Optional[Schedule]) -> 
             states.append(_from_log(process, stack.log, schedule, cast(Activity, activity), note))
         else:
             states.append(_saved_state(stack, readings[rank], schedule, seen_at))
-    verdict = diagnose(states, model)
+    verdict = diagnose([_staged(s, schedule) for s in states], model)
     unread = f"could not read {', '.join(saved.unreadable)}" if saved.unreadable else ""
     return Diagnosis(verdict, saved.folder, unread, time.monotonic() - t0, 0, "stacks")
 
@@ -417,6 +465,15 @@ def ranks_in_folder(folder: Optional[Path]) -> list[RankProcess]:
     files = sorted(Path(folder).glob("rank*.jsonl")) if folder is not None else []
     if folder is not None and not files and _launched_here(Path(folder)):
         return []  # its ranks have not opened their files yet: the schedule names them
+    if (
+        folder is not None
+        and not files
+        and (Path(folder) / "spec.json").is_file()
+        and not of_torch_engine(Path(folder))
+    ):
+        from explorer.pipeline.runtime.run_folder import no_rank_wrote
+
+        raise no_rank_wrote(Path(folder))
     if folder is None or not files:
         raise InputError(
             f"{folder} holds no rank<R>.jsonl, no Flight Recorder dump and no stack a rank left: "
@@ -430,6 +487,8 @@ def ranks_in_folder(folder: Optional[Path]) -> list[RankProcess]:
         proc = read_proc(pid) if isinstance(pid, int) else None
         if proc is not None and proc.rank != rank:
             proc = None  # the pid now belongs to another process
+        elif proc is not None and holds_open(proc.pid, Path(folder) / f"rank{rank}.jsonl") is False:
+            proc = None  # a live rank that writes another folder (this one is a copy of its run)
         out.append(RankProcess(rank, pid if isinstance(pid, int) else None, proc))
     return out
 
@@ -572,6 +631,15 @@ def _schedule(folder: Optional[Path]) -> tuple[Optional[Schedule], str, str]:
 # -- one rank's state --------------------------------------------------------------------------
 
 
+def _staged(state: RankState, schedule: Optional[Schedule]) -> RankState:
+    """``state`` with the one stage its rank holds, where the schedule gives one: a rank stopped
+    in the barrier between iterations is in no instruction, yet it is still that stage."""
+    if schedule is None or state.at is not None or state.rank >= schedule.num_ranks:
+        return state
+    stages = schedule.stages_of_rank(state.rank)
+    return replace(state, stage=stages[0]) if len(stages) == 1 else state
+
+
 def _state(
     r: RankProcess,
     reading: Union[StackReading, str, None],
@@ -705,9 +773,13 @@ def _failed_at(failure: Optional[dict], schedule: Schedule, rank: int) -> Option
 def _waited_in(
     failure: Optional[dict], schedule: Optional[Schedule], rank: int
 ) -> Optional[RankState]:
-    """The wait a ``failure`` line records (a peer gone, a timeout, in a send or receive), else None."""
+    """The wait a ``failure`` line records (a peer gone, a timeout, in a send or receive, or a
+    peer gone in the collective between instructions), else None."""
     if not failure or schedule is None or failure.get("kind") not in ("peer", "timeout"):
         return None
+    collective = failure.get("collective")
+    if failure.get("kind") == "peer" and not failure.get("text") and isinstance(collective, str):
+        return RankState(rank=rank, pid=None, activity="waiting", op=collective)
     try:
         ins = parse_instruction(str(failure.get("text") or ""))
     except InputError:

@@ -10,6 +10,7 @@ is wrong, instead of a ``KeyError`` from deep inside the collector.
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Optional
@@ -18,7 +19,8 @@ from explorer import inputs
 from explorer.errors import InputError, excerpt, one_line
 from explorer.failure import Failure, FailureKind
 from explorer.pipeline.traces.follow import parse_record
-from explorer.pipeline.traces.job_folder import stage_ranks, start_lines
+from explorer.pipeline.traces.job_folder import file_rank, stage_ranks, start_lines
+from explorer.pipeline.traces.records_fit import RankLines, rank_rows
 
 if TYPE_CHECKING:
     from explorer.pipeline.analysis.contract import ContractReport, ContractViolation
@@ -41,8 +43,9 @@ def collected(folder: Path, option: str = "") -> PipelineRunResult:
 
     spec = read_spec(folder, option)
     schedule = spec.build_schedule()
-    records_checked(folder, option)
+    records_checked(folder, option, spec, schedule)
     check_one_run(Path(folder), spec.run_id, option)
+    _some_rank_wrote(Path(folder), spec.run_id, option)
     try:
         result = collect(folder, schedule, run_id=spec.run_id or None)
         return judged(result, schedule, pairing_of(spec.p2p_tags))
@@ -57,6 +60,27 @@ def collected(folder: Path, option: str = "") -> PipelineRunResult:
             f"{_at(option, folder)}: a record in the folder is not one `explorer run` "
             f"writes ({type(exc).__name__}: {one_line(str(exc), 120)}); was it edited?"
         ) from None
+
+
+def _some_rank_wrote(folder: Path, run_id: str, option: str) -> None:
+    """A folder with no rank file at all holds nothing to judge, unless its run is starting
+    (its launcher holds ``run.lock``; the ranks import torch before they write): then the
+    collector says where it is. Every command refuses it alike, ``run --collect`` included."""
+    from explorer.pipeline.traces.folder import launcher_running
+
+    if any(folder.glob("rank*.jsonl")) or (run_id and launcher_running(folder, run_id)):
+        return
+    raise no_rank_wrote(folder, option)
+
+
+def no_rank_wrote(folder: Path, option: str = "") -> InputError:
+    """The one refusal of a run folder whose launcher is gone before any rank wrote a line,
+    worded alike by every command that reads it (``read``, ``check``, ``run --collect``,
+    ``doctor``)."""
+    return InputError(
+        f"{_at(option, folder)} holds spec.json but no rank<R>.jsonl: no rank of the run wrote "
+        "a line (stopped while its ranks started?), so there is nothing to judge; run it again"
+    )
 
 
 def read_spec(folder: Path, option: str = "") -> RunSpec:
@@ -124,29 +148,104 @@ _FIELDS = [
 ]
 
 
-def records_checked(folder: Path, option: str = "") -> None:
+def records_checked(
+    folder: Path,
+    option: str = "",
+    spec: Optional[RunSpec] = None,
+    schedule: Optional[Schedule] = None,
+) -> None:
     """Every complete line of every ``rank*.jsonl`` is a record the ranks write (the follower's
-    own check, :func:`~explorer.pipeline.traces.follow.parse_record`), before anything is read."""
+    own check, :func:`~explorer.pipeline.traces.follow.parse_record`), before anything is read;
+    with ``spec`` and its ``schedule``, each of its run's instruction lines is also one of the
+    schedule's rows (:mod:`~explorer.pipeline.traces.records_fit`)."""
     for path in sorted(Path(folder).glob("rank*.jsonl")):
         text = inputs.read_text(str(path), option, MAX_TRACE_BYTES)
         complete = text[
             : text.rfind("\n") + 1
         ]  # a line still being written is left, as the collector does
+        lines = _rank_lines(path, schedule, spec)
         for n, line in enumerate(complete.splitlines(), 1):
             if line.strip():
-                parse_record(line, f"{path.name} line {n}")
+                record = parse_record(line, f"{path.name} line {n}")
+                if lines is not None and (not spec or record.get("run") == spec.run_id):
+                    lines.add(record, line, n)
+        if lines is not None and spec is not None:
+            lines.finish(spec.iterations)
     result = Path(folder) / "result.json"
     if result.exists() or result.is_symlink():
-        doc = inputs.read_json(str(result), option)
-        if (
-            not isinstance(doc, dict)
-            or not isinstance(doc.get("losses"), list)
-            or not all(x is None or isinstance(x, (int, float)) for x in doc["losses"])
-        ):
-            raise InputError(
-                f"{excerpt(str(result))} is not the result `explorer run` writes "
-                "(an object with a list of losses, null where a loss was not finite): was it edited?"
-            )
+        result_checked(result, inputs.read_json(str(result), option))
+
+
+def _rank_lines(
+    path: Path, schedule: Optional[Schedule], spec: Optional[RunSpec]
+) -> Optional[RankLines]:
+    """The checker of one rank file's lines, or None where there is no schedule or the name
+    gives no rank. A file beyond the schedule's ranks is held to its own rank only (a copy of
+    rank 1's file as rank5.jsonl was read as more of rank 1's lines: "12 lines, every message
+    matches" for a run of 8). Rows are held only for the explorer's engine, whose steps are the
+    schedule's own."""
+    rank = file_rank(path)
+    if schedule is None or spec is None or rank is None:
+        return None
+    ours = spec.engine == "explorer" and rank < schedule.num_ranks
+    rows = rank_rows(schedule, rank) if ours else None
+    return RankLines(schedule, rank, path.name, rows)
+
+
+def result_checked(path: Path, doc: object) -> None:
+    """``result.json`` as ``explorer run`` writes it: an object with a list of losses (null where
+    a loss was not finite), every number finite (``1e999`` parses as infinity, which no JSON
+    output can carry), a true or false comparison, and no claim its own figures deny: "bitwise
+    equal" with losses or a digest unlike the reference's is an edited file, not a verdict."""
+    what = excerpt(str(path))
+    if (
+        not isinstance(doc, dict)
+        or not isinstance(doc.get("losses"), list)
+        or not all(x is None or isinstance(x, (int, float)) for x in doc["losses"])
+    ):
+        raise InputError(
+            f"{what} is not the result `explorer run` writes "
+            "(an object with a list of losses, null where a loss was not finite): was it edited?"
+        )
+    infinite = _first_infinite(doc)
+    if infinite is not None:
+        raise InputError(
+            f"{what} has {infinite} beyond a float (read as infinity; the run writes finite "
+            "numbers and null): was it edited? run again"
+        )
+    said = doc.get("bitwise_equal_to_reference")
+    if doc.get("ok") is not True or not isinstance(said, bool):
+        raise InputError(
+            f"{what} is not the result `explorer run` writes (ok: true and a true or false "
+            "bitwise_equal_to_reference): was it edited? run again"
+        )
+    denied = [
+        f"its {mine} {verb} from {theirs}"
+        for mine, theirs, verb in (
+            ("losses", "reference_losses", "differ"),
+            ("digest", "reference_digest", "differs"),
+        )
+        if theirs in doc and doc.get(mine) != doc[theirs]
+    ]
+    if said and denied:
+        raise InputError(
+            f"{what} contradicts itself: it says bitwise equal to the reference, but "
+            f"{' and '.join(denied)}: was it edited? run again"
+        )
+
+
+def _first_infinite(doc: object, where: str = "") -> Optional[str]:
+    """The key path of the first number in ``doc`` that is not finite, else None."""
+    if isinstance(doc, float) and not math.isfinite(doc):
+        return where or "a number"
+    items = (
+        doc.items() if isinstance(doc, dict) else enumerate(doc) if isinstance(doc, list) else ()
+    )
+    for key, value in items:
+        found = _first_infinite(value, f"{where}.{key}" if where else str(key))
+        if found is not None:
+            return found
+    return None
 
 
 def check_one_run(folder: Path, run_id: str, option: str = "") -> None:
@@ -261,7 +360,8 @@ def recorded_contract(folder: Path) -> ContractReport:
     if torch_run is not None:
         report = contract_report("PyTorch's pipelining runtime", *torch_run, "peer")
         return _torch_verdict(report, path)
-    if not (path / "spec.json").is_file() or not any(path.glob("rank*.jsonl")):
+    ours = any(path.glob("rank*.jsonl")) or (path / "run.lock").is_file()  # run.lock: starting
+    if not (path / "spec.json").is_file() or not ours:
         raise InputError(
             f"{excerpt(str(path))} is not a run folder: expected spec.json with rank<R>.jsonl "
             "(explorer run --out), torch_order.json (--engine torch) or the rank<R>.jsonl of "
@@ -320,6 +420,7 @@ def _at(option: str, folder: Path) -> str:
 __all__ = [
     "check_one_run",
     "collected",
+    "no_rank_wrote",
     "read_spec",
     "recorded_contract",
     "records_checked",

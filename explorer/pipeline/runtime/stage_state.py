@@ -19,13 +19,45 @@ it is kept in ``observations`` and reported as a finding while the run goes on a
 
 from __future__ import annotations
 
-from typing import Optional
+from typing import Optional, Sequence
 
 import torch
 from torch import nn
 
 from explorer.pipeline.runtime.models import LossFn
+from explorer.pipeline.runtime.sgd import PlainSGD
 from explorer.pipeline.schedules.instructions import Instruction
+
+
+def _backward(
+    out: torch.Tensor,
+    grad: Optional[torch.Tensor],
+    inputs: Optional[Sequence[torch.Tensor]] = None,
+    retain_graph: bool = False,
+) -> None:
+    """``torch.autograd.backward(out, grad_tensors=grad, ...)``, as DeepSpeed's engine calls it,
+    without the import that call makes: given a gradient tensor, torch checks its shape through
+    ``torch.fx.experimental.symbolic_shapes``, which imports sympy (0.4-0.5 s of CPU in every
+    rank but the last, before its first backward).
+
+    The gradient enters as ``sum(out * grad)``: the sum's backward is ones, the product's is
+    ``ones * grad``, which is ``grad`` bit for bit (a product by 1.0 is exact, NaN and -0.0
+    included), so every gradient below is the one the direct call gives (the bitwise tests
+    against the reference and DeepSpeed's engine hold it). What torch refused is refused here
+    too (a gradient of another shape or on another device would broadcast or move silently in
+    the product), and a gradient of another dtype is converted to the output's first, as
+    torch's engine converts it."""
+    if grad is None:  # the last stage: a scalar loss, whose gradient is 1
+        torch.autograd.backward(out, inputs=inputs, retain_graph=retain_graph)
+        return
+    if grad.shape != out.shape or grad.device != out.device:
+        raise RuntimeError(
+            f"Mismatch in the gradient received for the stage's output: it is "
+            f"{tuple(grad.shape)} on {grad.device}, the output is {tuple(out.shape)} on "
+            f"{out.device}"
+        )
+    grad = grad if grad.dtype == out.dtype else grad.to(out.dtype)
+    torch.autograd.backward((out * grad).sum(), inputs=inputs, retain_graph=retain_graph)
 
 
 class BufferFault(RuntimeError):
@@ -67,9 +99,7 @@ class StageState:
         self.observations: list[str] = []  # silent wrong reads, in order
         self.losses: dict[int, torch.Tensor] = {}
         self.optimizer = (
-            torch.optim.SGD(module.parameters(), lr=lr)
-            if any(True for _ in module.parameters())
-            else None
+            PlainSGD(module.parameters(), lr=lr) if any(True for _ in module.parameters()) else None
         )
 
     # -- loads and compute ---------------------------------------------------------------------
@@ -117,7 +147,7 @@ class StageState:
                 self.grad_layer, ins, "grad_layer is empty: no RecvGrad before this backward"
             )
         if weights and inputs:  # BackwardPass: the gradient lands on whatever the graph's input was
-            torch.autograd.backward(out, grad_tensors=grad)
+            _backward(out, grad)
             self.outputs[b], self.output_grads[b] = None, None
             return
         leaf = self.forward_inputs[b]
@@ -127,9 +157,7 @@ class StageState:
             else ([leaf] if leaf is not None and leaf.requires_grad else [])
         )
         if targets:
-            torch.autograd.backward(
-                out, grad_tensors=grad, inputs=targets, retain_graph=not weights
-            )
+            _backward(out, grad, inputs=targets, retain_graph=not weights)
         self.output_grads[b] = None if weights else grad
         if weights:
             self.outputs[b] = None

@@ -7,12 +7,20 @@ from typing import Optional
 
 from explorer.detect import Detector
 from explorer.pipeline.traces.flight_recorder import is_flight_folder
+from explorer.pipeline.traces.folder import of_torch_engine
 from explorer.pipeline.traces.instrumented import is_instrumented
 from explorer.pipeline.traces.stack_folder import is_stack_folder
 
 
 def _run_folder(path: Path) -> Optional[str]:
-    if path.is_dir() and (path / "spec.json").is_file() and any(path.glob("rank*.jsonl")):
+    """spec.json with the ranks' records, or with the launcher's ``run.lock`` alone: a run whose
+    ranks had not written yet (starting, or stopped while starting) is a run folder too, read
+    as such by every command (``run --collect`` always read it)."""
+    if not (path.is_dir() and (path / "spec.json").is_file()):
+        return None
+    if any(path.glob("rank*.jsonl")) or (
+        (path / "run.lock").is_file() and not of_torch_engine(path)
+    ):
         return "a run folder of `explorer run` (spec.json and per-rank rank<R>.jsonl records)"
     return None
 

@@ -394,6 +394,7 @@ def read_job(
     joined = {c: np.concatenate([p[c] for p in parts]) for c in parts[0]}
     parts.clear()
     if lay.format != PROFILER:
+        _stages_known(lay, joined["rank"], joined["stage"])
         _numbering_holds(lay, joined["rank"], joined["stage"], mesh)
     return JobTrace(
         lay,
@@ -408,6 +409,21 @@ def read_job(
         unread=tuple(unread),
         interrupted=interrupted,
         decoder="json" if lay.format == PROFILER else decoder_name(),
+    )
+
+
+def _stages_known(lay: JobLayout, rank: np.ndarray, stage: np.ndarray) -> None:
+    """Refuse an instruction line of a stage the schedule does not have: every rank runs stages
+    of spec.json's schedule, so such a line is another job's or an edited one (the fold once
+    raised an IndexError on it)."""
+    unknown = np.flatnonzero((stage < 0) | (stage >= lay.stages))
+    if not len(unknown):
+        return
+    r, st = int(rank[unknown[0]]), int(stage[unknown[0]])
+    raise InputError(
+        f"rank {r}'s lines name stage {st}, which the schedule in spec.json does not have "
+        f"(stages 0 to {lay.stages - 1}): the file is another job's or was edited; remove it, "
+        "or copy the job's folder whole"
     )
 
 

@@ -319,13 +319,25 @@ def _job_folder(path: Path) -> Optional[str]:
 
 def _strays(spec: dict, format: str, beyond: list[Path]) -> bool:
     """Rank files past the spec's pipeline that are none of its run's (a file copied in from
-    another run): they make no replicas, and the folder stays the one run it is. A job's
-    replicas start with the spec's run id; a folder whose spec names none keeps the old reading."""
+    another run, or a copy of one of its own ranks' files under another name): they make no
+    replicas, and the folder stays the one run it is. A job's replicas start with the spec's
+    run id, each in the file of the rank its start line names; a folder whose spec names no
+    run keeps the old reading. A copy (``cp rank1.jsonl rank5.jsonl``) once made ``read`` see
+    three replicas, two of them missing, where ``check`` and ``run --collect`` saw the run."""
     run = spec.get("run_id")
     if not run or format != ENGINE:
         return False
-    named = [x.get("run") for path in beyond for x in start_lines(path)]
-    return bool(named) and run not in named  # files that name no run keep the old reading
+    starts = [(path, x) for path in beyond for x in start_lines(path)]
+    named = [x.get("run") for _, x in starts]
+    if named and run not in named:  # files that name no run keep the old reading
+        return True
+    return bool(starts) and all(x.get("rank") != file_rank(path) for path, x in starts)
+
+
+def file_rank(path: Path) -> Optional[int]:
+    """The rank a rank file's name gives (``rank5.jsonl`` -> 5), else None."""
+    named = _RANK_FILES[ENGINE].fullmatch(path.name)
+    return int(named.group(1)) if named else None
 
 
 def _traced_job(path: Path) -> Optional[str]:
@@ -354,6 +366,7 @@ __all__ = [
     "PROFILER",
     "REPLICA_MAJOR",
     "JobLayout",
+    "file_rank",
     "layout",
     "rank_files",
     "start_lines",

@@ -22,11 +22,15 @@ from typing import Mapping, Optional
 
 from explorer.failure import Failure, FailureKind, signal_name
 from explorer.pipeline.schedules.schedule import Schedule
+from explorer.pipeline.traces.folder import launcher_running
 from explorer.pipeline.traces.follow import Follower, failure_kind, failure_of, rank_states
 from explorer.pipeline.traces.records import MeasuredTrace
 from explorer.pipeline.traces.trace import chrome_trace, table, to_measured
+from explorer.processes.ranks import holds_open, process_alive, process_state
 
 _OWN_FAULT = ("buffer", "error")
+#: Endings a rank's own work caused: a run interrupted after one of them still ended of it.
+_OWN_ENDINGS = (FailureKind.BUFFER, FailureKind.ERROR, FailureKind.HAZARD, FailureKind.CONTRACT)
 
 
 @dataclass
@@ -145,14 +149,24 @@ def collect(
     foreign = bool(run_id and final is not None and final.get("run") != run_id)
     if foreign:
         final = None  # another run's result: not this run's
+    launcher, interrupted = None, None
     if returncodes is None:
         saved = read_exit_codes(folder, run_id)
+        interrupted = saved.get("interrupted")
         returncodes, stopped = saved["returncodes"], frozenset(saved["stopped"]) | stopped
         frozen = frozenset(saved["frozen"]) | frozen
         stall_timeout_s = (
             stall_timeout_s if stall_timeout_s is not None else saved.get("stall_timeout_s")
         )
+        if not returncodes and run_id:  # no exit codes yet: has the run ended at all?
+            launcher = launcher_running(Path(folder), run_id)
+        if not returncodes:  # no launcher named a stopped rank: their processes may say it
+            frozen |= _stopped_by_signal(follower)
     failure = _diagnose(follower, schedule, dict(returncodes), stopped, stall_timeout_s, frozen)
+    if launcher is not None and _still_going(follower, schedule):
+        failure = _running(follower, schedule, launcher)  # its silent ranks are not failures yet
+    if interrupted and (failure is None or failure.kind not in _OWN_ENDINGS):
+        failure = _interrupted(follower, schedule, interrupted, failure)
     if failure is None and final is None:  # nothing was compared: no verdict on the result
         failure = Failure(
             FailureKind.UNFINISHED,
@@ -200,14 +214,17 @@ def write_exit_codes(
     stopped: frozenset[int],
     stall_timeout_s: Optional[float],
     frozen: frozenset[int] = frozenset(),
+    interrupted: Optional[str] = None,
 ) -> None:
-    """Keep how every rank ended in the folder, so ``run --collect`` names the same failure later."""
+    """Keep how every rank ended in the folder, so ``run --collect`` names the same failure
+    later; ``interrupted``: the signal that cut the launcher's watch short (``SIGINT``...)."""
     doc = {
         "run": run_id,
         "returncodes": {str(r): c for r, c in returncodes.items()},
         "stopped": sorted(stopped),
         "frozen": sorted(frozen),
         "stall_timeout_s": stall_timeout_s,
+        **({"interrupted": interrupted} if interrupted else {}),
     }
     tmp = Path(folder) / (EXIT_CODES + ".tmp")
     tmp.write_text(json.dumps(doc))
@@ -218,6 +235,8 @@ def read_exit_codes(folder: Path, run_id: Optional[str]) -> dict:
     """The exit codes saved for ``run_id`` (none when absent, unreadable or another run's)."""
     empty: dict = {"returncodes": {}, "stopped": [], "frozen": []}
     path = Path(folder) / EXIT_CODES
+    if not path.is_file():  # absent, or a FIFO or folder put there: opening a FIFO blocks
+        return empty
     try:
         doc = json.loads(path.read_text())
         if not isinstance(doc, dict) or (run_id and doc.get("run") != run_id):
@@ -228,6 +247,8 @@ def read_exit_codes(folder: Path, run_id: Optional[str]) -> dict:
             "stopped": [int(r) for r in doc["stopped"]],
             "frozen": [int(r) for r in doc.get("frozen") or []],
             "stall_timeout_s": doc.get("stall_timeout_s"),
+            # a signal's name: an edited file's long text is not carried into every verdict
+            "interrupted": str(doc["interrupted"])[:32] if doc.get("interrupted") else None,
         }
     except (OSError, ValueError, KeyError, TypeError, AttributeError):
         return empty
@@ -279,7 +300,9 @@ def _diagnose(
     if timeouts:
         # A rank that reached its blocking exchange later (a busy machine) may see its
         # neighbour's process end before its own timeout: it waited there all the same.
-        cut_off = [e for e in failures.values() if failure_kind(e) == "peer" and "step" in e]
+        cut_off = [
+            e for e in failures.values() if failure_kind(e) == "peer" and e.get("step") is not None
+        ]
         waits = "; ".join(
             f"stage {e['stage']} (rank {e['rank']}) waited in {e['instruction']} at step {e['step']}"
             + (" until its neighbour's process ended" if failure_kind(e) == "peer" else "")
@@ -299,6 +322,10 @@ def _diagnose(
             f"stalled:{limit}: {waits}{tail}".replace("stalled::", "stalled:"),
             failures,
         )
+    if failures and all(failure_kind(e) == "peer" for e in failures.values()):
+        gone = _gone_first(follower, schedule, codes, set(stopped) | finished | set(failures))
+        if gone is not None:  # a lost peer is a consequence: the rank that went is the cause
+            return _gone(follower, schedule, gone, codes.get(gone), failures)
     if failures:
         first = min(failures.values(), key=lambda e: e["time"])
         return _entry(first, first["message"], failures)
@@ -336,6 +363,8 @@ def _diagnose(
             **where,
         )
     silent = [r for r in range(schedule.num_ranks) if r not in finished]
+    if silent and not codes and all(r in follower.ranks for r in range(schedule.num_ranks)):
+        return _ended_from_outside(follower, schedule, silent)
     if silent:  # it exited 0 without its end, or (read back) its file lost it
         rank = silent[0]
         where = _next_instruction(follower, schedule, rank)
@@ -346,6 +375,155 @@ def _diagnose(
             **where,
         )
     return None
+
+
+def _ended_from_outside(follower: Follower, schedule: Schedule, silent: list[int]) -> Failure:
+    """Every rank started and wrote lines, none wrote an end or a failure, and no launcher kept
+    how they ended: the job was ended from outside all at once. Its launcher killed outright is
+    the common case (each rank ends with its launcher), and the generic "no record of
+    finishing" sentence sent the user looking for a cut file instead."""
+    rank = silent[0]
+    where = _next_instruction(follower, schedule, rank)
+    at = _where_it_stopped(follower, rank, where)
+    ranks = f"ranks {', '.join(map(str, silent))}" if len(silent) > 1 else f"rank {rank}"
+    return Failure(
+        FailureKind.UNFINISHED,
+        f"{ranks} ended without a word and no launcher kept how ({EXIT_CODES} holds no exit "
+        "code of this run): the "
+        "job was ended from outside (its launcher killed, which ends its ranks; the OOM killer; "
+        f"the machine going down), or the rank files were cut short; rank {rank} was {at}",
+        **where,
+    )
+
+
+def _where_it_stopped(follower: Follower, rank: int, where: dict) -> str:
+    """ "before X at step S" for a silent rank (``where`` from :func:`_next_instruction`), or,
+    when it had finished every instruction of an iteration, after which one."""
+    if where["instruction"]:
+        return f"before {where['instruction']} at step {where['step']}"
+    done = [x["iteration"] for x in follower.records if x["rank"] == rank]
+    return f"after the last instruction of iteration {max(done, default=0)} (step {where['step']})"
+
+
+def _gone_first(
+    follower: Follower, schedule: Schedule, codes: Mapping[int, Optional[int]], ended: set[int]
+) -> Optional[int]:
+    """Of the ranks that ended without a word (no end, no failure, not stopped by the launcher),
+    the one whose last line is the earliest: it went first. With exit codes known, only a rank
+    that exited non-zero counts; with none kept (the launcher is gone), any silent rank does.
+    None: there is none, and the lost peer stays the only thing known."""
+    silent = [
+        r
+        for r in range(schedule.num_ranks)
+        if r not in ended and (codes.get(r) not in (0, None) if codes else True)
+    ]
+    last = {
+        r: max((x["end"] for x in follower.records if x["rank"] == r), default=0.0) for r in silent
+    }
+    return min(silent, key=lambda r: (last[r], r)) if silent else None
+
+
+def _gone(
+    follower: Follower,
+    schedule: Schedule,
+    rank: int,
+    code: Optional[int],
+    failures: Mapping[int, dict],
+) -> Failure:
+    """A rank that ended without a report while its neighbours lost it: the cause (the doctor
+    names the same rank as gone). Without an exit code (the launcher that would have kept it is
+    gone too) how it ended is not known, and the message says so."""
+    where = _next_instruction(follower, schedule, rank)
+    before = _where_it_stopped(follower, rank, where)
+    if code is None:
+        how = (
+            "ended without a report, and no exit code is known (its launcher kept none: "
+            "killed, or stopped, itself?)"
+        )
+    else:
+        how = f"exited with code {code} without a report (see rank{rank}.log)"
+    return Failure(
+        FailureKind.UNFINISHED if code is None else FailureKind.EXIT,
+        f"rank {rank} {how} {before}; the ranks that waited on it lost their peer",
+        returncode=code,
+        consequences=_consequences(failures, rank),
+        **where,
+    )
+
+
+def _interrupted(
+    follower: Follower, schedule: Schedule, signal: str, before: Optional[Failure]
+) -> Optional[Failure]:
+    """A run whose launcher was interrupted (Ctrl-C, SIGTERM) and ended its ranks: that is the
+    cause, and what the ranks wrote as they were ended (a lost peer) its consequence; ``before``
+    (the verdict without it) when every rank had finished first."""
+    finished = _finished(follower)
+    unended = [r for r in range(schedule.num_ranks) if r not in finished]
+    if not unended:
+        return before
+    where = _next_instruction(follower, schedule, unended[0])
+    at = f" before {where['instruction']} at step {where['step']}" if where["instruction"] else ""
+    return Failure(
+        FailureKind.UNFINISHED,
+        f"the run was interrupted ({signal} to its launcher), which ended rank"
+        f"{'s' if len(unended) > 1 else ''} {', '.join(map(str, unended))}; rank {unended[0]} "
+        f"was{at or ' at its end'}: its trace up to there is kept",
+        consequences=_consequences(
+            {e["rank"]: e for e in follower.events if e["type"] == "failure"}, None
+        ),
+        **where,
+    )
+
+
+def _stopped_by_signal(follower: Follower) -> frozenset[int]:
+    """Ranks with no end written whose process stands stopped by a signal (state T), as the
+    doctor reads them: with no launcher left to name them, a run read back blamed the rank
+    that waited on one where the doctor named the stopped one."""
+    return frozenset(
+        r
+        for r, prog in follower.ranks.items()
+        if prog.pid is not None
+        and prog.state not in ("done", "failed")
+        and process_state(prog.pid) == "T"
+        # a copy of a live run names the original's processes: not this folder's ranks
+        and holds_open(prog.pid, Path(follower.folder) / f"{follower.prefix}{r}.jsonl") is not False
+    )
+
+
+def _still_going(follower: Follower, schedule: Schedule) -> bool:
+    """Whether the run goes on, as its ranks' lines and processes say (its launcher holds the
+    folder): no failure or hazard written yet, and some rank with no end whose process is alive
+    or has not written its start line (it is starting). A launcher stopped by a signal still
+    holds the lock after its ranks ended: their ends, or their processes gone, say so."""
+    if any(e["type"] in ("failure", "hazard") for e in follower.events):
+        return False
+    for rank in range(schedule.num_ranks):
+        prog = follower.ranks.get(rank)
+        if prog is None or prog.pid is None:
+            return True
+        if prog.state not in ("done", "failed") and process_alive(prog.pid):
+            return True
+    return False
+
+
+def _running(follower: Follower, schedule: Schedule, launcher: int) -> Failure:
+    """A folder read while its run goes on: where each rank is, and no verdict yet."""
+    said = []
+    for rank in range(schedule.num_ranks):
+        prog = follower.ranks.get(rank)
+        if prog is None or prog.last_step < 0:
+            said.append(f"rank {rank} starting")
+        elif prog.state == "done":
+            said.append(f"rank {rank} done")
+        else:
+            said.append(f"rank {rank} at iteration {prog.iteration} step {prog.last_step}")
+    shown = "; ".join(said[:8]) + (f"; and {len(said) - 8} more ranks" if len(said) > 8 else "")
+    return Failure(
+        FailureKind.RUNNING,
+        f"the run is still running (its launcher, pid {launcher}, holds run.lock): {shown}. "
+        "No verdict before it ends: read the folder again then, or see where each rank waits "
+        "now with explorer doctor",
+    )
 
 
 def _frozen(
