@@ -136,6 +136,13 @@ def _parser_for(argv: Sequence[str]) -> argparse.ArgumentParser:
     return build_parser()
 
 
+def _command_words(args: argparse.Namespace) -> str:
+    """The command as typed, its action included (``lesson build``), as argparse's own refusals
+    name it: a refusal of ``--only`` once said ``explorer lesson:`` and argparse's of ``--out``
+    ``explorer lesson build:``."""
+    return " ".join(w for w in (args.command, getattr(args, "action", None)) if w)
+
+
 def main(argv: Sequence[str] | None = None, exit_now: bool = False) -> int:
     """Run one command and return its exit code (0 ok, 1 findings, 2 bad input).
 
@@ -157,13 +164,13 @@ def main(argv: Sequence[str] | None = None, exit_now: bool = False) -> int:
             _exit_without_teardown(code)
         return code
     except (InputError, MissingExtraError) as exc:
-        print(f"explorer {args.command}: error: {one_line(str(exc))}", file=sys.stderr)
+        print(f"explorer {_command_words(args)}: error: {one_line(str(exc))}", file=sys.stderr)
         return 2
     except Terminated as exc:
-        print(f"explorer {args.command}: ended by {exc.name}", file=sys.stderr)
+        print(f"explorer {_command_words(args)}: ended by {exc.name}", file=sys.stderr)
         return 128 + exc.signum
     except KeyboardInterrupt:
-        print(f"explorer {args.command}: interrupted", file=sys.stderr)
+        print(f"explorer {_command_words(args)}: interrupted", file=sys.stderr)
         return 130
     except BrokenPipeError:  # `explorer ... | head`: the reader left before the verdict was out
         # Never 0: that would read as "clean" whatever the verdict was. 141 is what a program

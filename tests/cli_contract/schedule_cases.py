@@ -182,6 +182,9 @@ SCHEDULE_OPTION_CASES = [
     Case("costs-word", [*K, *P4M8, "--costs", "F=fast"], "cost must be a number"),
     Case("costs-twice", [*K, *P4M8, "--costs", "F=1,F=2"], "gives F twice"),
     Case("costs-only-commas", [*K, *P4M8, "--costs", " , ,"], "names no cost"),
+    # given empty (an unset shell variable), --rules once meant no rule without a word
+    Case("rules-empty", [*K, *P4M8, "--rules", ""], "names no rule"),
+    Case("rules-blank", [*K, *P4M8, "--rules", "  "], "leave --rules out"),
     Case("costs-5000-digits", [*K, *P4M8, "--costs", "F=" + BIG], "finite"),
     # kind / class choice
     Case("kind-unknown", ["--kind", "pipedream", *P4M8], "invalid choice"),

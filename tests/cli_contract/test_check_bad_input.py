@@ -25,6 +25,17 @@ CHECK_CASES = [
         ["--kind", "1f1b", "--sweep", "2-3:1-2", "--workers", "1", "--stage", "99"],
         "drop --stage",
     ),
+    # one size is checked in this process: --workers once was ignored without a word
+    Case(
+        "check-workers-without-sweep",
+        ["--kind", "1f1b", *["--stages", "4"], *["--microbatches", "8"], "--workers", "3"],
+        "add --sweep",
+    ),
+    Case(
+        "check-sweep-rules-empty",
+        ["--kind", "1f1b", "--sweep", "2-3:1-2", "--rules", ""],
+        "names no rule",
+    ),
     # argparse reads a value that starts with '-' as an option: the line says so, and how
     Case("check-sweep-dash-range", ["--kind", "1f1b", "--sweep", "-1:1"], "write --sweep=-1:1"),
     # a count of many digits is still a count: the line says the limit, as it does for 5000

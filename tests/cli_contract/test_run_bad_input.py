@@ -23,6 +23,8 @@ RUN_CASES = [
         "limit of 64",
     ),
     Case("stages-5000-digits", [*R, "--stages", BIG, "--microbatches", "4"], "limit of 64"),
+    # refused before a launch: given empty, --rules once ran the bare schedule without a word
+    Case("rules-empty", [*OK, "--rules", ""], "names no rule"),
     Case(
         "stages-zero",
         [*R, "--stages", "0", "--microbatches", "4"],

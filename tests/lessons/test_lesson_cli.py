@@ -39,6 +39,8 @@ def test_out_that_holds_other_files_is_refused(tmp_path):
 def test_unknown_lesson_is_refused_with_the_names_to_choose(tmp_path):
     called = call_cli(["lesson", "build", "--out", tmp_path / "out", "--only", "no-such-lesson"])
     _refused(called, "no-such-lesson", "01_deepspeed_buffer_bug")
+    # named as argparse names the command in its own refusals (it once said "explorer lesson:")
+    assert called.stderr.startswith("explorer lesson build: error: "), called.stderr
     assert not (tmp_path / "out").exists()
 
 

@@ -27,7 +27,11 @@ from explorer.pipeline.cli.schedule_options import (
     emit,
     report_from_args,
 )
-from explorer.pipeline.cli.sweeping import add_sweep_options, sweep_from_args
+from explorer.pipeline.cli.sweeping import (
+    add_sweep_options,
+    refuse_workers_without_sweep,
+    sweep_from_args,
+)
 from explorer.pipeline.printout.listing import summary
 from explorer.verdict import with_verdict
 
@@ -54,6 +58,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    refuse_workers_without_sweep(args)
     if args.run_folder is not None:
         return _run_folder(args)
     if args.sweep:

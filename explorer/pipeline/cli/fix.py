@@ -15,9 +15,9 @@ from typing import Sequence
 
 from explorer import cli_options
 from explorer.pipeline.analysis.repair import rule_combinations, search_fixes
-from explorer.pipeline.analysis.rules import RULES, Rule, parse_rules
+from explorer.pipeline.analysis.rules import RULES, Rule
 from explorer.pipeline.analysis.sizes import SizeSweep
-from explorer.pipeline.cli.schedule_options import add_schedule_options, emit
+from explorer.pipeline.cli.schedule_options import add_schedule_options, emit, rules_from_args
 from explorer.pipeline.cli.sweeping import (
     add_sweep_options,
     job_from_args,
@@ -50,7 +50,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     stages, mbs, spec = sizes_from_args(args)
-    base_rules = parse_rules(args.rules or "")
+    base_rules = rules_from_args(args)
     job = job_from_args(args, base_rules)  # --kind/--from checked before any work
     # The baseline and every combination in one pass over the sizes: each size is built once
     # (a --from class imported once per worker) and every combination applied to it.

@@ -21,6 +21,7 @@ from explorer.pipeline.cli.schedule_options import (
     add_schedule_choice,
     parse_buffers,
     refuse_generator_options,
+    rules_from_args,
 )
 from explorer.verdict import with_verdict
 
@@ -230,9 +231,9 @@ def run(args: argparse.Namespace) -> int:
         )
     _check_work(args)
     from explorer.pipeline.analysis import build
-    from explorer.pipeline.analysis.rules import apply_rules, parse_rules
+    from explorer.pipeline.analysis.rules import apply_rules
 
-    rules = parse_rules(args.rules or "")  # a typo costs no launch
+    rules = rules_from_args(args)  # a typo costs no launch
     if args.from_class:
         from explorer.pipeline.runtime.user_schedule import schedule_from_class
 

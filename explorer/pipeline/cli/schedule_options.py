@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 from dataclasses import dataclass
-from typing import Optional
+from typing import TYPE_CHECKING, Optional
 
 from explorer import cli_options
 from explorer.errors import InputError, excerpt
@@ -13,6 +13,9 @@ from explorer.pipeline.analysis import Costs, Report, build, check
 from explorer.pipeline.analysis.conventions import under_conventions
 from explorer.pipeline.schedules import KINDS
 from explorer.pipeline.schedules.schedule import Schedule
+
+if TYPE_CHECKING:
+    from explorer.pipeline.analysis.rules import Rule
 
 #: Why the stage and micro-batch counts have an upper limit (shown with the refusal).
 _SIZE_WHY = "the analyses hold every instruction in memory"
@@ -112,7 +115,7 @@ def add_schedule_choice(g: argparse._ActionsContainer, limits: Limits, *, csv: b
     )
     g.add_argument(
         "--rules",
-        default="",
+        default=None,
         metavar="R1,R2",
         help="rewrite rules applied to the schedule, in order (see `explorer fix`): "
         "grads-first, parity, defer-recv, buffers+1",
@@ -214,12 +217,26 @@ def parse_costs(text: str) -> Costs:
     return Costs.of(values)
 
 
+def rules_from_args(args: argparse.Namespace) -> list[Rule]:
+    """``--rules``, parsed. Given but empty (``--rules ''``, an unset shell variable) it names no
+    rule and is refused, as ``--rules ,`` is: the check it gave was of the bare schedule, while
+    the command line read as if rules were applied. Leaving ``--rules`` out asks for none."""
+    from explorer.pipeline.analysis.rules import RULES, parse_rules
+
+    text = getattr(args, "rules", None)
+    if text is not None and not text.strip():
+        raise InputError(
+            f"--rules {text!r} names no rule: name one or more of {', '.join(RULES)}, or leave "
+            "--rules out for none"
+        )
+    return parse_rules(text or "")
+
+
 def schedule_from_args(args: argparse.Namespace) -> Schedule:
     """The schedule the options name, with ``--rules`` applied."""
-    from explorer.pipeline.analysis.rules import apply_rules, parse_rules
+    from explorer.pipeline.analysis.rules import apply_rules
 
-    rules = parse_rules(getattr(args, "rules", "") or "")
-    return apply_rules(_under_conventions(args, _named_schedule(args)), rules)
+    return apply_rules(_under_conventions(args, _named_schedule(args)), rules_from_args(args))
 
 
 def add_p2p_convention_options(parser: argparse.ArgumentParser) -> None:

@@ -8,13 +8,14 @@ from typing import Sequence
 
 from explorer import cli_options
 from explorer.errors import InputError
-from explorer.pipeline.analysis.rules import Rule, parse_rules
+from explorer.pipeline.analysis.rules import Rule
 from explorer.pipeline.analysis.sizes import SizeSweep, parse_sizes
 from explorer.pipeline.cli.schedule_options import (
     from_csv,
     p2p_conventions,
     parse_buffers,
     refuse_generator_options,
+    rules_from_args,
 )
 from explorer.pipeline.schedules import KINDS
 
@@ -35,6 +36,17 @@ def add_sweep_options(parser: argparse.ArgumentParser, required: bool = False) -
         type=cli_options.count("--workers", hi=256, label="workers", why="one per core is enough"),
         help="processes to check sizes in (default: one per core)",
     )
+
+
+def refuse_workers_without_sweep(args: argparse.Namespace) -> None:
+    """``--workers`` sets how many processes a sweep checks its sizes in; one size is checked in
+    this process. Given without ``--sweep`` it was ignored without a word, and a user read the
+    single check as if it had been spread over the workers asked for."""
+    if getattr(args, "workers", None) is not None and not getattr(args, "sweep", None):
+        raise InputError(
+            f"--workers {args.workers} sets the processes of a sweep; one size is checked in "
+            "this process: add --sweep STAGES:MICROBATCHES, or drop --workers"
+        )
 
 
 def job_from_args(args: argparse.Namespace, rules: Sequence[Rule] = ()) -> dict:
@@ -91,7 +103,7 @@ def sizes_from_args(args: argparse.Namespace) -> tuple[list[int], list[int], str
 def sweep_from_args(args: argparse.Namespace, rules: Sequence[Rule] | None = None) -> SizeSweep:
     """The sweep ``check --sweep`` prints (``--rules`` applied), with a progress bar on a terminal."""
     stages, mbs, spec = sizes_from_args(args)
-    chosen = parse_rules(args.rules or "") if rules is None else rules
+    chosen = rules_from_args(args) if rules is None else rules
     return run_sweep(job_from_args(args, chosen), stages, mbs, spec, args)
 
 
