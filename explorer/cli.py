@@ -217,13 +217,23 @@ def _end_as_ctrl_c(signum: int, _frame: Any) -> None:
     raise Terminated(signum, signal.Signals(signum).name)
 
 
-def program() -> int:
-    """The ``explorer`` program (its console script and ``python -m explorer``)."""
+def unwind_on_termination() -> None:
+    """``SIGTERM`` and ``SIGHUP`` unwind the program as Ctrl-C does (:class:`Terminated`).
+
+    One ignored on purpose (``nohup``) stays so. Any other disposition is replaced: the program
+    owns its process, and a handler put there before it (a start-up hook that only logs, then
+    dies of the signal) once made a terminated ``explorer run`` die of it too, exit -15, its
+    folder without a word of how its ranks ended."""
     import signal
 
     for signum in (signal.SIGTERM, signal.SIGHUP):
-        if signal.getsignal(signum) is signal.SIG_DFL:  # one ignored on purpose (nohup) stays so
+        if signal.getsignal(signum) is not signal.SIG_IGN:
             signal.signal(signum, _end_as_ctrl_c)
+
+
+def program() -> int:
+    """The ``explorer`` program (its console script and ``python -m explorer``)."""
+    unwind_on_termination()
     return main(exit_now=True)
 
 
