@@ -83,6 +83,7 @@ GROUND = frozenset(
         "cli_options",
         "verdict",
         "compiled",
+        "folder_lock",
     }
 )
 #: Above every product: the commands that list all of them, and the lessons, which teach with

@@ -14,19 +14,15 @@ reused folder leaked the previous run's losses and ``done`` lines into the new r
 
 from __future__ import annotations
 
-import fcntl
 import json
-import os
 import re
-import stat
 import time
-import uuid
 from pathlib import Path
 from typing import Optional
 
 from explorer.errors import InputError
+from explorer.folder_lock import LOCK, FolderLock, lock_held_by, lock_text, new_run_id
 
-LOCK = "run.lock"
 #: Names a run writes into its folder (moved aside together when the folder is reused).
 _RUN_FILE = re.compile(
     r"(spec\.json(\.\d+)?|result\.json(\.tmp)?|exit_codes\.json(\.tmp)?|rank\d+\.(jsonl|log)"
@@ -47,64 +43,22 @@ def refuse_writing_over_the_run(output: str, folder: str, option: str) -> None:
         )
 
 
-def new_run_id() -> str:
-    """A short unique id: the time it started (sortable) and a random part."""
-    return time.strftime("%Y%m%d-%H%M%S") + "-" + uuid.uuid4().hex[:8]
-
-
 class RunFolderLock:
-    """An exclusive claim on a run folder, held by the launcher while its ranks run."""
+    """An exclusive claim on a run folder, held by the launcher while its ranks run
+    (:class:`explorer.folder_lock.FolderLock`), with an earlier run's files set aside."""
 
-    def __init__(self, fh) -> None:
-        self._fh = fh
+    def __init__(self, lock: FolderLock) -> None:
+        self._lock = lock
 
     @staticmethod
     def claim(folder: Path, run_id: str) -> "RunFolderLock":
         """Lock ``folder`` for ``run_id`` and set any earlier run's files aside; refuse a folder in use."""
-        folder = Path(folder)
-        fh = _open_lock(folder / LOCK)
-        try:
-            fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            fh.seek(0)
-            holder = fh.read().strip() or "another run"
-            fh.close()
-            raise InputError(
-                f"{folder} is in use by another run ({holder}): give another --out folder, or wait "
-                "for that run to end"
-            ) from None
-        fh.seek(0)
-        fh.truncate()
-        fh.write(f"run {run_id}, pid {os.getpid()}")
-        fh.flush()
-        set_aside(folder)
-        return RunFolderLock(fh)
+        lock = FolderLock.claim(Path(folder), run_id)
+        set_aside(Path(folder))
+        return RunFolderLock(lock)
 
     def release(self) -> None:
-        if self._fh is not None and not self._fh.closed:
-            fcntl.flock(self._fh, fcntl.LOCK_UN)
-            self._fh.close()
-
-
-def _open_lock(path: Path):
-    """``run.lock`` opened to be locked and written: a regular file, never through a link (a
-    symlink put there would have its target truncated) nor a FIFO or folder (one line, exit 2,
-    where ``open`` raised a traceback or blocked)."""
-    try:
-        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW | os.O_NONBLOCK)
-    except OSError as exc:
-        raise InputError(
-            f"{path} cannot be the run's lock ({exc.strerror or exc}: a link, a folder or "
-            "unwritable?): remove it, or give another --out folder"
-        ) from None
-    if not stat.S_ISREG(os.fstat(fd).st_mode):
-        os.close(fd)
-        raise InputError(
-            f"{path} is not a regular file, so it cannot be the run's lock: remove it, or give "
-            "another --out folder"
-        )
-    os.set_blocking(fd, True)
-    return os.fdopen(fd, "a+", encoding="utf-8")
+        self._lock.release()
 
 
 def launcher_running(folder: Path, run_id: str) -> Optional[int]:
@@ -116,14 +70,14 @@ def launcher_running(folder: Path, run_id: str) -> Optional[int]:
     after it, and a pid may since have gone to another program. Where ``/proc/locks`` cannot be
     read, a live process whose command line says explorer is taken as the holder."""
     path = Path(folder) / LOCK
-    said = _lock_text(path)
+    said = lock_text(path)
     if said is None:
         return None
     m = re.fullmatch(r"run (\S+), pid (\d+)", said.strip())
     if m is None or m.group(1) != run_id:
         return None
     pid = int(m.group(2))
-    held = _lock_held_by(path, pid)
+    held = lock_held_by(path, pid)
     if held is not None:
         return pid if held else None
     try:
@@ -131,36 +85,6 @@ def launcher_running(folder: Path, run_id: str) -> Optional[int]:
     except OSError:
         return None  # gone (or no /proc here: then not known to run)
     return pid if b"explorer" in command else None  # a pid since given to another program
-
-
-def _lock_text(path: Path) -> Optional[str]:
-    """What ``run.lock`` says (one short line), or None when it is not a regular file: a FIFO
-    put in its place must not block every reader, nor a huge file fill its memory."""
-    try:
-        with open(path, "rb", opener=lambda p, f: os.open(p, f | os.O_NONBLOCK)) as fh:
-            if not stat.S_ISREG(os.fstat(fh.fileno()).st_mode):
-                return None
-            return fh.read(4096).decode("utf-8", errors="replace")
-    except OSError:
-        return None
-
-
-def _lock_held_by(path: Path, pid: int) -> Optional[bool]:
-    """Whether ``pid`` holds a lock on ``path`` by the kernel's own list (``/proc/locks``); None
-    where that list cannot be read. The inode is compared, not the device: on an overlay file
-    system the lock names the lower file system's device."""
-    try:
-        inode = path.stat().st_ino
-        table = Path("/proc/locks").read_text(encoding="ascii", errors="replace")
-    except OSError:
-        return None
-    for line in table.splitlines():
-        fields = line.split()
-        if len(fields) < 6 or fields[1] == "->":  # a waiter, not a holder
-            continue
-        if fields[4] == str(pid) and fields[5].rsplit(":", 1)[-1] == str(inode):
-            return True
-    return False
 
 
 def of_torch_engine(folder: Path) -> bool:

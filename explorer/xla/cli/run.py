@@ -159,6 +159,7 @@ def register(subparsers: Any) -> None:
 def run(args: argparse.Namespace) -> int:
     """Run, print, and return 0 (settled), 1 (findings) or 2 (bad input, via InputError)."""
     from explorer.xla.runtime.config import RunConfig, parse_fsdp_options
+    from explorer.xla.runtime.launch import claim_folder
     from explorer.xla.runtime.run import run as run_config
     from explorer.xla.traces.records import RUN_FILE
 
@@ -180,12 +181,18 @@ def run(args: argparse.Namespace) -> int:
         save_tensors=args.save_tensors,
         timeout_s=args.timeout,
     )
-    result = run_config(cfg, args.out)
-    code = 1 if result.failure or late_new_graph(result.steps) else 0
-    doc = with_verdict(result.to_json(), code)
-    print(json.dumps(doc, indent=1) if args.json else report(result), flush=True)
-    if args.out:  # after the result is printed: a folder that fails now loses no run
-        write_text(os.path.join(args.out, RUN_FILE), json.dumps(doc, indent=1), "--out")
+    # held until run.json is written: no other run may set this one aside before it is whole
+    lock = claim_folder(args.out) if args.out else None
+    try:
+        result = run_config(cfg, args.out, claimed=lock is not None)
+        code = 1 if result.failure or late_new_graph(result.steps) else 0
+        doc = with_verdict(result.to_json(), code)
+        print(json.dumps(doc, indent=1) if args.json else report(result), flush=True)
+        if args.out:  # after the result is printed: a folder that fails now loses no run
+            write_text(os.path.join(args.out, RUN_FILE), json.dumps(doc, indent=1), "--out")
+    finally:
+        if lock is not None:
+            lock.release()
     if result.failure:
         print(
             f"explorer xla-run: the child failed ({result.failure.kind}): {result.failure.message}",

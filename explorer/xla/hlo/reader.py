@@ -27,6 +27,12 @@ from explorer.xla.hlo.model import NO_METADATA, Computation, HloInstruction, Mod
 _MODULE = re.compile(r"HloModule\s+%?([A-Za-z_][\w.\-]*)\s*(?:,\s*(.*))?$")
 _GRAPH_HASH = re.compile(r"Graph Hash:\s*(\S+)")
 _INSIDE = re.compile(r"\s|%|ENTRY\b|ROOT\b|\}")
+#: A line only a module holds (a computation's header, an instruction, a closing brace), met
+#: where no module is open. Text between modules is skipped on purpose (a torch_xla save file
+#: frames each module with its own lines, indented stack frames among them), but a module whose
+#: header line was garbled read as that skipped text: it vanished, and ``hlo-diff`` of the file
+#: said "Same" of two modules that differ.
+_ORPHAN = re.compile(r"(?:%[\w.\-]+|ENTRY\b|ROOT\b|\})")
 
 
 def _implicit_params(comp: Computation, params: list[tuple[str, str]]) -> None:
@@ -190,6 +196,15 @@ def iter_modules(text: str, source: str = "") -> Iterator[Module]:
             last = module
             yield module
             continue
+        if _ORPHAN.match(line):
+            raise HloParseError(
+                "HLO text outside any module: the 'HloModule' line before it is missing or "
+                "garbled; give whole modules, each opened by 'HloModule name, ...'",
+                i + 1,
+                1,
+                line,
+                source,
+            )
         if last is not None and not last.graph_hash:
             m = _GRAPH_HASH.match(line)
             if m:

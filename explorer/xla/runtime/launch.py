@@ -19,6 +19,7 @@ from typing import Any, Callable, Optional
 
 from explorer.errors import InputError
 from explorer.failure import Failure, FailureKind, signal_name, tail
+from explorer.folder_lock import FolderLock, new_run_id
 from explorer.processes import Child, Engine, Report, supervise
 from explorer.xla.runtime.config import RunConfig, refuse_xla_cuda
 from explorer.xla.traces import failure as failures
@@ -103,12 +104,41 @@ class XlaEngine(Engine):
 
 
 def launch(
-    cfg: RunConfig, out_dir: Optional[str] = None, progress: Optional[Progress] = None
+    cfg: RunConfig,
+    out_dir: Optional[str] = None,
+    progress: Optional[Progress] = None,
+    claimed: bool = False,
 ) -> ChildResult:
-    """Run ``cfg`` (already :meth:`~RunConfig.resolved`) in a child process and wait for it."""
+    """Run ``cfg`` (already :meth:`~RunConfig.resolved`) in a child process and wait for it.
+
+    The folder is claimed for the run (:func:`claim_folder`) unless the caller ``claimed`` it
+    already, to hold it on while it writes what it makes of the run (``xla-run``'s ``run.json``).
+    """
     refuse_xla_cuda(cfg.pjrt_device)  # also for a config that skipped resolved()
     out_dir = out_dir or tempfile.mkdtemp(prefix="explorer-xla-")
-    os.makedirs(out_dir, exist_ok=True)
+    lock = None if claimed else claim_folder(out_dir)
+    try:
+        return _launch(cfg, out_dir, progress)
+    finally:
+        if lock is not None:
+            lock.release()
+
+
+def claim_folder(out_dir: str) -> FolderLock:
+    """``out_dir``, created and locked for one run (:mod:`explorer.folder_lock`): two runs started
+    into one folder once set each other's files aside and wrote into one message log, and the
+    mix read as one clean run. A second run is refused while the first holds it."""
+    try:
+        os.makedirs(out_dir, exist_ok=True)
+    except OSError as exc:
+        raise InputError(
+            f"--out {out_dir}: the folder cannot be created ({exc.strerror or exc}); give a "
+            "folder you can write"
+        ) from None
+    return FolderLock.claim(Path(out_dir), new_run_id())
+
+
+def _launch(cfg: RunConfig, out_dir: str, progress: Optional[Progress]) -> ChildResult:
     set_aside_earlier_run(out_dir)
     config_path = os.path.join(out_dir, CONFIG_FILE)
     with open(config_path, "w", encoding="utf-8") as fh:
@@ -146,6 +176,11 @@ def set_aside_earlier_run(out_dir: str) -> Optional[str]:
     if not found:
         return None
     previous = os.path.join(out_dir, PREVIOUS_DIR)
+    if os.path.lexists(previous) and not os.path.isdir(previous):
+        raise InputError(
+            f"{previous} is not a folder, so an earlier run in {out_dir} cannot be set aside "
+            "there: move it away, or give another --out folder"
+        )
     os.makedirs(previous, exist_ok=True)
     n = 1 + sum(1 for d in os.listdir(previous) if d.isdigit())
     while os.path.exists(os.path.join(previous, str(n))):

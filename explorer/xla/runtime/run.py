@@ -15,18 +15,22 @@ from explorer.xla.traces.records import XlaRun
 
 
 def run(
-    cfg: RunConfig, out_dir: Optional[str] = None, progress: Optional[Progress] = None
+    cfg: RunConfig,
+    out_dir: Optional[str] = None,
+    progress: Optional[Progress] = None,
+    claimed: bool = False,
 ) -> XlaRun:
     """Validate ``cfg``, run it in a child process, and return its steps, graphs and explanations.
 
     ``progress`` is called with each message of the child (``setup``, ``begin``, ``step``,
     ``done``) as it arrives. ``out_dir`` keeps the debug file and HLO dumps (a temporary folder
     otherwise). A child that aborts or raises gives a run whose ``failure`` says why.
+    ``claimed``: the caller holds ``out_dir``'s lock already (:func:`.launch.claim_folder`).
     """
     from explorer.xla.analysis.assemble import assemble
 
     cfg = cfg.resolved()
-    child = launch(cfg, out_dir, progress)
+    child = launch(cfg, out_dir, progress, claimed)
     return assemble(child, cfg.label)
 
 
