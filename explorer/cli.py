@@ -13,7 +13,7 @@ import argparse
 import importlib
 import os
 import sys
-from typing import Any, Sequence
+from typing import Any, Optional, Sequence
 
 from explorer.cli_options import refuse_outputs_that_are_inputs
 from explorer.errors import InputError, MissingExtraError, one_line
@@ -157,9 +157,16 @@ def main(argv: Sequence[str] | None = None, exit_now: bool = False) -> int:
     args.argv = list(
         sys.argv[1:] if argv is None else argv
     )  # a command may re-run itself in a child
+    given_output = sys.stdout
+    output = _WatchedOutput(given_output) if given_output is not None else None
     try:
         refuse_outputs_that_are_inputs(args)
+        _refuse_closed_output()
+        sys.stdout = output
         code = int(args.func(args))
+        if output is not None:  # a full disk under a redirect is said here, not at exit
+            output.flush()
+        sys.stdout = given_output
         if exit_now and getattr(args, "leaves_nothing_open", False):
             _exit_without_teardown(code)
         return code
@@ -172,6 +179,17 @@ def main(argv: Sequence[str] | None = None, exit_now: bool = False) -> int:
     except KeyboardInterrupt:
         print(f"explorer {_command_words(args)}: interrupted", file=sys.stderr)
         return 130
+    except OSError as exc:
+        if isinstance(exc, BrokenPipeError) or output is None or output.failed is not exc:
+            raise
+        print(
+            f"explorer {_command_words(args)}: error: the answer cannot be written to standard "
+            f"output ({exc.strerror or exc}): give a file or pipe that takes it",
+            file=sys.stderr,
+        )
+        if exit_now:  # the program's: the interpreter's own flush at exit must not fail
+            sys.stdout = open(os.devnull, "w")
+        return 2
     except BrokenPipeError:  # `explorer ... | head`: the reader left before the verdict was out
         # Never 0: that would read as "clean" whatever the verdict was. 141 is what a program
         # killed by SIGPIPE gives its shell (128 + 13), as `cat big | head` does.
@@ -180,6 +198,46 @@ def main(argv: Sequence[str] | None = None, exit_now: bool = False) -> int:
         except OSError:  # pragma: no cover
             pass
         return 141
+    finally:
+        if sys.stdout is output:  # in-process callers get their own stream back
+            sys.stdout = given_output
+
+
+def _refuse_closed_output() -> None:
+    """Standard output closed (``>&-``): every answer would go nowhere, and a command that
+    writes its document in one piece raised a traceback. Exit 2, before any work."""
+    if sys.stdout is None:
+        raise InputError(
+            "standard output is closed (>&-): the answer would go nowhere; send it to a file, a "
+            "pipe or /dev/null"
+        )
+
+
+class _WatchedOutput:
+    """Standard output, with the OSError its writes raise kept (:attr:`failed`): a full disk or a
+    device that takes nothing under a redirect (``> /dev/full``) is then said in one line, exit 2,
+    where a traceback was, and no other OSError of a command is taken for it."""
+
+    def __init__(self, stream: Any) -> None:
+        self._stream = stream
+        self.failed: Optional[OSError] = None
+
+    def write(self, text: str) -> int:
+        try:
+            return self._stream.write(text)
+        except OSError as exc:
+            self.failed = exc
+            raise
+
+    def flush(self) -> None:
+        try:
+            self._stream.flush()
+        except OSError as exc:
+            self.failed = exc
+            raise
+
+    def __getattr__(self, name: str) -> Any:  # isatty, fileno, encoding...: the stream's own
+        return getattr(self._stream, name)
 
 
 def _exit_without_teardown(code: int) -> None:

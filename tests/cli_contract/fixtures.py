@@ -121,6 +121,9 @@ def make_bad_folder(d: Path) -> Path:
         "not_hlo.hlo": "hello world\nthis is not HLO\n",
         "nul.hlo": "HloModule m\x00\x00\x00\n",
         "only_header.hlo": "HloModule m\n",
+        # the second module's header garbled: its computations were skipped as text between
+        # modules, and hlo-diff of the file's two modules said "Same"
+        "garbled_header.hlo": GOOD_HLO + "\n" + GOOD_HLO.replace("HloModule", "HloModul", 1),
         "truncated.hlo": GOOD_HLO[: len(GOOD_HLO) // 2],
         "param_digits.hlo": _hlo("  ROOT %p = f32[] parameter(" + "9" * 5000 + ")"),
         "param_big.hlo": _hlo("  ROOT %p = f32[] parameter(99999999999999999999)"),

@@ -19,6 +19,7 @@ BAD_FILES = [
     ("binary", "{d}/binary.hlo", "not UTF-8"),
     ("nul-bytes", "{d}/nul.hlo", "malformed module header"),
     ("only-header", "{d}/only_header.hlo", "has no computations"),
+    ("garbled-second-header", "{d}/garbled_header.hlo", "HLO text outside any module"),
     ("truncated", "{d}/truncated.hlo", "expected an instruction"),
     ("corrupt-gzip", "{d}/corrupt.hlo.gz", "gzip"),
     ("truncated-gzip", "{d}/truncated.hlo.gz", "gzip"),
