@@ -179,8 +179,16 @@ def main(argv: Sequence[str] | None = None, exit_now: bool = False) -> int:
     except KeyboardInterrupt:
         print(f"explorer {_command_words(args)}: interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:  # `explorer ... | head`: the reader left before the verdict was out
+        # Never 0: that would read as "clean" whatever the verdict was. 141 is what a program
+        # killed by SIGPIPE gives its shell (128 + 13), as `cat big | head` does.
+        try:
+            sys.stdout = open(os.devnull, "w")  # the interpreter's own flush at exit must not fail
+        except OSError:  # pragma: no cover
+            pass
+        return 141
     except OSError as exc:
-        if isinstance(exc, BrokenPipeError) or output is None or output.failed is not exc:
+        if output is None or output.failed is not exc:
             raise
         print(
             f"explorer {_command_words(args)}: error: the answer cannot be written to standard "
@@ -190,14 +198,6 @@ def main(argv: Sequence[str] | None = None, exit_now: bool = False) -> int:
         if exit_now:  # the program's: the interpreter's own flush at exit must not fail
             sys.stdout = open(os.devnull, "w")
         return 2
-    except BrokenPipeError:  # `explorer ... | head`: the reader left before the verdict was out
-        # Never 0: that would read as "clean" whatever the verdict was. 141 is what a program
-        # killed by SIGPIPE gives its shell (128 + 13), as `cat big | head` does.
-        try:
-            sys.stdout = open(os.devnull, "w")  # the interpreter's own flush at exit must not fail
-        except OSError:  # pragma: no cover
-            pass
-        return 141
     finally:
         if sys.stdout is output:  # in-process callers get their own stream back
             sys.stdout = given_output

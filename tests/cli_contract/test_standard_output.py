@@ -65,3 +65,17 @@ def test_an_output_that_takes_the_answer_gets_all_of_it():
     code, err, left = _main_with_output(COMMANDS["hlo-diff-json"], out)
     assert (code, err, left) == (1, "", out)
     assert out.getvalue().startswith("{") and out.getvalue().endswith("}\n")
+
+
+class _ReaderLeft(io.StringIO):
+    """A pipe whose reader left (``| head``): every write is a broken pipe."""
+
+    def write(self, text: str) -> int:
+        raise BrokenPipeError(32, "Broken pipe")
+
+
+@pytest.mark.parametrize("argv", COMMANDS.values(), ids=COMMANDS.keys())
+def test_a_reader_that_left_is_141_never_a_traceback(argv):
+    """Told apart from a full device: the stream's failure that is a broken pipe keeps 141."""
+    code, err, _ = _main_with_output(argv, _ReaderLeft())
+    assert (code, err) == (141, "")
