@@ -57,8 +57,12 @@ def _ranks(ranks: Sequence[int]) -> str:
 
 
 def trace_report(result: ProbeResult) -> str:
-    """The probe's report plus the trace's own findings (see the module docstring)."""
+    """The probe's report plus the trace's own findings (see the module docstring), and how the
+    run ended where it did not finish clean: its diagnosis speaks of the iterations recorded."""
     lines = [probe_report(result)]
+    if result.failure is not None:
+        ended = "unfinished" if result.failure.kind == "unfinished" else "failed"
+        lines.append(f"{ended}: {result.failure.message}")
     for c in result.compiles:
         if len(c.reasons) > 1:
             lines.append(

@@ -43,10 +43,36 @@ def step(i):
     f(torch.ones(3))
 """
 
+#: A user's step that resets Dynamo every other iteration: compile 0/0 four times.
+RESET = """
+import torch
+f = torch.compile(lambda x: (x * 2).sum(), backend="aot_eager")
+def step(i):
+    if i % 2 == 0:
+        torch._dynamo.reset()
+    f(torch.ones(4))
+"""
+#: A user's step that raises at iteration 3, and one that ends its process at iteration 2.
+ENDS = """
+import sys
+import torch
+f = torch.compile(lambda x: (x * 2).sum(), backend="aot_eager")
+def raises(i):
+    if i == 3:
+        raise RuntimeError("boom at 3")
+    f(torch.ones(4))
+def exits(i):
+    if i == 2:
+        sys.exit(0)
+    f(torch.ones(4))
+"""
+
 CASES = {
     "cycling-scenario": (["--scenario", "cycling", "--backend", "aot_eager"], None),
     "warm-step": (["--step", "warm_step:step", "--iterations", "8"], WARM),
     "limit-step": (["--step", "limit_step:step", "--iterations", "14"], LIMIT),
+    "reset-step": (["--step", "reset_step:step", "--iterations", "8"], RESET),
+    "raises-step": (["--step", "ends_step:raises", "--iterations", "6"], ENDS),
 }
 
 
@@ -76,8 +102,10 @@ def test_read_of_the_probes_trace_gives_the_probes_verdict(tmp_path, name):
     assert [{k: it[k] for k in same} for it in read["iterations"]] == [
         {k: it[k] for k in same} for it in probe["iterations"]
     ]
-    ran = {c["compile_id"]: c["iteration"] for c in probe["compiles"]}
-    assert {c["compile_id"]: c["iteration"] for c in read["compiles"]} == ran
+    # each compile, in order: an id that comes back after torch._dynamo.reset() is another
+    # compile (read once folded the four compiles of 0/0 into one, and called the run clean)
+    ran = [(c["compile_id"], c["iteration"]) for c in probe["compiles"]]
+    assert [(c["compile_id"], c["iteration"]) for c in read["compiles"]] == ran
     # the compile that hits the limit names no function in Dynamo's metrics: the probe once
     # wrote null where read named its frame's function
     named = {c["compile_id"]: c["function"] for c in probe["compiles"]}
@@ -87,9 +115,32 @@ def test_read_of_the_probes_trace_gives_the_probes_verdict(tmp_path, name):
         "cycling-scenario": "cycling",
         "warm-step": "steady",
         "limit-step": "eager-fallback",
+        "reset-step": "recompiles",
+        "raises-step": "steady",
     }
     assert probe["cause"] == expected[name], probe["diagnosis"]
     assert "compile-probe recorded them" in " ".join(read["notes"])
+    # how the run ended is the probe's too: a step that raised read as a clean run, exit 0
+    assert (read["failure"] or {}).get("message") == (probe["failure"] or {}).get("message")
+    assert (probe["failure"] is not None) == (name == "raises-step"), probe["failure"]
+
+
+def test_a_run_whose_step_ended_its_process_gives_no_clean_verdict(tmp_path):
+    """The step's ``sys.exit`` at iteration 2 ended the probe's child: the trace holds two
+    iterations and no end of the run, and read of it said "No period", exit 0."""
+    (tmp_path / "ends_step.py").write_text(ENDS)
+    env = dict(os.environ, TORCH_TRACE=str(tmp_path / "trace"))
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(tmp_path), env.get("PYTHONPATH")]))
+    argv = ["compile-probe", "--step", "ends_step:exits", "--iterations", "6"]
+    probe = run_cli_child(argv, cwd=tmp_path, env=env, timeout=600)
+    assert probe.returncode == 1, probe.stderr[-2000:]
+    read = run_cli_child(["read", tmp_path / "trace", "--json"], cwd=tmp_path)
+    doc = json.loads(read.stdout)
+    assert read.returncode == 1 and doc["ok"] is False, doc["diagnosis"]
+    assert doc["failure"]["kind"] == "unfinished", doc["failure"]
+    assert "recorded 2 of the 6 iterations asked for" in doc["failure"]["message"]
+    text = run_cli_child(["read", tmp_path / "trace"], cwd=tmp_path)
+    assert text.returncode == 1 and "\nunfinished: compile-probe's run in " in text.stdout
 
 
 def test_a_probe_record_edited_in_the_trace_is_not_taken_for_the_probes(tmp_path):
@@ -102,5 +153,9 @@ def test_a_probe_record_edited_in_the_trace_is_not_taken_for_the_probes(tmp_path
     log.write_text(text.replace('"compiled": ', '"compiled": "yes", "was": ', 1))
     again = run_cli_child(["read", tmp_path / "trace", "--json"], cwd=tmp_path)
     doc = json.loads(again.stdout)
-    assert again.returncode in (0, 1) and doc["iterations"] == []
+    assert again.returncode == 1 and doc["iterations"] == []
     assert "compile-probe recorded them" not in " ".join(doc["notes"])
+    # and no verdict: what the damaged record said of the run is unknown
+    assert (
+        doc["failure"]["kind"] == "unfinished" and "cannot all be read" in doc["failure"]["message"]
+    )

@@ -177,10 +177,7 @@ def _probe_result(
     """The records of a trace ``compile-probe`` wrote: its compiles, each placed in the iteration
     the probe drained it in, and the probe's own iterations, so that the diagnosis is the one
     the probe gave (the same function over the same records)."""
-    placed = {cid: it.iteration for it, ids in probed for cid in ids}
-    compiles = [
-        replace(c, iteration=placed.get(c.compile_id, UNKNOWN)) for c in _compiles(trace, [], False)
-    ]
+    compiles = _placed(_compiles(trace, [], False), probed)
     last = trace.probe_records[-1]
     limit, threads = last.get("recompile_limit"), last.get("threads")
     result = ProbeResult(
@@ -202,12 +199,89 @@ def _probe_result(
     return result
 
 
+def _placed(
+    compiles: Sequence[CompileEvent], probed: list[tuple[Iteration, tuple[str, ...]]]
+) -> list[CompileEvent]:
+    """Each compile in the iteration the probe drained it in. An id may come back (Dynamo
+    numbers anew after ``torch._dynamo.reset()``): the compiles of one id, in the trace's order,
+    take that id's iterations in the records' order, so each compile keeps its own."""
+    queues: dict[str, list[int]] = {}
+    for it, ids in probed:
+        for cid in ids:
+            queues.setdefault(cid, []).append(it.iteration)
+    return [
+        replace(c, iteration=queues[c.compile_id].pop(0) if queues.get(c.compile_id) else UNKNOWN)
+        for c in compiles
+    ]
+
+
+def _probe_run_failure(
+    trace: TorchTrace, probed: Optional[list[tuple[Iteration, tuple[str, ...]]]]
+) -> Optional[Failure]:
+    """How the run of ``compile-probe`` that wrote ``trace`` ended, by its start and end records
+    (:data:`~explorer.compile.traces.records.PROBE_RUN_ARTIFACT`): None for a run that recorded
+    every iteration it announced, or for a trace no probe opened (any job's)."""
+    name = Path(trace.path).name
+    runs = trace.probe_runs
+    starts = [d for d in runs if isinstance(d, dict) and d.get("event") == "start"]
+    ends = [d for d in runs if isinstance(d, dict) and d.get("event") == "end"]
+    if not runs and not (trace.probe_records and probed is None):
+        return None
+    if len(starts) > 1:
+        raise InputError(
+            f"{name} holds {len(starts)} runs of compile-probe (one process ran it "
+            f"{len(starts)} times): give each run its own TORCH_TRACE folder and read one"
+        )
+    recorded = len(probed or [])
+    if None in runs or not starts or len(ends) > 1 or probed is None and trace.probe_records:
+        return Failure(
+            FailureKind.UNFINISHED,
+            f"compile-probe's records in {name} cannot all be read (cut or edited): what they "
+            "said of the run is unknown, so no verdict of 'no recompile' is given",
+        )
+    asked = starts[0].get("iterations")
+    if not ends:
+        return Failure(
+            FailureKind.UNFINISHED,
+            f"compile-probe's run in {name} has no end: it recorded {recorded} of the {asked} "
+            "iterations asked for, then its process ended (the step exited, crashed or was "
+            "killed) or the trace was cut; no verdict of 'no recompile' is given",
+        )
+    end = ends[0]
+    said = end.get("failure")
+    if isinstance(said, dict) and isinstance(said.get("message"), str):
+        kind = said.get("kind")
+        known = kind in {k.value for k in FailureKind}
+        return Failure(FailureKind(kind) if known else FailureKind.EXCEPTION, said["message"])
+    if end.get("iterations") != recorded:
+        return Failure(
+            FailureKind.UNFINISHED,
+            f"compile-probe's run in {name} ended after {end.get('iterations')} iteration(s), but "
+            f"the trace holds {recorded} of its records (cut or edited); no verdict is given",
+        )
+    return None
+
+
 def rank_result(
     trace: TorchTrace, profiles: Sequence[CompileProfile], label: str = ""
 ) -> ProbeResult:
     """One process's records: compiles from its trace, iterations from the probe's own records
-    in it (a trace ``compile-probe`` wrote) or from its profiler steps (if any)."""
+    in it (a trace ``compile-probe`` wrote) or from its profiler steps (if any), and how the
+    probe's run ended where it opened one."""
     probed = _probe_records(trace)
+    ended = _probe_run_failure(trace, probed)
+    result = _rank_result(trace, probed, profiles, label)
+    if ended is not None and result.failure is None:
+        result.failure = ended
+    return result
+
+
+def _rank_result(
+    trace: TorchTrace,
+    probed: Optional[list[tuple[Iteration, tuple[str, ...]]]],
+    profiles: Sequence[CompileProfile],
+    label: str,
+) -> ProbeResult:
     if probed:
         return _probe_result(trace, probed, label)
     by_step: dict[int, ProfiledStep] = {}
@@ -241,7 +315,13 @@ def _notes(
     wall: bool,
 ) -> list[str]:
     notes = []
-    if not profiles:
+    if not profiles and trace.probe_records:
+        notes.append(
+            "compile-probe's iteration records in this trace cannot be read (cut, edited, or "
+            "from more than one run): which iteration compiled, iteration times and any period "
+            "are not known."
+        )
+    elif not profiles:
         notes.append(
             "TORCH_TRACE has no iteration records and never logs that a cached variant ran: which iteration "
             "compiled, iteration times, the variant each ran and any period cannot be known from it alone; "

@@ -25,12 +25,14 @@ from explorer.compile.traces.records import (
     EAGER,
     LIMIT_FAILURE,
     PROBE_ARTIFACT,
+    PROBE_RUN_ARTIFACT,
     CompileEvent,
     GraphBreak,
     Iteration,
     ProbeResult,
     frame_of,
     probe_record,
+    probe_run_record,
 )
 from explorer.errors import InputError
 from explorer.failure import FailureKind, from_exception
@@ -148,6 +150,7 @@ def probe(
             "recompile_limit",
             getattr(torch._dynamo.config, "cache_size_limit", None),
         )
+        _write_run_into_trace(probe_run_record("start", iterations, backend))
         for i in range(iterations):
             before = tracker.snapshot() if tracker is not None else None
             _barrier(cuda)  # work queued before this iteration is not its own
@@ -183,6 +186,9 @@ def probe(
             it = Iteration(i, ms, compiled, variants, fallback, cpu_ms, waited_ms, synchronized)
             result.iterations.append(it)
             _write_into_trace(it, [c.compile_id for c in events], result)
+        ended = result.failure
+        failure = {"kind": str(ended.kind), "message": ended.message} if ended else None
+        _write_run_into_trace(probe_run_record("end", len(result.iterations), failure=failure))
         result.guards = cache.guard_differences() if cache.supported() else []
     result.diagnosis = diagnose(result)
     return result
@@ -202,6 +208,21 @@ def _write_into_trace(it: Iteration, compile_ids: list[str], result: ProbeResult
         "artifact",
         metadata_fn=lambda: {"name": PROBE_ARTIFACT, "encoding": "json"},
         payload_fn=lambda: probe_record(it, compile_ids, result.recompile_limit, result.threads),
+        expect_trace_id=False,
+        record_logging_overhead=False,
+    )
+
+
+def _write_run_into_trace(doc: dict[str, Any]) -> None:
+    """The run's start or end (:data:`PROBE_RUN_ARTIFACT`) in torch's structured trace, when
+    ``TORCH_TRACE`` is on: ``read`` then knows a run that ended before its end record (the step
+    exited, crashed or was killed, or the trace was cut between records) and one that failed."""
+    from torch._logging import trace_structured
+
+    trace_structured(
+        "artifact",
+        metadata_fn=lambda: {"name": PROBE_RUN_ARTIFACT, "encoding": "json"},
+        payload_fn=lambda: doc,
         expect_trace_id=False,
         record_logging_overhead=False,
     )

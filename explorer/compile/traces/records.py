@@ -157,6 +157,26 @@ def probe_record(
     }
 
 
+#: The artifact in which ``compile-probe`` opens and closes its run in the trace: at the start
+#: the iterations it was asked for, at the end how many it recorded and the failure that ended
+#: it. Without them ``read`` of a run whose step raised, exited or was killed, or of a trace cut
+#: between two records, saw only the iterations before and called them clean.
+PROBE_RUN_ARTIFACT = "explorer_probe_run"
+
+
+def probe_run_record(
+    event: str, iterations: int, backend: str = "", failure: Optional[dict[str, Any]] = None
+) -> dict[str, Any]:
+    """What the probe writes at its run's ``start`` (iterations asked for, backend) and ``end``
+    (iterations recorded, the failure that ended it or None); see :data:`PROBE_RUN_ARTIFACT`."""
+    doc: dict[str, Any] = {"event": event, "iterations": iterations}
+    if event == "start":
+        doc["backend"] = backend
+    else:
+        doc["failure"] = failure
+    return doc
+
+
 def _number(value: Any) -> Optional[float]:
     ok = isinstance(value, (int, float)) and not isinstance(value, bool)
     return float(value) if ok and value == value and abs(value) < 1e15 else None

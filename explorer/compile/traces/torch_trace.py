@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterator, Optional
 
 from explorer import inputs
-from explorer.compile.traces.records import PROBE_ARTIFACT
+from explorer.compile.traces.records import PROBE_ARTIFACT, PROBE_RUN_ARTIFACT
 from explorer.errors import InputError, excerpt
 
 #: A line of a mapped file that is not a payload line: for an envelope, its process id (group 1)
@@ -109,6 +109,9 @@ class TorchTrace:
     breaks: list[TraceBreak] = field(default_factory=list)
     #: ``compile-probe``'s own iteration records (:data:`PROBE_ARTIFACT`), as written.
     probe_records: list[Any] = field(default_factory=list)
+    #: ``compile-probe``'s start and end of its run (:data:`PROBE_RUN_ARTIFACT`); None for one
+    #: that cannot be read.
+    probe_runs: list[Any] = field(default_factory=list)
     records: int = 0
     skipped: int = 0
     truncated: bool = False
@@ -169,9 +172,23 @@ class _Reader:
                 self.trace.probe_records.append(json.loads(payload()))
             except ValueError:  # a cut or edited record: the iterations are then not the probe's
                 self.trace.probe_records.append(None)
+        elif (
+            key == "artifact"
+            and isinstance(value, dict)
+            and value.get("name") == PROBE_RUN_ARTIFACT
+        ):
+            try:
+                self.trace.probe_runs.append(json.loads(payload()))
+            except ValueError:
+                self.trace.probe_runs.append(None)
         elif cid is None:
             return
         elif key == "dynamo_start":
+            if cid in self.by_id and self.by_id[cid].metrics:
+                # the id's compile ended (its metrics came), so this is another compile that
+                # reuses the id: Dynamo numbers anew after torch._dynamo.reset(), and a step
+                # that resets compiled 0/0 four times, read as one compile
+                del self.by_id[cid]
             stack = value.get("stack") if isinstance(value, dict) else None
             top = (
                 stack[-1]
