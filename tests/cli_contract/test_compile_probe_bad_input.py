@@ -143,6 +143,9 @@ def test_the_table_is_large_enough() -> None:
         # 0 once passed through as "nothing found" and 2 as bad input, both with no word said
         ("step_exit0", "exit code 0", "60"),
         ("step_exit2", "exit code 2", "60"),
+        # the probe's end line written by the step: read as a clean run (exit 0), or bad input
+        ("step_says_done", "exit code 0", "60"),
+        ("step_says_error", "exit code 2", "60"),
         ("step_keyboard", "KeyboardInterrupt", "60"),
         ("step_segfault", "SIGSEGV", "60"),
         # Sleeps for good: any limit gives the same verdict, so a short one (the wait is idle).

@@ -85,6 +85,12 @@ MODULES: dict[str, str] = {
     # the probe's own exit codes, from the user's code: never its verdict
     "step_exit0": "import sys\ndef step(i):\n    if i == 1:\n        sys.exit(0)\n",
     "step_exit2": "import sys\ndef step(i):\n    if i == 1:\n        sys.exit(2)\n",
+    # the probe's own end line, written by the user's code before it ends the process
+    "step_says_done": "import os, sys\ndef step(i):\n    if i == 1:\n        sys.stderr.write("
+    "'explorer compile-probe: verdict printed, exit 0\\n')\n        sys.stderr.flush()\n"
+    "        os._exit(0)\n",
+    "step_says_error": "import os, sys\ndef step(i):\n    if i == 1:\n        sys.stderr.write("
+    "'explorer compile-probe: error: fake\\n')\n        sys.stderr.flush()\n        os._exit(2)\n",
     "step_keyboard": "def step(i):\n    if i == 1:\n        raise KeyboardInterrupt\n",
     "step_segfault": "import ctypes\ndef step(i):\n    if i == 1:\n        ctypes.string_at(0)\n",
     "step_sleeps": "import time\ndef step(i):\n    time.sleep(3600)\n",

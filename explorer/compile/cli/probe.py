@@ -115,7 +115,30 @@ def _load_config(path: str | None) -> dict[str, Any]:
 
 
 def run(args: argparse.Namespace) -> int:
-    """Probe, print, and return 0 (nothing found), 1 (findings) or 2 (bad input, via InputError)."""
+    """Probe, print, and return 0 (nothing found), 1 (findings) or 2 (bad input, via InputError).
+
+    In the child of :func:`_run_in_child` the end is told to the parent with the word it was
+    handed (:data:`CHILD_ENV`), taken out of the environment before the user's step is imported:
+    a step that wrote our end line itself and ended its process once read as a clean run
+    (exit 0), or as bad input (exit 2)."""
+    word = os.environ.pop(CHILD_ENV, "")
+    try:
+        code = _probe(args, child=bool(word))
+    except InputError:
+        _tell_parent(word, 2)
+        raise
+    _tell_parent(word, code)
+    return code
+
+
+def _tell_parent(word: str, code: int) -> None:
+    """In the child: the parent's word and the exit code, once our own answer is out."""
+    if word:
+        sys.stdout.flush()
+        print(f"{DONE} {word} {code}", file=sys.stderr, flush=True)
+
+
+def _probe(args: argparse.Namespace, child: bool) -> int:
     if args.step and (args.backend or args.config):
         raise InputError("--backend/--config apply to --scenario; a --step compiles its own model")
     if os.environ.get("TORCH_TRACE") == "":  # torch would fail at the first compile, opening ''
@@ -126,7 +149,7 @@ def run(args: argparse.Namespace) -> int:
     config = _load_config(args.config)
     if args.nproc > 1:
         return _print(_run_ranks(args, config), args)
-    if args.step and not os.environ.get(CHILD_ENV):
+    if args.step and not child:
         return _run_in_child(args)
     from explorer.compile.runtime.config import parse_config
     from explorer.user_step import load_step
@@ -141,11 +164,7 @@ def run(args: argparse.Namespace) -> int:
         result = run_scenario(args.scenario, args.iterations, args.backend, config, args.source)
     else:
         result = run_step(step, args.iterations or 20, args.source, label=args.step)
-    code = _print(result, args)
-    if os.environ.get(CHILD_ENV):
-        sys.stdout.flush()
-        print(f"{DONE} {code}", file=sys.stderr, flush=True)  # the verdict is ours, not the step's
-    return code
+    return _print(result, args)
 
 
 def _run_ranks(args: argparse.Namespace, config: dict[str, Any]) -> Any:
@@ -187,13 +206,13 @@ def _run_in_child(args: argparse.Namespace) -> int:
     """
     from explorer.processes.isolate import run_child
 
-    env = {**os.environ, CHILD_ENV: "1"}
+    word = os.urandom(16).hex()  # the step never sees it (see run)
+    env = {**os.environ, CHILD_ENV: word}
     outcome = run_child([sys.executable, "-m", "explorer.cli", *args.argv], args.timeout, env=env)
     lines = outcome.stderr.splitlines()
     errors = [line for line in lines if line.startswith("explorer compile-probe: error:")]
-    ours = (outcome.returncode in (0, 1) and f"{DONE} {outcome.returncode}" in lines) or (
-        outcome.returncode == 2 and bool(errors)
-    )  # bad input names itself in one line
+    ours = outcome.returncode in (0, 1, 2) and f"{DONE} {word} {outcome.returncode}" in lines
+    ours = ours and (outcome.returncode != 2 or bool(errors))  # bad input names itself too
     if ours and not outcome.timed_out:
         sys.stdout.write(outcome.stdout)
         # bad input: its one line only (torch may have printed warnings before it)
