@@ -348,3 +348,31 @@ def test_a_run_that_failed_reads_as_failed(tmp_path):
     assert (
         text.returncode == 1 and "the run that wrote this folder failed (exception)" in text.stdout
     )
+
+
+def test_dumps_of_another_run_beside_this_ones_are_refused(ran, tmp_path):
+    """Another run's ``hlo_dump`` copied into a subfolder: sorted by module number alone, its
+    dumps were taken for this run's, each graph read from the other run's HLO, exit 0."""
+    from cli_in_process import call_cli
+
+    folder = tmp_path / "two_dump_folders"
+    shutil.copytree(ran["out"], folder)
+    shutil.copytree(ran["out"] / DUMP_DIR, folder / "backup" / "hlo_dump")
+    got = call_cli(["read", str(folder)])
+    assert got.returncode == 2 and got.stdout == "", got.stdout[-500:]
+    assert "XLA module dumps lie in 2 folders" in got.stderr, got.stderr
+
+
+def test_a_deleted_dump_gives_no_clean_verdict(ran, tmp_path):
+    """The first dump deleted: the rest, paired with the compiles in order, named no graph's
+    instructions, and read still said ok, exit 0."""
+    from cli_in_process import call_cli
+
+    folder = tmp_path / "one_dump_gone"
+    shutil.copytree(ran["dir"], folder)
+    (first, *_) = sorted((folder / "dumps").glob("module_*.before_optimizations.txt"))
+    first.unlink()
+    got = call_cli(["read", str(folder), "--json"])
+    doc = json.loads(got.stdout)
+    assert (got.returncode, doc["ok"], doc["failure"]["kind"]) == (1, False, "unfinished")
+    assert "a dump is missing" in doc["failure"]["message"], doc["failure"]

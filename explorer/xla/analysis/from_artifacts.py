@@ -223,7 +223,7 @@ def read_artifacts(path: Path, threshold: float = 0.8) -> ArtifactRead:
                 f"from {out.step_site or '?'} (the line most user syncs came from), earlier executions are setup"
             )
         if run.failure is None:
-            run.failure = _dumps_beyond_log(dump_dir, events)
+            run.failure = _dumps_against_log(dump_dir, events)
         if run.failure is None:
             run.failure = _never_ended(path)
     else:
@@ -272,18 +272,31 @@ def _cut_log(path: str, text: str) -> Optional[Failure]:
     )
 
 
-def _dumps_beyond_log(dump_dir: str, events: list[DebugEvent]) -> Optional[Failure]:
-    """A failure when the dump folder holds more compiled graphs than the log compiled: the log
-    stops early (cut at a block's end), or the dumps are of more than this run."""
-    dumped = len(dumped_modules(dump_dir)) if dump_dir else 0
-    compiled = sum(1 for e in events if e.kind == "compile")
-    if dumped <= compiled:
+def _dumps_against_log(dump_dir: str, events: list[DebugEvent]) -> Optional[Failure]:
+    """A failure when the dump folder holds another count of compiled graphs than the log
+    compiled. More: the log stops early (cut at a block's end), or the dumps are of more than
+    this run. Fewer: a dump was deleted or never written, and the dumps, paired with the
+    compiles in order, no longer say which graph each compile made (a folder with its first
+    dump deleted read every graph as "? instructions", exit 0)."""
+    if not dump_dir:
         return None
-    return Failure(
-        FailureKind.UNFINISHED,
-        f"the dumps hold {dumped} compiled graphs and the debug log names {compiled} compiles: "
-        f"the log stops early, or the dumps are of more than this run: {_UNKNOWN_AFTER}",
-    )
+    dumped = len(dumped_modules(dump_dir))
+    compiled = sum(1 for e in events if e.kind == "compile")
+    if dumped > compiled:
+        return Failure(
+            FailureKind.UNFINISHED,
+            f"the dumps hold {dumped} compiled graphs and the debug log names {compiled} "
+            f"compiles: the log stops early, or the dumps are of more than this run: "
+            f"{_UNKNOWN_AFTER}",
+        )
+    if dumped < compiled:
+        return Failure(
+            FailureKind.UNFINISHED,
+            f"the debug log names {compiled} compiles and the dumps hold {dumped} compiled "
+            "graphs: a dump is missing (deleted, or never written), so which graph each compile "
+            "made cannot be read from them; no verdict of 'no new graph' is given",
+        )
+    return None
 
 
 def _run_markers(

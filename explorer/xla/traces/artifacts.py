@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional
 
+from explorer.errors import InputError, excerpt
 from explorer.xla.traces.metrics_report import looks_like_metrics
 from explorer.xla.traces.records import PREVIOUS_DIR
 from explorer.xla.traces.savefile import looks_like_save_file
@@ -112,7 +113,23 @@ def find_artifacts(path: Path) -> XlaArtifacts:
         if kind is not None:
             getattr(found, f"{kind}_files").append(f)
     found.dump_files.sort(key=_dump_number)
+    _one_dump_folder(found.dump_files)
     return found
+
+
+def _one_dump_folder(dumps: list[str]) -> None:
+    """The dumps of one run lie in the one folder ``--xla_dump_to`` named. Dumps in several
+    folders are several runs' (a copy of another run's ``hlo_dump`` beside this one's): sorted
+    by module number alone they were taken for this run's, and each graph was read from the
+    other run's HLO without a word, exit 0."""
+    folders = sorted({os.path.dirname(d) for d in dumps})
+    if len(folders) > 1:
+        shown = ", ".join(excerpt(f) for f in folders[:3]) + (", ..." if len(folders) > 3 else "")
+        raise InputError(
+            f"XLA module dumps lie in {len(folders)} folders ({shown}): the dumps of one run are "
+            "in the one folder --xla_dump_to named; move the other run's dumps away, or read "
+            "one run's folder"
+        )
 
 
 def _dump_number(path: str) -> int:
