@@ -29,6 +29,16 @@ def load_step(spec: str) -> Callable[[int], Any]:
         ) from exc
     except ValueError:  # builtins without a signature: let the call decide
         pass
+    if inspect.iscoroutinefunction(fn) or inspect.isasyncgenfunction(fn):
+        raise InputError(
+            f"--step {spec!r}: {func_name} is an async def: calling it runs none of its body "
+            "(it only makes a coroutine); give a plain def that runs one iteration"
+        )
+    if inspect.isgeneratorfunction(fn):
+        raise InputError(
+            f"--step {spec!r}: {func_name} is a generator (it yields): calling it runs none of "
+            "its body; give a plain def that runs one iteration"
+        )
     return fn
 
 

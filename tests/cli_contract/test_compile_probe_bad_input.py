@@ -101,6 +101,8 @@ COMPILE_PROBE_CASES = [
     Case("step-import-exit", ["--step", "import_exit:step"], "SystemExit", **TORCH),
     Case("step-not-callable", ["--step", "not_a_class:Sched"], "not a function", **TORCH),
     Case("step-no-argument", ["--step", "step_no_args:step"], "must accept one argument", **TORCH),
+    Case("step-async", ["--step", "step_async:step"], "is an async def", **TORCH),
+    Case("step-generator", ["--step", "step_generator:step"], "is a generator", **TORCH),
     Case(
         "step-missing-function",
         ["--step", "not_a_class:nothing"],
@@ -190,3 +192,33 @@ def test_an_empty_torch_trace_is_refused_before_torch_starts(monkeypatch, tmp_pa
     ran = call_cli(["compile-probe", *S, "--iterations", "4"], tmp_path)
     assert ran.returncode == 2 and "TORCH_TRACE is set but empty" in ran.stderr
     assert len(ran.stderr.strip().splitlines()) == 1 and not ran.stdout
+
+
+@pytest.mark.parametrize(
+    "where, words",
+    [("a_file.py", "is a file, not a folder"), ("/proc/self/trace", "is not writable")],
+    ids=["a-file", "proc"],
+)
+def test_a_torch_trace_no_folder_can_be_made_at_is_refused(monkeypatch, tmp_path, where, words):
+    """``TORCH_TRACE`` naming a file (or a place no folder can be made) failed inside the step:
+    "the step failed at iteration 0: FileExistsError", exit 1, as if the user's code had."""
+    from cli_in_process import call_cli
+
+    (tmp_path / "a_file.py").write_text("x = 1\n")
+    monkeypatch.setenv("TORCH_TRACE", str(tmp_path / where) if not where.startswith("/") else where)
+    ran = call_cli(["compile-probe", *S, "--iterations", "4"], tmp_path)
+    assert ran.returncode == 2 and words in ran.stderr, ran.stderr
+    assert len(ran.stderr.strip().splitlines()) == 1 and not ran.stdout
+    assert (tmp_path / "a_file.py").read_text() == "x = 1\n"
+
+
+@pytest.mark.slow
+def test_what_the_step_prints_stays_out_of_the_json(bad) -> None:
+    """A step's ``print`` came before the document on stdout: ``--json`` gave no JSON at all."""
+    ran = run_cli(
+        ["compile-probe", "--step", "step_chatty:step", "--iterations", "3", "--json"], str(bad)
+    )
+    assert ran.returncode == 0, ran.stderr[-2000:]
+    doc = json.loads(ran.stdout)
+    assert doc["ok"] is True and len(doc["iterations"]) == 3
+    assert "loaded" in ran.stderr and "iteration 2" in ran.stderr, ran.stderr[-2000:]

@@ -95,6 +95,11 @@ MODULES: dict[str, str] = {
     "step_segfault": "import ctypes\ndef step(i):\n    if i == 1:\n        ctypes.string_at(0)\n",
     "step_sleeps": "import time\ndef step(i):\n    time.sleep(3600)\n",
     "step_no_args": "def step():\n    pass\n",
+    # prints at import and in every iteration, as a user's loop does
+    "step_chatty": "print('loaded')\ndef step(i):\n    print('iteration', i)\n",
+    # calling either runs none of its body: "No period: 0 compiles", exit 0
+    "step_async": "async def step(i):\n    pass\n",
+    "step_generator": "def step(i):\n    yield i\n",
     "model_exit": "import sys\ndef build():\n    sys.exit(3)\n",
     "model_keyboard": "def build():\n    raise KeyboardInterrupt\n",
     "model_segfault": "import ctypes\ndef build():\n    ctypes.string_at(0)\n",

@@ -9,6 +9,7 @@ short report. Exit 0 when nothing periodic or recompiling was found, 1 for findi
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import sys
@@ -146,6 +147,8 @@ def _probe(args: argparse.Namespace, child: bool) -> int:
             "TORCH_TRACE is set but empty: unset it, or set it to the folder torch should write "
             "its structured trace to"
         )
+    if os.environ.get("TORCH_TRACE"):  # a file, /dev/null or /proc/x: torch failed in the step
+        inputs.check_output_dir(os.environ["TORCH_TRACE"], "TORCH_TRACE")
     config = _load_config(args.config)
     if args.nproc > 1:
         return _print(_run_ranks(args, config), args)
@@ -154,16 +157,19 @@ def _probe(args: argparse.Namespace, child: bool) -> int:
     from explorer.compile.runtime.config import parse_config
     from explorer.user_step import load_step
 
-    step = (
-        load_step(args.step) if args.step else None
-    )  # a bad --step is refused before torch is imported
-    parse_config(config.get("compile", config) if config else None)
-    from explorer.compile.runtime.run import run_scenario, run_step
+    # What the user's code prints goes to stderr: standard output is the probe's answer, and a
+    # step's print before the document once made --json's output no JSON at all.
+    with contextlib.redirect_stdout(sys.stderr):
+        step = (
+            load_step(args.step) if args.step else None
+        )  # a bad --step is refused before torch is imported
+        parse_config(config.get("compile", config) if config else None)
+        from explorer.compile.runtime.run import run_scenario, run_step
 
-    if step is None:  # --scenario and --step are a required pair of alternatives
-        result = run_scenario(args.scenario, args.iterations, args.backend, config, args.source)
-    else:
-        result = run_step(step, args.iterations or 20, args.source, label=args.step)
+        if step is None:  # --scenario and --step are a required pair of alternatives
+            result = run_scenario(args.scenario, args.iterations, args.backend, config, args.source)
+        else:
+            result = run_step(step, args.iterations or 20, args.source, label=args.step)
     return _print(result, args)
 
 
