@@ -376,3 +376,29 @@ def test_a_deleted_dump_gives_no_clean_verdict(ran, tmp_path):
     doc = json.loads(got.stdout)
     assert (got.returncode, doc["ok"], doc["failure"]["kind"]) == (1, False, "unfinished")
     assert "a dump is missing" in doc["failure"]["message"], doc["failure"]
+
+
+@pytest.mark.parametrize("edit", ["graph-hash-in-the-log", "a-time-in-the-messages"])
+def test_artifacts_that_disagree_with_the_runs_record_are_refused(ran, tmp_path, edit):
+    """A graph hash edited in the debug log, or a time in the run's messages: read judged the
+    edited figures clean, exit 0, though run.json beside them said otherwise."""
+    from cli_in_process import call_cli
+
+    folder = tmp_path / edit
+    shutil.copytree(ran["out"], folder)
+    record = json.loads((folder / "run.json").read_text())
+    step = record["steps"][-1]
+    if edit == "graph-hash-in-the-log":
+        log = folder / DEBUG_FILE
+        log.write_text(log.read_text().replace(step["graph_hash"], "deadbeef" + "0" * 24))
+    else:
+        messages = folder / "messages.jsonl"
+        lines = [json.loads(x) for x in messages.read_text().splitlines()]
+        for msg in lines:
+            if msg.get("event") == "step" and msg.get("step") == step["step"]:
+                msg["execute_ms"] = 123456.0
+        messages.write_text("".join(json.dumps(m) + "\n" for m in lines))
+    assert _read(ran["out"])[1] == ran["rc"]  # the run as it was still reads as it said
+    got = call_cli(["read", str(folder)])
+    assert got.returncode == 2 and got.stdout == "", got.stdout[-500:]
+    assert "run.json" in got.stderr and "and the artifacts beside it disagree" in got.stderr

@@ -294,7 +294,7 @@ def _torch_messages(folder: Path) -> Optional[tuple[Schedule, list[dict]]]:
     path = folder / ORDER_FILE
     if not path.exists() and not path.is_symlink():
         return None
-    order = inputs.read_json(str(path), "explorer read")
+    order = inputs.read_json(str(path), "")
     if not isinstance(order, dict) or not all(
         isinstance(acts, list) and all(isinstance(a, str) for a in acts) for acts in order.values()
     ):
@@ -317,7 +317,7 @@ def _message_lines(folder: Path, schedule: Schedule) -> list[dict]:
     places = exchange_places(schedule)
     out = []
     for path in sorted(folder.glob("torch_rank*.jsonl")):
-        text = inputs.read_text(str(path), "explorer read", MAX_TRACE_BYTES)
+        text = inputs.read_text(str(path), "", MAX_TRACE_BYTES)
         for n, line in enumerate(text[: text.rfind("\n") + 1].splitlines(), 1):
             if not line.strip():
                 continue

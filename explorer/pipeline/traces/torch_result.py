@@ -32,7 +32,7 @@ def read_reference(folder: Path) -> Optional[dict]:
     path = Path(folder) / RESULT_FILE if Path(folder).is_dir() else None
     if path is None or not path.is_file():
         return None
-    doc = inputs.read_json(str(path), "explorer read")
+    doc = inputs.read_json(str(path), "")
     if not isinstance(doc, dict) or not all(k in doc for k in REFERENCE_KEYS):
         raise InputError(f"{excerpt(str(path))} is not what explorer run --engine torch writes")
     if not isinstance(doc["within_tolerance"], bool):

@@ -315,7 +315,7 @@ def _run_markers(
     record = path / MESSAGES_FILE
     if not record.is_file():
         return None
-    raw = inputs.read_text(str(record), "explorer read")
+    raw = inputs.read_text(str(record), "")
     msgs: list[dict] = []
     lines = raw.splitlines()
     for k, line in enumerate(lines):
@@ -384,7 +384,7 @@ def _never_ended(path: Path) -> Optional[Failure]:
     if (path / RUN_FILE).is_file():
         return None  # xla-run wrote its record: a failure it saw is read from there
     try:
-        asked = inputs.read_json(str(config), "explorer read")
+        asked = inputs.read_json(str(config), "")
     except InputError:
         return None  # not explorer's (or edited): the artifacts speak alone
     if not isinstance(asked, dict) or asked.get("capture") is False:

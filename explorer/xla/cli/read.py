@@ -21,6 +21,7 @@ def read(path: Path, json_out: bool) -> int:
     from explorer.xla.cli.run import late_new_graph, report
 
     got = read_artifacts(path)
+    _record_agrees(path, got.run.to_json().get("steps") or [])
     recorded = _recorded_failure(path)  # what xla-run said of its own run comes first
     failure = recorded
     if failure is None and got.run.failure is not None:  # a cut log: no clean verdict
@@ -76,13 +77,49 @@ def _recorded_failure(path: Path) -> dict | None:
     record = path / RUN_FILE if path.is_dir() else None
     if record is None or not record.is_file():
         return None
-    doc = read_json(str(record), "explorer read")
+    doc = read_json(str(record), "")
     failure = doc.get("failure") if isinstance(doc, dict) else None
     if failure is not None and not isinstance(failure, dict):
         raise InputError(
             f"{excerpt(str(record))}: its 'failure' is not what xla-run writes; was it edited?"
         )
     return failure
+
+
+#: What a step of ``run.json`` and of the artifacts both hold as facts of the run (not words).
+_FACTS = ("step", "compiled", "graph_hash", "compile_ms", "execute_ms", "num_parameters")
+
+
+def _record_agrees(path: Path, steps: list[dict]) -> None:
+    """The steps ``xla-run`` recorded in the folder's ``run.json`` are the steps its artifacts
+    hold, fact for fact. A debug log swapped in from another run, a graph hash or a time edited
+    in one file, read as a clean run of figures no run had (exit 0); they are refused instead."""
+    record = path / RUN_FILE if path.is_dir() else None
+    if record is None or not record.is_file():
+        return
+    doc = read_json(str(record), "")
+    said = doc.get("steps") if isinstance(doc, dict) else None
+    if not isinstance(said, list):
+        return  # not xla-run's record of steps: _recorded_failure judges the rest of it
+    if len(said) != len(steps):
+        raise _disagree(record, f"it has {len(said)} step(s), the artifacts {len(steps)}")
+    for mine, theirs in zip(said, steps):
+        if not isinstance(mine, dict):
+            raise _disagree(record, "a step of it is not an object")
+        for key in _FACTS:
+            if key in mine and mine[key] != theirs.get(key):
+                raise _disagree(
+                    record,
+                    f"at step {theirs.get('step')} its {key} is {excerpt(str(mine[key]))} and the "
+                    f"artifacts' is {excerpt(str(theirs.get(key)))}",
+                )
+
+
+def _disagree(record: Path, where: str) -> InputError:
+    return InputError(
+        f"{excerpt(str(record))} and the artifacts beside it disagree ({where}): one of them was "
+        "edited or is another run's; read the folder as xla-run left it, or run it again"
+    )
 
 
 def _ms(value: float | None) -> str:
