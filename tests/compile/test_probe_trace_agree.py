@@ -159,3 +159,50 @@ def test_a_probe_record_edited_in_the_trace_is_not_taken_for_the_probes(tmp_path
     assert (
         doc["failure"]["kind"] == "unfinished" and "cannot all be read" in doc["failure"]["message"]
     )
+
+
+@pytest.fixture(scope="module")
+def two_jobs(tmp_path_factory) -> list[Path]:
+    """Two runs of ``compile-probe --nproc 2`` (real gloo ranks), each into its own TORCH_TRACE."""
+    folders = []
+    for n in (1, 2):
+        where = tmp_path_factory.mktemp(f"job{n}")
+        env = dict(os.environ, TORCH_TRACE=str(where / "trace"))
+        argv = ["compile-probe", "--scenario", "shapes", "--iterations", "4", "--backend", "eager"]
+        ran = run_cli_child([*argv, "--nproc", "2"], cwd=where, env=env, timeout=600)
+        assert ran.returncode in (0, 1), ran.stderr[-2000:]
+        folders.append(where / "trace")
+    return folders
+
+
+def _rank_file(folder: Path, rank: int) -> Path:
+    (found,) = folder.glob(f"dedicated_log_torch_trace_rank_{rank}_*.log")
+    return found
+
+
+def test_rank_files_of_two_jobs_in_one_folder_are_refused(two_jobs, tmp_path):
+    """Rank 0 of one job and rank 1 of another, copied into one folder, merged into one clean
+    job: each trace names its job at its start now."""
+    import shutil
+
+    mixed = tmp_path / "mixed"
+    mixed.mkdir()
+    shutil.copy(_rank_file(two_jobs[1], 0), mixed)
+    shutil.copy(_rank_file(two_jobs[0], 1), mixed)
+    got = run_cli_child(["read", mixed], cwd=tmp_path)
+    assert got.returncode == 2 and got.stdout == "", got.stdout[-500:]
+    assert "holds the traces of 2 jobs" in got.stderr, got.stderr
+    for whole in two_jobs:  # each job as it was is still one job
+        assert run_cli_child(["read", whole], cwd=tmp_path).returncode in (0, 1)
+
+
+def test_a_job_missing_a_ranks_trace_gives_no_clean_verdict(two_jobs, tmp_path):
+    import shutil
+
+    alone = tmp_path / "rank1_only"
+    alone.mkdir()
+    shutil.copy(_rank_file(two_jobs[0], 1), alone)
+    got = run_cli_child(["read", alone, "--json"], cwd=tmp_path)
+    doc = json.loads(got.stdout)
+    assert got.returncode == 1 and doc["ok"] is False, doc["diagnosis"]
+    assert "the job had 2 ranks and rank 0 left no trace here" in doc["failure"]["message"]

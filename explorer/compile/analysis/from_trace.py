@@ -379,6 +379,43 @@ def _key(trace: TorchTrace, traces: Sequence[TorchTrace], folder: Path) -> int:
     return trace.rank
 
 
+def _ranks_of_one_job(
+    traces: Sequence[TorchTrace], folder: Path, ranks: set[int]
+) -> Optional[Failure]:
+    """The traces compile-probe opened are of one job, with every rank's: ranks of two jobs
+    (each trace names its job's id at its start) are refused, and a job whose rank wrote no
+    trace here gives no clean verdict. Two runs' rank files copied into one folder once merged
+    into one clean job, and a job missing rank 0 read as whole."""
+    starts = [
+        (t, d)
+        for t in traces
+        for d in t.probe_runs
+        if isinstance(d, dict) and d.get("event") == "start"
+    ]
+    jobs = {str(d.get("job")) for _, d in starts if d.get("job")}
+    if len(jobs) > 1:
+        shown = ", ".join(sorted(jobs)[:3])
+        raise InputError(
+            f"{excerpt(str(folder))} holds the traces of {len(jobs)} jobs (compile-probe's runs "
+            f"{shown}): rank files copied in from another job; move them aside and read one job"
+        )
+    sizes = {d.get("world") for _, d in starts}
+    size = next(iter(sizes)) if len(sizes) == 1 else None
+    if not isinstance(size, int) or isinstance(size, bool) or size <= 1:
+        return None
+    absent = sorted(set(range(size)) - ranks)
+    if not absent:
+        return None
+    several = len(absent) > 1
+    return Failure(
+        FailureKind.UNFINISHED,
+        f"the job had {size} ranks and rank{'s' if several else ''} "
+        f"{', '.join(map(str, absent[:8]))} left no trace here: what "
+        f"{'they' if several else 'it'} compiled is unknown, so no verdict of 'no recompile' "
+        "is given for the job",
+    )
+
+
 def _profiles_near(path: Path) -> Optional[Path]:
     """The folder holding profiler traces that a file given alone leaves unread: the file's own,
     or the one above it with its direct subfolders (a job's ``torch_trace/`` and ``profiler/``
@@ -413,7 +450,10 @@ def read_job(path: Path) -> ProbeResult:
         per_rank[rank].ranks = [
             {"file": t.path, "pid": t.pid, "profiles": sorted({p.path for p in mine})}
         ]
+    missing = _ranks_of_one_job(traces, path, set(per_rank))
     merged = merge_ranks(per_rank, label=str(path))
+    if missing is not None and merged.failure is None:
+        merged.failure = missing
     cut = [Path(t.path).name for t in traces if t.truncated]
     if cut and merged.failure is None:  # what the log no longer says may be the recompile
         merged.failure = Failure(

@@ -24,6 +24,7 @@ from typing import Any, Mapping
 from explorer.compile.traces.records import ProbeResult
 from explorer.errors import InputError
 from explorer.failure import Failure, FailureKind, signal_name, tail
+from explorer.folder_lock import new_run_id
 from explorer.processes import Child, Engine, free_port, rank_env, supervise
 from explorer.processes.isolate import INPUT_ERROR, MARKER
 
@@ -39,7 +40,11 @@ class ProbeRanks(Engine):
 
     def children(self) -> list[Child]:
         port = free_port()
-        extra = {"DS_ACCELERATOR": os.environ.get("DS_ACCELERATOR", "cpu")}
+        extra = {
+            "DS_ACCELERATOR": os.environ.get("DS_ACCELERATOR", "cpu"),
+            # one id for the job, as torchrun gives its ranks: each rank's trace names it
+            "TORCHELASTIC_RUN_ID": new_run_id(),
+        }
         return [
             Child(
                 rank,

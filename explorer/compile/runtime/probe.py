@@ -14,11 +14,13 @@ timed in the iteration that queued it; each iteration records whether it was.
 
 from __future__ import annotations
 
+import os
 import time
 from typing import Any, Callable, Mapping, Optional, Protocol
 
 from explorer.compile.analysis.diagnosis import diagnose
 from explorer.compile.runtime import cache
+from explorer.compile.runtime.distributed import world
 from explorer.compile.runtime.sources import SourceKind, make_source
 from explorer.compile.runtime.tracking import VariantTracker
 from explorer.compile.traces.records import (
@@ -150,7 +152,9 @@ def probe(
             "recompile_limit",
             getattr(torch._dynamo.config, "cache_size_limit", None),
         )
-        _write_run_into_trace(probe_run_record("start", iterations, backend))
+        _, size = world()
+        job = os.environ.get("TORCHELASTIC_RUN_ID", "")  # torchrun's, and the --nproc launcher's
+        _write_run_into_trace(probe_run_record("start", iterations, backend, job=job, world=size))
         for i in range(iterations):
             before = tracker.snapshot() if tracker is not None else None
             _barrier(cuda)  # work queued before this iteration is not its own

@@ -165,13 +165,20 @@ PROBE_RUN_ARTIFACT = "explorer_probe_run"
 
 
 def probe_run_record(
-    event: str, iterations: int, backend: str = "", failure: Optional[dict[str, Any]] = None
+    event: str,
+    iterations: int,
+    backend: str = "",
+    failure: Optional[dict[str, Any]] = None,
+    job: str = "",
+    world: int = 1,
 ) -> dict[str, Any]:
-    """What the probe writes at its run's ``start`` (iterations asked for, backend) and ``end``
-    (iterations recorded, the failure that ended it or None); see :data:`PROBE_RUN_ARTIFACT`."""
+    """What the probe writes at its run's ``start`` (iterations asked for, backend, the job's id
+    and its number of ranks) and ``end`` (iterations recorded, the failure that ended it or
+    None); see :data:`PROBE_RUN_ARTIFACT`. The job's id and size let ``read`` refuse one
+    rank's trace of another job beside this one's, and name a rank whose trace is missing."""
     doc: dict[str, Any] = {"event": event, "iterations": iterations}
     if event == "start":
-        doc["backend"] = backend
+        doc.update(backend=backend, job=job, world=world)
     else:
         doc["failure"] = failure
     return doc
