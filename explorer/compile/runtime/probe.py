@@ -20,7 +20,6 @@ from typing import Any, Callable, Mapping, Optional, Protocol
 
 from explorer.compile.analysis.diagnosis import diagnose
 from explorer.compile.runtime import cache
-from explorer.compile.runtime.distributed import world
 from explorer.compile.runtime.sources import SourceKind, make_source
 from explorer.compile.runtime.tracking import VariantTracker
 from explorer.compile.traces.records import (
@@ -152,8 +151,8 @@ def probe(
             "recompile_limit",
             getattr(torch._dynamo.config, "cache_size_limit", None),
         )
-        _, size = world()
         job = os.environ.get("TORCHELASTIC_RUN_ID", "")  # torchrun's, and the --nproc launcher's
+        size = _world_size()
         _write_run_into_trace(probe_run_record("start", iterations, backend, job=job, world=size))
         for i in range(iterations):
             before = tracker.snapshot() if tracker is not None else None
@@ -215,6 +214,13 @@ def _write_into_trace(it: Iteration, compile_ids: list[str], result: ProbeResult
         expect_trace_id=False,
         record_logging_overhead=False,
     )
+
+
+def _world_size() -> int:
+    """The ranks of the job this probe is one rank of (1 outside an initialised group)."""
+    import torch.distributed as dist
+
+    return dist.get_world_size() if dist.is_available() and dist.is_initialized() else 1
 
 
 def _write_run_into_trace(doc: dict[str, Any]) -> None:
