@@ -130,6 +130,8 @@ def make_bad_folder(d: Path) -> Path:
         "param_negative.hlo": _hlo("  ROOT %p = f32[] parameter(-1)"),
         "param_float.hlo": _hlo("  ROOT %p = f32[] parameter(1.5)"),
         "param_twice.hlo": _hlo("  %p = f32[] parameter(0)\n  ROOT %q = f32[] parameter(0)"),
+        # parameters 0 and 2: the diff paired parameters by numbers XLA never writes
+        "param_gap.hlo": _hlo("  %p = f32[] parameter(0)\n  ROOT %q = f32[] parameter(2)"),
         "source_line_digits.hlo": _hlo(
             '  %p = f32[] parameter(0)\n  ROOT %n = f32[] negate(%p), metadata={op_type="aten__neg" '
             'source_file="x.py" source_line=' + "7" * 5000 + "}"

@@ -30,6 +30,7 @@ BAD_FILES = [
     ("parameter-negative", "{d}/param_negative.hlo", "non-negative integer"),
     ("parameter-float", "{d}/param_float.hlo", "non-negative integer"),
     ("parameter-twice", "{d}/param_twice.hlo", "used twice"),
+    ("parameter-gap", "{d}/param_gap.hlo", "skip 1"),
     ("header-60000-spaces", "{d}/spaces_header.hlo", "expected a computation header"),
     (
         "header-params-60000-spaces",

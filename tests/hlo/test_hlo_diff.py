@@ -9,10 +9,13 @@ from tests.hlo.synthetic import planted_pair
 
 
 def _renumber_params(text: str, mapping: dict[int, int]) -> str:
-    return re.sub(
+    """The ENTRY computation's parameters renumbered by ``mapping`` (a called computation's own
+    parameters keep their numbers: renumbered, they skipped numbers XLA never skips)."""
+    start = text.index("\nENTRY ")
+    return text[:start] + re.sub(
         r"parameter\((\d+)\)",
         lambda m: f"parameter({mapping.get(int(m.group(1)), int(m.group(1)))})",
-        text,
+        text[start:],
     )
 
 

@@ -185,8 +185,10 @@ def probe_run_record(
 
 
 def _number(value: Any) -> Optional[float]:
+    """A duration in a record: a finite number of milliseconds, never negative (a record with
+    ``"ms": -5`` was taken and printed as ``-5.00``)."""
     ok = isinstance(value, (int, float)) and not isinstance(value, bool)
-    return float(value) if ok and value == value and abs(value) < 1e15 else None
+    return float(value) if ok and value == value and 0 <= value < 1e15 else None
 
 
 def iteration_of_record(doc: Any) -> Optional[tuple[Iteration, tuple[str, ...]]]:

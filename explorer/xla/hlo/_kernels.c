@@ -1270,9 +1270,11 @@ static PyObject *scan_build(Scan *s, PyObject *args) {
         op_count[k] = at - op_first[k];
     }
 
-    /* parameter numbers (a repeated one is declined), the root (two are declined) */
+    /* parameter numbers (a repeated one, or a gap in 0..n-1, is declined), the root (two are
+       declined) */
     if (intmap_init(&params, 64) < 0) goto done;
     Py_ssize_t n_params = 0, marked = -1;
+    int64_t top_param = -1;
     for (Py_ssize_t k = 0; k < n; k++) {
         int64_t v = -1;
         int is_root;
@@ -1319,6 +1321,11 @@ static PyObject *scan_build(Scan *s, PyObject *args) {
         params.used[j] = 1;
         params.keys[j] = v;
         n_params++;
+        if (v > top_param) top_param = v;
+    }
+    if (top_param != (int64_t)n_params - 1) { /* distinct, so this is exactly 0..n-1 */
+        declined = 1;
+        goto done;
     }
 
     /* self keys: opcode|shape|literal (no literal for a parameter) and the attribute text */

@@ -10,9 +10,10 @@ a Python loop. Instruction records are made later, only for the few a diff repor
 The answer must be the careful reader's. A line the common-line regex does not take, or whose
 literal or tail only the careful path reads, is read by :func:`parse_hlo_line`, as the reader
 would read it. Whatever the reader would refuse or read another way (a repeated name, an
-operand defined later, two ROOTs, a repeated parameter number, a call to a computation that is
-not there, a header parameter the body does not define) makes :func:`flat_graph` return None,
-and the caller reads the text the careful way, which answers or names the error as before.
+operand defined later, two ROOTs, a repeated parameter number or a gap in the numbers, a call
+to a computation that is not there, a header parameter the body does not define) makes
+:func:`flat_graph` return None, and the caller reads the text the careful way, which answers or
+names the error as before.
 """
 
 from __future__ import annotations
@@ -255,8 +256,10 @@ def _root(cols: _Columns) -> int:
 
 
 def _parameter_count(numbers: list[Optional[int]]) -> int:
+    """How many parameters; numbers repeated or with a gap (XLA numbers them 0 to n-1) are
+    the careful reader's to name."""
     used = [x for x in numbers if x is not None]
-    if len(set(used)) != len(used):
+    if len(set(used)) != len(used) or (used and max(used) != len(used) - 1):
         raise _Careful
     return len(used)
 

@@ -75,6 +75,18 @@ def _check_computation(comp: Computation, source: str) -> None:
                 source,
             )
         numbers[number] = inst
+    if numbers and len(numbers) != max(numbers) + 1:  # XLA numbers them 0 to n-1, no gaps
+        gap = next(n for n in range(len(numbers) + 1) if n not in numbers)
+        last = numbers[max(numbers)]
+        raise HloParseError(
+            f"parameter numbers of %{comp.name} skip {gap} (it has parameter({max(numbers)}) and "
+            f"{len(numbers)} parameters): XLA numbers a computation's parameters 0 to n-1; was "
+            "the module edited?",
+            last.line,
+            1,
+            last.name,
+            source,
+        )
     roots = [i for i in insts if i.is_root]
     seen: set[str] = set()
     defined, add = seen.issuperset, seen.add
