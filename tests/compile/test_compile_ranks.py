@@ -192,6 +192,32 @@ def test_a_rank_that_exits_badly_after_handing_in_its_records_leaves_the_report_
 
 
 @pytest.mark.slow
+def test_the_rank_that_crashed_is_named_not_the_one_that_lost_it(tmp_path: Path) -> None:
+    """Rank 1 segfaults at iteration 2; rank 0 then fails in the all-reduce with gloo's
+    "Connection reset by peer". The report named rank 0 and its lost connection, and neither
+    rank 1 nor SIGSEGV: the rank killed by a signal is the cause, the other its consequence."""
+    (tmp_path / "crash_step.py").write_text(
+        textwrap.dedent("""
+        import ctypes, torch, torch.distributed as dist
+        model = torch.compile(torch.nn.Linear(8, 8), backend="eager")
+        def step(iteration):
+            if iteration == 2 and dist.get_rank() == 1:
+                ctypes.string_at(0)
+            model(torch.ones(4, 8)).sum().backward()
+    """)
+    )
+    out = _cli(
+        "--step", "crash_step:step", "--iterations", "5", "--nproc", "2", "--timeout", "120",
+        "--json", cwd=tmp_path,
+    )  # fmt: skip
+    assert out.returncode == 1, out.stderr[-2000:]
+    failure = json.loads(out.stdout)["failure"]
+    assert (failure["rank"], failure["signal"]) == (1, "SIGSEGV"), failure
+    assert failure["message"].startswith("rank 1 of 2 "), failure["message"]
+    assert [c[:7] for c in failure["consequences"]] == ["rank 0 "], failure["consequences"]
+
+
+@pytest.mark.slow
 @pytest.mark.skipif(
     importlib.util.find_spec("deepspeed") is None, reason="deepspeed is not installed"
 )
@@ -276,3 +302,31 @@ def test_the_probe_as_one_rank_of_a_users_torchrun_job(tmp_path: Path) -> None:
     )
     assert [r["rank"] for r in doc["ranks"]] == [0, 1] and doc["label"] == "train"
     assert "rank 1 compiled 0/1 at iteration 3; rank 0 did not" in doc["divergence"]
+
+
+@pytest.mark.parametrize(
+    "codes, stopped, logs, cause",
+    [
+        ({0: 1, 1: -11}, frozenset(), {0: "Connection reset by peer", 1: "[Gloo] connected"}, 1),
+        # the supervisor ended rank 0 (SIGKILL) once rank 1 had gone: rank 1's signal is the cause
+        ({0: -9, 1: -11}, frozenset({0}), {0: "", 1: ""}, 1),
+        # no signal: the rank whose last words are its own, not a lost peer
+        (
+            {0: 1, 1: 3},
+            frozenset(),
+            {0: "Read error: Connection reset by peer", 1: "ValueError"},
+            1,
+        ),
+        ({0: 1, 1: 1}, frozenset(), {0: "ValueError: bad", 1: "Connection closed by peer"}, 0),
+        ({0: 0, 1: 2}, frozenset(), {0: "", 1: ""}, 1),
+    ],
+    ids=["segfault", "segfault-peer-killed-by-us", "own-error", "rank0-own", "only-one"],
+)
+def test_the_cause_is_the_rank_that_went_not_those_that_lost_it(
+    tmp_path, codes, stopped, logs, cause
+):
+    from explorer.compile.runtime.launch import _cause_rank
+
+    for rank, text in logs.items():
+        (tmp_path / f"rank{rank}.log").write_text(text + "\n")
+    assert _cause_rank(codes, tmp_path, stopped) == cause

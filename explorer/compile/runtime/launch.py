@@ -15,11 +15,12 @@ from __future__ import annotations
 import json
 import os
 import pickle
+import re
 import shutil
 import sys
 import tempfile
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Mapping, Optional
 
 from explorer.compile.traces.records import ProbeResult
 from explorer.errors import InputError
@@ -75,6 +76,29 @@ def _last_words(log: Path) -> str:
     return marked[-1] if marked else (lines[-1][:300] if lines else "nothing")
 
 
+#: What gloo says in a rank whose peer went away: that rank's failure is a consequence.
+_LOST_PEER = re.compile(
+    r"Connection (?:reset|closed) by peer|Broken pipe|ECONNRESET|Socket closed|"
+    r"gloo/transport/tcp/\w+\.cc:\d+\].*(?:Read|Write) error",
+    re.I,
+)
+
+
+def _cause_rank(
+    codes: Mapping[int, Optional[int]], folder: Path, stopped: frozenset[int] = frozenset()
+) -> int:
+    """The rank whose ending caused the others': one killed by a signal first (a segfault; not
+    one the supervisor itself ``stopped`` once another had gone), then one whose last words are
+    not a lost peer, then the first that failed. Rank 1 segfaulting once read "rank 0 of 2 ended
+    with exit code 1: ... Connection reset by peer", and rank 1 and its signal went unnamed."""
+    failed = [r for r, c in sorted(codes.items()) if c]
+    by_signal = [r for r in failed if signal_name(codes[r]) and r not in stopped]
+    if by_signal:
+        return by_signal[0]
+    own = [r for r in failed if not _LOST_PEER.search(_last_words(folder / f"rank{r}.log"))]
+    return (own or failed or [0])[0]
+
+
 def run_ranks(
     nproc: int, spec: Mapping[str, Any], timeout_s: float, label: str = ""
 ) -> ProbeResult:
@@ -98,7 +122,7 @@ def run_ranks(
                     "process group); the report is complete"
                 )
             return result
-        bad = next((r for r, c in sorted(codes.items()) if c != 0), 0)
+        bad = _cause_rank(codes, folder, out.stopped)
         others = [
             f"rank {r} ended with exit code {c}: {_last_words(folder / f'rank{r}.log')}"
             for r, c in sorted(codes.items())
