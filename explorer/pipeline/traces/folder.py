@@ -54,7 +54,11 @@ class RunFolderLock:
     def claim(folder: Path, run_id: str) -> "RunFolderLock":
         """Lock ``folder`` for ``run_id`` and set any earlier run's files aside; refuse a folder in use."""
         lock = FolderLock.claim(Path(folder), run_id)
-        set_aside(Path(folder))
+        try:
+            set_aside(Path(folder))
+        except BaseException:  # the folder is let go: a refused run must not keep it locked
+            lock.release()
+            raise
         return RunFolderLock(lock)
 
     def release(self) -> None:
