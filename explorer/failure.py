@@ -32,6 +32,8 @@ else:  # Python 3.10 (requires-python) has no StrEnum: str() and format() give t
 
 
 __all__ = [
+    "LOST_PEER_WORDS",
+    "says_lost_peer",
     "Failure",
     "FailureKind",
     "from_exception",
@@ -152,6 +154,23 @@ def from_exception(
         traceback_tail=tail(text, lines),
         **where,
     )
+
+
+#: What gloo and NCCL say in a rank whose neighbour went away (lower case): that rank's failure
+#: is a consequence, and the cause is the rank that went. Every product reads them alike.
+LOST_PEER_WORDS = (
+    "connection closed",
+    "connection reset",
+    "broken pipe",
+    "end of file",
+    "socket closed",
+)
+
+
+def says_lost_peer(text: str) -> bool:
+    """Whether ``text`` (an error, a rank's last words) says its neighbour went away."""
+    low = text.lower()
+    return any(word in low for word in LOST_PEER_WORDS)
 
 
 def signal_name(returncode: Optional[int]) -> Optional[str]:

@@ -215,6 +215,11 @@ def _placed(
     ]
 
 
+def _run_records(trace: TorchTrace, event: str) -> list[dict]:
+    """compile-probe's ``start`` or ``end`` records of its run in ``trace`` (readable ones)."""
+    return [d for d in trace.probe_runs if isinstance(d, dict) and d.get("event") == event]
+
+
 def _probe_run_failure(
     trace: TorchTrace, probed: Optional[list[tuple[Iteration, tuple[str, ...]]]]
 ) -> Optional[Failure]:
@@ -223,8 +228,7 @@ def _probe_run_failure(
     every iteration it announced, or for a trace no probe opened (any job's)."""
     name = Path(trace.path).name
     runs = trace.probe_runs
-    starts = [d for d in runs if isinstance(d, dict) and d.get("event") == "start"]
-    ends = [d for d in runs if isinstance(d, dict) and d.get("event") == "end"]
+    starts, ends = _run_records(trace, "start"), _run_records(trace, "end")
     if not runs and not (trace.probe_records and probed is None):
         return None
     if len(starts) > 1:
@@ -386,20 +390,15 @@ def _ranks_of_one_job(
     (each trace names its job's id at its start) are refused, and a job whose rank wrote no
     trace here gives no clean verdict. Two runs' rank files copied into one folder once merged
     into one clean job, and a job missing rank 0 read as whole."""
-    starts = [
-        (t, d)
-        for t in traces
-        for d in t.probe_runs
-        if isinstance(d, dict) and d.get("event") == "start"
-    ]
-    jobs = {str(d.get("job")) for _, d in starts if d.get("job")}
+    starts = [d for t in traces for d in _run_records(t, "start")]
+    jobs = {str(d.get("job")) for d in starts if d.get("job")}
     if len(jobs) > 1:
         shown = ", ".join(sorted(jobs)[:3])
         raise InputError(
             f"{excerpt(str(folder))} holds the traces of {len(jobs)} jobs (compile-probe's runs "
             f"{shown}): rank files copied in from another job; move them aside and read one job"
         )
-    sizes = {d.get("world") for _, d in starts}
+    sizes = {d.get("world") for d in starts}
     size = next(iter(sizes)) if len(sizes) == 1 else None
     if not isinstance(size, int) or isinstance(size, bool) or size <= 1:
         return None

@@ -15,7 +15,6 @@ from __future__ import annotations
 import json
 import os
 import pickle
-import re
 import shutil
 import sys
 import tempfile
@@ -24,7 +23,7 @@ from typing import Any, Mapping, Optional
 
 from explorer.compile.traces.records import ProbeResult
 from explorer.errors import InputError
-from explorer.failure import Failure, FailureKind, signal_name, tail
+from explorer.failure import Failure, FailureKind, says_lost_peer, signal_name, tail
 from explorer.folder_lock import new_run_id
 from explorer.processes import Child, Engine, free_port, rank_env, supervise
 from explorer.processes.isolate import INPUT_ERROR, MARKER
@@ -76,14 +75,6 @@ def _last_words(log: Path) -> str:
     return marked[-1] if marked else (lines[-1][:300] if lines else "nothing")
 
 
-#: What gloo says in a rank whose peer went away: that rank's failure is a consequence.
-_LOST_PEER = re.compile(
-    r"Connection (?:reset|closed) by peer|Broken pipe|ECONNRESET|Socket closed|"
-    r"gloo/transport/tcp/\w+\.cc:\d+\].*(?:Read|Write) error",
-    re.I,
-)
-
-
 def _cause_rank(
     codes: Mapping[int, Optional[int]], folder: Path, stopped: frozenset[int] = frozenset()
 ) -> int:
@@ -95,7 +86,7 @@ def _cause_rank(
     by_signal = [r for r in failed if signal_name(codes[r]) and r not in stopped]
     if by_signal:
         return by_signal[0]
-    own = [r for r in failed if not _LOST_PEER.search(_last_words(folder / f"rank{r}.log"))]
+    own = [r for r in failed if not says_lost_peer(_last_words(folder / f"rank{r}.log"))]
     return (own or failed or [0])[0]
 
 

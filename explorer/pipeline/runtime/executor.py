@@ -17,6 +17,7 @@ from typing import Any, Callable, Optional
 
 import torch
 
+from explorer.failure import LOST_PEER_WORDS
 from explorer.pipeline.runtime.p2p import Channels, describe
 from explorer.pipeline.runtime.recorder import Recorder
 from explorer.pipeline.runtime.spec import Fault
@@ -24,14 +25,8 @@ from explorer.pipeline.runtime.stage_state import BufferFault, StageState
 from explorer.pipeline.schedules.instructions import Instruction, Kind
 from explorer.pipeline.schedules.schedule import Schedule
 
-_PEER_WORDS = (
-    "connection closed",
-    "connection reset",
-    "broken pipe",
-    "end of file",
-    "peer",
-    "socket closed",
-)
+#: A lost neighbour in an exception's text: the base's words, and any that names a peer.
+_PEER_WORDS = (*LOST_PEER_WORDS, "peer")
 
 
 class InstructionFailed(RuntimeError):

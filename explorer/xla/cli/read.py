@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any, Optional
 
 from explorer.errors import InputError, excerpt
 from explorer.inputs import read_json
@@ -21,8 +22,9 @@ def read(path: Path, json_out: bool) -> int:
     from explorer.xla.cli.run import late_new_graph, report
 
     got = read_artifacts(path)
-    _record_agrees(path, got.run.to_json().get("steps") or [])
-    recorded = _recorded_failure(path)  # what xla-run said of its own run comes first
+    record = _run_record(path)  # read once: both checks below hold the folder to it
+    _record_agrees(record, got.run.to_json().get("steps") or [])
+    recorded = _recorded_failure(record)  # what xla-run said of its own run comes first
     failure = recorded
     if failure is None and got.run.failure is not None:  # a cut log: no clean verdict
         failure = got.run.failure.to_dict()
@@ -70,18 +72,25 @@ def read(path: Path, json_out: bool) -> int:
     return code
 
 
-def _recorded_failure(path: Path) -> dict | None:
-    """The failure ``xla-run --out`` recorded in the folder's ``run.json`` (None: none, or no such
-    file). A folder of a run that failed at step 2 holds two good steps; read alone, they made a
-    clean verdict of a failed run."""
+def _run_record(path: Path) -> Optional[tuple[Path, Any]]:
+    """The folder's ``run.json`` (its path and what it holds), None where there is none."""
     record = path / RUN_FILE if path.is_dir() else None
     if record is None or not record.is_file():
         return None
-    doc = read_json(str(record), "")
+    return record, read_json(str(record), "")
+
+
+def _recorded_failure(record: Optional[tuple[Path, Any]]) -> dict | None:
+    """The failure ``xla-run --out`` recorded in the folder's ``run.json`` (None: none, or no such
+    file). A folder of a run that failed at step 2 holds two good steps; read alone, they made a
+    clean verdict of a failed run."""
+    if record is None:
+        return None
+    path, doc = record
     failure = doc.get("failure") if isinstance(doc, dict) else None
     if failure is not None and not isinstance(failure, dict):
         raise InputError(
-            f"{excerpt(str(record))}: its 'failure' is not what xla-run writes; was it edited?"
+            f"{excerpt(str(path))}: its 'failure' is not what xla-run writes; was it edited?"
         )
     return failure
 
@@ -90,14 +99,13 @@ def _recorded_failure(path: Path) -> dict | None:
 _FACTS = ("step", "compiled", "graph_hash", "compile_ms", "execute_ms", "num_parameters")
 
 
-def _record_agrees(path: Path, steps: list[dict]) -> None:
+def _record_agrees(found: Optional[tuple[Path, Any]], steps: list[dict]) -> None:
     """The steps ``xla-run`` recorded in the folder's ``run.json`` are the steps its artifacts
     hold, fact for fact. A debug log swapped in from another run, a graph hash or a time edited
     in one file, read as a clean run of figures no run had (exit 0); they are refused instead."""
-    record = path / RUN_FILE if path.is_dir() else None
-    if record is None or not record.is_file():
+    if found is None:
         return
-    doc = read_json(str(record), "")
+    record, doc = found
     said = doc.get("steps") if isinstance(doc, dict) else None
     if not isinstance(said, list):
         return  # not xla-run's record of steps: _recorded_failure judges the rest of it
