@@ -157,6 +157,8 @@ def main(argv: Sequence[str] | None = None, exit_now: bool = False) -> int:
     args.argv = list(
         sys.argv[1:] if argv is None else argv
     )  # a command may re-run itself in a child
+    if exit_now and not getattr(args, "leaves_nothing_open", False):
+        unwind_on_termination()  # a command that holds nothing (hlo-diff) just ends, unimported
     given_output = sys.stdout
     output = _WatchedOutput(given_output) if given_output is not None else None
     try:
@@ -291,7 +293,6 @@ def unwind_on_termination() -> None:
 
 def program() -> int:
     """The ``explorer`` program (its console script and ``python -m explorer``)."""
-    unwind_on_termination()
     return main(exit_now=True)
 
 
