@@ -1,9 +1,10 @@
 """What one ``explorer run`` costs, end to end, against another checkout of the explorer.
 
-    .venv/bin/python benchmarks/bench_run_start.py --base /path/to/other/checkout [--rounds 3]
+    .venv/bin/python benchmarks/bench_run_start.py --base /path/to/other/checkout [--rounds 3] [--stages 2]
 
 Runs the user's command (``python -m explorer run --kind 1f1b --stages 2 --microbatches 2
---iterations 1``) from this checkout and from ``--base``, alternating, and prints each run's
+--iterations 1``; ``--stages 4``: four ranks, micro-batches as many) from this checkout and from
+``--base``, alternating, and prints each run's
 wall time and the CPU time of the whole process tree (launcher and ranks: the children's
 rusage). CPU time is the figure that holds on a shared machine; wall time is what the user
 waits. Each checkout runs its own code: the command starts in its folder, which Python puts
@@ -24,15 +25,20 @@ import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parents[1]
-COMMAND = ["run", "--kind", "1f1b", "--stages", "2", "--microbatches", "2", "--iterations", "1"]
 
 
-def _one(checkout: Path, out: Path) -> tuple[float, float]:
+def command(stages: int) -> list[str]:
+    """The user's command, on ``stages`` ranks with as many micro-batches."""
+    size = str(stages)
+    return ["run", "--kind", "1f1b", "--stages", size, "--microbatches", size, "--iterations", "1"]
+
+
+def _one(checkout: Path, out: Path, stages: int) -> tuple[float, float]:
     """(wall s, CPU s of the process tree) of one run from ``checkout``."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.perf_counter()
     done = subprocess.run(
-        [sys.executable, "-m", "explorer", *COMMAND, "--out", str(out)],
+        [sys.executable, "-m", "explorer", *command(stages), "--out", str(out)],
         cwd=checkout,
         capture_output=True,
         text=True,
@@ -49,13 +55,14 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--base", type=Path, required=True, help="another checkout to compare")
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--stages", type=int, default=2, help="ranks (and micro-batches)")
     args = parser.parse_args()
     print(f"# {platform.node()} {os.cpu_count()} cores, load {os.getloadavg()}")
     figures: dict[str, list[tuple[float, float]]] = {"this": [], "base": []}
     with tempfile.TemporaryDirectory() as tmp:
         for i in range(args.rounds):
             for name, checkout in (("base", args.base), ("this", HERE)):
-                wall, cpu = _one(checkout, Path(tmp) / f"{name}{i}")
+                wall, cpu = _one(checkout, Path(tmp) / f"{name}{i}", args.stages)
                 figures[name].append((wall, cpu))
                 print(f"{name:5s} round {i + 1}: {wall:6.2f} s wall, {cpu:6.2f} s CPU")
     for what, k in (("wall", 0), ("CPU", 1)):

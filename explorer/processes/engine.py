@@ -30,7 +30,10 @@ class Child:
     """One process to start: its rank, command line and environment.
 
     Its stderr (and its stdout, unless ``pipe_stdout``) go to ``log``; with ``pipe_stdout`` every
-    stdout line is handed to :meth:`Engine.read_line` as it comes.
+    stdout line is handed to :meth:`Engine.read_line` as it comes. ``warm``: it may be forked
+    from a template that imported its ``python -m`` module once for all the run's ranks
+    (:mod:`.template`; the supervisor decides, :func:`.warm.warm_plan`); such a module only
+    imports at its top and does its work under ``if __name__ == "__main__"``.
     """
 
     rank: int
@@ -39,6 +42,7 @@ class Child:
     log: Path
     pipe_stdout: bool = False
     cwd: Optional[Path] = None
+    warm: bool = False
 
 
 @dataclass(frozen=True)

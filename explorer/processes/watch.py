@@ -45,10 +45,11 @@ import subprocess
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import IO, Callable, Literal, Optional
+from typing import IO, Callable, Literal, Optional, Union
 
 from explorer.processes.engine import Child, Engine, Report
 from explorer.processes.ranks import process_state
+from explorer.processes.warm import ForkedRank, Template, warm_plan
 
 __all__ = ["Ending", "Exit", "Supervised", "Supervisor", "supervise"]
 
@@ -57,6 +58,8 @@ __all__ = ["Ending", "Exit", "Supervised", "Supervisor", "supervise"]
 Ending = Literal["finished", "failed", "stalled", "timeout"]
 OnReport = Callable[[list[Report]], None]
 POLL_S = 0.05
+#: A process the supervisor started: a fresh interpreter, or a rank forked from a warm template.
+Process = Union[subprocess.Popen, ForkedRank]
 #: How often the processes' states are read from ``/proc`` (for ``frozen_after_s``).
 STATE_EVERY_S = 0.25
 
@@ -130,7 +133,8 @@ class Supervisor:
         self.frozen: set[int] = set()
         self._held: dict[int, float] = {}  # rank -> when its process was first seen stopped
         self._states_read = 0.0
-        self.procs: dict[int, subprocess.Popen] = {}
+        self.procs: dict[int, Process] = {}
+        self.template: Optional[Template] = None
         self.reports: dict[int, list[Report]] = {}
         self.output: dict[int, list[str]] = {}
         self._ended: dict[int, int] = {}
@@ -144,8 +148,16 @@ class Supervisor:
         """Start every child (each leads its own process group); on a failed start, end those started."""
         self._started = time.monotonic()
         try:
-            for child in self.engine.children():
-                self._spawn(child)
+            children = list(self.engine.children())
+            plan = warm_plan(children)
+            if plan is not None:
+                self.template = Template(plan)
+                for rank, forked in self.template.ranks.items():
+                    self.procs[rank] = forked
+                    self.reports.setdefault(rank, [])
+            for child in children:
+                if child.rank not in self.procs:
+                    self._spawn(child)
         except BaseException:
             self.stop()
             raise
@@ -182,7 +194,7 @@ class Supervisor:
         """Ranks whose process has not ended yet."""
         for rank, proc in self.procs.items():
             if rank not in self._ended:
-                code = _exit_status(proc.pid)
+                code = proc.ended() if isinstance(proc, ForkedRank) else _exit_status(proc.pid)
                 if code is not None:
                     self._ended[rank] = code
         return [r for r in self.procs if r not in self._ended]
@@ -194,7 +206,8 @@ class Supervisor:
             return bool(self.frozen)
         self._states_read = now
         for rank in (r for r in self.procs if r not in self._ended):  # as the loop just polled
-            if process_state(self.procs[rank].pid) != "T":
+            pid = self.procs[rank].pid
+            if pid is None or process_state(pid) != "T":
                 self._held.pop(rank, None)  # moving again (SIGCONT): not frozen
                 continue
             if now - self._held.setdefault(rank, now) >= self.frozen_after_s:
@@ -255,7 +268,10 @@ class Supervisor:
         self._collect()
         if ending == "finished" and any(c != 0 for r, c in self._ended.items()):
             ending = "failed"
-        exits = {r: Exit(r, p.pid, p.returncode, r in self._stopped) for r, p in self.procs.items()}
+        exits = {
+            r: Exit(r, p.pid if p.pid is not None else -1, p.wait(), r in self._stopped)
+            for r, p in self.procs.items()
+        }
         return Supervised(
             exits,
             self.reports,
@@ -273,11 +289,23 @@ class Supervisor:
         return max(self.stall_s, self.first_report_s)
 
     # -- end -----------------------------------------------------------------------------------
+    def kill(self, rank: int) -> None:
+        """SIGKILL ``rank``'s process group, if its process has not ended (nor been reaped)."""
+        proc = self.procs.get(rank)
+        if proc is None or proc.returncode is not None or rank in self._ended:
+            return
+        if proc.pid is not None:
+            try:
+                os.killpg(proc.pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+
     def stop(self) -> None:
-        """SIGKILL every process group we started (also of ended leaders: see above), then reap."""
+        """SIGKILL every process group we started (also of ended leaders: see above), then reap
+        (a template reaps its own ranks once told that the run is over)."""
         self.running()
         for rank, proc in self.procs.items():
-            if proc.returncode is not None:
+            if proc.returncode is not None or proc.pid is None:
                 continue  # already reaped: its group id is no longer ours to signal
             if rank not in self._ended:
                 self._stopped.add(rank)
@@ -285,6 +313,8 @@ class Supervisor:
                 os.killpg(proc.pid, signal.SIGKILL)
             except (ProcessLookupError, PermissionError):
                 pass
+        if self.template is not None:
+            self.template.finish()
         for proc in self.procs.values():
             proc.wait()
         for reader in self._readers:

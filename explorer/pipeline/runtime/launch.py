@@ -18,7 +18,6 @@ tells the supervisor.
 from __future__ import annotations
 
 import os
-import signal
 import sys
 import tempfile
 import threading
@@ -137,6 +136,7 @@ class PipelineEngine(Engine):
                     LAUNCHER_PID: str(os.getpid()),  # it ends with this process (.orphan)
                 },
                 self.folder / f"rank{rank}.log",
+                warm=True,
             )
             for rank in range(world)
         ]
@@ -207,12 +207,8 @@ class Launch:
 
     def _end_lingering(self, rank: int) -> None:
         """SIGKILL ``rank``'s process group if it is still alive after reporting its failure."""
-        proc = self.supervisor.procs.get(rank) if self.supervisor is not None else None
-        if proc is not None and proc.poll() is None:
-            try:
-                os.killpg(proc.pid, signal.SIGKILL)
-            except (ProcessLookupError, PermissionError):
-                pass
+        if self.supervisor is not None:
+            self.supervisor.kill(rank)
 
     def poll(self) -> bool:
         """True while any rank runs. The run ends for its folder only in :meth:`wait` (how each

@@ -215,6 +215,7 @@ class TorchEngine(Engine):
                 [sys.executable, "-m", "explorer.pipeline.runtime.torch_worker", str(self.folder)],
                 {**rank_env(rank, self.world, port, threads=1), LAUNCHER_PID: str(os.getpid())},
                 self.folder / f"torch_rank{rank}.log",
+                warm=True,
             )
             for rank in range(self.world)
         ]

@@ -1,0 +1,195 @@
+"""The supervisor's side of warm starts (:mod:`.template`): which children may be forked from
+one template, and a handle per forked rank that answers what a ``Popen`` answers.
+
+Children are forked only where nothing a rank's imports read can differ: the engine asked for
+it (``Child.warm``), two or more of them run one ``python -m WORKER ARGS`` command line in one
+folder with their logs as output, and their environments differ in no variable but those of
+:data:`OWN_VARIABLES`, which torch reads when a process group starts, never at import. Any
+other run starts each child from a fresh interpreter, as before.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import threading
+from dataclasses import dataclass
+from typing import IO, Mapping, Optional, Sequence
+
+from explorer.processes.engine import Child
+
+__all__ = ["OWN_VARIABLES", "PAD_VARIABLE", "ForkedRank", "Template", "warm_plan"]
+
+#: The variables in which forked ranks may differ from one another.
+OWN_VARIABLES = frozenset({"RANK", "LOCAL_RANK"})
+#: The environment's last variable in the template: room each rank fills with its own variables.
+PAD_VARIABLE = "EXPLORER_RANK_ENV_PAD"
+
+
+def template_env(common: Mapping[str, str], room: int) -> dict[str, str]:
+    """The template's environment: what every rank shares, then ``room`` bytes of padding last
+    (Python passes a dict's items to ``execve`` in order, so the padding ends the block)."""
+    env = {k: v for k, v in common.items() if k != PAD_VARIABLE}
+    env[PAD_VARIABLE] = "x" * room
+    return env
+
+
+def padding_for(own: Mapping[str, str]) -> int:
+    """The padding a rank with these variables of its own needs (``K=V`` and a NUL each), with
+    room for its padding variable's own name."""
+    return sum(len(k) + len(v) + 2 for k, v in own.items()) + len(PAD_VARIABLE) + 2
+
+
+@dataclass(frozen=True)
+class WarmPlan:
+    """Children that one template can fork: its environment and each child's own variables."""
+
+    children: tuple[Child, ...]
+    env: dict[str, str]
+    own: dict[int, dict[str, str]]
+
+
+def warm_plan(children: Sequence[Child]) -> Optional[WarmPlan]:
+    """The template that can fork ``children``, or None where they must start afresh (above)."""
+    if len(children) < 2 or not all(c.warm and not c.pipe_stdout for c in children):
+        return None
+    first = children[0]
+    argv = list(first.argv)
+    if (
+        len(argv) < 3
+        or argv[1] != "-m"
+        or any(list(c.argv) != argv or c.cwd != first.cwd for c in children)
+    ):
+        return None
+    keys = set().union(*(c.env for c in children))
+    common = {
+        k: first.env[k] for k in first.env if all(c.env.get(k) == first.env[k] for c in children)
+    }
+    if not keys - set(common) <= OWN_VARIABLES:
+        return None
+    own = {c.rank: {k: c.env[k] for k in c.env if k not in common} for c in children}
+    room = max(padding_for(v) for v in own.values())
+    return WarmPlan(tuple(children), template_env(common, room), own)
+
+
+class ForkedRank:
+    """One rank the template forked: what the supervisor reads of a ``Popen`` (``pid``,
+    ``returncode``, ``poll``, ``wait``), and :meth:`ended`, its exit status seen without reaping."""
+
+    def __init__(self, rank: int, template: "Template") -> None:
+        self.rank, self.template = rank, template
+        self.pid: Optional[int] = None
+        self.status: Optional[int] = None
+        self.returncode: Optional[int] = None
+
+    def ended(self) -> Optional[int]:
+        """Its exit status once it ended (not reaped until the template is done), else None.
+        A rank the template never forked, or whose end it never said (it was killed), ended as
+        the template did: its ranks end with it (:mod:`.orphan`)."""
+        if self.status is None and self.template.silent():
+            self.status = self.template.ended()
+        return self.status
+
+    def poll(self) -> Optional[int]:
+        return self.ended()
+
+    def wait(self) -> int:
+        """After :meth:`Template.finish`: the status the template reaped."""
+        self.template.finish()
+        if self.returncode is None:
+            self.returncode = self.status if self.status is not None else -signal.SIGKILL
+        return self.returncode
+
+    def kill_group(self) -> None:
+        if self.pid is not None:
+            try:
+                os.killpg(self.pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+
+
+class Template:
+    """The template process of one run (:mod:`.template`) and the ranks it forked."""
+
+    def __init__(self, plan: WarmPlan) -> None:
+        first = plan.children[0]
+        for child in plan.children:
+            open(child.log, "wb").close()  # each rank appends: the template writes to the first
+        module, args = first.argv[2], list(first.argv[3:])
+        with open(first.log, "ab") as log:
+            self.proc = subprocess.Popen(
+                [first.argv[0], "-m", "explorer.processes.template", module, *args],
+                env=plan.env,
+                cwd=first.cwd,
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=log,
+                start_new_session=True,
+            )
+        self.ranks = {c.rank: ForkedRank(c.rank, self) for c in plan.children}
+        self._finished = threading.Event()
+        self._reader = threading.Thread(target=self._listen, args=(self.proc.stdout,), daemon=True)
+        self._reader.start()
+        requests = "".join(
+            json.dumps(
+                {
+                    "rank": c.rank,
+                    "env": plan.own[c.rank],
+                    "log": str(c.log),
+                    "cwd": c.cwd and str(c.cwd),
+                }
+            )
+            + "\n"
+            for c in plan.children
+        )
+        assert self.proc.stdin is not None
+        try:
+            self.proc.stdin.write(requests.encode())
+            self.proc.stdin.flush()
+        except BrokenPipeError:
+            pass  # it ended already: its ranks end as it did (ForkedRank.ended)
+
+    def _listen(self, stream: IO[bytes]) -> None:
+        """Thread: the template's answers, each into its rank's handle."""
+        for raw in iter(stream.readline, b""):
+            word, *rest = raw.decode("ascii", "replace").split()
+            if word == "pid":
+                self.ranks[int(rest[0])].pid = int(rest[1])
+            elif word == "exit":
+                self.ranks[int(rest[0])].status = int(rest[1])
+        self._finished.set()
+
+    def silent(self) -> bool:
+        """Whether the template will say nothing more (its answers ended)."""
+        return self._finished.is_set()
+
+    def ended(self) -> Optional[int]:
+        """The template's own exit status once it ended (not reaped), else None."""
+        try:
+            info = os.waitid(os.P_PID, self.proc.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)
+        except ChildProcessError:
+            return self.proc.returncode
+        if info is None or info.si_pid == 0:
+            return None
+        return info.si_status if info.si_code == os.CLD_EXITED else -info.si_status
+
+    def finish(self) -> None:
+        """Tell the template to reap (it kills what is left of its ranks, reaps them and says
+        each status), then reap it. Idempotent."""
+        if self.proc.returncode is not None:
+            return
+        try:
+            if self.proc.stdin is not None:
+                self.proc.stdin.write(b'"reap"\n')
+                self.proc.stdin.close()
+        except BrokenPipeError:
+            pass
+        self._finished.wait(timeout=30.0)
+        if self.proc.poll() is None:
+            try:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+        self.proc.wait()
