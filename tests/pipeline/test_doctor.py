@@ -419,6 +419,21 @@ def test_a_launcher_that_kept_a_rank_in_its_environment_is_not_taken_for_rank_0(
     assert [p.pid for p in _outermost([ranks[0], ranks[2]])] == [10]
 
 
+def test_a_launcher_above_a_process_with_no_rank_is_not_taken_for_rank_0_either():
+    """The explorer's ranks are forked from a template with no RANK (torchrun has none either):
+    the walk up from a rank stopped there, and the launcher's leftover RANK=0 made it rank 0."""
+    from explorer.pipeline.runtime.doctor import _outermost
+    from explorer.processes.stacks import Proc
+
+    launcher = Proc(5, 1, "S", ("python",), {"RANK": "0"})  # the leftover RANK, no port
+    template = Proc(7, 5, "S", ("python",), {"MASTER_PORT": "41000"})
+    ranks = [
+        Proc(10 + r, 7, "S", ("python",), {"RANK": str(r), "MASTER_PORT": "41000"}) for r in (0, 1)
+    ]
+    with_rank = [launcher, *ranks]
+    assert [p.pid for p in _outermost(with_rank, [launcher, template, *ranks])] == [10, 11]
+
+
 def test_ranks_waiting_in_different_collectives_are_a_mismatch_the_odd_one_named_first():
     ranks = [state(r, "waiting", "barrier", where="train.py:10") for r in (0, 2, 3)] + [
         state(1, "waiting", "all_reduce", where="train.py:9")

@@ -432,15 +432,16 @@ def find_ranks(pids: Sequence[int], folder: Optional[Path] = None) -> list[RankP
         # the target itself may be a rank (a list of rank PIDs), else its rank descendants; never
         # this process (a doctor started from the job's own kernel inherits its environment),
         # nor Python's own helpers (they keep the RANK of the kernel that started them)
+        everyone = tree(pid)
         below = [
             p
-            for p in tree(pid)
+            for p in everyone
             if p.rank is not None
             and p.is_python
             and not p.is_python_helper
             and p.pid != os.getpid()
         ]
-        chosen = _outermost(below)
+        chosen = _outermost(below, everyone)
         if not chosen:
             if len(pids) > 1:
                 procs.append((pid, proc))
@@ -493,17 +494,21 @@ def ranks_in_folder(folder: Optional[Path]) -> list[RankProcess]:
     return out
 
 
-def _outermost(procs: list[Proc]) -> list[Proc]:
+def _outermost(procs: list[Proc], tree: Optional[list[Proc]] = None) -> list[Proc]:
     """One process per rank: the highest in the tree with that RANK that launched no other job.
 
     A rank's own children inherit its environment (DataLoader workers, compile workers): they
     are below it, carry its job (RANK and MASTER_PORT), and are not the rank. A process whose
     descendants carry *another* job is a launcher, whatever RANK it holds: a notebook kernel or
     a test that once ran DeepSpeed in-process keeps DeepSpeed's RANK in the environment its
-    children are started with, and that launcher must not be taken for rank 0.
+    children are started with, and that launcher must not be taken for rank 0. The walk up goes
+    through every process of ``tree`` (default: ``procs``), those with no RANK too: torchrun,
+    or the template the explorer's ranks are forked from, stands between such a launcher and
+    its ranks.
     """
-    job = {p.pid: (p.rank, p.env.get("MASTER_PORT")) for p in procs}
-    parent = {p.pid: p.ppid for p in procs}
+    everyone = procs if tree is None else tree
+    job = {p.pid: (p.rank, p.env.get("MASTER_PORT")) for p in everyone}
+    parent = {p.pid: p.ppid for p in everyone}
     launchers: set[int] = set()
     for p in procs:
         above = parent[p.pid]
