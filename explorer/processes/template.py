@@ -34,12 +34,11 @@ import importlib
 import json
 import os
 import select
-import signal
 import sys
 from typing import Mapping, Optional
 
 from explorer.processes.orphan import LAUNCHER_PID, ORPHANED, end_with_launcher
-from explorer.processes.warm import PAD_VARIABLE
+from explorer.processes.warm import PAD_VARIABLE, kill_rank
 
 __all__ = ["main"]
 
@@ -103,10 +102,7 @@ def _serve(requests: int, out: int) -> dict:
                     said_ended.add(pid)
                     _say(out, f"exit {rank} {code}")
     for pid in ranks:
-        try:
-            os.killpg(pid, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
-            pass
+        kill_rank(pid)
     for pid, rank in ranks.items():
         code = _status(pid, reap=True)
         if pid not in said_ended and code is not None:
@@ -143,9 +139,10 @@ def _show_own_environment(own: Mapping[str, str]) -> None:
     ctypes.memmove(start, body + f"{PAD_VARIABLE}={'x' * filler}\0".encode(), len(tail))
 
 
-def _become_rank(request: Mapping, template_pid: int) -> None:
+def _become_rank(request: Mapping, template_pid: Optional[int]) -> None:
     """In the forked process: a session of its own, its log as stdout and stderr, its variables,
-    its folder, and the template as the launcher it ends with."""
+    its folder, and the template as the launcher it ends with (where the launcher asked its
+    ranks to end with it: ``template_pid``)."""
     os.setsid()
     null = os.open(os.devnull, os.O_RDONLY)
     os.dup2(null, 0)
@@ -157,7 +154,8 @@ def _become_rank(request: Mapping, template_pid: int) -> None:
     for fd in (null, log):
         os.close(fd)
     _show_own_environment(dict(request["env"]))
-    os.environ[LAUNCHER_PID] = str(template_pid)
+    if template_pid is not None:
+        os.environ[LAUNCHER_PID] = str(template_pid)
     if request.get("cwd"):
         os.chdir(request["cwd"])
 
@@ -165,7 +163,7 @@ def _become_rank(request: Mapping, template_pid: int) -> None:
 def main(argv: list[str]) -> None:
     """``python -m explorer.processes.template WORKER ARGS...``: see the module docstring."""
     worker, args = argv[0], argv[1:]
-    end_with_launcher()
+    ends_with_launcher = end_with_launcher()
     requests, out = os.dup(0), os.dup(1)
     null = os.open(os.devnull, os.O_RDWR)
     os.dup2(null, 0)
@@ -173,7 +171,7 @@ def main(argv: list[str]) -> None:
     os.close(null)
     importlib.import_module(worker)
     request = _serve(requests, out)
-    _become_rank(request, os.getppid())
+    _become_rank(request, os.getppid() if ends_with_launcher else None)
     sys.argv = [sys.argv[0], *args]
     sys.modules.pop(worker, None)  # run afresh as __main__, as `python -m` runs it
     import runpy

@@ -20,7 +20,7 @@ from typing import IO, Mapping, Optional, Sequence
 
 from explorer.processes.engine import Child
 
-__all__ = ["OWN_VARIABLES", "PAD_VARIABLE", "ForkedRank", "Template", "warm_plan"]
+__all__ = ["OWN_VARIABLES", "PAD_VARIABLE", "ForkedRank", "Template", "kill_rank", "warm_plan"]
 
 #: The variables in which forked ranks may differ from one another.
 OWN_VARIABLES = frozenset({"RANK", "LOCAL_RANK"})
@@ -40,6 +40,17 @@ def padding_for(own: Mapping[str, str]) -> int:
     """The padding a rank with these variables of its own needs (``K=V`` and a NUL each), with
     room for its padding variable's own name."""
     return sum(len(k) + len(v) + 2 for k, v in own.items()) + len(PAD_VARIABLE) + 2
+
+
+def kill_rank(pid: int) -> None:
+    """``SIGKILL`` to a forked rank and to its process group. The rank itself first: just
+    forked, it may not lead its group yet (``setsid`` is its first act), and a rank that is
+    dead starts nothing more; then whatever it started in its group."""
+    for kill in (os.kill, os.killpg):
+        try:
+            kill(pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
 
 
 @dataclass(frozen=True)
@@ -104,10 +115,7 @@ class ForkedRank:
 
     def kill_group(self) -> None:
         if self.pid is not None:
-            try:
-                os.killpg(self.pid, signal.SIGKILL)
-            except (ProcessLookupError, PermissionError):
-                pass
+            kill_rank(self.pid)
 
 
 class Template:

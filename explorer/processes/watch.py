@@ -294,21 +294,26 @@ class Supervisor:
         proc = self.procs.get(rank)
         if proc is None or proc.returncode is not None or rank in self._ended:
             return
-        if proc.pid is not None:
-            try:
-                os.killpg(proc.pid, signal.SIGKILL)
-            except (ProcessLookupError, PermissionError):
-                pass
+        if isinstance(proc, ForkedRank):
+            proc.kill_group()
+            return
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
 
     def stop(self) -> None:
         """SIGKILL every process group we started (also of ended leaders: see above), then reap
         (a template reaps its own ranks once told that the run is over)."""
         self.running()
         for rank, proc in self.procs.items():
-            if proc.returncode is not None or proc.pid is None:
+            if proc.returncode is not None:
                 continue  # already reaped: its group id is no longer ours to signal
             if rank not in self._ended:
-                self._stopped.add(rank)
+                self._stopped.add(rank)  # one not forked yet: the template ends it (finish)
+            if isinstance(proc, ForkedRank):
+                proc.kill_group()
+                continue
             try:
                 os.killpg(proc.pid, signal.SIGKILL)
             except (ProcessLookupError, PermissionError):

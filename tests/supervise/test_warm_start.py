@@ -26,6 +26,7 @@ WORKER = """
 import json, os, subprocess, sys, time
 from pathlib import Path
 from explorer.processes.orphan import end_with_launcher
+NAMED = os.environ.get("EXPLORER_LAUNCHER_PID")
 end_with_launcher()
 import warm_heavy
 
@@ -37,7 +38,7 @@ def main():
     seen = {
         "pid": os.getpid(), "ppid": os.getppid(), "imported_in": warm_heavy.PID,
         "pgid": os.getpgid(0), "sid": os.getsid(0), "argv": sys.argv[1:], "cwd": os.getcwd(),
-        "name": __name__, "launcher": os.environ.get("EXPLORER_LAUNCHER_PID"),
+        "name": __name__, "named": NAMED, "launcher": os.environ.get("EXPLORER_LAUNCHER_PID"),
         "pad": os.environ.get("EXPLORER_RANK_ENV_PAD"),
     }
     (folder / f"seen{rank}.tmp").write_text(json.dumps(seen))
@@ -63,8 +64,8 @@ if __name__ == "__main__":
 class Workers(Engine):
     """``python -m warm_worker FOLDER`` per rank, as the pipeline's engines start theirs."""
 
-    def __init__(self, folder: Path, world: int, warm: bool = True) -> None:
-        self.folder, self.world, self.warm = folder, world, warm
+    def __init__(self, folder: Path, world: int, warm: bool = True, launcher: bool = True) -> None:
+        self.folder, self.world, self.warm, self.launcher = folder, world, warm, launcher
 
     def children(self) -> list[Child]:
         return [
@@ -74,7 +75,7 @@ class Workers(Engine):
                 {
                     **rank_env(rank, self.world, 29999, threads=1),
                     "PYTHONPATH": f"{self.folder / 'modules'}{os.pathsep}{rank_env(0, 1, 0)['PYTHONPATH']}",
-                    LAUNCHER_PID: str(os.getpid()),
+                    **({LAUNCHER_PID: str(os.getpid())} if self.launcher else {}),
                 },
                 self.folder / f"rank{rank}.log",
                 warm=self.warm,
@@ -147,6 +148,7 @@ def test_forked_ranks_end_report_and_die_as_fresh_ones_and_look_the_same(tmp_pat
         assert seen["ppid"] == template_pid
         assert seen["pgid"] == seen["sid"] == seen["pid"], "each leads its own session and group"
         assert seen["argv"] == [str(folder)] and seen["name"] == "__main__"
+        assert seen["named"] == str(template_pid), "it ends with the template"
         assert seen["launcher"] is None and seen["pad"] is None
         assert out.exits[rank].pid == seen["pid"]
     assert "rank 0 done" in (folder / "rank0.log").read_text()
@@ -154,6 +156,19 @@ def test_forked_ranks_end_report_and_die_as_fresh_ones_and_look_the_same(tmp_pat
     assert "rank raised" not in (folder / "rank0.log").read_text()
     assert _dies(int((folder / "grandchild").read_text())), "the killed rank's group died"
     assert not _alive(template_pid), "reaped before the watch returned"
+
+
+@pytest.mark.slow
+def test_a_run_stopped_as_it_starts_kills_ranks_just_forked(tmp_path):
+    """Stopped while the template still imported: it forked the ranks, then was told to reap,
+    and its kill of their groups missed ranks that did not lead one yet; it then waited on
+    them, and the supervisor on it, 30 s."""
+    folder = _folder(tmp_path, {0: "sleep", 1: "sleep", 2: "sleep"})
+    sup = Supervisor(Workers(folder, 3), timeout_s=120).start()
+    sup.stop()
+    ended, stopped = sup.ended_so_far()
+    assert ended == {0: -9, 1: -9, 2: -9} and stopped == {0, 1, 2}
+    assert sup.template is not None and not _alive(sup.template.proc.pid)
 
 
 @pytest.mark.slow
@@ -172,6 +187,16 @@ def test_the_same_ranks_started_afresh_end_the_same_way(tmp_path):
     assert sup.template is None
     assert out.returncodes == {0: 0, 1: 3}
     assert all(_seen(folder, r)["imported_in"] == _seen(folder, r)["pid"] for r in range(2))
+
+
+@pytest.mark.slow
+def test_ranks_whose_launcher_named_no_rule_to_end_with_it_are_given_none(tmp_path):
+    """A worker that does not read the variable (the compile probe's ranks) kept it, and
+    handed it to whatever the user's step started."""
+    folder = _folder(tmp_path, {0: "ok", 1: "ok"})
+    sup = Supervisor(Workers(folder, 2, launcher=False), timeout_s=120).start()
+    assert sup.wait().returncodes == {0: 0, 1: 0} and sup.template is not None
+    assert all(_seen(folder, r)["named"] is None for r in range(2))
 
 
 def _child(rank: int, **env: str) -> Child:
