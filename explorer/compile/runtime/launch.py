@@ -57,6 +57,7 @@ class ProbeRanks(Engine):
                 ],
                 rank_env(rank, self.nproc, port, extra=extra),
                 self.folder / f"rank{rank}.log",
+                warm=True,
             )
             for rank in range(self.nproc)
         ]

@@ -3,7 +3,9 @@
 Started by :mod:`.launch` with torchrun's environment (``RANK``, ``WORLD_SIZE``,
 ``MASTER_ADDR``, ``MASTER_PORT``), so it runs exactly as it would under ``torchrun``. Bad input
 (a ``--step`` that does not load) is one line prefixed with the isolate marker and exit 2, so
-the launcher can say it as the CLI would. Run as ``python -m explorer.compile.runtime.rank_worker SPEC OUT``.
+the launcher can say it as the CLI would. Run as ``python -m explorer.compile.runtime.rank_worker SPEC OUT``. It imports torch at its
+top, and does its work under ``__main__`` only, so the ranks of one probe are forked from one
+process that imported torch once (:mod:`explorer.processes.template`).
 """
 
 from __future__ import annotations
@@ -14,6 +16,8 @@ import sys
 from datetime import timedelta
 from pathlib import Path
 from typing import Sequence
+
+import torch.distributed as dist
 
 from explorer.errors import InputError, one_line
 from explorer.processes.isolate import INPUT_ERROR, MARKER
@@ -45,8 +49,6 @@ def _probe(spec: dict) -> object:
 def main(argv: Sequence[str]) -> int:
     spec = json.loads(Path(argv[0]).read_text())
     out = Path(argv[1])
-    import torch.distributed as dist
-
     dist.init_process_group("gloo", timeout=timedelta(seconds=float(spec.get("timeout", 900))))
     try:
         result = _probe(spec)
