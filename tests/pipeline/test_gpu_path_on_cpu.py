@@ -432,3 +432,27 @@ def test_marks_that_completed_are_kept_when_only_the_wait_fails(tmp_path):
     assert [x["type"] for x in lines] == ["start", "instr", "lost"]
     assert lines[1]["step"] == 0 and lines[2]["instructions"] == 1
     assert "timed out" in lines[2]["message"]
+
+
+@pytest.mark.parametrize("engine", ["explorer", "deepspeed"])
+def test_cuda_ranks_start_afresh_and_cpu_ranks_are_forked_from_the_template(
+    engine, tmp_path, monkeypatch
+):
+    """A process forked after CUDA was asked for its devices (DeepSpeed's import may ask)
+    cannot use CUDA: a CUDA run's ranks each start from a fresh interpreter. DeepSpeed's import
+    in the template is told its accelerator, so that it does not look."""
+    from dataclasses import replace
+
+    from explorer.pipeline.analysis import build
+    from explorer.pipeline.runtime.launch import PipelineEngine
+    from explorer.pipeline.runtime.spec import RunSpec
+    from explorer.pipeline.traces.follow import Follower
+
+    monkeypatch.delenv("DS_ACCELERATOR", raising=False)
+    spec = replace(RunSpec.for_schedule(build("1f1b", 2, 2)), engine=engine)
+    for device, warm in (("cpu", True), ("cuda", False)):
+        on = replace(spec, device=device)
+        children = PipelineEngine(on, tmp_path, Follower(tmp_path, on.run_id)).children()
+        assert [c.warm for c in children] == [warm, warm]
+        if engine == "deepspeed":
+            assert {c.env["DS_ACCELERATOR"] for c in children} == {device}

@@ -125,7 +125,13 @@ class PipelineEngine(Engine):
         self._seen = 0
 
     def children(self) -> list[Child]:
+        """One worker per rank. On CPU they are forked from one template (:mod:`explorer.processes.template`);
+        on CUDA each starts afresh: DeepSpeed's import may ask CUDA for its devices, and a
+        process forked after that cannot use CUDA. DeepSpeed is told its accelerator in the
+        environment (what its worker would set first), so that its import does not look."""
         world, port = self.spec.world_size, free_port()
+        on_cpu = self.spec.device == "cpu"
+        accelerator = os.environ.get("DS_ACCELERATOR") or ("cpu" if on_cpu else "cuda")
         return [
             Child(
                 rank,
@@ -134,9 +140,10 @@ class PipelineEngine(Engine):
                     **rank_env(rank, world, port, threads=self.spec.threads),
                     RUN_ID_VARIABLE: self.spec.run_id,  # it reads only its own run's spec
                     LAUNCHER_PID: str(os.getpid()),  # it ends with this process (.orphan)
+                    **({"DS_ACCELERATOR": accelerator} if self.spec.engine == "deepspeed" else {}),
                 },
                 self.folder / f"rank{rank}.log",
-                warm=True,
+                warm=on_cpu,
             )
             for rank in range(world)
         ]
