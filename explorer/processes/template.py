@@ -118,19 +118,29 @@ def _show_own_environment(own: Mapping[str, str]) -> None:
 
     The C library's ``environ`` points into that block: the padding variable is unset first
     (so nothing points into the bytes rewritten), then the variables are set in the process as
-    well. Nothing is written when the padding is missing or too short: the block keeps the
-    template's variables, and the process still runs with its own."""
+    well. Nothing is written when the padding is missing or too short, or where ``/proc`` does
+    not show the block where its addresses say: the block keeps the template's variables, and the
+    process still runs with its own."""
     block = os.environ.get(PAD_VARIABLE)
     os.unsetenv(PAD_VARIABLE)
     os.environ.pop(PAD_VARIABLE, None)
     os.environ.update(own)
     if block is None:
         return
-    fields = open("/proc/self/stat").read().rsplit(")", 1)[1].split()
-    env_start, env_end = int(fields[47]), int(fields[48])  # stat fields 50 and 51
     tail = f"{PAD_VARIABLE}={block}\0".encode()
+    try:
+        with open("/proc/self/environ", "rb") as shown_file:
+            shown = shown_file.read()
+        with open("/proc/self/stat") as stat:
+            fields = stat.read().rsplit(")", 1)[1].split()
+        env_start, env_end = int(fields[47]), int(fields[48])  # stat fields 50 and 51
+    except (OSError, IndexError, ValueError):
+        return  # no /proc here, or one that does not say where the block lies
     start = env_end - len(tail)
-    if start < env_start or ctypes.string_at(start, len(tail)) != tail:
+    # the kernel's own view of the block must match the addresses before a byte is written
+    if env_end - env_start != len(shown) or not shown.endswith(tail) or start < env_start:
+        return
+    if ctypes.string_at(start, len(tail)) != tail:
         return
     body = b"".join(f"{k}={v}\0".encode() for k, v in own.items())
     filler = len(tail) - len(body) - len(PAD_VARIABLE) - 2

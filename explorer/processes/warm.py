@@ -160,14 +160,21 @@ class Template:
             pass  # it ended already: its ranks end as it did (ForkedRank.ended)
 
     def _listen(self, stream: IO[bytes]) -> None:
-        """Thread: the template's answers, each into its rank's handle."""
-        for raw in iter(stream.readline, b""):
-            word, *rest = raw.decode("ascii", "replace").split()
-            if word == "pid":
-                self.ranks[int(rest[0])].pid = int(rest[1])
-            elif word == "exit":
-                self.ranks[int(rest[0])].status = int(rest[1])
-        self._finished.set()
+        """Thread: the template's answers, each into its rank's handle (until its end: the
+        supervisor waits on that, so nothing here may stop the thread before it)."""
+        try:
+            for raw in iter(stream.readline, b""):
+                word, *numbers = raw.decode("ascii", "replace").split() or [""]
+                try:
+                    rank, value = self.ranks[int(numbers[0])], int(numbers[1])
+                except (ValueError, IndexError, KeyError):
+                    continue  # not an answer (the template writes none such)
+                if word == "pid":
+                    rank.pid = value
+                elif word == "exit":
+                    rank.status = value
+        finally:
+            self._finished.set()
 
     def silent(self) -> bool:
         """Whether the template will say nothing more (its answers ended)."""
