@@ -88,6 +88,8 @@ def _serve(requests: int, out: int) -> dict:
             if request == "reap":
                 reap = True
                 break
+            sys.stdout.flush()  # what the imports printed, written once, not once per rank
+            sys.stderr.flush()
             pid = os.fork()
             if pid == 0:
                 os.close(requests)
@@ -157,8 +159,6 @@ def _become_rank(request: Mapping, template_pid: Optional[int]) -> None:
     null = os.open(os.devnull, os.O_RDONLY)
     os.dup2(null, 0)
     log = os.open(request["log"], os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
-    sys.stdout.flush()
-    sys.stderr.flush()
     os.dup2(log, 1)
     os.dup2(log, 2)
     for fd in (null, log):

@@ -21,7 +21,7 @@ from explorer.processes.orphan import LAUNCHER_PID
 from explorer.processes.stacks import read_proc
 from explorer.processes.warm import PAD_VARIABLE, warm_plan
 
-HEAVY = "import os\nPID = os.getpid()\n"
+HEAVY = "import os, sys\nPID = os.getpid()\nsys.stdout.write('imported once\\n')\n"
 WORKER = """
 import json, os, subprocess, sys, time
 from pathlib import Path
@@ -72,8 +72,12 @@ class Workers(Engine):
             Child(
                 rank,
                 [sys.executable, "-m", "warm_worker", str(self.folder)],
-                {
-                    **rank_env(rank, self.world, 29999, threads=1),
+                {  # buffered output, as a rank's is unless PYTHONUNBUFFERED says otherwise
+                    **{
+                        k: v
+                        for k, v in rank_env(rank, self.world, 29999, threads=1).items()
+                        if k != "PYTHONUNBUFFERED"
+                    },
                     "PYTHONPATH": f"{self.folder / 'modules'}{os.pathsep}{rank_env(0, 1, 0)['PYTHONPATH']}",
                     **({LAUNCHER_PID: str(os.getpid())} if self.launcher else {}),
                 },
@@ -152,6 +156,8 @@ def test_forked_ranks_end_report_and_die_as_fresh_ones_and_look_the_same(tmp_pat
         assert seen["launcher"] is None and seen["pad"] is None
         assert out.exits[rank].pid == seen["pid"]
     assert "rank 0 done" in (folder / "rank0.log").read_text()
+    logs = "".join((folder / f"rank{r}.log").read_text() for r in range(4))
+    assert logs.count("imported once") == 1, "what the imports printed is written once"
     assert "ValueError: rank raised on purpose" in (folder / "rank3.log").read_text()
     assert "rank raised" not in (folder / "rank0.log").read_text()
     assert _dies(int((folder / "grandchild").read_text())), "the killed rank's group died"
