@@ -38,7 +38,7 @@ import sys
 from typing import Mapping, Optional
 
 from explorer.processes.orphan import LAUNCHER_PID, ORPHANED, end_with_launcher
-from explorer.processes.warm import PAD_VARIABLE, kill_rank
+from explorer.processes.warm import PAD_VARIABLE, exit_status, kill_rank
 
 __all__ = ["main"]
 
@@ -51,18 +51,6 @@ POLL_S = 0.05
 
 def _say(out: int, line: str) -> None:
     os.write(out, (line + "\n").encode())
-
-
-def _status(pid: int, *, reap: bool) -> Optional[int]:
-    """The exit status of child ``pid`` once it ended (negative: its signal), else None."""
-    flags = os.WEXITED | (0 if reap else os.WNOWAIT | os.WNOHANG)
-    try:
-        info = os.waitid(os.P_PID, pid, flags)
-    except ChildProcessError:
-        return None
-    if info is None or info.si_pid == 0:
-        return None
-    return info.si_status if info.si_code == os.CLD_EXITED else -info.si_status
 
 
 def _serve(requests: int, out: int) -> dict:
@@ -99,14 +87,14 @@ def _serve(requests: int, out: int) -> dict:
             _say(out, f"pid {request['rank']} {pid}")
         for pid, rank in ranks.items():
             if pid not in said_ended:
-                code = _status(pid, reap=False)
+                code = exit_status(pid)
                 if code is not None:
                     said_ended.add(pid)
                     _say(out, f"exit {rank} {code}")
     for pid in ranks:
         kill_rank(pid)
     for pid, rank in ranks.items():
-        code = _status(pid, reap=True)
+        code = exit_status(pid, reap=True)
         if pid not in said_ended and code is not None:
             _say(out, f"exit {rank} {code}")
     _say(out, "reaped")

@@ -20,12 +20,22 @@ from typing import IO, Mapping, Optional, Sequence
 
 from explorer.processes.engine import Child
 
-__all__ = ["OWN_VARIABLES", "PAD_VARIABLE", "ForkedRank", "Template", "kill_rank", "warm_plan"]
+__all__ = [
+    "OWN_VARIABLES",
+    "PAD_VARIABLE",
+    "ForkedRank",
+    "Template",
+    "exit_status",
+    "kill_rank",
+    "warm_plan",
+]
 
 #: The variables in which forked ranks may differ from one another.
 OWN_VARIABLES = frozenset({"RANK", "LOCAL_RANK"})
 #: The environment's last variable in the template: room each rank fills with its own variables.
 PAD_VARIABLE = "EXPLORER_RANK_ENV_PAD"
+#: How long the supervisor waits for a template to kill and reap its ranks before it kills it.
+REAP_S = 30.0
 
 
 def template_env(common: Mapping[str, str], room: int) -> dict[str, str]:
@@ -37,9 +47,23 @@ def template_env(common: Mapping[str, str], room: int) -> dict[str, str]:
 
 
 def padding_for(own: Mapping[str, str]) -> int:
-    """The padding a rank with these variables of its own needs (``K=V`` and a NUL each), with
-    room for its padding variable's own name."""
-    return sum(len(k) + len(v) + 2 for k, v in own.items()) + len(PAD_VARIABLE) + 2
+    """The padding a rank with these variables of its own needs: ``K=V`` and a NUL each."""
+    return sum(len(k) + len(v) + 2 for k, v in own.items())
+
+
+def exit_status(pid: int, *, reap: bool = False) -> Optional[int]:
+    """The exit status of our child ``pid`` once it ended (negative: the signal that ended it),
+    else None. Without ``reap`` it is read without reaping (``WNOWAIT``): until it is reaped, a
+    process group leader stays a zombie and its group id cannot go to an unrelated process, so a
+    last ``SIGKILL`` to the group still reaches only what it left there. With ``reap``: waits."""
+    flags = os.WEXITED | (0 if reap else os.WNOWAIT | os.WNOHANG)
+    try:
+        info = os.waitid(os.P_PID, pid, flags)
+    except ChildProcessError:
+        return None
+    if info is None or info.si_pid == 0:
+        return None
+    return info.si_status if info.si_code == os.CLD_EXITED else -info.si_status
 
 
 def kill_rank(pid: int) -> None:
@@ -107,10 +131,12 @@ class ForkedRank:
         return self.ended()
 
     def wait(self) -> int:
-        """After :meth:`Template.finish`: the status the template reaped."""
+        """After :meth:`Template.finish`: the status the template reaped (a rank whose end it
+        never said ended as it did, or by the supervisor's ``SIGKILL``)."""
         self.template.finish()
         if self.returncode is None:
-            self.returncode = self.status if self.status is not None else -signal.SIGKILL
+            code = self.ended()
+            self.returncode = code if code is not None else -signal.SIGKILL
         return self.returncode
 
     def kill_group(self) -> None:
@@ -181,14 +207,10 @@ class Template:
         return self._finished.is_set()
 
     def ended(self) -> Optional[int]:
-        """The template's own exit status once it ended (not reaped), else None."""
-        try:
-            info = os.waitid(os.P_PID, self.proc.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)
-        except ChildProcessError:
+        """The template's own exit status once it ended, else None."""
+        if self.proc.returncode is not None:
             return self.proc.returncode
-        if info is None or info.si_pid == 0:
-            return None
-        return info.si_status if info.si_code == os.CLD_EXITED else -info.si_status
+        return exit_status(self.proc.pid)
 
     def finish(self) -> None:
         """Tell the template to reap (it kills what is left of its ranks, reaps them and says
@@ -201,7 +223,7 @@ class Template:
                 self.proc.stdin.close()
         except BrokenPipeError:
             pass
-        self._finished.wait(timeout=30.0)
+        self._finished.wait(timeout=REAP_S)
         if self.proc.poll() is None:
             try:
                 os.killpg(self.proc.pid, signal.SIGKILL)

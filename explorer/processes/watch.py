@@ -49,7 +49,7 @@ from typing import IO, Callable, Literal, Optional, Union
 
 from explorer.processes.engine import Child, Engine, Report
 from explorer.processes.ranks import process_state
-from explorer.processes.warm import ForkedRank, Template, warm_plan
+from explorer.processes.warm import ForkedRank, Template, exit_status, warm_plan
 
 __all__ = ["Ending", "Exit", "Supervised", "Supervisor", "supervise"]
 
@@ -101,15 +101,15 @@ class Supervised:
         return self.ending == "finished"
 
 
-def _exit_status(pid: int) -> Optional[int]:
-    """The exit status of our child ``pid`` once it ended (without reaping it), else None."""
+def _kill_group(proc: Process) -> None:
+    """SIGKILL the process group ``proc`` leads (a forked rank: itself first, see ``kill_rank``)."""
+    if isinstance(proc, ForkedRank):
+        proc.kill_group()
+        return
     try:
-        info = os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)
-    except ChildProcessError:
-        return None
-    if info is None or info.si_pid == 0:
-        return None
-    return info.si_status if info.si_code == os.CLD_EXITED else -info.si_status
+        os.killpg(proc.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
 
 
 class Supervisor:
@@ -194,7 +194,7 @@ class Supervisor:
         """Ranks whose process has not ended yet."""
         for rank, proc in self.procs.items():
             if rank not in self._ended:
-                code = proc.ended() if isinstance(proc, ForkedRank) else _exit_status(proc.pid)
+                code = proc.ended() if isinstance(proc, ForkedRank) else exit_status(proc.pid)
                 if code is not None:
                     self._ended[rank] = code
         return [r for r in self.procs if r not in self._ended]
@@ -292,15 +292,8 @@ class Supervisor:
     def kill(self, rank: int) -> None:
         """SIGKILL ``rank``'s process group, if its process has not ended (nor been reaped)."""
         proc = self.procs.get(rank)
-        if proc is None or proc.returncode is not None or rank in self._ended:
-            return
-        if isinstance(proc, ForkedRank):
-            proc.kill_group()
-            return
-        try:
-            os.killpg(proc.pid, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
-            pass
+        if proc is not None and proc.returncode is None and rank not in self._ended:
+            _kill_group(proc)
 
     def stop(self) -> None:
         """SIGKILL every process group we started (also of ended leaders: see above), then reap
@@ -311,13 +304,7 @@ class Supervisor:
                 continue  # already reaped: its group id is no longer ours to signal
             if rank not in self._ended:
                 self._stopped.add(rank)  # one not forked yet: the template ends it (finish)
-            if isinstance(proc, ForkedRank):
-                proc.kill_group()
-                continue
-            try:
-                os.killpg(proc.pid, signal.SIGKILL)
-            except (ProcessLookupError, PermissionError):
-                pass
+            _kill_group(proc)
         if self.template is not None:
             self.template.finish()
         for proc in self.procs.values():
