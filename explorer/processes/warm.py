@@ -111,7 +111,7 @@ def warm_plan(children: Sequence[Child]) -> Optional[WarmPlan]:
 
 class ForkedRank:
     """One rank the template forked: what the supervisor reads of a ``Popen`` (``pid``,
-    ``returncode``, ``poll``, ``wait``), and :meth:`ended`, its exit status seen without reaping."""
+    ``returncode``, ``wait``), and :meth:`ended`, its exit status seen without reaping."""
 
     def __init__(self, rank: int, template: "Template") -> None:
         self.rank, self.template = rank, template
@@ -126,9 +126,6 @@ class ForkedRank:
         if self.status is None and self.template.silent():
             self.status = self.template.ended()
         return self.status
-
-    def poll(self) -> Optional[int]:
-        return self.ended()
 
     def wait(self) -> int:
         """After :meth:`Template.finish`: the status the template reaped (a rank whose end it
@@ -164,8 +161,7 @@ class Template:
             )
         self.ranks = {c.rank: ForkedRank(c.rank, self) for c in plan.children}
         self._finished = threading.Event()
-        self._reader = threading.Thread(target=self._listen, args=(self.proc.stdout,), daemon=True)
-        self._reader.start()
+        threading.Thread(target=self._listen, args=(self.proc.stdout,), daemon=True).start()
         requests = "".join(
             json.dumps(
                 {

@@ -3,9 +3,10 @@
 Started by :mod:`.launch` with torchrun's environment (``RANK``, ``WORLD_SIZE``,
 ``MASTER_ADDR``, ``MASTER_PORT``), so it runs exactly as it would under ``torchrun``. Bad input
 (a ``--step`` that does not load) is one line prefixed with the isolate marker and exit 2, so
-the launcher can say it as the CLI would. Run as ``python -m explorer.compile.runtime.rank_worker SPEC OUT``. It imports torch at its
-top, and does its work under ``__main__`` only, so the ranks of one probe are forked from one
-process that imported torch once (:mod:`explorer.processes.template`).
+the launcher can say it as the CLI would. Run as
+``python -m explorer.compile.runtime.rank_worker SPEC OUT``. It imports torch at its top and does
+its work under ``__main__`` only, so the ranks of one probe are forked from one process that
+imported torch once (:mod:`explorer.processes.template`).
 """
 
 from __future__ import annotations
