@@ -121,6 +121,22 @@ def test_cpu_and_tpu_are_not_refused(monkeypatch) -> None:
     assert RunConfig(device="tpu").resolved().pjrt_device == "TPU"
 
 
+def test_xla_cpu_compiles_at_llvm_level_0_unless_the_user_chose_a_level(monkeypatch) -> None:
+    from explorer.xla.runtime.launch import child_env
+
+    monkeypatch.delenv("PJRT_DEVICE", raising=False)
+    monkeypatch.setenv("XLA_FLAGS", "--xla_cpu_enable_fast_math=false --xla_dump_to=/elsewhere")
+    flags = child_env(RunConfig().resolved(), "/out")["XLA_FLAGS"].split()
+    assert "--xla_backend_optimization_level=0" in flags
+    assert "--xla_cpu_enable_fast_math=false" in flags and "--xla_dump_to=/elsewhere" not in flags
+    monkeypatch.setenv("XLA_FLAGS", "--xla_backend_optimization_level=3")
+    flags = child_env(RunConfig().resolved(), "/out")["XLA_FLAGS"].split()
+    assert [f for f in flags if "optimization_level" in f] == ["--xla_backend_optimization_level=3"]
+    monkeypatch.delenv("XLA_FLAGS")
+    tpu = child_env(RunConfig(device="tpu").resolved(), "/out")["XLA_FLAGS"]
+    assert "optimization_level" not in tpu
+
+
 def test_config_round_trips_and_presets_fill_defaults() -> None:
     cfg = RunConfig(
         scenario="bucketed-nested", fsdp_options={"flatten_parameters": False}

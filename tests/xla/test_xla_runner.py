@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import textwrap
+from pathlib import Path
 
 import pytest
 
@@ -42,6 +43,14 @@ def test_graphs_carry_their_hlo_joined_by_hash(steady_run) -> None:
     second = run.graph(run.steps[1].new_graphs[-1])
     assert second.recompile and second.closest == run.steps[0].new_graphs[-1]
     assert "torch/optim/sgd.py" in second.diff_summary
+
+
+def test_xla_cpu_generated_its_code_at_llvm_level_0(steady_run) -> None:
+    """XLA's own dump of the options each module compiled with: the explorer's CPU default."""
+    dump = Path(steady_run.graphs[0].hlo_path).parent
+    options = sorted(dump.glob("*.debug_options"))
+    assert len(options) >= len(steady_run.graphs)
+    assert all("xla_backend_optimization_level: 0" in p.read_text() for p in options)
 
 
 def test_step_json_has_exactly_the_issue_keys(steady_run) -> None:
