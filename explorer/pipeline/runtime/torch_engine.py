@@ -49,6 +49,14 @@ from explorer.pipeline.traces.follow import Follower, failure_of
 from explorer.processes import Child, Engine, Report, free_port, rank_env, supervise
 from explorer.processes.orphan import LAUNCHER_PID
 
+#: The one change made to PyTorch's engine (torch 2.9), in each rank by
+#: :func:`.torch_worker._skip_neighbour_handshake`; every result names it.
+WORKAROUND = (
+    "PipelineStage._get_init_p2p_neighbors_ops skipped: in torch 2.9 its handshake sends an int64 "
+    "tensor into a float32 receive, which gloo rejects ('8 vs 4' bytes); it only warms up NCCL "
+    "communicators, and every real exchange is unchanged"
+)
+
 #: How PyTorch's engine ended: it ran, it failed, or it cannot run this schedule.
 TorchRunStatus = Literal["ran", "failed", "unsupported"]
 
@@ -158,8 +166,6 @@ def run_torch_engine(
 ) -> TorchRunResult:
     """Run ``spec``'s model and micro-batches on PyTorch's engine (see the module docstring)."""
     import torch
-
-    from explorer.pipeline.runtime.torch_worker import WORKAROUND
 
     choice = choose_order(spec.build_schedule(), order)
     version = torch.__version__
@@ -353,4 +359,4 @@ def _annotations(doc: dict) -> tuple[list[tuple[float, int]], np.ndarray]:
     return sorted(spans), np.sort(np.array(ops))
 
 
-__all__ = ["TorchRunStatus", "TorchRunResult", "run_torch_engine", "TorchEngine"]
+__all__ = ["TorchRunStatus", "TorchRunResult", "WORKAROUND", "run_torch_engine", "TorchEngine"]

@@ -37,8 +37,17 @@ from explorer.processes.orphan import end_with_launcher
 
 end_with_launcher()  # first: a rank whose launcher is gone must not run on into its folder
 
+# Everything a rank imports is imported here, not in ``main``: on CPU the ranks fork from one
+# template that imported this module (:mod:`explorer.processes.template`), so each import is
+# paid once per run, not once per rank. Dynamo is among them because ``torch.optim``'s
+# optimizers import it when they are built (torch 2.9): about 1 s of CPU in every rank.
 import torch
+import torch._dynamo  # noqa: F401
 import torch.distributed as dist
+from torch.distributed.pipelining import PipelineStage
+from torch.distributed.pipelining.schedules import _Action, _PipelineScheduleRuntime
+from torch.distributed.pipelining.stage import _PipelineStageBase
+from torch.profiler import ProfilerActivity, profile, record_function
 
 from explorer.failure import FailureKind, from_exception
 from explorer.pipeline.analysis.contract import message_steps
@@ -53,13 +62,6 @@ from explorer.pipeline.schedules.torch_csv import ORDER_FILE, runtime_schedule
 
 #: A rank's report file is ``torch_rank<R>.jsonl`` (its profiler trace is ``torch_rank<R>.json``).
 REPORT_PREFIX = "torch_rank"
-
-#: The one change made to PyTorch's engine (torch 2.9): see :func:`_skip_neighbour_handshake`.
-WORKAROUND = (
-    "PipelineStage._get_init_p2p_neighbors_ops skipped: in torch 2.9 its handshake sends an int64 "
-    "tensor into a float32 receive, which gloo rejects ('8 vs 4' bytes); it only warms up NCCL "
-    "communicators, and every real exchange is unchanged"
-)
 
 
 def main(folder: Path) -> int:
@@ -83,11 +85,6 @@ def _run_id(folder: Path) -> str:
 
 
 def _run(rank: int, world: int, folder: Path) -> int:
-    from torch.distributed.pipelining import PipelineStage
-    from torch.distributed.pipelining.schedules import _Action, _PipelineScheduleRuntime
-    from torch.distributed.pipelining.stage import _PipelineStageBase
-    from torch.profiler import ProfilerActivity, profile, record_function
-
     spec = RunSpec.read(folder)
     actions = {
         int(r): [_Action.from_str(a) for a in acts]
@@ -164,7 +161,7 @@ def _watch_messages(folder: Path, rank: int, run_id: str, runtime, stages) -> Me
 
 
 def _skip_neighbour_handshake(stage) -> None:
-    """See :data:`WORKAROUND`; per instance, so nothing else in the process changes."""
+    """See :data:`.torch_engine.WORKAROUND`; per instance, so nothing else in the process changes."""
     stage._get_init_p2p_neighbors_ops = lambda: []
 
 
@@ -175,4 +172,4 @@ def _grad(p: torch.Tensor) -> torch.Tensor:
 if __name__ == "__main__":
     sys.exit(main(Path(sys.argv[1])))
 
-__all__ = ["REPORT_PREFIX", "WORKAROUND", "main"]
+__all__ = ["REPORT_PREFIX", "main"]

@@ -31,6 +31,16 @@ from explorer.processes.orphan import end_with_launcher
 
 end_with_launcher()  # first: a rank whose launcher is gone must not run on into its folder
 
+if os.environ.get("DS_ACCELERATOR"):
+    # What every rank imports, imported with this module: on CPU the ranks fork from one template
+    # that imported it (:mod:`explorer.processes.template`), so it is paid once per run, not once
+    # per rank (about 3 s of CPU each). Only once the launcher has named DeepSpeed's accelerator,
+    # which DeepSpeed picks at import; Dynamo because ``torch.optim`` imports it when DeepSpeed
+    # builds the optimizer (torch 2.9).
+    import deepspeed  # noqa: F401
+    import torch._dynamo  # noqa: F401
+    import torch.distributed  # noqa: F401
+
 
 def main(folder: Path) -> int:
     """Run this process's rank of the DeepSpeed run in ``folder``; returns the exit code."""
