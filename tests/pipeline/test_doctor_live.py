@@ -17,7 +17,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Iterable
 
 import pytest
 
@@ -122,6 +122,16 @@ def _waiting(d: Diagnosis, peers: dict[int, int], op: str = "") -> bool:
     )
 
 
+def _placed(d: Diagnosis, ranks: Iterable[int]) -> bool:
+    """True when each of ``ranks`` is placed at an instruction of the run's schedule.
+
+    A doctor that reads the ranks before it can read their run folder (the ranks block in their
+    first send within a second of starting) names the waits without the schedule's words; the
+    waits themselves are permanent, so a test of those words polls until they are there.
+    """
+    return all(d.verdict.state(r).at is not None for r in ranks)
+
+
 def _a_copy_is_not_the_live_job(folder: Path, copy: Path) -> None:
     """A ``cp -r`` of the live run names the live ranks' pids, but those processes write the
     original: the copy's doctor reads no stack of theirs (it once read them, saw the copy's
@@ -182,7 +192,11 @@ def test_a_schedule_that_deadlocks_under_blocking_p2p_is_named_as_its_cycle(tmp_
     blocking = s.replace(params={**s.params, "p2p": "blocking"})
     launcher = _launch(RunSpec.for_schedule(blocking, stall_timeout_s=600), tmp_path / "run")
     jobs[0].append(launcher)
-    d = _until([launcher.pid], lambda d: _waiting(d, {0: 1, 1: 0}, "send"), save=tmp_path / "s")
+    d = _until(
+        [launcher.pid],
+        lambda d: _waiting(d, {0: 1, 1: 0}, "send") and _placed(d, (0, 1)),
+        save=tmp_path / "s",
+    )
     v = d.verdict
     read_again_from_the_folder(tmp_path / "s", v)
     assert (v.verdict, v.cycle) == ("cycle", (0, 1))
@@ -245,7 +259,11 @@ def test_the_same_deadlock_on_deepspeeds_engine_is_read_from_its_exec_frames(tmp
     spec = RunSpec.for_schedule(blocking, stall_timeout_s=600, engine="deepspeed")
     launcher = _launch(spec, tmp_path / "run")
     jobs[0].append(launcher)
-    d = _until([launcher.pid], lambda d: _waiting(d, {0: 1, 1: 0}, "send"), save=tmp_path / "s")
+    d = _until(
+        [launcher.pid],
+        lambda d: _waiting(d, {0: 1, 1: 0}, "send") and _placed(d, (0, 1)),
+        save=tmp_path / "s",
+    )
     v = d.verdict
     read_again_from_the_folder(tmp_path / "s", v)
     assert (v.verdict, v.cycle) == ("cycle", (0, 1))
