@@ -37,7 +37,7 @@ def run(scenario: str, steps: int, layers: int, flags: str, out: Path) -> dict:
     cmd = [sys.executable, "-m", "explorer", "xla-run", "--scenario", scenario]
     cmd += ["--steps", str(steps), "--layers", str(layers), "--out", str(out), "--json"]
     text, wall, cpu, _ = timed(cmd, env)
-    doc = json.loads(text.strip().splitlines()[-1])
+    doc = json.loads(text)
     steady = [s["execute_ms"] for s in doc["steps"] if not s["compiled"]]
     return {
         "wall": wall,
