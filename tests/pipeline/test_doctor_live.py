@@ -125,9 +125,10 @@ def _waiting(d: Diagnosis, peers: dict[int, int], op: str = "") -> bool:
 def _placed(d: Diagnosis, ranks: Iterable[int]) -> bool:
     """True when each of ``ranks`` is placed at an instruction of the run's schedule.
 
-    A doctor that reads the ranks before it can read their run folder (the ranks block in their
-    first send within a second of starting) names the waits without the schedule's words; the
-    waits themselves are permanent, so a test of those words polls until they are there.
+    One diagnosis on a fresh clone named both ranks waiting in their sends with no schedule to
+    place them in (both stages unknown: the run's spec was not read at that moment; why was not
+    found). The waits are permanent, so a test of the schedule's words polls until they are there
+    too; a doctor that never places them still fails it, after ``REACH_S``.
     """
     return all(d.verdict.state(r).at is not None for r in ranks)
 

@@ -44,8 +44,9 @@ STDERR_FILE = "stderr.txt"
 #: LLVM's optimization level for XLA:CPU's generated code. What the explorer shows (the graphs,
 #: their HLO before optimization, why each one compiled) is decided before code generation; at the
 #: explorer's model sizes LLVM's optimizations cost more CPU than the steps they speed up (a
-#: 6-step ``logging`` run: about 17 s of CPU at the default level, 11 s at 0), so XLA:CPU runs
-#: at 0. The graph hash torch_xla prints covers ``XLA_FLAGS``, so it differs between levels.
+#: 6-step ``logging`` run: 11.9 s of CPU at XLA's default level 3, 8.3 s at 0, each cached step
+#: 0.25 ms slower: ``benchmarks/bench_xla_codegen.py``), so XLA:CPU runs at 0. The graph hash
+#: torch_xla prints covers ``XLA_FLAGS``, so it differs between levels.
 CPU_CODEGEN_LEVEL = "--xla_backend_optimization_level"
 
 
