@@ -26,6 +26,7 @@ __all__ = [
     "ForkedRank",
     "Template",
     "exit_status",
+    "kill_group",
     "kill_rank",
     "warm_plan",
 ]
@@ -66,15 +67,23 @@ def exit_status(pid: int, *, reap: bool = False) -> Optional[int]:
     return info.si_status if info.si_code == os.CLD_EXITED else -info.si_status
 
 
+def kill_group(pid: int) -> None:
+    """``SIGKILL`` to the process group ``pid`` leads; a group already gone is left alone."""
+    try:
+        os.killpg(pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
 def kill_rank(pid: int) -> None:
     """``SIGKILL`` to a forked rank and to its process group. The rank itself first: just
     forked, it may not lead its group yet (``setsid`` is its first act), and a rank that is
     dead starts nothing more; then whatever it started in its group."""
-    for kill in (os.kill, os.killpg):
-        try:
-            kill(pid, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
-            pass
+    try:
+        os.kill(pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+    kill_group(pid)
 
 
 @dataclass(frozen=True)
@@ -221,8 +230,5 @@ class Template:
             pass
         self._finished.wait(timeout=REAP_S)
         if self.proc.poll() is None:
-            try:
-                os.killpg(self.proc.pid, signal.SIGKILL)
-            except (ProcessLookupError, PermissionError):
-                pass
+            kill_group(self.proc.pid)
         self.proc.wait()

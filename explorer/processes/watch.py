@@ -38,9 +38,7 @@ by local rank) is the model for :class:`Supervised`.
 
 from __future__ import annotations
 
-import os
 import queue
-import signal
 import subprocess
 import threading
 import time
@@ -49,7 +47,7 @@ from typing import IO, Callable, Literal, Optional, Union
 
 from explorer.processes.engine import Child, Engine, Report
 from explorer.processes.ranks import process_state
-from explorer.processes.warm import ForkedRank, Template, exit_status, warm_plan
+from explorer.processes.warm import ForkedRank, Template, exit_status, kill_group, warm_plan
 
 __all__ = ["Ending", "Exit", "Supervised", "Supervisor", "supervise"]
 
@@ -105,11 +103,8 @@ def _kill_group(proc: Process) -> None:
     """SIGKILL the process group ``proc`` leads (a forked rank: itself first, see ``kill_rank``)."""
     if isinstance(proc, ForkedRank):
         proc.kill_group()
-        return
-    try:
-        os.killpg(proc.pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass
+    else:
+        kill_group(proc.pid)
 
 
 class Supervisor:

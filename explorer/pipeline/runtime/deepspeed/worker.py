@@ -49,7 +49,8 @@ def main(folder: Path) -> int:
 
     rank = int(os.environ["RANK"])
     spec = RunSpec.read(folder)
-    # Before deepspeed is imported: its accelerator is chosen at import (cuda: NCCL, a GPU per rank).
+    # A rank started without the launcher's DS_ACCELERATOR (by hand) imports DeepSpeed only
+    # below: name its accelerator first, it is chosen at import (cuda: NCCL, a GPU per rank).
     os.environ.setdefault("DS_ACCELERATOR", "cpu" if spec.device == "cpu" else "cuda")
     trace = None
     try:
