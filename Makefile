@@ -5,7 +5,15 @@
 # under a minute); make test-slow (the rest); make test-gpu (the CUDA/NCCL paths).
 # Every step is idempotent: a stamp file records that .venv matches pyproject.toml.
 
-PYTHON ?= python3
+# The interpreter .venv is made from. Unset, the first of these that can make a venv: the
+# distribution's own CPython (Debian and Ubuntu build /usr/bin/python3.X with profile-guided
+# optimization, linked statically), then whatever `python3` is. Everything the suite and the
+# explorer's processes do is mostly Python bytecode (torch's import alone is ~1 s of it), and a
+# plain source build such as pyenv's default (no PGO, --enable-shared) runs it slower: on the 2-core
+# VM the same test files took 14-15% less CPU and wall time in a venv of Debian's 3.11 than of
+# pyenv's 3.11.7 (benchmarks/bench_interpreter.sh, benchmarks/RESULTS.md). PYTHON=... picks one.
+PYTHON ?=
+PYTHON_CANDIDATES := /usr/bin/python3.11 /usr/bin/python3.12 /usr/bin/python3.10 python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.explorer-installed
@@ -21,7 +29,12 @@ ROOT_FLAG := $(shell [ "$$(id -u)" = "0" ] && echo --allow-root)
 .PHONY: install kernels chromium bytecode lint lab test test-fast test-slow test-gpu bench clean
 
 $(BIN)/python:
-	$(PYTHON) -m venv $(VENV)
+	@for p in $(or $(PYTHON),$(PYTHON_CANDIDATES)); do \
+	  command -v $$p >/dev/null 2>&1 || continue; \
+	  if $$p -m venv $(VENV) >/dev/null 2>&1; then echo "$(VENV): made with $$p"; break; fi; \
+	  rm -rf $(VENV); \
+	done; \
+	test -x $(BIN)/python || { echo "no Python could make $(VENV) (tried: $(or $(PYTHON),$(PYTHON_CANDIDATES))); set PYTHON=/path/to/python3.10+" >&2; exit 2; }
 	$(BIN)/python -m pip install --quiet --upgrade pip setuptools wheel
 
 # torch_xla 2.9 needs exactly torch 2.9.0 (the registry's CUDA build: large, but it runs on CPU).
@@ -79,7 +92,7 @@ test-slow: install chromium bytecode
 # The gpu tests, skipped (with the reason) where torch sees no CUDA device. Needs no network:
 # a GPU machine's own python (its torch) runs them when there is no venv; only the files that
 # hold gpu tests are collected, so nothing else of the suite needs to be installed there.
-GPU_PYTHON ?= $(if $(wildcard $(BIN)/python),$(BIN)/python,$(PYTHON))
+GPU_PYTHON ?= $(if $(wildcard $(BIN)/python),$(BIN)/python,$(or $(PYTHON),python3))
 GPU_TESTS  := $(shell grep -rl --include='test_*.py' 'pytest.mark.gpu\b' tests)
 test-gpu:
 	PYTHONPATH=$(CURDIR)$${PYTHONPATH:+:$$PYTHONPATH} $(GPU_PYTHON) -m pytest -m gpu -rs -p no:cacheprovider $(GPU_TESTS) $(PYTEST_ARGS)
