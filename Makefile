@@ -10,8 +10,9 @@
 # optimization, linked statically), then whatever `python3` is. Everything the suite and the
 # explorer's processes do is mostly Python bytecode (torch's import alone is ~1 s of it), and a
 # plain source build such as pyenv's default (no PGO, --enable-shared) runs it slower: on the 2-core
-# VM the same test files took 14-15% less CPU and wall time in a venv of Debian's 3.11 than of
-# pyenv's 3.11.7 (benchmarks/bench_interpreter.sh, benchmarks/RESULTS.md). PYTHON=... picks one.
+# VM the fast tier took 1.3x less CPU in a venv of Debian's 3.11 than of pyenv's 3.11.7 side by
+# side, files that start processes 1.1x (benchmarks/suite_venv_ab.sh, benchmarks/RESULTS.md).
+# PYTHON=... picks one.
 PYTHON ?=
 PYTHON_CANDIDATES := /usr/bin/python3.11 /usr/bin/python3.12 /usr/bin/python3.10 python3
 VENV   ?= .venv

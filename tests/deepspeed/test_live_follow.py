@@ -193,7 +193,11 @@ def test_a_job_killed_with_its_launcher_is_not_said_to_be_running(tmp_path, env)
         blind.poll()
         assert set(blind.history[-1]["states"].values()) == {"running"}  # held at the gate
         pids = [r["pid"] for r in follower.run.ranks()]
-        # torchrun and every rank (each in a session of its own), SIGKILL: nobody writes a word
+        # torchrun and every rank (each in a session of its own), SIGKILL: nobody writes a word.
+        # The ranks are stopped first: killed one after another, a rank still running once read
+        # its killed peer's closed connection as its own failure and wrote it (a busy machine).
+        for pid in pids:
+            os.kill(pid, signal.SIGSTOP)
         for pid in (proc.pid, *pids):
             os.kill(pid, signal.SIGKILL)
         proc.wait(timeout=60)
