@@ -35,7 +35,7 @@ $(BIN)/python:
 	  if $$p -m venv $(VENV) >/dev/null 2>&1; then echo "$(VENV): made with $$p"; break; fi; \
 	  rm -rf $(VENV); \
 	done; \
-	test -x $(BIN)/python || { echo "no Python could make $(VENV) (tried: $(or $(PYTHON),$(PYTHON_CANDIDATES))); set PYTHON=/path/to/python3.10+" >&2; exit 2; }
+	test -x $(BIN)/python || { echo "no Python could make $(VENV) (tried: $(or $(PYTHON),$(PYTHON_CANDIDATES))); on Debian or Ubuntu apt-get install python3-venv, or set PYTHON=/path/to/python3.10+" >&2; exit 2; }
 	$(BIN)/python -m pip install --quiet --upgrade pip setuptools wheel
 
 # torch_xla 2.9 needs exactly torch 2.9.0 (the registry's CUDA build: large, but it runs on CPU).

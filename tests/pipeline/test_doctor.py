@@ -308,10 +308,23 @@ def test_a_rank_without_a_stack_is_described_from_its_own_file(tmp_path):
     proc = Proc(4242, 1, "S", ("python",), {"RANK": "1"})
     dumps = {4242: Dump(4242, refused=PTRACE_FIX)}
     rank = RankProcess(1, 4242, proc)
-    s = _state(rank, _thread(rank, dumps), log, schedule, {})
+    s = _state(rank, _thread(rank, dumps), log, schedule, {}, {4242: "S"})
     assert (s.activity, s.source) == ("unseen", "log")
     assert s.at is not None and s.at.step == 4  # the step after the last one it finished
     assert s.note.startswith(PTRACE_FIX) and s.note.endswith("its last finished step: 3")
+
+
+def test_a_rank_is_stopped_where_its_stack_shows_only_if_it_was_stopped_before_the_read():
+    """A rank that stopped while its stack was read stands elsewhere than that stack: seen in a
+    fresh clone, where a rank still in ``init_process_group`` was said stopped at that line."""
+    from explorer.pipeline.runtime.doctor import state_at_stack
+
+    assert state_at_stack("T", "T") == "T"  # stopped throughout: it stands where it was read
+    assert state_at_stack("S", "T") == "S"  # stopped after the read: not there
+    assert state_at_stack("R", "T") == "R"
+    assert state_at_stack("T", "S") == "S"  # continued meanwhile: as it is now
+    assert state_at_stack("S", "R") == "R"
+    assert state_at_stack(None, None) is None
 
 
 def test_a_folder_without_rank_files_and_pids_all_gone_are_bad_input(explorer_cli, tmp_path):

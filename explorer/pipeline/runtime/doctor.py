@@ -152,7 +152,10 @@ def doctor(
         known = {r.rank for r in ranks}
         ranks += [RankProcess(r, None, None) for r in range(schedule.num_ranks) if r not in known]
         ranks.sort(key=lambda r: r.rank)
-    dumps = dump_all([r.pid for r in ranks if r.alive and r.pid is not None])
+    live_pids = [r.pid for r in ranks if r.alive and r.pid is not None]
+    before = {pid: process_state(pid) for pid in live_pids}
+    dumps = dump_all(live_pids)
+    proc_states = {pid: state_at_stack(before[pid], process_state(pid)) for pid in live_pids}
     # The watch for movement starts once the stacks are taken: a rank that wrote its last step
     # and then reached a deadlock while the stacks were read had not moved since they showed it
     # waiting (read before them, that last write made a real cycle "moving").
@@ -161,7 +164,10 @@ def doctor(
     readings = {rank: _read(t) if isinstance(t, dict) else t for rank, t in threads.items()}
     seen_at = stages_seen(readings)
     states = [
-        _staged(_state(r, readings.get(r.rank), logs.get(r.rank), schedule, seen_at), schedule)
+        _staged(
+            _state(r, readings.get(r.rank), logs.get(r.rank), schedule, seen_at, proc_states),
+            schedule,
+        )
         for r in ranks
     ]
     refused = next((d.refused for d in dumps.values() if d.refused == PTRACE_FIX), "")
@@ -180,7 +186,7 @@ def doctor(
     plan = plan if plan is not None else schedule
     left = tuple(departures(plan, ran)) if plan is not None and ran else None
     if save is not None:
-        _save(save, ranks, threads, states, logs, folder)
+        _save(save, ranks, threads, states, logs, folder, proc_states)
     return Diagnosis(
         verdict,
         folder,
@@ -376,6 +382,7 @@ def _save(
     states: Sequence[RankState],
     logs: Mapping[int, dict],
     folder: Optional[Path],
+    proc_states: Mapping[int, Optional[str]],
 ) -> None:
     """Write what the verdict rests on to ``save``, rank by rank: the stack (with its source
     lines), the process state, and what the rank's own file said at this moment (its last step,
@@ -388,7 +395,7 @@ def _save(
     said = {s.rank: s for s in states}
     for r in ranks:
         thread = threads.get(r.rank)
-        state = (process_state(r.pid) if r.pid else None) or ""
+        state = (proc_states.get(r.pid) if r.pid else None) or ""
         log = {k: v for k, v in (logs.get(r.rank) or {}).items() if k in _SAVED_LOG}
         if isinstance(thread, dict):
             save_stack(save, r.rank, r.pid, state, _with_source(thread), log)
@@ -645,12 +652,23 @@ def _staged(state: RankState, schedule: Optional[Schedule]) -> RankState:
     return replace(state, stage=stages[0]) if len(stages) == 1 else state
 
 
+def state_at_stack(before: Optional[str], after: Optional[str]) -> Optional[str]:
+    """The process state that goes with a stack read between two readings of it. A process that
+    stopped while its stack was read (``kill -STOP`` a moment later) was not stopped where that
+    stack shows it: called stopped there, a rank still in its rendezvous was once said to stand
+    stopped at a line it had left. Stopped before and after: it stood where the stack shows."""
+    if before == "T":
+        return after
+    return before if after == "T" else after
+
+
 def _state(
     r: RankProcess,
     reading: Union[StackReading, str, None],
     log: Optional[dict],
     schedule: Optional[Schedule],
     seen_at: Mapping[int, int],
+    proc_states: Mapping[int, Optional[str]],
 ) -> RankState:
     log = log or {}
     if not r.alive and log.get("end") == "done":  # its own last line says it ran to its end
@@ -660,7 +678,7 @@ def _state(
     if not isinstance(reading, StackReading):
         return _from_log(r, log, schedule, "unseen", (reading or "no stack") + _last(log))
     # a stopped process keeps the stack it had: what it "does" there, it will not go on doing
-    stopped = r.pid is not None and process_state(r.pid) == "T"
+    stopped = r.pid is not None and proc_states.get(r.pid) == "T"
     return _seen(r, reading, log, schedule, seen_at, stopped)
 
 
