@@ -152,10 +152,10 @@ def doctor(
         known = {r.rank for r in ranks}
         ranks += [RankProcess(r, None, None) for r in range(schedule.num_ranks) if r not in known]
         ranks.sort(key=lambda r: r.rank)
-    live_pids = [r.pid for r in ranks if r.alive and r.pid is not None]
-    before = {pid: process_state(pid) for pid in live_pids}
-    dumps = dump_all(live_pids)
-    proc_states = {pid: state_at_stack(before[pid], process_state(pid)) for pid in live_pids}
+    live = [(r.pid, r.proc) for r in ranks if r.alive and r.pid is not None and r.proc]
+    dumps = dump_all([pid for pid, _ in live])
+    # each rank's state as found (before its stack was read) and now (after)
+    proc_states = {pid: state_at_stack(proc.state, process_state(pid)) for pid, proc in live}
     # The watch for movement starts once the stacks are taken: a rank that wrote its last step
     # and then reached a deadlock while the stacks were read had not moved since they showed it
     # waiting (read before them, that last write made a real cycle "moving").
@@ -657,9 +657,7 @@ def state_at_stack(before: Optional[str], after: Optional[str]) -> Optional[str]
     stopped while its stack was read (``kill -STOP`` a moment later) was not stopped where that
     stack shows it: called stopped there, a rank still in its rendezvous was once said to stand
     stopped at a line it had left. Stopped before and after: it stood where the stack shows."""
-    if before == "T":
-        return after
-    return before if after == "T" else after
+    return before if after == "T" and before != "T" else after
 
 
 def _state(
