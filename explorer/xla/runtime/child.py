@@ -13,7 +13,7 @@ import os
 import sys
 import time
 import traceback
-from typing import Any, Optional
+from typing import Any, Callable, Optional
 
 from explorer.errors import InputError
 from explorer.xla.runtime.config import RunConfig
@@ -73,12 +73,26 @@ class _LineSwitch:
         self.on = on
 
 
+def _load_user_step(cfg: RunConfig) -> Optional[Callable[[int], Any]]:
+    """The user's ``--step`` function, or None for a preset (built once torch_xla is in)."""
+    if not cfg.step:
+        return None
+    from explorer.user_step import load_step
+
+    return load_step(cfg.step)
+
+
 def run(cfg: RunConfig, out_dir: str = "") -> None:
     """Build the step, run ``cfg.steps`` steps with a sync after each, and report every step.
 
     With capture, torch_xla's metrics report is written to ``out_dir`` at the end, as a user's
     script would print it: one of the artifacts ``explorer read`` takes.
     """
+    # The user's step is loaded before torch_xla, whose import takes seconds: a module that is
+    # missing, does not parse or lacks the function is bad input said at once. The capture's
+    # settings are in this process's environment already, so a module that imports torch_xla
+    # itself gets the same capture.
+    user_step = _load_user_step(cfg)
     import torch_xla
     import torch_xla.core.xla_model as xm
     import torch_xla.runtime as xr
@@ -89,7 +103,7 @@ def run(cfg: RunConfig, out_dir: str = "") -> None:
 
     debug_file = os.environ.get("PT_XLA_DEBUG_FILE", "")
     start = time.perf_counter()
-    step_fn, info = build(cfg)
+    step_fn, info = build(cfg, user_step)
     torch_xla.sync()
     xm.wait_device_ops()
     device = {
