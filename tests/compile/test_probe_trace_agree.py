@@ -15,6 +15,7 @@ import os
 from pathlib import Path
 
 import pytest
+from built_once import built_once
 from cli_in_process import run_cli_child
 
 pytestmark = pytest.mark.slow
@@ -164,15 +165,27 @@ def test_a_probe_record_edited_in_the_trace_is_not_taken_for_the_probes(tmp_path
 @pytest.fixture(scope="module")
 def two_jobs(tmp_path_factory) -> list[Path]:
     """Two runs of ``compile-probe --nproc 2`` (real gloo ranks), each into its own TORCH_TRACE."""
-    folders = []
-    for n in (1, 2):
-        where = tmp_path_factory.mktemp(f"job{n}")
-        env = dict(os.environ, TORCH_TRACE=str(where / "trace"))
-        argv = ["compile-probe", "--scenario", "shapes", "--iterations", "4", "--backend", "eager"]
-        ran = run_cli_child([*argv, "--nproc", "2"], cwd=where, env=env, timeout=600)
-        assert ran.returncode in (0, 1), ran.stderr[-2000:]
-        folders.append(where / "trace")
-    return folders
+
+    def launch():
+        folders = []
+        for n in (1, 2):
+            where = tmp_path_factory.mktemp(f"job{n}")
+            env = dict(os.environ, TORCH_TRACE=str(where / "trace"))
+            argv = [
+                "compile-probe",
+                "--scenario",
+                "shapes",
+                "--iterations",
+                "4",
+                "--backend",
+                "eager",
+            ]
+            ran = run_cli_child([*argv, "--nproc", "2"], cwd=where, env=env, timeout=600)
+            assert ran.returncode in (0, 1), ran.stderr[-2000:]
+            folders.append(where / "trace")
+        return folders
+
+    return built_once(tmp_path_factory, "compile-probe-two-jobs", launch)
 
 
 def _rank_file(folder: Path, rank: int) -> Path:

@@ -22,6 +22,7 @@ import time
 from pathlib import Path
 
 import pytest
+from built_once import built_once
 
 from explorer.errors import InputError
 from explorer.pipeline.analysis.collectives import align, diagnose_dumps, first_mismatch, lost_start
@@ -81,37 +82,41 @@ def _end(procs: list[subprocess.Popen]) -> None:
 @pytest.fixture(scope="module")
 def dumped(tmp_path_factory):
     """Two real jobs that hung and dumped: 3 ranks (pickle and JSON), 2 ranks with a buffer of 4."""
-    root = tmp_path_factory.mktemp("fr")
-    script = root / "train.py"
-    script.write_text(JOB)
-    full, as_json, small = root / "full", root / "json", root / "small"
-    for d in (full, as_json, small):
-        d.mkdir()
-    jobs = [
-        _start(
-            script,
-            3,
-            TIMEOUT_S,
-            {
-                "TORCH_FR_BUFFER_SIZE": "64",
-                "TORCH_FR_DUMP_TEMP_FILE": f"{full}/fr_",
-                "FR_JSON": f"{as_json}/fr_",
-            },
-        ),
-        _start(
-            script,
-            2,
-            TIMEOUT_S,
-            {"TORCH_FR_BUFFER_SIZE": "4", "TORCH_FR_DUMP_TEMP_FILE": f"{small}/fr_"},
-        ),
-    ]
-    try:
-        codes = [[p.wait(timeout=REACH_S) for p in job] for job in jobs]
-    finally:
-        for job in jobs:
-            _end(job)
-    assert codes == [[3, 3, 3], [3, 3]], "every rank times out in its collective and dumps"
-    return script, full, as_json, small
+
+    def launch():
+        root = tmp_path_factory.mktemp("fr")
+        script = root / "train.py"
+        script.write_text(JOB)
+        full, as_json, small = root / "full", root / "json", root / "small"
+        for d in (full, as_json, small):
+            d.mkdir()
+        jobs = [
+            _start(
+                script,
+                3,
+                TIMEOUT_S,
+                {
+                    "TORCH_FR_BUFFER_SIZE": "64",
+                    "TORCH_FR_DUMP_TEMP_FILE": f"{full}/fr_",
+                    "FR_JSON": f"{as_json}/fr_",
+                },
+            ),
+            _start(
+                script,
+                2,
+                TIMEOUT_S,
+                {"TORCH_FR_BUFFER_SIZE": "4", "TORCH_FR_DUMP_TEMP_FILE": f"{small}/fr_"},
+            ),
+        ]
+        try:
+            codes = [[p.wait(timeout=REACH_S) for p in job] for job in jobs]
+        finally:
+            for job in jobs:
+                _end(job)
+        assert codes == [[3, 3, 3], [3, 3]], "every rank times out in its collective and dumps"
+        return script, full, as_json, small
+
+    return built_once(tmp_path_factory, "doctor-collective-dumps", launch)
 
 
 # -- from the dumps -------------------------------------------------------------------------------

@@ -13,6 +13,7 @@ import shutil
 
 import numpy as np
 import pytest
+from built_once import built_once
 from replicated_job import TRUTH, replicate
 
 from explorer.pipeline.analysis import build
@@ -29,10 +30,14 @@ pytestmark = pytest.mark.slow
 @pytest.fixture(scope="module")
 def recorded(tmp_path_factory):
     """A real run folder: 1F1B, 4 stages, 8 micro-batches, 3 iterations."""
-    folder = tmp_path_factory.mktemp("recorded")
-    result = run_pipeline(RunSpec.for_schedule(build("1f1b", 4, 8), iterations=3), folder)
-    assert result.ok
-    return folder
+
+    def launch():
+        folder = tmp_path_factory.mktemp("recorded")
+        result = run_pipeline(RunSpec.for_schedule(build("1f1b", 4, 8), iterations=3), folder)
+        assert result.ok
+        return folder
+
+    return built_once(tmp_path_factory, "scale-job-recorded", launch)
 
 
 def named(outliers) -> set[tuple]:

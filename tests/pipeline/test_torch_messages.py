@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from built_once import built_once
 
 from explorer.pipeline.analysis import build
 from explorer.pipeline.analysis.contract import message_steps
@@ -63,13 +64,17 @@ def test_each_exchange_of_the_runtime_order_has_its_own_step():
 @pytest.fixture(scope="module")
 def torch_run(tmp_path_factory) -> Path:
     """One real run of PyTorch's engine: interleaved 1F1B, 2 ranks x 2 chunks, 2 iterations."""
-    from explorer.pipeline.runtime.torch_engine import run_torch_engine
 
-    folder = tmp_path_factory.mktemp("torch") / "run"
-    spec = RunSpec.for_schedule(build("interleaved-1f1b", 2, 4, chunks=2), iterations=2)
-    result = run_torch_engine(spec, folder)
-    assert result.ok and result.to_dict()["contract"] == [], result.failure
-    return folder
+    def launch():
+        from explorer.pipeline.runtime.torch_engine import run_torch_engine
+
+        folder = tmp_path_factory.mktemp("torch") / "run"
+        spec = RunSpec.for_schedule(build("interleaved-1f1b", 2, 4, chunks=2), iterations=2)
+        result = run_torch_engine(spec, folder)
+        assert result.ok and result.to_dict()["contract"] == [], result.failure
+        return folder
+
+    return built_once(tmp_path_factory, "torch-engine-messages-run", launch)
 
 
 def _messages(folder: Path) -> list[dict]:

@@ -18,6 +18,7 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
+from built_once import built_once
 
 JOB = Path(__file__).with_name("pipelining_job.py")
 M = 4
@@ -33,16 +34,22 @@ def _env() -> dict:
 
 @pytest.fixture(scope="module")
 def jobs(tmp_path_factory) -> dict[str, Path]:
-    out = {}
-    for kind, ranks in JOBS.items():
-        folder = tmp_path_factory.mktemp(kind)
-        cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", str(ranks)]
-        cmd += ["--standalone", str(JOB), str(folder), kind, str(M)]
-        done = subprocess.run(cmd, capture_output=True, text=True, timeout=300, env=_env())
-        assert done.returncode == 0, done.stderr[-3000:]
-        assert sorted(p.name for p in folder.iterdir()) == [f"rank{r}.json" for r in range(ranks)]
-        out[kind] = folder
-    return out
+
+    def launch():
+        out = {}
+        for kind, ranks in JOBS.items():
+            folder = tmp_path_factory.mktemp(kind)
+            cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", str(ranks)]
+            cmd += ["--standalone", str(JOB), str(folder), kind, str(M)]
+            done = subprocess.run(cmd, capture_output=True, text=True, timeout=300, env=_env())
+            assert done.returncode == 0, done.stderr[-3000:]
+            assert sorted(p.name for p in folder.iterdir()) == [
+                f"rank{r}.json" for r in range(ranks)
+            ]
+            out[kind] = folder
+        return out
+
+    return built_once(tmp_path_factory, "profiler-trace-jobs", launch)
 
 
 def _read(folder: Path, *extra: str) -> tuple[int, str]:

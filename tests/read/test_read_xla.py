@@ -16,6 +16,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from built_once import built_once
 
 from explorer.xla.traces.records import (
     DEBUG_FILE,
@@ -40,34 +41,38 @@ def cli(*args: str) -> subprocess.CompletedProcess:
 @pytest.fixture(scope="module")
 def ran(tmp_path_factory) -> dict:
     """The run: its own JSON and exit code, and a folder holding only torch_xla's artifacts."""
-    out = tmp_path_factory.mktemp("xla-run")
-    got = cli(
-        "xla-run",
-        "--scenario",
-        "logging",
-        "--steps",
-        str(STEPS),
-        "--layers",
-        "1",
-        "--save-tensors",
-        "--out",
-        str(out),
-        "--json",
-    )
-    assert got.returncode in (0, 1), got.stderr[-2000:]
-    artifacts = tmp_path_factory.mktemp("artifacts")
-    shutil.copytree(out / DUMP_DIR, artifacts / "dumps")
-    (save,) = glob.glob(str(out / SAVE_FILE) + "*")  # torch_xla appends the device ordinal
-    shutil.copy(save, artifacts / Path(save).name)
-    shutil.copy(out / DEBUG_FILE, artifacts / "debug.log")
-    shutil.copy(out / METRICS_FILE, artifacts / "metrics.txt")
-    return {
-        "doc": json.loads(got.stdout),
-        "rc": got.returncode,
-        "dir": artifacts,
-        "save": save,
-        "out": out,
-    }
+
+    def launch():
+        out = tmp_path_factory.mktemp("xla-run")
+        got = cli(
+            "xla-run",
+            "--scenario",
+            "logging",
+            "--steps",
+            str(STEPS),
+            "--layers",
+            "1",
+            "--save-tensors",
+            "--out",
+            str(out),
+            "--json",
+        )
+        assert got.returncode in (0, 1), got.stderr[-2000:]
+        artifacts = tmp_path_factory.mktemp("artifacts")
+        shutil.copytree(out / DUMP_DIR, artifacts / "dumps")
+        (save,) = glob.glob(str(out / SAVE_FILE) + "*")  # torch_xla appends the device ordinal
+        shutil.copy(save, artifacts / Path(save).name)
+        shutil.copy(out / DEBUG_FILE, artifacts / "debug.log")
+        shutil.copy(out / METRICS_FILE, artifacts / "metrics.txt")
+        return {
+            "doc": json.loads(got.stdout),
+            "rc": got.returncode,
+            "dir": artifacts,
+            "save": save,
+            "out": out,
+        }
+
+    return built_once(tmp_path_factory, "read-xla-logging-run", launch)
 
 
 def _read(path: Path) -> tuple[dict, int]:
