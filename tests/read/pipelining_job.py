@@ -7,7 +7,9 @@ trace per rank, exactly as a user would before asking ``explorer read`` about it
 
 Usage: ``torchrun --nproc-per-node W pipelining_job.py OUT SCHEDULE MICROBATCHES [CSV]`` with
 SCHEDULE one of ``runtime`` (``_PipelineScheduleRuntime`` running interleaved 1F1B's order, or
-the CSV's when given), ``gpipe``, ``1f1b``, ``interleaved``.
+the CSV's when given), ``gpipe``, ``1f1b``, ``interleaved``. Several schedules, comma-separated,
+run one after another in the same job (as a user compares them), each profiled on its own into
+``OUT/SCHEDULE/``.
 
 The one change to PyTorch: in torch 2.9 ``PipelineStage``'s first neighbour handshake sends an
 int64 into a float32 receive and gloo aborts; the job skips that handshake per stage.
@@ -25,9 +27,19 @@ from torch.profiler import ProfilerActivity, profile
 WIDTH, BATCH = 64, 32
 
 
-def main(out: str, kind: str, m: int, csv_path: str = "") -> None:
-    rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
+def main(out: str, kinds: str, m: int, csv_path: str = "") -> None:
     dist.init_process_group("gloo")
+    several = "," in kinds
+    for kind in kinds.split(","):
+        where = os.path.join(out, kind) if several else out
+        os.makedirs(where, exist_ok=True)
+        profile_one(where, kind, m, csv_path)
+    dist.destroy_process_group()
+
+
+def profile_one(out: str, kind: str, m: int, csv_path: str) -> None:
+    """One schedule: its own stages and model, a warm-up step, then two profiled steps."""
+    rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
     torch.manual_seed(0)
     per_rank = 1 if kind in ("gpipe", "1f1b") else 2
     n = world * per_rank
@@ -77,7 +89,6 @@ def main(out: str, kind: str, m: int, csv_path: str = "") -> None:
             one_step()
     prof.export_chrome_trace(os.path.join(out, f"rank{rank}.json"))
     dist.barrier()
-    dist.destroy_process_group()
 
 
 if __name__ == "__main__":

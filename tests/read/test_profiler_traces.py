@@ -1,7 +1,7 @@
 """``explorer read`` on profiler traces that a real ``torch.distributed.pipelining`` job writes here.
 
-One module-scoped fixture launches the job (``pipelining_job.py``, under ``torchrun``, gloo on
-CPU) once per schedule class: ``_PipelineScheduleRuntime`` (labels ``PP:<action>``),
+One module-scoped fixture launches the jobs (``pipelining_job.py``, under ``torchrun``, gloo on
+CPU) for each schedule class: ``_PipelineScheduleRuntime`` (labels ``PP:<action>``),
 ``ScheduleGPipe`` on 3 ranks (``Forward i``/``Backward i``), ``ScheduleInterleaved1F1B`` and
 ``Schedule1F1B`` (no labels at all). Every expectation is checked against the raw trace files
 or PyTorch's own schedule order, never against numbers typed here.
@@ -34,19 +34,24 @@ def _env() -> dict:
 
 @pytest.fixture(scope="module")
 def jobs(tmp_path_factory) -> dict[str, Path]:
+    """One folder of rank traces per schedule kind. The kinds that run on as many ranks share one
+    job, one after another, each profiled into its own folder: a launcher and its ranks'
+    imports less per kind."""
 
     def launch():
         out = {}
-        for kind, ranks in JOBS.items():
-            folder = tmp_path_factory.mktemp(kind)
+        for ranks in sorted(set(JOBS.values())):
+            kinds = [k for k, n in JOBS.items() if n == ranks]
+            root = tmp_path_factory.mktemp("-".join(kinds))
             cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", str(ranks)]
-            cmd += ["--standalone", str(JOB), str(folder), kind, str(M)]
+            cmd += ["--standalone", str(JOB), str(root), ",".join(kinds), str(M)]
             done = subprocess.run(cmd, capture_output=True, text=True, timeout=300, env=_env())
             assert done.returncode == 0, done.stderr[-3000:]
-            assert sorted(p.name for p in folder.iterdir()) == [
-                f"rank{r}.json" for r in range(ranks)
-            ]
-            out[kind] = folder
+            for kind in kinds:
+                folder = root / kind if len(kinds) > 1 else root
+                names = sorted(p.name for p in folder.iterdir())
+                assert names == [f"rank{r}.json" for r in range(ranks)]
+                out[kind] = folder
         return out
 
     return built_once(tmp_path_factory, "profiler-trace-jobs", launch)
