@@ -98,9 +98,11 @@ def test_a_job_with_the_seeds_order_is_read_back_with_deepspeeds_failure_and_the
 
 
 def test_a_job_started_by_the_deepspeed_launcher_is_read_back(tmp_path, env):
+    """The launcher is the claim, not the size: 2 ranks (2 stages) are enough, and the 4-rank
+    job is read back above."""
     launcher = Path(sys.executable).with_name("deepspeed")
     job = subprocess.run(
-        [str(launcher), "--num_gpus", "4", str(SCRIPT), "--iterations", "2", "--out",
+        [str(launcher), "--num_gpus", "2", str(SCRIPT), "--iterations", "2", "--out",
          str(tmp_path / "trace")],
         env={**env, "DS_ACCELERATOR": "cpu", "OMP_NUM_THREADS": "1"},
         capture_output=True,
@@ -111,6 +113,6 @@ def test_a_job_started_by_the_deepspeed_launcher_is_read_back(tmp_path, env):
     done = explorer_cli(["read", str(tmp_path / "trace"), "--json"], env, tmp_path)
     doc = json.loads(done.stdout)
     assert done.returncode == 0 and doc["ok"] is True and doc["findings"] == []
-    assert [r["state"] for r in doc["ranks"]] == ["done"] * 4
+    assert [r["state"] for r in doc["ranks"]] == ["done"] * 2 and doc["schedule"]["stages"] == 2
     # no torchrun job id here: rank 0's id, broadcast, names every line of every rank
     assert doc["run"] and {r["run"] for r in doc["instructions"]} == {doc["run"]}
