@@ -189,10 +189,18 @@ def test_a_job_killed_with_its_launcher_is_not_said_to_be_running(tmp_path, env)
     blind = JobFollower(folder)  # no launcher to ask
     pids: list[int] = []
     try:
-        _until(follower, lambda f: f.history and f.history[-1]["iteration"] == 0, proc)
+        # Every rank's start line read, not only the first rank's iteration: the pids to kill
+        # come from those lines, and a rank whose lines were read late (a busy machine) was once
+        # left out, lived on, and the follower without a launcher rightly said it was running.
+        _until(
+            follower,
+            lambda f: f.history and f.history[-1]["iteration"] == 0 and len(f.run.ranks()) == 4,
+            proc,
+        )
         blind.poll()
         assert set(blind.history[-1]["states"].values()) == {"running"}  # held at the gate
         pids = [r["pid"] for r in follower.run.ranks()]
+        assert len(pids) == 4 and len(blind.history[-1]["states"]) == 4
         # torchrun and every rank (each in a session of its own), SIGKILL: nobody writes a word.
         # The ranks are stopped first: killed one after another, a rank still running once read
         # its killed peer's closed connection as its own failure and wrote it (a busy machine).
@@ -213,8 +221,8 @@ def test_a_job_killed_with_its_launcher_is_not_said_to_be_running(tmp_path, env)
             if process_alive(pid):
                 os.kill(pid, signal.SIGKILL)
     stopped = {r: "stopped" for r in range(4)}
-    for each in (follower, blind):
-        assert each.history[-1]["states"] == stopped
+    for name, each in (("with its launcher", follower), ("without", blind)):
+        assert each.history[-1]["states"] == stopped, name
         assert "(stopped: ranks 0, 1, 2, 3 stopped (no end written" in each.status.value
         bars = each.progress.figure.to_dict()["data"][0]
         assert [t.split(" · ")[0] for t in bars["text"]] == ["stopped"] * 4
