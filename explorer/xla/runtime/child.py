@@ -74,7 +74,8 @@ class _LineSwitch:
 
 
 def _load_user_step(cfg: RunConfig) -> Optional[Callable[[int], Any]]:
-    """The user's ``--step`` function, or None for a preset (built once torch_xla is in)."""
+    """The user's ``--step`` function, or None for a preset (built by ``steps.build`` once
+    torch_xla is in)."""
     if not cfg.step:
         return None
     from explorer.user_step import load_step
@@ -103,7 +104,10 @@ def run(cfg: RunConfig, out_dir: str = "") -> None:
 
     debug_file = os.environ.get("PT_XLA_DEBUG_FILE", "")
     start = time.perf_counter()
-    step_fn, info = build(cfg, user_step)
+    if user_step is not None:
+        step_fn, info = user_step, {"wrapper": "the user's own step", "workarounds": []}
+    else:
+        step_fn, info = build(cfg)
     torch_xla.sync()
     xm.wait_device_ops()
     device = {

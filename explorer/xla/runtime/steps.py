@@ -88,17 +88,9 @@ class Trainer:
         return loss
 
 
-def build(cfg: RunConfig, user_step: StepFn | None = None) -> tuple[StepFn, dict[str, Any]]:
-    """The step for ``cfg`` (a preset or the user's ``MODULE:FUNCTION``) and what it runs on.
-
-    ``user_step`` is the user's function when the caller has loaded it already.
-    """
-    if cfg.step:
-        if user_step is None:
-            from explorer.user_step import load_step
-
-            user_step = load_step(cfg.step)
-        return user_step, {"wrapper": "the user's own step", "workarounds": []}
+def build(cfg: RunConfig) -> tuple[StepFn, dict[str, Any]]:
+    """The preset step for ``cfg`` and what it runs on (a user's ``--step`` is loaded by the
+    child itself, before torch_xla)."""
     trainer = Trainer(cfg)
     seq = cfg.seq
     name = cfg.scenario
