@@ -69,14 +69,15 @@ def env() -> dict:
     return {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in path if p)}
 
 
-def _job(tmp_path, env, *args):
-    """torchrun with 4 ranks of the user's script, its gates in ``tmp_path/gate``, and a follower."""
+def _job(tmp_path, env, *args, ranks: int = 4):
+    """torchrun with ``ranks`` ranks of the user's script, its gates in ``tmp_path/gate``, and a
+    follower."""
     from explorer.pipeline.app.job_follower import JobFollower
 
     folder, gate, log = tmp_path / "trace", tmp_path / "gate", tmp_path / "torchrun.log"
     gate.mkdir()
     cmd = [
-        sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "4",
+        sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", str(ranks),
         str(SCRIPT), "--out", str(folder), "--gate", str(gate), *args,
     ]  # fmt: skip
     with open(log, "wb") as out:
@@ -86,7 +87,8 @@ def _job(tmp_path, env, *args):
 
 
 def test_progress_and_overlay_update_while_the_job_runs(tmp_path, env):
-    proc, follower, folder, gate = _job(tmp_path, env, "--iterations", "4")
+    """Two ranks: the claim is the follower's polling, which the ranks' number does not change."""
+    proc, follower, folder, gate = _job(tmp_path, env, "--iterations", "4", ranks=2)
     try:
         for iteration in range(4):
             _until(
@@ -107,13 +109,13 @@ def test_progress_and_overlay_update_while_the_job_runs(tmp_path, env):
     iterations = [h["iteration"] for h in live]
     assert sorted(set(iterations) - {-1}) == [0, 1, 2, 3] and iterations == sorted(iterations)
     assert all(a["records"] <= b["records"] for a, b in zip(live, live[1:]))
-    assert live[-1]["finished"] is True and live[-1]["states"] == {r: "done" for r in range(4)}
+    assert live[-1]["finished"] is True and live[-1]["states"] == {r: "done" for r in range(2)}
     assert "(finished)" in follower.status.value
     overlay = follower.overlay.figure.to_dict()
     assert any(str(t.get("name", "")).startswith("measured") for t in overlay["data"])
     assert "stopped early" not in json.dumps(overlay["layout"])
     progress = follower.progress.figure.to_dict()["data"][0]
-    assert list(progress["x"]) == [22, 22, 22, 22]  # every rank finished its 22 steps
+    assert list(progress["x"]) == [18, 18]  # every rank finished its 2 × (8 + 2 - 1) steps
     assert "failure" not in [t.get("name") for t in follower.grid.figure.to_dict()["data"]]
 
 
