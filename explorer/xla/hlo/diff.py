@@ -12,9 +12,9 @@ from bisect import bisect_left
 from collections import Counter
 from typing import NamedTuple
 
+from explorer.gcpause import paused_gc
 from explorer.xla.hlo import kernels
 from explorer.xla.hlo.fingerprint import Interner
-from explorer.xla.hlo.gcpause import paused_gc
 from explorer.xla.hlo.graph import Graph, entry_graph
 from explorer.xla.hlo.matcher import UNMATCHED, Matching, match
 from explorer.xla.hlo.model import HloInstruction, Metadata, Module, tuple_arity

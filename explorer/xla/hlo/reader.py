@@ -15,8 +15,8 @@ from typing import Iterator, Optional
 
 from explorer import inputs
 from explorer.errors import InputError
+from explorer.gcpause import paused_gc
 from explorer.xla.hlo.errors import HloParseError
-from explorer.xla.hlo.gcpause import paused_gc
 from explorer.xla.hlo.lines import (
     parse_common_instruction,
     parse_computation_header,

@@ -16,11 +16,11 @@ from types import ModuleType
 from typing import NamedTuple, Optional
 
 from explorer.errors import InputError
+from explorer.gcpause import paused_gc
 from explorer.xla.hlo import kernels
 from explorer.xla.hlo.errors import HloParseError
 from explorer.xla.hlo.fingerprint import Interner, attr_text, computation_hashes
 from explorer.xla.hlo.flat_graph import flat_graph
-from explorer.xla.hlo.gcpause import paused_gc
 from explorer.xla.hlo.graph import Graph
 from explorer.xla.hlo.lines import rest_tail
 from explorer.xla.hlo.reader import _MODULE, parse_modules
