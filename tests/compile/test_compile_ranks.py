@@ -330,3 +330,33 @@ def test_the_cause_is_the_rank_that_went_not_those_that_lost_it(
     for rank, text in logs.items():
         (tmp_path / f"rank{rank}.log").write_text(text + "\n")
     assert _cause_rank(codes, tmp_path, stopped) == cause
+
+
+@pytest.mark.parametrize(
+    "codes, stopped, refused",
+    [
+        ({0: 2, 1: 2}, frozenset(), 0),
+        # rank 1 was still starting when rank 0 refused, and was stopped after the grace
+        ({0: 2, 1: -9}, frozenset({1}), 0),
+        ({0: -9, 1: 2}, frozenset({0}), 1),
+        # a rank that failed on its own in another way: not bad input
+        ({0: 2, 1: 1}, frozenset(), None),
+        ({0: 2, 1: -11}, frozenset(), None),
+        # every rank stopped (a timeout): nobody refused anything
+        ({0: -9, 1: -9}, frozenset({0, 1}), None),
+        ({0: 0, 1: 0}, frozenset(), None),
+    ],
+    ids=[
+        "both",
+        "peer-stopped",
+        "rank0-stopped",
+        "peer-own-error",
+        "peer-segfault",
+        "timeout",
+        "ok",
+    ],
+)
+def test_bad_input_is_what_every_rank_that_decided_said(codes, stopped, refused) -> None:
+    from explorer.compile.runtime.launch import _refused
+
+    assert _refused(codes, stopped) == refused

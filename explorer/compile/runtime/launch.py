@@ -91,6 +91,16 @@ def _cause_rank(
     return (own or failed or [0])[0]
 
 
+def _refused(codes: Mapping[int, int], stopped: frozenset[int]) -> Optional[int]:
+    """The first rank that refused the input, when every rank that ended on its own refused it
+    (bad input: one line, exit 2); None otherwise. A rank the supervisor stopped after the grace
+    had not decided yet: on a busy machine rank 1 was still starting when rank 0 refused the
+    ``--step``, was killed, and bad input was once reported as rank 0's failure (exit 1)."""
+    refused = [r for r, c in sorted(codes.items()) if c == INPUT_ERROR]
+    decided = [r for r in codes if r not in stopped]
+    return refused[0] if refused and all(codes[r] == INPUT_ERROR for r in decided) else None
+
+
 def run_ranks(
     nproc: int, spec: Mapping[str, Any], timeout_s: float, label: str = ""
 ) -> ProbeResult:
@@ -100,8 +110,9 @@ def run_ranks(
         (folder / "spec.json").write_text(json.dumps({**spec, "timeout": timeout_s}))
         out = supervise(ProbeRanks(folder, nproc), timeout_s=timeout_s, poll_s=0.1)
         codes = out.returncodes
-        if codes and all(c == INPUT_ERROR for c in codes.values()):
-            raise InputError(_last_words(folder / "rank0.log"))
+        refused = _refused(codes, out.stopped)
+        if refused is not None:
+            raise InputError(_last_words(folder / f"rank{refused}.log"))
         if (folder / "result.pkl").exists():
             # Rank 0 wrote the merged records whole (renamed into place) after every rank
             # handed in its part: the run is complete. A non-zero exit after that comes from
