@@ -9,7 +9,8 @@ a scan, so the collector's repeated passes over the growing heap are pure overhe
   collector on, 2.7 with it paused). The explorer starts such children by the dozen (an
   ``xla-run``, a ``compile-probe``, the template a CPU run's ranks are forked from).
 
-Collection resumes, and runs, when the block ends. Reference counting frees as always inside it.
+Collection resumes when the block ends (:func:`paused_gc`; :func:`frozen_imports` also freezes
+what a process's imports made). Reference counting frees as always inside either.
 """
 
 from __future__ import annotations
@@ -35,4 +36,23 @@ def paused_gc() -> Iterator[None]:
             gc.enable()
 
 
-__all__ = ["paused_gc"]
+@contextmanager
+def frozen_imports() -> Iterator[None]:
+    """A dedicated process's heavy imports, with the collector paused; what they made is then
+    frozen (``gc.freeze``): modules live as long as the process, so no later collection walks
+    them again. Without it the first full collection after the block walks the whole heap
+    (nothing had counted it as long-lived), and in a process forked afterwards (a rank of the
+    template) that walk writes to every page it shares with its parent: copy-on-write of the
+    heap in each rank. CPython's documentation gives this recipe for a parent that forks.
+    Only for a process started for one job: a notebook kernel's own objects are never frozen."""
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        gc.freeze()
+        if was:
+            gc.enable()
+
+
+__all__ = ["frozen_imports", "paused_gc"]

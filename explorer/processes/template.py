@@ -37,7 +37,7 @@ import select
 import sys
 from typing import Mapping, Optional
 
-from explorer.gcpause import paused_gc
+from explorer.gcpause import frozen_imports
 from explorer.processes.orphan import LAUNCHER_PID, ORPHANED, end_with_launcher
 from explorer.processes.warm import PAD_VARIABLE, exit_status, kill_rank
 
@@ -168,7 +168,7 @@ def main(argv: list[str]) -> None:
     os.dup2(null, 0)
     os.dup2(2, 1)  # the worker's imports may print: into the first rank's log, with stderr
     os.close(null)
-    with paused_gc():  # the worker's torch and DeepSpeed, without the collector's passes
+    with frozen_imports():  # the ranks share these pages: no collection may write to them
         importlib.import_module(worker)
     request = _serve(requests, out)
     _become_rank(request, os.getppid() if ends_with_launcher else None)

@@ -6,7 +6,7 @@ Started by :mod:`.launch` with torchrun's environment (``RANK``, ``WORLD_SIZE``,
 the launcher can say it as the CLI would. Run as
 ``python -m explorer.compile.runtime.rank_worker SPEC OUT``. It imports torch at its top and does
 its work under ``__main__`` only, so the ranks of one probe are forked from one process that
-imported torch once (:mod:`explorer.processes.template`).
+imported torch and Dynamo once, frozen (:mod:`explorer.processes.template`).
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Sequence
 
+import torch._dynamo  # noqa: F401  in the template, frozen: no rank's collection walks it
 import torch.distributed as dist
 
 from explorer.errors import InputError, one_line

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Callable, Optional, Sequence
 
 from explorer.errors import InputError, excerpt, one_line
-from explorer.gcpause import paused_gc
+from explorer.gcpause import frozen_imports
 from explorer.pipeline.analysis.sizes import Asking, SizeCell, SizeSweep
 from explorer.processes import Child, Engine, Report, Supervised, supervise
 from explorer.processes.heap import keep_freed_memory
@@ -225,7 +225,7 @@ def build_from_job(job: dict) -> Callable[[int, int], object]:
     if job.get("from"):
         from explorer.pipeline.schedules.adapters import from_deepspeed, load_class
 
-        with paused_gc():  # a class of DeepSpeed's imports torch and DeepSpeed (explorer.gcpause)
+        with frozen_imports():  # only ever in a process of its own: a pool worker (gcpause)
             cls = load_class(job["from"])
 
         def made(p: int, m: int) -> object:

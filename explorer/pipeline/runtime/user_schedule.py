@@ -14,7 +14,7 @@ import os
 import sys
 
 from explorer.errors import InputError, excerpt, one_line
-from explorer.gcpause import paused_gc
+from explorer.gcpause import frozen_imports
 from explorer.pipeline.schedules import io
 from explorer.pipeline.schedules.schedule import Schedule
 from explorer.processes.isolate import raised, refuse, run_child
@@ -54,7 +54,7 @@ def main(argv: list[str]) -> int:
     try:
         from explorer.pipeline.schedules.adapters import from_deepspeed, load_class
 
-        with paused_gc():  # a class of DeepSpeed's imports torch and DeepSpeed (explorer.gcpause)
+        with frozen_imports():  # a DeepSpeed class imports torch and DeepSpeed (gcpause)
             cls = load_class(spec)
         doc = io.to_json(from_deepspeed(cls, int(stages), int(microbatches)))
     except InputError as exc:

@@ -16,7 +16,7 @@ import traceback
 from typing import Any, Callable, Optional
 
 from explorer.errors import InputError
-from explorer.gcpause import paused_gc
+from explorer.gcpause import frozen_imports
 from explorer.xla.runtime.config import RunConfig
 from explorer.xla.traces.protocol import encode
 from explorer.xla.traces.records import METRICS_FILE
@@ -95,7 +95,7 @@ def run(cfg: RunConfig, out_dir: str = "") -> None:
     # settings are in this process's environment already, so a module that imports torch_xla
     # itself gets the same capture.
     user_step = _load_user_step(cfg)
-    with paused_gc():  # a quarter of torch_xla's import is the collector (explorer.gcpause)
+    with frozen_imports():  # a quarter of torch_xla's import is the collector (explorer.gcpause)
         import torch_xla
         import torch_xla.core.xla_model as xm
         import torch_xla.runtime as xr
