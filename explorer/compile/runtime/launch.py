@@ -94,8 +94,8 @@ def _cause_rank(
 def _refused(codes: Mapping[int, int], stopped: frozenset[int]) -> Optional[int]:
     """The first rank that refused the input, when every rank that ended on its own refused it
     (bad input: one line, exit 2); None otherwise. A rank the supervisor stopped after the grace
-    had not decided yet: on a busy machine rank 1 was still starting when rank 0 refused the
-    ``--step``, was killed, and bad input was once reported as rank 0's failure (exit 1)."""
+    had not decided yet: with every rank asked to have refused, a peer still starting on a busy
+    machine when rank 0 refused the ``--step`` turned bad input into rank 0's failure (exit 1)."""
     refused = [r for r, c in sorted(codes.items()) if c == INPUT_ERROR]
     decided = [r for r in codes if r not in stopped]
     return refused[0] if refused and all(codes[r] == INPUT_ERROR for r in decided) else None

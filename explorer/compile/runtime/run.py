@@ -37,7 +37,7 @@ def run_scenario(
         section["backend"] = backend
     cfg = parse_config(section, device=PRESETS_DEVICE)  # a GPU in sight moves no preset tensor
     tracker = VariantTracker()
-    with paused_gc():  # torch and Dynamo, a quarter faster without the collector's passes
+    with paused_gc():  # torch and Dynamo, without the collector's passes (explorer.gcpause)
         import torch._dynamo
 
     torch._dynamo.reset()
