@@ -66,8 +66,13 @@ def test_deepspeeds_own_numbering_is_read_from_the_ranks_start_lines(traced, tmp
     doc = json.loads(done.stdout)
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
     assert doc["kind"] == "pipeline-job" and doc["layout"].startswith("rank = the schedule's rank")
-    assert doc["critical_path"]["hops"][0] in (0, 1)
-    assert set(doc["critical_path"]["hops"]) in ({0, 2}, {1, 3})
+    # the path stays in its replica and starts on its stage 0; whether it ever crosses to stage
+    # 1 is the machine's timing (a stage 0 that is always the later one holds the whole path)
+    path = doc["critical_path"]
+    replica_ranks = {path["replica"], 2 + path["replica"]}
+    assert path["hops"][0] == path["replica"]
+    assert set(path["hops"]) <= replica_ranks
+    assert {s["rank"] for s in path["steps"] if s["via"] == "message"} <= replica_ranks
 
 
 def test_a_larger_job_numbered_as_deepspeed_does_names_its_stragglers(traced, tmp_path):
