@@ -222,6 +222,22 @@ def test_an_xla_timeout_blames_collectives_only_with_several_devices():
     assert "collectives across several CPU devices" in many.message
 
 
+def test_an_xla_timeout_says_the_step_the_child_had_begun_or_its_setup():
+    from explorer.xla.runtime.launch import _ending
+
+    began = [
+        {"event": "begin", "step": 0},
+        {"event": "step", "step": 0},
+        {"event": "begin", "step": 1},
+    ]
+    in_step = _ending(began, -9, "", True, 15.0)
+    in_setup = _ending([{"event": "device"}], -9, "", True, 15.0)
+    between = _ending(began[:2], -9, "", True, 15.0)
+    assert in_step.step == 1 and "no result after 15 s (stopped during step 1;" in in_step.message
+    assert in_setup.step is None and "(stopped during setup;" in in_setup.message
+    assert between.step is None and in_step.kind == in_setup.kind == between.kind == "timeout"
+
+
 @pytest.mark.slow
 def test_a_reader_that_left_never_turns_a_verdict_into_exit_0():
     """``explorer hlo-diff A B | head`` once exited 0 (read as "identical") for two different

@@ -137,8 +137,12 @@ def test_user_step_that_cannot_be_loaded_is_bad_input(tmp_path) -> None:
 def test_a_hung_child_is_stopped_by_the_timeout(tmp_path) -> None:
     path = _write_step(tmp_path, "import time\n\ndef step(i):\n    time.sleep(120)\n")
     run = run_step(f"{path}:step", steps=2, timeout_s=15)
-    assert run.failure.kind == "timeout" and run.failure.step == 0
-    assert "no result after 15 s" in run.failure.message
+    assert run.failure.kind == "timeout" and "no result after 15 s" in run.failure.message
+    # Where it stopped is what the child last said: step 0 once it began it, or setup where a
+    # busy machine spent the 15 s importing torch_xla (the words for each: the fast tier).
+    began = run.failure.step == 0
+    assert ("stopped during step 0;" in run.failure.message) == began
+    assert began or ("stopped during setup" in run.failure.message and run.steps == [])
 
 
 def test_spmd_fsdp_v2_runs_on_four_virtual_cpu_devices() -> None:
