@@ -86,6 +86,95 @@ def _verdict():
     )
 
 
+def _on_its_way():
+    """Rank 1 sleeps; rank 0 is still running toward its wait (a moment, not the hang)."""
+    at1, mb1 = placed(SCHEDULE, first_row_of_step(SCHEDULE, 1, 3))
+    return diagnose(
+        [
+            RankState(0, 10, "computing"),
+            RankState(1, 11, "sleeping", at=at1, microbatch=mb1, where="train.py:7"),
+        ]
+    )
+
+
+def _doctor_that_looks_early(calls: list, clock=None):
+    """The doctor's first look catches rank 0 on its way; later looks find the hang (``clock``:
+    the first look takes 10 s of it)."""
+
+    def doctor(pids, folder, schedule=None):
+        calls.append(pids)
+        if len(calls) == 1 and clock is not None:
+            clock.now += 10.0
+        return Diagnosis(_on_its_way() if len(calls) == 1 else _verdict(), None, "", 0.1, 2)
+
+    return doctor
+
+
+def test_an_unsettled_verdict_is_looked_at_again_a_stall_time_later_then_kept(monkeypatch):
+    assert _on_its_way().verdict in job_follower.UNSETTLED and _verdict().verdict == "waits-on"
+    calls: list = []
+    monkeypatch.setattr(job_follower, "doctor", _doctor_that_looks_early(calls))
+    follower, clock, run = _follower(stall_after_s=5.0, job=LAUNCHER)
+    run.write()
+    follower.poll()
+    clock.now = 6.0
+    follower.poll()
+    assert len(calls) == 1 and "diagnosis: no rank waits" in follower.status.value
+    clock.now = 10.9  # not yet a stall time after the first look
+    follower.poll()
+    assert len(calls) == 1
+    clock.now = 11.0
+    follower.poll()
+    assert len(calls) == 2 and "diagnosis: rank 0 waits on rank 1" in follower.status.value
+    for now in (30.0, 60.0, 90.0):  # settled: not looked at again while the stall lasts
+        clock.now = now
+        follower.poll()
+    assert len(calls) == 2
+
+
+def test_a_verdict_that_stays_unsettled_is_looked_at_a_bounded_number_of_times(monkeypatch):
+    calls: list = []
+
+    def doctor(pids, folder, schedule=None):
+        calls.append(pids)
+        return Diagnosis(_on_its_way(), None, "", 0.1, 2)
+
+    monkeypatch.setattr(job_follower, "doctor", doctor)
+    follower, clock, run = _follower(stall_after_s=5.0, job=LAUNCHER)
+    run.write()
+    follower.poll()
+    for now in range(6, 100):
+        clock.now = float(now)
+        follower.poll()
+    assert len(calls) == 1 + job_follower.AUTO_RETRIES
+    run.write()  # it moves, then stops again: a new stall, looked at afresh
+    follower.poll()
+    clock.now = 120.0
+    follower.poll()
+    assert len(calls) == 2 + job_follower.AUTO_RETRIES
+
+
+def test_waiting_for_the_diagnosis_waits_past_an_unsettled_one(monkeypatch):
+    """A notebook cell prints what ``wait_for_diagnosis`` returns: the hang, not the moment
+    before it that the first look caught."""
+    calls: list = []
+    follower, clock, run = _follower(stall_after_s=5.0, job=LAUNCHER)
+    monkeypatch.setattr(job_follower, "doctor", _doctor_that_looks_early(calls, clock))
+    run.write()
+    follower.poll()
+    clock.now = 6.0
+    follower.start()
+    try:
+        diagnosis = follower.wait_for_diagnosis(timeout_s=60)
+    finally:
+        follower.stop()
+    assert len(calls) == 2
+    assert diagnosis is not None and (diagnosis.verdict.verdict, diagnosis.verdict.culprit) == (
+        "waits-on",
+        1,
+    )
+
+
 def test_a_silent_job_is_stalled_after_the_stall_time_and_running_again_once_it_writes():
     follower, clock, run = _follower(stall_after_s=5.0, auto_diagnose=False)
     run.write()

@@ -27,7 +27,12 @@ The hang is then diagnosed by :func:`~explorer.pipeline.runtime.doctor.doctor` o
 process tree (``job=``, a ``Popen`` or a PID; without it, the ranks' PIDs their start lines
 name), once per stall by itself (``auto_diagnose``) and whenever the "diagnose" button is
 pressed; the verdict is said in the status line and pinned on the grid
-(:func:`~explorer.pipeline.views.live.verdict_grid`) until the job moves again.
+(:func:`~explorer.pipeline.views.live.verdict_grid`) until the job moves again. A verdict a job
+passes through rather than stays in (:data:`UNSETTLED`: a rank still on its way into its wait
+when the stacks were read, a log that grew meanwhile, ranks still starting) is diagnosed again
+by itself, a stall time later, up to :data:`AUTO_RETRIES` times while the job stays silent, and
+:meth:`JobFollower.wait_for_diagnosis` waits for that one: on a busy machine the first look can
+come a moment early, and a notebook that prints the first verdict would teach the wrong one.
 
 The polling runs in a daemon thread (:meth:`start`) or by hand (:meth:`poll`); an exception in
 a poll is said in the status line and stops the thread, never the kernel.
@@ -58,7 +63,12 @@ from explorer.pipeline.views.palette import HAZARD
 from explorer.processes.ranks import process_alive
 from explorer.ui.sync import LiveFigure
 
-__all__ = ["JobFollower"]
+__all__ = ["AUTO_RETRIES", "UNSETTLED", "JobFollower"]
+
+#: Verdicts that describe a moment, not a hang: looked at again while the job stays silent.
+UNSETTLED = ("no-wait", "moving", "starting")
+#: How many times a stall's unsettled verdict is diagnosed again by itself.
+AUTO_RETRIES = 3
 
 
 class JobFollower:
@@ -90,6 +100,9 @@ class JobFollower:
         self.diagnosis_error = ""
         self._diagnosed_stall = -1  # the stall (progress count) the automatic diagnosis ran for
         self._diagnosed_at = -1  # the progress count of the latest diagnosis (said until it moves)
+        self._auto_tries = 0  # this stall's automatic diagnoses after its first
+        self._auto_at = 0.0  # when this stall's latest automatic diagnosis began (``clock``)
+        self._diagnoses = 0  # diagnoses published so far: a waiter sees a new one come
         self._diagnosing = threading.Lock()
         #: Set when a diagnosis (or its error) is published, or when the following ends.
         self._diagnosed = threading.Event()
@@ -181,14 +194,42 @@ class JobFollower:
             return False
         first = self.stalled_s is None
         self.stalled_s = stalled
-        if self.auto_diagnose and self._diagnosed_stall != self.watch.progress_count:
-            self._diagnosed_stall = self.watch.progress_count
+        if self._auto_due():
             self.diagnose()
         else:
             self._say(self._ranks(), self._failure)
         if first:
             self.history.append({**self.history[-1], "time": time.time(), "stalled_s": stalled})
         return True
+
+    def _auto_due(self) -> bool:
+        """Diagnose by itself: at a stall's start, and again a stall time after the last look
+        while its verdict is :data:`UNSETTLED` (at most :data:`AUTO_RETRIES` more times)."""
+        if not self.auto_diagnose:
+            return False
+        now = self.clock()
+        if self._diagnosed_stall != self.watch.progress_count:
+            self._diagnosed_stall, self._auto_tries, self._auto_at = (
+                self.watch.progress_count,
+                0,
+                now,
+            )
+            return True
+        if not self._retry_left() or now - self._auto_at < self.watch.threshold_s():
+            return False
+        self._auto_tries, self._auto_at = self._auto_tries + 1, now
+        return True
+
+    def _retry_left(self) -> bool:
+        """The current stall's verdict is unsettled and the follower will look again."""
+        current = self.diagnosis if self._diagnosed_at == self.watch.progress_count else None
+        return (
+            self.auto_diagnose
+            and self._auto_tries < AUTO_RETRIES
+            and current is not None
+            and not self.diagnosis_error
+            and current.verdict.verdict in UNSETTLED
+        )
 
     def diagnose(self) -> Optional[Diagnosis]:
         """Diagnose the job now (:func:`~explorer.pipeline.runtime.doctor.doctor` on its process
@@ -210,6 +251,7 @@ class JobFollower:
                 self._verdict_pinned = self.watch.progress_count  # until the job moves again
             self.diagnosis, self.diagnosis_error = diagnosis, error
             self._diagnosed_at = self.watch.progress_count
+            self._diagnoses += 1
             if self.run is not None:
                 self._say(self._ranks(), self._failure)
             self._diagnosed.set()
@@ -219,11 +261,26 @@ class JobFollower:
         """Block until a diagnosis (or the reason there is none) is published, the following
         ends (the job is over: no stall will come), or ``timeout_s`` passes. The diagnosis of
         where the job stands now; None when there is none (not yet, it could not be made, or it
-        was made before the job last moved). A cell that waits with this sees the grid already
-        showing the verdict."""
-        if not self._diagnosed.wait(timeout_s) or self.diagnosis_error:
-            return None
-        return self.diagnosis if self._diagnosed_at == self.watch.progress_count else None
+        was made before the job last moved). An :data:`UNSETTLED` verdict is returned only once
+        the following thread will not look again. A cell that waits with this sees the grid
+        already showing the verdict."""
+        deadline = time.monotonic() + timeout_s
+        while True:
+            if not self._diagnosed.wait(max(0.0, deadline - time.monotonic())):
+                return None
+            if self.diagnosis_error:
+                return None
+            seen = self._diagnoses
+            while self._diagnoses == seen and self._following() and self._retry_left():
+                if time.monotonic() >= deadline:
+                    break
+                time.sleep(0.05)
+            if self._diagnoses == seen:
+                return self.diagnosis if self._diagnosed_at == self.watch.progress_count else None
+
+    def _following(self) -> bool:
+        """The background thread polls (and so diagnoses again when one is due)."""
+        return self._thread is not None and self._thread.is_alive() and not self._stop.is_set()
 
     def _diagnose_in_background(self) -> None:
         """The button: py-spy takes a second or two; the kernel is not held meanwhile."""
