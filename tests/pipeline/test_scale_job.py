@@ -21,7 +21,7 @@ from explorer.pipeline.analysis.clocks import clocks
 from explorer.pipeline.analysis.fold import fold
 from explorer.pipeline.analysis.fold_lanes import lanes, rank_lane
 from explorer.pipeline.runtime import RunSpec, run_pipeline
-from explorer.pipeline.schedules.instructions import KIND_BY_CODE
+from explorer.pipeline.schedules.instructions import KIND_BY_CODE, Kind
 from explorer.pipeline.traces.job import read_job
 
 pytestmark = pytest.mark.slow
@@ -365,11 +365,22 @@ def test_a_real_runs_critical_path_runs_from_stage_0_to_the_last_end_across_mess
     last = int(np.argmax(np.where(it, end, -np.inf)))
     steps = list(zip(path.rank.tolist(), path.kind.tolist(), path.microbatch.tolist()))
     assert steps[0] == key(first) and steps[-1] == key(last)
-    hops = path.hops()
-    assert hops[0] == 0 and len(set(hops)) >= 2
+    assert path.hops()[0] == 0
     # a step on another rank than the one before it came by a message, and only such a step
     moved = np.concatenate(([False], path.rank[1:] != path.rank[:-1]))
     assert np.array_equal(moved, path.via_message)
+    # a receive the path stayed on its rank for had its data sent before the rank was ready:
+    # whether any receive was late is the run's own race, the rule is not
+    index = {key(i): i for i in np.flatnonzero(it).tolist()}
+    peer_send = {
+        int(Kind.RECV_ACTIVATION): (-1, Kind.SEND_ACTIVATION),
+        int(Kind.RECV_GRAD): (1, Kind.SEND_GRAD),
+    }
+    for n in np.flatnonzero(~path.via_message[1:] & np.isin(path.kind[1:], list(peer_send))) + 1:
+        r, k, mb = steps[n]
+        step, send_kind = peer_send[k]
+        send = index[(r + step, int(send_kind), mb)]
+        assert start[send] < end[index[steps[n - 1]]], (steps[n - 1], steps[n])
     assert 0 < path.length_s <= path.step_s * (1 + 1e-9)
     held = sum(path.held_s().values())
     assert held + path.gaps_s == pytest.approx(path.length_s, rel=1e-9) and held > 0
