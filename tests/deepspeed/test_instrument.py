@@ -82,9 +82,11 @@ def test_a_job_with_the_seeds_order_is_read_back_with_deepspeeds_failure_and_the
     )
     assert f["exception_type"] == "AssertionError"
     assert "_exec_send_grads" in f["traceback_tail"].splitlines()[-1]
-    assert f["consequences"] and all(
-        c.startswith(("rank 0 (+", "rank 1 (+", "rank 3 (+")) for c in f["consequences"]
-    )
+    # every other rank that wrote its failure (its lost peer) is a consequence, and only those:
+    # how many wrote one before torchrun's SIGTERM reached them is the teardown's race
+    assert all(c.startswith(("rank 0 (+", "rank 1 (+", "rank 3 (+")) for c in f["consequences"])
+    said = {int(c.split()[1]) for c in f["consequences"]}
+    assert said == {r["rank"] for r in doc["ranks"] if r["state"] == "failed"} - {2}
     hazards = [x for x in doc["findings"] if x["type"] == "hazard"]
     first = min(hazards, key=lambda h: (h["step"], h["stage"]))
     assert (first["stage"], first["step"], first["instruction"]) == (2, 6, "SendGrad(buffer_id=0)")
