@@ -47,11 +47,12 @@ def main():
         child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
         (folder / "grandchild").write_text(str(child.pid))
         time.sleep(600)
+    if what in ("exit3", "raise"):  # both fail once told: each within the other's grace
+        while not (folder / "go").exists():
+            time.sleep(0.02)
     if what == "exit3":
         sys.exit(3)
     if what == "raise":
-        while not (folder / "go").exists():
-            time.sleep(0.02)
         raise ValueError("rank raised on purpose")
     print("rank", rank, "done", flush=True)
 
@@ -188,6 +189,7 @@ def test_a_worker_that_cannot_be_imported_fails_every_rank_with_the_traceback_on
 @pytest.mark.slow
 def test_the_same_ranks_started_afresh_end_the_same_way(tmp_path):
     folder = _folder(tmp_path, {0: "ok", 1: "exit3"})
+    (folder / "go").write_text("")  # rank 1 fails at once
     sup = Supervisor(Workers(folder, 2, warm=False), timeout_s=120).start()
     out = sup.wait()
     assert sup.template is None
