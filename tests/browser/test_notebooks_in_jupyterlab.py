@@ -487,9 +487,19 @@ def _click_a_finding(app: lh.Explorer, failures: list[str]) -> None:
 
 
 def _expect(failures: list[str], app: lh.Explorer, after: str, said: str, absent: str = "") -> None:
-    """The explorer's text must say ``said`` (and not ``absent``) after ``after``."""
+    """The explorer's text must say ``said`` (and not ``absent``) after ``after``. The caller
+    waited for the kernel to answer; the page is read again for up to 15 s, as a busy browser
+    may draw the answer a moment after its last frame (what is judged is what stays)."""
+
+    def holds(text: str) -> bool:
+        return said in text and not (absent and absent in text)
+
+    deadline = time.monotonic() + 15
     text = app.texts()
-    if said not in text or (absent and absent in text):
+    while not holds(text) and time.monotonic() < deadline:
+        app.page.wait_for_timeout(250)
+        text = app.texts()
+    if not holds(text):
         missing = f"'{said}'" + (f" and no '{absent}'" if absent else "")
         failures.append(f"after {after}: expected the explorer to say {missing}; it says {text!r}")
 
@@ -769,10 +779,16 @@ def _click_a_marker(
     except AssertionError as exc:
         failures.append(f"clicking the new-graph marker of graph {target}: {exc}")
         return
-    titles = " | ".join(app.root.locator(".js-plotly-plot .gtitle").all_text_contents())
-    if f"-> {target}" not in titles:
+
+    def titles() -> str:
+        return " | ".join(app.root.locator(".js-plotly-plot .gtitle").all_text_contents())
+
+    deadline = time.monotonic() + 15  # the kernel answered: the browser may draw a moment later
+    while f"-> {target}" not in titles() and time.monotonic() < deadline:
+        run.nb.page.wait_for_timeout(250)
+    if f"-> {target}" not in titles():
         failures.append(
-            f"clicking the new-graph marker of graph {target} showed no diff to it; titles: {titles}"
+            f"clicking the new-graph marker of graph {target} showed no diff to it; titles: {titles()}"
         )
 
 
