@@ -33,7 +33,7 @@ def test_a_moving_job_is_never_called_hung(tmp_path):
     out = tmp_path / "live"
     job = subprocess.Popen(
         [sys.executable, "-m", "explorer", "run", "--kind", "gpipe", "--stages", "2",
-         "--microbatches", "4", "--iterations", "600", "--out", str(out)],
+         "--microbatches", "16", "--iterations", "1000", "--out", str(out)],
         cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
     )  # fmt: skip
     judged = []
