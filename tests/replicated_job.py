@@ -116,8 +116,13 @@ def default_stragglers(
     factor: float = 1.8,
     delay_s: float = 0.02,
     order: str = "replica-major",
+    recorded_ra_s: float = 0.0,
 ) -> list[Straggler]:
-    """One slow backward rank and one slow link, at ranks in the middle of the job."""
+    """One slow backward rank and one slow link, at ranks in the middle of the job.
+
+    The link adds ``delay_s`` or the recorded median receive of its stage (``recorded_ra_s``),
+    whichever is longer: a receive that waits long on a busy machine's recording would
+    otherwise hide a fixed 20 ms under the fold's 1.25x threshold."""
     to_rank = spec["schedule"]["stage_to_rank"]
     p = len(set(to_rank))
     stages = len(to_rank)
@@ -140,7 +145,7 @@ def default_stragglers(
             link_rep,
             "RA",
             from_iteration,
-            delay_s=delay_s,
+            delay_s=max(delay_s, recorded_ra_s),
             peer=at(link_rep, to_rank[link_stage - 1]),
         ),
     ]
@@ -194,6 +199,16 @@ def recorded_skews(run: Path) -> list[float]:
 def _median_duration(lines: dict[int, list[dict]]) -> float:
     durations = sorted(
         x["end"] - x["start"] for ls in lines.values() for x in ls if x["type"] == "instr"
+    )
+    return durations[len(durations) // 2] if durations else 0.0
+
+
+def _median_of(lines: dict[int, list[dict]], rank: int, code: str) -> float:
+    """The recorded median duration of one rank's instructions of one kind (0: none)."""
+    durations = sorted(
+        x["end"] - x["start"]
+        for x in lines.get(rank, [])
+        if x["type"] == "instr" and _code(x) == code
     )
     return durations[len(durations) // 2] if durations else 0.0
 
@@ -322,11 +337,15 @@ def replicate(
         iterations = max(1, round(events / per_iter)) if events else n_rec
     if order is None:
         order = "pipe-major" if spec.get("traced") else "replica-major"  # DeepSpeed's numbering
-    planted = (
-        default_stragglers(spec, replicas, from_iteration, order=order)
-        if stragglers is None
-        else stragglers
-    )
+    if stragglers is None:
+        to_rank = spec["schedule"]["stage_to_rank"]
+        link_rank = to_rank[max(1, len(to_rank) - 1)]
+        ra_s = _median_of(lines, link_rank, "RA")
+        planted = default_stragglers(
+            spec, replicas, from_iteration, order=order, recorded_ra_s=ra_s
+        )
+    else:
+        planted = stragglers
     p = len(lines)
     rng = random.Random(seed)
     truth = Truth(
