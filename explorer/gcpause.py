@@ -45,14 +45,11 @@ def frozen_imports() -> Iterator[None]:
     template) that walk writes to every page it shares with its parent: copy-on-write of the
     heap in each rank. CPython's documentation gives this recipe for a parent that forks.
     Only for a process started for one job: a notebook kernel's own objects are never frozen."""
-    was = gc.isenabled()
-    gc.disable()
     try:
-        yield
+        with paused_gc():
+            yield
     finally:
         gc.freeze()
-        if was:
-            gc.enable()
 
 
 __all__ = ["frozen_imports", "paused_gc"]

@@ -116,11 +116,11 @@ def default_stragglers(
     factor: float = 1.8,
     delay_s: float = 0.02,
     order: str = "replica-major",
-    recorded_ra_s: float = 0.0,
+    lines: Optional[dict[int, list[dict]]] = None,
 ) -> list[Straggler]:
     """One slow backward rank and one slow link, at ranks in the middle of the job.
 
-    The link adds ``delay_s`` or the recorded median receive of its stage (``recorded_ra_s``),
+    The link adds ``delay_s`` or the median receive of its stage in the recording's ``lines``,
     whichever is longer: a receive that waits long on a busy machine's recording would
     otherwise hide a fixed 20 ms under the fold's 1.25x threshold."""
     to_rank = spec["schedule"]["stage_to_rank"]
@@ -130,6 +130,7 @@ def default_stragglers(
     slow_stage, link_stage = min(2, stages - 1), max(1, stages - 1)
     slow_rep, link_rep = replicas // 2, replicas // 3
     link_rank = at(link_rep, to_rank[link_stage])
+    recorded_ra_s = _median_of(lines or {}, to_rank[link_stage], "RA")
     return [
         Straggler(
             at(slow_rep, to_rank[slow_stage]),
@@ -337,15 +338,11 @@ def replicate(
         iterations = max(1, round(events / per_iter)) if events else n_rec
     if order is None:
         order = "pipe-major" if spec.get("traced") else "replica-major"  # DeepSpeed's numbering
-    if stragglers is None:
-        to_rank = spec["schedule"]["stage_to_rank"]
-        link_rank = to_rank[max(1, len(to_rank) - 1)]
-        ra_s = _median_of(lines, link_rank, "RA")
-        planted = default_stragglers(
-            spec, replicas, from_iteration, order=order, recorded_ra_s=ra_s
-        )
-    else:
-        planted = stragglers
+    planted = (
+        default_stragglers(spec, replicas, from_iteration, order=order, lines=lines)
+        if stragglers is None
+        else stragglers
+    )
     p = len(lines)
     rng = random.Random(seed)
     truth = Truth(

@@ -486,20 +486,26 @@ def _click_a_finding(app: lh.Explorer, failures: list[str]) -> None:
     app.click_finding(min(1, findings.locator("option").count() - 1))
 
 
-def _expect(failures: list[str], app: lh.Explorer, after: str, said: str, absent: str = "") -> None:
-    """The explorer's text must say ``said`` (and not ``absent``) after ``after``. The caller
-    waited for the kernel to answer; the page is read again for up to 15 s, as a busy browser
-    may draw the answer a moment after its last frame (what is judged is what stays)."""
+def _drawn(nb: lh.NotebookPage, condition: Callable[[], bool]) -> bool:
+    """Whether the page shows ``condition`` within 15 s. The caller waited for the kernel to
+    answer; a busy browser may draw the answer a moment after its last frame (what is judged is
+    what stays)."""
+    try:
+        _wait_for(nb, condition, "the page to draw the kernel's answer", 15)
+    except AssertionError:
+        return False
+    return True
 
-    def holds(text: str) -> bool:
+
+def _expect(failures: list[str], app: lh.Explorer, after: str, said: str, absent: str = "") -> None:
+    """The explorer's text must say ``said`` (and not ``absent``) after ``after`` (:func:`_drawn`)."""
+
+    def holds() -> bool:
+        text = app.texts()
         return said in text and not (absent and absent in text)
 
-    deadline = time.monotonic() + 15
-    text = app.texts()
-    while not holds(text) and time.monotonic() < deadline:
-        app.page.wait_for_timeout(250)
+    if not _drawn(app.nb, holds):
         text = app.texts()
-    if not holds(text):
         missing = f"'{said}'" + (f" and no '{absent}'" if absent else "")
         failures.append(f"after {after}: expected the explorer to say {missing}; it says {text!r}")
 
@@ -783,10 +789,7 @@ def _click_a_marker(
     def titles() -> str:
         return " | ".join(app.root.locator(".js-plotly-plot .gtitle").all_text_contents())
 
-    deadline = time.monotonic() + 15  # the kernel answered: the browser may draw a moment later
-    while f"-> {target}" not in titles() and time.monotonic() < deadline:
-        run.nb.page.wait_for_timeout(250)
-    if f"-> {target}" not in titles():
+    if not _drawn(run.nb, lambda: f"-> {target}" in titles()):
         failures.append(
             f"clicking the new-graph marker of graph {target} showed no diff to it; titles: {titles()}"
         )

@@ -208,12 +208,9 @@ class JobFollower:
         if not self.auto_diagnose:
             return False
         now = self.clock()
-        if self._diagnosed_stall != self.watch.progress_count:
-            self._diagnosed_stall, self._auto_tries, self._auto_at = (
-                self.watch.progress_count,
-                0,
-                now,
-            )
+        if self._diagnosed_stall != self.watch.progress_count:  # a new stall: its first look
+            self._diagnosed_stall = self.watch.progress_count
+            self._auto_tries, self._auto_at = 0, now
             return True
         if not self._retry_left() or now - self._auto_at < self.watch.threshold_s():
             return False
